@@ -1,0 +1,1 @@
+"""User and admin commands; each imports only what it needs."""

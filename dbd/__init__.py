@@ -1,0 +1,1 @@
+"""shoal-dbd: accounting (issue 5)."""

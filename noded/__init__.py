@@ -1,0 +1,1 @@
+"""shoal-noded: the node agent."""
