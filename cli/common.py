@@ -1,0 +1,58 @@
+"""What every command shares: calling the controller through the local agent, and Slurm-style errors.
+
+Imports stay light (no grpc, no shoal.conf): a command must start in tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
+
+from google.protobuf.message import Message
+
+from shoal.agent.client import AgentError, call
+
+M = TypeVar("M", bound=Message)
+
+CONTROLLER = "/shoal.v1.Controller/"
+
+
+class CommandError(Exception):
+    """A failure to report as `<prog>: error: <message>` with a non-zero exit status."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def ctld(method: str, request: Message, response_type: type[M], *, timeout: float | None = None) -> M:
+    """Call a Controller method; agent/controller errors become CommandError with Slurm's text."""
+    try:
+        return call(CONTROLLER + method, request, response_type, timeout=timeout)
+    except AgentError as exc:
+        raise CommandError(exc.message) from exc
+
+
+def error(prog: str, message: str) -> None:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+
+
+def die(prog: str, message: str, exit_code: int = 1) -> NoReturn:
+    error(prog, message)
+    raise SystemExit(exit_code)
+
+
+def run_main(prog: str, body: Callable[[], int | None]) -> int:
+    """Run a command body, turning CommandError and Ctrl-C into Slurm-style exits (no traceback)."""
+    try:
+        result = body()
+        return int(result or 0)
+    except CommandError as exc:
+        error(prog, exc.message)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
