@@ -1,0 +1,211 @@
+"""The scheduler core's data: a read-only snapshot in, decisions out.
+
+The controller builds a `Snapshot` from its state at the start of every cycle; the core never mutates it.
+Tentative allocations live in an `Overlay` (see placement.py) that is committed or discarded whole.
+Times are integer unix seconds passed in by the caller; the core never reads a clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+UNLIMITED = -2  # minutes: no time limit (matches shoal.timefmt.UNLIMITED)
+
+
+class Phase(Enum):
+    """Where a job is, as far as scheduling cares."""
+
+    PENDING = "PENDING"
+    ACTIVE = "ACTIVE"  # RUNNING, SUSPENDED or COMPLETING: holds resources
+    COMPLETED = "COMPLETED"  # finished with exit code 0
+    FAILED = "FAILED"  # finished otherwise (FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY ...)
+    CANCELLED = "CANCELLED"
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    index: int  # minor number on its node
+    type: str  # Slurm type name ("h100"); "" when untyped
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """What is already taken on a node by running jobs."""
+
+    cpu_ids: frozenset[int] = frozenset()
+    mem_mb: int = 0
+    gpu_indices: frozenset[int] = frozenset()
+    exclusive: bool = False  # a job holds the whole node (--exclusive / OverSubscribe=EXCLUSIVE)
+    jobs: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    cpus: int
+    real_memory_mb: int
+    gpus: tuple[Gpu, ...] = ()
+    features: frozenset[str] = frozenset()
+    weight: int = 1
+    partitions: frozenset[str] = frozenset()
+    available: bool = True  # up, responding, not drained: may take new work
+    usage: NodeUsage = NodeUsage()
+    sockets: int = 1
+    cores_per_socket: int = 1
+    threads_per_core: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    name: str
+    nodes: tuple[str, ...]
+    state: str = "UP"  # UP, DOWN, DRAIN, INACTIVE
+    max_time_min: int = UNLIMITED
+    default_time_min: int = -1  # -1 = none: a job without --time gets max_time
+    max_nodes: int = 0  # 0 = unlimited
+    min_nodes: int = 1
+    priority_tier: int = 1
+    priority_job_factor: int = 1
+    exclusive: bool = False  # OverSubscribe=EXCLUSIVE
+    def_mem_per_cpu_mb: int = 0  # 0 = use the cluster default
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """GPUs asked for. Counts are 0 when not given; `type` "" = any type."""
+
+    per_node: int = 0  # --gres=gpu:N / --gpus-per-node
+    total: int = 0  # --gpus / -G (spread over the job's nodes)
+    per_task: int = 0  # --gpus-per-task
+    type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """One term of --dependency: kind in after, afterany, afterok, afternotok, aftercorr, singleton."""
+
+    kind: str
+    job_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DependencySpec:
+    terms: tuple[Dependency, ...] = ()
+    any_of: bool = False  # '?' separated: one satisfied term suffices
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """A pending job as the scheduler sees it."""
+
+    job_id: int
+    user_id: int
+    name: str
+    submit_time: int
+    partitions: tuple[str, ...]  # candidates in the user's order (effective partition chosen at start)
+    priority: int = 0  # computed by priority.py unless the admin set one
+    admin_priority: int | None = None
+    nice: int = 0
+    min_nodes: int = 1
+    max_nodes: int = 0  # 0 = same as min_nodes
+    num_tasks: int = 1
+    ntasks_per_node: int = 0  # 0 = not given
+    cpus_per_task: int = 1
+    mem_per_node_mb: int = 0  # 0 = not given
+    mem_per_cpu_mb: int = 0  # 0 = not given
+    gpus: GpuRequest = GpuRequest()
+    time_limit_min: int = -1  # -1 = not given (partition default/max applies), UNLIMITED
+    required_nodes: frozenset[str] = frozenset()  # -w
+    excluded_nodes: frozenset[str] = frozenset()  # -x
+    features: frozenset[str] = frozenset()  # -C (AND of plain feature names)
+    exclusive: bool = False
+    begin_time: int = 0
+    held_user: bool = False
+    held_admin: bool = False
+    dependency: DependencySpec = DependencySpec()
+    array_job_id: int = 0  # 0 = not an array task
+    array_task_id: int = -1
+    array_max_running: int = 0  # the %N throttle, 0 = none
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """Every job the controller knows (pending, active, finished): for dependencies and throttles."""
+
+    job_id: int
+    user_id: int
+    name: str
+    phase: Phase
+    array_job_id: int = 0
+    array_task_id: int = -1
+    end_time: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job holding resources; its end is start + limit (for backfill and --test-only)."""
+
+    job_id: int
+    nodes: tuple[str, ...]
+    end_time: int  # 0 = unknown / unlimited
+    partition: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Scheduling knobs from slurm.conf (the subset the core uses)."""
+
+    def_mem_per_cpu_mb: int = 0  # 0 = unset
+    def_mem_per_node_mb: int = 0  # 0 = unset: a job without --mem gets the whole node's memory
+    max_job_test: int = 10000
+    scheduler: str = "sched/builtin"  # or sched/backfill
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[Node, ...]
+    partitions: tuple[Partition, ...]
+    pending: tuple[JobRequest, ...]
+    running: tuple[RunningJob, ...]
+    jobs: tuple[JobStatus, ...]  # every known job, for dependencies, singleton and array throttles
+    config: Config = Config()
+
+
+# ---- decisions ----
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAllocation:
+    node: str
+    cpu_ids: tuple[int, ...]
+    mem_mb: int
+    gpu_indices: tuple[int, ...] = ()
+    tasks: int = 1
+
+    @property
+    def cpus(self) -> int:
+        return len(self.cpu_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    job_id: int
+    partition: str
+    time_limit_min: int  # effective limit (partition default/max applied)
+    allocation: tuple[NodeAllocation, ...]
+    exclusive: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    starts: tuple[Start, ...] = ()
+    reasons: dict[int, str] = field(default_factory=dict)  # pending job -> Slurm reason word
+    priorities: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A job that could never run, refused at submit with Slurm's message."""
+
+    message: str
