@@ -1,0 +1,43 @@
+"""Framing on the agent's unix socket: a 4-byte big-endian length, then that many bytes.
+
+Stdlib only: the short commands import this, and they must start in tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+MAX_FRAME = 64 * 1024 * 1024
+_HEADER = struct.Struct(">I")
+
+
+class FrameError(ConnectionError):
+    """The peer sent something that is not a frame (too large); the connection is unusable."""
+
+
+def send_frame(sock: socket.socket, data: bytes) -> None:
+    """Send one frame; ValueError if `data` is over MAX_FRAME."""
+    if len(data) > MAX_FRAME:
+        raise ValueError(f"message of {len(data)} bytes exceeds the {MAX_FRAME}-byte limit")
+    sock.sendall(_HEADER.pack(len(data)) + data)
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    """Receive one frame; ConnectionError on EOF, truncation or an oversized length."""
+    (length,) = _HEADER.unpack(_recv_exactly(sock, _HEADER.size))
+    if length > MAX_FRAME:
+        raise FrameError(f"frame of {length} bytes exceeds the {MAX_FRAME}-byte limit")
+    return _recv_exactly(sock, length)
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = sock.recv(min(size - len(buf), 1 << 20))
+        if not chunk:
+            if buf:
+                raise ConnectionError(f"connection closed after {len(buf)} of {size} bytes")
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return bytes(buf)

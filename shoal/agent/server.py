@@ -1,0 +1,229 @@
+"""The local agent: a unix socket in front of the daemons that vouches for each local caller.
+
+It learns the caller's uid/gid from the kernel (SO_PEERCRED; never from the request), mints a
+credential with the cluster key, and forwards the request bytes unchanged on one persistent
+gRPC channel per target (a byte pass-through: it never interprets the messages it carries).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import stat
+import struct
+import threading
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from shoal.agent import client as codes
+from shoal.agent.protocol import recv_frame, send_frame
+from shoal.auth.credential import encode, mint
+from shoal.rpc import METADATA_KEY
+from shoal.rpc.client import channel
+from shoal.v1 import common_pb2
+
+log = logging.getLogger("shoal.agent")
+
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+IDLE_TIMEOUT = 120.0
+ACCEPT_POLL = 0.2
+
+UNAVAILABLE_MESSAGES = {
+    "ctld": "Unable to contact slurm controller (connect failure)",
+    "dbd": "Unable to contact slurm database (connect failure)",
+}
+
+
+class AgentServerError(Exception):
+    """The agent cannot start (socket in use by a live agent, cannot bind ...)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a unix socket, from the kernel."""
+    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    pid, uid, gid = _UCRED.unpack(raw)
+    return pid, uid, gid
+
+
+class AgentServer:
+    """Serve AgentRequests on `socket_path`, forwarding to `targets` ({"ctld": "host:port", ...})."""
+
+    def __init__(self, socket_path: str, key: bytes, targets: dict[str, str], host: str) -> None:
+        self.socket_path = socket_path
+        self._key = key
+        self._targets = dict(targets)
+        self._host = host
+        self._channels: dict[str, grpc.Channel] = {}
+        self._methods: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._listener: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._inode: int | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind the socket (mode 0666) and serve in background threads."""
+        parent = os.path.dirname(os.path.abspath(self.socket_path))
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            raise AgentServerError(f"cannot create directory {parent}: {exc.strerror or exc}") from exc
+        self._remove_stale_socket()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(self.socket_path)
+            os.chmod(self.socket_path, 0o666)
+            listener.listen(128)
+        except OSError as exc:
+            listener.close()
+            raise AgentServerError(f"cannot listen on {self.socket_path}: {exc.strerror or exc}") from exc
+        listener.settimeout(ACCEPT_POLL)
+        self._inode = os.stat(self.socket_path).st_ino
+        self._listener = listener
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._accept_loop, args=(listener,), name="shoal-agent-accept", daemon=True
+        )
+        self._thread.start()
+        log.info("agent listening on %s, targets %s", self.socket_path, self._targets)
+
+    def stop(self) -> None:
+        """Stop accepting, remove the socket file (if still ours) and close the channels."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+            try:
+                if os.stat(self.socket_path).st_ino == self._inode:
+                    os.unlink(self.socket_path)
+            except OSError:
+                pass
+        with self._lock:
+            for chan in self._channels.values():
+                chan.close()
+            self._channels.clear()
+            self._methods.clear()
+
+    def _remove_stale_socket(self) -> None:
+        try:
+            mode = os.lstat(self.socket_path).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(mode):
+            raise AgentServerError(f"{self.socket_path} exists and is not a socket")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(1.0)
+        try:
+            probe.connect(self.socket_path)
+        except OSError:
+            os.unlink(self.socket_path)  # nobody answers: left over from a dead agent
+            return
+        finally:
+            probe.close()
+        raise AgentServerError(f"another agent is already listening on {self.socket_path}")
+
+    # -- serving ---------------------------------------------------------------------------
+
+    def _accept_loop(self, listener: socket.socket) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._stop.is_set():
+                    return
+                log.exception("accept failed on %s", self.socket_path)
+                continue
+            threading.Thread(target=self._serve_connection, args=(conn,), daemon=True).start()
+
+    def _serve_connection(self, conn: socket.socket) -> None:
+        """Answer requests on one connection until the client closes it or sends garbage."""
+        with conn:
+            conn.settimeout(IDLE_TIMEOUT)
+            try:
+                pid, uid, gid = peer_credentials(conn)
+            except OSError:
+                log.exception("cannot read peer credentials")
+                return
+            while True:
+                try:
+                    data = recv_frame(conn)
+                except (OSError, ConnectionError):
+                    return
+                try:
+                    request = common_pb2.AgentRequest.FromString(data)
+                except DecodeError:
+                    log.warning("malformed request from pid %d uid %d; closing", pid, uid)
+                    self._reply(conn, _error(codes.INVALID_ARGUMENT, "Malformed request to the shoal agent"))
+                    return
+                response = self.handle(request, uid, gid)
+                if not self._reply(conn, response):
+                    return
+
+    @staticmethod
+    def _reply(conn: socket.socket, response: common_pb2.AgentResponse) -> bool:
+        try:
+            send_frame(conn, response.SerializeToString())
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def handle(self, request: common_pb2.AgentRequest, uid: int, gid: int) -> common_pb2.AgentResponse:
+        """One request from a caller whose uid/gid the kernel vouched for."""
+        cred = mint(self._key, uid, gid, host=self._host)
+        if request.want_credential:
+            return common_pb2.AgentResponse(code=codes.OK, credential=encode(cred))
+        target = request.target or "ctld"
+        if target not in self._targets:
+            return _error(codes.INVALID_ARGUMENT, f"Unknown agent target '{target}'")
+        if not request.method.startswith("/"):
+            return _error(codes.INVALID_ARGUMENT, f"Invalid method name '{request.method}'")
+        timeout = request.timeout if request.timeout > 0 else codes.DEFAULT_TIMEOUT
+        rpc = self._multicallable(target, request.method)
+        try:
+            body = rpc(request.body, metadata=((METADATA_KEY, encode(cred)),), timeout=timeout)
+        except grpc.RpcError as exc:
+            return self._rpc_error(target, exc)
+        return common_pb2.AgentResponse(code=codes.OK, body=body)
+
+    def _multicallable(self, target: str, method: str) -> Any:
+        with self._lock:
+            rpc = self._methods.get((target, method))
+            if rpc is None:
+                chan = self._channels.get(target)
+                if chan is None:
+                    chan = channel(self._targets[target])
+                    self._channels[target] = chan
+                # No serializers: the request and response stay raw bytes.
+                rpc = chan.unary_unary(method, request_serializer=None, response_deserializer=None)
+                self._methods[(target, method)] = rpc
+            return rpc
+
+    @staticmethod
+    def _rpc_error(target: str, exc: grpc.RpcError) -> common_pb2.AgentResponse:
+        status: grpc.StatusCode = exc.code()
+        code = int(status.value[0])
+        if status == grpc.StatusCode.UNAVAILABLE:
+            message = UNAVAILABLE_MESSAGES.get(target, f"Unable to contact {target} (connect failure)")
+        elif status == grpc.StatusCode.DEADLINE_EXCEEDED:
+            message = codes.TIMED_OUT
+        else:
+            message = exc.details() or status.name
+        return _error(code, message)
+
+
+def _error(code: int, message: str) -> common_pb2.AgentResponse:
+    return common_pb2.AgentResponse(code=code, message=message)
