@@ -48,8 +48,8 @@ class JobBuilder:
 
     def spec(self, **fields: object) -> JobBuilder:
         for key, value in fields.items():
-            if key == "environment":
-                self._job.spec.environment.update(value)  # type: ignore[arg-type]
+            if key == "environment" and isinstance(value, dict):
+                self._job.spec.environment.update(value)
             else:
                 setattr(self._job.spec, key, value)
         return self

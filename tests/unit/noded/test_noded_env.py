@@ -8,6 +8,7 @@ import pytest
 from noded_builders import job, launch
 
 from noded.env import batch_environment, compress_counts, slurm_variables
+from shoal.v1 import node_pb2
 
 REFERENCE = Path("/work/shared/reference/slurm-22.05")
 
@@ -24,7 +25,7 @@ class Node:
         self.name = name
 
 
-def envjob_4():  # type: ignore[no-untyped-def]
+def envjob_4() -> node_pb2.LaunchBatchRequest:
     """sbatch -N2 --ntasks-per-node=2 --gres=gpu:2 -J envjob (reference 20), DefMemPerCPU=1000."""
     info = (
         job(4)
