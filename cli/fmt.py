@@ -1,0 +1,148 @@
+"""Slurm-style column formats shared by squeue and sinfo.
+
+Both commands accept `-o "%.18i %-8j literal %N"` (a specifier letter with an optional width: `.` right
+aligns, `-` or nothing left aligns, no width means "as wide as the value") and `-O "JobID,Name:30,State:.8"`
+(field names with an optional `:[.]width`). Parsing is separate from rendering so each command only
+supplies its own table of specifiers, headers and values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+# Width placeholder for `%#P` / `%#N`: the command fills it in from the values it will print.
+AUTO_WIDTH = -1
+
+
+class FormatError(ValueError):
+    """A format string the user gave that cannot be parsed; str() is the message."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column: a specifier (letter or -O name) or a piece of literal text (key == "")."""
+
+    key: str
+    width: int | None = None  # None = print the value as is
+    right: bool = False
+    literal: str = ""
+
+
+def parse_format(fmt: str, known: Iterable[str]) -> list[Field]:
+    """Parse a `-o` string; `%x` with an unknown letter x is kept as literal text, like Slurm."""
+    letters = set(known)
+    fields: list[Field] = []
+    text: list[str] = []
+    i = 0
+    n = len(fmt)
+    while i < n:
+        ch = fmt[i]
+        if ch != "%":
+            text.append(ch)
+            i += 1
+            continue
+        if i + 1 < n and fmt[i + 1] == "%":
+            text.append("%")
+            i += 2
+            continue
+        j = i + 1
+        right = False
+        auto = False
+        if j < n and fmt[j] == ".":
+            right = True
+            j += 1
+        elif j < n and fmt[j] == "-":
+            j += 1
+        if j < n and fmt[j] == "#":
+            auto = True
+            j += 1
+        start = j
+        while j < n and fmt[j].isdigit():
+            j += 1
+        digits = fmt[start:j]
+        if j >= n:
+            text.append(fmt[i:])
+            break
+        letter = fmt[j]
+        if letter not in letters:
+            text.append(fmt[i : j + 1])
+            i = j + 1
+            continue
+        if text:
+            fields.append(Field(key="", literal="".join(text)))
+            text = []
+        width: int | None
+        if auto:
+            width = AUTO_WIDTH
+        elif digits:
+            width = int(digits)
+        else:
+            width = None
+        fields.append(Field(key=letter, width=width, right=right))
+        i = j + 1
+    if text:
+        fields.append(Field(key="", literal="".join(text)))
+    return fields
+
+
+def parse_long_format(spec: str, known: Mapping[str, str], default_width: int = 20) -> list[Field]:
+    """Parse a `-O` list ("JobID,Name:30,State:.8"); names match case-insensitively.
+
+    `known` maps lower-case names to the canonical key. Unknown names raise FormatError.
+    """
+    fields: list[Field] = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, size = item.partition(":")
+        key = known.get(name.lower())
+        if key is None:
+            raise FormatError(f"Invalid job format specification: {name}")
+        right = size.startswith(".")
+        digits = "".join(c for c in size.lstrip(".") if c.isdigit())
+        width = int(digits) if digits else default_width
+        fields.append(Field(key=key, width=width, right=right))
+    return fields
+
+
+def pad(value: str, width: int | None, right: bool) -> str:
+    """Fit a value into its column: truncated to the width, then padded (Slurm cuts long values)."""
+    if width is None or width < 0:
+        return value
+    value = value[:width]
+    return value.rjust(width) if right else value.ljust(width)
+
+
+def resolve_auto_widths(fields: list[Field], widths: Mapping[str, int]) -> list[Field]:
+    """Replace AUTO_WIDTH (`%#X`) by the width the command computed for that specifier."""
+    out: list[Field] = []
+    for field in fields:
+        if field.width == AUTO_WIDTH:
+            field = Field(key=field.key, width=widths.get(field.key), right=field.right)
+        out.append(field)
+    return out
+
+
+def render(fields: Iterable[Field], value: Callable[[str], str]) -> str:
+    """One output line: literals as given, each specifier's value fitted to its column."""
+    parts: list[str] = []
+    for field in fields:
+        if not field.key:
+            parts.append(field.literal)
+        else:
+            parts.append(pad(value(field.key), field.width, field.right))
+    return "".join(parts)
+
+
+def render_header(fields: Iterable[Field], headers: Mapping[str, str]) -> str:
+    """The header line: each column's title fitted to the column like a value."""
+    return render(fields, lambda key: headers.get(key, key.upper()))
+
+
+def long_date(now: float) -> str:
+    """The date line `-l` prints first ("Sun Nov 29 21:40:01 2026", local time)."""
+    import time
+
+    return time.asctime(time.localtime(now))

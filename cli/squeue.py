@@ -1,0 +1,794 @@
+"""squeue: list jobs the way Slurm 22.05 prints them.
+
+The command is a thin shell around pure functions (filter, group array tasks, sort, render) that take
+JobInfo messages and the controller's clock, so tests build messages directly. It imports no grpc: the
+controller is reached through the local agent, loaded only when the query runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from cli import fmt
+from shoal import states
+from shoal.timefmt import format_duration, format_limit_squeue, format_timestamp
+from shoal.v1 import jobs_pb2
+
+PROG = "squeue"
+SLURM_VERSION = "22.05.8"
+
+DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
+START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
+STEPS_FORMAT = "%.15i %.8j %.9P %.8u %.9M %N"
+DEFAULT_SORT = "P,t,-p"
+START_SORT = "S,i"
+
+# What `-t` shows when not given: every job that has not finished yet.
+UNFINISHED = frozenset(
+    {jobs_pb2.PENDING, jobs_pb2.RUNNING, jobs_pb2.SUSPENDED, jobs_pb2.COMPLETING, jobs_pb2.REQUEUED}
+)
+# States whose %R shows the reason rather than the nodes (Slurm shows why these ended).
+_REASON_STATES = frozenset(
+    {jobs_pb2.PENDING, jobs_pb2.FAILED, jobs_pb2.TIMEOUT, jobs_pb2.OUT_OF_MEMORY, jobs_pb2.DEADLINE}
+)
+
+HEADERS: dict[str, str] = {
+    "a": "ACCOUNT", "A": "JOBID", "b": "TRES_PER_NODE", "B": "EXEC_HOST", "c": "MIN_CPUS", "C": "CPUS",
+    "d": "MIN_TMP_DISK", "D": "NODES", "e": "END_TIME", "E": "DEPENDENCY", "f": "FEATURES",
+    "F": "ARRAY_JOB_ID", "g": "GROUP", "G": "GROUP", "h": "OVER_SUBSCRIBE", "H": "SOCKETS_PER_NODE",
+    "i": "JOBID", "I": "CORES_PER_SOCKET", "j": "NAME", "J": "THREADS_PER_CORE", "k": "COMMENT",
+    "K": "ARRAY_TASK_ID", "l": "TIME_LIMIT", "L": "TIME_LEFT", "m": "MIN_MEMORY", "M": "TIME",
+    "n": "REQ_NODES", "N": "NODELIST", "o": "COMMAND", "O": "CONTIGUOUS", "p": "PRIORITY",
+    "P": "PARTITION", "q": "QOS", "Q": "PRIORITY", "r": "REASON", "R": "NODELIST(REASON)",
+    "s": "SELECT", "S": "START_TIME", "t": "ST", "T": "STATE", "u": "USER", "U": "UID",
+    "v": "RESERVATION", "V": "SUBMIT_TIME", "w": "WCKEY", "W": "LICENSES", "x": "EXC_NODES",
+    "X": "CORE_SPEC", "y": "NICE", "Y": "SCHEDNODES", "z": "S:C:T", "Z": "WORK_DIR",
+}  # fmt: skip
+
+# -O/--Format names (lower-case) -> the -o letter, or a key of LONG_ONLY for fields -o lacks.
+LONG_NAMES: dict[str, str] = {
+    "account": "a", "arrayjobid": "F", "arraytaskid": "K", "batchhost": "B", "command": "o",
+    "comment": "k", "contiguous": "O", "dependency": "E", "endtime": "e", "feature": "f",
+    "groupid": "G", "groupname": "g", "jobarrayid": "i", "licenses": "W", "mincpus": "c",
+    "minmemory": "m", "mintmpdisk": "d", "name": "j", "nice": "y", "nodelist": "N", "numcpus": "C",
+    "numnodes": "D", "oversubscribe": "h", "partition": "P", "priority": "p", "prioritylong": "Q",
+    "qos": "q", "reason": "r", "reasonlist": "R", "reqnodes": "n", "reservation": "v",
+    "schednodes": "Y", "sct": "z", "starttime": "S", "state": "T", "statecompact": "t",
+    "submittime": "V", "timeleft": "L", "timelimit": "l", "timeused": "M", "tres-per-node": "b",
+    "userid": "U", "username": "u", "wckey": "w", "workdir": "Z", "excnodes": "x",
+    "jobid": "jobid", "numtasks": "numtasks", "cpus-per-task": "cpus-per-task", "stdout": "stdout",
+    "stderr": "stderr", "stdin": "stdin", "exit_code": "exit_code", "eligibletime": "eligibletime",
+    "accruetime": "accruetime", "lastschedeval": "lastschedeval", "tres-alloc": "tres-alloc",
+    "pendingtime": "pendingtime", "requeue": "requeue", "restartcnt": "restartcnt",
+    "batchflag": "batchflag", "alloc_nodes": "allocnodes", "allocnodes": "allocnodes",
+}  # fmt: skip
+
+LONG_HEADERS: dict[str, str] = {
+    "jobid": "JOBID", "numtasks": "TASKS", "cpus-per-task": "CPUS_PER_TASK", "stdout": "STDOUT",
+    "stderr": "STDERR", "stdin": "STDIN", "exit_code": "EXIT_CODE", "eligibletime": "ELIGIBLE_TIME",
+    "accruetime": "ACCRUE_TIME", "lastschedeval": "LAST_SCHED_EVAL", "tres-alloc": "TRES_ALLOC",
+    "pendingtime": "PENDING_TIME", "requeue": "REQUEUE", "restartcnt": "RESTARTCNT",
+    "batchflag": "BATCHFLAG", "allocnodes": "ALLOC_NODES", "W": "LICENSES", "s": "SELECT",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Row:
+    """One output line: a job, or the pending tasks of one array shown together (task_str "1-3")."""
+
+    job: jobs_pb2.JobInfo
+    task_str: str = ""
+
+
+@dataclass
+class JobFilter:
+    """What -t/-u/-j/-p/-n/-A/-q/-w select; None means no filter on that field."""
+
+    states: frozenset[int] | None = UNFINISHED
+    user_ids: set[int] | None = None
+    job_ids: list[tuple[int, int | None]] | None = None
+    partitions: set[str] | None = None
+    names: set[str] | None = None
+    accounts: set[str] | None = None
+    qos: set[str] | None = None
+    nodes: set[str] | None = None
+    pending_only: bool = False
+
+
+# --- values ------------------------------------------------------------------------------------
+
+
+def _null(text: str) -> str:
+    return text if text else "(null)"
+
+
+def _is_array(job: jobs_pb2.JobInfo) -> bool:
+    return job.array_job_id != 0 and (job.array_task_id >= 0 or bool(job.array_task_str))
+
+
+def job_id_str(row: Row) -> str:
+    """%i: "12", "30_2", or "30_[1-3]" for pending tasks shown together."""
+    job = row.job
+    task_str = row.task_str or job.array_task_str
+    if job.array_job_id and task_str:
+        return f"{job.array_job_id}_[{task_str}]"
+    if job.array_job_id and job.array_task_id >= 0:
+        return f"{job.array_job_id}_{job.array_task_id}"
+    return str(job.job_id)
+
+
+def time_used(job: jobs_pb2.JobInfo, now: int) -> int:
+    """Seconds a job has run: 0 while pending, up to now while running, start to end once over."""
+    if job.state == jobs_pb2.PENDING or job.start_time <= 0:
+        return 0
+    if job.state == jobs_pb2.SUSPENDED and job.suspend_time > 0:
+        end = job.suspend_time
+    elif job.state in (jobs_pb2.RUNNING, jobs_pb2.COMPLETING) or job.end_time <= 0:
+        end = now
+    else:
+        end = job.end_time
+    return max(end - job.start_time, 0)
+
+
+def _time_left(job: jobs_pb2.JobInfo, now: int) -> str:
+    if job.time_limit_min == -2:
+        return "UNLIMITED"
+    if job.time_limit_min < 0:
+        return "N/A"
+    return format_duration(max(job.time_limit_min * 60 - time_used(job, now), 0))
+
+
+def _reason(job: jobs_pb2.JobInfo) -> str:
+    return job.state_reason or "None"
+
+
+def _reason_list(job: jobs_pb2.JobInfo) -> str:
+    if job.state in _REASON_STATES or not job.nodes:
+        return f"({_reason(job)})"
+    return job.nodes
+
+
+def _memory(job: jobs_pb2.JobInfo) -> str:
+    from shoal.sizefmt import format_size_mb
+
+    if job.min_memory_cpu_mb:
+        return format_size_mb(job.min_memory_cpu_mb)
+    return format_size_mb(job.min_memory_node_mb)
+
+
+def _array_task(row: Row) -> str:
+    job = row.job
+    if row.task_str or job.array_task_str:
+        return row.task_str or job.array_task_str
+    if job.array_job_id and job.array_task_id >= 0:
+        return str(job.array_task_id)
+    return "N/A"
+
+
+def _jobid_plain(row: Row) -> str:
+    """-O JobID: the bare id (the array's id for tasks shown together)."""
+    if row.task_str:
+        return str(row.job.array_job_id)
+    return str(row.job.job_id)
+
+
+_VALUES: dict[str, Callable[[Row, int], str]] = {
+    "a": lambda r, now: r.job.account,
+    "A": lambda r, now: str(r.job.array_job_id if r.job.array_job_id else r.job.job_id),
+    "b": lambda r, now: r.job.tres_per_node or "N/A",
+    "B": lambda r, now: r.job.batch_host or "n/a",
+    "c": lambda r, now: str(r.job.min_cpus_node or 1),
+    "C": lambda r, now: str(r.job.num_cpus),
+    "d": lambda r, now: "0",
+    "D": lambda r, now: str(r.job.num_nodes),
+    "e": lambda r, now: format_timestamp(r.job.end_time, unknown="N/A"),
+    "E": lambda r, now: _null(r.job.spec.dependency),
+    "f": lambda r, now: _null(r.job.spec.constraint),
+    "F": lambda r, now: str(r.job.array_job_id if r.job.array_job_id else r.job.job_id),
+    "g": lambda r, now: r.job.group_name or str(r.job.group_id),
+    "G": lambda r, now: str(r.job.group_id),
+    "h": lambda r, now: "OK" if r.job.oversubscribe else "NO",
+    "H": lambda r, now: "*",
+    "i": lambda r, now: job_id_str(r),
+    "I": lambda r, now: "*",
+    "j": lambda r, now: r.job.spec.name,
+    "J": lambda r, now: "*",
+    "k": lambda r, now: _null(r.job.spec.comment),
+    "K": lambda r, now: _array_task(r),
+    "l": lambda r, now: format_limit_squeue(r.job.time_limit_min),
+    "L": lambda r, now: _time_left(r.job, now),
+    "m": lambda r, now: _memory(r.job),
+    "M": lambda r, now: format_duration(time_used(r.job, now)),
+    "n": lambda r, now: ",".join(r.job.req_nodes),
+    "N": lambda r, now: r.job.nodes,
+    "o": lambda r, now: _null(r.job.spec.command),
+    "O": lambda r, now: "1" if r.job.spec.contiguous else "0",
+    "p": lambda r, now: f"{r.job.priority / 4294967295:.8f}",
+    "P": lambda r, now: r.job.partition,
+    "q": lambda r, now: r.job.qos,
+    "Q": lambda r, now: str(r.job.priority),
+    "r": lambda r, now: _reason(r.job),
+    "R": lambda r, now: _reason_list(r.job),
+    "s": lambda r, now: "(null)",
+    "S": lambda r, now: format_timestamp(r.job.start_time, unknown="N/A"),
+    "t": lambda r, now: states.job_state_code(r.job.state),
+    "T": lambda r, now: states.job_state_name(r.job.state),
+    "u": lambda r, now: r.job.user_name or str(r.job.user_id),
+    "U": lambda r, now: str(r.job.user_id),
+    "v": lambda r, now: _null(r.job.spec.reservation),
+    "V": lambda r, now: format_timestamp(r.job.submit_time, unknown="N/A"),
+    "w": lambda r, now: _null(r.job.spec.wckey),
+    "W": lambda r, now: _null(r.job.spec.licenses),
+    "x": lambda r, now: ",".join(r.job.exc_nodes),
+    "X": lambda r, now: "N/A",
+    "y": lambda r, now: str(r.job.spec.nice),
+    "Y": lambda r, now: r.job.sched_nodes or "(null)",
+    "z": lambda r, now: "*:*:*",
+    "Z": lambda r, now: r.job.spec.work_dir,
+    # -O only
+    "jobid": lambda r, now: _jobid_plain(r),
+    "numtasks": lambda r, now: str(r.job.num_tasks or 1),
+    "cpus-per-task": lambda r, now: str(r.job.spec.cpus_per_task or 1),
+    "stdout": lambda r, now: r.job.std_out,
+    "stderr": lambda r, now: r.job.std_err,
+    "stdin": lambda r, now: r.job.std_in or "/dev/null",
+    "exit_code": lambda r, now: f"{r.job.exit_code}:{r.job.exit_signal}",
+    "eligibletime": lambda r, now: format_timestamp(r.job.eligible_time, unknown="N/A"),
+    "accruetime": lambda r, now: format_timestamp(r.job.accrue_time, unknown="N/A"),
+    "lastschedeval": lambda r, now: format_timestamp(r.job.last_sched_eval, unknown="N/A"),
+    "tres-alloc": lambda r, now: r.job.tres_alloc or r.job.tres_req,
+    "pendingtime": lambda r, now: str(
+        max((r.job.start_time or now) - (r.job.eligible_time or r.job.submit_time), 0)
+    ),
+    "requeue": lambda r, now: "1" if r.job.requeue else "0",
+    "restartcnt": lambda r, now: str(r.job.restarts),
+    "batchflag": lambda r, now: str(r.job.batch_flag),
+    "allocnodes": lambda r, now: r.job.alloc_node_sid.partition(":")[0] or "(null)",
+}
+
+SPECIFIERS = "".join(k for k in _VALUES if len(k) == 1)
+
+
+def job_value(row: Row, key: str, now: int) -> str:
+    """The text of one column (a -o letter or a -O key) for one row."""
+    getter = _VALUES.get(key)
+    return getter(row, now) if getter else ""
+
+
+def header_of(key: str) -> str:
+    return HEADERS.get(key) or LONG_HEADERS.get(key, key.upper())
+
+
+# --- selection ---------------------------------------------------------------------------------
+
+
+def parse_job_ids(text: str) -> list[tuple[int, int | None]]:
+    """`-j 12,30_2,30_[1-3]` -> [(12, None), (30, 2), (30, 1), (30, 2), (30, 3)]; ValueError names a bad id."""
+    out: list[tuple[int, int | None]] = []
+    for word in _split_outside_brackets(text):
+        word = word.strip()
+        if not word:
+            continue
+        base, sep, task = word.partition("_")
+        if not base.isdigit() or int(base) == 0:
+            raise ValueError(f"Invalid job id: {word}")
+        if not sep:
+            out.append((int(base), None))
+            continue
+        tasks = task[1:-1] if task.startswith("[") and task.endswith("]") else task
+        try:
+            ids = _expand_ranges(tasks.split("%", 1)[0])
+        except ValueError:
+            raise ValueError(f"Invalid job id: {word}") from None
+        if not ids:
+            raise ValueError(f"Invalid job id: {word}")
+        out.extend((int(base), t) for t in ids)
+    return out
+
+
+def _split_outside_brackets(text: str) -> list[str]:
+    words: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            words.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    words.append("".join(current))
+    return words
+
+
+def _expand_ranges(text: str) -> list[int]:
+    """ "1-3,7" -> [1, 2, 3, 7]; "1-7:2" steps. ValueError on anything else."""
+    ids: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        rng, _, step_text = part.partition(":")
+        step = int(step_text) if step_text else 1
+        lo, dash, hi = rng.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or step < 1:
+            raise ValueError(part)
+        ids.extend(range(int(lo), int(hi if dash else lo) + 1, step))
+    return ids
+
+
+def compress_ranges(ids: Iterable[int]) -> str:
+    """[1, 2, 3, 7] -> "1-3,7" (Slurm's array task string)."""
+    values = sorted(set(ids))
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def _matches_id(job: jobs_pb2.JobInfo, wanted: list[tuple[int, int | None]]) -> bool:
+    for job_id, task in wanted:
+        if task is None:
+            if job.job_id == job_id or job.array_job_id == job_id:
+                return True
+        elif job.array_job_id == job_id:
+            if job.array_task_id == task:
+                return True
+            if job.array_task_str and task in _expand_ranges(job.array_task_str.split("%", 1)[0]):
+                return True
+    return False
+
+
+def filter_jobs(jobs: Iterable[jobs_pb2.JobInfo], flt: JobFilter) -> list[jobs_pb2.JobInfo]:
+    """Keep the jobs every given selector accepts (selectors combine with AND, lists with OR)."""
+    from shoal.hostlist import expand
+
+    kept: list[jobs_pb2.JobInfo] = []
+    for job in jobs:
+        if flt.pending_only and job.state != jobs_pb2.PENDING:
+            continue
+        if flt.states is not None and job.state not in flt.states:
+            continue
+        if flt.user_ids is not None and job.user_id not in flt.user_ids:
+            continue
+        if flt.job_ids is not None and not _matches_id(job, flt.job_ids):
+            continue
+        if flt.partitions is not None and not set(job.partition.split(",")) & flt.partitions:
+            continue
+        if flt.names is not None and job.spec.name not in flt.names:
+            continue
+        if flt.accounts is not None and job.account not in flt.accounts:
+            continue
+        if flt.qos is not None and job.qos not in flt.qos:
+            continue
+        if flt.nodes is not None and not (job.nodes and set(expand(job.nodes)) & flt.nodes):
+            continue
+        kept.append(job)
+    return kept
+
+
+def group_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[Row]:
+    """Pending tasks of one array that wait for the same reason become one row ("30_[1-3]").
+
+    The row stands where the array's first task stood; running and finished tasks stay one row each.
+    """
+    rows: list[Row] = []
+    groups: dict[tuple[int, str, str], list[jobs_pb2.JobInfo]] = {}
+    slots: dict[tuple[int, str, str], int] = {}
+    for job in jobs:
+        if job.state == jobs_pb2.PENDING and job.array_job_id and job.array_task_id >= 0:
+            key = (job.array_job_id, job.state_reason, job.partition)
+            if key not in groups:
+                groups[key] = []
+                slots[key] = len(rows)
+                rows.append(Row(job))
+            groups[key].append(job)
+        else:
+            rows.append(Row(job))
+    for key, members in groups.items():
+        if len(members) == 1:
+            continue
+        first = min(members, key=lambda j: j.array_task_id)
+        task_str = compress_ranges(j.array_task_id for j in members)
+        if first.array_max_tasks:
+            task_str += f"%{first.array_max_tasks}"
+        rows[slots[key]] = Row(first, task_str)
+    return rows
+
+
+def split_rows(jobs: Iterable[jobs_pb2.JobInfo]) -> list[Row]:
+    """-r/--array: one row per task, also for pending tasks the controller holds together."""
+    rows: list[Row] = []
+    for job in jobs:
+        if job.array_task_str and job.array_job_id:
+            for task in _expand_ranges(job.array_task_str.split("%", 1)[0]):
+                copy = jobs_pb2.JobInfo()
+                copy.CopyFrom(job)
+                copy.array_task_str = ""
+                copy.array_task_id = task
+                rows.append(Row(copy))
+        else:
+            rows.append(Row(job))
+    return rows
+
+
+# --- sorting -----------------------------------------------------------------------------------
+
+
+def _sort_key(key: str, now: int) -> Callable[[Row], object]:
+    numeric: dict[str, Callable[[Row], object]] = {
+        "i": lambda r: (r.job.array_job_id or r.job.job_id, r.job.array_task_id, r.job.job_id),
+        "A": lambda r: r.job.array_job_id or r.job.job_id,
+        "F": lambda r: r.job.array_job_id or r.job.job_id,
+        "t": lambda r: r.job.state,
+        "T": lambda r: r.job.state,
+        "p": lambda r: r.job.priority,
+        "Q": lambda r: r.job.priority,
+        "M": lambda r: time_used(r.job, now),
+        "D": lambda r: r.job.num_nodes,
+        "C": lambda r: r.job.num_cpus,
+        "U": lambda r: r.job.user_id,
+        "G": lambda r: r.job.group_id,
+        "S": lambda r: r.job.start_time if r.job.start_time > 0 else float("inf"),
+        "e": lambda r: r.job.end_time if r.job.end_time > 0 else float("inf"),
+        "V": lambda r: r.job.submit_time,
+        "l": lambda r: r.job.time_limit_min if r.job.time_limit_min >= 0 else float("inf"),
+        "y": lambda r: r.job.spec.nice,
+    }
+    return numeric.get(key) or (lambda r: job_value(r, key, now))
+
+
+def parse_sort(spec: str) -> list[tuple[str, bool]]:
+    """ "-t,p" -> [("t", True), ("p", False)] (key, descending); ValueError on an unknown key."""
+    keys: list[tuple[str, bool]] = []
+    for word in spec.split(","):
+        word = word.strip()
+        if not word:
+            continue
+        descending = word.startswith("-")
+        key = word.lstrip("+-")
+        if key not in _VALUES or len(key) != 1:
+            raise ValueError(f"Invalid sort specification: {word}")
+        keys.append((key, descending))
+    return keys
+
+
+def sort_rows(rows: Sequence[Row], spec: str, now: int) -> list[Row]:
+    """Sort by each key in turn (first key most significant); ties keep the controller's order."""
+    out = list(rows)
+    for key, descending in reversed(parse_sort(spec)):
+        out.sort(key=_sort_key(key, now), reverse=descending)  # type: ignore[arg-type]
+    return out
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+def format_rows(rows: Iterable[Row], fields: list[fmt.Field], now: int, header: bool = True) -> list[str]:
+    """The lines squeue prints for these rows (header first unless -h)."""
+    lines: list[str] = []
+    if header:
+        lines.append(fmt.render(fields, header_of))
+    for row in rows:
+        lines.append(fmt.render(fields, lambda key, row=row: job_value(row, key, now)))  # type: ignore[misc]
+    return lines
+
+
+def build_fields(format_str: str | None, long_format: str | None) -> list[fmt.Field]:
+    if long_format is not None:
+        return fmt.parse_long_format(long_format, LONG_NAMES)
+    return fmt.parse_format(format_str or DEFAULT_FORMAT, SPECIFIERS)
+
+
+# --- command line ------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{PROG}: {message}", file=sys.stderr)
+        print(f'Try "{PROG} --help" for more information', file=sys.stderr)
+        raise SystemExit(1)
+
+
+USAGE = (
+    "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n"
+    "              [-n name] [-o format] [-O Format] [-p partitions]\n"
+    "              [--qos qos] [--reservation reservation] [--sort fields] [--start]\n"
+    "              [--step step_id] [-t states] [-u user_name] [--usage]\n"
+    "              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n"
+    "              [--json|--yaml] [-ahjlrsv]\n"
+)
+
+HELP = """Usage: squeue [OPTIONS]
+  -A, --account=accounts          show jobs of these accounts (comma list)
+  -a, --all                       show jobs of all partitions (always on)
+  -r, --array                     one line per array task, pending tasks too
+  -h, --noheader                  print no header line
+  -i, --iterate=seconds           print again every so many seconds
+  -j, --jobs=job(s)               show these jobs (12, 30_2, 30 = every task of array 30)
+  -l, --long                      the long format, with a date line
+      --me                        show only my jobs
+  -n, --name=job_name(s)          show jobs with these names
+      --noconvert                 print memory in MB, unconverted
+  -o, --format=format             columns as %-specifiers ("%.18i %.9P %.8j ...")
+  -O, --Format=format             columns by name ("JobID,Name:30,State:.8")
+  -p, --partition=partition(s)    show jobs of these partitions
+  -q, --qos=qos(s)                show jobs of these QOS
+  -S, --sort=fields               sort order ("P,t,-p" by default)
+      --start                     pending jobs with their expected start time
+  -s, --steps                     show job steps
+  -t, --states=state(s)           show jobs in these states ("all" for every state)
+  -u, --user=user_name(s)         show jobs of these users (names or uids)
+  -w, --nodelist=hostlist         show jobs on these nodes
+  -v, --verbose                   say more
+  -V, --version                   print the version and exit
+
+Help options:
+  --help                          show this help message
+  --usage                         show a short usage message
+"""
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog=PROG, add_help=False, allow_abbrev=False)
+    p.add_argument("-A", "--account", "--accounts")
+    p.add_argument("-a", "--all", action="store_true")
+    p.add_argument("-r", "--array", action="store_true")
+    p.add_argument("-h", "--noheader", action="store_true")
+    p.add_argument("-i", "--iterate", type=int)
+    p.add_argument("-j", "--jobs", "--job", nargs="?", const="")
+    p.add_argument("-l", "--long", action="store_true")
+    p.add_argument("--me", action="store_true")
+    p.add_argument("-n", "--name")
+    p.add_argument("--noconvert", action="store_true")
+    p.add_argument("-o", "--format")
+    p.add_argument("-O", "--Format")
+    p.add_argument("-p", "--partition")
+    p.add_argument("-q", "--qos")
+    p.add_argument("-S", "--sort")
+    p.add_argument("--start", action="store_true")
+    p.add_argument("-s", "--steps", nargs="?", const="")
+    p.add_argument("-t", "--states", "--state")
+    p.add_argument("-u", "--user", "--users")
+    p.add_argument("-w", "--nodelist", "--nodes")
+    p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("-V", "--version", action="store_true")
+    p.add_argument("-M", "--clusters")
+    p.add_argument("-L", "--licenses")
+    p.add_argument("-R", "--reservation")
+    p.add_argument("--federation", action="store_true")
+    p.add_argument("--local", action="store_true")
+    p.add_argument("--sibling", action="store_true")
+    p.add_argument("--help", action="store_true")
+    p.add_argument("--usage", action="store_true")
+    return p
+
+
+def resolve_users(text: str) -> set[int]:
+    """Names or uids (comma list) -> uids; an unknown name is an error."""
+    import pwd
+
+    uids: set[int] = set()
+    for word in text.split(","):
+        word = word.strip()
+        if not word:
+            continue
+        if word.isdigit():
+            uids.add(int(word))
+            continue
+        try:
+            uids.add(pwd.getpwnam(word).pw_uid)
+        except KeyError:
+            raise ValueError(f"Invalid user: {word}") from None
+    return uids
+
+
+def _words(text: str | None) -> set[str] | None:
+    if text is None:
+        return None
+    return {w.strip() for w in text.split(",") if w.strip()}
+
+
+def build_filter(args: argparse.Namespace) -> JobFilter:
+    """Turn the options (and SQUEUE_* variables) into a JobFilter; ValueError carries the message."""
+    flt = JobFilter()
+    state_text = args.states if args.states is not None else os.environ.get("SQUEUE_STATES")
+    if state_text is not None:
+        parsed = states.parse_job_states(state_text)
+        flt.states = None if parsed is None else frozenset(parsed)
+    if args.jobs:
+        flt.job_ids = parse_job_ids(args.jobs)
+        if state_text is None:
+            flt.states = None  # jobs named with -j show in any state
+    users = args.user if args.user is not None else os.environ.get("SQUEUE_USERS")
+    if users:
+        flt.user_ids = resolve_users(users)
+    if args.me:
+        flt.user_ids = (flt.user_ids or set()) | {os.getuid()}
+    partitions = args.partition if args.partition is not None else os.environ.get("SQUEUE_PARTITION")
+    flt.partitions = _words(partitions)
+    flt.names = _words(args.name)
+    flt.accounts = _words(args.account if args.account is not None else os.environ.get("SQUEUE_ACCOUNT"))
+    flt.qos = _words(args.qos)
+    if args.nodelist:
+        from shoal.hostlist import expand
+
+        flt.nodes = set(expand(args.nodelist))
+    flt.pending_only = bool(args.start)
+    return flt
+
+
+def _choose_format(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(-o string, -O string): options first, then SQUEUE_FORMAT/SQUEUE_FORMAT2, then the defaults."""
+    if args.format is not None:
+        return args.format, None
+    if args.Format is not None:
+        return None, args.Format
+    if args.steps is not None:
+        return STEPS_FORMAT, None
+    if args.start:
+        return START_FORMAT, None
+    if args.long:
+        return LONG_FORMAT, None
+    if os.environ.get("SQUEUE_FORMAT"):
+        return os.environ["SQUEUE_FORMAT"], None
+    if os.environ.get("SQUEUE_FORMAT2"):
+        return None, os.environ["SQUEUE_FORMAT2"]
+    return DEFAULT_FORMAT, None
+
+
+def _query(args: argparse.Namespace, flt: JobFilter) -> tuple[list[jobs_pb2.JobInfo], int]:
+    from cli.common import ctld
+    from shoal.v1 import controller_pb2
+
+    request = controller_pb2.GetJobsRequest(
+        include_finished=flt.states is None or bool(flt.states - UNFINISHED)
+    )
+    if args.jobs:
+        request.job_id_strs.extend(w for w in _split_outside_brackets(args.jobs) if w.strip())
+    resp = ctld("GetJobs", request, controller_pb2.GetJobsResponse)
+    now = resp.now
+    if not now:
+        import time
+
+        now = int(time.time())
+    return list(resp.jobs), now
+
+
+def render_queue(
+    jobs: Sequence[jobs_pb2.JobInfo],
+    now: int,
+    flt: JobFilter,
+    fields: list[fmt.Field],
+    *,
+    sort: str = DEFAULT_SORT,
+    expand_arrays: bool = False,
+    header: bool = True,
+) -> list[str]:
+    """Filter, group (or split) array tasks, sort and format: the whole of squeue's output."""
+    kept = filter_jobs(jobs, flt)
+    rows = split_rows(kept) if expand_arrays else group_array_tasks(kept)
+    return format_rows(sort_rows(rows, sort, now), fields, now, header)
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    if args.help:
+        sys.stdout.write(HELP)
+        return 0
+    if args.usage:
+        sys.stdout.write(USAGE)
+        return 0
+    if args.version:
+        print(f"slurm {SLURM_VERSION}")
+        return 0
+    try:
+        flt = build_filter(args)
+        format_str, long_format = _choose_format(args)
+        fields = build_fields(format_str, long_format)
+        sort = args.sort or os.environ.get("SQUEUE_SORT") or (START_SORT if args.start else DEFAULT_SORT)
+        parse_sort(sort)
+    except ValueError as exc:  # includes fmt.FormatError and HostlistError
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    if args.verbose:
+        _print_settings(args, format_str, long_format, sort)
+    header = not args.noheader
+    if args.steps is not None:
+        # Job steps are not tracked by the controller yet: the header alone, like an idle cluster.
+        if header:
+            print(fmt.render(fields, lambda key: "STEPID" if key == "i" else header_of(key)))
+        return 0
+
+    from cli.common import CommandError
+
+    while True:
+        try:
+            jobs, now = _query(args, flt)
+        except CommandError as exc:
+            print(f"slurm_load_jobs error: {exc.message}", file=sys.stderr)
+            return 1
+        if (
+            flt.job_ids is not None
+            and len(flt.job_ids) == 1
+            and not filter_jobs(jobs, JobFilter(states=None, job_ids=flt.job_ids))
+        ):
+            print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+            return 1
+        lines = render_queue(jobs, now, flt, fields, sort=sort, expand_arrays=args.array, header=header)
+        if args.long or args.iterate:
+            lines.insert(0, fmt.long_date(now))
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        if not args.iterate:
+            return 0
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        import time
+
+        time.sleep(max(args.iterate, 1))
+
+
+def _print_settings(
+    args: argparse.Namespace, format_str: str | None, long_format: str | None, sort: str
+) -> None:
+    for key, value in (
+        ("accounts", args.account),
+        ("array", args.array),
+        ("format", format_str or long_format),
+        ("iterate", args.iterate),
+        ("job_flag", args.jobs is not None),
+        ("jobs", args.jobs),
+        ("partitions", args.partition),
+        ("sort", sort),
+        ("start_flag", args.start),
+        ("states", args.states),
+        ("users", args.user),
+    ):
+        print(f"{key:<11}= {value if value not in (None, '') else '(null)'}", file=sys.stderr)
+    print("-----------------------------", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from cli.common import run_main
+
+    return run_main(PROG, lambda: _run(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = [
+    "DEFAULT_FORMAT",
+    "JobFilter",
+    "LONG_FORMAT",
+    "Row",
+    "START_FORMAT",
+    "build_fields",
+    "compress_ranges",
+    "filter_jobs",
+    "format_rows",
+    "group_array_tasks",
+    "job_id_str",
+    "job_value",
+    "main",
+    "parse_job_ids",
+    "parse_sort",
+    "render_queue",
+    "sort_rows",
+    "split_rows",
+    "time_used",
+]
