@@ -143,7 +143,11 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         return Caller(uid=cred.uid, gid=cred.gid, host=cred.host)
 
     def _requests(
-        self, raw: Any, deserializer: Callable[[bytes], Any] | None, context: grpc.ServicerContext, stream: bool
+        self,
+        raw: Any,
+        deserializer: Callable[[bytes], Any] | None,
+        context: grpc.ServicerContext,
+        stream: bool,
     ) -> Any:
         if not stream:
             return _parse(deserializer, raw, context)
