@@ -1,0 +1,702 @@
+"""Option parsing shared by the sbatch-like commands (sbatch now; salloc and srun later).
+
+A small getopt_long work-alike gives Slurm's exact option errors; `JobOptions` collects values
+from `#SBATCH` directives, then SBATCH_* variables, then the command line (each overriding the
+last, as Slurm does); `build_job_spec` validates them with Slurm's messages and fills a JobSpec.
+Only the standard library is imported at module level: `sbatch --help` must start fast.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shoal.v1 import jobs_pb2
+
+NO_ARG, REQUIRED, OPTIONAL = 0, 1, 2
+NOT_GIVEN = -1
+UNLIMITED = -2
+
+
+def version_line() -> str:
+    """What `-V/--version` prints for every shoal command."""
+    from shoal import __version__
+
+    return f"shoal {__version__} (slurm 22.05 compatible)"
+
+
+class OptionError(Exception):
+    """A command-line error printed verbatim (getopt's lines), then exit 1."""
+
+    def __init__(self, lines: list[str], exit_code: int = 1) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+        self.exit_code = exit_code
+
+
+class SpecError(Exception):
+    """A bad option value; printed as `<prog>: error: <message>` (or `fatal:`), exit 1."""
+
+    def __init__(self, message: str, level: str = "error") -> None:
+        super().__init__(message)
+        self.message = message
+        self.level = level
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option: where its value goes (dest), its names, and whether it takes a value."""
+
+    dest: str
+    longs: tuple[str, ...]
+    short: str = ""
+    arg: int = REQUIRED
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One parsed occurrence: the option and its value (None for flags)."""
+
+    opt: Opt
+    value: str | None
+
+
+def parse_argv(
+    prog: str, argv: Sequence[str], table: Sequence[Opt], *, stop_at_positional: bool = True
+) -> tuple[list[Parsed], list[str]]:
+    """Parse like getopt_long (attached values, `--opt=v`, unique long prefixes, `--`).
+
+    With stop_at_positional (sbatch's "+" mode) the first non-option ends option parsing, so
+    everything after the script name belongs to the script. Returns (options, positionals).
+    """
+    by_long = {name: opt for opt in table for name in opt.longs}
+    by_short = {opt.short: opt for opt in table if opt.short}
+    found: list[Parsed] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if arg.startswith("--"):
+            name, eq, value = arg[2:].partition("=")
+            opt = _match_long(prog, name, arg, by_long)
+            if opt.arg == NO_ARG:
+                if eq:
+                    raise _usage_error(prog, f"{prog}: option '--{opt.longs[0]}' doesn't allow an argument")
+                found.append(Parsed(opt, None))
+            elif eq:
+                found.append(Parsed(opt, value))
+            elif opt.arg == OPTIONAL:
+                found.append(Parsed(opt, None))
+            elif i < len(argv):
+                found.append(Parsed(opt, argv[i]))
+                i += 1
+            else:
+                raise _usage_error(prog, f"{prog}: option '--{opt.longs[0]}' requires an argument")
+        elif arg.startswith("-") and arg != "-":
+            j = 1
+            while j < len(arg):
+                letter = arg[j]
+                j += 1
+                sopt = by_short.get(letter)
+                if sopt is None:
+                    raise _usage_error(prog, f"{prog}: invalid option -- '{letter}'")
+                if sopt.arg == NO_ARG:
+                    found.append(Parsed(sopt, None))
+                    continue
+                if j < len(arg):
+                    found.append(Parsed(sopt, arg[j:]))
+                elif sopt.arg == OPTIONAL:
+                    found.append(Parsed(sopt, None))
+                elif i < len(argv):
+                    found.append(Parsed(sopt, argv[i]))
+                    i += 1
+                else:
+                    raise _usage_error(prog, f"{prog}: option requires an argument -- '{letter}'")
+                break
+        else:
+            rest.append(arg)
+            if stop_at_positional:
+                rest.extend(argv[i:])
+                break
+    return found, rest
+
+
+def _match_long(prog: str, name: str, arg: str, by_long: Mapping[str, Opt]) -> Opt:
+    if name in by_long:
+        return by_long[name]
+    candidates = sorted({n for n in by_long if n.startswith(name)}) if name else []
+    distinct = {by_long[n] for n in candidates}
+    if len(distinct) == 1:
+        return distinct.pop()
+    if candidates:
+        shown = " ".join(f"'--{n}'" for n in candidates)
+        raise _usage_error(prog, f"{prog}: option '{arg.partition('=')[0]}' is ambiguous; possibilities: {shown}")
+    raise _usage_error(prog, f"{prog}: unrecognized option '{arg}'")
+
+
+def _usage_error(prog: str, line: str) -> OptionError:
+    return OptionError([line, f'Try "{prog} --help" for more information'])
+
+
+# --- sbatch's options ------------------------------------------------------------------------
+
+SBATCH_OPTIONS: tuple[Opt, ...] = (
+    Opt("array", ("array",), "a"),
+    Opt("account", ("account",), "A"),
+    Opt("begin", ("begin",), "b"),
+    Opt("constraint", ("constraint",), "C"),
+    Opt("contiguous", ("contiguous",), arg=NO_ARG),
+    Opt("cpus_per_gpu", ("cpus-per-gpu",)),
+    Opt("cpus_per_task", ("cpus-per-task",), "c"),
+    Opt("comment", ("comment",)),
+    Opt("deadline", ("deadline",)),
+    Opt("dependency", ("dependency",), "d"),
+    Opt("chdir", ("chdir",), "D"),
+    Opt("error", ("error",), "e"),
+    Opt("exclude", ("exclude",), "x"),
+    Opt("exclusive", ("exclusive",), arg=OPTIONAL),
+    Opt("export", ("export",)),
+    Opt("get_user_env", ("get-user-env",), arg=OPTIONAL),
+    Opt("gid", ("gid",)),
+    Opt("gpus", ("gpus",), "G"),
+    Opt("gpus_per_node", ("gpus-per-node",)),
+    Opt("gpus_per_task", ("gpus-per-task",)),
+    Opt("gres", ("gres",)),
+    Opt("help", ("help",), "h", NO_ARG),
+    Opt("hold", ("hold",), "H", NO_ARG),
+    Opt("input", ("input",), "i"),
+    Opt("job_name", ("job-name",), "J"),
+    Opt("kill_on_invalid_dep", ("kill-on-invalid-dep",)),
+    Opt("licenses", ("licenses",), "L"),
+    Opt("mail_type", ("mail-type",)),
+    Opt("mail_user", ("mail-user",)),
+    Opt("mem", ("mem",)),
+    Opt("mem_per_cpu", ("mem-per-cpu",)),
+    Opt("mem_per_gpu", ("mem-per-gpu",)),
+    Opt("nodes", ("nodes",), "N"),
+    Opt("ntasks", ("ntasks",), "n"),
+    Opt("ntasks_per_node", ("ntasks-per-node",)),
+    Opt("nice", ("nice",), arg=OPTIONAL),
+    Opt("no_kill", ("no-kill",), "k", OPTIONAL),
+    Opt("no_requeue", ("no-requeue",), arg=NO_ARG),
+    Opt("nodelist", ("nodelist",), "w"),
+    Opt("open_mode", ("open-mode",)),
+    Opt("output", ("output",), "o"),
+    Opt("overcommit", ("overcommit",), "O", NO_ARG),
+    Opt("parsable", ("parsable",), arg=NO_ARG),
+    Opt("partition", ("partition",), "p"),
+    Opt("propagate", ("propagate",), arg=OPTIONAL),
+    Opt("qos", ("qos",), "q"),
+    Opt("quiet", ("quiet",), "Q", NO_ARG),
+    Opt("requeue", ("requeue",), arg=NO_ARG),
+    Opt("reservation", ("reservation",)),
+    Opt("signal", ("signal",)),
+    Opt("test_only", ("test-only",), arg=NO_ARG),
+    Opt("threads_per_core", ("threads-per-core",)),
+    Opt("time", ("time",), "t"),
+    Opt("time_min", ("time-min",)),
+    Opt("uid", ("uid",)),
+    Opt("usage", ("usage",), arg=NO_ARG),
+    Opt("verbose", ("verbose",), "v", NO_ARG),
+    Opt("version", ("version",), "V", NO_ARG),
+    Opt("wait", ("wait",), "W", NO_ARG),
+    Opt("wckey", ("wckey",)),
+    Opt("wrap", ("wrap",)),
+)
+
+# Input environment variables (Slurm: they override directives, the command line overrides them).
+SBATCH_ENV: dict[str, str] = {
+    "SBATCH_ACCOUNT": "account",
+    "SBATCH_ARRAY_INX": "array",
+    "SBATCH_CONSTRAINT": "constraint",
+    "SBATCH_CPUS_PER_GPU": "cpus_per_gpu",
+    "SBATCH_EXCLUSIVE": "exclusive",
+    "SBATCH_EXPORT": "export",
+    "SBATCH_GET_USER_ENV": "get_user_env",
+    "SBATCH_GPUS": "gpus",
+    "SBATCH_GPUS_PER_NODE": "gpus_per_node",
+    "SBATCH_GPUS_PER_TASK": "gpus_per_task",
+    "SBATCH_GRES": "gres",
+    "SBATCH_JOB_NAME": "job_name",
+    "SBATCH_MEM_PER_CPU": "mem_per_cpu",
+    "SBATCH_MEM_PER_GPU": "mem_per_gpu",
+    "SBATCH_MEM_PER_NODE": "mem",
+    "SBATCH_NO_KILL": "no_kill",
+    "SBATCH_NO_REQUEUE": "no_requeue",
+    "SBATCH_OPEN_MODE": "open_mode",
+    "SBATCH_OVERCOMMIT": "overcommit",
+    "SBATCH_PARTITION": "partition",
+    "SBATCH_QOS": "qos",
+    "SBATCH_REQUEUE": "requeue",
+    "SBATCH_RESERVATION": "reservation",
+    "SBATCH_SIGNAL": "signal",
+    "SBATCH_THREADS_PER_CORE": "threads_per_core",
+    "SBATCH_TIMELIMIT": "time",
+    "SBATCH_WAIT": "wait",
+    "SBATCH_WCKEY": "wckey",
+}
+
+MEMORY_DESTS = ("mem", "mem_per_cpu", "mem_per_gpu")
+
+
+@dataclass
+class JobOptions:
+    """Option values by dest, plus where each came from ("script", "env" or "cli")."""
+
+    values: dict[str, str | None] = field(default_factory=dict)
+    source: dict[str, str] = field(default_factory=dict)
+    verbose: int = 0
+
+    def set(self, dest: str, value: str | None, source: str) -> None:
+        if dest == "verbose":
+            self.verbose += 1
+            return
+        # --requeue and --no-requeue are one setting: the last one given wins.
+        if dest in ("requeue", "no_requeue"):
+            other = "no_requeue" if dest == "requeue" else "requeue"
+            self.values.pop(other, None)
+            self.source.pop(other, None)
+        self.values[dest] = value
+        self.source[dest] = source
+
+    def has(self, dest: str) -> bool:
+        return dest in self.values
+
+    def get(self, dest: str) -> str | None:
+        return self.values.get(dest)
+
+    def apply(self, parsed: Iterable[Parsed], source: str) -> None:
+        for p in parsed:
+            self.set(p.opt.dest, p.value, source)
+
+    def apply_env(self, environ: Mapping[str, str], mapping: Mapping[str, str] = SBATCH_ENV) -> None:
+        for var, dest in mapping.items():
+            if var in environ:
+                self.set(dest, environ[var], "env")
+
+
+# --- #SBATCH directives ----------------------------------------------------------------------
+
+
+def directive_words(script: str, file: str = "stdin", magic: str = "#SBATCH") -> list[str]:
+    """The option words of a script's `#SBATCH` lines, in order.
+
+    Lines must start exactly with the magic word; scanning stops at the first line that is not
+    blank and not a comment (Slurm ignores directives after the first command).
+    """
+    words: list[str] = []
+    for lineno, line in enumerate(script.split("\n"), start=1):
+        if line.startswith(magic):
+            words.extend(_split_directive(line[len(magic) :], file, lineno, line))
+            continue
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+    return words
+
+
+def _split_directive(text: str, file: str, lineno: int, line: str) -> list[str]:
+    """Split like a shell word list: quotes group, backslash escapes, an unquoted # ends the line."""
+    words: list[str] = []
+    current: list[str] = []
+    in_word = False
+    quote = ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        i += 1
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and i < len(text):
+                current.append(text[i])
+                i += 1
+            else:
+                current.append(ch)
+            continue
+        if ch == "\\" and i < len(text):
+            current.append(text[i])
+            in_word = True
+            i += 1
+        elif ch in "\"'":
+            quote = ch
+            in_word = True
+        elif ch == "#":
+            break
+        elif ch.isspace():
+            if in_word:
+                words.append("".join(current))
+                current, in_word = [], False
+        else:
+            current.append(ch)
+            in_word = True
+    if quote:
+        raise SpecError(f"{file}: line {lineno}: Unmatched `{quote}` in [{line}]", level="fatal")
+    if in_word:
+        words.append("".join(current))
+    return words
+
+
+def parse_directives(prog: str, script: str, table: Sequence[Opt], file: str = "stdin") -> list[Parsed]:
+    """Parse a script's directives; a stray word is Slurm's 'Invalid directive' error."""
+    parsed, rest = parse_argv(prog, directive_words(script, file), table, stop_at_positional=False)
+    if rest:
+        raise SpecError(f"Invalid directive found in batch script: {rest[0]}")
+    return parsed
+
+
+# --- value checks ----------------------------------------------------------------------------
+
+
+def parse_count(text: str, name: str) -> int:
+    """A non-negative integer option value, or Slurm's 'Invalid numeric value' error."""
+    value = text.strip()
+    if not value.isdigit():
+        raise SpecError(f'Invalid numeric value "{text}" for {name}.')
+    return int(value)
+
+
+def parse_node_range(text: str) -> tuple[int, int]:
+    """`-N 2` or `-N 2-4` -> (min, max); max 0 means not given."""
+    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
+    if not m:
+        raise SpecError("Invalid node count specification")
+    low = int(m.group(1))
+    high = int(m.group(2)) if m.group(2) else 0
+    if high and high < low:
+        raise SpecError("Invalid node count specification")
+    return low, high
+
+
+def parse_minutes(text: str, option: str) -> int:
+    """A time limit in minutes (UNLIMITED = -2), or `Invalid --time specification`."""
+    from shoal.timefmt import parse_time_limit
+
+    try:
+        return int(parse_time_limit(text))
+    except ValueError as exc:
+        raise SpecError(f"Invalid {option} specification") from exc
+
+
+def parse_mb(text: str, option: str) -> int:
+    """A memory size in megabytes (suffixes K/M/G/T), or `Invalid --mem specification`."""
+    from shoal.sizefmt import parse_size_mb
+
+    try:
+        value = int(parse_size_mb(text))
+    except ValueError as exc:
+        raise SpecError(f"Invalid {option} specification") from exc
+    if value < 0:
+        raise SpecError(f"Invalid {option} specification")
+    return value
+
+
+def parse_when(text: str, option: str, now: int) -> int:
+    """A --begin/--deadline time as unix seconds, or `Invalid --begin specification`."""
+    from shoal.timefmt import parse_datetime
+
+    try:
+        return int(parse_datetime(text, now))
+    except ValueError as exc:
+        raise SpecError(f"Invalid {option} specification") from exc
+
+
+def check_array(text: str) -> str:
+    """Validate `--array` syntax ("0-15%4", "1,3,5-9:2"); the controller applies MaxArraySize."""
+    from shoal.arrayspec import INVALID, parse_array
+
+    try:
+        parse_array(text, max_size=1 << 31)
+    except ValueError as exc:
+        raise SpecError(INVALID) from exc
+    return text
+
+
+_DEP_TYPES = ("after", "afterany", "afterburstbuffer", "aftercorr", "afternotok", "afterok")
+_DEP_JOB = re.compile(r"\d+(_(\d+|\*))?(\+\d+)?")
+
+
+def check_dependency(text: str) -> str:
+    """Validate `--dependency` syntax: type:job[:job...] joined by ',' (all) or '?' (any)."""
+    parts = re.split(r"[,?]", text) if text else [""]
+    for part in parts:
+        if part in ("singleton", "expand") or part.startswith("expand:"):
+            continue
+        kind, sep, jobs = part.partition(":")
+        if kind not in _DEP_TYPES or not sep or not all(_DEP_JOB.fullmatch(j) for j in jobs.split(":")):
+            raise SpecError("Batch job submission failed: Job dependency problem")
+    return text
+
+
+_SIGNAL_RE = re.compile(r"(?:([RB]{1,2}):)?([A-Za-z0-9]+)(?:@(\d+))?")
+
+
+def parse_signal(text: str) -> tuple[int, int, bool]:
+    """`--signal=[{R|B}:]SIG[@secs]` -> (number, seconds before the end, batch shell only)."""
+    m = _SIGNAL_RE.fullmatch(text.strip())
+    number = signal_number(m.group(2)) if m else None
+    if m is None or number is None or number <= 0:
+        raise SpecError("Invalid --signal specification")
+    secs = int(m.group(3)) if m.group(3) else 60
+    return number, secs, "B" in (m.group(1) or "")
+
+
+def signal_number(text: str) -> int | None:
+    """'USR1', 'SIGUSR1', 'usr1' or '10' -> 10; None when it names no signal."""
+    import signal as _signal
+
+    word = text.strip()
+    if word.isdigit():
+        value = int(word)
+        return value if 0 <= value < 65 else None
+    name = word.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return int(_signal.Signals[name])
+    except KeyError:
+        return None
+
+
+_MAIL_TYPES = frozenset(
+    {
+        "NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
+        "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS",
+    }
+)
+
+
+def check_mail_type(text: str) -> str:
+    words = [w.strip().upper() for w in text.split(",")]
+    if not all(w in _MAIL_TYPES for w in words):
+        raise SpecError(f"--mail-type={text} invalid")
+    return ",".join(words)
+
+
+def read_nodelist(text: str, cwd: str) -> str:
+    """`-w` value: a hostlist, or (when it contains '/') a file of host names."""
+    from shoal.hostlist import HostlistError, collect, expand
+
+    if "/" in text:
+        path = text if os.path.isabs(text) else os.path.join(cwd, text)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                names = [n for n in re.split(r"[\s,]+", fh.read()) if n]
+        except OSError as exc:
+            raise SpecError(f"Unable to open file {text}") from exc
+        return ",".join(names)
+    try:
+        expand(text)
+    except HostlistError as exc:
+        raise SpecError(f"Invalid node name specified: {text}") from exc
+    return collect(expand(text)) if text else text
+
+
+def export_environment(spec: str | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """The job's starting environment for `--export` as Slurm 22.05 defines it.
+
+    ALL (default): the whole environment; NONE: only SLURM_* variables; a list without ALL:
+    SLURM_* plus the named variables (NAME copies the current value, NAME=value sets one).
+    Explicit NAME=value pairs always win.
+    """
+    text = (spec or "ALL").strip()
+    items = [i for i in text.split(",") if i]
+    head = items[0].upper() if items else "ALL"
+    base_all = head == "ALL"
+    if head in ("ALL", "NONE"):
+        items = items[1:]
+    env = dict(environ) if base_all else {k: v for k, v in environ.items() if k.startswith("SLURM_")}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if eq:
+            env[name] = value
+        elif name in environ:
+            env[name] = environ[name]
+    return env
+
+
+# --- building the JobSpec --------------------------------------------------------------------
+
+
+@dataclass
+class SubmitContext:
+    """What the job is built from besides options: where, who, the script, the environment."""
+
+    cwd: str
+    environ: Mapping[str, str]
+    now: int
+    script: bytes = b""
+    script_path: str = ""  # as given on the command line; "" for stdin/--wrap
+    argv: list[str] = field(default_factory=list)
+    is_root: bool = False
+
+
+def resolve_memory(opts: JobOptions) -> None:
+    """--mem, --mem-per-cpu and --mem-per-gpu exclude each other on the command line; one given
+    there replaces any other from the script or the environment (as Slurm does)."""
+    on_cli = [d for d in MEMORY_DESTS if opts.source.get(d) == "cli"]
+    if len(on_cli) > 1:
+        raise SpecError("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.", level="fatal")
+    if on_cli:
+        for dest in MEMORY_DESTS:
+            if dest != on_cli[0]:
+                opts.values.pop(dest, None)
+                opts.source.pop(dest, None)
+
+
+def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) -> jobs_pb2.JobSpec:
+    """Validate every option (Slurm's messages, SpecError) and fill a JobSpec."""
+    from shoal.v1 import jobs_pb2
+
+    resolve_memory(opts)
+    spec = jobs_pb2.JobSpec()
+    spec.batch = batch
+    spec.time_limit_min = NOT_GIVEN
+    spec.time_min_min = NOT_GIVEN
+    spec.requeue = -1
+    spec.submit_dir = ctx.cwd
+    spec.submit_host = socket.gethostname().split(".")[0]
+    spec.script = ctx.script
+    spec.argv.extend(ctx.argv)
+    if ctx.script_path:
+        spec.command = os.path.normpath(os.path.join(ctx.cwd, ctx.script_path))
+
+    v = opts.get
+    chdir = v("chdir")
+    spec.work_dir = os.path.normpath(os.path.join(ctx.cwd, chdir)) if chdir else ctx.cwd
+
+    for uid_opt in ("uid", "gid"):
+        if opts.has(uid_opt):
+            if not ctx.is_root:
+                raise SpecError(f"--{uid_opt} only permitted by root user")
+            raise SpecError(f"--{uid_opt} is not supported by shoal")
+
+    name = v("job_name")
+    if name is None:
+        if opts.has("wrap"):
+            name = "wrap"
+        elif ctx.script_path:
+            name = os.path.basename(ctx.script_path)
+        else:
+            name = "sbatch"
+    spec.name = name
+
+    if opts.has("nodes"):
+        spec.min_nodes, spec.max_nodes = parse_node_range(v("nodes") or "")
+    if opts.has("ntasks"):
+        spec.num_tasks = parse_count(v("ntasks") or "", "--ntasks")
+    if opts.has("ntasks_per_node"):
+        spec.ntasks_per_node = parse_count(v("ntasks_per_node") or "", "--ntasks-per-node")
+    if opts.has("cpus_per_task"):
+        spec.cpus_per_task = parse_count(v("cpus_per_task") or "", "--cpus-per-task")
+        if spec.cpus_per_task == 0:
+            raise SpecError(f'Invalid numeric value "{v("cpus_per_task")}" for --cpus-per-task.')
+    if opts.has("threads_per_core"):
+        spec.threads_per_core = parse_count(v("threads_per_core") or "", "--threads-per-core")
+    if opts.has("mem"):
+        spec.mem_per_node_mb = parse_mb(v("mem") or "", "--mem")
+    if opts.has("mem_per_cpu"):
+        spec.mem_per_cpu_mb = parse_mb(v("mem_per_cpu") or "", "--mem-per-cpu")
+    if opts.has("mem_per_gpu"):
+        spec.mem_per_gpu_mb = parse_mb(v("mem_per_gpu") or "", "--mem-per-gpu")
+    if opts.has("cpus_per_gpu"):
+        spec.cpus_per_gpu = parse_count(v("cpus_per_gpu") or "", "--cpus-per-gpu")
+    if opts.has("time"):
+        spec.time_limit_min = parse_minutes(v("time") or "", "--time")
+    if opts.has("time_min"):
+        spec.time_min_min = parse_minutes(v("time_min") or "", "--time-min")
+    if opts.has("begin"):
+        spec.begin_time = parse_when(v("begin") or "", "--begin", ctx.now)
+    if opts.has("deadline"):
+        parse_when(v("deadline") or "", "--deadline", ctx.now)
+        spec.deadline = v("deadline") or ""
+
+    for dest, attr in (
+        ("partition", "partition"),
+        ("account", "account"),
+        ("qos", "qos"),
+        ("output", "std_out"),
+        ("error", "std_err"),
+        ("input", "std_in"),
+        ("gres", "gres"),
+        ("gpus", "gpus"),
+        ("gpus_per_node", "gpus_per_node"),
+        ("gpus_per_task", "gpus_per_task"),
+        ("exclude", "exclude"),
+        ("constraint", "constraint"),
+        ("comment", "comment"),
+        ("mail_user", "mail_user"),
+        ("licenses", "licenses"),
+        ("reservation", "reservation"),
+        ("wckey", "wckey"),
+    ):
+        if opts.has(dest):
+            setattr(spec, attr, v(dest) or "")
+    if opts.has("qos"):
+        spec.qos = spec.qos.lower()
+
+    if opts.has("nodelist"):
+        spec.nodelist = read_nodelist(v("nodelist") or "", ctx.cwd)
+        if spec.nodelist:
+            from shoal.hostlist import expand
+
+            spec.min_nodes = max(spec.min_nodes, len(set(expand(spec.nodelist))))
+    # --ntasks-per-node with a fixed node count and no --ntasks fixes the task count (as Slurm).
+    if spec.ntasks_per_node and not spec.num_tasks and spec.min_nodes and spec.max_nodes in (0, spec.min_nodes):
+        spec.num_tasks = spec.min_nodes * spec.ntasks_per_node
+
+    if opts.has("exclusive"):
+        spec.exclusive = (v("exclusive") or "").lower() != "oversubscribe"
+    spec.contiguous = opts.has("contiguous")
+    spec.overcommit = opts.has("overcommit")
+    spec.hold = opts.has("hold")
+    spec.wait = opts.has("wait")
+    if opts.has("requeue"):
+        spec.requeue = 1
+    elif opts.has("no_requeue"):
+        spec.requeue = 0
+
+    if opts.has("open_mode"):
+        mode = (v("open_mode") or "").lower()
+        if mode in ("a", "append"):
+            spec.open_mode = "append"
+        elif mode in ("t", "truncate"):
+            spec.open_mode = "truncate"
+        else:
+            raise SpecError(f"Invalid --open-mode argument: {v('open_mode')}. Ignored")
+    if opts.has("signal"):
+        spec.signal_num, spec.signal_secs, spec.signal_batch_only = parse_signal(v("signal") or "")
+    if opts.has("nice"):
+        raw = v("nice")
+        try:
+            nice = int(raw) if raw is not None else 100
+        except ValueError as exc:
+            raise SpecError(f'Invalid numeric value "{raw}" for --nice.') from exc
+        if abs(nice) > 2147483645:
+            raise SpecError("Nice value out of range (+/- 2147483645). Value ignored")
+        spec.nice = nice
+    if opts.has("array"):
+        spec.array = check_array(v("array") or "")
+    if opts.has("dependency"):
+        spec.dependency = check_dependency(v("dependency") or "")
+    if opts.has("mail_type"):
+        spec.mail_type = check_mail_type(v("mail_type") or "")
+    if opts.has("kill_on_invalid_dep"):
+        answer = (v("kill_on_invalid_dep") or "").lower()
+        if answer not in ("yes", "no"):
+            raise SpecError("Invalid --kill-on-invalid-dep specification")
+        spec.kill_on_invalid_dep = answer
+
+    export = v("export")
+    spec.export_spec = export or ""
+    spec.environment.update(export_environment(export, ctx.environ))
+    return spec
