@@ -1,0 +1,417 @@
+"""squeue output against what Slurm 22.05 prints for the same queue (reference captures 60-65, 77, 81)."""
+
+from __future__ import annotations
+
+import calendar
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from cli import fmt, squeue
+from shoal.v1 import jobs_pb2
+
+NOW = calendar.timegm((2026, 11, 29, 21, 40, 1, 0, 0, 0))
+
+
+@pytest.fixture(autouse=True)
+def utc() -> Iterator[None]:
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+def job(
+    job_id: int,
+    name: str,
+    user: str,
+    *,
+    state: int = jobs_pb2.PENDING,
+    reason: str = "",
+    partition: str = "batch",
+    nodes: int = 1,
+    cpus: int = 1,
+    priority: int = 1000,
+    nodelist: str = "",
+    gres: str = "",
+    limit: int = -2,
+    start: int = 0,
+    array: tuple[int, int] | None = None,
+) -> jobs_pb2.JobInfo:
+    info = jobs_pb2.JobInfo(
+        job_id=job_id,
+        user_name=user,
+        user_id={"alice": 1001, "bob": 1002}[user],
+        account={"alice": "research", "bob": "physics"}[user],
+        state=state,  # type: ignore[arg-type]
+        state_reason=reason or ("None" if state != jobs_pb2.PENDING else "Priority"),
+        partition=partition,
+        num_nodes=nodes,
+        num_cpus=cpus,
+        priority=priority,
+        nodes=nodelist,
+        tres_per_node=gres,
+        time_limit_min=limit,
+        start_time=start,
+        qos="normal",
+        array_task_id=-1,
+    )
+    info.spec.name = name
+    if array:
+        info.array_job_id, info.array_task_id = array
+    return info
+
+
+RUN_START = NOW - 3
+
+
+def busy_queue() -> list[jobs_pb2.JobInfo]:
+    """The busy cluster of the reference captures, in the controller's order (not squeue's)."""
+    R = jobs_pb2.RUNNING
+    return [
+        job(20, "fill1", "alice", state=R, nodelist="node3", cpus=16, priority=900, gres="gres:gpu:8", start=RUN_START),
+        job(21, "fill2", "alice", state=R, nodelist="node4", cpus=16, priority=890, gres="gres:gpu:8", start=RUN_START),
+        job(22, "fill3", "bob", state=R, nodelist="node1", cpus=4, priority=920, gres="gres:gpu:8", start=RUN_START),
+        job(23, "fill4", "bob", state=R, nodelist="node2", cpus=2, priority=910, gres="gres:gpu:8", start=RUN_START, limit=30),
+        job(12, "wrap", "alice", reason="PartitionNodeLimit", nodes=10, cpus=10, priority=2000),
+        job(14, "wrap", "alice", reason="PartitionTimeLimit", partition="debug", priority=3000, limit=120),
+        job(24, "needgpu", "alice", priority=1400, gres="gres:gpu:4"),
+        job(25, "needgpu2", "bob", nodes=2, cpus=2, priority=1800, gres="gres:gpu:2"),
+        job(26, "later", "alice", reason="BeginTime", priority=1700,
+            start=calendar.timegm((2026, 11, 29, 22, 39, 58, 0, 0, 0))),
+        job(27, "dep", "alice", reason="Dependency", priority=1500),
+        job(28, "held", "bob", reason="JobHeldUser", priority=1300),
+        job(29, "big", "alice", reason="Resources", nodes=4, cpus=4, priority=1900),
+        job(30, "arr", "alice", priority=1600, gres="gres:gpu:1", array=(30, 1)),
+        job(31, "arr", "alice", priority=1600, gres="gres:gpu:1", array=(30, 2)),
+        job(32, "arr", "alice", priority=1600, gres="gres:gpu:1", array=(30, 3)),
+    ]  # fmt: skip
+
+
+def run(
+    fmt_str: str | None = None,
+    *,
+    long_format: str | None = None,
+    flt: squeue.JobFilter | None = None,
+    sort: str = squeue.DEFAULT_SORT,
+    header: bool = True,
+    jobs: list[jobs_pb2.JobInfo] | None = None,
+    expand_arrays: bool = False,
+) -> str:
+    fields = squeue.build_fields(fmt_str, long_format)
+    lines = squeue.render_queue(
+        busy_queue() if jobs is None else jobs,
+        NOW,
+        flt or squeue.JobFilter(),
+        fields,
+        sort=sort,
+        header=header,
+        expand_arrays=expand_arrays,
+    )
+    return "\n".join(lines) + "\n"
+
+
+REF_60 = """\
+             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)
+                12     batch     wrap    alice PD       0:00     10 (PartitionNodeLimit)
+                29     batch      big    alice PD       0:00      4 (Resources)
+                25     batch needgpu2      bob PD       0:00      2 (Priority)
+                26     batch    later    alice PD       0:00      1 (BeginTime)
+          30_[1-3]     batch      arr    alice PD       0:00      1 (Priority)
+                27     batch      dep    alice PD       0:00      1 (Dependency)
+                24     batch  needgpu    alice PD       0:00      1 (Priority)
+                28     batch     held      bob PD       0:00      1 (JobHeldUser)
+                22     batch    fill3      bob  R       0:03      1 node1
+                23     batch    fill4      bob  R       0:03      1 node2
+                20     batch    fill1    alice  R       0:03      1 node3
+                21     batch    fill2    alice  R       0:03      1 node4
+                14     debug     wrap    alice PD       0:00      1 (PartitionTimeLimit)
+"""
+
+
+def test_default_format_matches_slurm_on_a_busy_cluster() -> None:
+    assert run() == REF_60
+
+
+def test_empty_queue_prints_only_the_header() -> None:
+    assert run(jobs=[]) == REF_60.splitlines()[0] + "\n"
+
+
+def test_long_format_columns() -> None:
+    expected = """\
+             JOBID PARTITION     NAME     USER    STATE       TIME TIME_LIMI  NODES NODELIST(REASON)
+                12     batch     wrap    alice  PENDING       0:00 UNLIMITED     10 (PartitionNodeLimit)
+                23     batch    fill4      bob  RUNNING       0:03     30:00      1 node2
+                14     debug     wrap    alice  PENDING       0:00   2:00:00      1 (PartitionTimeLimit)
+"""
+    flt = squeue.JobFilter(job_ids=[(12, None), (23, None), (14, None)])
+    assert run(squeue.LONG_FORMAT, flt=flt) == expected
+    assert fmt.long_date(NOW) == "Sun Nov 29 21:40:01 2026"
+
+
+def test_plain_specifiers_without_widths() -> None:
+    out = run("%i %j %T %R").splitlines()
+    assert out[0] == "JOBID NAME STATE NODELIST(REASON)"
+    assert out[5] == "30_[1-3] arr PENDING (Priority)"
+    assert out[9] == "22 fill3 RUNNING node1"
+
+
+def test_parsable_style_format_without_header() -> None:
+    out = run("%A|%u|%T|%r|%b|%D|%C", header=False).splitlines()
+    assert out[:3] == [
+        "12|alice|PENDING|PartitionNodeLimit|N/A|10|10",
+        "29|alice|PENDING|Resources|N/A|4|4",
+        "25|bob|PENDING|Priority|gres:gpu:2|2|2",
+    ]
+    assert out[4] == "30|alice|PENDING|Priority|gres:gpu:1|1|1"
+    assert out[8] == "22|bob|RUNNING|None|gres:gpu:8|1|4"
+
+
+def test_long_names_format() -> None:
+    out = run(
+        long_format="JobID,Name,UserName,Account,Partition,State,Reason,NumNodes,NumCPUs,tres-per-node,TimeLimit"
+    )
+    lines = out.splitlines()
+    assert lines[0] == "".join(
+        f"{h:<20}"
+        for h in "JOBID NAME USER ACCOUNT PARTITION STATE REASON NODES CPUS TRES_PER_NODE TIME_LIMIT".split()
+    )
+    assert lines[5] == "".join(
+        f"{v:<20}" for v in "30 arr alice research batch PENDING Priority 1 1 gres:gpu:1 UNLIMITED".split()
+    )
+    assert lines[10] == "".join(
+        f"{v:<20}" for v in "23 fill4 bob physics batch RUNNING None 1 2 gres:gpu:8 30:00".split()
+    )
+
+
+def test_long_names_with_widths_and_right_alignment() -> None:
+    flt = squeue.JobFilter(job_ids=[(22, None)])
+    assert (
+        run(long_format="jobid:5,name:.8,statecompact:3", flt=flt) == "JOBID    NAMEST \n22      fill3R  \n"
+    )
+
+
+def test_unknown_long_name_is_an_error() -> None:
+    with pytest.raises(fmt.FormatError, match="Invalid job format specification: Bogus"):
+        squeue.build_fields(None, "JobID,Bogus")
+
+
+def test_start_lists_pending_jobs_by_expected_start() -> None:
+    flt = squeue.JobFilter(pending_only=True)
+    assert (
+        run(squeue.START_FORMAT, flt=flt, sort=squeue.START_SORT)
+        == """\
+             JOBID PARTITION     NAME     USER ST          START_TIME  NODES SCHEDNODES           NODELIST(REASON)
+                26     batch    later    alice PD 2026-11-29T22:39:58      1 (null)               (BeginTime)
+                12     batch     wrap    alice PD                 N/A     10 (null)               (PartitionNodeLimit)
+                14     debug     wrap    alice PD                 N/A      1 (null)               (PartitionTimeLimit)
+                24     batch  needgpu    alice PD                 N/A      1 (null)               (Priority)
+                25     batch needgpu2      bob PD                 N/A      2 (null)               (Priority)
+                27     batch      dep    alice PD                 N/A      1 (null)               (Dependency)
+                28     batch     held      bob PD                 N/A      1 (null)               (JobHeldUser)
+                29     batch      big    alice PD                 N/A      4 (null)               (Resources)
+          30_[1-3]     batch      arr    alice PD                 N/A      1 (null)               (Priority)
+"""
+    )
+
+
+def test_user_and_state_filters() -> None:
+    flt = squeue.JobFilter(user_ids={1001}, states=frozenset({jobs_pb2.PENDING}))
+    ids = [line.split()[0] for line in run(flt=flt).splitlines()[1:]]
+    assert ids == ["12", "29", "26", "30_[1-3]", "27", "24", "14"]
+
+
+@pytest.mark.parametrize(
+    ("flt", "ids"),
+    [
+        (squeue.JobFilter(partitions={"debug"}), ["14"]),
+        (squeue.JobFilter(names={"wrap", "dep"}), ["12", "27", "14"]),
+        (squeue.JobFilter(accounts={"physics"}), ["25", "28", "22", "23"]),
+        (squeue.JobFilter(nodes={"node1", "node4"}), ["22", "21"]),
+        (squeue.JobFilter(job_ids=[(30, None)]), ["30_[1-3]"]),
+        (squeue.JobFilter(job_ids=[(30, 2)]), ["30_2"]),
+        (squeue.JobFilter(job_ids=[(20, None), (12, None)]), ["12", "20"]),
+        (squeue.JobFilter(states=frozenset({jobs_pb2.RUNNING})), ["22", "23", "20", "21"]),
+        (squeue.JobFilter(qos={"other"}), []),
+    ],
+    ids=["partition", "names", "account", "nodelist", "array-master", "array-task", "job-list", "running",
+         "qos"],
+)  # fmt: skip
+def test_selectors(flt: squeue.JobFilter, ids: list[str]) -> None:
+    assert [line.split()[0] for line in run(flt=flt).splitlines()[1:]] == ids
+
+
+def test_finished_jobs_hidden_by_default_and_shown_with_all() -> None:
+    done = job(20, "fill1", "alice", state=jobs_pb2.CANCELLED, nodelist="node3", start=RUN_START)
+    done.end_time = NOW
+    assert run(jobs=[done]).count("\n") == 1
+    out = run(jobs=[done], flt=squeue.JobFilter(states=None, job_ids=[(20, None)]))
+    assert out.splitlines()[1] == "                20     batch    fill1    alice CA       0:03      1 node3"
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "shown"),
+    [
+        (jobs_pb2.FAILED, "NonZeroExitCode", "(NonZeroExitCode)"),
+        (jobs_pb2.TIMEOUT, "TimeLimit", "(TimeLimit)"),
+        (jobs_pb2.COMPLETED, "None", "node1"),
+        (jobs_pb2.COMPLETING, "None", "node1"),
+    ],
+    ids=["failed", "timeout", "completed", "completing"],
+)
+def test_reason_column_of_ended_jobs(state: int, reason: str, shown: str) -> None:
+    info = job(5, "x", "bob", state=state, reason=reason, nodelist="node1", start=RUN_START)
+    assert squeue.job_value(squeue.Row(info), "R", NOW) == shown
+
+
+def test_array_throttle_and_gaps_in_the_task_string() -> None:
+    tasks = [job(40 + t, "a", "bob", array=(40, t)) for t in (1, 2, 3, 7)]
+    for t in tasks:
+        t.array_max_tasks = 2
+    running = job(50, "a", "bob", state=jobs_pb2.RUNNING, nodelist="node2", array=(40, 0), start=RUN_START)
+    out = run("%i %K %F", jobs=[*tasks, running], header=False)
+    assert out == "40_[1-3,7%2] 1-3,7%2 40\n40_0 0 40\n"
+
+
+def test_array_flag_prints_one_line_per_task() -> None:
+    out = run("%i", jobs=busy_queue(), flt=squeue.JobFilter(job_ids=[(30, None)]), expand_arrays=True)
+    assert out == "JOBID\n30_1\n30_2\n30_3\n"
+
+
+def test_array_meta_record_from_the_controller() -> None:
+    meta = job(30, "arr", "alice", array=(30, -1))
+    meta.array_task_str = "1-3"
+    assert run("%i", jobs=[meta], header=False) == "30_[1-3]\n"
+    assert run("%i", jobs=[meta], header=False, expand_arrays=True) == "30_1\n30_2\n30_3\n"
+
+
+@pytest.mark.parametrize(
+    ("sort", "ids"),
+    [
+        ("i", ["12", "14", "20", "21", "22", "23", "24"]),
+        ("-i", ["30_[1-3]", "29", "28", "27", "26", "25", "24"]),
+        ("-t,i", ["20", "21", "22", "23", "12", "14", "24"]),
+        ("-C,i", ["20", "21", "12", "22", "29", "23", "25"]),
+        ("u,-D", ["12", "29", "20", "21", "14", "24", "26"]),
+    ],
+    ids=["id", "id-desc", "state-desc", "cpus-desc", "user-then-nodes"],
+)
+def test_sort_orders(sort: str, ids: list[str]) -> None:
+    assert [line.split()[0] for line in run(sort=sort).splitlines()[1:8]] == ids
+
+
+def test_bad_sort_key() -> None:
+    with pytest.raises(ValueError, match="Invalid sort specification"):
+        squeue.parse_sort("i,%")
+
+
+JOB = job(22, "fill3", "bob", state=jobs_pb2.RUNNING, nodelist="node1", cpus=4, priority=920,
+          gres="gres:gpu:8", start=RUN_START, limit=90)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("spec", "value"),
+    [
+        ("%a", "physics"), ("%A", "22"), ("%b", "gres:gpu:8"), ("%C", "4"), ("%D", "1"), ("%F", "22"),
+        ("%i", "22"), ("%j", "fill3"), ("%K", "N/A"), ("%l", "1:30:00"), ("%L", "1:29:57"), ("%M", "0:03"),
+        ("%N", "node1"), ("%P", "batch"), ("%q", "normal"), ("%Q", "920"), ("%r", "None"), ("%R", "node1"),
+        ("%S", "2026-11-29T21:39:58"), ("%e", "N/A"), ("%t", "R"), ("%T", "RUNNING"), ("%u", "bob"),
+        ("%U", "1002"), ("%E", "(null)"), ("%Y", "(null)"), ("%z", "*:*:*"), ("%y", "0"), ("%o", "(null)"),
+        ("%.6j|", " fill3|"), ("%-7j|", "fill3  |"), ("%7j|", "fill3  |"), ("%3j", "fil"), ("x%%y", "x%y"),
+        ("%5", "%5"),
+    ],
+    ids=lambda v: str(v),
+)  # fmt: skip
+def test_specifiers(spec: str, value: str) -> None:
+    fields = squeue.build_fields(spec, None)
+    assert squeue.format_rows([squeue.Row(JOB)], fields, NOW, header=False) == [value]
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("12", [(12, None)]),
+        ("12,30_2", [(12, None), (30, 2)]),
+        ("30_[1-3]", [(30, 1), (30, 2), (30, 3)]),
+        ("30_[1,4],5", [(30, 1), (30, 4), (5, None)]),
+    ],
+    ids=["one", "list", "task-range", "range-and-job"],
+)
+def test_parse_job_ids(text: str, parsed: list[tuple[int, int | None]]) -> None:
+    assert squeue.parse_job_ids(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["x", "12_", "0", "12_[a]"], ids=["word", "empty-task", "zero", "bad-range"])
+def test_parse_job_ids_rejects(text: str) -> None:
+    with pytest.raises(ValueError) as err:
+        squeue.parse_job_ids(text)
+    assert str(err.value) == f"Invalid job id: {text}"
+
+
+def _squeue(*args: str, socket: str = "/nonexistent/shoal-agent.sock") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SHOAL_AGENT_SOCKET": socket}
+    return subprocess.run(
+        [sys.executable, "-m", "cli.squeue", *args], capture_output=True, text=True, env=env, timeout=30
+    )
+
+
+def test_dead_controller_message_and_exit_code() -> None:
+    proc = _squeue()
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr == "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-t", "xyz"], "squeue: error: Invalid job state specified: xyz\n"),
+        (["-j", "x"], "squeue: error: Invalid job id: x\n"),
+        (["-u", "no_such_user_zz"], "squeue: error: Invalid user: no_such_user_zz\n"),
+        (["-S", "%"], "squeue: error: Invalid sort specification: %\n"),
+    ],
+    ids=["state", "job-id", "user", "sort"],
+)
+def test_option_errors(args: list[str], message: str) -> None:
+    proc = _squeue(*args)
+    assert (proc.returncode, proc.stderr) == (1, message)
+
+
+def test_unknown_option_is_reported_without_traceback() -> None:
+    proc = _squeue("--bogus")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert 'Try "squeue --help"' in proc.stderr
+
+
+def test_help_version_and_steps_need_no_controller() -> None:
+    assert "--states" in _squeue("--help").stdout
+    assert _squeue("-V").stdout.startswith("slurm 22.05")
+    steps = _squeue("-s")
+    assert (steps.returncode, steps.stdout) == (
+        0,
+        "         STEPID     NAME PARTITION     USER      TIME NODELIST\n",
+    )
+
+
+def test_help_imports_no_grpc() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "cli.squeue", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    imported = {
+        line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert proc.returncode == 0
+    assert not {m for m in imported if m.split(".")[0] in {"grpc", "sqlalchemy", "ctld", "noded", "dbd"}}
