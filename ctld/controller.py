@@ -1,0 +1,1092 @@
+"""The controller's state and every change to it: submit, cancel, update, nodes, completion, scheduling.
+
+One lock guards the state. Every change is written to the state store inside the same critical section,
+before the caller is answered. Decisions come from the pure core (ctld.sched); this module applies them
+and hands the side effects on nodes (launch, signal, terminate) to the NodeClient, outside the lock.
+"""
+
+from __future__ import annotations
+
+import grp
+import logging
+import os
+import pwd
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ctld import jobs as jobrec
+from ctld.errors import (
+    ACCESS_DENIED,
+    ALREADY_DONE,
+    DEPENDENCY_PROBLEM,
+    FAILED_PRECONDITION,
+    INVALID_JOB_ID,
+    INVALID_PARTITION,
+    NOT_FOUND,
+    PERMISSION_DENIED,
+    RESOURCE_EXHAUSTED,
+    SlurmError,
+)
+from ctld.nodes import NodeRuntime, gres_used, long_state, new_runtime, registration_problems
+from ctld.sched import cycle as sched_cycle
+from ctld.sched import model as m
+from ctld.sched import placement as sched_placement
+from ctld.sched import submit as sched_submit
+from ctld.sched.dependency import parse_dependency
+from ctld.store import StateStore
+from shoal import hostlist
+from shoal.arrayspec import parse_array
+from shoal.conf import SlurmConfig
+from shoal.states import ACTIVE_STATES, FINISHED_STATES
+from shoal.timefmt import parse_time_limit
+from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2, node_pb2
+
+log = logging.getLogger("shoal.ctld")
+
+PENDING = jobs_pb2.PENDING
+RUNNING = jobs_pb2.RUNNING
+COMPLETING = jobs_pb2.COMPLETING
+
+
+@dataclass(frozen=True)
+class Caller:
+    uid: int
+    gid: int
+    host: str = ""
+
+
+class NodeActions:
+    """What the controller asks of node agents; implemented over gRPC by ctld.node_client."""
+
+    def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None: ...
+    def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None: ...
+    def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool) -> None: ...
+    def ping(self, node: cluster_pb2.NodeInfo) -> None: ...
+
+
+class Controller:
+    def __init__(
+        self,
+        cfg: SlurmConfig,
+        store: StateStore,
+        key: bytes,
+        actions: NodeActions,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.key = key
+        self.actions = actions
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.jobs: dict[int, jobs_pb2.JobInfo] = {}
+        self.nodes: dict[str, NodeRuntime] = {}
+        self.next_job_id = cfg.first_job_id
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self._slurm_uid = _uid_of(cfg.slurm_user)
+        self._partitions = {p.name: p for p in cfg.partitions}
+        self._sched_config = m.Config(
+            def_mem_per_cpu_mb=cfg.def_mem_per_cpu,
+            def_mem_per_node_mb=getattr(cfg, "def_mem_per_node", 0) or 0,
+            scheduler=cfg.scheduler_type,
+        )
+        self._recover()
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        saved_nodes = self.store.load_nodes()
+        for conf in self.cfg.nodes:
+            self.nodes[conf.name] = new_runtime(self.cfg, conf, saved_nodes.get(conf.name))
+        for blob in self.store.load_jobs():
+            job = jobs_pb2.JobInfo()
+            job.ParseFromString(blob)
+            self.jobs[job.job_id] = job
+        saved_next = self.store.get_meta("next_job_id")
+        highest = max(self.jobs, default=0)
+        self.next_job_id = max(self.cfg.first_job_id, int(saved_next or 0), highest + 1)
+        if self.jobs:
+            log.info("recovered %d jobs; next job id %d", len(self.jobs), self.next_job_id)
+
+    def _now(self) -> int:
+        return int(self.clock())
+
+    def _save(self, *jobs: jobs_pb2.JobInfo) -> None:
+        with self.store.transaction() as tx:
+            for job in jobs:
+                tx.put_job(job.job_id, job.SerializeToString())
+
+    def _save_node(self, node: NodeRuntime) -> None:
+        with self.store.transaction() as tx:
+            tx.put_node(node.info.name, node.info.SerializeToString())
+
+    def is_operator(self, caller: Caller) -> bool:
+        return caller.uid == 0 or caller.uid == self._slurm_uid or caller.uid == os.getuid()
+
+    # ------------------------------------------------------------------ snapshot
+    def _usage(self) -> dict[str, m.NodeUsage]:
+        cpu: dict[str, set[int]] = {}
+        mem: dict[str, int] = {}
+        gpu: dict[str, set[int]] = {}
+        excl: set[str] = set()
+        count: dict[str, int] = {}
+        for job in self.jobs.values():
+            if job.state not in ACTIVE_STATES:
+                continue
+            for a in job.allocation:
+                cpu.setdefault(a.node, set()).update(a.cpu_ids)
+                mem[a.node] = mem.get(a.node, 0) + a.mem_mb
+                gpu.setdefault(a.node, set()).update(a.gpu_indices)
+                count[a.node] = count.get(a.node, 0) + 1
+                if not job.oversubscribe:
+                    excl.add(a.node)
+        return {
+            name: m.NodeUsage(
+                cpu_ids=frozenset(cpu.get(name, ())),
+                mem_mb=mem.get(name, 0),
+                gpu_indices=frozenset(gpu.get(name, ())),
+                exclusive=name in excl,
+                jobs=count.get(name, 0),
+            )
+            for name in self.nodes
+        }
+
+    def _snapshot(self, pending: Iterable[m.JobRequest]) -> m.Snapshot:
+        usage = self._usage()
+        nodes = tuple(
+            m.Node(
+                name=n.conf.name,
+                cpus=n.conf.cpus,
+                real_memory_mb=n.conf.real_memory,
+                gpus=tuple(m.Gpu(i, t) for i, t in sorted(n.gpu_types.items())),
+                features=frozenset(n.conf.features),
+                weight=n.conf.weight,
+                partitions=frozenset(n.info.partitions),
+                available=n.available,
+                usage=usage[n.conf.name],
+                sockets=n.conf.sockets,
+                cores_per_socket=n.conf.cores_per_socket,
+                threads_per_core=n.conf.threads_per_core,
+            )
+            for n in self.nodes.values()
+        )
+        partitions = tuple(
+            m.Partition(
+                name=p.name,
+                nodes=tuple(p.nodes),
+                state=p.state,
+                max_time_min=p.max_time,
+                default_time_min=p.default_time,
+                max_nodes=p.max_nodes,
+                min_nodes=p.min_nodes,
+                priority_tier=p.priority_tier,
+                priority_job_factor=p.priority_job_factor,
+                exclusive=p.oversubscribe.upper().startswith("EXCLUSIVE"),
+                def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
+            )
+            for p in self.cfg.partitions
+        )
+        running = tuple(
+            m.RunningJob(
+                job_id=j.job_id,
+                nodes=tuple(a.node for a in j.allocation),
+                end_time=j.end_time,
+                partition=j.partition,
+            )
+            for j in self.jobs.values()
+            if j.state in ACTIVE_STATES
+        )
+        statuses = tuple(_status(j) for j in self.jobs.values())
+        return m.Snapshot(
+            nodes=nodes,
+            partitions=partitions,
+            pending=tuple(pending),
+            running=running,
+            jobs=statuses,
+            config=self._sched_config,
+        )
+
+    # ------------------------------------------------------------------ submit
+    def submit(self, spec: jobs_pb2.JobSpec, caller: Caller, test_only: bool) -> controller_pb2.SubmitJobResponse:
+        now = self._now()
+        with self.lock:
+            job = self._new_job(spec, caller, now)
+            try:
+                req = jobrec.job_request(job, self.nodes)
+            except ValueError as exc:
+                raise SlurmError(str(exc) or "Invalid job specification") from exc
+            self._check_dependencies(spec)
+            snap = self._snapshot([req])
+            refusal = sched_submit.check_submission(req, snap)
+            if refusal is not None:
+                raise SlurmError(refusal.message)
+            if test_only:
+                return self._test_only(req, snap, now)
+            task_ids: tuple[int, ...] = ()
+            if spec.array:
+                try:
+                    array = parse_array(spec.array, getattr(self.cfg, "max_array_size", 1001))
+                except ValueError as exc:
+                    raise SlurmError(str(exc)) from exc
+                task_ids = array.task_ids
+                job.array_max_tasks = array.max_running
+            count = max(1, len(task_ids))
+            active = sum(1 for j in self.jobs.values() if j.state not in FINISHED_STATES)
+            if active + count > self.cfg.max_job_count:
+                raise SlurmError(
+                    "Slurm temporarily unable to accept job, sleeping and retrying", RESOURCE_EXHAUSTED
+                )
+            first = self.next_job_id
+            mem_per_node = self._mem_per_node_for_display(req)
+            records: list[jobs_pb2.JobInfo] = []
+            for k in range(count):
+                rec = jobs_pb2.JobInfo()
+                rec.CopyFrom(job)
+                rec.job_id = first + k
+                if task_ids:
+                    rec.array_job_id = first
+                    rec.array_task_id = task_ids[k]
+                jobrec.describe_request(rec, req, mem_per_node)
+                records.append(rec)
+            self.next_job_id = first + count
+            with self.store.transaction() as tx:
+                for rec in records:
+                    tx.put_job(rec.job_id, rec.SerializeToString())
+                tx.set_meta("next_job_id", str(self.next_job_id))
+            for rec in records:
+                self.jobs[rec.job_id] = rec
+        self.wake.set()
+        return controller_pb2.SubmitJobResponse(job_id=first)
+
+    def _new_job(self, spec: jobs_pb2.JobSpec, caller: Caller, now: int) -> jobs_pb2.JobInfo:
+        job = jobs_pb2.JobInfo()
+        job.spec.CopyFrom(spec)
+        s = job.spec
+        s.name = s.name or "sbatch"
+        s.work_dir = s.work_dir or s.submit_dir or "/tmp"
+        partition_names = [p for p in s.partition.split(",") if p] if s.partition else []
+        if not partition_names:
+            default = self.cfg.default_partition
+            if default is None:
+                raise SlurmError("No partition specified or system default partition")
+            partition_names = [default.name]
+        for name in partition_names:
+            if name not in self._partitions:
+                raise SlurmError(INVALID_PARTITION)
+        job.partition = ",".join(partition_names)
+        job.user_id = caller.uid
+        job.group_id = caller.gid
+        job.user_name = _user_name(caller.uid)
+        job.group_name = _group_name(caller.gid)
+        job.state = PENDING
+        job.state_reason = "None"
+        job.submit_time = now
+        job.eligible_time = max(now, s.begin_time)
+        job.accrue_time = now
+        job.time_limit_min = s.time_limit_min
+        job.requeue = s.requeue != 0
+        job.account = s.account
+        job.qos = s.qos or "normal"
+        job.held = s.hold
+        job.batch_flag = 1 if s.batch else 0
+        job.array_task_id = -1
+        job.alloc_node_sid = f"{s.submit_host or caller.host}:{os.getpid()}"
+        job.std_in = s.std_in or "/dev/null"
+        if s.hold:
+            job.state_reason = "JobHeldUser"
+        return job
+
+    def _check_dependencies(self, spec: jobs_pb2.JobSpec) -> None:
+        if not spec.dependency:
+            return
+        try:
+            wanted = jobrec.referenced_job_ids(spec)
+        except ValueError as exc:
+            raise SlurmError(DEPENDENCY_PROBLEM) from exc
+        known = set(self.jobs) | {j.array_job_id for j in self.jobs.values() if j.array_job_id}
+        if any(i not in known for i in wanted):
+            raise SlurmError(DEPENDENCY_PROBLEM)
+
+    def _mem_per_node_for_display(self, req: m.JobRequest) -> int:
+        tasks_per_node = max(1, -(-req.num_tasks // max(1, req.min_nodes)))
+        cpus = tasks_per_node * req.cpus_per_task
+        if req.mem_per_node_mb:
+            return req.mem_per_node_mb
+        if req.mem_per_cpu_mb:
+            return req.mem_per_cpu_mb * cpus
+        if self.cfg.def_mem_per_cpu:
+            return self.cfg.def_mem_per_cpu * cpus
+        return 0
+
+    def _test_only(self, req: m.JobRequest, snap: m.Snapshot, now: int) -> controller_pb2.SubmitJobResponse:
+        found = sched_placement.earliest_start(req, snap, now)
+        if found is None:
+            raise SlurmError("Requested node configuration is not available")
+        start_time, start = found
+        return controller_pb2.SubmitJobResponse(
+            job_id=self.next_job_id,
+            test_start_time=start_time,
+            test_cpus=sum(a.cpus for a in start.allocation),
+            test_nodes=hostlist.collect(a.node for a in start.allocation),
+            test_partition=start.partition,
+        )
+
+    # ------------------------------------------------------------------ scheduling
+    def schedule(self) -> int:
+        """Run one cycle of the core and apply its decisions; returns how many jobs started."""
+        now = self._now()
+        launches: list[tuple[cluster_pb2.NodeInfo, node_pb2.LaunchBatchRequest]] = []
+        with self.lock:
+            pending: list[m.JobRequest] = []
+            by_id: dict[int, jobs_pb2.JobInfo] = {}
+            for job in self.jobs.values():
+                if job.state != PENDING:
+                    continue
+                try:
+                    req = jobrec.job_request(job, self.nodes)
+                except (SlurmError, ValueError):
+                    job.state_reason = "BadConstraints"
+                    continue
+                pending.append(req)
+                by_id[job.job_id] = job
+            if not pending:
+                return 0
+            snap = self._snapshot(pending)
+            result = sched_cycle.run_cycle(snap, now)
+            for job_id, reason in result.reasons.items():
+                job = by_id.get(job_id)
+                if job is not None:
+                    job.state_reason = reason
+                    job.last_sched_eval = now
+            for job_id, prio in result.priorities.items():
+                job = by_id.get(job_id)
+                if job is not None:
+                    job.priority = 0 if job.held else prio
+            started: list[jobs_pb2.JobInfo] = []
+            node_types = {n: rt.gpu_types.get(0, "") for n, rt in self.nodes.items()}
+            for start in result.starts:
+                job = by_id[start.job_id]
+                jobrec.apply_start(job, start, now, node_types)
+                job.last_sched_eval = now
+                started.append(job)
+            if started:
+                self._save(*started)
+                for job in started:
+                    node = self.nodes[job.batch_host]
+                    launches.append((node.info, self._launch_request(job)))
+        for node_info, request in launches:
+            self.actions.launch(node_info, request)
+        return len(launches)
+
+    def _launch_request(self, job: jobs_pb2.JobInfo) -> node_pb2.LaunchBatchRequest:
+        from shoal.auth.job_credential import sign_job_credential
+
+        cred = node_pb2.JobCredential(
+            job_id=job.job_id,
+            uid=job.user_id,
+            gid=job.group_id,
+            nodes=job.nodes,
+            expiry=self._now() + 3600,
+        )
+        return node_pb2.LaunchBatchRequest(
+            node=job.batch_host,
+            job=job,
+            credential=sign_job_credential(self.key, cred),
+            cluster_name=self.cfg.cluster_name,
+            ctld_addr=f"{self.cfg.control_addr}:{self.cfg.slurmctld_port}",
+            kill_wait=self.cfg.kill_wait,
+            slurm_conf=str(self.cfg.path),
+        )
+
+    def launch_failed(self, job_id: int, message: str, node_down: bool) -> None:
+        """A LaunchBatch RPC failed: requeue when the node is unreachable, else fail the job."""
+        with self.lock:
+            job = self.jobs.get(job_id)
+            if job is None or job.state != RUNNING:
+                return
+            if node_down:
+                node = self.nodes.get(job.batch_host)
+                if node is not None:
+                    node.info.not_responding = True
+                log.warning("launch of job %d on %s failed (%s); requeued", job_id, job.batch_host, message)
+                self._requeue(job, self._now())
+            else:
+                log.warning("launch of job %d failed: %s", job_id, message)
+                self._finish(job, jobs_pb2.FAILED, exit_code=1, exit_signal=0, now=self._now())
+            self._save(job)
+        self.wake.set()
+
+    # ------------------------------------------------------------------ completion
+    def complete_batch(self, req: controller_pb2.CompleteBatchRequest) -> None:
+        with self.lock:
+            job = self.jobs.get(req.job_id)
+            if job is None or job.state not in ACTIVE_STATES:
+                return  # already handled (a replayed report after a noded restart)
+            now = req.end_time or self._now()
+            if job.state == COMPLETING and job.final_state == jobs_pb2.REQUEUED:
+                self._requeue(job, now)
+            elif job.state == COMPLETING and job.final_state:
+                self._finish(job, job.final_state, req.exit_code, req.exit_signal, now)
+            elif req.launch_failed:
+                log.warning("job %d failed to launch on %s: %s", job.job_id, req.node, req.message)
+                self._finish(job, jobs_pb2.FAILED, req.exit_code or 1, req.exit_signal, now)
+            elif req.oom:
+                self._finish(job, jobs_pb2.OUT_OF_MEMORY, req.exit_code, req.exit_signal, now)
+            elif req.exit_code == 0 and req.exit_signal == 0:
+                self._finish(job, jobs_pb2.COMPLETED, 0, 0, now)
+            else:
+                self._finish(job, jobs_pb2.FAILED, req.exit_code, req.exit_signal, now)
+            self._save(job)
+        self.wake.set()
+
+    def _finish(self, job: jobs_pb2.JobInfo, state: int, exit_code: int, exit_signal: int, now: int) -> None:
+        job.state = state  # type: ignore[assignment]
+        job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
+        job.exit_code = exit_code
+        job.exit_signal = exit_signal
+        job.end_time = now
+        reason = {
+            jobs_pb2.TIMEOUT: "TimeLimit",
+            jobs_pb2.NODE_FAIL: "NodeDown",
+            jobs_pb2.FAILED: "NonZeroExitCode",
+            jobs_pb2.OUT_OF_MEMORY: "OutOfMemory",
+        }.get(state, "None")
+        if state == jobs_pb2.FAILED and exit_signal and not exit_code:
+            reason = "RaisedSignal"
+        job.state_reason = reason
+
+    def _requeue(self, job: jobs_pb2.JobInfo, now: int) -> None:
+        job.state = PENDING
+        job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
+        job.restarts += 1
+        job.state_reason = "BeginTime"
+        job.eligible_time = now
+        job.warn_signal_sent = False
+        job.spec.begin_time = now + 1
+        jobrec.clear_allocation(job)
+
+    # ------------------------------------------------------------------ queries
+    def get_jobs(self, req: controller_pb2.GetJobsRequest) -> controller_pb2.GetJobsResponse:
+        with self.lock:
+            wanted = set(req.job_ids)
+            users = set(req.user_ids)
+            out = controller_pb2.GetJobsResponse(now=self._now())
+            for job in self.jobs.values():
+                if wanted and job.job_id not in wanted and job.array_job_id not in wanted:
+                    continue
+                if users and job.user_id not in users:
+                    continue
+                out.jobs.append(job)
+            return out
+
+    def get_nodes(self, req: controller_pb2.GetNodesRequest) -> controller_pb2.GetNodesResponse:
+        with self.lock:
+            usage = self._usage()
+            names = set(req.names)
+            out = controller_pb2.GetNodesResponse(now=self._now())
+            completing = {a.node for j in self.jobs.values() if j.state == COMPLETING for a in j.allocation}
+            for name, node in self.nodes.items():
+                if names and name not in names:
+                    continue
+                u = usage[name]
+                info = out.nodes.add()
+                info.CopyFrom(node.info)
+                info.alloc_cpus = len(u.cpu_ids)
+                info.alloc_mem_mb = u.mem_mb
+                info.alloc_gpus = len(u.gpu_indices)
+                if u.exclusive and u.jobs:
+                    info.alloc_cpus = node.conf.cpus
+                info.gres_used = gres_used(node, u.gpu_indices)
+                info.completing = name in completing
+                info.base_state, info.state = long_state(info, info.alloc_cpus, info.completing)
+            return out
+
+    def get_partitions(self, req: controller_pb2.GetPartitionsRequest) -> controller_pb2.GetPartitionsResponse:
+        names = set(req.names)
+        out = controller_pb2.GetPartitionsResponse()
+        for p in self.cfg.partitions:
+            if names and p.name not in names:
+                continue
+            out.partitions.add(
+                name=p.name,
+                nodes=hostlist.collect(p.nodes),
+                is_default=self.cfg.default_partition is not None and self.cfg.default_partition.name == p.name,
+                max_time_min=p.max_time,
+                default_time_min=p.default_time,
+                max_nodes=p.max_nodes,
+                min_nodes=p.min_nodes,
+                state=p.state,
+                priority_tier=p.priority_tier,
+                priority_job_factor=p.priority_job_factor,
+                allow_accounts=p.allow_accounts,
+                deny_accounts=p.deny_accounts or "",
+                allow_groups=p.allow_groups,
+                allow_qos=p.allow_qos,
+                oversubscribe=p.oversubscribe,
+                total_cpus=sum(self.nodes[n].conf.cpus for n in p.nodes if n in self.nodes),
+                total_nodes=len(p.nodes),
+                hidden=p.hidden,
+                def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
+                max_mem_per_cpu_mb=p.max_mem_per_cpu or 0,
+            )
+        return out
+
+    def get_config(self) -> controller_pb2.GetConfigResponse:
+        out = controller_pb2.GetConfigResponse(now=self._now(), cluster_name=self.cfg.cluster_name)
+        for key, value in self.cfg.entries:
+            out.entries.add(key=key, value=value)
+        return out
+
+    # ------------------------------------------------------------------ job selection
+    def _select(self, ids: Iterable[str]) -> list[tuple[str, list[jobs_pb2.JobInfo]]]:
+        """Resolve user-typed ids ('12', '30_2', '30_[1-3]', '30') to jobs; unknown -> empty list."""
+        out = []
+        for text in ids:
+            text = text.strip()
+            base, _, task = text.partition("_")
+            base = base.split(".")[0]
+            if not base.isdigit():
+                raise SlurmError(INVALID_JOB_ID)
+            jid = int(base)
+            if task:
+                task = task.strip("[]")
+                try:
+                    tasks = set(parse_array(task.split("%")[0], 1 << 31).task_ids)
+                except ValueError as exc:
+                    raise SlurmError(INVALID_JOB_ID) from exc
+                found = [
+                    j for j in self.jobs.values() if j.array_job_id == jid and j.array_task_id in tasks
+                ]
+            else:
+                found = [
+                    j for j in self.jobs.values() if j.job_id == jid or (j.array_job_id == jid and jid != 0)
+                ]
+                direct = self.jobs.get(jid)
+                if direct is not None and direct.array_job_id and direct.array_job_id != jid:
+                    found = [direct]  # a task's own job id names only that task
+            out.append((text, found))
+        return out
+
+    def _filtered(self, req: controller_pb2.SignalJobsRequest) -> list[jobs_pb2.JobInfo]:
+        states: set[int] | None = None
+        if req.states:
+            from shoal.states import parse_job_states
+
+            try:
+                states = parse_job_states(",".join(req.states))
+            except ValueError as exc:
+                raise SlurmError(str(exc)) from exc
+        nodes = set(hostlist.expand(req.nodelist)) if req.nodelist else None
+        out = []
+        for job in self.jobs.values():
+            if job.state in FINISHED_STATES:
+                continue
+            if req.filter_user and job.user_id != req.user_id:
+                continue
+            if req.name and job.spec.name != req.name:
+                continue
+            if states is not None and job.state not in states:
+                continue
+            if req.partition and job.partition not in req.partition.split(","):
+                continue
+            if req.account and job.account != req.account:
+                continue
+            if nodes is not None and not nodes.intersection(a.node for a in job.allocation):
+                continue
+            out.append(job)
+        return out
+
+    # ------------------------------------------------------------------ cancel / signal
+    def signal_jobs(self, req: controller_pb2.SignalJobsRequest, caller: Caller) -> controller_pb2.SignalJobsResponse:
+        out = controller_pb2.SignalJobsResponse()
+        effects: list[Callable[[], None]] = []
+        now = self._now()
+        with self.lock:
+            filters = bool(req.filter_user or req.name or req.states or req.partition or req.account or req.nodelist)
+            groups: list[tuple[str, list[jobs_pb2.JobInfo]]]
+            if req.job_ids:
+                groups = self._select(req.job_ids)
+                if filters:
+                    allowed = {j.job_id for j in self._filtered(req)}
+                    groups = [(t, [j for j in js if j.job_id in allowed]) for t, js in groups]
+            else:
+                groups = [(str(j.job_id), [j]) for j in self._filtered(req)]
+            changed: list[jobs_pb2.JobInfo] = []
+            for text, found in groups:
+                if not found:
+                    if not filters:
+                        out.results.add(job_id=text, code=NOT_FOUND, message=INVALID_JOB_ID)
+                    continue
+                for job in found:
+                    code, message = self._signal_one(job, req, caller, now, effects)
+                    if code:
+                        out.results.add(job_id=_job_id_str(job), code=code, message=message)
+                    else:
+                        changed.append(job)
+            if changed:
+                self._save(*changed)
+        for effect in effects:
+            effect()
+        self.wake.set()
+        return out
+
+    def _signal_one(
+        self,
+        job: jobs_pb2.JobInfo,
+        req: controller_pb2.SignalJobsRequest,
+        caller: Caller,
+        now: int,
+        effects: list[Callable[[], None]],
+    ) -> tuple[int, str]:
+        if job.user_id != caller.uid and not self.is_operator(caller):
+            return PERMISSION_DENIED, ACCESS_DENIED
+        if job.state in FINISHED_STATES or job.state == COMPLETING:
+            return FAILED_PRECONDITION, ALREADY_DONE
+        sig = req.signal
+        if job.state == PENDING:
+            if sig not in (0, 9):
+                return FAILED_PRECONDITION, JOB_PENDING_MSG
+            self._finish(job, jobs_pb2.CANCELLED, 0, 0, now)
+            job.cancelled_by_uid = caller.uid
+            job.cancelled_by = str(caller.uid)
+            return 0, ""
+        node = self.nodes[job.batch_host].info
+        if sig == 0 or (sig == 9 and not req.batch_only):
+            job.state = COMPLETING
+            job.final_state = jobs_pb2.CANCELLED
+            job.cancelled_by_uid = caller.uid
+            job.cancelled_by = str(caller.uid)
+            job.end_time = now
+            effects.append(lambda n=node, jid=job.job_id: self.actions.terminate(n, jid, self.cfg.kill_wait, "cancel"))
+            return 0, ""
+        effects.append(lambda n=node, jid=job.job_id, s=sig: self.actions.signal(n, jid, s, req.batch_only))
+        return 0, ""
+
+    # ------------------------------------------------------------------ update / hold / release / requeue
+    def update_job(self, req: controller_pb2.UpdateJobRequest, caller: Caller) -> controller_pb2.UpdateJobResponse:
+        out = controller_pb2.UpdateJobResponse()
+        effects: list[Callable[[], None]] = []
+        now = self._now()
+        with self.lock:
+            changed: list[jobs_pb2.JobInfo] = []
+            for text, found in self._select(req.job_ids):
+                if not found:
+                    out.results.add(job_id=text, code=NOT_FOUND, message=INVALID_JOB_ID)
+                    continue
+                for job in found:
+                    try:
+                        if job.user_id != caller.uid and not self.is_operator(caller):
+                            raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+                        self._update_one(job, req, caller, now, effects)
+                        changed.append(job)
+                    except SlurmError as exc:
+                        out.results.add(job_id=_job_id_str(job), code=exc.code, message=exc.message)
+            if changed:
+                self._save(*changed)
+        for effect in effects:
+            effect()
+        self.wake.set()
+        return out
+
+    def _update_one(
+        self,
+        job: jobs_pb2.JobInfo,
+        req: controller_pb2.UpdateJobRequest,
+        caller: Caller,
+        now: int,
+        effects: list[Callable[[], None]],
+    ) -> None:
+        action = req.action or "update"
+        operator = self.is_operator(caller)
+        if action in ("hold", "uhold"):
+            if job.state != PENDING:
+                raise SlurmError("Job is no longer pending execution", FAILED_PRECONDITION)
+            job.held = True
+            job.held_by_admin = action == "hold" and operator and job.user_id != caller.uid
+            job.state_reason = "JobHeldAdmin" if job.held_by_admin else "JobHeldUser"
+            job.priority = 0
+        elif action == "release":
+            if job.state != PENDING:
+                raise SlurmError("Job is no longer pending execution", FAILED_PRECONDITION)
+            if job.held_by_admin and not operator:
+                raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+            job.held = False
+            job.held_by_admin = False
+            job.state_reason = "None"
+        elif action in ("requeue", "requeuehold"):
+            self._requeue_action(job, now, effects, hold=action == "requeuehold")
+        elif action == "top":
+            if job.state != PENDING:
+                raise SlurmError("Job is no longer pending execution", FAILED_PRECONDITION)
+        elif action == "update":
+            for kv in req.fields:
+                self._update_field(job, kv.key, kv.value, operator)
+        else:
+            raise SlurmError(f"Invalid update action: {action}")
+
+    def _requeue_action(
+        self, job: jobs_pb2.JobInfo, now: int, effects: list[Callable[[], None]], hold: bool
+    ) -> None:
+        if not job.batch_flag:
+            raise SlurmError("Only batch jobs are accepted or processed", FAILED_PRECONDITION)
+        if job.state == PENDING:
+            raise SlurmError(JOB_PENDING_MSG, FAILED_PRECONDITION)
+        if job.state == COMPLETING:
+            raise SlurmError(ALREADY_DONE, FAILED_PRECONDITION)
+        if job.state in ACTIVE_STATES:
+            node = self.nodes[job.batch_host].info
+            job.state = COMPLETING
+            job.final_state = jobs_pb2.REQUEUED
+            effects.append(lambda: self.actions.terminate(node, job.job_id, self.cfg.kill_wait, "requeue"))
+        else:
+            self._requeue(job, now)
+        if hold:
+            job.held = True
+            job.state_reason = "JobHeldUser"
+
+    def _update_field(self, job: jobs_pb2.JobInfo, key: str, value: str, operator: bool) -> None:
+        k = key.lower()
+        pending = job.state == PENDING
+        if k == "timelimit":
+            try:
+                minutes = parse_time_limit(value)
+            except ValueError as exc:
+                raise SlurmError("Invalid time limit specification") from exc
+            current = job.time_limit_min if job.state != PENDING else job.spec.time_limit_min
+            if not operator and (minutes == -2 or (current not in (-1, -2) and minutes > current) or current == -1):
+                if not (current == -2 and minutes != -2) and not (current >= 0 and 0 <= minutes <= current):
+                    raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+            job.spec.time_limit_min = minutes
+            if job.state in ACTIVE_STATES:
+                job.time_limit_min = minutes
+                job.end_time = job.start_time + minutes * 60 if minutes >= 0 else 0
+            return
+        if k in ("name", "jobname"):
+            job.spec.name = value
+            return
+        if k == "comment":
+            job.spec.comment = value
+            return
+        if k == "nice":
+            nice = int(value) if value.lstrip("-").isdigit() else 0
+            if nice < 0 and not operator:
+                raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+            job.spec.nice = nice
+            return
+        if k == "priority":
+            if not operator:
+                raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+            job.priority = int(value)
+            return
+        if k == "requeue":
+            job.requeue = value not in ("0", "no")
+            return
+        if not pending:
+            raise SlurmError("Job is no longer pending execution", FAILED_PRECONDITION)
+        if k == "partition":
+            for name in value.split(","):
+                if name not in self._partitions:
+                    raise SlurmError(INVALID_PARTITION)
+            job.partition = value
+            job.spec.partition = value
+        elif k == "dependency":
+            if value in ("", "none", "None"):
+                job.spec.dependency = ""
+            else:
+                try:
+                    parse_dependency(value)
+                except ValueError as exc:
+                    raise SlurmError(DEPENDENCY_PROBLEM) from exc
+                job.spec.dependency = value
+        elif k in ("numnodes", "minnodes"):
+            lo, _, hi = value.partition("-")
+            job.spec.min_nodes = int(lo)
+            job.spec.max_nodes = int(hi) if hi else int(lo)
+        elif k in ("numtasks",):
+            job.spec.num_tasks = int(value)
+        elif k in ("starttime", "begintime"):
+            from shoal.timefmt import parse_datetime
+
+            try:
+                job.spec.begin_time = parse_datetime(value, self._now())
+            except ValueError as exc:
+                raise SlurmError("Invalid time specification") from exc
+            job.eligible_time = job.spec.begin_time
+        elif k == "arraytaskthrottle":
+            for other in self.jobs.values():
+                if job.array_job_id and other.array_job_id == job.array_job_id:
+                    other.array_max_tasks = int(value)
+        elif k in ("excnodelist",):
+            job.spec.exclude = value
+        elif k in ("reqnodelist", "nodelist"):
+            job.spec.nodelist = value
+        elif k in ("features",):
+            job.spec.constraint = value
+        elif k == "account":
+            job.spec.account = value
+            job.account = value
+        elif k == "qos":
+            job.spec.qos = value
+            job.qos = value
+        else:
+            raise SlurmError(f"Update of this parameter is not supported: {key}")
+        jobrec.describe_request(job, jobrec.job_request(job, self.nodes), job.mem_mb // max(1, job.num_nodes))
+
+    # ------------------------------------------------------------------ nodes
+    def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:
+        if not self.is_operator(caller):
+            raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+        try:
+            names = hostlist.expand(req.nodes)
+        except hostlist.HostlistError as exc:
+            raise SlurmError("Invalid node name specified") from exc
+        fields = {kv.key.lower(): kv.value for kv in req.fields}
+        now = self._now()
+        effects: list[Callable[[], None]] = []
+        with self.lock:
+            for name in names:
+                if name not in self.nodes:
+                    raise SlurmError("Invalid node name specified")
+            state = fields.get("state", "").upper()
+            reason = fields.get("reason", "")
+            if state in ("DRAIN", "DOWN", "FAIL") and not reason:
+                raise SlurmError("You must specify a reason when DOWNING or DRAINING a node. Request denied")
+            for name in names:
+                node = self.nodes[name]
+                info = node.info
+                if state in ("DRAIN", "FAIL"):
+                    info.drain = True
+                elif state == "DOWN":
+                    info.base_state = "DOWN"
+                    effects.extend(self._fail_jobs_on(name, now))
+                elif state in ("RESUME", "IDLE", "UNDRAIN"):
+                    info.drain = False
+                    if state != "UNDRAIN" and info.base_state == "DOWN":
+                        info.base_state = "IDLE" if node.registered else "UNKNOWN"
+                    info.reason = ""
+                    info.reason_uid = 0
+                    info.reason_time = 0
+                elif state:
+                    raise SlurmError(f"Invalid node state specified")
+                if reason:
+                    info.reason = reason
+                    info.reason_uid = caller.uid
+                    info.reason_user = _user_name(caller.uid)
+                    info.reason_time = now
+                self._save_node(node)
+        for effect in effects:
+            effect()
+        self.wake.set()
+
+    def _fail_jobs_on(self, name: str, now: int) -> list[Callable[[], None]]:
+        """A node went DOWN: its running jobs end as NODE_FAIL; other nodes of those jobs clean up."""
+        effects: list[Callable[[], None]] = []
+        for job in self.jobs.values():
+            if job.state not in ACTIVE_STATES or name not in (a.node for a in job.allocation):
+                continue
+            self._finish(job, jobs_pb2.NODE_FAIL, 0, 0, now)
+            self._save(job)
+            for a in job.allocation:
+                other = self.nodes[a.node]
+                if a.node != name and other.available:
+                    effects.append(lambda n=other.info, jid=job.job_id: self.actions.terminate(n, jid, 0, "node_fail"))
+        return effects
+
+    def register_node(self, req: controller_pb2.RegisterNodeRequest) -> controller_pb2.RegisterNodeResponse:
+        now = self._now()
+        with self.lock:
+            node = self.nodes.get(req.name)
+            if node is None:
+                return controller_pb2.RegisterNodeResponse(accepted=False, message=f"Unknown node name {req.name}")
+            info = node.info
+            info.hardware.CopyFrom(req.hardware)
+            info.version = req.version
+            info.noded_start_time = req.start_time
+            info.boot_time = req.hardware.boot_time
+            node.registered = True
+            node.last_contact = self.clock()
+            info.not_responding = False
+            if req.hardware.gpus:
+                node.gpu_types.update({g.index: g.type for g in req.hardware.gpus})
+            problems = registration_problems(node.conf, req.hardware)
+            if problems:
+                info.drain = True
+                info.reason = ", ".join(problems)
+                info.reason_time = now
+                info.reason_uid = 0
+                info.reason_user = "slurm"
+                log.warning("node %s drained: %s", req.name, info.reason)
+            rts = self.cfg.return_to_service
+            if info.base_state == "DOWN":
+                if rts == 2 or (rts == 1 and info.reason == "Not responding"):
+                    info.base_state = "IDLE"
+                    info.reason = "" if not problems else info.reason
+            elif info.base_state in ("UNKNOWN", ""):
+                info.base_state = "IDLE"
+            self._reconcile_after_register(req, now)
+            self._save_node(node)
+        self.wake.set()
+        return controller_pb2.RegisterNodeResponse(accepted=True)
+
+    def _reconcile_after_register(self, req: controller_pb2.RegisterNodeRequest, now: int) -> None:
+        """A job we think runs on this node but the node does not know (and did not report) was lost."""
+        alive = set(req.running_jobs)
+        for job in self.jobs.values():
+            if job.state in ACTIVE_STATES and job.batch_host == req.name and job.job_id not in alive:
+                if req.start_time and job.start_time and req.start_time < job.start_time - 5:
+                    continue  # the node started before the job: the launch is still in flight
+                if now - job.start_time < 10:
+                    continue
+                log.warning("job %d not running on re-registered node %s: NODE_FAIL", job.job_id, req.name)
+                self._finish(job, jobs_pb2.NODE_FAIL, 0, 0, now)
+                self._save(job)
+
+    def node_contact(self, name: str, ok: bool) -> None:
+        """Result of a ping: refresh contact time, or notice the node stopped answering."""
+        with self.lock:
+            node = self.nodes.get(name)
+            if node is None:
+                return
+            if ok:
+                node.last_contact = self.clock()
+                if node.info.not_responding and node.registered:
+                    node.info.not_responding = False
+                    self.wake.set()
+            elif node.registered:
+                node.info.not_responding = True
+
+    # ------------------------------------------------------------------ housekeeping
+    def housekeeping(self) -> None:
+        """Time limits, --signal warnings, unresponsive nodes, and forgetting old finished jobs."""
+        now = self._now()
+        effects: list[Callable[[], None]] = []
+        with self.lock:
+            changed: list[jobs_pb2.JobInfo] = []
+            for job in self.jobs.values():
+                if job.state != RUNNING:
+                    continue
+                if job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60:
+                    job.state = COMPLETING
+                    job.final_state = jobs_pb2.TIMEOUT
+                    node = self.nodes[job.batch_host].info
+                    effects.append(lambda n=node, jid=job.job_id: self.actions.terminate(n, jid, self.cfg.kill_wait, "timeout"))
+                    changed.append(job)
+                elif (
+                    job.spec.signal_num
+                    and not job.warn_signal_sent
+                    and job.time_limit_min >= 0
+                    and now >= job.start_time + job.time_limit_min * 60 - job.spec.signal_secs
+                ):
+                    job.warn_signal_sent = True
+                    node = self.nodes[job.batch_host].info
+                    sig, batch_only = job.spec.signal_num, job.spec.signal_batch_only
+                    effects.append(lambda n=node, jid=job.job_id, s=sig, b=batch_only: self.actions.signal(n, jid, s, b))
+                    changed.append(job)
+            timeout = self.cfg.slurmd_timeout
+            wall = self.clock()
+            for node in self.nodes.values():
+                info = node.info
+                if not node.registered or info.base_state == "DOWN" or timeout <= 0:
+                    continue
+                if wall - node.last_contact > timeout:
+                    log.warning("node %s not responding for %ds: DOWN", info.name, timeout)
+                    info.base_state = "DOWN"
+                    info.not_responding = True
+                    info.reason = "Not responding"
+                    info.reason_time = now
+                    info.reason_uid = 0
+                    info.reason_user = "slurm"
+                    self._save_node(node)
+                    effects.extend(self._fail_jobs_on(info.name, now))
+            expired = [
+                j.job_id
+                for j in self.jobs.values()
+                if j.state in FINISHED_STATES and now - j.end_time >= self.cfg.min_job_age
+            ]
+            if changed:
+                self._save(*changed)
+            if expired:
+                with self.store.transaction() as tx:
+                    for job_id in expired:
+                        tx.delete_job(job_id)
+                for job_id in expired:
+                    del self.jobs[job_id]
+        for effect in effects:
+            effect()
+
+    def nodes_to_ping(self) -> list[cluster_pb2.NodeInfo]:
+        with self.lock:
+            return [n.info for n in self.nodes.values() if n.info.base_state != "FUTURE"]
+
+    def mark_unregistered(self, name: str) -> None:
+        with self.lock:
+            node = self.nodes.get(name)
+            if node is not None:
+                node.registered = False
+
+
+JOB_PENDING_MSG = "Job is pending execution"
+
+
+def _job_id_str(job: jobs_pb2.JobInfo) -> str:
+    if job.array_job_id and job.array_task_id >= 0:
+        return f"{job.array_job_id}_{job.array_task_id}"
+    return str(job.job_id)
+
+
+def _status(job: jobs_pb2.JobInfo) -> m.JobStatus:
+    state = job.state
+    if state == PENDING:
+        phase = m.Phase.PENDING
+    elif state in ACTIVE_STATES:
+        phase = m.Phase.ACTIVE
+    elif state == jobs_pb2.COMPLETED:
+        phase = m.Phase.COMPLETED
+    elif state == jobs_pb2.CANCELLED:
+        phase = m.Phase.CANCELLED
+    else:
+        phase = m.Phase.FAILED
+    return m.JobStatus(
+        job_id=job.job_id,
+        user_id=job.user_id,
+        name=job.spec.name,
+        phase=phase,
+        array_job_id=job.array_job_id,
+        array_task_id=job.array_task_id,
+        end_time=job.end_time,
+    )
+
+
+def _uid_of(user: str) -> int:
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return 0
+
+
+_USER_CACHE: dict[int, str] = {}
+_GROUP_CACHE: dict[int, str] = {}
+
+
+def _user_name(uid: int) -> str:
+    name = _USER_CACHE.get(uid)
+    if name is None:
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            name = str(uid)
+        _USER_CACHE[uid] = name
+    return name
+
+
+def _group_name(gid: int) -> str:
+    name = _GROUP_CACHE.get(gid)
+    if name is None:
+        try:
+            name = grp.getgrgid(gid).gr_name
+        except KeyError:
+            name = str(gid)
+        _GROUP_CACHE[gid] = name
+    return name

@@ -1,0 +1,221 @@
+"""Job records: from a submitted JobSpec to the controller's JobInfo, and JobInfo to the core's JobRequest.
+
+Everything here is pure conversion and validation; the controller does the I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ctld.errors import INVALID_GRES, INVALID_NODE_NAME, NODE_COUNT_INVALID, SlurmError
+from ctld.sched import dependency as sched_dependency
+from ctld.sched.model import DependencySpec, GpuRequest, JobRequest, Start
+from shoal import hostlist
+from shoal.sizefmt import format_size_mb
+from shoal.v1 import jobs_pb2
+
+NO_LIMIT = -1  # JobSpec.time_limit_min not given
+UNLIMITED = -2
+_GPU_COUNT = re.compile(r"^(?:(?P<type>[A-Za-z0-9_.\-]+):)?(?P<count>\d+)$")
+
+
+def parse_gpu_count(text: str) -> tuple[str, int]:
+    """'--gpus h100:4' -> ('h100', 4); '4' -> ('', 4). Raises SlurmError with Slurm's gres message."""
+    text = text.strip()
+    if text.startswith("gpu:"):
+        text = text[4:]
+    m = _GPU_COUNT.match(text)
+    if not m or int(m.group("count")) <= 0:
+        raise SlurmError(INVALID_GRES)
+    return m.group("type") or "", int(m.group("count"))
+
+
+def parse_gres_gpus(text: str) -> tuple[str, int]:
+    """'--gres gpu:h100:2' -> ('h100', 2); 'gpu' -> ('', 1). Only the gpu gres is schedulable for now."""
+    gpu_type, count = "", 0
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        parts = item.split(":")
+        name = parts[0]
+        if name != "gpu":
+            raise SlurmError(INVALID_GRES)
+        if len(parts) == 1:
+            item_type, item_count = "", 1
+        elif len(parts) == 2:
+            if parts[1].isdigit():
+                item_type, item_count = "", int(parts[1])
+            else:
+                item_type, item_count = parts[1], 1
+        elif len(parts) == 3 and parts[2].isdigit():
+            item_type, item_count = parts[1], int(parts[2])
+        else:
+            raise SlurmError(INVALID_GRES)
+        if item_count <= 0 or (gpu_type and item_type and item_type != gpu_type):
+            raise SlurmError(INVALID_GRES)
+        gpu_type = gpu_type or item_type
+        count += item_count
+    return gpu_type, count
+
+
+def gpu_request(spec: jobs_pb2.JobSpec) -> GpuRequest:
+    gpu_type = ""
+    per_node = total = per_task = 0
+    if spec.gres:
+        gpu_type, per_node = parse_gres_gpus(spec.gres)
+    if spec.gpus_per_node:
+        t, per_node = parse_gpu_count(spec.gpus_per_node)
+        gpu_type = gpu_type or t
+    if spec.gpus:
+        t, total = parse_gpu_count(spec.gpus)
+        gpu_type = gpu_type or t
+    if spec.gpus_per_task:
+        t, per_task = parse_gpu_count(spec.gpus_per_task)
+        gpu_type = gpu_type or t
+    return GpuRequest(per_node=per_node, total=total, per_task=per_task, type=gpu_type)
+
+
+def node_names(expr: str, known: Mapping[str, object]) -> frozenset[str]:
+    """Expand -w/-x hostlists; a name the cluster does not have is refused as Slurm does."""
+    try:
+        names = hostlist.expand(expr)
+    except hostlist.HostlistError as exc:
+        raise SlurmError(INVALID_NODE_NAME) from exc
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SlurmError(INVALID_NODE_NAME)
+    return frozenset(names)
+
+
+def requested_shape(spec: jobs_pb2.JobSpec) -> tuple[int, int, int]:
+    """(min_nodes, max_nodes, num_tasks) with Slurm's defaults: one task per node."""
+    min_nodes = spec.min_nodes or 1
+    max_nodes = spec.max_nodes or (spec.min_nodes if spec.min_nodes else 0)
+    if max_nodes and max_nodes < min_nodes:
+        raise SlurmError(NODE_COUNT_INVALID)
+    if spec.num_tasks:
+        tasks = spec.num_tasks
+        if not spec.min_nodes and not spec.max_nodes:
+            max_nodes = 0 if spec.ntasks_per_node else spec.num_tasks
+    elif spec.ntasks_per_node:
+        tasks = spec.ntasks_per_node * min_nodes
+    else:
+        tasks = min_nodes
+    if spec.num_tasks and spec.min_nodes and spec.num_tasks < spec.min_nodes:
+        # Slurm lowers the node count to the task count rather than failing.
+        min_nodes = spec.num_tasks
+    return min_nodes, max_nodes, tasks
+
+
+def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> JobRequest:
+    """The scheduler core's view of a pending job."""
+    spec = job.spec
+    min_nodes, max_nodes, tasks = requested_shape(spec)
+    deps = sched_dependency.parse_dependency(spec.dependency) if spec.dependency else DependencySpec()
+    features = frozenset(f for f in re.split(r"[&,]", spec.constraint) if f) if spec.constraint else frozenset()
+    return JobRequest(
+        job_id=job.job_id,
+        user_id=job.user_id,
+        name=spec.name,
+        submit_time=job.submit_time,
+        partitions=tuple(p for p in job.partition.split(",") if p),
+        admin_priority=None,
+        nice=spec.nice,
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+        num_tasks=tasks,
+        ntasks_per_node=spec.ntasks_per_node,
+        cpus_per_task=spec.cpus_per_task or 1,
+        mem_per_node_mb=spec.mem_per_node_mb,
+        mem_per_cpu_mb=spec.mem_per_cpu_mb,
+        gpus=gpu_request(spec),
+        time_limit_min=spec.time_limit_min,
+        required_nodes=node_names(spec.nodelist, known_nodes) if spec.nodelist else frozenset(),
+        excluded_nodes=node_names(spec.exclude, known_nodes) if spec.exclude else frozenset(),
+        features=features,
+        exclusive=spec.exclusive,
+        begin_time=spec.begin_time,
+        held_user=job.held and not job.held_by_admin,
+        held_admin=job.held and job.held_by_admin,
+        dependency=deps,
+        array_job_id=job.array_job_id,
+        array_task_id=job.array_task_id,
+        array_max_running=job.array_max_tasks,
+    )
+
+
+def tres_string(cpus: int, mem_mb: int, nodes: int, gpus: int) -> str:
+    """Slurm's TRES list: 'cpu=6,mem=3000M,node=1,billing=6,gres/gpu=1'."""
+    parts = [f"cpu={cpus}", f"mem={format_size_mb(mem_mb)}", f"node={nodes}", f"billing={cpus}"]
+    if gpus:
+        parts.append(f"gres/gpu={gpus}")
+    return ",".join(parts)
+
+
+def tres_per_node(req: JobRequest) -> str:
+    g = req.gpus
+    if g.per_node:
+        return f"gres:gpu:{g.type + ':' if g.type else ''}{g.per_node}"
+    return ""
+
+
+def describe_request(job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: int) -> None:
+    """Fill the requested-size fields squeue/scontrol show for a pending job."""
+    cpus = req.num_tasks * req.cpus_per_task
+    gpus = req.gpus.total or req.gpus.per_node * req.min_nodes or req.gpus.per_task * req.num_tasks
+    job.num_nodes = req.min_nodes
+    job.min_nodes_req = req.min_nodes
+    job.max_nodes_req = req.max_nodes
+    job.num_cpus = cpus
+    job.num_tasks = req.num_tasks
+    job.num_gpus = gpus
+    job.mem_mb = mem_per_node_mb * req.min_nodes
+    job.min_cpus_node = req.cpus_per_task * (req.ntasks_per_node or 1)
+    job.min_memory_cpu_mb = req.mem_per_cpu_mb
+    job.min_memory_node_mb = req.mem_per_node_mb
+    job.tres_req = tres_string(cpus, job.mem_mb, req.min_nodes, gpus)
+    job.tres_per_node = tres_per_node(req)
+
+
+def apply_start(job: jobs_pb2.JobInfo, start: Start, now: int, node_types: Mapping[str, str]) -> None:
+    """Record an allocation on a job that starts now."""
+    job.state = jobs_pb2.RUNNING
+    job.state_reason = "None"
+    job.start_time = now
+    job.partition = start.partition
+    job.time_limit_min = start.time_limit_min
+    job.end_time = now + start.time_limit_min * 60 if start.time_limit_min >= 0 else 0
+    del job.allocation[:]
+    for a in start.allocation:
+        job.allocation.add(
+            node=a.node,
+            cpus=a.cpus,
+            mem_mb=a.mem_mb,
+            cpu_ids=a.cpu_ids,
+            gpu_indices=a.gpu_indices,
+            gpu_type=node_types.get(a.node, ""),
+            tasks=a.tasks,
+        )
+    names = [a.node for a in start.allocation]
+    job.nodes = hostlist.collect(names)
+    job.batch_host = names[0]
+    job.num_nodes = len(names)
+    job.num_cpus = sum(a.cpus for a in start.allocation)
+    job.mem_mb = sum(a.mem_mb for a in start.allocation)
+    job.num_gpus = sum(len(a.gpu_indices) for a in start.allocation)
+    job.tres_alloc = tres_string(job.num_cpus, job.mem_mb, job.num_nodes, job.num_gpus)
+    job.oversubscribe = not start.exclusive
+
+
+def clear_allocation(job: jobs_pb2.JobInfo) -> None:
+    del job.allocation[:]
+    job.nodes = ""
+    job.batch_host = ""
+    job.start_time = 0
+    job.end_time = 0
+    job.tres_alloc = ""
+
+
+def referenced_job_ids(spec: jobs_pb2.JobSpec) -> set[int]:
+    if not spec.dependency:
+        return set()
+    return set(sched_dependency.referenced_ids(sched_dependency.parse_dependency(spec.dependency)))

@@ -1,0 +1,99 @@
+"""Side effects on node agents (launch, signal, terminate, ping) over gRPC, off the controller's lock.
+
+Calls run on a small thread pool so a slow or dead node never blocks scheduling. Results that change
+state (a failed launch, a ping answer) go back to the controller through its public methods.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import grpc
+
+from shoal.rpc.client import channel, daemon_metadata
+from shoal.v1 import cluster_pb2, node_pb2, node_pb2_grpc
+
+if TYPE_CHECKING:
+    from ctld.controller import Controller
+
+log = logging.getLogger("shoal.ctld.nodes")
+
+
+class GrpcNodeActions:
+    def __init__(self, key: bytes, timeout: float = 10.0, workers: int = 16) -> None:
+        self.key = key
+        self.timeout = timeout
+        self.controller: Controller | None = None
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="node-rpc")
+        self._stubs: dict[str, node_pb2_grpc.NodeAgentStub] = {}
+        self._lock = threading.Lock()
+
+    def _stub(self, node: cluster_pb2.NodeInfo) -> node_pb2_grpc.NodeAgentStub:
+        target = f"{node.addr or node.name}:{node.port}"
+        with self._lock:
+            stub = self._stubs.get(target)
+            if stub is None:
+                stub = node_pb2_grpc.NodeAgentStub(channel(target))
+                self._stubs[target] = stub
+            return stub
+
+    def _md(self) -> tuple[tuple[str, bytes], ...]:
+        return daemon_metadata(self.key)
+
+    # ---- NodeActions ----
+    def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None:
+        self._pool.submit(self._launch, node, request)
+
+    def _launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None:
+        job_id = request.job.job_id
+        last: grpc.RpcError | None = None
+        for _attempt in range(3):
+            try:
+                self._stub(node).LaunchBatch(request, metadata=self._md(), timeout=self.timeout)
+                return
+            except grpc.RpcError as exc:
+                last = exc
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    break
+                threading.Event().wait(0.5)
+        if self.controller is not None and last is not None:
+            unreachable = last.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+            self.controller.launch_failed(job_id, last.details() or str(last.code()), node_down=unreachable)
+
+    def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None:
+        request = node_pb2.TerminateJobRequest(node=node.name, job_id=job_id, kill_wait=kill_wait, reason=reason)
+        self._pool.submit(self._retrying, node, "TerminateJob", request)
+
+    def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool) -> None:
+        request = node_pb2.NodeSignalJobRequest(node=node.name, job_id=job_id, signal=signal, batch_only=batch_only)
+        self._pool.submit(self._retrying, node, "SignalJob", request)
+
+    def _retrying(self, node: cluster_pb2.NodeInfo, method: str, request: object) -> None:
+        for attempt in range(5):
+            try:
+                getattr(self._stub(node), method)(request, metadata=self._md(), timeout=self.timeout)
+                return
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    log.warning("%s on %s failed: %s", method, node.name, exc.details())
+                    return
+                threading.Event().wait(0.5 * (attempt + 1))
+        log.warning("%s on %s: node unreachable", method, node.name)
+
+    def ping(self, node: cluster_pb2.NodeInfo) -> None:
+        self._pool.submit(self._ping, node)
+
+    def _ping(self, node: cluster_pb2.NodeInfo) -> None:
+        ok = True
+        try:
+            self._stub(node).Ping(node_pb2.NodePingRequest(node=node.name), metadata=self._md(), timeout=5)
+        except grpc.RpcError:
+            ok = False
+        if self.controller is not None:
+            self.controller.node_contact(node.name, ok)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,145 @@
+"""The controller's table of nodes: configured shape, registration, responsiveness, admin state.
+
+A node's record is a NodeInfo message (persisted for the admin parts: drain, down, reason). Usage
+(allocated CPUs, memory, GPUs) is derived from running jobs when asked, never stored twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from shoal.conf import NodeConf, SlurmConfig
+from shoal.v1 import cluster_pb2
+
+
+@dataclass
+class NodeRuntime:
+    conf: NodeConf
+    info: cluster_pb2.NodeInfo
+    last_contact: float = 0.0  # wall time of the last successful registration/ping
+    registered: bool = False
+    gpu_types: dict[int, str] = field(default_factory=dict)  # index -> type, from conf or registration
+
+    @property
+    def available(self) -> bool:
+        """May take new work: registered, responding, not down, not drained."""
+        i = self.info
+        return self.registered and not i.not_responding and i.base_state not in ("DOWN", "UNKNOWN", "FUTURE") and not i.drain
+
+
+def gpu_types_from_conf(conf: NodeConf) -> dict[int, str]:
+    """GPU index -> type from the node's Gres= (indices in order of the gres entries)."""
+    out: dict[int, str] = {}
+    index = 0
+    for g in conf.gres:
+        if g.name != "gpu":
+            continue
+        for _ in range(g.count):
+            out[index] = g.type or ""
+            index += 1
+    return out
+
+
+def new_runtime(cfg: SlurmConfig, conf: NodeConf, saved: bytes | None) -> NodeRuntime:
+    info = cluster_pb2.NodeInfo()
+    if saved:
+        info.ParseFromString(saved)
+    info.name = conf.name
+    info.addr = conf.addr
+    info.hostname = conf.hostname
+    info.port = conf.port or cfg.slurmd_port
+    info.cpus = conf.cpus
+    info.boards = conf.boards
+    info.sockets = conf.sockets
+    info.cores_per_socket = conf.cores_per_socket
+    info.threads_per_core = conf.threads_per_core
+    info.real_memory_mb = conf.real_memory
+    info.tmp_disk_mb = conf.tmp_disk
+    from shoal.conf import format_gres
+
+    info.gres = format_gres(conf.gres)
+    del info.features[:]
+    info.features.extend(conf.features)
+    info.weight = conf.weight
+    del info.partitions[:]
+    info.partitions.extend(p.name for p in cfg.partitions if conf.name in p.nodes)
+    configured_state = (conf.state or "UNKNOWN").upper()
+    if not saved:
+        if configured_state.startswith("DOWN"):
+            info.base_state = "DOWN"
+            info.reason = info.reason or "Set DOWN in slurm.conf"
+        elif configured_state.startswith("DRAIN"):
+            info.base_state = "UNKNOWN"
+            info.drain = True
+            info.reason = info.reason or "Set DRAIN in slurm.conf"
+        elif configured_state == "FUTURE":
+            info.base_state = "FUTURE"
+        else:
+            info.base_state = "UNKNOWN"
+    elif info.base_state not in ("DOWN", "FUTURE"):
+        info.base_state = "UNKNOWN"
+    info.not_responding = True
+    info.total_gpus = sum(g.count for g in conf.gres if g.name == "gpu")
+    return NodeRuntime(conf=conf, info=info, gpu_types=gpu_types_from_conf(conf))
+
+
+def registration_problems(conf: NodeConf, hw: cluster_pb2.NodeHardware) -> list[str]:
+    """Why a registering node is short of its configuration (Slurm drains it with this reason)."""
+    problems = []
+    if hw.cpus and hw.cpus < conf.cpus:
+        problems.append(f"Low CPUs (reported:{hw.cpus} < configured:{conf.cpus})")
+    if hw.real_memory_mb and hw.real_memory_mb < conf.real_memory:
+        problems.append(
+            f"Low RealMemory (reported:{hw.real_memory_mb} < 100.00% of configured:{conf.real_memory})"
+        )
+    want_gpus = sum(g.count for g in conf.gres if g.name == "gpu")
+    if hw.gpus and len(hw.gpus) < want_gpus:
+        problems.append(f"gres/gpu count reported lower than configured ({len(hw.gpus)} < {want_gpus})")
+    return problems
+
+
+def long_state(info: cluster_pb2.NodeInfo, alloc_cpus: int, completing: bool) -> tuple[str, str]:
+    """(base, long) state as scontrol prints it: IDLE, MIXED, ALLOCATED, DOWN, IDLE+DRAIN, DOWN*..."""
+    base = info.base_state or "UNKNOWN"
+    if base in ("IDLE", "ALLOCATED", "MIXED"):
+        if alloc_cpus <= 0:
+            base = "IDLE"
+        elif alloc_cpus >= info.cpus:
+            base = "ALLOCATED"
+        else:
+            base = "MIXED"
+    flags = []
+    if completing:
+        flags.append("COMPLETING")
+    if info.drain:
+        flags.append("DRAIN")
+    if info.not_responding:
+        flags.append("NOT_RESPONDING")
+    text = "+".join([base, *flags])
+    return base, text
+
+
+def gres_used(node: NodeRuntime, indices: Iterable[int]) -> str:
+    """'gpu:h100:2(IDX:0-1)' as scontrol show node prints GresUsed."""
+    used = sorted(set(indices))
+    types = sorted({node.gpu_types.get(i, "") for i in node.gpu_types})
+    if not node.gpu_types:
+        return ""
+    type_part = f"{types[0]}:" if len(types) == 1 and types[0] else ""
+    if not used:
+        return f"gpu:{type_part}0"
+    return f"gpu:{type_part}{len(used)}(IDX:{_ranges(used)})"
+
+
+def _ranges(values: list[int]) -> str:
+    out: list[str] = []
+    start = prev = values[0]
+    for v in values[1:]:
+        if v == prev + 1:
+            prev = v
+            continue
+        out.append(f"{start}-{prev}" if prev > start else str(start))
+        start = prev = v
+    out.append(f"{start}-{prev}" if prev > start else str(start))
+    return ",".join(out)

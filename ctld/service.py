@@ -1,0 +1,82 @@
+"""The Controller gRPC service: convert the message, check who calls, call the controller, map errors."""
+
+from __future__ import annotations
+
+import grpc
+
+from ctld.controller import Caller, Controller
+from ctld.errors import SlurmError
+from shoal.rpc.server import current_caller
+from shoal.v1 import controller_pb2, controller_pb2_grpc
+
+
+def _caller() -> Caller:
+    c = current_caller()
+    return Caller(uid=c.uid, gid=c.gid, host=c.host)
+
+
+def _abort(context: grpc.ServicerContext, exc: SlurmError) -> None:
+    context.abort(_CODES.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT), exc.message)
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+class ControllerService(controller_pb2_grpc.ControllerServicer):
+    def __init__(self, controller: Controller) -> None:
+        self.ctl = controller
+
+    def _node_only(self, context: grpc.ServicerContext) -> None:
+        if not self.ctl.is_operator(_caller()):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "Access/permission denied")
+
+    def SubmitJob(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            return self.ctl.submit(request.spec, _caller(), request.test_only)
+        except SlurmError as exc:
+            _abort(context, exc)
+
+    def GetJobs(self, request, context):  # type: ignore[no-untyped-def]
+        return self.ctl.get_jobs(request)
+
+    def GetNodes(self, request, context):  # type: ignore[no-untyped-def]
+        return self.ctl.get_nodes(request)
+
+    def GetPartitions(self, request, context):  # type: ignore[no-untyped-def]
+        return self.ctl.get_partitions(request)
+
+    def GetConfig(self, request, context):  # type: ignore[no-untyped-def]
+        return self.ctl.get_config()
+
+    def SignalJobs(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            return self.ctl.signal_jobs(request, _caller())
+        except SlurmError as exc:
+            _abort(context, exc)
+
+    def UpdateJob(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            return self.ctl.update_job(request, _caller())
+        except SlurmError as exc:
+            _abort(context, exc)
+
+    def UpdateNode(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            self.ctl.update_node(request, _caller())
+        except SlurmError as exc:
+            _abort(context, exc)
+        return controller_pb2.UpdateNodeResponse()
+
+    def Ping(self, request, context):  # type: ignore[no-untyped-def]
+        return controller_pb2.PingResponse(
+            hostname=self.ctl.cfg.control_machine, role="primary", now=int(self.ctl.clock())
+        )
+
+    def RegisterNode(self, request, context):  # type: ignore[no-untyped-def]
+        self._node_only(context)
+        return self.ctl.register_node(request)
+
+    def CompleteBatch(self, request, context):  # type: ignore[no-untyped-def]
+        self._node_only(context)
+        self.ctl.complete_batch(request)
+        return controller_pb2.CompleteBatchResponse()
