@@ -124,7 +124,13 @@ for _names, _secs in (
     for _name in _names:
         _UNIT_SECONDS[_name] = _secs
 
-_NAMED_TIMES = {"midnight": (0, 0), "elevenses": (11, 0), "noon": (12, 0), "fika": (15, 0), "teatime": (16, 0)}
+_NAMED_TIMES = {
+    "midnight": (0, 0),
+    "elevenses": (11, 0),
+    "noon": (12, 0),
+    "fika": (15, 0),
+    "teatime": (16, 0),
+}
 _NOW_FORM = re.compile(r"now(?:([+-])(\d+)([a-z]*))?")
 _TIME_FORM = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?")
 _ISO_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
