@@ -15,6 +15,7 @@ _COUNT_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 _GRES_KEYS = canonical(GRES_KEYS)
 _AUTODETECT = ("NVML", "RSMI", "ONEAPI", "NRT", "OFF")
+"""AutoDetect= values; read case-insensitively and kept lower-case ("nvml", "off")."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ class GresConfLine:
 
 @dataclass(frozen=True)
 class GresConf:
-    """gres.conf as a whole. `autodetect` is the global AutoDetect= (upper-case), None when unset."""
+    """gres.conf as a whole. `autodetect` is the global AutoDetect= (lower-case), None when unset."""
 
     path: str
     lines: tuple[GresConfLine, ...] = ()
@@ -172,7 +173,7 @@ def _build(path: str, lines: Iterable[ConfLine]) -> GresConf:
             settings[key.lower()] = (value, line.source)
         values = Values(settings, line.source)
         nodes = tuple(values.hostnames("NodeName"))
-        mode = values.choice("AutoDetect", "", _AUTODETECT) or None
+        mode = values.choice("AutoDetect", "", _AUTODETECT).lower() or None
         if not values.has("Name"):
             if mode is None:
                 raise ConfigError(f"{line.source}: gres.conf line has no Name=")
