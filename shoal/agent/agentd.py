@@ -1,0 +1,123 @@
+"""shoal-agentd: the local agent of a login node (like Slurm's sackd or munge's munged).
+
+Reads slurm.conf for the controller's address, the cluster key and the socket path, then serves
+the commands' unix socket until SIGTERM/SIGINT, when it removes the socket and exits 0.
+It always runs in the foreground (`-D` is accepted for symmetry with the Slurm daemons); run it
+under systemd or `shoal up` to daemonize it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+from shoal.agent.server import AgentServer, AgentServerError
+from shoal.auth.errors import AuthError
+from shoal.auth.key import load_key
+
+PROG = "shoal-agentd"
+DEFAULT_CONF = "/etc/slurm/slurm.conf"
+DBD_DEFAULT_PORT = 6819
+
+
+class _StartError(Exception):
+    """A reason not to start, printed as `shoal-agentd: error: <message>`."""
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Local shoal agent: forwards commands to the daemons."
+    )
+    parser.add_argument("-f", "--conf", metavar="PATH", help="slurm.conf to read (default: $SLURM_CONF)")
+    parser.add_argument("--socket", metavar="PATH", help="unix socket to serve (default: AgentSocket)")
+    parser.add_argument("-D", dest="foreground", action="store_true", help="run in the foreground (always)")
+    parser.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    return parser.parse_args(argv)
+
+
+def targets_from_config(cfg: Any) -> dict[str, str]:
+    """{"ctld": "addr:port"} plus "dbd" when accounting storage has a host."""
+    targets = {"ctld": f"{cfg.control_addr}:{cfg.slurmctld_port}"}
+    dbd_host = getattr(cfg, "accounting_storage_host", None)
+    if dbd_host:
+        dbd_port = getattr(cfg, "accounting_storage_port", None) or DBD_DEFAULT_PORT
+        targets["dbd"] = f"{dbd_host}:{dbd_port}"
+    return targets
+
+
+def _build_server(args: argparse.Namespace) -> AgentServer:
+    from shoal.conf import load_slurm_conf  # the full parser: only daemons pay for it
+    from shoal.conf.errors import ConfigError
+
+    conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
+    try:
+        cfg = load_slurm_conf(conf_path)
+    except ConfigError as exc:
+        raise _StartError(str(exc)) from exc
+    except OSError as exc:
+        raise _StartError(f"cannot read {conf_path}: {exc.strerror or exc}") from exc
+    try:
+        key = load_key(cfg.auth_key_file)
+    except AuthError as exc:
+        raise _StartError(exc.message) from exc
+    socket_path = args.socket or cfg.agent_socket
+    return AgentServer(socket_path, key, targets_from_config(cfg), host=socket.gethostname())
+
+
+def _write_pidfile(path: str) -> None:
+    try:
+        with open(path, "w", encoding="ascii") as fh:
+            fh.write(f"{os.getpid()}\n")
+    except OSError as exc:
+        raise _StartError(f"cannot write pid file {path}: {exc.strerror or exc}") from exc
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
+        format=f"{PROG}: %(levelname)s: %(message)s",
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        server = _build_server(args)
+        server.start()
+    except (_StartError, AgentServerError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    wrote_pid = False
+    try:
+        if args.pidfile:
+            _write_pidfile(args.pidfile)
+            wrote_pid = True
+        while not stop.wait(1.0):
+            pass
+    except _StartError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        server.stop()
+        if wrote_pid:
+            try:
+                os.unlink(args.pidfile)
+            except OSError:
+                pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
