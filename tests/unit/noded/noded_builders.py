@@ -50,6 +50,8 @@ class JobBuilder:
         for key, value in fields.items():
             if key == "environment" and isinstance(value, dict):
                 self._job.spec.environment.update(value)
+            elif key == "argv" and isinstance(value, list):
+                self._job.spec.argv.extend(value)
             else:
                 setattr(self._job.spec, key, value)
         return self

@@ -1,0 +1,139 @@
+"""The node's table of jobs, which is its spool directory: no state is kept in noded's memory.
+
+A job is *running* while its stepd lives and has written no status.json, *finished* once
+status.json exists (until ctld has acknowledged it and the job's directory is removed).
+A stepd that died without a status (killed, machine trouble) makes its job finished, failed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from noded import spool
+
+# How long a job directory may exist without a stepd.pid before it counts as lost.
+STARTING_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    job_id: int
+    exit_code: int
+    exit_signal: int
+    end_time: int
+    launch_failed: bool
+    message: str
+
+
+def _job_dirs(spool_root: Path) -> list[tuple[int, Path]]:
+    try:
+        entries = list(spool_root.iterdir())
+    except OSError:
+        return []
+    found = [(job_id, path) for path in entries if (job_id := spool.job_id_of(path)) is not None]
+    return sorted(found)
+
+
+def _is_running(path: Path, now: float) -> bool:
+    if spool.live_pid(path / spool.STEPD_PID) is not None:
+        return True
+    if (path / spool.STEPD_PID).exists():
+        return False
+    try:
+        return now - (path / spool.LAUNCH).stat().st_mtime < STARTING_GRACE_S
+    except OSError:
+        return False
+
+
+def _finished(job_id: int, data: dict[str, object]) -> FinishedJob:
+    def num(key: str) -> int:
+        value = data.get(key, 0)
+        return int(value) if isinstance(value, int | float | str) else 0
+
+    return FinishedJob(
+        job_id=job_id,
+        exit_code=num("exit_code"),
+        exit_signal=num("exit_signal"),
+        end_time=num("end_time"),
+        launch_failed=bool(data.get("launch_failed", False)),
+        message=str(data.get("message", "")),
+    )
+
+
+def scan(spool_root: Path, now: float | None = None) -> tuple[list[int], list[FinishedJob]]:
+    """(running job ids, finished jobs) on this node's spool."""
+    now = time.time() if now is None else now
+    running: list[int] = []
+    finished: list[FinishedJob] = []
+    for job_id, path in _job_dirs(spool_root):
+        data = spool.read_json(path / spool.STATUS)
+        if data is None and _is_running(path, now):
+            running.append(job_id)
+            continue
+        if data is None:
+            data = {
+                "exit_code": 0,
+                "exit_signal": int(signal.SIGKILL),
+                "end_time": int(now),
+                "launch_failed": False,
+                "message": f"slurmstepd of job {job_id} ended without a status",
+            }
+            spool.write_json_atomic(path / spool.STATUS, data)
+        finished.append(_finished(job_id, data))
+    return running, finished
+
+
+def running_jobs(spool_root: Path) -> list[int]:
+    return scan(spool_root)[0]
+
+
+def remove_job(spool_root: Path, job_id: int) -> None:
+    """Forget a finished job once ctld has acknowledged it."""
+    shutil.rmtree(spool.job_dir(spool_root, job_id), ignore_errors=True)
+
+
+def job_exists(spool_root: Path, job_id: int) -> bool:
+    return spool.job_dir(spool_root, job_id).exists()
+
+
+def signal_job(spool_root: Path, job_id: int, sig: int, batch_only: bool) -> bool:
+    """Send `sig` to the job's process group (or only the script with batch_only).
+
+    False when the job does not run here.
+    """
+    path = spool.job_dir(spool_root, job_id)
+    if (path / spool.STATUS).exists():
+        return False
+    pid = spool.live_pid(path / spool.JOB_PID)
+    if pid is None:
+        return False
+    try:
+        if batch_only:
+            os.kill(pid, sig)
+        else:
+            os.killpg(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def terminate_job(spool_root: Path, job_id: int, kill_wait: float | None) -> bool:
+    """Ask the job's stepd to end it (SIGTERM, KillWait, SIGKILL). False if it is not running."""
+    path = spool.job_dir(spool_root, job_id)
+    if (path / spool.STATUS).exists():
+        return False
+    pid = spool.live_pid(path / spool.STEPD_PID)
+    if pid is None:
+        return False
+    if kill_wait is not None:
+        (path / spool.KILL_WAIT).write_text(f"{kill_wait}\n")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    return True

@@ -1,0 +1,135 @@
+"""Turn a LaunchBatchRequest into a running stepd: job directory, script, launch.json, spawn.
+
+Runs as root (jobs run as their user) or as an ordinary user, which can run only its own jobs.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from noded import spool
+from noded.env import NodeName, batch_environment
+from noded.launchspec import LaunchSpec
+from noded.outpath import resolve_streams
+from shoal.v1 import node_pb2
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+SPAWN_TIMEOUT_S = 30
+
+
+class LaunchRefused(Exception):
+    """This node will not run the job (wrong user, unknown user); str() is the message."""
+
+
+class LaunchFailed(Exception):
+    """The job's supervisor could not be started; str() is the message."""
+
+
+def _umask(env: dict[str, str]) -> int:
+    try:
+        return int(env.get("SLURM_UMASK", "0022"), 8)
+    except ValueError:
+        return 0o022
+
+
+def build_spec(
+    req: node_pb2.LaunchBatchRequest,
+    node_conf: NodeName,
+    spool_root: Path,
+    kill_wait: float,
+    local_gpu_index: bool = False,
+) -> LaunchSpec:
+    """Check who the job runs as and describe the launch (no files touched)."""
+    job = req.job
+    euid = os.geteuid()
+    if euid != 0 and job.user_id != euid:
+        raise LaunchRefused(
+            f"shoal-noded runs as uid {euid} and can only run its own jobs, not jobs of uid {job.user_id}"
+        )
+    try:
+        pw = pwd.getpwuid(job.user_id)
+    except KeyError:
+        raise LaunchRefused(f"User id {job.user_id} not found on node {node_conf.name}") from None
+    groups = os.getgrouplist(pw.pw_name, job.group_id) if euid == 0 else []
+    base_env = {
+        "HOME": pw.pw_dir,
+        "USER": pw.pw_name,
+        "LOGNAME": pw.pw_name,
+        "SHELL": pw.pw_shell or "/bin/sh",
+        "PATH": DEFAULT_PATH,
+    }
+    env = batch_environment(req, node_conf, base_env, local_gpu_index)
+    stdout, stderr, stdin = resolve_streams(job, node_conf.name)
+    job_dir = spool.job_dir(spool_root, job.job_id)
+    return LaunchSpec(
+        job_id=job.job_id,
+        script=str(job_dir / spool.SCRIPT),
+        argv=list(job.spec.argv),
+        env=env,
+        uid=job.user_id,
+        gid=job.group_id,
+        groups=groups,
+        user=pw.pw_name,
+        home=pw.pw_dir,
+        cwd=job.spec.work_dir or pw.pw_dir,
+        stdout=stdout,
+        stderr=stderr,
+        stdin=stdin,
+        open_mode="append" if job.spec.open_mode == "append" else "truncate",
+        kill_wait=float(kill_wait),
+        umask=_umask(env),
+        notify_socket=str(spool_root / spool.NOTIFY_SOCKET),
+    )
+
+
+def start_stepd(spec: LaunchSpec, script: bytes, spool_root: Path) -> None:
+    """Write the job's directory and start its stepd, detached. Idempotent per job id."""
+    job_dir = spool.job_dir(spool_root, spec.job_id)
+    try:
+        os.mkdir(job_dir, 0o711)
+    except FileExistsError:
+        return  # already launched (a retried RPC): the job runs or has finished
+    except OSError as exc:
+        raise LaunchFailed(f"cannot create {job_dir}: {exc.strerror}") from exc
+    try:
+        os.chmod(job_dir, 0o711)
+        fd = os.open(job_dir / spool.SCRIPT, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(script)
+            if os.geteuid() == 0:
+                os.fchown(fh.fileno(), spec.uid, spec.gid)
+        spec.save(job_dir / spool.LAUNCH)
+        result = subprocess.run(
+            [sys.executable, "-m", "noded.stepd", str(job_dir / spool.LAUNCH)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
+            timeout=SPAWN_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        shutil.rmtree(job_dir, ignore_errors=True)
+        raise LaunchFailed(f"cannot start slurmstepd for job {spec.job_id}: {exc}") from exc
+    if result.returncode != 0 or not (job_dir / spool.STEPD_PID).exists():
+        shutil.rmtree(job_dir, ignore_errors=True)
+        raise LaunchFailed(f"slurmstepd for job {spec.job_id} did not start (exit {result.returncode})")
+
+
+def launch_batch(
+    req: node_pb2.LaunchBatchRequest,
+    node_conf: NodeName,
+    spool_root: Path,
+    kill_wait: float,
+    local_gpu_index: bool = False,
+) -> None:
+    """Start the batch script of `req.job` on this node under its own stepd."""
+    spec = build_spec(req, node_conf, spool_root, kill_wait, local_gpu_index)
+    start_stepd(spec, req.job.spec.script, spool_root)

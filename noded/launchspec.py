@@ -1,0 +1,43 @@
+"""What noded tells stepd to run (launch.json): plain data, standard library only."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One batch script launch, every path already resolved and every id already checked."""
+
+    job_id: int
+    script: str                      # path of the script to exec
+    argv: list[str]                  # arguments after the script
+    env: dict[str, str]
+    uid: int
+    gid: int
+    groups: list[int]                # supplementary groups
+    user: str
+    home: str
+    cwd: str
+    stdout: str
+    stderr: str
+    stdin: str
+    open_mode: str = "truncate"      # or "append"
+    kill_wait: float = 30.0          # seconds between SIGTERM and SIGKILL
+    umask: int = 0o022
+    notify_socket: str = ""          # noded's datagram socket; "" = none
+
+    def save(self, path: Path) -> None:
+        """Write the spec readable by root only (it holds the user's environment)."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(asdict(self), fh)
+
+    @classmethod
+    def load(cls, path: Path) -> LaunchSpec:
+        with open(path) as fh:
+            data = json.load(fh)
+        return cls(**data)

@@ -1,0 +1,89 @@
+"""The on-disk layout of a node's spool, shared by noded and stepd (standard library only).
+
+<spool>/noded.sock            datagram socket: stepd sends "done <job_id>" when a job ends
+<spool>/job<id>/launch.json   what stepd runs (LaunchSpec), written by noded, 0600
+<spool>/job<id>/script        the batch script, 0700, owned by the job's user
+<spool>/job<id>/stepd.pid     "<pid> <starttime>" of the job's supervisor
+<spool>/job<id>/job.pid       "<pid> <starttime>" of the batch script (its process group leader)
+<spool>/job<id>/kill_wait     optional seconds overriding launch.json's, for one TerminateJob
+<spool>/job<id>/status.json   how the job ended, written atomically by stepd
+
+A pid file carries the process start time so that a reused pid is never mistaken for ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+LAUNCH = "launch.json"
+SCRIPT = "script"
+STEPD_PID = "stepd.pid"
+JOB_PID = "job.pid"
+KILL_WAIT = "kill_wait"
+STATUS = "status.json"
+NOTIFY_SOCKET = "noded.sock"
+JOB_PREFIX = "job"
+
+
+def job_dir(spool: str | Path, job_id: int) -> Path:
+    return Path(spool) / f"{JOB_PREFIX}{job_id}"
+
+
+def job_id_of(path: Path) -> int | None:
+    """The job id of a spool entry named job<id>, else None."""
+    name = path.name
+    if not name.startswith(JOB_PREFIX) or not name[len(JOB_PREFIX) :].isdigit():
+        return None
+    return int(name[len(JOB_PREFIX) :])
+
+
+def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o644) -> None:
+    """Write JSON so that readers see the old file or the whole new one, never a part."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time (clock ticks since boot) of a live process; None if gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if not fields or fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def write_pid_file(path: Path, pid: int) -> None:
+    path.write_text(f"{pid} {process_start_time(pid) or 0}\n")
+
+
+def live_pid(path: Path) -> int | None:
+    """The pid recorded in a pid file if that very process still runs, else None."""
+    try:
+        pid_text, start_text = path.read_text().split()
+        pid, start = int(pid_text), int(start_text)
+    except (OSError, ValueError):
+        return None
+    if pid <= 0 or process_start_time(pid) != start:
+        return None
+    return pid

@@ -1,0 +1,232 @@
+"""The per-job supervisor (Slurm's slurmstepd): `python -m noded.stepd <job dir>/launch.json`.
+
+It detaches from noded (so it outlives a noded restart or kill -9), runs the batch script as
+the job's user in its own process group, terminates it on SIGTERM (SIGCONT+SIGTERM, then
+SIGKILL after KillWait), and when the script ends writes status.json and tells noded.
+Standard library only: it must start fast and must not depend on noded's state.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from noded import spool
+from noded.launchspec import LaunchSpec
+
+# Signals stepd itself ignores; the job gets default dispositions back before exec.
+_IGNORED = (signal.SIGHUP, signal.SIGINT, signal.SIGPIPE, signal.SIGUSR1, signal.SIGUSR2)
+
+
+class LaunchError(Exception):
+    """The job could not be started; the message is recorded in status.json."""
+
+
+class Supervisor:
+    """Runs one job and records how it ended."""
+
+    def __init__(self, spec: LaunchSpec, job_dir: Path) -> None:
+        self.spec = spec
+        self.job_dir = job_dir
+        self.job_pid = 0
+        self.terminating = False
+
+    # -- signals -----------------------------------------------------------------------------
+    def _kill_wait(self) -> float:
+        try:
+            return float((self.job_dir / spool.KILL_WAIT).read_text().strip())
+        except (OSError, ValueError):
+            return float(self.spec.kill_wait)
+
+    def on_terminate(self, signum: int, frame: object) -> None:
+        """SIGTERM to stepd: SIGCONT+SIGTERM to the job's group now, SIGKILL after KillWait."""
+        if self.terminating or not self.job_pid:
+            return
+        self.terminating = True
+        _killpg(self.job_pid, signal.SIGCONT)
+        _killpg(self.job_pid, signal.SIGTERM)
+        signal.setitimer(signal.ITIMER_REAL, max(self._kill_wait(), 0.001))
+
+    def on_alarm(self, signum: int, frame: object) -> None:
+        _killpg(self.job_pid, signal.SIGKILL)
+
+    # -- the job -------------------------------------------------------------------------------
+    def run(self) -> dict[str, object]:
+        """Start the job, wait for it, and return the status record."""
+        status: dict[str, object] = {
+            "job_id": self.spec.job_id,
+            "exit_code": 0,
+            "exit_signal": 0,
+            "end_time": 0,
+            "launch_failed": False,
+            "message": "",
+        }
+        signal.signal(signal.SIGTERM, self.on_terminate)
+        signal.signal(signal.SIGALRM, self.on_alarm)
+        # A SIGTERM arriving before the job's pid is known waits until it is.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            os.close(err_r)
+            _exec_job(self.spec, err_w)  # never returns
+        os.close(err_w)
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass  # the child already did it (or already exec'd)
+        self.job_pid = pid
+        spool.write_pid_file(self.job_dir / spool.JOB_PID, pid)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        error = _read_all(err_r)
+        _, wait_status = os.waitpid(pid, 0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _killpg(pid, signal.SIGKILL)  # what the script left running ends with it, as in Slurm
+        if error:
+            status.update(exit_code=1, launch_failed=True, message=error)
+        elif os.WIFSIGNALED(wait_status):
+            status["exit_signal"] = os.WTERMSIG(wait_status)
+        else:
+            status["exit_code"] = os.waitstatus_to_exitcode(wait_status)
+        status["end_time"] = int(time.time())
+        return status
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    if pgid <= 0:
+        return
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_all(fd: int) -> str:
+    chunks: list[bytes] = []
+    while True:
+        data = os.read(fd, 4096)
+        if not data:
+            break
+        chunks.append(data)
+    os.close(fd)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def _open_stream(path: str, flags: int, what: str) -> int:
+    try:
+        return os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise LaunchError(f"Could not open {what} file {path}: {exc.strerror}") from exc
+
+
+def _exec_job(spec: LaunchSpec, err_w: int) -> None:
+    """In the forked child: become the user, wire the streams, chdir and exec the script."""
+    try:
+        os.setpgid(0, 0)
+        for sig in (*_IGNORED, signal.SIGTERM, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        if os.geteuid() == 0:
+            os.setgroups(spec.groups)
+            os.setgid(spec.gid)
+            os.setuid(spec.uid)
+        elif os.geteuid() != spec.uid:
+            raise LaunchError(f"cannot run a job of uid {spec.uid} as uid {os.geteuid()}")
+        os.umask(spec.umask)
+        out_flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if spec.open_mode == "append" else os.O_TRUNC)
+        fd_in = _open_stream(spec.stdin, os.O_RDONLY, "stdin")
+        fd_out = _open_stream(spec.stdout, out_flags, "stdout")
+        fd_err = fd_out if spec.stderr == spec.stdout else _open_stream(spec.stderr, out_flags, "stderr")
+        os.dup2(fd_in, 0)
+        os.dup2(fd_out, 1)
+        os.dup2(fd_err, 2)
+        try:
+            os.chdir(spec.cwd)
+        except OSError as exc:
+            os.write(2, f"slurmstepd: error: couldn't chdir to `{spec.cwd}': {exc.strerror}: going to /tmp instead\n".encode())
+            os.chdir("/tmp")
+        env = dict(spec.env)
+        env["SLURM_TASK_PID"] = str(os.getpid())
+        try:
+            os.execve(spec.script, [spec.script, *spec.argv], env)
+        except OSError as exc:
+            raise LaunchError(f"execve(): {spec.script}: {exc.strerror}") from exc
+    except BaseException as exc:  # noqa: B036 - the child must never return into stepd
+        message = str(exc) if isinstance(exc, LaunchError) else f"launch failed: {exc}"
+        try:
+            os.write(err_w, message.encode())
+        finally:
+            os._exit(1)
+
+
+def notify(socket_path: str, job_id: int) -> None:
+    """Tell noded that a job ended (best effort: noded also scans the spool)."""
+    if not socket_path:
+        return
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.sendto(f"done {job_id}".encode(), socket_path)
+    except OSError:
+        pass
+
+
+def supervise(launch_path: Path) -> int:
+    """Run the job described by launch.json in this process; always leaves a status.json."""
+    job_dir = launch_path.parent
+    spec = LaunchSpec.load(launch_path)
+    for sig in _IGNORED:
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        status = Supervisor(spec, job_dir).run()
+    except Exception as exc:  # a broken supervisor must still report the job as failed
+        status = {
+            "job_id": spec.job_id,
+            "exit_code": 1,
+            "exit_signal": 0,
+            "end_time": int(time.time()),
+            "launch_failed": True,
+            "message": f"slurmstepd failed: {exc}",
+        }
+    spool.write_json_atomic(job_dir / spool.STATUS, status)
+    notify(spec.notify_socket, spec.job_id)
+    return 0
+
+
+def daemonize_and_supervise(launch_path: Path) -> int:
+    """Fork the supervisor off; return once it has recorded its pid (the caller may exit)."""
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid > 0:
+        os.close(ready_w)
+        os.read(ready_r, 1)  # the supervisor wrote stepd.pid (or died trying)
+        os.close(ready_r)
+        return 0
+    os.close(ready_r)
+    code = 1
+    try:
+        os.setsid()
+    except OSError:
+        pass  # already a session leader
+    try:
+        spool.write_pid_file(launch_path.parent / spool.STEPD_PID, os.getpid())
+        os.write(ready_w, b"1")
+        os.close(ready_w)
+        code = supervise(launch_path)
+    finally:
+        os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m noded.stepd <job dir>/launch.json", file=sys.stderr)
+        return 2
+    return daemonize_and_supervise(Path(args[0]).resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

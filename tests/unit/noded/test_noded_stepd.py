@@ -1,0 +1,210 @@
+"""The job supervisor with real processes: users, output files, exit codes, signals, survival."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from noded_builders import job, launch
+
+from noded import jobs, spool
+from noded.launcher import LaunchRefused, build_spec, launch_batch
+
+NOBODY = 65534
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="running jobs as another user needs root")
+
+
+class Node:
+    name = "n1"
+
+
+def submit(
+    spool_root: Path,
+    work: Path,
+    script: str,
+    job_id: int = 10,
+    uid: int | None = None,
+    kill_wait: float = 5,
+    **spec: object,
+) -> Path:
+    """Launch a batch job through noded's launcher; return its spool directory."""
+    uid = os.geteuid() if uid is None else uid
+    gid = os.getegid() if uid == os.geteuid() else NOBODY
+    name = "nobody" if uid == NOBODY else "root"
+    spec.setdefault("work_dir", str(work))
+    builder = job(job_id).name("t").user(name, uid, gid).spec(script=script.encode(), **spec).node("n1", cpus=1)
+    launch_batch(launch(builder.obj()), Node(), spool_root, kill_wait)
+    return spool.job_dir(spool_root, job_id)
+
+
+def wait_status(job_dir: Path, timeout: float = 20) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = spool.read_json(job_dir / spool.STATUS)
+        if status is not None:
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"no status.json in {job_dir} after {timeout}s")
+
+
+def wait_for(path: Path, text: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+@pytest.mark.parametrize(
+    ("uid", "script", "exit_code", "exit_signal"),
+    [
+        (0, "#!/bin/bash\necho hello $SLURM_JOB_ID\nexit 0\n", 0, 0),
+        (0, "#!/bin/bash\necho failing\nexit 3\n", 3, 0),
+        (NOBODY, "#!/bin/sh\necho hello $(id -u)\nexit 7\n", 7, 0),
+        (0, "#!/bin/bash\necho dying\nkill -KILL $$\n", 0, 9),
+    ],
+    ids=["root-ok", "root-exit3", "nobody-exit7", "self-sigkill"],
+)
+@needs_root
+def test_job_exit_status_and_output_owner(
+    open_dirs: tuple[Path, Path], uid: int, script: str, exit_code: int, exit_signal: int
+) -> None:
+    spool_root, work = open_dirs
+    job_dir = submit(spool_root, work, script, uid=uid)
+    status = wait_status(job_dir)
+    assert (status["exit_code"], status["exit_signal"], status["launch_failed"]) == (exit_code, exit_signal, False)
+    out = work / "slurm-10.out"
+    assert out.stat().st_uid == uid
+    assert out.read_text().splitlines()[0] in ("hello 10", f"hello {uid}", "failing", "dying")
+
+
+def test_environment_cwd_and_task_pid(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    script = "#!/bin/bash\necho cwd=$(pwd) id=$SLURM_JOB_ID pidok=$([ $SLURM_TASK_PID = $$ ] && echo y) a=$1\n"
+    job_dir = submit(spool_root, work, script, std_out="o-%x-%j.txt", argv=["first"])
+    assert wait_status(job_dir)["exit_code"] == 0
+    assert (work / "o-t-10.txt").read_text() == f"cwd={work} id=10 pidok=y a=first\n"
+
+
+def test_separate_error_file_and_append_mode(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    (work / "out.txt").write_text("before\n")
+    script = "#!/bin/bash\necho to-out\necho to-err >&2\n"
+    job_dir = submit(spool_root, work, script, std_out="out.txt", std_err="err.txt", open_mode="append")
+    wait_status(job_dir)
+    assert (work / "out.txt").read_text() == "before\nto-out\n"
+    assert (work / "err.txt").read_text() == "to-err\n"
+
+
+def test_unopenable_output_fails_the_job(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    job_dir = submit(spool_root, work, "#!/bin/bash\necho hi\n", std_out="/nonexistent/dir/out")
+    status = wait_status(job_dir)
+    assert (status["exit_code"], status["launch_failed"]) == (1, True)
+    assert status["message"] == "Could not open stdout file /nonexistent/dir/out: No such file or directory"
+
+
+def test_missing_workdir_falls_back_to_tmp(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    job_dir = submit(
+        spool_root, work, "#!/bin/bash\necho cwd=$(pwd)\n", work_dir="/nonexistent/wd", std_out=str(work / "o")
+    )
+    assert wait_status(job_dir)["exit_code"] == 0
+    lines = (work / "o").read_text().splitlines()
+    assert lines == [
+        "slurmstepd: error: couldn't chdir to `/nonexistent/wd': No such file or directory: going to /tmp instead",
+        "cwd=/tmp",
+    ]
+
+
+def test_script_without_interpreter_is_a_launch_failure(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    status = wait_status(submit(spool_root, work, "echo no shebang\n"))
+    assert status["launch_failed"] is True
+    assert "Exec format error" in str(status["message"])
+
+
+def test_terminate_runs_trap_then_sigkill_after_kill_wait(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    script = "#!/bin/bash\ntrap 'echo got TERM' TERM\necho ready\nwhile true; do sleep 0.1; done\n"
+    job_dir = submit(spool_root, work, script, kill_wait=30)
+    out = work / "slurm-10.out"
+    wait_for(out, "ready")
+    assert jobs.scan(spool_root)[0] == [10]
+    started = time.monotonic()
+    assert jobs.terminate_job(spool_root, 10, kill_wait=1)
+    status = wait_status(job_dir)
+    elapsed = time.monotonic() - started
+    assert "got TERM" in out.read_text()
+    assert status["exit_signal"] == signal.SIGKILL
+    assert 0.9 <= elapsed < 10
+
+
+def test_signal_job_reaches_the_script(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    script = "#!/bin/bash\ntrap 'echo got USR1; exit 0' USR1\necho ready\nwhile true; do sleep 0.1; done\n"
+    job_dir = submit(spool_root, work, script)
+    wait_for(work / "slurm-10.out", "ready")
+    assert jobs.signal_job(spool_root, 10, signal.SIGUSR1, batch_only=True)
+    assert wait_status(job_dir)["exit_code"] == 0
+    assert "got USR1" in (work / "slurm-10.out").read_text()
+    assert not jobs.signal_job(spool_root, 10, signal.SIGUSR1, batch_only=False)
+
+
+def test_finished_jobs_are_listed_until_removed_and_noded_is_notified(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(spool_root / spool.NOTIFY_SOCKET))
+    sock.settimeout(20)
+    try:
+        submit(spool_root, work, "#!/bin/bash\nexit 2\n", job_id=21)
+        assert sock.recv(100) == b"done 21"
+    finally:
+        sock.close()
+    running, finished = jobs.scan(spool_root)
+    assert running == []
+    assert [(f.job_id, f.exit_code) for f in finished] == [(21, 2)]
+    jobs.remove_job(spool_root, 21)
+    assert jobs.scan(spool_root) == ([], [])
+
+
+def test_stepd_outlives_a_killed_noded(open_dirs: tuple[Path, Path]) -> None:
+    """Launch from a separate process, kill -9 it, and the job still finishes and reports."""
+    spool_root, work = open_dirs
+    here = Path(__file__).parent
+    code = (
+        "import sys, time; sys.path.insert(0, sys.argv[1]);"
+        "from pathlib import Path; from test_noded_stepd import submit;"
+        "submit(Path(sys.argv[2]), Path(sys.argv[3]), '#!/bin/bash\\necho start\\nsleep 1\\necho end\\n');"
+        "print('launched', flush=True); time.sleep(60)"
+    )
+    fake_noded = subprocess.Popen(
+        [sys.executable, "-c", code, str(here), str(spool_root), str(work)], stdout=subprocess.PIPE, text=True
+    )
+    assert fake_noded.stdout is not None and fake_noded.stdout.readline() == "launched\n"
+    fake_noded.kill()
+    fake_noded.wait()
+    status = wait_status(spool.job_dir(spool_root, 10))
+    assert status["exit_code"] == 0
+    assert (work / "slurm-10.out").read_text() == "start\nend\n"
+
+
+def test_stepd_imports_only_the_standard_library() -> None:
+    code = "import sys, noded.stepd; print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'google', 'psutil', 'shoal')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_non_root_noded_refuses_other_users(monkeypatch: pytest.MonkeyPatch, open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    req = launch(job(5).user("alice", 1001, 1001).node("n1").obj())
+    with pytest.raises(LaunchRefused, match="runs as uid 1000 and can only run its own jobs, not jobs of uid 1001"):
+        build_spec(req, Node(), spool_root, 30)
