@@ -150,6 +150,7 @@ class RunningJob:
     nodes: tuple[str, ...]
     end_time: int  # 0 = unknown / unlimited
     partition: str = ""
+    allocation: tuple[NodeAllocation, ...] = ()  # what it holds; () = unknown (whole nodes freed at its end)
 
 
 @dataclass(frozen=True, slots=True)

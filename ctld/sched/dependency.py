@@ -1,0 +1,136 @@
+"""--dependency: parse the option and decide whether a job may start yet.
+
+Forms: "afterok:12:13", "after:5,afterany:7" (all terms), "afterok:12?afternotok:13" (any term),
+"singleton", a bare "12" (afterany), "afterburstbuffer" (no burst buffers: same as afterany). Limitations, on purpose for now:
+- "after:12+5" (start N minutes after): the +time is accepted and ignored.
+- "afterok:30_2" (one array task): stored as the whole array job 30, so it waits for every task.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from ctld.sched.model import Dependency, DependencySpec, JobRequest, JobStatus, Phase
+
+Verdict = Literal["ok", "wait", "never"]
+
+INVALID = "Invalid dependency specification"
+KINDS = frozenset({"after", "afterany", "afterburstbuffer", "afterok", "afternotok", "aftercorr"})
+_JOB_REF = re.compile(r"^(\d+)(?:_(\d+|\*))?(?:\+(\d+))?$")
+_FINISHED = frozenset({Phase.COMPLETED, Phase.FAILED, Phase.CANCELLED})
+
+
+def parse_dependency(text: str) -> DependencySpec:
+    """Parse a --dependency value; ValueError("Invalid dependency specification") on garbage."""
+    body = text.strip()
+    if not body:
+        return DependencySpec()
+    if "," in body and "?" in body:
+        raise ValueError(INVALID)  # Slurm refuses to mix "all of" and "any of"
+    any_of = "?" in body
+    terms = tuple(_parse_term(term) for term in body.split("?" if any_of else ","))
+    return DependencySpec(terms=terms, any_of=any_of)
+
+
+def _parse_term(term: str) -> Dependency:
+    term = term.strip()
+    if term == "singleton":
+        return Dependency(kind="singleton")
+    if _JOB_REF.match(term):
+        return Dependency(kind="afterany", job_ids=(_job_id(term),))
+    kind, _, refs = term.partition(":")
+    if kind not in KINDS or not refs:
+        raise ValueError(INVALID)
+    return Dependency(kind=kind, job_ids=tuple(_job_id(ref) for ref in refs.split(":")))
+
+
+def _job_id(ref: str) -> int:
+    match = _JOB_REF.match(ref)
+    if match is None or int(match.group(1)) == 0:
+        raise ValueError(INVALID)
+    return int(match.group(1))
+
+
+def referenced_ids(spec: DependencySpec) -> set[int]:
+    """Every job id the spec names (the controller refuses ids that never existed)."""
+    return {job_id for term in spec.terms for job_id in term.job_ids}
+
+
+def status_index(statuses: Iterable[JobStatus]) -> dict[int, list[JobStatus]]:
+    """Map each job id, and each array master id, to the statuses it stands for.
+
+    An array master id stands for all its tasks (the first task shares the master's id).
+    """
+    index: dict[int, list[JobStatus]] = {}
+    for status in statuses:
+        if status.array_job_id:
+            index.setdefault(status.array_job_id, []).append(status)
+            if status.job_id != status.array_job_id:
+                index.setdefault(status.job_id, []).append(status)
+        else:
+            index.setdefault(status.job_id, []).append(status)
+    return index
+
+
+def evaluate(job: JobRequest, jobs: Mapping[int, list[JobStatus]]) -> Verdict:
+    """Whether `job`'s dependency is satisfied now ("ok"), later ("wait") or never ("never")."""
+    spec = job.dependency
+    if not spec.terms:
+        return "ok"
+    verdicts = [_term(job, term, jobs) for term in spec.terms]
+    if spec.any_of:
+        if "ok" in verdicts:
+            return "ok"
+        return "never" if all(v == "never" for v in verdicts) else "wait"
+    return _all(verdicts)
+
+
+def _all(verdicts: Iterable[Verdict]) -> Verdict:
+    found = set(verdicts)
+    if "never" in found:
+        return "never"
+    return "wait" if "wait" in found else "ok"
+
+
+def _term(job: JobRequest, term: Dependency, jobs: Mapping[int, list[JobStatus]]) -> Verdict:
+    if term.kind == "singleton":
+        return _singleton(job, jobs)
+    verdicts: list[Verdict] = []
+    for target in term.job_ids:
+        statuses = jobs.get(target, [])
+        if term.kind == "aftercorr":
+            statuses = [s for s in statuses if s.array_task_id == job.array_task_id]
+        # A target the controller no longer knows was purged after finishing: satisfied.
+        verdicts.extend(_one(term.kind, status.phase) for status in statuses)
+    return _all(verdicts)
+
+
+def _one(kind: str, phase: Phase) -> Verdict:
+    if kind == "after":
+        return "wait" if phase is Phase.PENDING else "ok"
+    if phase not in _FINISHED:
+        return "wait"
+    if kind in ("afterany", "afterburstbuffer"):  # no burst buffers here: same as afterany
+        return "ok"
+    if kind in ("afterok", "aftercorr"):
+        return "ok" if phase is Phase.COMPLETED else "never"
+    return "never" if phase is Phase.COMPLETED else "ok"  # afternotok
+
+
+def _singleton(job: JobRequest, jobs: Mapping[int, list[JobStatus]]) -> Verdict:
+    """No other job of the same user and name is running, or pending ahead of this one."""
+    seen: set[int] = set()
+    for statuses in jobs.values():
+        for other in statuses:
+            if other.job_id in seen or other.job_id == job.job_id:
+                continue
+            seen.add(other.job_id)
+            if other.user_id != job.user_id or other.name != job.name:
+                continue
+            if other.phase is Phase.ACTIVE:
+                return "wait"
+            if other.phase is Phase.PENDING and other.job_id < job.job_id:
+                return "wait"
+    return "ok"

@@ -1,0 +1,48 @@
+"""Partition limits that make a job wait (pend with a reason) rather than be refused."""
+
+from __future__ import annotations
+
+from ctld.sched.model import UNLIMITED, JobRequest, Partition
+from ctld.sched.resources import node_count_range
+
+PARTITION_DOWN = "PartitionDown"
+PARTITION_INACTIVE = "PartitionInactive"
+PARTITION_NODE_LIMIT = "PartitionNodeLimit"
+PARTITION_TIME_LIMIT = "PartitionTimeLimit"
+
+
+def effective_time_limit(job: JobRequest, part: Partition) -> int:
+    """Minutes the job may run: its own --time, else the partition's DefaultTime, else MaxTime."""
+    if job.time_limit_min != -1:
+        return job.time_limit_min
+    if part.default_time_min != -1:
+        return part.default_time_min
+    return part.max_time_min
+
+
+def partition_limit_reason(job: JobRequest, part: Partition) -> str | None:
+    """Slurm's pending reason when `part` cannot take the job as asked, else None."""
+    if part.state == "DOWN":
+        return PARTITION_DOWN
+    if part.state == "INACTIVE":
+        return PARTITION_INACTIVE
+    if node_limit_exceeded(job, part):
+        return PARTITION_NODE_LIMIT
+    if time_limit_exceeded(job, part):
+        return PARTITION_TIME_LIMIT
+    return None
+
+
+def node_limit_exceeded(job: JobRequest, part: Partition) -> bool:
+    """More nodes than the partition allows or has, or fewer than its MinNodes."""
+    wanted, _ = node_count_range(job)
+    if part.max_nodes and wanted > part.max_nodes:
+        return True
+    return wanted > len(part.nodes) or wanted < part.min_nodes
+
+
+def time_limit_exceeded(job: JobRequest, part: Partition) -> bool:
+    if part.max_time_min == UNLIMITED:
+        return False
+    limit = effective_time_limit(job, part)
+    return limit == UNLIMITED or limit > part.max_time_min

@@ -1,0 +1,399 @@
+"""Where a job runs: one placement function for Slurm's three questions.
+
+- now: `place()` against the snapshot plus an `Overlay` of this cycle's tentative starts;
+- ever: `could_ever_run()` against every node's configured capacity (refuse at submit);
+- when: `earliest_start()` releases running jobs in order of their end until the job fits.
+
+Allocation is all-or-nothing: `place()` returns a Start covering every node the job needs, or a
+reason word; nothing is recorded until the caller adds the Start to its overlay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass
+
+from ctld.sched import limits
+from ctld.sched.model import (
+    Gpu,
+    JobRequest,
+    Node,
+    NodeAllocation,
+    NodeUsage,
+    Partition,
+    Refusal,
+    RunningJob,
+    Snapshot,
+    Start,
+)
+from ctld.sched.resources import (
+    cpus_for,
+    even_spread,
+    gpus_for,
+    is_exclusive,
+    mem_for,
+    node_count_range,
+    total_tasks,
+    wants_gpus,
+)
+
+RESOURCES = "Resources"
+REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
+
+NODE_CONFIG_UNAVAILABLE = "Requested node configuration is not available"
+INVALID_GRES = "Invalid generic resource (gres) specification"
+INVALID_NODE_NAME = "Invalid node name specified"
+INVALID_NODE_COUNT = "Node count specification invalid"
+INVALID_PARTITION = "Invalid partition name specified"
+
+
+@dataclass(frozen=True, slots=True)
+class _Taken:
+    cpu_ids: frozenset[int] = frozenset()
+    mem_mb: int = 0
+    gpu_indices: frozenset[int] = frozenset()
+    exclusive: bool = False
+    jobs: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Free:
+    """What a node can still give: capacity minus running jobs minus this cycle's starts."""
+
+    cpu_ids: frozenset[int]
+    mem_mb: int
+    gpus: tuple[Gpu, ...]
+    idle: bool  # nothing allocated at all: an exclusive job may take it
+    shareable: bool  # not held exclusively by anyone
+
+
+class Overlay:
+    """Tentative allocations on top of a Snapshot (Volcano's Statement).
+
+    A cycle adds each Start it decides; `copy()` is cheap (one dict of immutable values), so a
+    what-if can be tried on a copy and kept or dropped whole.
+    """
+
+    __slots__ = ("_taken",)
+
+    def __init__(self) -> None:
+        self._taken: dict[str, _Taken] = {}
+
+    def add(self, start: Start) -> None:
+        for alloc in start.allocation:
+            before = self._taken.get(alloc.node, _Taken())
+            self._taken[alloc.node] = _Taken(
+                cpu_ids=before.cpu_ids | frozenset(alloc.cpu_ids),
+                mem_mb=before.mem_mb + alloc.mem_mb,
+                gpu_indices=before.gpu_indices | frozenset(alloc.gpu_indices),
+                exclusive=before.exclusive or start.exclusive,
+                jobs=before.jobs + 1,
+            )
+
+    def copy(self) -> Overlay:
+        twin = Overlay()
+        twin._taken = dict(self._taken)
+        return twin
+
+    def free(self, node: Node) -> Free:
+        taken = self._taken.get(node.name, _Taken())
+        usage = node.usage
+        used_gpus = usage.gpu_indices | taken.gpu_indices
+        return Free(
+            cpu_ids=frozenset(range(node.cpus)) - usage.cpu_ids - taken.cpu_ids,
+            mem_mb=node.real_memory_mb - usage.mem_mb - taken.mem_mb,
+            gpus=tuple(g for g in node.gpus if g.index not in used_gpus),
+            idle=_usage_empty(usage) and taken.jobs == 0,
+            shareable=not (usage.exclusive or taken.exclusive),
+        )
+
+
+def _usage_empty(usage: NodeUsage) -> bool:
+    return usage.jobs == 0 and not usage.cpu_ids and usage.mem_mb == 0 and not usage.gpu_indices
+
+
+# ---------------------------------------------------------------- now
+
+
+def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -> Start | str:
+    """Allocate every node the job needs in `part` now, or say why not (a Slurm reason word)."""
+    nodes = _candidates(job, part, snap)
+    if isinstance(nodes, str):
+        return nodes
+    fewest, most = node_count_range(job)
+    placer = _Placer(job, part, snap, overlay)
+    allocs = placer.fixed(nodes, fewest) if fewest == most else placer.flexible(nodes, fewest, most)
+    if allocs is None:
+        return RESOURCES
+    order = {node.name: i for i, node in enumerate(snap.nodes)}
+    return Start(
+        job_id=job.job_id,
+        partition=part.name,
+        time_limit_min=limits.effective_time_limit(job, part),
+        allocation=tuple(sorted(allocs, key=lambda a: order[a.node])),
+        exclusive=is_exclusive(job, part),
+    )
+
+
+def _candidates(job: JobRequest, part: Partition, snap: Snapshot) -> list[Node] | str:
+    """Usable nodes in the order they are tried: -w nodes first, then by weight, then as configured."""
+    in_part = set(part.nodes)
+    usable = [
+        node
+        for node in snap.nodes
+        if node.name in in_part
+        and node.available
+        and node.name not in job.excluded_nodes
+        and job.features <= node.features
+    ]
+    usable_names = {node.name for node in usable}
+    if not job.required_nodes <= usable_names:
+        return REQ_NODE_NOT_AVAIL
+    usable.sort(key=lambda node: (node.name not in job.required_nodes, node.weight))
+    return usable
+
+
+class _Placer:
+    """Fits one job's per-node slots onto candidate nodes."""
+
+    def __init__(self, job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -> None:
+        self.job = job
+        self.part = part
+        self.snap = snap
+        self.overlay = overlay
+        self.exclusive = is_exclusive(job, part)
+
+    def fixed(self, nodes: list[Node], count: int) -> list[NodeAllocation] | None:
+        """Exactly `count` nodes; tasks and -G GPUs spread evenly, the remainder on the first slots.
+
+        Slots are nested (each is at least as big as the next), so giving each node the biggest
+        open slot it fits finds a full assignment whenever one exists.
+        """
+        job = self.job
+        tasks = even_spread(total_tasks(job, count), count)
+        if job.ntasks_per_node and tasks[0] > job.ntasks_per_node:
+            return None
+        slots = list(zip(tasks, even_spread(job.gpus.total, count), strict=True))
+        filled: list[NodeAllocation | None] = [None] * count
+        for node in nodes:
+            if all(a is not None for a in filled):
+                break
+            free = self.overlay.free(node)
+            tried: set[tuple[int, int]] = set()
+            placed = False
+            for i, slot in enumerate(slots):
+                if filled[i] is not None or slot in tried:
+                    continue
+                tried.add(slot)
+                alloc = self.allocate(node, free, slot[0], slot[1])
+                if alloc is not None:
+                    filled[i] = alloc
+                    placed = True
+                    break
+            if not placed and node.name in job.required_nodes:
+                return None
+        if any(a is None for a in filled):
+            return None
+        return [a for a in filled if a is not None]
+
+    def flexible(self, nodes: list[Node], fewest: int, most: int) -> list[NodeAllocation] | None:
+        """Between `fewest` and `most` nodes: fill each node in turn (as few nodes as fit)."""
+        job = self.job
+        tasks_left = total_tasks(job, fewest)
+        gpus_left = job.gpus.total
+        chosen: list[NodeAllocation] = []
+        for node in nodes:
+            required = node.name in job.required_nodes
+            done = tasks_left == 0 and gpus_left == 0 and len(chosen) >= fewest
+            if len(chosen) == most or (done and not required):
+                break
+            reserve = max(0, fewest - len(chosen) - 1)  # one task for each node still needed
+            top = tasks_left - reserve
+            if job.ntasks_per_node:
+                top = min(top, job.ntasks_per_node)
+            free = self.overlay.free(node)
+            cpu_room = node.cpus if self.exclusive else len(free.cpu_ids)
+            top = min(top, cpu_room // max(1, job.cpus_per_task))
+            alloc = None
+            gpus = 0
+            for tasks in range(top, 0, -1):
+                spare = len(self.typed(node, free)) - gpus_for(job, tasks, 0)
+                gpus = max(0, min(gpus_left, spare))
+                alloc = self.allocate(node, free, tasks, gpus)
+                if alloc is not None:
+                    break
+            if alloc is None:
+                if required:
+                    return None
+                continue
+            chosen.append(alloc)
+            tasks_left -= alloc.tasks
+            gpus_left -= gpus
+        if tasks_left > 0 or gpus_left > 0 or len(chosen) < fewest:
+            return None
+        return chosen
+
+    def typed(self, node: Node, free: Free) -> list[Gpu]:
+        """GPUs of the requested type (any type when none asked) the job could take on `node`."""
+        pool = node.gpus if self.exclusive else free.gpus
+        wanted = self.job.gpus.type
+        return [g for g in pool if not wanted or g.type == wanted]
+
+    def allocate(self, node: Node, free: Free, tasks: int, gpu_share: int) -> NodeAllocation | None:
+        """The allocation for `tasks` tasks on `node`, or None when they do not fit there."""
+        job = self.job
+        if job.ntasks_per_node and tasks > job.ntasks_per_node:
+            return None
+        cpus = cpus_for(job, tasks)
+        mem = mem_for(job, cpus, node, self.part, self.snap.config)
+        gpus_needed = gpus_for(job, tasks, gpu_share)
+        typed = self.typed(node, free)
+        if gpus_needed > len(typed):
+            return None
+        if self.exclusive:
+            if not free.idle or cpus > node.cpus or mem > node.real_memory_mb:
+                return None
+            return NodeAllocation(
+                node=node.name,
+                cpu_ids=tuple(range(node.cpus)),
+                mem_mb=node.real_memory_mb,
+                gpu_indices=tuple(g.index for g in node.gpus),
+                tasks=tasks,
+            )
+        if not free.shareable or cpus > len(free.cpu_ids) or mem > free.mem_mb:
+            return None
+        return NodeAllocation(
+            node=node.name,
+            cpu_ids=pick_cpus(node, free.cpu_ids, cpus),
+            mem_mb=mem,
+            gpu_indices=tuple(sorted(g.index for g in typed)[:gpus_needed]),
+            tasks=tasks,
+        )
+
+
+def pick_cpus(node: Node, free_ids: frozenset[int], count: int) -> tuple[int, ...]:
+    """The lowest free CPU ids, taking threads of wholly free cores before half-used ones.
+
+    CPU ids number threads core by core (core c holds ids c*T .. c*T+T-1, T threads per core).
+    """
+    per_core = node.threads_per_core
+    if per_core < 1 or node.sockets * node.cores_per_socket * per_core != node.cpus:
+        per_core = 1
+    whole: list[int] = []
+    partial: list[int] = []
+    for first in range(0, node.cpus, per_core):
+        core = range(first, min(first + per_core, node.cpus))
+        free = [cpu for cpu in core if cpu in free_ids]
+        (whole if len(free) == len(core) else partial).extend(free)
+    return tuple(sorted((whole + partial)[:count]))
+
+
+# ---------------------------------------------------------------- ever
+
+
+def candidate_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
+    """The job's partitions that exist, in the user's order."""
+    by_name = {part.name: part for part in snap.partitions}
+    return [by_name[name] for name in job.partitions if name in by_name]
+
+
+def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
+    """None when the job fits the configured capacity of at least one candidate partition.
+
+    Usage and availability are ignored (a busy or down node may come back). A node count beyond
+    the partition's is not refused here: Slurm queues such a job with PartitionNodeLimit.
+    """
+    if job.min_nodes < 0 or (job.max_nodes and job.max_nodes < job.min_nodes):
+        return Refusal(INVALID_NODE_COUNT)
+    parts = candidate_partitions(job, snap)
+    if not parts:
+        return Refusal(INVALID_PARTITION)
+    if not job.required_nodes <= {node.name for node in snap.nodes}:
+        return Refusal(INVALID_NODE_NAME)
+    in_parts = {name for part in parts for name in part.nodes}
+    if wants_gpus(job) and not any(node.gpus for node in snap.nodes if node.name in in_parts):
+        return Refusal(INVALID_GRES)
+    capacity = _as_configured(snap)
+    if any(_fits_capacity(job, part, capacity) for part in parts):
+        return None
+    return Refusal(NODE_CONFIG_UNAVAILABLE)
+
+
+def _as_configured(snap: Snapshot) -> Snapshot:
+    """The snapshot with every node up and empty."""
+    nodes = tuple(dataclasses.replace(node, usage=NodeUsage(), available=True) for node in snap.nodes)
+    return dataclasses.replace(snap, nodes=nodes, running=())
+
+
+def _fits_capacity(job: JobRequest, part: Partition, capacity: Snapshot) -> bool:
+    if not limits.node_limit_exceeded(job, part):
+        return isinstance(place(job, part, capacity, Overlay()), Start)
+    # Too many nodes for this partition: the job will pend, but each node's share must still fit.
+    nodes = _candidates(job, part, capacity)
+    if isinstance(nodes, str):
+        return False
+    fewest, _ = node_count_range(job)
+    tasks = even_spread(total_tasks(job, fewest), fewest)[0]
+    gpus = even_spread(job.gpus.total, fewest)[0]
+    placer = _Placer(job, part, capacity, Overlay())
+    empty = Overlay()
+    return any(placer.allocate(node, empty.free(node), tasks, gpus) is not None for node in nodes)
+
+
+# ---------------------------------------------------------------- when
+
+
+def earliest_start(job: JobRequest, snap: Snapshot, now: int) -> tuple[int, Start] | None:
+    """When and where the job would start if nothing else were queued (for --test-only, backfill).
+
+    Running jobs release their resources at their end time, earliest first; jobs without an end
+    never do. None when the job cannot start even after every release (or no partition admits it).
+    """
+    parts = [p for p in candidate_partitions(job, snap) if limits.partition_limit_reason(job, p) is None]
+    if not parts:
+        return None
+    earliest = max(now, job.begin_time)
+    start = _first_fit(job, parts, snap)
+    if start is not None:
+        return earliest, start
+    nodes = {node.name: node for node in snap.nodes}
+    holders = Counter(name for running in snap.running for name in running.nodes)
+    for running in sorted((r for r in snap.running if r.end_time > 0), key=lambda r: r.end_time):
+        _release(running, nodes, holders)
+        later = dataclasses.replace(snap, nodes=tuple(nodes[node.name] for node in snap.nodes))
+        start = _first_fit(job, parts, later)
+        if start is not None:
+            return max(earliest, running.end_time), start
+    return None
+
+
+def _first_fit(job: JobRequest, parts: list[Partition], snap: Snapshot) -> Start | None:
+    for part in parts:
+        found = place(job, part, snap, Overlay())
+        if isinstance(found, Start):
+            return found
+    return None
+
+
+def _release(running: RunningJob, nodes: dict[str, Node], holders: Counter[str]) -> None:
+    """Give a finished job's resources back (all of a node's once its last known holder ends)."""
+    held = {alloc.node: alloc for alloc in running.allocation}
+    for name in running.nodes:
+        node = nodes.get(name)
+        if node is None:
+            continue
+        holders[name] -= 1
+        usage = node.usage
+        if holders[name] <= 0:
+            usage = NodeUsage()
+        elif name in held:
+            alloc = held[name]
+            usage = NodeUsage(
+                cpu_ids=usage.cpu_ids - frozenset(alloc.cpu_ids),
+                mem_mb=max(0, usage.mem_mb - alloc.mem_mb),
+                gpu_indices=usage.gpu_indices - frozenset(alloc.gpu_indices),
+                exclusive=False,
+                jobs=max(0, usage.jobs - 1),
+            )
+        nodes[name] = dataclasses.replace(node, usage=usage)

@@ -1,0 +1,84 @@
+"""A job's shape per node: tasks, CPUs, memory and GPUs, independent of any particular node's load.
+
+Conventions the controller follows when it builds a JobRequest:
+- Without -N, a job with -n N > 1 may spread: min_nodes=1, max_nodes=num_tasks (no more nodes could
+  ever be useful). With -N A[-B], min_nodes=A, max_nodes=B (0 = exactly A). With --ntasks-per-node
+  and -n, the node count is at least ceil(n / ntasks-per-node).
+- num_tasks below the node count is raised to one task per node.
+- --mem=0 (all of each node's memory) is passed as mem_per_node_mb == MEM_WHOLE_NODE.
+"""
+
+from __future__ import annotations
+
+from ctld.sched.model import Config, JobRequest, Node, Partition
+
+MEM_WHOLE_NODE = -1
+
+
+def node_count_range(job: JobRequest) -> tuple[int, int]:
+    """(fewest, most) nodes the job may get; -w nodes raise the minimum to their count."""
+    fewest = max(1, job.min_nodes, len(job.required_nodes))
+    if job.ntasks_per_node > 0 and job.num_tasks > fewest * job.ntasks_per_node:
+        fewest = -(-job.num_tasks // job.ntasks_per_node)  # -n 8 --ntasks-per-node=4: two nodes
+    most = job.max_nodes if job.max_nodes > 0 else fewest
+    return fewest, max(fewest, most)
+
+
+def total_tasks(job: JobRequest, nodes: int) -> int:
+    """Tasks to lay out over `nodes` nodes (at least one per node).
+
+    --ntasks-per-node without -n means that many tasks on each node (num_tasks is then 1).
+    """
+    if job.ntasks_per_node > 0 and job.num_tasks <= 1:
+        return nodes * job.ntasks_per_node
+    return max(job.num_tasks, nodes, 1)
+
+
+def even_spread(total: int, parts: int) -> list[int]:
+    """Split `total` over `parts` as evenly as possible, the remainder on the first parts.
+
+    Slurm's block layout for a fixed node count: -N2 -n3 gives 2+1, -N2 -n5 gives 3+2.
+    """
+    if parts <= 0:
+        return []
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def cpus_for(job: JobRequest, tasks: int) -> int:
+    """CPUs a node needs for `tasks` tasks of this job."""
+    return max(1, tasks) * max(1, job.cpus_per_task)
+
+
+def mem_for(job: JobRequest, cpus: int, node: Node, part: Partition, config: Config) -> int:
+    """Memory (MB) the job takes on `node` when it uses `cpus` CPUs there.
+
+    --mem, else --mem-per-cpu x CPUs, else DefMemPerCPU (partition, then cluster) x CPUs, else
+    DefMemPerNode, else the whole node (Slurm with CR_*_Memory and no default does the same).
+    """
+    if job.mem_per_node_mb == MEM_WHOLE_NODE:
+        return node.real_memory_mb
+    if job.mem_per_node_mb > 0:
+        return job.mem_per_node_mb
+    if job.mem_per_cpu_mb > 0:
+        return job.mem_per_cpu_mb * cpus
+    per_cpu = part.def_mem_per_cpu_mb or config.def_mem_per_cpu_mb
+    if per_cpu > 0:
+        return per_cpu * cpus
+    if config.def_mem_per_node_mb > 0:
+        return config.def_mem_per_node_mb
+    return node.real_memory_mb
+
+
+def gpus_for(job: JobRequest, tasks: int, share_of_total: int) -> int:
+    """GPUs a node needs: --gpus-per-node, plus --gpus-per-task x its tasks, plus its share of -G."""
+    return job.gpus.per_node + job.gpus.per_task * tasks + share_of_total
+
+
+def wants_gpus(job: JobRequest) -> bool:
+    return job.gpus.per_node > 0 or job.gpus.per_task > 0 or job.gpus.total > 0
+
+
+def is_exclusive(job: JobRequest, part: Partition) -> bool:
+    """--exclusive, or a partition with OverSubscribe=EXCLUSIVE: the job takes whole nodes."""
+    return job.exclusive or part.exclusive

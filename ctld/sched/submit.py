@@ -1,0 +1,25 @@
+"""Submit-time checks: refuse a job that could never run, with Slurm's message."""
+
+from __future__ import annotations
+
+from ctld.sched import placement
+from ctld.sched.model import JobRequest, Partition, Refusal, Snapshot
+
+PARTITION_NOT_AVAILABLE = "Required partition not available (inactive or drain)"
+
+
+def candidate_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
+    """The job's partitions that exist, in the user's order."""
+    return placement.candidate_partitions(job, snap)
+
+
+def check_submission(job: JobRequest, snap: Snapshot) -> Refusal | None:
+    """None to accept; a job that fits in at least one candidate partition is accepted.
+
+    A DOWN partition still queues jobs (they pend with PartitionDown); DRAIN and INACTIVE ones
+    refuse new work when they are the only candidates.
+    """
+    parts = candidate_partitions(job, snap)
+    if parts and all(part.state in ("DRAIN", "INACTIVE") for part in parts):
+        return Refusal(PARTITION_NOT_AVAILABLE)
+    return placement.could_ever_run(job, snap)
