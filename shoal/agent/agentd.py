@@ -16,15 +16,17 @@ import socket
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from shoal.agent.server import AgentServer, AgentServerError
 from shoal.auth.errors import AuthError
 from shoal.auth.key import load_key
 
+if TYPE_CHECKING:
+    from shoal.conf import SlurmConfig
+
 PROG = "shoal-agentd"
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
-DBD_DEFAULT_PORT = 6819
 
 
 class _StartError(Exception):
@@ -43,14 +45,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def targets_from_config(cfg: Any) -> dict[str, str]:
-    """{"ctld": "addr:port"} plus "dbd" when accounting storage has a host."""
-    targets = {"ctld": f"{cfg.control_addr}:{cfg.slurmctld_port}"}
-    dbd_host = getattr(cfg, "accounting_storage_host", None)
-    if dbd_host:
-        dbd_port = getattr(cfg, "accounting_storage_port", None) or DBD_DEFAULT_PORT
-        targets["dbd"] = f"{dbd_host}:{dbd_port}"
-    return targets
+def targets_from_config(cfg: SlurmConfig) -> dict[str, str]:
+    """ctld at ControlAddr:SlurmctldPort; dbd at AccountingStorageHost (else ctld's host):Port."""
+    dbd_host = cfg.accounting_storage_host or cfg.control_addr
+    return {
+        "ctld": f"{cfg.control_addr}:{cfg.slurmctld_port}",
+        "dbd": f"{dbd_host}:{cfg.accounting_storage_port}",
+    }
 
 
 def _build_server(args: argparse.Namespace) -> AgentServer:

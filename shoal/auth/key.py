@@ -46,6 +46,8 @@ def generate_key(path: str, uid: int | None = None) -> bytes:
 
 def load_key(path: str) -> bytes:
     """Read the key written by `generate_key`; any problem is an AuthError naming the file."""
+    if not path:
+        raise AuthError("no cluster key configured (AuthKeyFile is not set in slurm.conf)")
     try:
         with open(path, encoding="ascii") as fh:
             text = fh.read().strip()
