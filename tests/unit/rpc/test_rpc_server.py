@@ -1,9 +1,13 @@
-"""Every call to a shoal daemon is authenticated; handlers see who called; failures are clean."""
+"""Every call to a shoal daemon is authenticated; handlers see who called; failures are clean.
+
+A real server on loopback (make_server) runs a tiny Controller servicer through generic handlers.
+"""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -11,11 +15,65 @@ import pytest
 from shoal.auth import encode, mint
 from shoal.rpc import METADATA_KEY
 from shoal.rpc.client import Metadata, Stub, call_with_retry, channel, daemon_metadata
-from shoal.rpc.server import BindError, current_caller, make_server
+from shoal.rpc.server import BindError, bind, current_caller, make_server
 from shoal.v1 import controller_pb2
 
 PING = "/shoal.v1.Controller/Ping"
-KEY = b"t" * 32  # the key of the `ctld` fixture (conftest.py)
+KEY = b"t" * 32
+
+
+def _ping(request: controller_pb2.PingRequest, context: grpc.ServicerContext) -> controller_pb2.PingResponse:
+    caller = current_caller()
+    return controller_pb2.PingResponse(hostname=caller.host, role=f"{caller.uid}:{caller.gid}")
+
+
+def _boom(request: controller_pb2.PingRequest, context: grpc.ServicerContext) -> controller_pb2.PingResponse:
+    raise RuntimeError("boom")
+
+
+def _missing(
+    request: controller_pb2.PingRequest, context: grpc.ServicerContext
+) -> controller_pb2.PingResponse:
+    context.abort(grpc.StatusCode.NOT_FOUND, "Invalid job id specified")
+    raise AssertionError("unreachable")
+
+
+def _pings(
+    request: controller_pb2.PingRequest, context: grpc.ServicerContext
+) -> Iterator[controller_pb2.PingResponse]:
+    for _ in range(2):
+        yield controller_pb2.PingResponse(role=str(current_caller().uid))
+
+
+def _unary(fn: Callable[..., Any]) -> grpc.RpcMethodHandler:
+    return grpc.unary_unary_rpc_method_handler(
+        fn,
+        request_deserializer=controller_pb2.PingRequest.FromString,
+        response_serializer=controller_pb2.PingResponse.SerializeToString,
+    )
+
+
+HANDLERS = {
+    "Ping": _unary(_ping),
+    "Boom": _unary(_boom),
+    "Missing": _unary(_missing),
+    "Pings": grpc.unary_stream_rpc_method_handler(
+        _pings,
+        request_deserializer=controller_pb2.PingRequest.FromString,
+        response_serializer=controller_pb2.PingResponse.SerializeToString,
+    ),
+}
+
+
+@pytest.fixture
+def ctld() -> Iterator[str]:
+    """Address of a started server authenticating with KEY."""
+    server = make_server([], KEY, max_workers=4)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("shoal.v1.Controller", HANDLERS),))
+    port = bind(server, "127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}"
+    server.stop(None)
 
 
 def _raw_ping(target: str, body: bytes, metadata: Metadata) -> bytes:
