@@ -1,0 +1,329 @@
+"""`shoal`: the admin command. `shoal up` brings up a complete local cluster in seconds.
+
+up     write DIR/slurm.conf (+ gres.conf, key, state dirs), start shoal-ctld and one shoal-noded
+       emulating N nodes on their own loopback addresses (127.0.0.2, 127.0.0.3, ...) with the local
+       agent, wait until the nodes are idle, and run a quick-start job through the real commands.
+down   stop what `up` started (and the jobs still running on its nodes).
+status show whether the daemons run and what the controller sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROG = "shoal"
+DEFAULT_DIR = "~/.shoal/cluster"
+
+
+def _default_dir() -> str:
+    return os.environ.get("SHOAL_DIR", DEFAULT_DIR)
+
+
+def _free_port(addrs: list[str]) -> int:
+    """A TCP port free on every address given (bind-checked)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if all(_can_bind(a, port) for a in addrs):
+            return port
+    raise RuntimeError("no free TCP port found on the loopback addresses")
+
+
+def _can_bind(addr: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((addr, port))
+        except OSError:
+            return False
+    return True
+
+
+def _node_addrs(count: int, base: str) -> list[str]:
+    a, b, c, d = (int(x) for x in base.split("."))
+    out = []
+    for i in range(count):
+        n = d + i
+        out.append(f"{a}.{b}.{c + n // 256}.{n % 256}")
+    return out
+
+
+def write_config(args: argparse.Namespace, directory: Path) -> Path:
+    """Write slurm.conf, gres.conf and the cluster key for a local cluster; returns slurm.conf's path."""
+    from shoal.auth.key import generate_key
+
+    nodes = args.nodes
+    addrs = _node_addrs(nodes, args.base_addr)
+    ctld_port = args.ctld_port or _free_port(["127.0.0.1"])
+    node_port = args.node_port or _free_port(addrs)
+    for sub in ("state", "spool", "log", "run"):
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+    mem_per_cpu = max(1, args.mem_per_node // max(1, args.cpus_per_node))
+    sockets = 2 if args.cpus_per_node % 2 == 0 and args.cpus_per_node >= 2 else 1
+    gres = f" Gres=gpu:{args.gpu_type}:{args.gpus_per_node}" if args.gpus_per_node else ""
+    names = f"node[1-{nodes}]" if nodes > 1 else "node1"
+    node_lines = "\n".join(
+        f"NodeName=node{i + 1} NodeAddr={addr} NodeHostname={socket.gethostname().split('.')[0]}"
+        for i, addr in enumerate(addrs)
+    )
+    user = _current_user()
+    extra = "\n".join(args.set or [])
+    conf = f"""# Local shoal cluster written by `shoal up` ({time.strftime('%Y-%m-%dT%H:%M:%S')}).
+ClusterName=shoal
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={node_port}
+SlurmUser={user}
+AuthKeyFile={directory}/shoal.key
+AgentSocket={directory}/run/agent.sock
+StateSaveLocation={directory}/state
+SlurmdSpoolDir={directory}/spool/%n
+SlurmctldPidFile={directory}/run/ctld.pid
+SlurmdPidFile={directory}/run/noded.pid
+SlurmctldLogFile={directory}/log/ctld.log
+SlurmdLogFile={directory}/log/noded.log
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+GresTypes=gpu
+DefMemPerCPU={mem_per_cpu}
+ReturnToService=2
+KillWait=5
+MinJobAge=300
+SlurmdTimeout=60
+MaxJobCount=100000
+{extra}
+NodeName=DEFAULT CPUs={args.cpus_per_node} Boards=1 SocketsPerBoard={sockets} CoresPerSocket={args.cpus_per_node // sockets} ThreadsPerCore=1 RealMemory={args.mem_per_node}{gres} State=UNKNOWN
+{node_lines}
+PartitionName=batch Nodes={names} Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes={names} DefaultTime=00:30:00 MaxTime=01:00:00 State=UP
+"""
+    (directory / "slurm.conf").write_text(conf)
+    gres_conf = ""
+    if args.gpus_per_node:
+        gres_conf = f"NodeName={names} Name=gpu Type={args.gpu_type} Count={args.gpus_per_node}\n"
+    (directory / "gres.conf").write_text(gres_conf)
+    key = directory / "shoal.key"
+    if not key.exists():
+        generate_key(str(key))
+    return directory / "slurm.conf"
+
+
+def _current_user() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
+def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
+
+
+def _alive(pid_file: Path) -> int | None:
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid
+
+
+def _wait_idle(env: dict[str, str], nodes: int, procs: list[subprocess.Popen[bytes]], timeout: float) -> str | None:
+    """Poll the controller through the agent until every node is up; returns an error or None."""
+    from shoal.agent.client import AgentError, call
+    from shoal.v1 import controller_pb2
+
+    os.environ.update(env)
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                return f"{p.args[2] if isinstance(p.args, list) else p.args} exited with status {p.returncode}"
+        try:
+            resp = call("/shoal.v1.Controller/GetNodes", controller_pb2.GetNodesRequest(),
+                        controller_pb2.GetNodesResponse, timeout=2)
+            up = [n for n in resp.nodes if n.base_state in ("IDLE", "MIXED", "ALLOCATED") and not n.not_responding]
+            if len(up) >= nodes:
+                return None
+            last = f"{len(up)} of {nodes} nodes up"
+        except AgentError as exc:
+            last = exc.message
+        time.sleep(0.2)
+    return f"cluster did not come up within {timeout:.0f}s ({last})"
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    directory = Path(os.path.expanduser(args.dir)).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    run = directory / "run"
+    if _alive(run / "ctld.pid") or _alive(run / "noded.pid"):
+        print(f"{PROG}: error: a cluster is already running in {directory} (shoal down --dir {directory})",
+              file=sys.stderr)
+        return 1
+    conf = directory / "slurm.conf"
+    if args.rewrite or not conf.exists():
+        conf = write_config(args, directory)
+    env = dict(os.environ, SLURM_CONF=str(conf))
+    env.pop("SHOAL_AGENT_SOCKET", None)
+    from shoal.conf import ConfigError, load_slurm_conf
+
+    try:
+        cfg = load_slurm_conf(str(conf))
+    except ConfigError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    py = sys.executable
+    ctld = _spawn([py, "-m", "ctld.main", "-f", str(conf)], directory / "log" / "ctld.out", env)
+    node_args = [a for n in cfg.nodes for a in ("-N", n.name)]
+    noded = _spawn([py, "-m", "noded.main", "-f", str(conf), *node_args], directory / "log" / "noded.out", env)
+    error = _wait_idle(env, len(cfg.nodes), [ctld, noded], args.timeout)
+    if error:
+        print(f"{PROG}: error: {error}; see {directory}/log/", file=sys.stderr)
+        _stop(directory)
+        return 1
+    print(f"shoal: cluster '{cfg.cluster_name}' is up: {len(cfg.nodes)} nodes, ctld on "
+          f"{cfg.control_addr}:{cfg.slurmctld_port}, state in {directory}")
+    if not args.no_check:
+        rc = _quick_start(directory, env, min(2, len(cfg.nodes)))
+        if rc:
+            return rc
+    print(f"export SLURM_CONF={conf}")
+    return 0
+
+
+def _quick_start(directory: Path, env: dict[str, str], nodes: int) -> int:
+    """Run the README's quick-start job through the real sbatch and show what it printed."""
+    work = directory / "quickstart"
+    work.mkdir(exist_ok=True)
+    os.chmod(work, 0o1777)
+    script = work / "hello.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"#SBATCH -J hello -N {nodes} --ntasks-per-node=1 -t 1\n"
+        "#SBATCH -o hello-%j.out\n"
+        'echo "hello from $SLURMD_NODENAME: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.sbatch", "--parsable", "--wait", str(script)],
+        cwd=work, env=env, capture_output=True, text=True, timeout=120,
+    )
+    if out.returncode != 0:
+        print(f"{PROG}: error: quick-start job failed: {out.stderr.strip() or out.stdout.strip()}",
+              file=sys.stderr)
+        return 1
+    job_id = out.stdout.strip().split(";")[0]
+    text = (work / f"hello-{job_id}.out").read_text().strip()
+    print(f"shoal: quick-start job {job_id} completed: {text}")
+    return 0
+
+
+def _stop(directory: Path) -> list[str]:
+    stopped = []
+    run = directory / "run"
+    for name in ("noded", "ctld"):
+        pid = _alive(run / f"{name}.pid")
+        if pid is None:
+            continue
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            if _alive(run / f"{name}.pid") is None:
+                break
+            time.sleep(0.1)
+        else:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        stopped.append(name)
+    # jobs still running on the emulated nodes: their supervisors terminate them
+    for pid_file in (directory / "spool").glob("*/job*/stepd.pid"):
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
+        except (OSError, ValueError, IndexError):
+            pass
+    return stopped
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    directory = Path(os.path.expanduser(args.dir)).resolve()
+    if not (directory / "slurm.conf").exists():
+        print(f"{PROG}: error: no cluster in {directory}", file=sys.stderr)
+        return 1
+    stopped = _stop(directory)
+    print(f"shoal: stopped {', '.join(stopped)}" if stopped else "shoal: nothing was running")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    directory = Path(os.path.expanduser(args.dir)).resolve()
+    if not (directory / "slurm.conf").exists():
+        print(f"{PROG}: no cluster in {directory}")
+        return 1
+    run = directory / "run"
+    rc = 0
+    for name in ("ctld", "noded"):
+        pid = _alive(run / f"{name}.pid")
+        print(f"shoal-{name}: {'running (pid %d)' % pid if pid else 'stopped'}")
+        rc = rc or (0 if pid else 3)
+    print(f"export SLURM_CONF={directory / 'slurm.conf'}")
+    return rc
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="shoal admin command")
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start a local cluster and run the quick-start job")
+    up.add_argument("--nodes", type=int, default=4)
+    up.add_argument("--gpus-per-node", type=int, default=0)
+    up.add_argument("--gpu-type", default="h100")
+    up.add_argument("--cpus-per-node", type=int, default=8)
+    up.add_argument("--mem-per-node", type=int, default=16000, help="MB")
+    up.add_argument("--dir", default=_default_dir())
+    up.add_argument("--base-addr", default="127.0.0.2", help="first node's loopback address")
+    up.add_argument("--ctld-port", type=int, default=0, help="default: a free port")
+    up.add_argument("--node-port", type=int, default=0, help="default: a free port")
+    up.add_argument("--set", action="append", metavar="KEY=VALUE", help="extra slurm.conf line")
+    up.add_argument("--rewrite", action="store_true", help="rewrite slurm.conf even if DIR has one")
+    up.add_argument("--no-check", action="store_true", help="do not run the quick-start job")
+    up.add_argument("--timeout", type=float, default=60.0)
+    up.set_defaults(func=cmd_up)
+    down = sub.add_parser("down", help="stop the local cluster")
+    down.add_argument("--dir", default=_default_dir())
+    down.set_defaults(func=cmd_down)
+    status = sub.add_parser("status", help="show the local cluster's daemons")
+    status.add_argument("--dir", default=_default_dir())
+    status.set_defaults(func=cmd_status)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "up" and args.nodes < 1:
+        print(f"{PROG}: error: --nodes must be at least 1", file=sys.stderr)
+        return 1
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except (OSError, RuntimeError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

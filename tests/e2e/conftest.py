@@ -1,0 +1,116 @@
+"""A real local cluster per test module: `shoal up` starts shoal-ctld and shoal-noded on loopback.
+
+The commands run as subprocesses with SLURM_CONF pointing at the cluster, exactly as a user runs them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+NOBODY = 65534
+_next_block = [0]
+
+
+@dataclass
+class Cluster:
+    dir: Path
+    env: dict[str, str]
+
+    @property
+    def conf(self) -> Path:
+        return self.dir / "slurm.conf"
+
+    def run(self, *argv: str, user: int | None = None, cwd: Path | str | None = None,
+            input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
+            ) -> subprocess.CompletedProcess[str]:
+        """Run a shoal command (`sbatch ...`) as root or as `user`; returns the completed process."""
+        cmd = [sys.executable, "-m", f"cli.{argv[0]}", *argv[1:]]
+        full_env = dict(self.env, **(env or {}))
+        preexec: Callable[[], None] | None = None
+        if user is not None:
+            def preexec() -> None:
+                os.setgroups([])
+                os.setgid(user)
+                os.setuid(user)
+            full_env["HOME"] = "/tmp"
+        return subprocess.run(cmd, env=full_env, cwd=cwd, input=input, capture_output=True, text=True,
+                              timeout=timeout, preexec_fn=preexec)
+
+    def ok(self, *argv: str, **kw: object) -> str:
+        out = self.run(*argv, **kw)  # type: ignore[arg-type]
+        assert out.returncode == 0, f"{argv} failed ({out.returncode}): {out.stderr}"
+        return out.stdout
+
+    def submit(self, *argv: str, **kw: object) -> int:
+        return int(self.ok("sbatch", "--parsable", *argv, **kw).strip().split(";")[0])
+
+    def job_field(self, job_id: int | str, fmt: str) -> str:
+        return self.ok("squeue", "-h", "-t", "all", "-j", str(job_id), "-o", fmt).strip()
+
+    def state(self, job_id: int | str) -> str:
+        return self.job_field(job_id, "%T")
+
+    def wait_state(self, job_id: int | str, states: set[str], timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            state = self.state(job_id)
+            if state in states:
+                return state
+            time.sleep(0.2)
+        raise AssertionError(f"job {job_id} is {state!r}, not one of {states} after {timeout}s")
+
+    def log(self, name: str = "ctld") -> str:
+        path = self.dir / "log" / f"{name}.log"
+        return path.read_text() if path.exists() else ""
+
+
+def start_cluster(directory: Path, nodes: int = 2, extra: tuple[str, ...] = (), cpus: int = 4,
+                  mem: int = 8000) -> Cluster:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    _next_block[0] += 1
+    # distinct loopback addresses per xdist worker and cluster, so clusters never collide
+    base = f"127.{10 + index}.{_next_block[0] % 250}.2"
+    argv = [sys.executable, "-m", "cli.shoal_admin", "up", "--dir", str(directory), "--nodes", str(nodes),
+            "--cpus-per-node", str(cpus), "--mem-per-node", str(mem), "--base-addr", base, "--no-check",
+            "--set", "KillWait=2", "--set", "SlurmdTimeout=30", *[a for e in extra for a in ("--set", e)]]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_"))}
+    env.pop("SHOAL_AGENT_SOCKET", None)
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        logs = "".join(p.read_text() for p in (directory / "log").glob("*") if p.is_file())
+        raise RuntimeError(f"shoal up failed: {out.stderr}\n{logs}")
+    env["SLURM_CONF"] = str(directory / "slurm.conf")
+    return Cluster(dir=directory, env=env)
+
+
+def stop_cluster(cluster: Cluster) -> None:
+    subprocess.run([sys.executable, "-m", "cli.shoal_admin", "down", "--dir", str(cluster.dir)],
+                   env=cluster.env, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield c
+    stop_cluster(c)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A directory every user may write (jobs of `nobody` write their output here)."""
+    tmp_path.chmod(0o1777)
+    for parent in tmp_path.parents:
+        if str(parent) in ("/", "/tmp"):
+            break
+        parent.chmod(parent.stat().st_mode | 0o011)
+    return tmp_path

@@ -1,0 +1,106 @@
+"""Crashes and restarts: kill -9 of ctld during submits, noded restart under a running job, time limits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
+
+pytestmark = pytest.mark.e2e
+
+
+def _pid(cluster: Cluster, name: str) -> int:
+    return int((cluster.dir / "run" / f"{name}.pid").read_text().split()[0])
+
+
+def _restart(cluster: Cluster, module: str, *args: str) -> None:
+    log = open(cluster.dir / "log" / f"{module}.restart.out", "ab")
+    subprocess.Popen([sys.executable, "-m", module, "-f", str(cluster.conf), *args], env=cluster.env,
+                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_ping(cluster: Cluster, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cluster.run("scontrol", "ping").returncode == 0 and "UP" in cluster.run("scontrol", "ping").stdout:
+            return
+        time.sleep(0.2)
+    raise AssertionError("controller did not come back")
+
+
+def test_kill_9_ctld_during_parallel_submits_loses_no_acknowledged_job(tmp_path: Path) -> None:
+    cluster = start_cluster(tmp_path / "c")
+    acknowledged: list[int] = []
+    lock = threading.Lock()
+
+    def client(n: int) -> None:
+        for _ in range(50):
+            out = cluster.run("sbatch", "-H", "-J", f"crash{n}", "--wrap", "true", "-o", "/dev/null")
+            if out.returncode == 0 and out.stdout.startswith("Submitted batch job "):
+                with lock:
+                    acknowledged.append(int(out.stdout.split()[-1]))
+            else:
+                assert "Unable to contact slurm controller" in out.stderr or "error" in out.stderr, out.stderr
+                time.sleep(0.05)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        while len(acknowledged) < 60:
+            time.sleep(0.01)
+        os.kill(_pid(cluster, "ctld"), signal.SIGKILL)
+        time.sleep(0.5)
+        _restart(cluster, "ctld.main")
+        for t in threads:
+            t.join(timeout=300)
+        _wait_ping(cluster)
+        listed = cluster.ok("squeue", "-h", "-o", "%i").split()
+        assert len(acknowledged) >= 100
+        assert len(listed) == len(set(listed))
+        missing = set(map(str, acknowledged)) - set(listed)
+        assert not missing, f"acknowledged jobs lost after kill -9: {sorted(missing)[:10]}"
+        assert len(set(acknowledged)) == len(acknowledged)
+    finally:
+        stop_cluster(cluster)
+
+
+def test_noded_restart_while_job_runs_job_finishes_and_is_reported(tmp_path: Path) -> None:
+    cluster = start_cluster(tmp_path / "c", nodes=1)
+    try:
+        work = tmp_path / "w"
+        work.mkdir()
+        job = cluster.submit("--wrap", "sleep 3; echo survived", "-o", str(work / "out-%j"))
+        cluster.wait_state(job, {"RUNNING"})
+        os.kill(_pid(cluster, "noded"), signal.SIGKILL)
+        time.sleep(0.5)
+        _restart(cluster, "noded.main", "-N", "node1")
+        assert cluster.wait_state(job, {"COMPLETED", "FAILED", "NODE_FAIL"}, timeout=60) == "COMPLETED"
+        assert (work / f"out-{job}").read_text().strip() == "survived"
+    finally:
+        stop_cluster(cluster)
+
+
+def test_time_limit_ends_job_as_timeout(cluster_one_node: Cluster, tmp_path: Path) -> None:
+    marker = tmp_path / "term"
+    job = cluster_one_node.submit(
+        "-t", "1", "-o", "/dev/null", "--wrap", f"trap 'echo got TERM > {marker}; exit 143' TERM; sleep 600 & wait"
+    )
+    cluster_one_node.wait_state(job, {"RUNNING"})
+    assert cluster_one_node.wait_state(job, {"TIMEOUT", "FAILED", "COMPLETED"}, timeout=120) == "TIMEOUT"
+    assert marker.read_text().strip() == "got TERM"
+
+
+@pytest.fixture
+def cluster_one_node(tmp_path: Path):  # type: ignore[no-untyped-def]
+    c = start_cluster(tmp_path / "c1", nodes=1)
+    yield c
+    stop_cluster(c)
