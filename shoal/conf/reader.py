@@ -51,10 +51,14 @@ def _read_text(path: str, text: str, depth: int) -> Iterator[ConfLine]:
     start = 0
     for number, raw in enumerate(text.splitlines(), start=1):
         line = _strip_comment(raw).rstrip()
-        if not pending:
+        if pending:
+            line = line.lstrip()
+        else:
             start = number
+        # A trailing backslash joins the next line as written, less its indentation:
+        # "A=1 \" + "  B=2" -> "A=1 B=2", "List=a,\" + "  b" -> "List=a,b".
         if line.endswith("\\"):
-            pending += line[:-1] + " "
+            pending += line[:-1]
             continue
         line = pending + line
         pending = ""

@@ -33,7 +33,7 @@ class Values:
 
     def invalid(self, key: str, expected: str) -> ConfigError:
         value = self._settings.get(key.lower(), ("", self._where))[0]
-        return ConfigError(f"{self.source(key)}: invalid value for {key}: {value!r} ({expected})")
+        return ConfigError(f"{self.source(key)}: invalid value for {key}: {value!r} (expected {expected})")
 
     def raw(self, key: str) -> str | None:
         found = self._settings.get(key.lower())
