@@ -139,7 +139,9 @@ def _match_long(prog: str, name: str, arg: str, by_long: Mapping[str, Opt]) -> O
         return distinct.pop()
     if candidates:
         shown = " ".join(f"'--{n}'" for n in candidates)
-        raise _usage_error(prog, f"{prog}: option '{arg.partition('=')[0]}' is ambiguous; possibilities: {shown}")
+        raise _usage_error(
+            prog, f"{prog}: option '{arg.partition('=')[0]}' is ambiguous; possibilities: {shown}"
+        )
     raise _usage_error(prog, f"{prog}: unrecognized option '{arg}'")
 
 
@@ -469,8 +471,19 @@ def signal_number(text: str) -> int | None:
 
 _MAIL_TYPES = frozenset(
     {
-        "NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
-        "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS",
+        "NONE",
+        "BEGIN",
+        "END",
+        "FAIL",
+        "REQUEUE",
+        "ALL",
+        "INVALID_DEPEND",
+        "STAGE_OUT",
+        "TIME_LIMIT",
+        "TIME_LIMIT_90",
+        "TIME_LIMIT_80",
+        "TIME_LIMIT_50",
+        "ARRAY_TASKS",
     }
 )
 
@@ -651,7 +664,12 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
 
             spec.min_nodes = max(spec.min_nodes, len(set(expand(spec.nodelist))))
     # --ntasks-per-node with a fixed node count and no --ntasks fixes the task count (as Slurm).
-    if spec.ntasks_per_node and not spec.num_tasks and spec.min_nodes and spec.max_nodes in (0, spec.min_nodes):
+    if (
+        spec.ntasks_per_node
+        and not spec.num_tasks
+        and spec.min_nodes
+        and spec.max_nodes in (0, spec.min_nodes)
+    ):
         spec.num_tasks = spec.min_nodes * spec.ntasks_per_node
 
     if opts.has("exclusive"):

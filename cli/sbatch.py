@@ -134,7 +134,9 @@ def check_script(body: bytes) -> None:
     if b"\0" in body:
         raise Failure("The Slurm controller does not allow scripts that", "contain a NULL character '\\0'.")
     if b"\r\n" in body:
-        raise Failure("Batch script contains DOS line breaks (\\r\\n)", "instead of expected UNIX line breaks (\\n).")
+        raise Failure(
+            "Batch script contains DOS line breaks (\\r\\n)", "instead of expected UNIX line breaks (\\n)."
+        )
 
 
 def read_script(path: str | None, stdin: object) -> bytes:
@@ -220,7 +222,9 @@ def wait_for(job_id: int, poll_s: float = WAIT_POLL_S) -> int:
 
     while True:
         try:
-            resp = ctld("GetJobs", controller_pb2.GetJobsRequest(job_ids=[job_id]), controller_pb2.GetJobsResponse)
+            resp = ctld(
+                "GetJobs", controller_pb2.GetJobsRequest(job_ids=[job_id]), controller_pb2.GetJobsResponse
+            )
         except CommandError as exc:
             raise Failure(f"slurm_load_jobs error: {exc.message}") from exc
         jobs = [j for j in resp.jobs if j.job_id == job_id] or list(resp.jobs)

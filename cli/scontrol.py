@@ -73,9 +73,29 @@ JOB_KEYS = {
 JOB_ALIASES = {"jobname": "Name", "reqnodes": "NumNodes", "nodelist": "ReqNodeList"}
 NODE_KEYS = {
     k.lower(): k
-    for k in ("State", "Reason", "Features", "AvailableFeatures", "ActiveFeatures", "Gres", "Weight", "Comment")
+    for k in (
+        "State",
+        "Reason",
+        "Features",
+        "AvailableFeatures",
+        "ActiveFeatures",
+        "Gres",
+        "Weight",
+        "Comment",
+    )
 }
-NODE_STATES = ("DRAIN", "RESUME", "DOWN", "IDLE", "UNDRAIN", "FAIL", "NORESP", "FUTURE", "POWER_DOWN", "POWER_UP")
+NODE_STATES = (
+    "DRAIN",
+    "RESUME",
+    "DOWN",
+    "IDLE",
+    "UNDRAIN",
+    "FAIL",
+    "NORESP",
+    "FUTURE",
+    "POWER_DOWN",
+    "POWER_UP",
+)
 NEEDS_REASON = ("DRAIN", "DOWN", "FAIL")
 
 _JOB_ID = re.compile(r"\d+(_(\d+|\*|\[[0-9,\-%]+\]))?")
@@ -412,7 +432,9 @@ def update_job(pairs: list[tuple[str, str]], flags: Flags) -> int:
     if not fields:
         raise Failure("No changes specified")
     request = controller_pb2.UpdateJobRequest(job_ids=job_ids, action="update", fields=fields)
-    return _send_job_update(request, flags, lambda jid, msg: f"slurm_update error: {msg}", many=len(job_ids) > 1)
+    return _send_job_update(
+        request, flags, lambda jid, msg: f"slurm_update error: {msg}", many=len(job_ids) > 1
+    )
 
 
 def _check_time(key: str, value: str) -> None:
@@ -459,7 +481,11 @@ def update_node(pairs: list[tuple[str, str]], flags: Flags) -> int:
     if not fields:
         raise Failure("No changes specified")
     try:
-        ctld("UpdateNode", controller_pb2.UpdateNodeRequest(nodes=nodes, fields=fields), controller_pb2.UpdateNodeResponse)
+        ctld(
+            "UpdateNode",
+            controller_pb2.UpdateNodeRequest(nodes=nodes, fields=fields),
+            controller_pb2.UpdateNodeResponse,
+        )
     except CommandError as exc:
         raise Failure("" if flags.quiet else f"slurm_update error: {exc.message}") from exc
     return 0

@@ -7,18 +7,26 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cli import sbatch
 from cli.options import OptionError, SpecError, directive_words, export_environment
-from shoal.v1 import controller_pb2
+from shoal.v1 import controller_pb2, jobs_pb2
 
 NOW = 1_800_000_000
 SCRIPT = "#!/bin/bash\necho hi\n"
 
 
-def spec_for(args, *, script=SCRIPT, env=None, cwd="/work/dir", tmp_path=None):
+def spec_for(
+    args: list[str],
+    *,
+    script: str = SCRIPT,
+    env: dict[str, str] | None = None,
+    cwd: str = "/work/dir",
+    tmp_path: Path | None = None,
+) -> jobs_pb2.JobSpec:
     """Build the JobSpec sbatch would send (nothing is sent)."""
     argv = list(args)
     if "--wrap" not in " ".join(argv) and tmp_path is not None:
@@ -31,7 +39,7 @@ def spec_for(args, *, script=SCRIPT, env=None, cwd="/work/dir", tmp_path=None):
     return spec
 
 
-def run_sbatch(args, *, stdin="", env=None, cwd=None):
+def run_sbatch(args: Any, *, stdin: Any = "", env: Any = None, cwd: Any = None) -> Any:
     full_env = {**os.environ, "SHOAL_AGENT_SOCKET": "/nonexistent/agent.sock", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "cli.sbatch", *args],
@@ -116,16 +124,16 @@ def run_sbatch(args, *, stdin="", env=None, cwd=None):
     ],
     ids=lambda v: str(v) if not isinstance(v, list) else " ".join(v) or "(none)",
 )
-def test_option_maps_to_spec_field(tmp_path, args, field, expected):
+def test_option_maps_to_spec_field(tmp_path: Path, args: Any, field: Any, expected: Any) -> None:
     assert getattr(spec_for(args, tmp_path=tmp_path), field) == expected
 
 
-def test_ntasks_per_node_with_fixed_nodes_sets_the_task_count(tmp_path):
+def test_ntasks_per_node_with_fixed_nodes_sets_the_task_count(tmp_path: Path) -> None:
     spec = spec_for(["-N2", "--ntasks-per-node=4"], tmp_path=tmp_path)
     assert spec.num_tasks == 8
 
 
-def test_script_path_arguments_and_default_name(tmp_path):
+def test_script_path_arguments_and_default_name(tmp_path: Path) -> None:
     path = tmp_path / "train.sh"
     path.write_text(SCRIPT)
     _, spec = sbatch.prepare([str(path), "--lr", "3"], {}, str(tmp_path), io.StringIO(), NOW)
@@ -137,13 +145,13 @@ def test_script_path_arguments_and_default_name(tmp_path):
     assert spec.submit_dir == str(tmp_path)
 
 
-def test_stdin_script_is_named_sbatch_and_has_no_command():
+def test_stdin_script_is_named_sbatch_and_has_no_command() -> None:
     _, spec = sbatch.prepare([], {}, "/w", io.StringIO(SCRIPT), NOW)
     assert spec is not None
     assert (spec.name, spec.command, spec.script) == ("sbatch", "", SCRIPT.encode())
 
 
-def test_wrap_builds_slurms_script_and_names_the_job_wrap():
+def test_wrap_builds_slurms_script_and_names_the_job_wrap() -> None:
     _, spec = sbatch.prepare(["--wrap=sleep 1"], {}, "/w", io.StringIO(), NOW)
     assert spec is not None
     assert spec.script == b"#!/bin/sh\n# This script was created by sbatch --wrap.\n\nsleep 1\n"
@@ -167,7 +175,7 @@ echo "running"
 """
 
 
-def test_directives_are_read_like_slurm(tmp_path):
+def test_directives_are_read_like_slurm(tmp_path: Path) -> None:
     spec = spec_for([], script=DIRECTIVES, tmp_path=tmp_path)
     assert spec.name == "dirtest"
     assert spec.partition == "debug"
@@ -188,7 +196,7 @@ def test_directives_are_read_like_slurm(tmp_path):
     ],
     ids=["double-quotes", "single-quotes-and-comment", "escaped-space", "several"],
 )
-def test_directive_words(line, words):
+def test_directive_words(line: Any, words: Any) -> None:
     assert directive_words(f"#!/bin/sh\n{line}\n") == words
 
 
@@ -202,7 +210,9 @@ def test_directive_words(line, words):
     ],
     ids=["script", "env-over-script", "cli-over-env", "cli-over-script"],
 )
-def test_precedence_script_then_env_then_command_line(tmp_path, env, cli, expected):
+def test_precedence_script_then_env_then_command_line(
+    tmp_path: Path, env: Any, cli: Any, expected: Any
+) -> None:
     script = "#!/bin/sh\n#SBATCH -p fromscript\ntrue\n"
     assert spec_for(cli, script=script, env=env, tmp_path=tmp_path).partition == expected
 
@@ -226,11 +236,11 @@ def test_precedence_script_then_env_then_command_line(tmp_path, env, cli, expect
     ],
     ids=lambda v: str(v),
 )
-def test_input_environment_variables(tmp_path, var, value, field, expected):
+def test_input_environment_variables(tmp_path: Path, var: Any, value: Any, field: Any, expected: Any) -> None:
     assert getattr(spec_for([], env={var: value}, tmp_path=tmp_path), field) == expected
 
 
-def test_command_line_memory_option_replaces_another_from_the_script(tmp_path):
+def test_command_line_memory_option_replaces_another_from_the_script(tmp_path: Path) -> None:
     script = "#!/bin/sh\n#SBATCH --mem-per-cpu=500M\ntrue\n"
     spec = spec_for(["--mem=2G"], script=script, tmp_path=tmp_path)
     assert (spec.mem_per_node_mb, spec.mem_per_cpu_mb) == (2048, 0)
@@ -253,11 +263,11 @@ ENV = {"HOME": "/home/a", "PATH": "/bin", "SLURM_CONF": "/etc/slurm.conf"}
     ],
     ids=["default", "all", "none", "all-plus", "none-plus", "list"],
 )
-def test_export_environment(spec, expected):
+def test_export_environment(spec: Any, expected: Any) -> None:
     assert export_environment(spec, ENV) == expected
 
 
-def test_default_export_sends_the_whole_environment(tmp_path):
+def test_default_export_sends_the_whole_environment(tmp_path: Path) -> None:
     assert dict(spec_for([], env=ENV, tmp_path=tmp_path).environment) == ENV
 
 
@@ -287,13 +297,13 @@ def test_default_export_sends_the_whole_environment(tmp_path):
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else v,
 )
-def test_bad_values_use_slurms_words(tmp_path, args, message):
+def test_bad_values_use_slurms_words(tmp_path: Path, args: Any, message: Any) -> None:
     with pytest.raises(SpecError) as info:
         spec_for(args, tmp_path=tmp_path)
     assert info.value.message == message
 
 
-def test_two_memory_options_on_the_command_line_are_fatal(tmp_path):
+def test_two_memory_options_on_the_command_line_are_fatal(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         spec_for(["--mem=1G", "--mem-per-cpu=1G"], tmp_path=tmp_path)
     assert (info.value.level, info.value.message) == (
@@ -314,19 +324,19 @@ def test_two_memory_options_on_the_command_line_are_fatal(tmp_path):
     ],
     ids=["long", "long-with-value", "short", "missing-long", "missing-short", "flag-with-value"],
 )
-def test_getopt_errors(args, lines):
+def test_getopt_errors(args: Any, lines: Any) -> None:
     with pytest.raises(OptionError) as info:
         sbatch.prepare(args, {}, "/w", io.StringIO(SCRIPT), NOW)
     assert info.value.lines == [*lines, 'Try "sbatch --help" for more information']
 
 
-def test_bad_directive_names_the_option(tmp_path):
+def test_bad_directive_names_the_option(tmp_path: Path) -> None:
     with pytest.raises(OptionError) as info:
         spec_for([], script="#!/bin/sh\n#SBATCH --bogus=1\ntrue\n", tmp_path=tmp_path)
     assert info.value.lines[0] == "sbatch: unrecognized option '--bogus=1'"
 
 
-def test_stray_word_in_a_directive(tmp_path):
+def test_stray_word_in_a_directive(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         spec_for([], script="#!/bin/sh\n#SBATCH -J x oops\ntrue\n", tmp_path=tmp_path)
     assert info.value.message == "Invalid directive found in batch script: oops"
@@ -365,30 +375,35 @@ def test_stray_word_in_a_directive(tmp_path):
     ],
     ids=["empty", "whitespace", "no-shebang", "nul", "dos"],
 )
-def test_bad_scripts_are_refused(stdin, lines):
+def test_bad_scripts_are_refused(stdin: Any, lines: Any) -> None:
     result = run_sbatch([], stdin=stdin)
     assert result.returncode == 1
     assert result.stderr.splitlines() == lines
     assert result.stdout == ""
 
 
-def test_missing_script_file():
+def test_missing_script_file() -> None:
     result = run_sbatch(["/nonexistent/job.sh"])
-    assert (result.returncode, result.stderr) == (1, "sbatch: error: Unable to open file /nonexistent/job.sh\n")
+    assert (result.returncode, result.stderr) == (
+        1,
+        "sbatch: error: Unable to open file /nonexistent/job.sh\n",
+    )
 
 
-def test_unknown_option_exit_code_and_text():
+def test_unknown_option_exit_code_and_text() -> None:
     result = run_sbatch(["--foo", "--wrap=true"])
     assert result.returncode == 1
-    assert result.stderr == "sbatch: unrecognized option '--foo'\nTry \"sbatch --help\" for more information\n"
+    assert (
+        result.stderr == "sbatch: unrecognized option '--foo'\nTry \"sbatch --help\" for more information\n"
+    )
 
 
-def test_bad_time_is_refused_before_contacting_anyone():
+def test_bad_time_is_refused_before_contacting_anyone() -> None:
     result = run_sbatch(["-t", "abc", "--wrap=true"])
     assert (result.returncode, result.stderr) == (1, "sbatch: error: Invalid --time specification\n")
 
 
-def test_no_controller_reports_connect_failure():
+def test_no_controller_reports_connect_failure() -> None:
     result = run_sbatch(["--wrap=sleep 1"])
     assert result.returncode == 1
     assert result.stdout == ""
@@ -397,26 +412,29 @@ def test_no_controller_reports_connect_failure():
     )
 
 
-def test_script_arguments_with_wrap_are_refused(tmp_path):
+def test_script_arguments_with_wrap_are_refused(tmp_path: Path) -> None:
     result = run_sbatch(["--wrap=true", "extra"])
-    assert (result.returncode, result.stderr) == (1, "sbatch: error: Script arguments not permitted with --wrap option\n")
+    assert (result.returncode, result.stderr) == (
+        1,
+        "sbatch: error: Script arguments not permitted with --wrap option\n",
+    )
 
 
 @pytest.mark.parametrize("flag", ["-V", "--version"])
-def test_version(flag):
+def test_version(flag: Any) -> None:
     result = run_sbatch([flag])
     assert result.returncode == 0
     assert result.stdout.startswith("shoal ") and "slurm 22.05" in result.stdout
 
 
 @pytest.mark.parametrize("flag", ["-h", "--help", "--usage"])
-def test_help_and_usage(flag):
+def test_help_and_usage(flag: Any) -> None:
     result = run_sbatch([flag])
     assert result.returncode == 0
     assert result.stdout.startswith("Usage: sbatch")
 
 
-def test_help_imports_no_grpc_and_no_protobuf_messages():
+def test_help_imports_no_grpc_and_no_protobuf_messages() -> None:
     repo = Path(__file__).resolve().parents[3]
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "cli.sbatch", "--help"],
@@ -431,7 +449,7 @@ def test_help_imports_no_grpc_and_no_protobuf_messages():
     assert not {m for m in modules if m.startswith(("sqlalchemy", "ctld", "noded"))}
 
 
-def test_submit_path_imports_no_grpc():
+def test_submit_path_imports_no_grpc() -> None:
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "cli.sbatch", "--wrap=true"],
         capture_output=True,
@@ -447,7 +465,7 @@ def test_submit_path_imports_no_grpc():
 # --- what the controller's answers look like ---------------------------------------------------
 
 
-def test_test_only_line():
+def test_test_only_line() -> None:
     resp = controller_pb2.SubmitJobResponse(
         job_id=7, test_start_time=NOW, test_cpus=6, test_nodes="node1", test_partition="debug"
     )

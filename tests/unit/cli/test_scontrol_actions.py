@@ -1,0 +1,178 @@
+"""scontrol's actions and dispatch as a user sees them (record formatting is cli/show.py's)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli import scontrol
+
+
+def run_scontrol(args: Any, env: Any = None) -> Any:
+    full = {**os.environ, "SHOAL_AGENT_SOCKET": "/nonexistent/agent.sock", "SLURM_CONF": "/nonexistent.conf"}
+    full.pop("SLURM_JOB_NODELIST", None)
+    full.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "cli.scontrol", *args], capture_output=True, text=True, env=full, timeout=60
+    )
+
+
+CONNECT = "Unable to contact slurm controller (connect failure)"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "stdout"),
+    [
+        (["show", "hostnames", "node[1-3,7]"], {}, "node1\nnode2\nnode3\nnode7\n"),
+        (["show", "hostname", "gpu[01-02]"], {}, "gpu01\ngpu02\n"),
+        (["show", "hostnames"], {"SLURM_JOB_NODELIST": "n[1-2]"}, "n1\nn2\n"),
+        (["show", "hostlist", "node1,node2,node3,node7"], {}, "node[1-3,7]\n"),
+        (["show", "hostlist", "n3,n1,n2,gpu1"], {}, "n[3,1-2],gpu1\n"),
+        (["show", "hostlistsorted", "n3,n1,n2"], {}, "n[1-3]\n"),
+        (["sho", "hostn", "n[1-2]"], {}, "n1\nn2\n"),
+    ],
+    ids=[
+        "hostnames",
+        "hostname-padded",
+        "hostnames-from-env",
+        "hostlist",
+        "hostlist-keeps-order",
+        "hostlistsorted",
+        "abbreviations",
+    ],
+)
+def test_hostlists_need_no_controller(args: Any, env: Any, stdout: Any) -> None:
+    result = run_scontrol(args, env)
+    assert (result.returncode, result.stdout, result.stderr) == (0, stdout, "")
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["n1", "n2", "n3", "n7"], "n[1-3,7]"),
+        (["n01", "n02", "n10"], "n[01-02,10]"),
+        (["login", "n1"], "login,n1"),
+        (["n5"], "n5"),
+    ],
+    ids=["ranges", "zero-padded", "plain-name", "single"],
+)
+def test_compress_in_order(names: Any, expected: Any) -> None:
+    assert scontrol.compress_in_order(names) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "stdout", "stderr"),
+    [
+        (["foo"], "", "invalid keyword: foo\n"),
+        (["show", "foo"], "", "invalid entity:foo for keyword:show \n"),
+        (["hold"], "", "too few arguments for keyword:hold\n"),
+        (["show", "hostnames"], "", "scontrol: error: host list is empty\n"),
+        (
+            ["update", "NodeName=n1", "State=DRAIN"],
+            "",
+            "You must specify a reason when DOWNING or DRAINING a node. Request denied\n",
+        ),
+        (
+            ["update", "NodeName=n1", "State=down"],
+            "",
+            "You must specify a reason when DOWNING or DRAINING a node. Request denied\n",
+        ),
+        (["update", "JobId=5", "TimeLimit=soon"], "", "scontrol: error: Invalid TimeLimit value\n"),
+        (
+            ["update", "JobId=5", "Colour=red"],
+            "",
+            "Update of this parameter is not supported: Colour=red\nRequest aborted\n",
+        ),
+        (
+            ["update", "Colour=red"],
+            "",
+            'No valid entity in update command\nInput line must include "NodeName", "PartitionName", '
+            '"Reservation=<reservation_name>", or "JobId"\n',
+        ),
+        (["update", "JobId=abc", "TimeLimit=5"], "", "slurm_update error: Invalid job id specified\n"),
+        (["-Q", "foo"], "", ""),
+    ],
+    ids=[
+        "unknown-command",
+        "unknown-entity",
+        "hold-no-ids",
+        "empty-hostlist",
+        "drain-needs-reason",
+        "down-needs-reason",
+        "bad-timelimit",
+        "unknown-job-key",
+        "no-entity",
+        "bad-job-id",
+        "quiet",
+    ],
+)
+def test_errors(args: Any, stdout: Any, stderr: Any) -> None:
+    result = run_scontrol(args)
+    assert (result.returncode, result.stdout, result.stderr) == (1, stdout, stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "stdout", "stderr"),
+    [
+        (["ping"], "Slurmctld(primary) at localhost is DOWN\n", ""),
+        (["show", "job", "5"], "", f"slurm_load_jobs error: {CONNECT}\n"),
+        (["show", "nodes"], "", f"slurm_load_node error: {CONNECT}\n"),
+        (["show", "partition"], "", f"slurm_load_partitions error: {CONNECT}\n"),
+        (["show", "config"], "", f"slurm_load_ctl_conf error: {CONNECT}\n"),
+        (["update", "JobId=5", "TimeLimit=10"], "", f"slurm_update error: {CONNECT}\n"),
+        (["update", "job", "5", "Partition=gpu"], "", f"slurm_update error: {CONNECT}\n"),
+        (["update", "NodeName=n1", "State=RESUME"], "", f"slurm_update error: {CONNECT}\n"),
+        (["hold", "12,13"], "", f"{CONNECT} for job 12\n{CONNECT} for job 13\n"),
+        (["release", "JobId=12"], "", f"{CONNECT} for job 12\n"),
+        (["requeue", "12"], "", f"{CONNECT} for job 12\n"),
+    ],
+    ids=[
+        "ping",
+        "show-job",
+        "show-nodes",
+        "show-partition",
+        "show-config",
+        "update-job",
+        "update-job-word",
+        "update-node",
+        "hold",
+        "release",
+        "requeue",
+    ],
+)
+def test_without_a_controller(args: Any, stdout: Any, stderr: Any) -> None:
+    result = run_scontrol(args)
+    assert (result.returncode, result.stdout, result.stderr) == (1, stdout, stderr)
+
+
+def test_ping_reads_the_controller_host_from_slurm_conf(tmp_path: Path) -> None:
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\nSlurmctldHost=head01(10.0.0.1)\n")
+    result = run_scontrol(["ping"], {"SLURM_CONF": str(conf)})
+    assert result.stdout == "Slurmctld(primary) at head01 is DOWN\n"
+
+
+@pytest.mark.parametrize("args", [["version"], ["-V"], ["--version"]], ids=["command", "-V", "--version"])
+def test_version(args: Any) -> None:
+    result = run_scontrol(args)
+    assert result.returncode == 0
+    assert result.stdout.startswith("shoal ") and "slurm 22.05" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("word", "full", "least", "ok"),
+    [
+        ("sho", "show", 3, True),
+        ("sh", "show", 3, False),
+        ("SHOW", "show", 3, True),
+        ("shows", "show", 3, False),
+    ],
+    ids=["abbrev", "too-short", "case", "too-long"],
+)
+def test_keyword_abbreviations(word: Any, full: Any, least: Any, ok: Any) -> None:
+    assert scontrol.matches(word, full, least) is ok
