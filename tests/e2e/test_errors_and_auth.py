@@ -92,7 +92,7 @@ def test_forged_expired_and_missing_credentials_are_refused(cluster: Cluster) ->
     forged = mint(b"not-the-cluster-key" * 2, 0, 0, host="test")
     expired = mint(key, 0, 0, host="test", lifetime=1, now=time.time() - 3600)
     for metadata, words in (
-        ((METADATA_KEY, encode(forged)),), "Invalid authentication credential"),
+        (((METADATA_KEY, encode(forged)),), "Invalid authentication credential"),
         (((METADATA_KEY, encode(expired)),), "expired"),
         ((), "credential"),
     ):
