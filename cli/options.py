@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -568,6 +567,8 @@ def resolve_memory(opts: JobOptions) -> None:
 
 def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) -> jobs_pb2.JobSpec:
     """Validate every option (Slurm's messages, SpecError) and fill a JobSpec."""
+    import socket
+
     from shoal.v1 import jobs_pb2
 
     resolve_memory(opts)
