@@ -108,7 +108,7 @@ def _tmp_disk_mb(path: str = "/tmp") -> int:
         return 0
 
 
-def _load() -> float:
+def cpu_load() -> float:
     try:
         return os.getloadavg()[0]
     except OSError:
@@ -135,7 +135,7 @@ def discover_hardware() -> cluster_pb2.NodeHardware:
         arch=uname.machine,
         os=f"{uname.system} {uname.release} {uname.version}",
         boot_time=_boot_time(),
-        cpu_load=_load(),
+        cpu_load=cpu_load(),
         free_mem_mb=free_memory_mb(),
     )
 

@@ -118,7 +118,9 @@ def start_stepd(spec: LaunchSpec, script: bytes, spool_root: Path) -> None:
     except (OSError, subprocess.SubprocessError) as exc:
         shutil.rmtree(job_dir, ignore_errors=True)
         raise LaunchFailed(f"cannot start slurmstepd for job {spec.job_id}: {exc}") from exc
-    if result.returncode != 0 or not (job_dir / spool.STEPD_PID).exists():
+    # Exit 0 means stepd recorded its pid. (A quick job may be finished, reported and its
+    # directory removed already: ctld can see CompleteBatch before LaunchBatch returns.)
+    if result.returncode != 0:
         shutil.rmtree(job_dir, ignore_errors=True)
         raise LaunchFailed(f"slurmstepd for job {spec.job_id} did not start (exit {result.returncode})")
 

@@ -202,9 +202,9 @@ def daemonize_and_supervise(launch_path: Path) -> int:
     pid = os.fork()
     if pid > 0:
         os.close(ready_w)
-        os.read(ready_r, 1)  # the supervisor wrote stepd.pid (or died trying)
+        ready = os.read(ready_r, 1)  # the supervisor wrote stepd.pid (or died trying)
         os.close(ready_r)
-        return 0
+        return 0 if ready else 1
     os.close(ready_r)
     code = 1
     try:

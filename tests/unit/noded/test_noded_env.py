@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from noded_builders import job, launch
 
 from noded.env import batch_environment, compress_counts, slurm_variables
 from shoal.v1 import node_pb2
+from tests.unit.noded.noded_builders import job, launch
 
 REFERENCE = Path("/work/shared/reference/slurm-22.05")
 

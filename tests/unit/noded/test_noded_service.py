@@ -15,7 +15,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from noded_builders import job
 
 from noded import jobs, spool
 from noded.main import main, select_nodes, start_servers
@@ -26,6 +25,7 @@ from shoal.auth.key import generate_key
 from shoal.conf import load_slurm_conf
 from shoal.rpc.client import Stub
 from shoal.v1 import controller_pb2, controller_pb2_grpc, node_pb2
+from tests.unit.noded.noded_builders import job
 
 NODE_SVC = "/shoal.v1.NodeAgent/"
 

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from noded_builders import job, launch
 
 from noded import jobs, spool
 from noded.launcher import LaunchRefused, build_spec, launch_batch
+from tests.unit.noded.noded_builders import job, launch
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="running jobs as another user needs root")
@@ -178,15 +178,15 @@ def test_finished_jobs_are_listed_until_removed_and_noded_is_notified(open_dirs:
 def test_stepd_outlives_a_killed_noded(open_dirs: tuple[Path, Path]) -> None:
     """Launch from a separate process, kill -9 it, and the job still finishes and reports."""
     spool_root, work = open_dirs
-    here = Path(__file__).parent
+    repo = Path(__file__).parents[3]
     code = (
         "import sys, time; sys.path.insert(0, sys.argv[1]);"
-        "from pathlib import Path; from test_noded_stepd import submit;"
+        "from pathlib import Path; from tests.unit.noded.test_noded_stepd import submit;"
         "submit(Path(sys.argv[2]), Path(sys.argv[3]), '#!/bin/bash\\necho start\\nsleep 1\\necho end\\n');"
         "print('launched', flush=True); time.sleep(60)"
     )
     fake_noded = subprocess.Popen(
-        [sys.executable, "-c", code, str(here), str(spool_root), str(work)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code, str(repo), str(spool_root), str(work)], stdout=subprocess.PIPE, text=True
     )
     assert fake_noded.stdout is not None and fake_noded.stdout.readline() == "launched\n"
     fake_noded.kill()

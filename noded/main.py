@@ -1,0 +1,249 @@
+"""shoal-noded: the node agent (Slurm's slurmd). The composition root of noded.
+
+shoal-noded [-N NODENAME]... [-f CONF] [-D] [--agent-socket PATH | --no-agent] [--report-config]
+
+One process serves one real node or several emulated ones (-N, each on its own NodeAddr:Port).
+Running jobs live under their own stepd, so stopping noded (SIGTERM/SIGINT) leaves them running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import pwd
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import FrameType
+
+import grpc
+
+import shoal
+from noded.discovery import discover_hardware, hardware_for
+from noded.node import HostedNode, spool_root
+from noded.reporter import Reporter
+from noded.service import NodeAgentService
+from shoal.agent.server import AgentServer, AgentServerError
+from shoal.auth.errors import AuthError
+from shoal.auth.key import load_key
+from shoal.conf import ConfigError, SlurmConfig, load_slurm_conf
+from shoal.rpc.client import Stub
+from shoal.rpc.server import BindError, make_server
+from shoal.v1 import cluster_pb2, node_pb2_grpc
+
+PROG = "shoal-noded"
+DEFAULT_CONF = "/etc/slurm/slurm.conf"
+log = logging.getLogger("shoal.noded")
+
+
+class StartError(Exception):
+    """A reason not to start, printed as `shoal-noded: error: <message>`."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=PROG, description="shoal node agent (slurmd)")
+    parser.add_argument("-N", dest="nodes", action="append", metavar="NODENAME", help="node to serve (repeatable)")
+    parser.add_argument("-f", dest="conf", metavar="CONF", help="slurm.conf (default: $SLURM_CONF)")
+    parser.add_argument("-D", dest="foreground", action="store_true", help="run in the foreground (always)")
+    agent = parser.add_mutually_exclusive_group()
+    agent.add_argument("--agent-socket", metavar="PATH", help="serve the local agent on PATH")
+    agent.add_argument("--no-agent", action="store_true", help="do not start the local agent")
+    parser.add_argument(
+        "--report-config", action="store_true", help="report the configured hardware instead of the real one"
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    return parser.parse_args(argv)
+
+
+def short_hostname() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def select_nodes(cfg: SlurmConfig, names: list[str] | None, report_config: bool) -> list[HostedNode]:
+    """The nodes this process serves: -N names, else the node configured for this host."""
+    host = short_hostname()
+    if names:
+        confs = []
+        for name in names:
+            conf = cfg.node(name)
+            if conf is None:
+                raise StartError(f"node {name} not found in {cfg.path}")
+            confs.append(conf)
+    else:
+        confs = [n for n in cfg.nodes if n.name == host] or [
+            n for n in cfg.nodes if n.hostname.split(".")[0] == host
+        ]
+        if len(confs) != 1:
+            raise StartError(f"no node in {cfg.path} matches this host ({host}); use -N NODENAME")
+    real = len(confs) == 1 and confs[0].name == host and not report_config
+    return [
+        HostedNode(conf, spool_root(cfg.slurmd_spool_dir, conf.name, host), cfg.slurmd_port_of(conf), not real)
+        for conf in confs
+    ]
+
+
+def admin_uids(cfg: SlurmConfig) -> frozenset[int]:
+    """Who may launch and signal jobs here: root and SlurmUser (ctld's identity)."""
+    uids = {0, os.geteuid()}
+    try:
+        uids.add(pwd.getpwnam(cfg.slurm_user).pw_uid)
+    except KeyError:
+        pass
+    return frozenset(uids)
+
+
+def _setup_logging(cfg: SlurmConfig, first_node: str, verbose: int) -> None:
+    level = logging.DEBUG if verbose > 1 else logging.INFO
+    fmt = "[%(asctime)s] %(levelname)s: %(message)s"
+    if cfg.slurmd_log_file:
+        path = cfg.slurmd_log_file.replace("%n", first_node).replace("%h", short_hostname())
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            handler: logging.Handler = logging.FileHandler(path)
+        except OSError as exc:
+            raise StartError(f"cannot open log file {path}: {exc.strerror or exc}") from exc
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+@dataclass
+class Noded:
+    """Everything a running noded holds, started and stopped together."""
+
+    servers: list[grpc.Server]
+    reporter: Reporter | None = None
+    agent: AgentServer | None = None
+    pid_file: str = ""
+
+    def write_pid_file(self, path: str) -> None:
+        """SlurmdPidFile: a failure is logged, not fatal (Slurm does the same)."""
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, "w", encoding="ascii") as fh:
+                fh.write(f"{os.getpid()}\n")
+        except OSError as exc:
+            log.error("cannot write pid file %s: %s", path, exc.strerror or exc)
+            return
+        self.pid_file = path
+
+    def stop(self) -> None:
+        if self.reporter is not None:
+            self.reporter.stop()
+        for server in self.servers:
+            server.stop(grace=1).wait()
+        if self.agent is not None:
+            self.agent.stop()
+        if self.pid_file:
+            try:
+                os.unlink(self.pid_file)
+            except OSError:
+                pass
+
+
+def start_servers(
+    nodes: list[HostedNode], service: NodeAgentService, key: bytes
+) -> list[grpc.Server]:
+    """One authenticated gRPC server per node on NodeAddr:Port; BindError names the address."""
+    servers: list[grpc.Server] = []
+    try:
+        for node in nodes:
+            server = make_server([f"{node.conf.addr or node.name}:{node.port}"], key)
+            node_pb2_grpc.add_NodeAgentServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+            server.start()
+            servers.append(server)
+    except BindError:
+        for server in servers:
+            server.stop(None)
+        raise
+    return servers
+
+
+def prepare_spools(nodes: list[HostedNode]) -> None:
+    for node in nodes:
+        try:
+            node.spool.mkdir(parents=True, exist_ok=True)
+            os.chmod(node.spool, 0o755)
+        except OSError as exc:
+            raise StartError(f"cannot create spool directory {node.spool}: {exc.strerror or exc}") from exc
+
+
+def build(args: argparse.Namespace, start_time: int) -> Noded:
+    conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
+    try:
+        cfg = load_slurm_conf(conf_path)
+    except ConfigError as exc:
+        raise StartError(str(exc)) from exc
+    except OSError as exc:
+        raise StartError(f"cannot read {conf_path}: {exc.strerror or exc}") from exc
+    nodes = select_nodes(cfg, args.nodes, args.report_config)
+    try:
+        key = load_key(cfg.auth_key_file)
+    except AuthError as exc:
+        raise StartError(exc.message) from exc
+    _setup_logging(cfg, nodes[0].name, args.verbose)
+    prepare_spools(nodes)
+    real = discover_hardware()
+
+    def hardware(node: HostedNode) -> cluster_pb2.NodeHardware:
+        current = discover_hardware()
+        current.ClearField("gpus")
+        current.gpus.extend(real.gpus)
+        return hardware_for(node.conf, current, node.emulated)
+
+    service = NodeAgentService(
+        {n.name: n for n in nodes}, key, admin_uids(cfg), float(cfg.kill_wait), start_time
+    )
+    servers = start_servers(nodes, service, key)
+    noded = Noded(servers)
+    if cfg.slurmd_pid_file:
+        noded.write_pid_file(cfg.slurmd_pid_file.replace("%n", nodes[0].name).replace("%h", short_hostname()))
+    try:
+        ctld_target = f"{cfg.control_addr}:{cfg.slurmctld_port}"
+        if not args.no_agent:
+            socket_path = args.agent_socket or cfg.agent_socket
+            noded.agent = AgentServer(socket_path, key, {"ctld": ctld_target}, host=socket.gethostname())
+            noded.agent.start()
+        noded.reporter = Reporter(nodes, Stub(ctld_target, key), hardware, shoal.__version__, start_time)
+        noded.reporter.start()
+    except AgentServerError as exc:
+        noded.stop()
+        raise StartError(exc.message) from exc
+    for node in nodes:
+        log.info("%s: serving on %s:%d (spool %s)", node.name, node.conf.addr, node.port, node.spool)
+    return noded
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    start_time = int(time.time())
+    try:
+        noded = build(args, start_time)
+    except (StartError, BindError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        noded.stop()
+        log.info("shoal-noded stopped; running jobs continue under their stepd")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

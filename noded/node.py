@@ -1,0 +1,27 @@
+"""One node served by this noded process: its configuration, spool and what it reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from shoal.conf import NodeConf
+
+
+@dataclass(frozen=True)
+class HostedNode:
+    """A real or emulated node; several may share one process (each with its own spool)."""
+
+    conf: NodeConf
+    spool: Path
+    port: int
+    emulated: bool
+
+    @property
+    def name(self) -> str:
+        return self.conf.name
+
+
+def spool_root(spool_dir: str, node_name: str, host: str) -> Path:
+    """SlurmdSpoolDir with %n (node name) and %h (host name) replaced, as Slurm does."""
+    return Path(spool_dir.replace("%n", node_name).replace("%h", host))

@@ -1,0 +1,208 @@
+"""Keeping ctld informed: RegisterNode for every node, CompleteBatch for every finished job.
+
+One thread per process. It wakes on stepd's "done <job_id>" datagrams (one socket per node
+spool) and every SCAN_INTERVAL_S, reports what the spools hold, and retries with a growing
+backoff while ctld is unreachable. A job's spool directory is removed only once ctld has
+acknowledged its completion, so nothing is lost when noded or ctld restarts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import grpc
+
+from noded import jobs, spool
+from noded.node import HostedNode
+from shoal.rpc.client import Stub
+from shoal.v1 import cluster_pb2, controller_pb2
+
+log = logging.getLogger("shoal.noded")
+
+REGISTER = "/shoal.v1.Controller/RegisterNode"
+COMPLETE = "/shoal.v1.Controller/CompleteBatch"
+SCAN_INTERVAL_S = 1.5
+MAX_BACKOFF_S = 30.0
+REREGISTER_S = 300.0
+UNIX_PATH_MAX = 107
+
+# ctld answers these for a completion it cannot use; retrying would never succeed.
+_DROP_CODES = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT)
+
+
+class Reporter:
+    """Registration and completion reports for the nodes of this process."""
+
+    def __init__(
+        self,
+        nodes: Sequence[HostedNode],
+        stub: Stub,
+        hardware: Callable[[HostedNode], cluster_pb2.NodeHardware],
+        version: str,
+        start_time: int,
+        timeout: float = 10.0,
+    ) -> None:
+        self._nodes = list(nodes)
+        self._stub = stub
+        self._hardware = hardware
+        self._version = version
+        self._start_time = start_time
+        self._timeout = timeout
+        self._registered: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._selector = selectors.DefaultSelector()
+        self._sockets: list[socket.socket] = []
+        self._backoff = 0.0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        for node in self._nodes:
+            self._bind_notify_socket(node)
+        self._thread = threading.Thread(target=self._run, name="shoal-noded-reporter", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self._timeout + 5)
+            self._thread = None
+        for sock in self._sockets:
+            path = sock.getsockname()
+            sock.close()
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self._sockets.clear()
+        self._selector.close()
+
+    def _bind_notify_socket(self, node: HostedNode) -> None:
+        path = str(node.spool / spool.NOTIFY_SOCKET)
+        if len(path.encode()) > UNIX_PATH_MAX:
+            log.warning("%s: spool path too long for %s; relying on periodic scans", node.name, path)
+            return
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            sock.bind(path)
+        except OSError as exc:
+            sock.close()
+            log.warning("%s: cannot bind %s: %s; relying on periodic scans", node.name, path, exc)
+            return
+        sock.setblocking(False)
+        self._selector.register(sock, selectors.EVENT_READ)
+        self._sockets.append(sock)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ok = self.report_once()
+            except Exception:  # the reporter must survive anything and try again
+                log.exception("reporting to ctld failed")
+                ok = False
+            if ok:
+                self._backoff = 0.0
+                wait = SCAN_INTERVAL_S
+            else:
+                self._backoff = min(MAX_BACKOFF_S, max(0.5, self._backoff * 2))
+                wait = self._backoff
+            self._wait(wait)
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep until a stepd datagram arrives, `seconds` pass, or stop() is called."""
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if not self._sockets:
+                self._stop.wait(min(left, 0.5))
+                continue
+            events = self._selector.select(timeout=min(left, 0.5))
+            for key, _ in events:
+                if isinstance(key.fileobj, socket.socket):
+                    _drain(key.fileobj)
+            if events:
+                return
+
+    def report_once(self) -> bool:
+        """Register nodes that need it, then report finished jobs. False if ctld was unreachable."""
+        for node in self._nodes:
+            if not self._register_if_needed(node):
+                return False
+        for node in self._nodes:
+            _, finished = jobs.scan(node.spool)
+            for job in finished:
+                if not self._complete(node, job):
+                    return False
+        return True
+
+    def _register_if_needed(self, node: HostedNode) -> bool:
+        last = self._registered.get(node.name)
+        if last is not None and time.monotonic() - last < REREGISTER_S:
+            return True
+        request = controller_pb2.RegisterNodeRequest(
+            name=node.name,
+            hardware=self._hardware(node),
+            running_jobs=jobs.running_jobs(node.spool),
+            version=self._version,
+            start_time=self._start_time,
+            port=node.port,
+        )
+        try:
+            reply = self._stub.call(REGISTER, request, controller_pb2.RegisterNodeResponse, timeout=self._timeout)
+        except grpc.RpcError as exc:
+            self._unreachable(f"{node.name}: registration failed", exc)
+            return False
+        if not reply.accepted:
+            log.error("%s: registration refused by ctld: %s", node.name, reply.message)
+            return False
+        log.info("%s: registered with ctld", node.name)
+        self._registered[node.name] = time.monotonic()
+        return True
+
+    def _complete(self, node: HostedNode, job: jobs.FinishedJob) -> bool:
+        request = controller_pb2.CompleteBatchRequest(
+            node=node.name,
+            job_id=job.job_id,
+            exit_code=job.exit_code,
+            exit_signal=job.exit_signal,
+            launch_failed=job.launch_failed,
+            message=job.message,
+            end_time=job.end_time,
+        )
+        try:
+            self._stub.call(COMPLETE, request, controller_pb2.CompleteBatchResponse, timeout=self._timeout)
+        except grpc.RpcError as exc:
+            if exc.code() in _DROP_CODES:
+                log.warning("%s: ctld refused completion of job %d: %s", node.name, job.job_id, exc.details())
+            else:
+                self._unreachable(f"{node.name}: completion of job {job.job_id} not reported", exc)
+                return False
+        log.info("%s: job %d finished (exit %d:%d)", node.name, job.job_id, job.exit_code, job.exit_signal)
+        jobs.remove_job(node.spool, job.job_id)
+        return True
+
+    def _unreachable(self, what: str, exc: grpc.RpcError) -> None:
+        # Whatever ctld went through (a restart?), every node registers again once it answers.
+        self._registered.clear()
+        log.warning("%s: %s", what, exc.details() if hasattr(exc, "details") else exc)
+
+
+def _drain(sock: socket.socket) -> None:
+    try:
+        while sock.recv(256):
+            pass
+    except BlockingIOError:
+        pass

@@ -1,0 +1,123 @@
+"""The NodeAgent gRPC service: thin wrappers from messages to the launcher and the job table.
+
+One servicer serves every node of the process; each request names its node.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+import grpc
+
+from noded import jobs
+from noded.discovery import cpu_load, free_memory_mb
+from noded.launcher import LaunchFailed, LaunchRefused, launch_batch
+from noded.node import HostedNode
+from shoal import hostlist
+from shoal.auth.errors import AuthError
+from shoal.auth.job_credential import INVALID_JOB, verify_job_credential
+from shoal.rpc.server import current_caller
+from shoal.v1 import node_pb2, node_pb2_grpc
+
+log = logging.getLogger("shoal.noded")
+
+PERMISSION_DENIED = "Access/permission denied"
+
+
+class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
+    """Launch, signal and terminate batch jobs; answer pings from ctld."""
+
+    def __init__(
+        self,
+        nodes: Mapping[str, HostedNode],
+        key: bytes,
+        admin_uids: frozenset[int],
+        kill_wait: float,
+        start_time: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._nodes = dict(nodes)
+        self._key = key
+        self._admin_uids = admin_uids
+        self._kill_wait = kill_wait
+        self._start_time = start_time
+        self._clock = clock
+
+    def _node(self, name: str, context: grpc.ServicerContext) -> HostedNode:
+        node = self._nodes.get(name)
+        if node is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"Invalid node name specified: {name}")
+            raise AssertionError("unreachable")
+        return node
+
+    def _require_admin(self, context: grpc.ServicerContext) -> None:
+        if current_caller().uid not in self._admin_uids:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, PERMISSION_DENIED)
+
+    def _check_credential(self, req: node_pb2.LaunchBatchRequest, context: grpc.ServicerContext) -> None:
+        cred, job = req.credential, req.job
+        try:
+            verify_job_credential(self._key, cred, now=self._clock())
+        except AuthError as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, exc.message)
+        try:
+            cred_nodes = hostlist.expand(cred.nodes)
+        except hostlist.HostlistError:
+            cred_nodes = []
+        if (cred.job_id, cred.uid, cred.gid) != (job.job_id, job.user_id, job.group_id) or (
+            req.node not in cred_nodes
+        ):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, INVALID_JOB)
+
+    def LaunchBatch(
+        self, request: node_pb2.LaunchBatchRequest, context: grpc.ServicerContext
+    ) -> node_pb2.LaunchBatchResponse:
+        self._require_admin(context)
+        node = self._node(request.node, context)
+        self._check_credential(request, context)
+        kill_wait = request.kill_wait or self._kill_wait
+        try:
+            launch_batch(request, node.conf, node.spool, kill_wait)
+        except LaunchRefused as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except LaunchFailed as exc:
+            log.error("%s: job %d: %s", node.name, request.job.job_id, exc)
+            context.abort(grpc.StatusCode.INTERNAL, str(exc))
+        log.info("%s: launched batch job %d", node.name, request.job.job_id)
+        return node_pb2.LaunchBatchResponse()
+
+    def SignalJob(
+        self, request: node_pb2.NodeSignalJobRequest, context: grpc.ServicerContext
+    ) -> node_pb2.NodeSignalJobResponse:
+        self._require_admin(context)
+        node = self._node(request.node, context)
+        if not jobs.signal_job(node.spool, request.job_id, request.signal, request.batch_only):
+            context.abort(
+                grpc.StatusCode.NOT_FOUND, f"Job {request.job_id} is not running on node {node.name}"
+            )
+        return node_pb2.NodeSignalJobResponse()
+
+    def TerminateJob(
+        self, request: node_pb2.TerminateJobRequest, context: grpc.ServicerContext
+    ) -> node_pb2.TerminateJobResponse:
+        """End a job (idempotent: a job that already ended here is not an error)."""
+        self._require_admin(context)
+        node = self._node(request.node, context)
+        kill_wait = float(request.kill_wait) if request.kill_wait else None
+        if jobs.terminate_job(node.spool, request.job_id, kill_wait):
+            log.info("%s: terminating job %d (%s)", node.name, request.job_id, request.reason or "cancel")
+        return node_pb2.TerminateJobResponse()
+
+    def Ping(self, request: node_pb2.NodePingRequest, context: grpc.ServicerContext) -> node_pb2.NodePingResponse:
+        node = self._node(request.node, context)
+        free = free_memory_mb()
+        if node.emulated:
+            free = min(free, node.conf.real_memory)
+        return node_pb2.NodePingResponse(
+            running_jobs=jobs.running_jobs(node.spool),
+            cpu_load=cpu_load(),
+            free_mem_mb=free,
+            start_time=self._start_time,
+        )
