@@ -49,7 +49,9 @@ class NodeBuilder:
         return self._set(available=False)
 
     def cores(self, sockets: int, cores_per_socket: int, threads_per_core: int) -> NodeBuilder:
-        return self._set(sockets=sockets, cores_per_socket=cores_per_socket, threads_per_core=threads_per_core)
+        return self._set(
+            sockets=sockets, cores_per_socket=cores_per_socket, threads_per_core=threads_per_core
+        )
 
     def used(
         self, cpus: Iterable[int] = (), mem: int = 0, gpus: Iterable[int] = (), exclusive: bool = False

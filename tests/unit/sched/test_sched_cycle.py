@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from builders import cluster, job, node, partition, snapshot, status
 
 from ctld.sched.cycle import run_cycle
 from ctld.sched.model import UNLIMITED, Config, JobRequest, JobStatus, Phase, Snapshot
+from tests.unit.sched.builders import cluster, job, node, partition, snapshot, status
 
 
 def _started(snap: Snapshot, now: int = 1000) -> tuple[list[int], dict[int, str]]:
@@ -23,7 +23,9 @@ def test_fifo_fills_cluster() -> None:
 
 def test_all_or_nothing_gang() -> None:
     """Two 2-node jobs on a 2-node cluster: one gets both nodes, the other waits whole."""
-    snap = snapshot(cluster(2), pending=[job(1).nodes(2).exclusive().obj(), job(2).nodes(2).exclusive().obj()])
+    snap = snapshot(
+        cluster(2), pending=[job(1).nodes(2).exclusive().obj(), job(2).nodes(2).exclusive().obj()]
+    )
     result = run_cycle(snap, 0)
     assert [s.job_id for s in result.starts] == [1]
     assert len(result.starts[0].allocation) == 2
@@ -40,11 +42,18 @@ def test_blocked_partition_gives_priority_reason() -> None:
 
 def test_other_partition_not_blocked() -> None:
     nodes = cluster(2)
-    parts = [partition("a", ["node1"], max_time_min=UNLIMITED), partition("b", ["node2"], max_time_min=UNLIMITED)]
+    parts = [
+        partition("a", ["node1"], max_time_min=UNLIMITED),
+        partition("b", ["node2"], max_time_min=UNLIMITED),
+    ]
     snap = snapshot(
         nodes,
         partitions=parts,
-        pending=[job(1).partition("a").tasks(32).nodes(1).obj(), job(2).partition("a").obj(), job(3).partition("b").obj()],
+        pending=[
+            job(1).partition("a").tasks(32).nodes(1).obj(),
+            job(2).partition("a").obj(),
+            job(3).partition("b").obj(),
+        ],
     )
     started, reasons = _started(snap)
     assert started == [3]
@@ -125,8 +134,11 @@ def test_eligibility_reasons(req: JobRequest, want: str | None) -> None:
 
 
 def test_ineligible_jobs_do_not_block() -> None:
-    snap = snapshot(cluster(1), pending=[job(1).hold().obj(), job(2).depends("afterany:99").obj(), job(3).obj()],
-                    jobs=[status(99, Phase.PENDING)])
+    snap = snapshot(
+        cluster(1),
+        pending=[job(1).hold().obj(), job(2).depends("afterany:99").obj(), job(3).obj()],
+        jobs=[status(99, Phase.PENDING)],
+    )
     started, reasons = _started(snap)
     assert started == [3]
     assert reasons == {1: "JobHeldUser", 2: "Dependency"}
@@ -153,7 +165,9 @@ def test_max_job_test() -> None:
     pending = [job(i).tasks(32).obj() for i in (1, 2)] + [job(3).partition("other").obj()]
     nodes = cluster(2)
     parts = [partition("batch", ["node1"]), partition("other", ["node2"])]
-    snap = snapshot(nodes, partitions=parts, pending=pending, config=Config(def_mem_per_cpu_mb=100, max_job_test=1))
+    snap = snapshot(
+        nodes, partitions=parts, pending=pending, config=Config(def_mem_per_cpu_mb=100, max_job_test=1)
+    )
     started, reasons = _started(snap)
     assert started == []
     assert reasons == {1: "Resources", 2: "Priority", 3: "Priority"}
@@ -176,7 +190,8 @@ def test_backfill_seam_is_noop() -> None:
 def test_reference_busy_cluster() -> None:
     """The shape of /work/shared/reference/slurm-22.05/60_squeue_busy.txt (four full nodes)."""
     nodes = tuple(
-        node(f"node{i}").gpus(8, "h100").used(cpus=range(16), mem=64000, gpus=range(8)).obj() for i in range(1, 5)
+        node(f"node{i}").gpus(8, "h100").used(cpus=range(16), mem=64000, gpus=range(8)).obj()
+        for i in range(1, 5)
     )
     names = [n.name for n in nodes]
     parts = [partition("batch", names), partition("debug", names[:2], default_time_min=30, max_time_min=60)]

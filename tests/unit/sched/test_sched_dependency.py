@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from builders import job, status
 
 from ctld.sched.dependency import evaluate, parse_dependency, referenced_ids, status_index
 from ctld.sched.model import Dependency, DependencySpec, JobStatus, Phase
+from tests.unit.sched.builders import job, status
 
 PARSE = [
     ("afterok:12:13", DependencySpec((Dependency("afterok", (12, 13)),))),
     ("after:5,afterany:7", DependencySpec((Dependency("after", (5,)), Dependency("afterany", (7,))))),
-    ("afterok:12?afternotok:13", DependencySpec((Dependency("afterok", (12,)), Dependency("afternotok", (13,))), True)),
+    (
+        "afterok:12?afternotok:13",
+        DependencySpec((Dependency("afterok", (12,)), Dependency("afternotok", (13,))), True),
+    ),
     ("singleton", DependencySpec((Dependency("singleton"),))),
     ("afterok:30_2", DependencySpec((Dependency("afterok", (30,)),))),
     ("afterok:30_*", DependencySpec((Dependency("afterok", (30,)),))),
@@ -27,8 +30,17 @@ def test_parse(text: str, want: DependencySpec) -> None:
     assert parse_dependency(text) == want
 
 
-BAD = ["afterok", "afterok:", "afterok:x", "before:12", "afterok:12,afterany:13?after:14", "afterok:0", "after:-1",
-       "singleton:12", "afterok:12:"]
+BAD = [
+    "afterok",
+    "afterok:",
+    "afterok:x",
+    "before:12",
+    "afterok:12,afterany:13?after:14",
+    "afterok:0",
+    "after:-1",
+    "singleton:12",
+    "afterok:12:",
+]
 
 
 @pytest.mark.parametrize("text", BAD, ids=BAD)
@@ -45,11 +57,23 @@ P, A, C, F, X = Phase.PENDING, Phase.ACTIVE, Phase.COMPLETED, Phase.FAILED, Phas
 
 # (kind, target phase, verdict)
 KINDS = [
-    ("after", P, "wait"), ("after", A, "ok"), ("after", C, "ok"), ("after", X, "ok"),
-    ("afterany", P, "wait"), ("afterany", A, "wait"), ("afterany", C, "ok"), ("afterany", F, "ok"),
+    ("after", P, "wait"),
+    ("after", A, "ok"),
+    ("after", C, "ok"),
+    ("after", X, "ok"),
+    ("afterany", P, "wait"),
+    ("afterany", A, "wait"),
+    ("afterany", C, "ok"),
+    ("afterany", F, "ok"),
     ("afterany", X, "ok"),
-    ("afterok", A, "wait"), ("afterok", C, "ok"), ("afterok", F, "never"), ("afterok", X, "never"),
-    ("afternotok", A, "wait"), ("afternotok", C, "never"), ("afternotok", F, "ok"), ("afternotok", X, "ok"),
+    ("afterok", A, "wait"),
+    ("afterok", C, "ok"),
+    ("afterok", F, "never"),
+    ("afterok", X, "never"),
+    ("afternotok", A, "wait"),
+    ("afternotok", C, "never"),
+    ("afternotok", F, "ok"),
+    ("afternotok", X, "ok"),
 ]
 
 
@@ -82,9 +106,7 @@ def test_any_and_all(text: str, known: list[JobStatus], want: str) -> None:
 
 
 def _array(master: int, phases: list[Phase]) -> list[JobStatus]:
-    return [
-        status(master + i, ph, array_job_id=master, array_task_id=i) for i, ph in enumerate(phases)
-    ]
+    return [status(master + i, ph, array_job_id=master, array_task_id=i) for i, ph in enumerate(phases)]
 
 
 ARRAYS = [

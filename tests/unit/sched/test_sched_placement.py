@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from builders import cluster, job, node, partition, running, snapshot
 
 from ctld.sched.model import Config, JobRequest, Node, NodeAllocation, Partition, Snapshot, Start
 from ctld.sched.placement import Overlay, earliest_start, place
 from ctld.sched.resources import MEM_WHOLE_NODE
+from tests.unit.sched.builders import cluster, job, node, partition, running, snapshot
 
 
 def _place(snap: Snapshot, req: JobRequest, part: Partition | None = None) -> Start | str:
@@ -29,51 +29,112 @@ class Case:
 
 CASES = [
     Case("one task lowest node", cluster(4), job(1).obj(), ["node1"], want_tasks=[1]),
-    Case("cpu fit skips full node", (node("a").used(cpus=range(16)).obj(), node("b").obj()),
-         job(1).obj(), ["b"]),
+    Case(
+        "cpu fit skips full node",
+        (node("a").used(cpus=range(16)).obj(), node("b").obj()),
+        job(1).obj(),
+        ["b"],
+    ),
     Case("cpus per task", cluster(2), job(1).tasks(4).cpus_per_task(4).obj(), ["node1"], want_tasks=[4]),
     Case("too many cpus for one node", cluster(2), job(1).tasks(17).obj(), None),
-    Case("-n spreads when no -N", cluster(2), job(1).tasks(20, spread=True).obj(), ["node1", "node2"],
-         want_tasks=[16, 4]),
-    Case("-n packs one node when it fits", cluster(4), job(1).tasks(4, spread=True).obj(), ["node1"],
-         want_tasks=[4]),
-    Case("-N2 -n3 block 2+1", cluster(4), job(1).nodes(2).tasks(3).obj(), ["node1", "node2"],
-         want_tasks=[2, 1]),
+    Case(
+        "-n spreads when no -N",
+        cluster(2),
+        job(1).tasks(20, spread=True).obj(),
+        ["node1", "node2"],
+        want_tasks=[16, 4],
+    ),
+    Case(
+        "-n packs one node when it fits",
+        cluster(4),
+        job(1).tasks(4, spread=True).obj(),
+        ["node1"],
+        want_tasks=[4],
+    ),
+    Case(
+        "-N2 -n3 block 2+1", cluster(4), job(1).nodes(2).tasks(3).obj(), ["node1", "node2"], want_tasks=[2, 1]
+    ),
     Case("-N2 -n4 2+2", cluster(4), job(1).nodes(2).tasks(4).obj(), ["node1", "node2"], want_tasks=[2, 2]),
     Case("-N2 one task per node", cluster(4), job(1).nodes(2).obj(), ["node1", "node2"], want_tasks=[1, 1]),
-    Case("--ntasks-per-node", cluster(4), job(1).nodes(2).tasks_per_node(3).obj(), ["node1", "node2"],
-         want_tasks=[3, 3]),
-    Case("-n8 --ntasks-per-node=4 takes two nodes", cluster(4), job(1).tasks(8).tasks_per_node(4).obj(),
-         ["node1", "node2"], want_tasks=[4, 4]),
+    Case(
+        "--ntasks-per-node",
+        cluster(4),
+        job(1).nodes(2).tasks_per_node(3).obj(),
+        ["node1", "node2"],
+        want_tasks=[3, 3],
+    ),
+    Case(
+        "-n8 --ntasks-per-node=4 takes two nodes",
+        cluster(4),
+        job(1).tasks(8).tasks_per_node(4).obj(),
+        ["node1", "node2"],
+        want_tasks=[4, 4],
+    ),
     Case("memory too big for free", (node("a").used(mem=60000).obj(),), job(1).mem(8000).obj(), None),
-    Case("memory fits other node", (node("a").used(mem=60000).obj(), node("b").obj()), job(1).mem(8000).obj(),
-         ["b"]),
+    Case(
+        "memory fits other node",
+        (node("a").used(mem=60000).obj(), node("b").obj()),
+        job(1).mem(8000).obj(),
+        ["b"],
+    ),
     Case("mem per cpu", (node("a").mem(4000).obj(),), job(1).tasks(4).mem_per_cpu(1001).obj(), None),
     Case("gpus per node", cluster(2), job(1).gpus_per_node(8).obj(), ["node1"]),
-    Case("gpus per node busy", (node("a").gpus(8, "h100").used(gpus=[0]).obj(),), job(1).gpus_per_node(8).obj(),
-         None),
-    Case("gpu type match", (node("a").gpus(4, "a100").obj(), node("b").gpus(4, "h100").obj()),
-         job(1).gpus_per_node(2, "h100").obj(), ["b"]),
+    Case(
+        "gpus per node busy",
+        (node("a").gpus(8, "h100").used(gpus=[0]).obj(),),
+        job(1).gpus_per_node(8).obj(),
+        None,
+    ),
+    Case(
+        "gpu type match",
+        (node("a").gpus(4, "a100").obj(), node("b").gpus(4, "h100").obj()),
+        job(1).gpus_per_node(2, "h100").obj(),
+        ["b"],
+    ),
     Case("-G spread over nodes", cluster(2), job(1).nodes(2).gpus(12).obj(), ["node1", "node2"]),
     Case("gpus per task", cluster(1), job(1).tasks(3).gpus_per_task(3).obj(), None),
-    Case("exclusive needs idle node", (node("a").used(cpus=[0]).obj(), node("b").obj()),
-         job(1).exclusive().obj(), ["b"]),
+    Case(
+        "exclusive needs idle node",
+        (node("a").used(cpus=[0]).obj(), node("b").obj()),
+        job(1).exclusive().obj(),
+        ["b"],
+    ),
     Case("exclusive none idle", (node("a").used(cpus=[0]).obj(),), job(1).exclusive().obj(), None),
     Case("node held exclusively", (node("a").used(cpus=[0], exclusive=True).obj(),), job(1).obj(), None),
     Case("-w required node", cluster(4), job(1).nodelist("node3").obj(), ["node3"]),
     Case("-w plus more nodes", cluster(4), job(1).nodes(2).nodelist("node3").obj(), ["node1", "node3"]),
-    Case("-w busy", (node("a").used(cpus=range(16)).obj(), node("b").obj()), job(1).nodelist("a").obj(), None),
-    Case("-w down", (node("a").down().obj(), node("b").obj()), job(1).nodelist("a").obj(), None,
-         want_reason="ReqNodeNotAvail"),
+    Case(
+        "-w busy", (node("a").used(cpus=range(16)).obj(), node("b").obj()), job(1).nodelist("a").obj(), None
+    ),
+    Case(
+        "-w down",
+        (node("a").down().obj(), node("b").obj()),
+        job(1).nodelist("a").obj(),
+        None,
+        want_reason="ReqNodeNotAvail",
+    ),
     Case("-x excluded", cluster(2), job(1).exclude("node1").obj(), ["node2"]),
-    Case("features", (node("a").obj(), node("b").features("ib", "fast").obj()), job(1).features("ib").obj(),
-         ["b"]),
+    Case(
+        "features",
+        (node("a").obj(), node("b").features("ib", "fast").obj()),
+        job(1).features("ib").obj(),
+        ["b"],
+    ),
     Case("weights first", (node("a").weight(10).obj(), node("b").weight(1).obj()), job(1).obj(), ["b"]),
     Case("down and drained skipped", (node("a").down().obj(), node("b").obj()), job(1).obj(), ["b"]),
-    Case("no default memory takes whole node", (node("a").used(mem=1).obj(), node("b").obj()), job(1).obj(),
-         ["b"], config=Config()),
-    Case("--mem=0 takes whole node", (node("a").used(mem=1).obj(), node("b").obj()),
-         job(1).mem(MEM_WHOLE_NODE).obj(), ["b"]),
+    Case(
+        "no default memory takes whole node",
+        (node("a").used(mem=1).obj(), node("b").obj()),
+        job(1).obj(),
+        ["b"],
+        config=Config(),
+    ),
+    Case(
+        "--mem=0 takes whole node",
+        (node("a").used(mem=1).obj(), node("b").obj()),
+        job(1).mem(MEM_WHOLE_NODE).obj(),
+        ["b"],
+    ),
 ]
 
 
@@ -175,7 +236,10 @@ def test_earliest_start_releases_exact_allocation() -> None:
     nodes = (node("node1").used(cpus=range(16), mem=16000).obj(),)
     snap = snapshot(
         nodes,
-        running=[running(10, ["node1"], end_time=200, allocation=(held,)), running(11, ["node1"], end_time=900)],
+        running=[
+            running(10, ["node1"], end_time=200, allocation=(held,)),
+            running(11, ["node1"], end_time=900),
+        ],
     )
     found = earliest_start(job(1).tasks(8).obj(), snap, now=0)
     assert found is not None and found[0] == 200

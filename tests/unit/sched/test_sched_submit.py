@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from builders import cluster, job, node, partition, snapshot
 
 from ctld.sched.limits import effective_time_limit, partition_limit_reason
 from ctld.sched.model import UNLIMITED, JobRequest, Node, Partition
 from ctld.sched.placement import could_ever_run
 from ctld.sched.submit import candidate_partitions, check_submission
+from tests.unit.sched.builders import cluster, job, node, partition, snapshot
 
 NODES = (
     *cluster(2),
@@ -31,8 +31,11 @@ REFUSALS = [
     ("memory beyond RealMemory", job(1).mem(64001).obj(), NOT_AVAILABLE),
     ("too many gpus per node", job(1).gpus_per_node(9).obj(), NOT_AVAILABLE),
     ("gpu type nobody has", job(1).gpus_per_node(1, "a100").obj(), NOT_AVAILABLE),
-    ("gpus where no node has any", job(1).partition("cpu").gpus_per_node(1).obj(),
-     "Invalid generic resource (gres) specification"),
+    (
+        "gpus where no node has any",
+        job(1).partition("cpu").gpus_per_node(1).obj(),
+        "Invalid generic resource (gres) specification",
+    ),
     ("feature nobody has", job(1).features("ib").obj(), NOT_AVAILABLE),
     ("feature in another candidate", job(1).partition("batch", "cpu").features("bigmem").obj(), None),
     ("-w unknown name", job(1).nodelist("nosuch").obj(), "Invalid node name specified"),
@@ -42,7 +45,11 @@ REFUSALS = [
     ("too many nodes and too big per node", job(1).nodes(10).tasks(200).obj(), NOT_AVAILABLE),
     ("bad node range", job(1).nodes(3, 2).obj(), "Node count specification invalid"),
     ("busy and down nodes still count", job(1).partition("down").tasks(16).obj(), None),
-    ("drain partition refuses", job(1).partition("drain").obj(), "Required partition not available (inactive or drain)"),
+    (
+        "drain partition refuses",
+        job(1).partition("drain").obj(),
+        "Required partition not available (inactive or drain)",
+    ),
     ("exclusive whole node", job(1).exclusive().gpus_per_node(8).obj(), None),
 ]
 
@@ -69,12 +76,32 @@ def test_candidate_partitions_in_user_order() -> None:
 
 LIMITS = [
     ("ok", job(1).obj(), partition(nodes=["a", "b"]), None),
-    ("more nodes than partition has", job(1).nodes(3).obj(), partition(nodes=["a", "b"]), "PartitionNodeLimit"),
-    ("more than MaxNodes", job(1).nodes(2).obj(), partition(nodes=["a", "b"], max_nodes=1), "PartitionNodeLimit"),
+    (
+        "more nodes than partition has",
+        job(1).nodes(3).obj(),
+        partition(nodes=["a", "b"]),
+        "PartitionNodeLimit",
+    ),
+    (
+        "more than MaxNodes",
+        job(1).nodes(2).obj(),
+        partition(nodes=["a", "b"], max_nodes=1),
+        "PartitionNodeLimit",
+    ),
     ("fewer than MinNodes", job(1).obj(), partition(nodes=["a", "b"], min_nodes=2), "PartitionNodeLimit"),
-    ("time over MaxTime", job(1).time(61).obj(), partition(nodes=["a"], max_time_min=60), "PartitionTimeLimit"),
+    (
+        "time over MaxTime",
+        job(1).time(61).obj(),
+        partition(nodes=["a"], max_time_min=60),
+        "PartitionTimeLimit",
+    ),
     ("time at MaxTime", job(1).time(60).obj(), partition(nodes=["a"], max_time_min=60), None),
-    ("unlimited job", job(1).time(UNLIMITED).obj(), partition(nodes=["a"], max_time_min=60), "PartitionTimeLimit"),
+    (
+        "unlimited job",
+        job(1).time(UNLIMITED).obj(),
+        partition(nodes=["a"], max_time_min=60),
+        "PartitionTimeLimit",
+    ),
     ("down", job(1).obj(), partition(nodes=["a"], state="DOWN"), "PartitionDown"),
     ("inactive", job(1).obj(), partition(nodes=["a"], state="INACTIVE"), "PartitionInactive"),
     ("drain still runs queued jobs", job(1).obj(), partition(nodes=["a"], state="DRAIN"), None),
