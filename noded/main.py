@@ -79,7 +79,8 @@ def select_nodes(cfg: SlurmConfig, names: list[str] | None, report_config: bool)
         ]
         if len(confs) != 1:
             raise StartError(f"no node in {cfg.path} matches this host ({host}); use -N NODENAME")
-    real = len(confs) == 1 and confs[0].name == host and not report_config
+    overrides = report_config or "config_overrides" in cfg.slurmd_parameters
+    real = len(confs) == 1 and confs[0].name == host and not overrides
     return [
         HostedNode(conf, spool_root(cfg.slurmd_spool_dir, conf.name, host), cfg.slurmd_port_of(conf), not real)
         for conf in confs
