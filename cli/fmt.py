@@ -9,7 +9,7 @@ supplies its own table of specifiers, headers and values.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # Width placeholder for `%#P` / `%#N`: the command fills it in from the values it will print.
 AUTO_WIDTH = -1
@@ -19,8 +19,7 @@ class FormatError(ValueError):
     """A format string the user gave that cannot be parsed; str() is the message."""
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     """One column: a specifier (letter or -O name) or a piece of literal text (key == "")."""
 
     key: str

@@ -11,7 +11,6 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from cli import fmt
 from shoal.timefmt import format_limit_sinfo, format_timestamp
@@ -58,12 +57,14 @@ AGGREGATE = frozenset({"D", "N", "n", "o", "C", "F", "A", "O", "e", "allocmem"})
 CONFIGURED = frozenset({"c", "m", "d", "w", "z", "X", "Y", "Z"})
 
 
-@dataclass
 class Group:
     """One output row: a partition (None for -R) and the nodes shown in it."""
 
-    partition: cluster_pb2.PartitionInfo | None
-    nodes: list[cluster_pb2.NodeInfo] = field(default_factory=list)
+    def __init__(
+        self, partition: cluster_pb2.PartitionInfo | None, nodes: list[cluster_pb2.NodeInfo] | None = None
+    ) -> None:
+        self.partition = partition
+        self.nodes: list[cluster_pb2.NodeInfo] = nodes if nodes is not None else []
 
 
 # --- node states -------------------------------------------------------------------------------
@@ -308,17 +309,27 @@ def group_value(group: Group, key: str) -> str:
 # --- grouping ----------------------------------------------------------------------------------
 
 
-@dataclass
 class NodeFilter:
-    """What -p/-n/-t/-r/-d/-R select."""
+    """What -p/-n/-t/-r/-d/-R/-a select."""
 
-    partitions: set[str] | None = None
-    nodes: set[str] | None = None
-    state_tests: list[Callable[[cluster_pb2.NodeInfo], bool]] = field(default_factory=list)
-    responding_only: bool = False
-    dead_only: bool = False
-    reasons_only: bool = False
-    show_hidden: bool = False
+    def __init__(
+        self,
+        *,
+        partitions: set[str] | None = None,
+        nodes: set[str] | None = None,
+        state_tests: list[Callable[[cluster_pb2.NodeInfo], bool]] | None = None,
+        responding_only: bool = False,
+        dead_only: bool = False,
+        reasons_only: bool = False,
+        show_hidden: bool = False,
+    ) -> None:
+        self.partitions = partitions
+        self.nodes = nodes
+        self.state_tests = state_tests or []
+        self.responding_only = responding_only
+        self.dead_only = dead_only
+        self.reasons_only = reasons_only
+        self.show_hidden = show_hidden
 
 
 def _keep_node(node: cluster_pb2.NodeInfo, flt: NodeFilter) -> bool:

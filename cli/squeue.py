@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cli import fmt
 from shoal import states
@@ -77,27 +77,38 @@ LONG_HEADERS: dict[str, str] = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One output line: a job, or the pending tasks of one array shown together (task_str "1-3")."""
 
     job: jobs_pb2.JobInfo
     task_str: str = ""
 
 
-@dataclass
 class JobFilter:
     """What -t/-u/-j/-p/-n/-A/-q/-w select; None means no filter on that field."""
 
-    states: frozenset[int] | None = UNFINISHED
-    user_ids: set[int] | None = None
-    job_ids: list[tuple[int, int | None]] | None = None
-    partitions: set[str] | None = None
-    names: set[str] | None = None
-    accounts: set[str] | None = None
-    qos: set[str] | None = None
-    nodes: set[str] | None = None
-    pending_only: bool = False
+    def __init__(
+        self,
+        *,
+        states: frozenset[int] | None = UNFINISHED,
+        user_ids: set[int] | None = None,
+        job_ids: list[tuple[int, int | None]] | None = None,
+        partitions: set[str] | None = None,
+        names: set[str] | None = None,
+        accounts: set[str] | None = None,
+        qos: set[str] | None = None,
+        nodes: set[str] | None = None,
+        pending_only: bool = False,
+    ) -> None:
+        self.states = states
+        self.user_ids = user_ids
+        self.job_ids = job_ids
+        self.partitions = partitions
+        self.names = names
+        self.accounts = accounts
+        self.qos = qos
+        self.nodes = nodes
+        self.pending_only = pending_only
 
 
 # --- values ------------------------------------------------------------------------------------
@@ -158,7 +169,9 @@ def _memory(job: jobs_pb2.JobInfo) -> str:
 
     if job.min_memory_cpu_mb:
         return format_size_mb(job.min_memory_cpu_mb)
-    return format_size_mb(job.min_memory_node_mb)
+    if job.min_memory_node_mb:
+        return format_size_mb(job.min_memory_node_mb)
+    return "0"
 
 
 def _array_task(row: Row) -> str:

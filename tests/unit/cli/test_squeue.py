@@ -328,6 +328,7 @@ JOB = job(22, "fill3", "bob", state=jobs_pb2.RUNNING, nodelist="node1", cpus=4, 
         ("%U", "1002"), ("%E", "(null)"), ("%Y", "(null)"), ("%z", "*:*:*"), ("%y", "0"), ("%o", "(null)"),
         ("%.6j|", " fill3|"), ("%-7j|", "fill3  |"), ("%7j|", "fill3  |"), ("%3j", "fil"), ("x%%y", "x%y"),
         ("%5", "%5"),
+        ("%m", "0"),
     ],
     ids=lambda v: str(v),
 )  # fmt: skip
