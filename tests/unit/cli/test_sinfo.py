@@ -296,3 +296,17 @@ def test_option_errors_and_help() -> None:
     assert unknown.returncode == 1 and "Traceback" not in unknown.stderr
     assert "--summarize" in _sinfo("--help").stdout
     assert _sinfo("-V").stdout.startswith("slurm 22.05")
+
+
+def test_help_imports_no_grpc() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "cli.sinfo", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    imported = {
+        line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert proc.returncode == 0
+    assert not {m for m in imported if m.split(".")[0] in {"grpc", "sqlalchemy", "ctld", "noded", "dbd"}}
