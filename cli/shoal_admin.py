@@ -1,8 +1,8 @@
 """`shoal`: the admin command. `shoal up` brings up a complete local cluster in seconds.
 
-up     write DIR/slurm.conf (+ gres.conf, key, state dirs), start shoal-ctld and one shoal-noded
-       emulating N nodes on their own loopback addresses (127.0.0.2, 127.0.0.3, ...) with the local
-       agent, wait until the nodes are idle, and run a quick-start job through the real commands.
+up     write DIR/slurm.conf (+ gres.conf, key, state dirs), start shoal-ctld, the local agent
+       (shoal-agentd) and one shoal-noded emulating N nodes on their own loopback addresses
+       (127.0.0.2, 127.0.0.3, ...), wait until the nodes are idle, and run a quick-start job through the real commands.
 down   stop what `up` started (and the jobs still running on its nodes).
 status show whether the daemons run and what the controller sees.
 """
@@ -76,7 +76,7 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
     )
     user = _current_user()
     extra = "\n".join(args.set or [])
-    conf = f"""# Local shoal cluster written by `shoal up` ({time.strftime('%Y-%m-%dT%H:%M:%S')}).
+    conf = f"""# Local shoal cluster written by `shoal up` ({time.strftime("%Y-%m-%dT%H:%M:%S")}).
 ClusterName=shoal
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={ctld_port}
@@ -129,7 +129,12 @@ def _current_user() -> str:
 def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
         )
 
 
@@ -142,7 +147,9 @@ def _alive(pid_file: Path) -> int | None:
     return pid
 
 
-def _wait_idle(env: dict[str, str], nodes: int, procs: list[subprocess.Popen[bytes]], timeout: float) -> str | None:
+def _wait_idle(
+    env: dict[str, str], nodes: int, procs: list[subprocess.Popen[bytes]], timeout: float
+) -> str | None:
     """Poll the controller through the agent until every node is up; returns an error or None."""
     from shoal.agent.client import AgentError, call
     from shoal.v1 import controller_pb2
@@ -153,11 +160,21 @@ def _wait_idle(env: dict[str, str], nodes: int, procs: list[subprocess.Popen[byt
     while time.monotonic() < deadline:
         for p in procs:
             if p.poll() is not None:
-                return f"{p.args[2] if isinstance(p.args, list) else p.args} exited with status {p.returncode}"
+                return (
+                    f"{p.args[2] if isinstance(p.args, list) else p.args} exited with status {p.returncode}"
+                )
         try:
-            resp = call("/shoal.v1.Controller/GetNodes", controller_pb2.GetNodesRequest(),
-                        controller_pb2.GetNodesResponse, timeout=2)
-            up = [n for n in resp.nodes if n.base_state in ("IDLE", "MIXED", "ALLOCATED") and not n.not_responding]
+            resp = call(
+                "/shoal.v1.Controller/GetNodes",
+                controller_pb2.GetNodesRequest(),
+                controller_pb2.GetNodesResponse,
+                timeout=2,
+            )
+            up = [
+                n
+                for n in resp.nodes
+                if n.base_state in ("IDLE", "MIXED", "ALLOCATED") and not n.not_responding
+            ]
             if len(up) >= nodes:
                 return None
             last = f"{len(up)} of {nodes} nodes up"
@@ -171,9 +188,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     directory = Path(os.path.expanduser(args.dir)).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     run = directory / "run"
-    if _alive(run / "ctld.pid") or _alive(run / "noded.pid"):
-        print(f"{PROG}: error: a cluster is already running in {directory} (shoal down --dir {directory})",
-              file=sys.stderr)
+    if any(_alive(run / f"{name}.pid") for name in ("ctld", "agentd", "noded")):
+        print(
+            f"{PROG}: error: a cluster is already running in {directory} (shoal down --dir {directory})",
+            file=sys.stderr,
+        )
         return 1
     conf = directory / "slurm.conf"
     if args.rewrite or not conf.exists():
@@ -189,15 +208,24 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     py = sys.executable
     ctld = _spawn([py, "-m", "ctld.main", "-f", str(conf)], directory / "log" / "ctld.out", env)
+    agentd = _spawn(
+        [py, "-m", "shoal.agent.agentd", "-f", str(conf), "--pidfile", str(run / "agentd.pid")],
+        directory / "log" / "agentd.out",
+        env,
+    )
     node_args = [a for n in cfg.nodes for a in ("-N", n.name)]
-    noded = _spawn([py, "-m", "noded.main", "-f", str(conf), *node_args], directory / "log" / "noded.out", env)
-    error = _wait_idle(env, len(cfg.nodes), [ctld, noded], args.timeout)
+    noded = _spawn(
+        [py, "-m", "noded.main", "-f", str(conf), "--no-agent", *node_args], directory / "log" / "noded.out", env
+    )
+    error = _wait_idle(env, len(cfg.nodes), [ctld, agentd, noded], args.timeout)
     if error:
         print(f"{PROG}: error: {error}; see {directory}/log/", file=sys.stderr)
         _stop(directory)
         return 1
-    print(f"shoal: cluster '{cfg.cluster_name}' is up: {len(cfg.nodes)} nodes, ctld on "
-          f"{cfg.control_addr}:{cfg.slurmctld_port}, state in {directory}")
+    print(
+        f"shoal: cluster '{cfg.cluster_name}' is up: {len(cfg.nodes)} nodes, ctld on "
+        f"{cfg.control_addr}:{cfg.slurmctld_port}, state in {directory}"
+    )
     if not args.no_check:
         rc = _quick_start(directory, env, min(2, len(cfg.nodes)))
         if rc:
@@ -220,11 +248,17 @@ def _quick_start(directory: Path, env: dict[str, str], nodes: int) -> int:
     )
     out = subprocess.run(
         [sys.executable, "-m", "cli.sbatch", "--parsable", "--wait", str(script)],
-        cwd=work, env=env, capture_output=True, text=True, timeout=120,
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if out.returncode != 0:
-        print(f"{PROG}: error: quick-start job failed: {out.stderr.strip() or out.stdout.strip()}",
-              file=sys.stderr)
+        print(
+            f"{PROG}: error: quick-start job failed: {out.stderr.strip() or out.stdout.strip()}",
+            file=sys.stderr,
+        )
         return 1
     job_id = out.stdout.strip().split(";")[0]
     text = (work / f"hello-{job_id}.out").read_text().strip()
@@ -235,7 +269,7 @@ def _quick_start(directory: Path, env: dict[str, str], nodes: int) -> int:
 def _stop(directory: Path) -> list[str]:
     stopped = []
     run = directory / "run"
-    for name in ("noded", "ctld"):
+    for name in ("noded", "agentd", "ctld"):
         pid = _alive(run / f"{name}.pid")
         if pid is None:
             continue
@@ -276,7 +310,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     run = directory / "run"
     rc = 0
-    for name in ("ctld", "noded"):
+    for name in ("ctld", "agentd", "noded"):
         pid = _alive(run / f"{name}.pid")
         print(f"shoal-{name}: {'running (pid %d)' % pid if pid else 'stopped'}")
         rc = rc or (0 if pid else 3)

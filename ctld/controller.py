@@ -194,6 +194,16 @@ class Controller:
                 nodes=tuple(a.node for a in j.allocation),
                 end_time=j.end_time,
                 partition=j.partition,
+                allocation=tuple(
+                    m.NodeAllocation(
+                        node=a.node,
+                        cpu_ids=tuple(a.cpu_ids),
+                        mem_mb=a.mem_mb,
+                        gpu_indices=tuple(a.gpu_indices),
+                        tasks=a.tasks,
+                    )
+                    for a in j.allocation
+                ),
             )
             for j in self.jobs.values()
             if j.state in ACTIVE_STATES

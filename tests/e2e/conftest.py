@@ -31,18 +31,17 @@ class Cluster:
     def run(self, *argv: str, user: int | None = None, cwd: Path | str | None = None,
             input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
             ) -> subprocess.CompletedProcess[str]:
-        """Run a shoal command (`sbatch ...`) as root or as `user`; returns the completed process."""
-        cmd = [sys.executable, "-m", f"cli.{argv[0]}", *argv[1:]]
+        """Run a shoal command (`sbatch ...`) as root, or as `user` in a forked child.
+
+        As another user the command runs in a fork of this process (modules already imported), because
+        the interpreter itself may live where that user cannot read (/root/.pyenv).
+        """
         full_env = dict(self.env, **(env or {}))
-        preexec: Callable[[], None] | None = None
         if user is not None:
-            def preexec() -> None:
-                os.setgroups([])
-                os.setgid(user)
-                os.setuid(user)
-            full_env["HOME"] = "/tmp"
+            return run_as(user, argv, full_env, cwd, input, timeout)
+        cmd = [sys.executable, "-m", f"cli.{argv[0]}", *argv[1:]]
         return subprocess.run(cmd, env=full_env, cwd=cwd, input=input, capture_output=True, text=True,
-                              timeout=timeout, preexec_fn=preexec)
+                              timeout=timeout)
 
     def ok(self, *argv: str, **kw: object) -> str:
         out = self.run(*argv, **kw)  # type: ignore[arg-type]
@@ -71,6 +70,59 @@ class Cluster:
     def log(self, name: str = "ctld") -> str:
         path = self.dir / "log" / f"{name}.log"
         return path.read_text() if path.exists() else ""
+
+
+def run_as(user: int, argv: tuple[str, ...], env: dict[str, str], cwd: Path | str | None,
+           input: str | None, timeout: float) -> subprocess.CompletedProcess[str]:
+    import importlib
+    import runpy
+
+    for name in ("sbatch", "squeue", "sinfo", "scontrol", "scancel", "show", "fmt", "options", "common"):
+        importlib.import_module(f"cli.{name}")
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    in_r, in_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: become the user, run the command's module as __main__
+        code = 1
+        try:
+            os.dup2(in_r, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            for fd in (out_r, err_r, in_w, in_r, out_w, err_w):
+                os.close(fd)
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115
+            sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            os.environ.clear()
+            os.environ.update(env, HOME="/tmp")
+            os.setgroups([])
+            os.setgid(user)
+            os.setuid(user)
+            if cwd is not None:
+                os.chdir(cwd)
+            sys.argv = [argv[0], *argv[1:]]
+            try:
+                runpy.run_module(f"cli.{argv[0]}", run_name="__main__")
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    os.close(out_w)
+    os.close(err_w)
+    os.close(in_r)
+    if input:
+        os.write(in_w, input.encode())
+    os.close(in_w)
+    with os.fdopen(out_r) as out_f, os.fdopen(err_r) as err_f:
+        stdout, stderr = out_f.read(), err_f.read()
+    _, status = os.waitpid(pid, 0)
+    return subprocess.CompletedProcess(list(argv), os.waitstatus_to_exitcode(status), stdout, stderr)
 
 
 def start_cluster(directory: Path, nodes: int = 2, extra: tuple[str, ...] = (), cpus: int = 4,

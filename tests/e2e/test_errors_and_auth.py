@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
         (("-p", "nosuch", "--wrap", "true"), "Batch job submission failed: Invalid partition name specified"),
         (("-c", "512", "--wrap", "true"), "Requested node configuration is not available"),
         (("--mem", "900G", "--wrap", "true"), "Requested node configuration is not available"),
-        (("--gres", "gpu:1", "--wrap", "true"), "Requested node configuration is not available"),
+        (("--gres", "gpu:1", "--wrap", "true"), "Invalid generic resource (gres) specification"),
         (("-t", "bogus", "--wrap", "true"), "Invalid --time specification"),
         (("-d", "afterok:999999", "--wrap", "true"), "Job dependency problem"),
         (("-w", "node99", "--wrap", "true"), "Invalid node name specified"),

@@ -82,7 +82,7 @@ def test_noded_restart_while_job_runs_job_finishes_and_is_reported(tmp_path: Pat
         cluster.wait_state(job, {"RUNNING"})
         os.kill(_pid(cluster, "noded"), signal.SIGKILL)
         time.sleep(0.5)
-        _restart(cluster, "noded.main", "-N", "node1")
+        _restart(cluster, "noded.main", "--no-agent", "-N", "node1")
         assert cluster.wait_state(job, {"COMPLETED", "FAILED", "NODE_FAIL"}, timeout=60) == "COMPLETED"
         assert (work / f"out-{job}").read_text().strip() == "survived"
     finally:
