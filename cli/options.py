@@ -618,6 +618,7 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
         spec.threads_per_core = parse_count(v("threads_per_core") or "", "--threads-per-core")
     if opts.has("mem"):
         spec.mem_per_node_mb = parse_mb(v("mem") or "", "--mem")
+        spec.mem_whole_node = spec.mem_per_node_mb == 0
     if opts.has("mem_per_cpu"):
         spec.mem_per_cpu_mb = parse_mb(v("mem_per_cpu") or "", "--mem-per-cpu")
     if opts.has("mem_per_gpu"):

@@ -322,7 +322,7 @@ class Controller:
     def _mem_per_node_for_display(self, req: m.JobRequest) -> int:
         tasks_per_node = max(1, -(-req.num_tasks // max(1, req.min_nodes)))
         cpus = tasks_per_node * req.cpus_per_task
-        if req.mem_per_node_mb:
+        if req.mem_per_node_mb > 0:
             return req.mem_per_node_mb
         if req.mem_per_cpu_mb:
             return req.mem_per_cpu_mb * cpus

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from ctld.errors import INVALID_GRES, INVALID_NODE_NAME, NODE_COUNT_INVALID, SlurmError
 from ctld.sched import dependency as sched_dependency
 from ctld.sched.model import DependencySpec, GpuRequest, JobRequest, Start
+from ctld.sched.resources import MEM_WHOLE_NODE
 from shoal import hostlist
 from shoal.sizefmt import format_size_mb
 from shoal.v1 import jobs_pb2
@@ -125,7 +126,7 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> Job
         num_tasks=tasks,
         ntasks_per_node=spec.ntasks_per_node,
         cpus_per_task=spec.cpus_per_task or 1,
-        mem_per_node_mb=spec.mem_per_node_mb,
+        mem_per_node_mb=MEM_WHOLE_NODE if spec.mem_whole_node else spec.mem_per_node_mb,
         mem_per_cpu_mb=spec.mem_per_cpu_mb,
         gpus=gpu_request(spec),
         time_limit_min=spec.time_limit_min,
