@@ -301,9 +301,9 @@ def show_jobs(job_id: str, flags: Flags) -> int:
             raise Failure("slurm_load_jobs error: Invalid job id specified")
         print("No jobs in the system")
         return 0
-    from cli.show import format_job
+    from cli.show import format_job, merge_pending_array_tasks
 
-    _emit([format_job(job, resp.now) for job in resp.jobs], flags)
+    _emit([format_job(job, resp.now) for job in merge_pending_array_tasks(resp.jobs)], flags)
     return 0
 
 

@@ -35,10 +35,12 @@ from ctld.sched import model as m
 from ctld.sched import placement as sched_placement
 from ctld.sched import submit as sched_submit
 from ctld.sched.dependency import parse_dependency
+from ctld.sched.limits import effective_time_limit
 from ctld.store import StateStore
 from shoal import hostlist
 from shoal.arrayspec import parse_array
 from shoal.conf import SlurmConfig
+from shoal.outpath import resolve_streams
 from shoal.states import ACTIVE_STATES, FINISHED_STATES
 from shoal.timefmt import parse_time_limit
 from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2, node_pb2
@@ -250,6 +252,7 @@ class Controller:
                 )
             first = self.next_job_id
             mem_per_node = self._mem_per_node_for_display(req)
+            snap_partitions = {p.name: p for p in snap.partitions}
             records: list[jobs_pb2.JobInfo] = []
             for k in range(count):
                 rec = jobs_pb2.JobInfo()
@@ -259,6 +262,8 @@ class Controller:
                     rec.array_job_id = first
                     rec.array_task_id = task_ids[k]
                 jobrec.describe_request(rec, req, mem_per_node)
+                rec.time_limit_min = effective_time_limit(req, snap_partitions[req.partitions[0]])
+                rec.std_out, rec.std_err, rec.std_in = resolve_streams(rec, "%N")
                 records.append(rec)
             self.next_job_id = first + count
             with self.store.transaction() as tx:
@@ -365,11 +370,17 @@ class Controller:
                 return 0
             snap = self._snapshot(pending)
             result = sched_cycle.run_cycle(snap, now)
-            for job_id, reason in result.reasons.items():
+            array_reason: dict[int, str] = {}
+            for job_id in sorted(result.reasons):
                 job = by_id.get(job_id)
-                if job is not None:
-                    job.state_reason = reason
-                    job.last_sched_eval = now
+                if job is None:
+                    continue
+                reason = result.reasons[job_id]
+                if job.array_job_id:
+                    # squeue shows an array's pending tasks as one record with one reason, as Slurm
+                    reason = array_reason.setdefault(job.array_job_id, reason)
+                job.state_reason = reason
+                job.last_sched_eval = now
             for job_id, prio in result.priorities.items():
                 job = by_id.get(job_id)
                 if job is not None:
@@ -379,6 +390,7 @@ class Controller:
             for start in result.starts:
                 job = by_id[start.job_id]
                 jobrec.apply_start(job, start, now, node_types)
+                job.std_out, job.std_err, job.std_in = resolve_streams(job, job.batch_host)
                 job.last_sched_eval = now
                 started.append(job)
             if started:
@@ -483,7 +495,10 @@ class Controller:
             wanted = set(req.job_ids)
             users = set(req.user_ids)
             out = controller_pb2.GetJobsResponse(now=self._now())
-            for job in self.jobs.values():
+            candidates: Iterable[jobs_pb2.JobInfo] = self.jobs.values()
+            if req.job_id_strs:
+                candidates = [j for _, found in self._select(req.job_id_strs) for j in found]
+            for job in candidates:
                 if wanted and job.job_id not in wanted and job.array_job_id not in wanted:
                     continue
                 if users and job.user_id not in users:
@@ -769,6 +784,8 @@ class Controller:
                 if not (current == -2 and minutes != -2) and not (current >= 0 and 0 <= minutes <= current):
                     raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
             job.spec.time_limit_min = minutes
+            if job.state == PENDING:
+                job.time_limit_min = minutes
             if job.state in ACTIVE_STATES:
                 job.time_limit_min = minutes
                 job.end_time = job.start_time + minutes * 60 if minutes >= 0 else 0

@@ -37,7 +37,10 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             _abort(context, exc)
 
     def GetJobs(self, request, context):  # type: ignore[no-untyped-def]
-        return self.ctl.get_jobs(request)
+        try:
+            return self.ctl.get_jobs(request)
+        except SlurmError as exc:
+            _abort(context, exc)
 
     def GetNodes(self, request, context):  # type: ignore[no-untyped-def]
         return self.ctl.get_nodes(request)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from noded.arrayspec import ArraySpecError, parse_array_spec
+from shoal.arrayspec import parse_array
 from shoal.v1 import jobs_pb2, node_pb2
 
 # Kept from base_env only where the submitted environment lacks them.
@@ -100,13 +100,13 @@ def _array_env(job: jobs_pb2.JobInfo) -> dict[str, str]:
         "SLURM_ARRAY_TASK_ID": str(job.array_task_id),
     }
     try:
-        shape = parse_array_spec(job.spec.array)
-    except ArraySpecError:
+        shape = parse_array(job.spec.array, max_size=1 << 31)
+    except ValueError:
         return env
     env.update(
         SLURM_ARRAY_TASK_COUNT=str(shape.count),
-        SLURM_ARRAY_TASK_MAX=str(shape.max),
-        SLURM_ARRAY_TASK_MIN=str(shape.min),
+        SLURM_ARRAY_TASK_MAX=str(shape.max_id),
+        SLURM_ARRAY_TASK_MIN=str(shape.min_id),
         SLURM_ARRAY_TASK_STEP=str(shape.step),
     )
     return env

@@ -15,7 +15,7 @@ from pathlib import Path
 from noded import spool
 from noded.env import NodeName, batch_environment
 from noded.launchspec import LaunchSpec
-from noded.outpath import resolve_streams
+from shoal.outpath import resolve_streams
 from shoal.v1 import node_pb2
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"

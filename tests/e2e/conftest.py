@@ -137,6 +137,8 @@ def start_cluster(directory: Path, nodes: int = 2, extra: tuple[str, ...] = (), 
             "--set", "KillWait=2", "--set", "SlurmdTimeout=30", *[a for e in extra for a in ("--set", e)]]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_"))}
     env.pop("SHOAL_AGENT_SOCKET", None)
+    directory.mkdir(parents=True, exist_ok=True)
+    _let_everyone_through(directory)
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         logs = "".join(p.read_text() for p in (directory / "log").glob("*") if p.is_file())
@@ -157,12 +159,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     stop_cluster(c)
 
 
+def _let_everyone_through(path: Path) -> None:
+    """Make `path` and its parents (below /tmp) searchable, so other users reach sockets and files."""
+    for p in (path, *path.parents):
+        if str(p) in ("/", "/tmp"):
+            break
+        p.chmod(p.stat().st_mode | 0o011)
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A directory every user may write (jobs of `nobody` write their output here)."""
+    _let_everyone_through(tmp_path)
     tmp_path.chmod(0o1777)
-    for parent in tmp_path.parents:
-        if str(parent) in ("/", "/tmp"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o011)
     return tmp_path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from noded.outpath import resolve_output_path, resolve_streams
+from shoal.outpath import resolve_output_path, resolve_streams
 from tests.unit.noded.noded_builders import job
 
 PLAIN = job(42).name("train").user("alice", 1001, 1001).node("node3").obj()
