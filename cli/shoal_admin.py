@@ -147,6 +147,11 @@ def _alive(pid_file: Path) -> int | None:
     return pid
 
 
+def _describe(proc: subprocess.Popen[bytes]) -> str:
+    args = proc.args
+    return str(args[2]) if isinstance(args, list) and len(args) > 2 else str(args)
+
+
 def _wait_idle(
     env: dict[str, str], nodes: int, procs: list[subprocess.Popen[bytes]], timeout: float
 ) -> str | None:
@@ -161,7 +166,7 @@ def _wait_idle(
         for p in procs:
             if p.poll() is not None:
                 return (
-                    f"{p.args[2] if isinstance(p.args, list) else p.args} exited with status {p.returncode}"
+                    f"{_describe(p)} exited with status {p.returncode}"
                 )
         try:
             resp = call(
@@ -312,7 +317,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     rc = 0
     for name in ("ctld", "agentd", "noded"):
         pid = _alive(run / f"{name}.pid")
-        print(f"shoal-{name}: {'running (pid %d)' % pid if pid else 'stopped'}")
+        print(f"shoal-{name}: {f'running (pid {pid})' if pid else 'stopped'}")
         rc = rc or (0 if pid else 3)
     print(f"export SLURM_CONF={directory / 'slurm.conf'}")
     return rc

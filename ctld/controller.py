@@ -15,6 +15,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
 
 from ctld import jobs as jobrec
 from ctld.errors import (
@@ -59,7 +61,7 @@ class Caller:
     host: str = ""
 
 
-class NodeActions:
+class NodeActions(Protocol):
     """What the controller asks of node agents; implemented over gRPC by ctld.node_client."""
 
     def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None: ...
@@ -372,19 +374,19 @@ class Controller:
             result = sched_cycle.run_cycle(snap, now)
             array_reason: dict[int, str] = {}
             for job_id in sorted(result.reasons):
-                job = by_id.get(job_id)
-                if job is None:
+                waiting = by_id.get(job_id)
+                if waiting is None:
                     continue
                 reason = result.reasons[job_id]
-                if job.array_job_id:
+                if waiting.array_job_id:
                     # squeue shows an array's pending tasks as one record with one reason, as Slurm
-                    reason = array_reason.setdefault(job.array_job_id, reason)
-                job.state_reason = reason
-                job.last_sched_eval = now
+                    reason = array_reason.setdefault(waiting.array_job_id, reason)
+                waiting.state_reason = reason
+                waiting.last_sched_eval = now
             for job_id, prio in result.priorities.items():
-                job = by_id.get(job_id)
-                if job is not None:
-                    job.priority = 0 if job.held else prio
+                waiting = by_id.get(job_id)
+                if waiting is not None:
+                    waiting.priority = 0 if waiting.held else prio
             started: list[jobs_pb2.JobInfo] = []
             node_types = {n: rt.gpu_types.get(0, "") for n, rt in self.nodes.items()}
             for start in result.starts:
@@ -469,12 +471,13 @@ class Controller:
         job.exit_code = exit_code
         job.exit_signal = exit_signal
         job.end_time = now
-        reason = {
+        reasons: dict[int, str] = {
             jobs_pb2.TIMEOUT: "TimeLimit",
             jobs_pb2.NODE_FAIL: "NodeDown",
             jobs_pb2.FAILED: "NonZeroExitCode",
             jobs_pb2.OUT_OF_MEMORY: "OutOfMemory",
-        }.get(state, "None")
+        }
+        reason = reasons.get(state, "None")
         if state == jobs_pb2.FAILED and exit_signal and not exit_code:
             reason = "RaisedSignal"
         job.state_reason = reason
@@ -684,9 +687,9 @@ class Controller:
             job.cancelled_by_uid = caller.uid
             job.cancelled_by = str(caller.uid)
             job.end_time = now
-            effects.append(lambda n=node, jid=job.job_id: self.actions.terminate(n, jid, self.cfg.kill_wait, "cancel"))
+            effects.append(partial(self.actions.terminate, node, job.job_id, self.cfg.kill_wait, "cancel"))
             return 0, ""
-        effects.append(lambda n=node, jid=job.job_id, s=sig: self.actions.signal(n, jid, s, req.batch_only))
+        effects.append(partial(self.actions.signal, node, job.job_id, sig, req.batch_only))
         return 0, ""
 
     # ------------------------------------------------------------------ update / hold / release / requeue
@@ -764,7 +767,7 @@ class Controller:
             node = self.nodes[job.batch_host].info
             job.state = COMPLETING
             job.final_state = jobs_pb2.REQUEUED
-            effects.append(lambda: self.actions.terminate(node, job.job_id, self.cfg.kill_wait, "requeue"))
+            effects.append(partial(self.actions.terminate, node, job.job_id, self.cfg.kill_wait, "requeue"))
         else:
             self._requeue(job, now)
         if hold:
@@ -896,7 +899,7 @@ class Controller:
                     info.reason_uid = 0
                     info.reason_time = 0
                 elif state:
-                    raise SlurmError(f"Invalid node state specified")
+                    raise SlurmError("Invalid node state specified")
                 if reason:
                     info.reason = reason
                     info.reason_uid = caller.uid
@@ -918,7 +921,7 @@ class Controller:
             for a in job.allocation:
                 other = self.nodes[a.node]
                 if a.node != name and other.available:
-                    effects.append(lambda n=other.info, jid=job.job_id: self.actions.terminate(n, jid, 0, "node_fail"))
+                    effects.append(partial(self.actions.terminate, other.info, job.job_id, 0, "node_fail"))
         return effects
 
     def register_node(self, req: controller_pb2.RegisterNodeRequest) -> controller_pb2.RegisterNodeResponse:
@@ -997,8 +1000,8 @@ class Controller:
                 if job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60:
                     job.state = COMPLETING
                     job.final_state = jobs_pb2.TIMEOUT
-                    node = self.nodes[job.batch_host].info
-                    effects.append(lambda n=node, jid=job.job_id: self.actions.terminate(n, jid, self.cfg.kill_wait, "timeout"))
+                    target = self.nodes[job.batch_host].info
+                    effects.append(partial(self.actions.terminate, target, job.job_id, self.cfg.kill_wait, "timeout"))
                     changed.append(job)
                 elif (
                     job.spec.signal_num
@@ -1007,9 +1010,10 @@ class Controller:
                     and now >= job.start_time + job.time_limit_min * 60 - job.spec.signal_secs
                 ):
                     job.warn_signal_sent = True
-                    node = self.nodes[job.batch_host].info
-                    sig, batch_only = job.spec.signal_num, job.spec.signal_batch_only
-                    effects.append(lambda n=node, jid=job.job_id, s=sig, b=batch_only: self.actions.signal(n, jid, s, b))
+                    target = self.nodes[job.batch_host].info
+                    effects.append(
+                        partial(self.actions.signal, target, job.job_id, job.spec.signal_num, job.spec.signal_batch_only)
+                    )
                     changed.append(job)
             timeout = self.cfg.slurmd_timeout
             wall = self.clock()

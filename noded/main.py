@@ -157,7 +157,7 @@ def start_servers(
     try:
         for node in nodes:
             server = make_server([f"{node.conf.addr or node.name}:{node.port}"], key)
-            node_pb2_grpc.add_NodeAgentServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+            node_pb2_grpc.add_NodeAgentServicer_to_server(service, server)
             server.start()
             servers.append(server)
     except BindError:

@@ -26,6 +26,7 @@ def generate(dest: Path) -> None:
         f"--python_out={dest}",
         f"--grpc_python_out={dest}",
         f"--mypy_out={dest}",
+        f"--mypy_grpc_out={dest}",
         *protos,
     ]
     if protoc.main(args) != 0:
