@@ -647,6 +647,9 @@ class Controller:
                     if not filters:
                         out.results.add(job_id=text, code=NOT_FOUND, message=INVALID_JOB_ID)
                     continue
+                live = [j for j in found if j.state not in FINISHED_STATES]
+                if live and len(found) > 1:
+                    found = live  # an array's finished tasks are skipped, as Slurm does
                 for job in found:
                     code, message = self._signal_one(job, req, caller, now, effects)
                     if code:
