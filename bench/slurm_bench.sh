@@ -8,6 +8,13 @@
 # Env: SHOAL_BENCH_DIR  cluster directory (default: fresh mktemp dir, removed at the end
 #                       unless SHOAL_BENCH_KEEP=1)
 #      PYTHON           the interpreter shoal is installed in (default: python3 on PATH)
+#      SHOAL_BENCH_AS_IS=1  keep the caller's Python environment untouched.  By default the
+#                       script unsets PYTHONDONTWRITEBYTECODE and points PYTHONPYCACHEPREFIX at
+#                       a cache dir (~/.cache/shoal-bench/pycache), so that every command runs
+#                       from compiled bytecode as it would from an installed package; without
+#                       that (this dev machine sets PYTHONDONTWRITEBYTECODE=1 and the editable
+#                       checkout has no __pycache__) every sbatch/squeue recompiles shoal's
+#                       modules from source, ~2x slower.
 #      N_SEQ N_PAR N_PAR_EACH N_DRAIN N_QUEUE N_LAT   passed through to bench.sh
 # Prints bench.sh's summary table on stdout; progress and daemon logs' tails on stderr.
 set -uo pipefail
@@ -18,6 +25,11 @@ PY="${PYTHON:-$(command -v python3)}"
 # The console scripts live next to the real interpreter (not pyenv's shims, which are
 # shell scripts that would add ~50 ms to every command).
 PYBIN="$("$PY" -c 'import sys, os; print(os.path.dirname(os.path.realpath(sys.executable)))')"
+if [[ -z "${SHOAL_BENCH_AS_IS:-}" ]]; then
+  unset PYTHONDONTWRITEBYTECODE
+  export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/shoal-bench/pycache}"
+  mkdir -p "$PYTHONPYCACHEPREFIX"
+fi
 DIR="${SHOAL_BENCH_DIR:-$(mktemp -d /tmp/shoalbench.XXXXXX)}"
 CLI="$DIR/cli"
 
@@ -40,6 +52,8 @@ done
 # shoal has no sacct yet: CLI_DIR holds none, so bench.sh skips the sacct part of (b)
 # (and no other sacct on PATH is used).
 echo "slurm_bench: cluster in $DIR, CLIs in $CLI -> $PYBIN, no sacct (skipped)" >&2
+echo "slurm_bench: PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-} PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-}" >&2
+for c in sbatch squeue sinfo scancel; do "$CLI/$c" --help >/dev/null 2>&1; done  # warm the bytecode cache
 echo "slurm_bench: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -Is)" >&2
 
 CTLD_PIDFILE="$DIR/run/ctld.pid" bash "$HERE/bench.sh" "$CLI" "$RUNS"

@@ -1,1 +1,3 @@
 """shoal-ctld: the controller."""
+
+import shoal  # noqa: F401  (quiets gRPC's C core before grpc is imported)

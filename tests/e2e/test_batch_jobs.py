@@ -166,3 +166,34 @@ def test_nobody_cannot_cancel_roots_job(cluster: Cluster) -> None:
     assert cluster.state(job) == "PENDING"
     cluster.ok("scancel", str(job))
     assert cluster.state(job) == "CANCELLED"
+
+
+def test_requeue_runs_the_job_again(cluster: Cluster, workdir: Path) -> None:
+    count = workdir / "runs"
+    job = cluster.submit("--wrap", f"echo run >> {count}; sleep 300", "-o", "/dev/null")
+    cluster.wait_state(job, {"RUNNING"})
+    deadline = time.monotonic() + 20
+    while not count.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    cluster.ok("scontrol", "requeue", str(job))
+    deadline = time.monotonic() + 60
+    while (not count.exists() or len(count.read_text().split()) < 2) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert count.read_text().split() == ["run", "run"]
+    assert "Restarts=1" in cluster.ok("scontrol", "show", "job", str(job))
+    cluster.ok("scancel", str(job))
+    assert cluster.wait_state(job, {"CANCELLED"}) == "CANCELLED"
+
+
+def test_scancel_signal_reaches_the_running_script(cluster: Cluster, workdir: Path) -> None:
+    got = workdir / "got"
+    job = cluster.submit(
+        "-o", "/dev/null", "--wrap", f"trap 'echo USR1 > {got}; exit 0' USR1; touch {workdir}/up; sleep 300 & wait"
+    )
+    cluster.wait_state(job, {"RUNNING"})
+    deadline = time.monotonic() + 20
+    while not (workdir / "up").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    cluster.ok("scancel", "-s", "USR1", str(job))
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
+    assert got.read_text().strip() == "USR1"
