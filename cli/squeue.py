@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from cli import fmt
 from shoal import states
+from shoal.arrayspec import format_task_ids, parse_array
 from shoal.timefmt import format_duration, format_limit_squeue, format_timestamp
 from shoal.v1 import jobs_pb2
 
@@ -324,32 +325,7 @@ def _split_outside_brackets(text: str) -> list[str]:
 
 def _expand_ranges(text: str) -> list[int]:
     """ "1-3,7" -> [1, 2, 3, 7]; "1-7:2" steps. ValueError on anything else."""
-    ids: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        rng, _, step_text = part.partition(":")
-        step = int(step_text) if step_text else 1
-        lo, dash, hi = rng.partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()) or step < 1:
-            raise ValueError(part)
-        ids.extend(range(int(lo), int(hi if dash else lo) + 1, step))
-    return ids
-
-
-def compress_ranges(ids: Iterable[int]) -> str:
-    """[1, 2, 3, 7] -> "1-3,7" (Slurm's array task string)."""
-    values = sorted(set(ids))
-    parts: list[str] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ",".join(parts)
+    return list(parse_array(text, max_size=1 << 31).task_ids)
 
 
 def _matches_id(job: jobs_pb2.JobInfo, wanted: list[tuple[int, int | None]]) -> bool:
@@ -415,7 +391,7 @@ def group_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[Row]:
         if len(members) == 1:
             continue
         first = min(members, key=lambda j: j.array_task_id)
-        task_str = compress_ranges(j.array_task_id for j in members)
+        task_str = format_task_ids(j.array_task_id for j in members)
         if first.array_max_tasks:
             task_str += f"%{first.array_max_tasks}"
         rows[slots[key]] = Row(first, task_str)
@@ -791,7 +767,6 @@ __all__ = [
     "Row",
     "START_FORMAT",
     "build_fields",
-    "compress_ranges",
     "filter_jobs",
     "format_rows",
     "group_array_tasks",

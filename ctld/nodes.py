@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shoal.conf import NodeConf, SlurmConfig
+from shoal.arrayspec import format_task_ids
+from shoal.conf import NodeConf, SlurmConfig, format_gres
 from shoal.v1 import cluster_pb2
 
 
@@ -56,8 +57,6 @@ def new_runtime(cfg: SlurmConfig, conf: NodeConf, saved: bytes | None) -> NodeRu
     info.threads_per_core = conf.threads_per_core
     info.real_memory_mb = conf.real_memory
     info.tmp_disk_mb = conf.tmp_disk
-    from shoal.conf import format_gres
-
     info.gres = format_gres(conf.gres)
     del info.features[:]
     info.features.extend(conf.features)
@@ -129,17 +128,4 @@ def gres_used(node: NodeRuntime, indices: Iterable[int]) -> str:
     type_part = f"{types[0]}:" if len(types) == 1 and types[0] else ""
     if not used:
         return f"gpu:{type_part}0"
-    return f"gpu:{type_part}{len(used)}(IDX:{_ranges(used)})"
-
-
-def _ranges(values: list[int]) -> str:
-    out: list[str] = []
-    start = prev = values[0]
-    for v in values[1:]:
-        if v == prev + 1:
-            prev = v
-            continue
-        out.append(f"{start}-{prev}" if prev > start else str(start))
-        start = prev = v
-    out.append(f"{start}-{prev}" if prev > start else str(start))
-    return ",".join(out)
+    return f"gpu:{type_part}{len(used)}(IDX:{format_task_ids(used)})"
