@@ -1,0 +1,180 @@
+"""Process time of one short command (sbatch -H, squeue, sinfo) and what its start-up costs.
+
+    python bench/cli_startup.py                 # brings up a 4-node cluster in a temp dir, queues
+                                                # 500 held jobs, measures, tears it down
+    python bench/cli_startup.py --reps 30 --queue 500 --keep
+
+Each figure is the wall time of fork+exec+run+exit of one command (median of --reps calls, plus
+the mean user+sys CPU per call from getrusage), run the way a user runs it: the console script
+next to the interpreter. Variants:
+
+  installed   bytecode cached (PYTHONPYCACHEPREFIX set, PYTHONDONTWRITEBYTECODE unset): what an
+              installed package does; the headline figure
+  no-pyc      PYTHONDONTWRITEBYTECODE=1 and no cache: this dev checkout as it is (the editable
+              install has no __pycache__, so shoal's modules are compiled from source every call)
+  no-site     python -S with PYTHONPATH=repo:site-packages, bytecode cached: skips site-packages'
+              .pth hooks (the editable-install finder, and this sandbox's certifi CA hook), an
+              estimate of a plain (non-editable) install
+Baselines: `python -c pass`, `python -S -c pass`, and `python -S -c 'import google.protobuf...'`.
+
+Then `python -X importtime -m cli.squeue -h` (installed variant, cluster up): the top imports by
+cumulative and by self time, and self time summed per top-level package.
+Figures only; nothing is asserted. Slurm 22.05's C binaries on this machine: sbatch ~55 ms,
+squeue ~40 ms (issue figures); target: within 4x (220 ms, 160 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(os.path.realpath(sys.executable)).parent
+PY = str(Path(os.path.realpath(sys.executable)))
+
+
+def run_many(argv: list[str], env: dict[str, str], reps: int, warm: int = 2) -> tuple[float, float, float]:
+    """(median wall ms, min wall ms, mean user+sys CPU ms) over reps calls."""
+    for _ in range(warm):
+        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    walls = []
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        walls.append(time.perf_counter() - t0)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / reps
+    return statistics.median(walls) * 1000, min(walls) * 1000, cpu * 1000
+
+
+def envs(cache: str) -> dict[str, dict[str, str]]:
+    base = dict(os.environ)
+    installed = dict(base, PYTHONPYCACHEPREFIX=cache)
+    installed.pop("PYTHONDONTWRITEBYTECODE", None)
+    no_pyc = dict(base, PYTHONDONTWRITEBYTECODE="1")
+    no_pyc.pop("PYTHONPYCACHEPREFIX", None)
+    site_pkgs = sysconfig.get_paths()["purelib"]
+    no_site = dict(installed, PYTHONPATH=f"{REPO}:{site_pkgs}")
+    return {"installed": installed, "no-pyc": no_pyc, "no-site": no_site}
+
+
+def command(variant: str, name: str, args: list[str]) -> list[str]:
+    if variant == "no-site":
+        return [PY, "-S", "-m", f"cli.{name}", *args]
+    return [str(BIN / name), *args]
+
+
+def importtime(env: dict[str, str], top: int) -> None:
+    out = subprocess.run(
+        [PY, "-X", "importtime", "-m", "cli.squeue", "-h"],
+        env=env,
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stderr
+    rows = []
+    for line in out.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, cum_us, name = line.removeprefix("import time:").split("|")
+        rows.append((int(self_us), int(cum_us), name.rstrip(), name.strip()))
+    total_self = sum(r[0] for r in rows)
+    print(f"\n## python -X importtime -m cli.squeue -h: {len(rows)} modules, {total_self / 1000:.1f} ms self in all")
+    print(f"top {top} by cumulative (ms, indented = nested):")
+    for self_us, cum_us, raw, _ in sorted(rows, key=lambda r: -r[1])[:top]:
+        print(f"  {cum_us / 1000:7.1f} cum {self_us / 1000:6.1f} self  {raw}")
+    print(f"top {top} by self:")
+    for self_us, cum_us, _, name in sorted(rows, key=lambda r: -r[0])[:top]:
+        print(f"  {self_us / 1000:7.1f} self  {name}")
+    groups: dict[str, int] = {}
+    for self_us, _, _, name in rows:
+        head = name.split(".")[0]
+        if name.startswith("google.protobuf"):
+            head = "google.protobuf"
+        elif name.startswith("shoal.v1"):
+            head = "shoal.v1 (generated pb2)"
+        elif name.startswith(("shoal", "cli")):
+            head = "shoal/cli (own code)"
+        elif head in ("certifi", "_sandboxing_egress_ca") or name.startswith("__editable__"):
+            head = f"{head} (.pth hook)"
+        elif head in sys.stdlib_module_names or head.startswith("_") or head == "encodings":
+            head = "stdlib"
+        groups[head] = groups.get(head, 0) + self_us
+    print("self time per group:")
+    for head, us in sorted(groups.items(), key=lambda kv: -kv[1]):
+        print(f"  {us / 1000:7.1f} ms  {head}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--queue", type=int, default=500, help="held jobs queued before measuring")
+    ap.add_argument("--dir", help="existing shoal cluster dir to use (default: bring one up)")
+    ap.add_argument("--keep", action="store_true", help="leave the cluster up")
+    ap.add_argument("--top", type=int, default=15)
+    args = ap.parse_args(argv)
+
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "shoal-bench", "pycache")
+    os.makedirs(cache, exist_ok=True)
+    variants = envs(cache)
+    directory = args.dir or tempfile.mkdtemp(prefix="shoalcli.")
+    conf = os.path.join(directory, "slurm.conf")
+    started = False
+    if not args.dir:
+        subprocess.run(
+            [PY, "-m", "cli.shoal_admin", "up", "--dir", directory, "--nodes", "4", "--cpus-per-node", "16",
+             "--mem-per-node", "64000", "--gpus-per-node", "8", "--no-check"],
+            cwd=REPO, env=variants["installed"], check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        started = True
+    for env in variants.values():
+        env["SLURM_CONF"] = conf
+    try:
+        inst = variants["installed"]
+        t0 = time.perf_counter()
+        for _ in range(args.queue):
+            subprocess.run([str(BIN / "sbatch"), "-H", "-J", "bench_cli", "--wrap=true"], env=inst,
+                           stdout=subprocess.DEVNULL, check=True)  # fmt: skip
+        dt = time.perf_counter() - t0
+        print(f"# queued {args.queue} held jobs in {dt:.1f} s ({args.queue / dt:.1f} jobs/s); "
+              f"load {open('/proc/loadavg').read().split()[:3]}; {os.cpu_count()} CPUs; reps {args.reps}")  # fmt: skip
+        print(f"{'command':<44} {'variant':<10} {'median ms':>9} {'min ms':>7} {'cpu ms':>7}")
+        cases = [
+            ("sbatch -H -J bench_cli --wrap=true", "sbatch", ["-H", "-J", "bench_cli", "--wrap=true"]),
+            ("squeue", "squeue", []),
+            ("sinfo", "sinfo", []),
+        ]
+        for label, name, cargs in cases:
+            for variant in ("installed", "no-pyc", "no-site"):
+                med, low, cpu = run_many(command(variant, name, cargs), variants[variant], args.reps)
+                print(f"{label:<44} {variant:<10} {med:>9.1f} {low:>7.1f} {cpu:>7.1f}", flush=True)
+        baselines = [
+            ("python -c pass", [PY, "-c", "pass"], "installed"),
+            ("python -S -c pass", [PY, "-S", "-c", "pass"], "installed"),
+            ("python -S: import google.protobuf.message", [PY, "-S", "-c", "import google.protobuf.message"], "no-site"),
+            ("python -S: import shoal.v1.controller_pb2", [PY, "-S", "-c", "import shoal.v1.controller_pb2"], "no-site"),
+        ]  # fmt: skip
+        for label, cmd, variant in baselines:
+            med, low, cpu = run_many(cmd, variants[variant], args.reps)
+            print(f"{label:<44} {variant:<10} {med:>9.1f} {low:>7.1f} {cpu:>7.1f}", flush=True)
+        importtime(inst, args.top)
+        subprocess.run([str(BIN / "scancel"), "-n", "bench_cli"], env=inst, check=False)
+    finally:
+        if started and not args.keep:
+            subprocess.run([PY, "-m", "cli.shoal_admin", "down", "--dir", directory], cwd=REPO,
+                           env=variants["installed"], check=False, stdout=subprocess.DEVNULL)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
