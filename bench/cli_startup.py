@@ -56,6 +56,30 @@ def run_many(argv: list[str], env: dict[str, str], reps: int, warm: int = 2) -> 
     return statistics.median(walls) * 1000, min(walls) * 1000, cpu * 1000
 
 
+INPROC = """
+import contextlib, io, os, statistics, sys, time
+from cli import {name} as mod
+args = sys.argv[2:]
+times = []
+for i in range(int(sys.argv[1]) + 2):
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        t0 = time.perf_counter(); mod.main(args); dt = time.perf_counter() - t0
+    if i >= 2:
+        times.append(dt)
+print("%.2f %.2f" % (statistics.median(times) * 1000, min(times) * 1000))
+"""
+
+
+def in_process(name: str, args: list[str], env: dict[str, str], reps: int) -> tuple[float, float]:
+    """(median ms, min ms) of main(args) called again and again in one warm process: the work a
+    command does after start-up (option parsing, the agent round trip, formatting)."""
+    out = subprocess.run(
+        [PY, "-c", INPROC.format(name=name), str(reps), *args], env=env, capture_output=True, text=True,
+        check=True,
+    ).stdout.split()  # fmt: skip
+    return float(out[0]), float(out[1])
+
+
 def envs(cache: str) -> dict[str, dict[str, str]]:
     base = dict(os.environ)
     installed = dict(base, PYTHONPYCACHEPREFIX=cache)
@@ -158,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
             for variant in ("installed", "no-pyc", "no-site"):
                 med, low, cpu = run_many(command(variant, name, cargs), variants[variant], args.reps)
                 print(f"{label:<44} {variant:<10} {med:>9.1f} {low:>7.1f} {cpu:>7.1f}", flush=True)
+        print(f"{'in one warm process: main(args) per call':<44} {'':<10} {'median ms':>9} {'min ms':>7}")
+        for label, name, cargs in cases:
+            med, low = in_process(name, cargs, inst, args.reps)
+            print(f"{label:<44} {'in-proc':<10} {med:>9.1f} {low:>7.1f}", flush=True)
         baselines = [
             ("python -c pass", [PY, "-c", "pass"], "installed"),
             ("python -S -c pass", [PY, "-S", "-c", "pass"], "installed"),

@@ -937,6 +937,7 @@ class Controller:
             info.hardware.CopyFrom(req.hardware)
             info.version = req.version
             info.noded_start_time = req.start_time
+            previous_boot = info.boot_time
             info.boot_time = req.hardware.boot_time
             node.registered = True
             node.last_contact = self.clock()
@@ -958,23 +959,37 @@ class Controller:
                     info.reason = "" if not problems else info.reason
             elif info.base_state in ("UNKNOWN", ""):
                 info.base_state = "IDLE"
-            self._reconcile_after_register(req, now)
+            effects = self._reconcile_after_register(req, previous_boot, now)
             self._save_node(node)
+        for effect in effects:
+            effect()
         self.wake.set()
         return controller_pb2.RegisterNodeResponse(accepted=True)
 
-    def _reconcile_after_register(self, req: controller_pb2.RegisterNodeRequest, now: int) -> None:
-        """A job we think runs on this node but the node does not know (and did not report) was lost."""
-        alive = set(req.running_jobs)
+    def _reconcile_after_register(
+        self, req: controller_pb2.RegisterNodeRequest, previous_boot: int, now: int
+    ) -> list[Callable[[], None]]:
+        """Square what a (re-)registering node runs with what the controller believes.
+
+        A node that rebooted lost its jobs (NODE_FAIL, as Slurm's "node unexpectedly rebooted"); a job
+        the node still runs but the controller has already ended (cancelled or failed while the node
+        was unreachable) is terminated there. Jobs that merely finished while nobody listened are left
+        alone: their supervisors' reports are still on the way.
+        """
+        effects: list[Callable[[], None]] = []
+        rebooted = previous_boot and req.hardware.boot_time and abs(req.hardware.boot_time - previous_boot) > 60
+        node = self.nodes[req.name]
         for job in self.jobs.values():
-            if job.state in ACTIVE_STATES and job.batch_host == req.name and job.job_id not in alive:
-                if req.start_time and job.start_time and req.start_time < job.start_time - 5:
-                    continue  # the node started before the job: the launch is still in flight
-                if now - job.start_time < 10:
-                    continue
-                log.warning("job %d not running on re-registered node %s: NODE_FAIL", job.job_id, req.name)
+            on_node = any(a.node == req.name for a in job.allocation)
+            if rebooted and on_node and job.state in ACTIVE_STATES:
+                log.warning("node %s rebooted: job %d lost (NODE_FAIL)", req.name, job.job_id)
                 self._finish(job, jobs_pb2.NODE_FAIL, 0, 0, now)
                 self._save(job)
+        for job_id in req.running_jobs:
+            known = self.jobs.get(job_id)
+            if known is None or known.state in FINISHED_STATES:
+                effects.append(partial(self.actions.terminate, node.info, job_id, self.cfg.kill_wait, "orphan"))
+        return effects
 
     def node_contact(self, name: str, ok: bool) -> None:
         """Result of a ping: refresh contact time, or notice the node stopped answering."""

@@ -104,3 +104,17 @@ def cluster_one_node(tmp_path: Path):  # type: ignore[no-untyped-def]
     c = start_cluster(tmp_path / "c1", nodes=1)
     yield c
     stop_cluster(c)
+
+
+def test_job_that_finishes_while_ctld_is_down_is_reported_completed(tmp_path: Path) -> None:
+    cluster = start_cluster(tmp_path / "c", nodes=1)
+    try:
+        job = cluster.submit("--wrap", "sleep 2", "-o", "/dev/null")
+        cluster.wait_state(job, {"RUNNING"})
+        os.kill(_pid(cluster, "ctld"), signal.SIGKILL)
+        time.sleep(4)  # the job ends while nobody listens
+        _restart(cluster, "ctld.main")
+        _wait_ping(cluster)
+        assert cluster.wait_state(job, {"COMPLETED", "NODE_FAIL", "FAILED"}, timeout=60) == "COMPLETED"
+    finally:
+        stop_cluster(cluster)
