@@ -264,6 +264,8 @@ class Controller:
                     rec.array_job_id = first
                     rec.array_task_id = task_ids[k]
                 jobrec.describe_request(rec, req, mem_per_node)
+                if not (rec.min_memory_cpu_mb or rec.min_memory_node_mb or req.mem_per_node_mb):
+                    rec.min_memory_cpu_mb = self.cfg.def_mem_per_cpu  # what the job gets by default
                 rec.time_limit_min = effective_time_limit(req, snap_partitions[req.partitions[0]])
                 rec.std_out, rec.std_err, rec.std_in = resolve_streams(rec, "%N")
                 records.append(rec)
