@@ -17,8 +17,8 @@ Cluster states:
 Job mix (fractions of P): 40% 1 CPU serial; 15% -c 8 with one GPU; 10% -N1 --gpus-per-node=8;
 5% -N 2-4 --gpus-per-node=8 --exclusive; 10% -n 16 spread (1..16 nodes); 10% --mem 16G -c 4 in
 "gpu"; 5% held (-H); 5% --dependency=afterok on an earlier pending job. `--singleton F` makes a
-fraction F of the jobs --dependency=singleton (5 job names per user), a shape that costs a scan of
-every known job per singleton job.
+fraction F of the jobs --dependency=singleton (5 job names per user; `--unique-names`: every job its
+own name), a shape that costs a scan of every known job per singleton job.
 
 Figures only: nothing here asserts a time.
 """
@@ -93,7 +93,7 @@ def make_running(nodes: tuple[Node, ...]) -> tuple[RunningJob, ...]:
     )
 
 
-def make_jobs(count: int, seed: int, singleton: float) -> list[JobRequest]:
+def make_jobs(count: int, seed: int, singleton: float, unique_names: bool = False) -> list[JobRequest]:
     rng = random.Random(seed)
     jobs: list[JobRequest] = []
     for k in range(count):
@@ -101,7 +101,7 @@ def make_jobs(count: int, seed: int, singleton: float) -> list[JobRequest]:
         base = dict(
             job_id=job_id,
             user_id=1000 + rng.randrange(20),
-            name=f"j{rng.randrange(5)}",
+            name=f"u{job_id}" if unique_names else f"j{rng.randrange(5)}",
             submit_time=NOW - count + k,
             partitions=("batch",),
             time_limit_min=rng.choice((30, 60, 240, UNLIMITED)),
@@ -124,19 +124,19 @@ def make_jobs(count: int, seed: int, singleton: float) -> list[JobRequest]:
             shape = dict(held_user=True)
         else:
             target = 1000 + rng.randrange(max(1, k)) if k else 0
-            shape = (
-                dict(dependency=DependencySpec((Dependency("afterok", (target,)),))) if target else {}
-            )
+            shape = dict(dependency=DependencySpec((Dependency("afterok", (target,)),))) if target else {}
         if singleton and rng.random() < singleton:
             shape = dict(shape, dependency=DependencySpec((Dependency("singleton"),)))
         jobs.append(JobRequest(**{**base, **shape}))  # type: ignore[arg-type]
     return jobs
 
 
-def make_snapshot(nodes: int, pending: int, state: str, seed: int, singleton: float) -> Snapshot:
+def make_snapshot(
+    nodes: int, pending: int, state: str, seed: int, singleton: float, unique_names: bool = False
+) -> Snapshot:
     node_tuple = make_nodes(nodes, state)
     names = tuple(n.name for n in node_tuple)
-    jobs = make_jobs(pending, seed, singleton)
+    jobs = make_jobs(pending, seed, singleton, unique_names)
     running = make_running(node_tuple)
     statuses = tuple(
         JobStatus(job_id=j.job_id, user_id=j.user_id, name=j.name, phase=Phase.PENDING) for j in jobs
@@ -176,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", default="1000,10000", help="comma-separated pending-job counts")
     ap.add_argument("--state", default="idle,half,busy", help="comma-separated: idle, half, busy")
     ap.add_argument("--singleton", type=float, default=0.0, help="fraction of --dependency=singleton jobs")
+    ap.add_argument("--unique-names", action="store_true", help="every job its own name (with --singleton)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds of cycles per case")
     ap.add_argument("--min-reps", type=int, default=3)
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     print(f"# python {sys.version.split()[0]}; {CPUS} CPUs, {MEM_MB} MB, {GPUS} GPUs per node")
-    print(f"# singleton fraction {args.singleton}; seed {args.seed}")
+    print(f"# singleton fraction {args.singleton}; unique names {args.unique_names}; seed {args.seed}")
     header = (
         f"{'nodes':>5} {'pending':>7} {'state':>5} {'starts':>6} {'cycles/s':>9} "
         f"{'ms/cycle':>9} {'min ms':>8} {'jobs/s':>10} {'reps':>4} {'build s':>7}"
@@ -193,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in (int(x) for x in args.jobs.split(",")):
             for state in args.state.split(","):
                 t0 = time.perf_counter()
-                snap = make_snapshot(n, p, state, args.seed, args.singleton)
+                snap = make_snapshot(n, p, state, args.seed, args.singleton, args.unique_names)
                 build = time.perf_counter() - t0
                 times, starts = time_cycles(snap, args.min_time, args.min_reps)
                 med = statistics.median(times)
