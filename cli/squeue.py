@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 from cli import fmt
 from shoal import states
-from shoal.arrayspec import format_task_ids, parse_array
 from shoal.timefmt import format_duration, format_limit_squeue, format_timestamp
 from shoal.v1 import jobs_pb2
 
@@ -325,6 +324,8 @@ def _split_outside_brackets(text: str) -> list[str]:
 
 def _expand_ranges(text: str) -> list[int]:
     """ "1-3,7" -> [1, 2, 3, 7]; "1-7:2" steps. ValueError on anything else."""
+    from shoal.arrayspec import parse_array  # lazy: dataclasses/inspect cost ~10 ms at start-up
+
     return list(parse_array(text, max_size=1 << 31).task_ids)
 
 
@@ -391,6 +392,8 @@ def group_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[Row]:
         if len(members) == 1:
             continue
         first = min(members, key=lambda j: j.array_task_id)
+        from shoal.arrayspec import format_task_ids
+
         task_str = format_task_ids(j.array_task_id for j in members)
         if first.array_max_tasks:
             task_str += f"%{first.array_max_tasks}"
