@@ -86,6 +86,7 @@ class Controller:
         self.clock = clock
         self.lock = threading.RLock()
         self.jobs: dict[int, jobs_pb2.JobInfo] = {}
+        self._requests: dict[int, m.JobRequest] = {}  # cache of pending jobs' JobRequest (see _request)
         self.nodes: dict[str, NodeRuntime] = {}
         self.next_job_id = cfg.first_job_id
         self.wake = threading.Event()
@@ -157,8 +158,11 @@ class Controller:
             for name in self.nodes
         }
 
-    def _snapshot(self, pending: Iterable[m.JobRequest]) -> m.Snapshot:
-        usage = self._usage()
+    def _snapshot(self, pending: Iterable[m.JobRequest], *, capacity_only: bool = False) -> m.Snapshot:
+        """The core's input. `capacity_only` (the submit-time "could it ever run" question) skips what
+        only "now" and "when" need: usage, running jobs and the statuses of every known job."""
+        pending = tuple(pending)
+        usage = {name: m.NodeUsage() for name in self.nodes} if capacity_only else self._usage()
         nodes = tuple(
             m.Node(
                 name=n.conf.name,
@@ -209,10 +213,12 @@ class Controller:
                     for a in j.allocation
                 ),
             )
-            for j in self.jobs.values()
+            for j in ([] if capacity_only else self.jobs.values())
             if j.state in ACTIVE_STATES
         )
-        statuses = tuple(_status(j) for j in self.jobs.values())
+        # statuses serve dependencies and array throttles only: skip the pass over every job otherwise
+        needs_statuses = any(r.dependency.terms or r.array_max_running for r in pending)
+        statuses = tuple(_status(j) for j in self.jobs.values()) if needs_statuses else ()
         return m.Snapshot(
             nodes=nodes,
             partitions=partitions,
@@ -221,6 +227,17 @@ class Controller:
             jobs=statuses,
             config=self._sched_config,
         )
+
+    def _request(self, job: jobs_pb2.JobInfo) -> m.JobRequest | None:
+        """The core's view of a pending job, built once and kept until the job changes."""
+        req = self._requests.get(job.job_id)
+        if req is None:
+            try:
+                req = jobrec.job_request(job, self.nodes)
+            except (SlurmError, ValueError):
+                return None
+            self._requests[job.job_id] = req
+        return req
 
     # ------------------------------------------------------------------ submit
     def submit(self, spec: jobs_pb2.JobSpec, caller: Caller, test_only: bool) -> controller_pb2.SubmitJobResponse:
@@ -232,7 +249,7 @@ class Controller:
             except ValueError as exc:
                 raise SlurmError(str(exc) or "Invalid job specification") from exc
             self._check_dependencies(spec)
-            snap = self._snapshot([req])
+            snap = self._snapshot([req], capacity_only=not test_only)
             refusal = sched_submit.check_submission(req, snap)
             if refusal is not None:
                 raise SlurmError(refusal.message)
@@ -361,11 +378,10 @@ class Controller:
             pending: list[m.JobRequest] = []
             by_id: dict[int, jobs_pb2.JobInfo] = {}
             for job in self.jobs.values():
-                if job.state != PENDING:
-                    continue
-                try:
-                    req = jobrec.job_request(job, self.nodes)
-                except (SlurmError, ValueError):
+                if job.state != PENDING or job.held:
+                    continue  # a held job keeps its JobHeld* reason and never starts
+                req = self._request(job)
+                if req is None:
                     job.state_reason = "BadConstraints"
                     continue
                 pending.append(req)
@@ -394,6 +410,7 @@ class Controller:
             for start in result.starts:
                 job = by_id[start.job_id]
                 jobrec.apply_start(job, start, now, node_types)
+                self._requests.pop(job.job_id, None)
                 job.std_out, job.std_err, job.std_in = resolve_streams(job, job.batch_host)
                 job.last_sched_eval = now
                 started.append(job)
@@ -468,6 +485,7 @@ class Controller:
         self.wake.set()
 
     def _finish(self, job: jobs_pb2.JobInfo, state: int, exit_code: int, exit_signal: int, now: int) -> None:
+        self._requests.pop(job.job_id, None)
         job.state = state  # type: ignore[assignment]
         job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
         job.exit_code = exit_code
@@ -485,6 +503,7 @@ class Controller:
         job.state_reason = reason
 
     def _requeue(self, job: jobs_pb2.JobInfo, now: int) -> None:
+        self._requests.pop(job.job_id, None)
         job.state = PENDING
         job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
         job.restarts += 1
@@ -508,7 +527,12 @@ class Controller:
                     continue
                 if users and job.user_id not in users:
                     continue
-                out.jobs.append(job)
+                view = out.jobs.add()
+                view.CopyFrom(job)
+                # the script and the exported environment stay in the controller: they are most of a
+                # record's bytes and no listing shows them
+                view.spec.ClearField("environment")
+                view.spec.ClearField("script")
             return out
 
     def get_nodes(self, req: controller_pb2.GetNodesRequest) -> controller_pb2.GetNodesResponse:
@@ -714,6 +738,7 @@ class Controller:
                             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
                         self._update_one(job, req, caller, now, effects)
                         changed.append(job)
+                        self._requests.pop(job.job_id, None)
                     except SlurmError as exc:
                         out.results.add(job_id=_job_id_str(job), code=exc.code, message=exc.message)
             if changed:
