@@ -33,6 +33,7 @@ class GpuDevice(_message.Message):
     NVLINK_PEERS_FIELD_NUMBER: _builtins.int
     MIG_ENABLED_FIELD_NUMBER: _builtins.int
     FILE_FIELD_NUMBER: _builtins.int
+    PCIE_SWITCH_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """minor number (/dev/nvidiaN)"""
     type: _builtins.str
@@ -49,6 +50,8 @@ class GpuDevice(_message.Message):
     mig_enabled: _builtins.bool
     file: _builtins.str
     """device file"""
+    pcie_switch: _builtins.str
+    """GPUs with the same label share a PCIe switch ("" = unknown)"""
     @_builtins.property
     def nvlink_peers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """indices reachable over NVLink/NVSwitch"""
@@ -67,10 +70,11 @@ class GpuDevice(_message.Message):
         nvlink_peers: _abc.Iterable[_builtins.int] | None = ...,
         mig_enabled: _builtins.bool = ...,
         file: _builtins.str = ...,
+        pcie_switch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_affinity", b"cpu_affinity", "file", b"file", "index", b"index", "memory_mb", b"memory_mb", "mig_enabled", b"mig_enabled", "model", b"model", "numa_node", b"numa_node", "nvlink_peers", b"nvlink_peers", "pci_bus_id", b"pci_bus_id", "type", b"type", "uuid", b"uuid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_affinity", b"cpu_affinity", "file", b"file", "index", b"index", "memory_mb", b"memory_mb", "mig_enabled", b"mig_enabled", "model", b"model", "numa_node", b"numa_node", "nvlink_peers", b"nvlink_peers", "pci_bus_id", b"pci_bus_id", "pcie_switch", b"pcie_switch", "type", b"type", "uuid", b"uuid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
