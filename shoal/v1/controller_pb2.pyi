@@ -631,3 +631,241 @@ class CompleteBatchResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CompleteBatchResponse: _TypeAlias = CompleteBatchResponse  # noqa: Y015
+
+@_typing.final
+class CreateStepRequest(_message.Message):
+    """srun asks for a step inside job_id's allocation; ctld lays its tasks out, records it, and has
+    every node of the step start its tasks (LaunchTasks), which connect back to srun's I/O address.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    MIN_NODES_FIELD_NUMBER: _builtins.int
+    MAX_NODES_FIELD_NUMBER: _builtins.int
+    NUM_TASKS_FIELD_NUMBER: _builtins.int
+    NTASKS_PER_NODE_FIELD_NUMBER: _builtins.int
+    CPUS_PER_TASK_FIELD_NUMBER: _builtins.int
+    NODELIST_FIELD_NUMBER: _builtins.int
+    EXCLUDE_FIELD_NUMBER: _builtins.int
+    DISTRIBUTION_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    OVERLAP_FIELD_NUMBER: _builtins.int
+    EXCLUSIVE_FIELD_NUMBER: _builtins.int
+    OVERCOMMIT_FIELD_NUMBER: _builtins.int
+    LAUNCH_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.int
+    min_nodes: _builtins.int
+    """0 = not given"""
+    max_nodes: _builtins.int
+    num_tasks: _builtins.int
+    """0 = not given"""
+    ntasks_per_node: _builtins.int
+    cpus_per_task: _builtins.int
+    """0 = 1"""
+    nodelist: _builtins.str
+    """-w"""
+    exclude: _builtins.str
+    """-x"""
+    distribution: _builtins.str
+    """-m as given ("block", "cyclic", "" = default)"""
+    name: _builtins.str
+    overlap: _builtins.bool
+    """share CPUs with other steps"""
+    exclusive: _builtins.bool
+    overcommit: _builtins.bool
+    @_builtins.property
+    def launch(self) -> _jobs_pb2.StepLaunch: ...
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.int = ...,
+        min_nodes: _builtins.int = ...,
+        max_nodes: _builtins.int = ...,
+        num_tasks: _builtins.int = ...,
+        ntasks_per_node: _builtins.int = ...,
+        cpus_per_task: _builtins.int = ...,
+        nodelist: _builtins.str = ...,
+        exclude: _builtins.str = ...,
+        distribution: _builtins.str = ...,
+        name: _builtins.str = ...,
+        overlap: _builtins.bool = ...,
+        exclusive: _builtins.bool = ...,
+        overcommit: _builtins.bool = ...,
+        launch: _jobs_pb2.StepLaunch | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exclude", b"exclude", "exclusive", b"exclusive", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateStepRequest: _TypeAlias = CreateStepRequest  # noqa: Y015
+
+@_typing.final
+class CreateStepResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEP_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    RETRY_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    retry: _builtins.bool
+    """resources busy: ask again later (message says why)"""
+    message: _builtins.str
+    @_builtins.property
+    def step(self) -> _jobs_pb2.JobStep: ...
+    @_builtins.property
+    def job(self) -> _jobs_pb2.JobInfo: ...
+    def __init__(
+        self,
+        *,
+        step: _jobs_pb2.JobStep | None = ...,
+        job: _jobs_pb2.JobInfo | None = ...,
+        retry: _builtins.bool = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "step", b"step"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "message", b"message", "retry", b"retry", "step", b"step"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateStepResponse: _TypeAlias = CreateStepResponse  # noqa: Y015
+
+@_typing.final
+class CompleteStepRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    STEP_ID_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
+    EXIT_SIGNAL_FIELD_NUMBER: _builtins.int
+    CANCELLED_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.int
+    step_id: _builtins.int
+    exit_code: _builtins.int
+    """highest task exit code"""
+    exit_signal: _builtins.int
+    cancelled: _builtins.bool
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.int = ...,
+        step_id: _builtins.int = ...,
+        exit_code: _builtins.int = ...,
+        exit_signal: _builtins.int = ...,
+        cancelled: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "step_id", b"step_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompleteStepRequest: _TypeAlias = CompleteStepRequest  # noqa: Y015
+
+@_typing.final
+class CompleteStepResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompleteStepResponse: _TypeAlias = CompleteStepResponse  # noqa: Y015
+
+@_typing.final
+class GetStepsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEP_IDS_FIELD_NUMBER: _builtins.int
+    INCLUDE_FINISHED_FIELD_NUMBER: _builtins.int
+    include_finished: _builtins.bool
+    @_builtins.property
+    def step_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """"12", "12.0", "12.batch"; empty = all"""
+
+    def __init__(
+        self,
+        *,
+        step_ids: _abc.Iterable[_builtins.str] | None = ...,
+        include_finished: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "step_ids", b"step_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetStepsRequest: _TypeAlias = GetStepsRequest  # noqa: Y015
+
+@_typing.final
+class GetStepsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEPS_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    now: _builtins.int
+    @_builtins.property
+    def steps(self) -> _containers.RepeatedCompositeFieldContainer[_jobs_pb2.JobStep]: ...
+    def __init__(
+        self,
+        *,
+        steps: _abc.Iterable[_jobs_pb2.JobStep] | None = ...,
+        now: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["now", b"now", "steps", b"steps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetStepsResponse: _TypeAlias = GetStepsResponse  # noqa: Y015
+
+@_typing.final
+class CompleteAllocationRequest(_message.Message):
+    """salloc/srun: the allocation's command ended; the job ends with its exit status."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
+    EXIT_SIGNAL_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.int
+    exit_code: _builtins.int
+    exit_signal: _builtins.int
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.int = ...,
+        exit_code: _builtins.int = ...,
+        exit_signal: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompleteAllocationRequest: _TypeAlias = CompleteAllocationRequest  # noqa: Y015
+
+@_typing.final
+class CompleteAllocationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompleteAllocationResponse: _TypeAlias = CompleteAllocationResponse  # noqa: Y015

@@ -89,6 +89,26 @@ class ControllerStub:
                 request_serializer=shoal_dot_v1_dot_controller__pb2.CompleteBatchRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.CompleteBatchResponse.FromString,
                 _registered_method=True)
+        self.CreateStep = channel.unary_unary(
+                '/shoal.v1.Controller/CreateStep',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.CreateStepRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.CreateStepResponse.FromString,
+                _registered_method=True)
+        self.CompleteStep = channel.unary_unary(
+                '/shoal.v1.Controller/CompleteStep',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.CompleteStepRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.CompleteStepResponse.FromString,
+                _registered_method=True)
+        self.GetSteps = channel.unary_unary(
+                '/shoal.v1.Controller/GetSteps',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.GetStepsRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.GetStepsResponse.FromString,
+                _registered_method=True)
+        self.CompleteAllocation = channel.unary_unary(
+                '/shoal.v1.Controller/CompleteAllocation',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.CompleteAllocationRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.CompleteAllocationResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -157,8 +177,32 @@ class ControllerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CompleteBatch(self, request, context):
-        """Steps (srun) come with issue 3: CreateStep, CompleteStep, GetSteps.
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateStep(self, request, context):
+        """steps (srun, salloc)
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteStep(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSteps(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteAllocation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -220,6 +264,26 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.CompleteBatch,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.CompleteBatchRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.CompleteBatchResponse.SerializeToString,
+            ),
+            'CreateStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateStep,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.CreateStepRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.CreateStepResponse.SerializeToString,
+            ),
+            'CompleteStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteStep,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.CompleteStepRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.CompleteStepResponse.SerializeToString,
+            ),
+            'GetSteps': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSteps,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.GetStepsRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.GetStepsResponse.SerializeToString,
+            ),
+            'CompleteAllocation': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteAllocation,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.CompleteAllocationRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.CompleteAllocationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -519,6 +583,114 @@ class Controller:
             '/shoal.v1.Controller/CompleteBatch',
             shoal_dot_v1_dot_controller__pb2.CompleteBatchRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.CompleteBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/CreateStep',
+            shoal_dot_v1_dot_controller__pb2.CreateStepRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.CreateStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/CompleteStep',
+            shoal_dot_v1_dot_controller__pb2.CompleteStepRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.CompleteStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSteps(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/GetSteps',
+            shoal_dot_v1_dot_controller__pb2.GetStepsRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.GetStepsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteAllocation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/CompleteAllocation',
+            shoal_dot_v1_dot_controller__pb2.CompleteAllocationRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.CompleteAllocationResponse.FromString,
             options,
             channel_credentials,
             insecure,

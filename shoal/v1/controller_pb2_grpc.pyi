@@ -46,7 +46,11 @@ class ControllerStub:
     RegisterNode: _grpc.UnaryUnaryMultiCallable[_controller_pb2.RegisterNodeRequest, _controller_pb2.RegisterNodeResponse]
     """node agents"""
     CompleteBatch: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CompleteBatchRequest, _controller_pb2.CompleteBatchResponse]
-    """Steps (srun) come with issue 3: CreateStep, CompleteStep, GetSteps."""
+    CreateStep: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CreateStepRequest, _controller_pb2.CreateStepResponse]
+    """steps (srun, salloc)"""
+    CompleteStep: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CompleteStepRequest, _controller_pb2.CompleteStepResponse]
+    GetSteps: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetStepsRequest, _controller_pb2.GetStepsResponse]
+    CompleteAllocation: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CompleteAllocationRequest, _controller_pb2.CompleteAllocationResponse]
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -64,7 +68,11 @@ class ControllerAsyncStub(ControllerStub):
     RegisterNode: _aio.UnaryUnaryMultiCallable[_controller_pb2.RegisterNodeRequest, _controller_pb2.RegisterNodeResponse]  # type: ignore[assignment]
     """node agents"""
     CompleteBatch: _aio.UnaryUnaryMultiCallable[_controller_pb2.CompleteBatchRequest, _controller_pb2.CompleteBatchResponse]  # type: ignore[assignment]
-    """Steps (srun) come with issue 3: CreateStep, CompleteStep, GetSteps."""
+    CreateStep: _aio.UnaryUnaryMultiCallable[_controller_pb2.CreateStepRequest, _controller_pb2.CreateStepResponse]  # type: ignore[assignment]
+    """steps (srun, salloc)"""
+    CompleteStep: _aio.UnaryUnaryMultiCallable[_controller_pb2.CompleteStepRequest, _controller_pb2.CompleteStepResponse]  # type: ignore[assignment]
+    GetSteps: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetStepsRequest, _controller_pb2.GetStepsResponse]  # type: ignore[assignment]
+    CompleteAllocation: _aio.UnaryUnaryMultiCallable[_controller_pb2.CompleteAllocationRequest, _controller_pb2.CompleteAllocationResponse]  # type: ignore[assignment]
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -144,7 +152,35 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _controller_pb2.CompleteBatchRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_controller_pb2.CompleteBatchResponse, _abc.Awaitable[_controller_pb2.CompleteBatchResponse]]:
-        """Steps (srun) come with issue 3: CreateStep, CompleteStep, GetSteps."""
+    ) -> _typing.Union[_controller_pb2.CompleteBatchResponse, _abc.Awaitable[_controller_pb2.CompleteBatchResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreateStep(
+        self,
+        request: _controller_pb2.CreateStepRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.CreateStepResponse, _abc.Awaitable[_controller_pb2.CreateStepResponse]]:
+        """steps (srun, salloc)"""
+
+    @_abc_1.abstractmethod
+    def CompleteStep(
+        self,
+        request: _controller_pb2.CompleteStepRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.CompleteStepResponse, _abc.Awaitable[_controller_pb2.CompleteStepResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetSteps(
+        self,
+        request: _controller_pb2.GetStepsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetStepsResponse, _abc.Awaitable[_controller_pb2.GetStepsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CompleteAllocation(
+        self,
+        request: _controller_pb2.CompleteAllocationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.CompleteAllocationResponse, _abc.Awaitable[_controller_pb2.CompleteAllocationResponse]]: ...
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

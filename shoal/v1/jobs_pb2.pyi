@@ -420,6 +420,8 @@ class JobInfo(_message.Message):
     LAUNCH_NODE_IP_FIELD_NUMBER: _builtins.int
     MIN_NODES_REQ_FIELD_NUMBER: _builtins.int
     MAX_NODES_REQ_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
+    NEXT_STEP_ID_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     array_job_id: _builtins.int
     """0 = not an array"""
@@ -508,6 +510,7 @@ class JobInfo(_message.Message):
     min_nodes_req: _builtins.int
     """requested node range while pending"""
     max_nodes_req: _builtins.int
+    next_step_id: _builtins.int
     @_builtins.property
     def spec(self) -> Global___JobSpec: ...
     @_builtins.property
@@ -516,6 +519,10 @@ class JobInfo(_message.Message):
     def req_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def exc_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobStep]:
+        """job steps (srun): every step this job has had, and the id the next one gets"""
+
     def __init__(
         self,
         *,
@@ -582,10 +589,12 @@ class JobInfo(_message.Message):
         launch_node_ip: _builtins.str = ...,
         min_nodes_req: _builtins.int = ...,
         max_nodes_req: _builtins.int = ...,
+        steps: _abc.Iterable[Global___JobStep] | None = ...,
+        next_step_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "accrue_time", b"accrue_time", "alloc_node_sid", b"alloc_node_sid", "allocation", b"allocation", "array_job_id", b"array_job_id", "array_max_tasks", b"array_max_tasks", "array_task_id", b"array_task_id", "array_task_str", b"array_task_str", "batch_flag", b"batch_flag", "batch_host", b"batch_host", "cancelled_by", b"cancelled_by", "cancelled_by_uid", b"cancelled_by_uid", "derived_exit_code", b"derived_exit_code", "derived_exit_signal", b"derived_exit_signal", "eligible_time", b"eligible_time", "end_time", b"end_time", "exc_nodes", b"exc_nodes", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "final_state", b"final_state", "group_id", b"group_id", "group_name", b"group_name", "held", b"held", "held_by_admin", b"held_by_admin", "job_id", b"job_id", "last_sched_eval", b"last_sched_eval", "launch_node_ip", b"launch_node_ip", "max_nodes_req", b"max_nodes_req", "mem_mb", b"mem_mb", "min_cpus_node", b"min_cpus_node", "min_memory_cpu_mb", b"min_memory_cpu_mb", "min_memory_node_mb", b"min_memory_node_mb", "min_nodes_req", b"min_nodes_req", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "oversubscribe", b"oversubscribe", "partition", b"partition", "preempt_time", b"preempt_time", "priority", b"priority", "qos", b"qos", "req_nodes", b"req_nodes", "requeue", b"requeue", "restarts", b"restarts", "sched_nodes", b"sched_nodes", "spec", b"spec", "start_time", b"start_time", "state", b"state", "state_reason", b"state_reason", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "submit_time", b"submit_time", "suspend_time", b"suspend_time", "time_limit_min", b"time_limit_min", "tres_alloc", b"tres_alloc", "tres_per_node", b"tres_per_node", "tres_req", b"tres_req", "user_id", b"user_id", "user_name", b"user_name", "warn_signal_sent", b"warn_signal_sent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "accrue_time", b"accrue_time", "alloc_node_sid", b"alloc_node_sid", "allocation", b"allocation", "array_job_id", b"array_job_id", "array_max_tasks", b"array_max_tasks", "array_task_id", b"array_task_id", "array_task_str", b"array_task_str", "batch_flag", b"batch_flag", "batch_host", b"batch_host", "cancelled_by", b"cancelled_by", "cancelled_by_uid", b"cancelled_by_uid", "derived_exit_code", b"derived_exit_code", "derived_exit_signal", b"derived_exit_signal", "eligible_time", b"eligible_time", "end_time", b"end_time", "exc_nodes", b"exc_nodes", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "final_state", b"final_state", "group_id", b"group_id", "group_name", b"group_name", "held", b"held", "held_by_admin", b"held_by_admin", "job_id", b"job_id", "last_sched_eval", b"last_sched_eval", "launch_node_ip", b"launch_node_ip", "max_nodes_req", b"max_nodes_req", "mem_mb", b"mem_mb", "min_cpus_node", b"min_cpus_node", "min_memory_cpu_mb", b"min_memory_cpu_mb", "min_memory_node_mb", b"min_memory_node_mb", "min_nodes_req", b"min_nodes_req", "next_step_id", b"next_step_id", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "oversubscribe", b"oversubscribe", "partition", b"partition", "preempt_time", b"preempt_time", "priority", b"priority", "qos", b"qos", "req_nodes", b"req_nodes", "requeue", b"requeue", "restarts", b"restarts", "sched_nodes", b"sched_nodes", "spec", b"spec", "start_time", b"start_time", "state", b"state", "state_reason", b"state_reason", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "steps", b"steps", "submit_time", b"submit_time", "suspend_time", b"suspend_time", "time_limit_min", b"time_limit_min", "tres_alloc", b"tres_alloc", "tres_per_node", b"tres_per_node", "tres_req", b"tres_req", "user_id", b"user_id", "user_name", b"user_name", "warn_signal_sent", b"warn_signal_sent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -606,6 +615,18 @@ class JobStep(_message.Message):
     END_TIME_FIELD_NUMBER: _builtins.int
     EXIT_CODE_FIELD_NUMBER: _builtins.int
     EXIT_SIGNAL_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    USER_NAME_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    NUM_NODES_FIELD_NUMBER: _builtins.int
+    TASKS_PER_NODE_FIELD_NUMBER: _builtins.int
+    TIME_LIMIT_MIN_FIELD_NUMBER: _builtins.int
+    LAYOUT_FIELD_NUMBER: _builtins.int
+    DISTRIBUTION_FIELD_NUMBER: _builtins.int
+    CPUS_PER_TASK_FIELD_NUMBER: _builtins.int
+    OVERLAP_FIELD_NUMBER: _builtins.int
+    LAUNCH_FIELD_NUMBER: _builtins.int
+    JOB_NAME_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     step_id: _builtins.int
     """-4 = batch, -5 = extern (as Slurm)"""
@@ -618,6 +639,27 @@ class JobStep(_message.Message):
     end_time: _builtins.int
     exit_code: _builtins.int
     exit_signal: _builtins.int
+    user_id: _builtins.int
+    user_name: _builtins.str
+    partition: _builtins.str
+    num_nodes: _builtins.int
+    tasks_per_node: _builtins.str
+    """"2(x2)" """
+    time_limit_min: _builtins.int
+    """the job's"""
+    distribution: _builtins.str
+    """"block" or "cyclic" """
+    cpus_per_task: _builtins.int
+    overlap: _builtins.bool
+    job_name: _builtins.str
+    @_builtins.property
+    def layout(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepNode]:
+        """one per node, in node order"""
+
+    @_builtins.property
+    def launch(self) -> Global___StepLaunch:
+        """how to run it (kept while it runs)"""
+
     def __init__(
         self,
         *,
@@ -632,11 +674,148 @@ class JobStep(_message.Message):
         end_time: _builtins.int = ...,
         exit_code: _builtins.int = ...,
         exit_signal: _builtins.int = ...,
+        user_id: _builtins.int = ...,
+        user_name: _builtins.str = ...,
+        partition: _builtins.str = ...,
+        num_nodes: _builtins.int = ...,
+        tasks_per_node: _builtins.str = ...,
+        time_limit_min: _builtins.int = ...,
+        layout: _abc.Iterable[Global___StepNode] | None = ...,
+        distribution: _builtins.str = ...,
+        cpus_per_task: _builtins.int = ...,
+        overlap: _builtins.bool = ...,
+        launch: Global___StepLaunch | None = ...,
+        job_name: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "name", b"name", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_tasks", b"num_tasks", "start_time", b"start_time", "state", b"state", "step_id", b"step_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "job_name", b"job_name", "launch", b"launch", "layout", b"layout", "name", b"name", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "overlap", b"overlap", "partition", b"partition", "start_time", b"start_time", "state", b"state", "step_id", b"step_id", "tasks_per_node", b"tasks_per_node", "time_limit_min", b"time_limit_min", "user_id", b"user_id", "user_name", b"user_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___JobStep: _TypeAlias = JobStep  # noqa: Y015
+
+@_typing.final
+class StepNode(_message.Message):
+    """One node of a step: which tasks (global ids) run there and on how many CPUs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    ADDR_FIELD_NUMBER: _builtins.int
+    TASK_IDS_FIELD_NUMBER: _builtins.int
+    CPUS_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    addr: _builtins.str
+    """NodeAddr (MASTER_ADDR for the first node)"""
+    cpus: _builtins.int
+    @_builtins.property
+    def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        addr: _builtins.str = ...,
+        task_ids: _abc.Iterable[_builtins.int] | None = ...,
+        cpus: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "cpus", b"cpus", "node", b"node", "task_ids", b"task_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StepNode: _TypeAlias = StepNode  # noqa: Y015
+
+@_typing.final
+class StepLaunch(_message.Message):
+    """What a step runs and where its I/O goes (srun's options)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class EnvironmentEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ARGV_FIELD_NUMBER: _builtins.int
+    ENVIRONMENT_FIELD_NUMBER: _builtins.int
+    CWD_FIELD_NUMBER: _builtins.int
+    STD_OUT_FIELD_NUMBER: _builtins.int
+    STD_ERR_FIELD_NUMBER: _builtins.int
+    STD_IN_FIELD_NUMBER: _builtins.int
+    OPEN_MODE_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    UNBUFFERED_FIELD_NUMBER: _builtins.int
+    IO_HOST_FIELD_NUMBER: _builtins.int
+    IO_PORT_FIELD_NUMBER: _builtins.int
+    IO_TOKEN_FIELD_NUMBER: _builtins.int
+    UMASK_FIELD_NUMBER: _builtins.int
+    DISTRIBUTION_GIVEN_FIELD_NUMBER: _builtins.int
+    KILL_ON_BAD_EXIT_FIELD_NUMBER: _builtins.int
+    cwd: _builtins.str
+    std_out: _builtins.str
+    """pattern (%t %n %N %j %s %u %x), "none", or "" = to srun"""
+    std_err: _builtins.str
+    std_in: _builtins.str
+    """"" = task 0 from srun, "all", "none", a task id, or a file pattern"""
+    open_mode: _builtins.str
+    label: _builtins.bool
+    """-l (SLURM_LABELIO)"""
+    unbuffered: _builtins.bool
+    """-u"""
+    io_host: _builtins.str
+    """srun's listener"""
+    io_port: _builtins.int
+    io_token: _builtins.str
+    """presented by each node when it connects"""
+    umask: _builtins.int
+    distribution_given: _builtins.bool
+    kill_on_bad_exit: _builtins.bool
+    @_builtins.property
+    def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def environment(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """srun's environment after --export"""
+
+    def __init__(
+        self,
+        *,
+        argv: _abc.Iterable[_builtins.str] | None = ...,
+        environment: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        cwd: _builtins.str = ...,
+        std_out: _builtins.str = ...,
+        std_err: _builtins.str = ...,
+        std_in: _builtins.str = ...,
+        open_mode: _builtins.str = ...,
+        label: _builtins.bool = ...,
+        unbuffered: _builtins.bool = ...,
+        io_host: _builtins.str = ...,
+        io_port: _builtins.int = ...,
+        io_token: _builtins.str = ...,
+        umask: _builtins.int = ...,
+        distribution_given: _builtins.bool = ...,
+        kill_on_bad_exit: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["argv", b"argv", "cwd", b"cwd", "distribution_given", b"distribution_given", "environment", b"environment", "io_host", b"io_host", "io_port", b"io_port", "io_token", b"io_token", "kill_on_bad_exit", b"kill_on_bad_exit", "label", b"label", "open_mode", b"open_mode", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "umask", b"umask", "unbuffered", b"unbuffered"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StepLaunch: _TypeAlias = StepLaunch  # noqa: Y015

@@ -252,3 +252,109 @@ class NodePingResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NodePingResponse: _TypeAlias = NodePingResponse  # noqa: Y015
+
+@_typing.final
+class LaunchTasksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    STEP_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    CLUSTER_NAME_FIELD_NUMBER: _builtins.int
+    CTLD_ADDR_FIELD_NUMBER: _builtins.int
+    KILL_WAIT_FIELD_NUMBER: _builtins.int
+    SLURM_CONF_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    cluster_name: _builtins.str
+    ctld_addr: _builtins.str
+    kill_wait: _builtins.int
+    slurm_conf: _builtins.str
+    @_builtins.property
+    def job(self) -> _jobs_pb2.JobInfo: ...
+    @_builtins.property
+    def step(self) -> _jobs_pb2.JobStep:
+        """its layout names this node's tasks"""
+
+    @_builtins.property
+    def credential(self) -> Global___JobCredential:
+        """the job's, covering this node"""
+
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        job: _jobs_pb2.JobInfo | None = ...,
+        step: _jobs_pb2.JobStep | None = ...,
+        credential: Global___JobCredential | None = ...,
+        cluster_name: _builtins.str = ...,
+        ctld_addr: _builtins.str = ...,
+        kill_wait: _builtins.int = ...,
+        slurm_conf: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential", "job", b"job", "step", b"step"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "credential", b"credential", "ctld_addr", b"ctld_addr", "job", b"job", "kill_wait", b"kill_wait", "node", b"node", "slurm_conf", b"slurm_conf", "step", b"step"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LaunchTasksRequest: _TypeAlias = LaunchTasksRequest  # noqa: Y015
+
+@_typing.final
+class LaunchTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LaunchTasksResponse: _TypeAlias = LaunchTasksResponse  # noqa: Y015
+
+@_typing.final
+class SignalStepRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    STEP_ID_FIELD_NUMBER: _builtins.int
+    SIGNAL_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    job_id: _builtins.int
+    step_id: _builtins.int
+    signal: _builtins.int
+    """0 = terminate (SIGTERM, KillWait, SIGKILL)"""
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        job_id: _builtins.int = ...,
+        step_id: _builtins.int = ...,
+        signal: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "node", b"node", "signal", b"signal", "step_id", b"step_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SignalStepRequest: _TypeAlias = SignalStepRequest  # noqa: Y015
+
+@_typing.final
+class SignalStepResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SignalStepResponse: _TypeAlias = SignalStepResponse  # noqa: Y015

@@ -54,6 +54,16 @@ class NodeAgentStub:
                 request_serializer=shoal_dot_v1_dot_node__pb2.NodePingRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_node__pb2.NodePingResponse.FromString,
                 _registered_method=True)
+        self.LaunchTasks = channel.unary_unary(
+                '/shoal.v1.NodeAgent/LaunchTasks',
+                request_serializer=shoal_dot_v1_dot_node__pb2.LaunchTasksRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_node__pb2.LaunchTasksResponse.FromString,
+                _registered_method=True)
+        self.SignalStep = channel.unary_unary(
+                '/shoal.v1.NodeAgent/SignalStep',
+                request_serializer=shoal_dot_v1_dot_node__pb2.SignalStepRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_node__pb2.SignalStepResponse.FromString,
+                _registered_method=True)
 
 
 class NodeAgentServicer:
@@ -83,6 +93,19 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LaunchTasks(self, request, context):
+        """steps: start this node's tasks of a step; signal a running step
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SignalStep(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeAgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +128,16 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.Ping,
                     request_deserializer=shoal_dot_v1_dot_node__pb2.NodePingRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_node__pb2.NodePingResponse.SerializeToString,
+            ),
+            'LaunchTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.LaunchTasks,
+                    request_deserializer=shoal_dot_v1_dot_node__pb2.LaunchTasksRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_node__pb2.LaunchTasksResponse.SerializeToString,
+            ),
+            'SignalStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignalStep,
+                    request_deserializer=shoal_dot_v1_dot_node__pb2.SignalStepRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_node__pb2.SignalStepResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +248,60 @@ class NodeAgent:
             '/shoal.v1.NodeAgent/Ping',
             shoal_dot_v1_dot_node__pb2.NodePingRequest.SerializeToString,
             shoal_dot_v1_dot_node__pb2.NodePingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LaunchTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.NodeAgent/LaunchTasks',
+            shoal_dot_v1_dot_node__pb2.LaunchTasksRequest.SerializeToString,
+            shoal_dot_v1_dot_node__pb2.LaunchTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignalStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.NodeAgent/SignalStep',
+            shoal_dot_v1_dot_node__pb2.SignalStepRequest.SerializeToString,
+            shoal_dot_v1_dot_node__pb2.SignalStepResponse.FromString,
             options,
             channel_credentials,
             insecure,

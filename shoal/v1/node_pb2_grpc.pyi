@@ -35,6 +35,9 @@ class NodeAgentStub:
     SignalJob: _grpc.UnaryUnaryMultiCallable[_node_pb2.NodeSignalJobRequest, _node_pb2.NodeSignalJobResponse]
     TerminateJob: _grpc.UnaryUnaryMultiCallable[_node_pb2.TerminateJobRequest, _node_pb2.TerminateJobResponse]
     Ping: _grpc.UnaryUnaryMultiCallable[_node_pb2.NodePingRequest, _node_pb2.NodePingResponse]
+    LaunchTasks: _grpc.UnaryUnaryMultiCallable[_node_pb2.LaunchTasksRequest, _node_pb2.LaunchTasksResponse]
+    """steps: start this node's tasks of a step; signal a running step"""
+    SignalStep: _grpc.UnaryUnaryMultiCallable[_node_pb2.SignalStepRequest, _node_pb2.SignalStepResponse]
 
 @_typing.type_check_only
 class NodeAgentAsyncStub(NodeAgentStub):
@@ -43,6 +46,9 @@ class NodeAgentAsyncStub(NodeAgentStub):
     SignalJob: _aio.UnaryUnaryMultiCallable[_node_pb2.NodeSignalJobRequest, _node_pb2.NodeSignalJobResponse]  # type: ignore[assignment]
     TerminateJob: _aio.UnaryUnaryMultiCallable[_node_pb2.TerminateJobRequest, _node_pb2.TerminateJobResponse]  # type: ignore[assignment]
     Ping: _aio.UnaryUnaryMultiCallable[_node_pb2.NodePingRequest, _node_pb2.NodePingResponse]  # type: ignore[assignment]
+    LaunchTasks: _aio.UnaryUnaryMultiCallable[_node_pb2.LaunchTasksRequest, _node_pb2.LaunchTasksResponse]  # type: ignore[assignment]
+    """steps: start this node's tasks of a step; signal a running step"""
+    SignalStep: _aio.UnaryUnaryMultiCallable[_node_pb2.SignalStepRequest, _node_pb2.SignalStepResponse]  # type: ignore[assignment]
 
 class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -72,5 +78,20 @@ class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
         request: _node_pb2.NodePingRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.NodePingResponse, _abc.Awaitable[_node_pb2.NodePingResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def LaunchTasks(
+        self,
+        request: _node_pb2.LaunchTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.LaunchTasksResponse, _abc.Awaitable[_node_pb2.LaunchTasksResponse]]:
+        """steps: start this node's tasks of a step; signal a running step"""
+
+    @_abc_1.abstractmethod
+    def SignalStep(
+        self,
+        request: _node_pb2.SignalStepRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.SignalStepResponse, _abc.Awaitable[_node_pb2.SignalStepResponse]]: ...
 
 def add_NodeAgentServicer_to_server(servicer: NodeAgentServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
