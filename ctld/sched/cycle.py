@@ -2,7 +2,8 @@
 
 Pending jobs are tried in order (partition PriorityTier, priority, submit time, job id). A job that
 cannot get resources blocks its partitions: every lower job there waits with reason Priority, so a
-big job is never starved by a stream of small ones. Backfill (issue 6) plugs in at `backfill()`.
+big job is never starved by a stream of small ones. Under sched/backfill, `backfill()` then starts
+lower jobs that delay no higher one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ctld.sched import dependency, limits
-from ctld.sched.model import CycleResult, JobRequest, JobStatus, Partition, Phase, Snapshot, Start
+from ctld.sched.backfill import run_backfill
+from ctld.sched.model import CycleResult, JobRequest, JobStatus, Partition, Phase, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place
 from ctld.sched.priority import job_priority
 
@@ -49,10 +51,8 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
         reason = _schedule_one(job, snap, now, statuses, state)
         if reason is not None:
             reasons[job.job_id] = reason
-    for start in backfill(snap, now, state.overlay, reasons):
-        state.starts.append(start)
-        reasons.pop(start.job_id, None)
-    return CycleResult(starts=tuple(state.starts), reasons=reasons, priorities=priorities)
+    planned = backfill(snap, now, queue, state, reasons)
+    return CycleResult(starts=tuple(state.starts), reasons=reasons, priorities=priorities, planned=planned)
 
 
 def _schedule_one(
@@ -108,15 +108,21 @@ def _schedule_one(
     return first_reason or RESOURCES
 
 
-def backfill(snap: Snapshot, now: int, overlay: Overlay, reasons: Mapping[int, str]) -> list[Start]:
-    """Start lower-priority jobs that do not delay higher ones (sched/backfill).
+def backfill(
+    snap: Snapshot, now: int, queue: list[JobRequest], state: _CycleState, reasons: dict[int, str]
+) -> dict[int, Planned]:
+    """Under sched/backfill, start lower-priority jobs that delay no higher one (see backfill.py).
 
-    The seam for issue 6: a no-op under sched/builtin, and for now a no-op under sched/backfill too.
+    Its starts join the cycle's; the plans of jobs still waiting are returned (squeue --start).
     """
     if snap.config.scheduler != "sched/backfill":
-        return []
-    del now, overlay, reasons
-    return []
+        return {}
+    found = run_backfill(snap, now, queue, state.starts, reasons, state.active_tasks)
+    for start in found.starts:
+        state.overlay.add(start)
+        state.starts.append(start)
+        reasons.pop(start.job_id, None)
+    return found.planned
 
 
 def _priority(job: JobRequest, parts: Mapping[str, Partition], now: int) -> int:

@@ -25,8 +25,14 @@ class Phase(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Gpu:
+    """One GPU of a node and where it sits (topology fields default to "unknown")."""
+
     index: int  # minor number on its node
     type: str  # Slurm type name ("h100"); "" when untyped
+    numa_node: int = -1
+    link_group: int = -1  # NVLink clique / NVSwitch fabric: GPUs with one value talk over NVLink
+    pcie_switch: int = -1  # GPUs with one value share a PCIe switch
+    cpus: frozenset[int] = frozenset()  # CPU ids affine to this GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +167,12 @@ class Config:
     def_mem_per_node_mb: int = 0  # 0 = unset: a job without --mem gets the whole node's memory
     max_job_test: int = 10000
     scheduler: str = "sched/builtin"  # or sched/backfill
+    # sched/backfill (SchedulerParameters; Slurm's defaults)
+    bf_window_min: int = 1440  # how far ahead reservations are planned
+    bf_resolution_s: int = 60  # planned times are rounded up to this
+    bf_max_job_test: int = 500  # jobs the backfill pass considers
+    bf_max_job_user: int = 0  # 0 = no per-user limit on jobs considered
+    bf_reservations: int = 0  # shoal: top jobs that get a reservation; 0 = every job tested, 1 = EASY
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +215,15 @@ class CycleResult:
     starts: tuple[Start, ...] = ()
     reasons: dict[int, str] = field(default_factory=dict)  # pending job -> Slurm reason word
     priorities: dict[int, int] = field(default_factory=dict)
+    planned: dict[int, Planned] = field(default_factory=dict)  # pending job -> backfill's plan
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """When and where backfill expects a pending job to start (squeue --start, SCHEDNODES)."""
+
+    start_time: int
+    nodes: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 
-from ctld.sched import limits
+from ctld.sched import gpu_select, limits
 from ctld.sched.model import (
     Gpu,
     JobRequest,
@@ -123,6 +123,8 @@ def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) ->
         return nodes
     fewest, most = node_count_range(job)
     placer = _Placer(job, part, snap, overlay)
+    if wants_gpus(job):
+        nodes = placer.gpu_packing_order(nodes)
     allocs = placer.fixed(nodes, fewest) if fewest == most else placer.flexible(nodes, fewest, most)
     if allocs is None:
         return RESOURCES
@@ -234,6 +236,17 @@ class _Placer:
             return None
         return chosen
 
+    def gpu_packing_order(self, nodes: list[Node]) -> list[Node]:
+        """Candidates re-ordered so GPU jobs fill partly used nodes first (-w nodes and weight still lead)."""
+        job = self.job
+        needed = gpus_for(job, 1, 0) or 1
+
+        def key(node: Node) -> tuple[bool, int, int]:
+            free = len(self.typed(node, self.overlay.free(node)))
+            return node.name not in job.required_nodes, node.weight, gpu_select.node_order_key(free, needed)
+
+        return sorted(nodes, key=key)
+
     def typed(self, node: Node, free: Free) -> list[Gpu]:
         """GPUs of the requested type (any type when none asked) the job could take on `node`."""
         pool = node.gpus if self.exclusive else free.gpus
@@ -263,11 +276,12 @@ class _Placer:
             )
         if not free.shareable or cpus > len(free.cpu_ids) or mem > free.mem_mb:
             return None
+        chosen = gpu_select.choose(typed, gpus_needed) or ()
         return NodeAllocation(
             node=node.name,
-            cpu_ids=pick_cpus(node, free.cpu_ids, cpus),
+            cpu_ids=pick_cpus_near(node, free.cpu_ids, cpus, gpu_select.affine_cpus(chosen)),
             mem_mb=mem,
-            gpu_indices=tuple(sorted(g.index for g in typed)[:gpus_needed]),
+            gpu_indices=tuple(sorted(g.index for g in chosen)),
             tasks=tasks,
         )
 
@@ -287,6 +301,14 @@ def pick_cpus(node: Node, free_ids: frozenset[int], count: int) -> tuple[int, ..
         free = [cpu for cpu in core if cpu in free_ids]
         (whole if len(free) == len(core) else partial).extend(free)
     return tuple(sorted((whole + partial)[:count]))
+
+
+def pick_cpus_near(node: Node, free_ids: frozenset[int], count: int, near: frozenset[int]) -> tuple[int, ...]:
+    """`count` free CPUs, those in `near` (affine to the job's GPUs) first."""
+    close = free_ids & near
+    first = pick_cpus(node, close, min(count, len(close))) if close else ()
+    rest = pick_cpus(node, free_ids - frozenset(first), count - len(first)) if count > len(first) else ()
+    return tuple(sorted(first + rest))
 
 
 # ---------------------------------------------------------------- ever
@@ -360,7 +382,7 @@ def earliest_start(job: JobRequest, snap: Snapshot, now: int) -> tuple[int, Star
     nodes = {node.name: node for node in snap.nodes}
     holders = Counter(name for running in snap.running for name in running.nodes)
     for running in sorted((r for r in snap.running if r.end_time > 0), key=lambda r: r.end_time):
-        _release(running, nodes, holders)
+        release(running, nodes, holders)
         later = dataclasses.replace(snap, nodes=tuple(nodes[node.name] for node in snap.nodes))
         start = _first_fit(job, parts, later)
         if start is not None:
@@ -376,7 +398,7 @@ def _first_fit(job: JobRequest, parts: list[Partition], snap: Snapshot) -> Start
     return None
 
 
-def _release(running: RunningJob, nodes: dict[str, Node], holders: Counter[str]) -> None:
+def release(running: RunningJob, nodes: dict[str, Node], holders: Counter[str]) -> None:
     """Give a finished job's resources back (all of a node's once its last known holder ends)."""
     held = {alloc.node: alloc for alloc in running.allocation}
     for name in running.nodes:

@@ -1,0 +1,188 @@
+"""Backfill (sched/backfill): start lower-priority jobs now when that delays no reservation.
+
+After the main pass, the pending jobs it could not start are walked in priority order over a
+resource timeline: running jobs hold what they have until their end time (start + limit), and
+every start or reservation made in this pass holds its allocation over [start, start + limit).
+For each job the earliest time it fits is found with the one placement function (`place`) against
+the union of everything held during the job's whole run, so a job that starts now can never take
+what a reservation needs before that reservation ends. A job that fits now starts; otherwise the
+top jobs get a reservation at their earliest start (all tested jobs, as Slurm, or only the first
+`bf_reservations`: 1 is EASY). A job that cannot be planned within bf_window (or whose start
+depends on jobs without an end) blocks its partitions for the rest of the pass, so it is never
+starved by a stream of small jobs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from ctld.sched import limits
+from ctld.sched.model import UNLIMITED, JobRequest, Partition, Planned, Snapshot, Start
+from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
+from ctld.sched.resources import cpus_for, is_exclusive, node_count_range, total_tasks
+
+FOREVER = 2**62  # the end of a job without a time limit
+PRIORITY = "Priority"
+WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY})  # reasons backfill may still act on
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """An allocation held over [begin, end): a start of this cycle or a reservation."""
+
+    begin: int
+    end: int
+    start: Start
+
+
+@dataclass
+class BackfillResult:
+    starts: list[Start] = field(default_factory=list)
+    planned: dict[int, Planned] = field(default_factory=dict)
+
+
+def job_end(begin: int, limit_min: int) -> int:
+    """When a job started at `begin` with a limit of `limit_min` minutes must be over."""
+    return FOREVER if limit_min < 0 or limit_min == UNLIMITED else begin + limit_min * 60
+
+
+class Timeline:
+    """What is held when, from `now` on: running jobs until their end, plus this pass's holds."""
+
+    def __init__(self, snap: Snapshot, now: int, starts: Iterable[Start]) -> None:
+        self.snap = snap
+        self.now = now
+        resolution = max(1, snap.config.bf_resolution_s)
+        self._ends = sorted((r for r in snap.running if r.end_time > 0), key=lambda r: r.end_time)
+        # planned times are the job ends rounded up to bf_resolution, never before now
+        self._release_times = [now + _round_up(max(0, r.end_time - now), resolution) for r in self._ends]
+        self._resolution = resolution
+        self._at: dict[int, Snapshot] = {0: snap}  # releases applied -> snapshot (cached per pass)
+        self.holds: list[Hold] = [Hold(now, job_end(now, s.time_limit_min), s) for s in starts]
+
+    def hold(self, begin: int, start: Start) -> None:
+        self.holds.append(Hold(begin, job_end(begin, start.time_limit_min), start))
+
+    def candidate_times(self) -> list[int]:
+        """Now and every later moment something is released (availability only grows then)."""
+        ends = {self.now, *self._release_times}
+        ends.update(
+            self.now + _round_up(h.end - self.now, self._resolution) for h in self.holds if h.end < FOREVER
+        )
+        return sorted(t for t in ends if t >= self.now)
+
+    def state(self, begin: int, end: int) -> tuple[Snapshot, Overlay]:
+        """The snapshot at `begin` and an overlay of every hold overlapping [begin, end)."""
+        overlay = Overlay()
+        for h in self.holds:
+            if h.begin < end and h.end > begin:
+                overlay.add(h.start)
+        return self._snapshot_at(begin), overlay
+
+    def _snapshot_at(self, when: int) -> Snapshot:
+        count = 0
+        while count < len(self._release_times) and self._release_times[count] <= when:
+            count += 1
+        cached = self._at.get(count)
+        if cached is not None:
+            return cached
+        base = max(k for k in self._at if k < count)
+        nodes = {node.name: node for node in self._at[base].nodes}
+        holders = Counter(name for running in self.snap.running for name in running.nodes)
+        for running in self._ends[:base]:
+            for name in running.nodes:
+                holders[name] -= 1
+        for running in self._ends[base:count]:
+            release(running, nodes, holders)
+        later = replace(self.snap, nodes=tuple(nodes[node.name] for node in self.snap.nodes))
+        self._at[count] = later
+        return later
+
+
+def run_backfill(
+    snap: Snapshot,
+    now: int,
+    queue: Sequence[JobRequest],
+    starts: Sequence[Start],
+    reasons: Mapping[int, str],
+    active_tasks: Counter[int] | None = None,
+) -> BackfillResult:
+    """The backfill pass over `queue` (priority order) after the main pass started `starts`."""
+    config = snap.config
+    timeline = Timeline(snap, now, starts)
+    horizon = now + max(0, config.bf_window_min) * 60
+    now_overlay = timeline.state(now, now + 1)[1]
+    free_cpus = sum(len(now_overlay.free(node).cpu_ids) for node in snap.nodes if node.available)
+    result = BackfillResult()
+    blocked: set[str] = set()
+    per_user: Counter[int] = Counter()
+    tasks = active_tasks if active_tasks is not None else Counter()
+    tested = reserved = 0
+    for job in queue:
+        if reasons.get(job.job_id) not in WAITING_FOR_RESOURCES:
+            continue
+        if tested >= config.bf_max_job_test:
+            break
+        if config.bf_max_job_user and per_user[job.user_id] >= config.bf_max_job_user:
+            continue
+        if job.array_job_id and job.array_max_running and tasks[job.array_job_id] >= job.array_max_running:
+            continue
+        parts = [p for p in _open_partitions(job, snap) if p.name not in blocked]
+        if not parts:
+            continue
+        tested += 1
+        per_user[job.user_id] += 1
+        may_reserve = config.bf_reservations <= 0 or reserved < config.bf_reservations
+        if not may_reserve and _cpus_needed(job, parts) > free_cpus:
+            continue  # cannot start now, and gets no reservation: no need to place it
+        found = _earliest(job, parts, timeline, horizon if may_reserve else now)
+        if found is None:
+            if may_reserve:
+                blocked.update(p.name for p in parts)
+            continue
+        begin, start = found
+        timeline.hold(begin, start)
+        if begin <= now:
+            result.starts.append(start)
+            free_cpus -= sum(a.cpus for a in start.allocation)
+            if job.array_job_id:
+                tasks[job.array_job_id] += 1
+        else:
+            reserved += 1
+            result.planned[job.job_id] = Planned(begin, tuple(a.node for a in start.allocation))
+    return result
+
+
+def _earliest(
+    job: JobRequest, parts: list[Partition], timeline: Timeline, until: int
+) -> tuple[int, Start] | None:
+    """The first candidate time (not after `until`) at which the job fits for its whole run."""
+    for begin in timeline.candidate_times():
+        if begin > until:
+            return None
+        for part in parts:
+            end = job_end(begin, limits.effective_time_limit(job, part))
+            snap, overlay = timeline.state(begin, end)
+            found = place(job, part, snap, overlay)
+            if isinstance(found, Start):
+                return begin, found
+    return None
+
+
+def _open_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
+    return [p for p in candidate_partitions(job, snap) if limits.partition_limit_reason(job, p) is None]
+
+
+def _cpus_needed(job: JobRequest, parts: list[Partition]) -> int:
+    """The fewest CPUs the job could start with (0 = unknown: whole nodes)."""
+    if any(is_exclusive(job, part) for part in parts):
+        return 0
+    fewest, _ = node_count_range(job)
+    return cpus_for(job, total_tasks(job, fewest))
+
+
+def _round_up(seconds: int, step: int) -> int:
+    return -(-seconds // step) * step
+

@@ -1,0 +1,110 @@
+"""sched/backfill: lower-priority jobs start now only when they delay no reservation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ctld.sched.cycle import run_cycle
+from ctld.sched.model import Config, JobRequest, NodeAllocation, RunningJob, Snapshot
+from tests.unit.sched.builders import cluster, job, node, snapshot
+
+NOW = 10_000
+BACKFILL = Config(def_mem_per_cpu_mb=100, scheduler="sched/backfill", bf_resolution_s=1)
+
+
+def _busy_n1(end_time: int) -> tuple[tuple[object, ...], RunningJob]:
+    """Two 4-CPU nodes; a running job holds all of n1 until `end_time` (0 = no limit)."""
+    nodes = (node("n1").cpus(4).used(cpus=range(4), mem=400).obj(), node("n2").cpus(4).obj())
+    alloc = NodeAllocation("n1", (0, 1, 2, 3), 400, tasks=4)
+    return nodes, RunningJob(99, ("n1",), end_time, allocation=(alloc,))
+
+
+def _snap(end_time: int, pending: list[JobRequest], config: Config = BACKFILL) -> Snapshot:
+    nodes, run = _busy_n1(end_time)
+    return snapshot(nodes, pending=pending, running=[run], config=config)
+
+
+BIG = job(1).nodes(2).tasks(8).time(60).obj()  # needs both nodes: waits for the running job
+
+
+CASES = [
+    # id, running job's end, pending jobs, config, started, reasons, planned start of job 1
+    ("short job backfills", NOW + 3600, [BIG, job(2).tasks(4).time(30).obj()], BACKFILL, [2],
+     {1: "Resources"}, NOW + 3600),
+    ("job ending exactly at the reservation backfills", NOW + 3600, [BIG, job(2).tasks(4).time(60).obj()],
+     BACKFILL, [2], {1: "Resources"}, NOW + 3600),
+    ("long job would delay the big one", NOW + 3600, [BIG, job(2).tasks(4).time(61).obj()], BACKFILL, [],
+     {1: "Resources", 2: "Priority"}, NOW + 3600),
+    ("unlimited job would delay the big one", NOW + 3600, [BIG, job(2).tasks(4).obj()], BACKFILL, [],
+     {1: "Resources", 2: "Priority"}, NOW + 3600),
+    ("builtin scheduler never backfills", NOW + 3600, [BIG, job(2).tasks(4).time(30).obj()],
+     dataclasses.replace(BACKFILL, scheduler="sched/builtin"), [], {1: "Resources", 2: "Priority"}, None),
+    ("unknown end: the big job blocks its partition", 0, [BIG, job(2).tasks(4).time(30).obj()], BACKFILL,
+     [], {1: "Resources", 2: "Priority"}, None),
+    ("start beyond bf_window: blocks", NOW + 3 * 3600, [BIG, job(2).tasks(4).time(30).obj()],
+     dataclasses.replace(BACKFILL, bf_window_min=60), [], {1: "Resources", 2: "Priority"}, None),
+    ("bf_max_job_test=1 tests only the big job", NOW + 3600, [BIG, job(2).tasks(4).time(30).obj()],
+     dataclasses.replace(BACKFILL, bf_max_job_test=1), [], {1: "Resources", 2: "Priority"}, NOW + 3600),
+    ("bf_max_job_user=1 skips the user's second job", NOW + 3600, [BIG, job(2).tasks(4).time(30).obj()],
+     dataclasses.replace(BACKFILL, bf_max_job_user=1), [], {1: "Resources", 2: "Priority"}, NOW + 3600),
+    ("bf_max_job_user counts per user", NOW + 3600, [BIG, job(2).tasks(4).time(30).user(7).obj()],
+     dataclasses.replace(BACKFILL, bf_max_job_user=1), [2], {1: "Resources"}, NOW + 3600),
+    ("resolution rounds the planned start up", NOW + 3601, [BIG], dataclasses.replace(BACKFILL,
+     bf_resolution_s=60), [], {1: "Resources"}, NOW + 3660),
+]
+
+
+@pytest.mark.parametrize(
+    ("end_time", "pending", "config", "started", "reasons", "planned"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_backfill(
+    end_time: int,
+    pending: list[JobRequest],
+    config: Config,
+    started: list[int],
+    reasons: dict[int, str],
+    planned: int | None,
+) -> None:
+    result = run_cycle(_snap(end_time, pending, config), NOW)
+    assert [s.job_id for s in result.starts] == started
+    assert result.reasons == reasons
+    plan = result.planned.get(1)
+    assert (plan.start_time if plan else None) == planned
+    if plan:
+        assert plan.nodes == ("n1", "n2")
+
+
+def test_easy_reserves_only_for_the_first_job() -> None:
+    """Conservative: the second big job reserves too, so a long small job may not start; EASY: it may."""
+    first = job(1).nodes(2).tasks(6).time(60).obj()  # 3 of 4 CPUs per node from NOW+3600
+    second = job(2).nodes(2).tasks(8).time(60).obj()  # whole nodes, after the first
+    small = job(3).tasks(1).time(180).obj()  # fits beside the first, overlaps the second
+    pending = [first, second, small]
+    conservative = run_cycle(_snap(NOW + 3600, pending), NOW)
+    easy = run_cycle(_snap(NOW + 3600, pending, dataclasses.replace(BACKFILL, bf_reservations=1)), NOW)
+    assert [s.job_id for s in conservative.starts] == []
+    assert conservative.planned[2].start_time == NOW + 7200
+    assert [s.job_id for s in easy.starts] == [3]
+    assert easy.planned[1].start_time == NOW + 3600
+    assert 2 not in easy.planned
+
+
+def test_small_job_uses_spare_cpus_beside_a_reservation() -> None:
+    """The big job leaves one CPU per node: a long 1-CPU job may use it now (textbook backfill)."""
+    big = job(1).nodes(2).tasks(6).time(60).obj()
+    long_small = job(2).tasks(1).time(600).obj()
+    result = run_cycle(_snap(NOW + 3600, [big, long_small]), NOW)
+    assert [s.job_id for s in result.starts] == [2]
+    assert result.planned[1].start_time == NOW + 3600
+
+
+def test_reservation_nodes_follow_the_cluster() -> None:
+    nodes = cluster(3, cpus=4, gpus=0)
+    snap = snapshot(nodes, pending=[job(1).nodes(3).time(10).obj()], config=BACKFILL)
+    result = run_cycle(snap, NOW)
+    assert [s.job_id for s in result.starts] == [1]
+    assert result.planned == {}
