@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ctld.gpus import gres_difference
 from shoal.arrayspec import format_task_ids
 from shoal.conf import NodeConf, SlurmConfig, format_gres
 from shoal.v1 import cluster_pb2
@@ -92,9 +93,8 @@ def registration_problems(conf: NodeConf, hw: cluster_pb2.NodeHardware) -> list[
         problems.append(
             f"Low RealMemory (reported:{hw.real_memory_mb} < 100.00% of configured:{conf.real_memory})"
         )
-    want_gpus = sum(g.count for g in conf.gres if g.name == "gpu")
-    if hw.gpus and len(hw.gpus) < want_gpus:
-        problems.append(f"gres/gpu count reported lower than configured ({len(hw.gpus)} < {want_gpus})")
+    if hw.gpus:  # a node that reports no GPUs at all (no NVML, no gres.conf lines) is taken at its word of slurm.conf
+        problems.extend(gres_difference(conf.gres, hw.gpus))
     return problems
 
 

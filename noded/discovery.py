@@ -16,6 +16,7 @@ from typing import Protocol
 
 import psutil
 
+from noded.gpu.discovery import load_backend, nvml_gpus, to_proto
 from shoal.v1 import cluster_pb2
 
 SYS_CPU = Path("/sys/devices/system/cpu")
@@ -90,8 +91,14 @@ def cpu_topology(sys_cpu: Path = SYS_CPU) -> CpuTopology:
 
 
 def gpus() -> list[cluster_pb2.GpuDevice]:
-    """GPUs of this node. NVML discovery comes with issue 4; until then none are reported."""
-    return []
+    """GPUs of this machine as NVML (real or fake) sees them; none without NVML.
+
+    Per-node reports (gres.conf files, emulated nodes) come from noded.gpu.discovery.node_gpus.
+    """
+    nvml = load_backend()
+    if nvml is None:
+        return []
+    return [to_proto(gpu) for gpu in nvml_gpus(nvml)]
 
 
 def _boot_time() -> int:

@@ -24,6 +24,8 @@ import grpc
 
 import shoal
 from noded.discovery import discover_hardware, hardware_for
+from noded.gpu import discovery as gpu_discovery
+from noded.gpu.discovery import load_backend, to_proto
 from noded.node import HostedNode, spool_root
 from noded.reporter import Reporter
 from noded.service import NodeAgentService
@@ -176,6 +178,18 @@ def prepare_spools(nodes: list[HostedNode]) -> None:
             raise StartError(f"cannot create spool directory {node.spool}: {exc.strerror or exc}") from exc
 
 
+def discover_node_gpus(cfg: SlurmConfig, nodes: list[HostedNode]) -> dict[str, list[cluster_pb2.GpuDevice]]:
+    """Each served node's GPUs, found once at start: NVML (real, else $SHOAL_FAKE_NVML), else gres.conf."""
+    try:
+        nvml = load_backend()
+    except (OSError, ValueError) as exc:
+        raise StartError(f"cannot load the fake NVML description: {exc}") from exc
+    found = {n.name: [to_proto(g) for g in gpu_discovery.node_gpus(n.name, cfg.gres_conf, nvml)] for n in nodes}
+    for name, gpus in found.items():
+        log.info("%s: %d GPU(s)%s", name, len(gpus), " (NVML)" if nvml is not None else "")
+    return found
+
+
 def build(args: argparse.Namespace, start_time: int) -> Noded:
     conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
     try:
@@ -191,12 +205,12 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         raise StartError(exc.message) from exc
     _setup_logging(cfg, nodes[0].name, args.verbose)
     prepare_spools(nodes)
-    real = discover_hardware()
+    node_gpus = discover_node_gpus(cfg, nodes)
 
     def hardware(node: HostedNode) -> cluster_pb2.NodeHardware:
         current = discover_hardware()
         current.ClearField("gpus")
-        current.gpus.extend(real.gpus)
+        current.gpus.extend(node_gpus[node.name])
         return hardware_for(node.conf, current, node.emulated)
 
     service = NodeAgentService(

@@ -1,0 +1,206 @@
+"""A fake NVML with pynvml's call surface, loaded from a JSON node description.
+
+Tests, CI and `shoal up --gpus-per-node` have no GPU driver; discovery code calls the same
+functions on this object as on the real `pynvml` module, so the one code path is exercised.
+Descriptions ship with shoal (noded/gpu/descriptions/*.json): `dgx_h100` (8 H100 on NVSwitch,
+2 NUMA nodes) and `pcie_a100` (8 A100 PCIe, NVLink bridges between pairs, 2 NUMA nodes).
+
+JSON shape: {"driver_version", "gpus": [{"name", "uuid", "minor", "memory_mb", "pci_bus_id",
+"numa_node", "cpu_affinity" (cpu list "0-55"), "pcie_switch", "mig"}], "nvswitch": null or
+{"links_per_gpu", "bus_ids"}, "nvlinks": [[gpu_a, gpu_b, links], ...]}.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DESCRIPTIONS = Path(__file__).parent / "descriptions"
+
+# pynvml's constant values, so callers may compare against either module's.
+NVML_SUCCESS = 0
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_FEATURE_DISABLED = 0
+NVML_FEATURE_ENABLED = 1
+NVML_NVLINK_MAX_LINKS = 18
+NVML_NVLINK_DEVICE_TYPE_GPU = 0
+NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
+NVML_TOPOLOGY_INTERNAL = 0
+NVML_TOPOLOGY_SINGLE = 10  # same PCIe switch
+NVML_TOPOLOGY_MULTIPLE = 20
+NVML_TOPOLOGY_HOSTBRIDGE = 30
+NVML_TOPOLOGY_NODE = 40  # same NUMA node
+NVML_TOPOLOGY_SYSTEM = 50  # across sockets
+
+
+class NVMLError(Exception):
+    """Raised like pynvml.NVMLError: `value` is the NVML return code."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
+@dataclass(frozen=True)
+class Memory:
+    total: int
+    free: int
+    used: int
+
+
+@dataclass(frozen=True)
+class PciInfo:
+    busId: str  # noqa: N815 - pynvml's field name
+    bus: int
+
+
+@dataclass(frozen=True)
+class Utilization:
+    gpu: int
+    memory: int
+
+
+@dataclass(frozen=True)
+class Handle:
+    index: int
+
+
+def description_path(name_or_path: str) -> Path:
+    """A shipped description by name ("dgx_h100") or any JSON file by path."""
+    builtin = DESCRIPTIONS / f"{name_or_path}.json"
+    return builtin if builtin.exists() else Path(name_or_path)
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in DESCRIPTIONS.glob("*.json"))
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """'0-3,8' -> [0, 1, 2, 3, 8]."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        out.extend(range(int(low), int(high or low) + 1))
+    return out
+
+
+class FakeNvml:
+    """The subset of pynvml that shoal's discovery calls, answered from a description."""
+
+    NVMLError = NVMLError
+
+    def __init__(self, description: dict[str, Any]) -> None:
+        self.description = description
+        self._gpus: list[dict[str, Any]] = list(description.get("gpus", []))
+        self._switch: dict[str, Any] | None = description.get("nvswitch")
+        self._links: dict[int, list[int]] = {i: [] for i in range(len(self._gpus))}
+        for a, b, count in description.get("nvlinks", []):
+            self._links[a].extend([b] * int(count))
+            self._links[b].extend([a] * int(count))
+        self._initialized = False
+        for key, value in list(globals().items()):  # pynvml's constants, read off the object too
+            if key.startswith("NVML_"):
+                setattr(self, key, value)
+
+    @classmethod
+    def load(cls, name_or_path: str) -> FakeNvml:
+        path = description_path(name_or_path)
+        with open(path, encoding="utf-8") as fh:
+            return cls(json.load(fh))
+
+    # -- library -----------------------------------------------------------------------------
+    def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
+        self._initialized = True
+
+    def nvmlShutdown(self) -> None:  # noqa: N802
+        self._initialized = False
+
+    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
+        return str(self.description.get("driver_version", "0"))
+
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        return len(self._gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Handle:  # noqa: N802
+        if not 0 <= index < len(self._gpus):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return Handle(index)
+
+    # -- one device --------------------------------------------------------------------------
+    def _gpu(self, handle: Handle) -> dict[str, Any]:
+        return self._gpus[handle.index]
+
+    def nvmlDeviceGetName(self, handle: Handle) -> str:  # noqa: N802
+        return str(self._gpu(handle)["name"])
+
+    def nvmlDeviceGetUUID(self, handle: Handle) -> str:  # noqa: N802
+        return str(self._gpu(handle)["uuid"])
+
+    def nvmlDeviceGetMinorNumber(self, handle: Handle) -> int:  # noqa: N802
+        return int(self._gpu(handle)["minor"])
+
+    def nvmlDeviceGetMemoryInfo(self, handle: Handle) -> Memory:  # noqa: N802
+        total = int(self._gpu(handle)["memory_mb"]) << 20
+        return Memory(total=total, free=total, used=0)
+
+    def nvmlDeviceGetPciInfo(self, handle: Handle) -> PciInfo:  # noqa: N802
+        bus_id = str(self._gpu(handle)["pci_bus_id"])
+        return PciInfo(busId=bus_id, bus=int(bus_id.split(":")[1], 16))
+
+    def nvmlDeviceGetNumaNodeId(self, handle: Handle) -> int:  # noqa: N802
+        return int(self._gpu(handle).get("numa_node", -1))
+
+    def nvmlDeviceGetCpuAffinity(self, handle: Handle, cpu_set_size: int) -> list[int]:  # noqa: N802
+        """The affine CPUs as 64-bit words, lowest CPU in the lowest bit of the first word."""
+        words = [0] * cpu_set_size
+        for cpu in parse_cpu_list(str(self._gpu(handle).get("cpu_affinity", ""))):
+            if cpu // 64 < cpu_set_size:
+                words[cpu // 64] |= 1 << (cpu % 64)
+        return words
+
+    def nvmlDeviceGetMigMode(self, handle: Handle) -> list[int]:  # noqa: N802
+        mode = NVML_FEATURE_ENABLED if self._gpu(handle).get("mig") else NVML_FEATURE_DISABLED
+        return [mode, mode]
+
+    def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> Utilization:  # noqa: N802
+        return Utilization(gpu=0, memory=0)
+
+    # -- links -------------------------------------------------------------------------------
+    def _link_target(self, handle: Handle, link: int) -> tuple[int, str]:
+        """(device type, remote PCI bus id) of one NVLink, NOT_SUPPORTED when it is not there."""
+        if self._switch:
+            switches = list(self._switch.get("bus_ids", [])) or ["00000000:05:00.0"]
+            if link < int(self._switch.get("links_per_gpu", 18)):
+                return NVML_NVLINK_DEVICE_TYPE_SWITCH, switches[link % len(switches)]
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        peers = self._links[handle.index]
+        if link < len(peers):
+            return NVML_NVLINK_DEVICE_TYPE_GPU, str(self._gpus[peers[link]]["pci_bus_id"])
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+
+    def nvmlDeviceGetNvLinkState(self, handle: Handle, link: int) -> int:  # noqa: N802
+        self._link_target(handle, link)
+        return NVML_FEATURE_ENABLED
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Handle, link: int) -> int:  # noqa: N802
+        return self._link_target(handle, link)[0]
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: Handle, link: int) -> PciInfo:  # noqa: N802
+        bus_id = self._link_target(handle, link)[1]
+        return PciInfo(busId=bus_id, bus=int(bus_id.split(":")[1], 16))
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, first: Handle, second: Handle) -> int:  # noqa: N802
+        a, b = self._gpu(first), self._gpu(second)
+        if first.index == second.index:
+            return NVML_TOPOLOGY_INTERNAL
+        if a.get("pcie_switch") is not None and a.get("pcie_switch") == b.get("pcie_switch"):
+            return NVML_TOPOLOGY_SINGLE
+        if a.get("numa_node") == b.get("numa_node"):
+            return NVML_TOPOLOGY_NODE
+        return NVML_TOPOLOGY_SYSTEM
