@@ -19,7 +19,6 @@ from functools import partial
 from typing import Protocol
 
 from ctld import jobs as jobrec
-from ctld import steps as jobsteps
 from ctld.errors import (
     ACCESS_DENIED,
     ALREADY_DONE,
@@ -32,7 +31,6 @@ from ctld.errors import (
     RESOURCE_EXHAUSTED,
     SlurmError,
 )
-from ctld.gpus import snapshot_gpus
 from ctld.nodes import NodeRuntime, gres_used, long_state, new_runtime, registration_problems
 from ctld.sched import cycle as sched_cycle
 from ctld.sched import model as m
@@ -71,8 +69,6 @@ class NodeActions(Protocol):
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None: ...
     def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool) -> None: ...
     def ping(self, node: cluster_pb2.NodeInfo) -> None: ...
-    def launch_tasks(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchTasksRequest) -> str: ...
-    def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None: ...
 
 
 class Controller:
@@ -169,7 +165,7 @@ class Controller:
                 name=n.conf.name,
                 cpus=n.conf.cpus,
                 real_memory_mb=n.conf.real_memory,
-                gpus=snapshot_gpus(n.info.hardware.gpus, n.gpu_types),
+                gpus=tuple(m.Gpu(i, t) for i, t in sorted(n.gpu_types.items())),
                 features=frozenset(n.conf.features),
                 weight=n.conf.weight,
                 partitions=frozenset(n.info.partitions),
@@ -422,8 +418,6 @@ class Controller:
             if started:
                 self._save(*started)
                 for job in started:
-                    if not job.spec.batch:
-                        continue  # an salloc/srun allocation: its own command runs steps in it
                     node = self.nodes[job.batch_host]
                     launches.append((node.info, self._launch_request(job)))
         for node_info, request in launches:
@@ -489,9 +483,6 @@ class Controller:
             else:
                 self._finish(job, jobs_pb2.FAILED, req.exit_code, req.exit_signal, now)
             self._save(job)
-            effects = jobsteps.terminate_elsewhere(self, job, "complete")
-        for effect in effects:
-            effect()
         self.wake.set()
 
     def _finish(self, job: jobs_pb2.JobInfo, state: int, exit_code: int, exit_signal: int, now: int) -> None:
@@ -511,7 +502,6 @@ class Controller:
         if state == jobs_pb2.FAILED and exit_signal and not exit_code:
             reason = "RaisedSignal"
         job.state_reason = reason
-        jobsteps.end_job_steps(job, state, now)
 
     def _requeue(self, job: jobs_pb2.JobInfo, now: int) -> None:
         self._requests.pop(job.job_id, None)
@@ -523,21 +513,6 @@ class Controller:
         job.warn_signal_sent = False
         job.spec.begin_time = now + 1
         jobrec.clear_allocation(job)
-
-    # ------------------------------------------------------------------ steps (ctld.steps)
-    def create_step(
-        self, req: controller_pb2.CreateStepRequest, caller: Caller
-    ) -> controller_pb2.CreateStepResponse:
-        return jobsteps.create_step(self, req, caller)
-
-    def complete_step(self, req: controller_pb2.CompleteStepRequest, caller: Caller) -> None:
-        jobsteps.complete_step(self, req, caller)
-
-    def get_steps(self, req: controller_pb2.GetStepsRequest) -> controller_pb2.GetStepsResponse:
-        return jobsteps.get_steps(self, req)
-
-    def complete_allocation(self, req: controller_pb2.CompleteAllocationRequest, caller: Caller) -> None:
-        jobsteps.complete_allocation(self, req, caller)
 
     # ------------------------------------------------------------------ queries
     def get_jobs(self, req: controller_pb2.GetJobsRequest) -> controller_pb2.GetJobsResponse:
@@ -737,14 +712,10 @@ class Controller:
             return 0, ""
         node = self.nodes[job.batch_host].info
         if sig == 0 or (sig == 9 and not req.batch_only):
-            job.cancelled_by_uid = caller.uid
-            job.cancelled_by = str(caller.uid)
-            effects.extend(jobsteps.terminate_elsewhere(self, job, "cancel"))
-            if not job.batch_flag:  # no batch script to wait for: an allocation ends at once
-                self._finish(job, jobs_pb2.CANCELLED, 0, 0, now)
-                return 0, ""
             job.state = COMPLETING
             job.final_state = jobs_pb2.CANCELLED
+            job.cancelled_by_uid = caller.uid
+            job.cancelled_by = str(caller.uid)
             job.end_time = now
             effects.append(partial(self.actions.terminate, node, job.job_id, self.cfg.kill_wait, "cancel"))
             return 0, ""
@@ -1073,15 +1044,11 @@ class Controller:
                 if job.state != RUNNING:
                     continue
                 if job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60:
-                    effects.extend(jobsteps.terminate_elsewhere(self, job, "timeout"))
-                    changed.append(job)
-                    if not job.batch_flag:
-                        self._finish(job, jobs_pb2.TIMEOUT, 0, 0, now)
-                        continue
                     job.state = COMPLETING
                     job.final_state = jobs_pb2.TIMEOUT
                     target = self.nodes[job.batch_host].info
                     effects.append(partial(self.actions.terminate, target, job.job_id, self.cfg.kill_wait, "timeout"))
+                    changed.append(job)
                 elif (
                     job.spec.signal_num
                     and not job.warn_signal_sent
