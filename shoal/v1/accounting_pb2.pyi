@@ -294,9 +294,14 @@ class SendRecordsRequest(_message.Message):
     CLUSTER_FIELD_NUMBER: _builtins.int
     EPOCH_FIELD_NUMBER: _builtins.int
     RECORDS_FIELD_NUMBER: _builtins.int
+    CLUSTER_CPUS_FIELD_NUMBER: _builtins.int
+    CONTROL_HOST_FIELD_NUMBER: _builtins.int
     cluster: _builtins.str
     epoch: _builtins.str
     """identifies ctld's queue; sequence numbers are unique within it"""
+    cluster_cpus: _builtins.int
+    """CPUs configured in the cluster (sreport utilization)"""
+    control_host: _builtins.str
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[Global___AcctRecord]:
         """in sequence order"""
@@ -307,10 +312,12 @@ class SendRecordsRequest(_message.Message):
         cluster: _builtins.str = ...,
         epoch: _builtins.str = ...,
         records: _abc.Iterable[Global___AcctRecord] | None = ...,
+        cluster_cpus: _builtins.int = ...,
+        control_host: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "epoch", b"epoch", "records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "cluster_cpus", b"cluster_cpus", "control_host", b"control_host", "epoch", b"epoch", "records", b"records"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

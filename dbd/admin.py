@@ -1,0 +1,455 @@
+"""sacctmgr's operations on clusters, accounts, users, QOS and associations, and the limits ctld loads.
+
+Keys arrive lower-case as sacctmgr takes them (case-insensitive, Slurm's names and short forms).
+Every change bumps the association version, so ctld reloads at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from dbd.db import bump_version, version
+from dbd.models import Account, Association, Cluster, Qos, User
+from shoal.timefmt import parse_time_limit
+from shoal.v1 import accounting_pb2 as pb
+
+ADMIN_LEVELS = {"none": "None", "operator": "Operator", "admin": "Administrator", "administrator": "Administrator"}
+
+# sacctmgr key -> Association column, and its kind
+ASSOC_KEYS: dict[str, tuple[str, str]] = {
+    "fairshare": ("shares", "int"), "share": ("shares", "int"), "shares": ("shares", "int"),
+    "priority": ("priority", "int"),
+    "grpjobs": ("grp_jobs", "int"), "grpsubmitjobs": ("grp_submit_jobs", "int"), "grpsubmit": ("grp_submit_jobs", "int"),
+    "maxjobs": ("max_jobs", "int"), "maxsubmitjobs": ("max_submit_jobs", "int"), "maxsubmit": ("max_submit_jobs", "int"),
+    "grptres": ("grp_tres", "tres"), "maxtres": ("max_tres_per_job", "tres"), "maxtresperjob": ("max_tres_per_job", "tres"),
+    "maxwall": ("max_wall_min", "time"), "maxwalldurationperjob": ("max_wall_min", "time"),
+    "qos": ("qos", "text"), "defaultqos": ("default_qos", "text"),
+}
+QOS_KEYS: dict[str, tuple[str, str]] = {
+    "description": ("description", "text"), "priority": ("priority", "int"), "preempt": ("preempt", "text"),
+    "preemptmode": ("preempt_mode", "text"), "gracetime": ("grace_time", "int"), "flags": ("flags", "text"),
+    "usagefactor": ("usage_factor", "float"),
+    "maxwall": ("max_wall_min", "time"), "maxwalldurationperjob": ("max_wall_min", "time"),
+    "maxtresperjob": ("max_tres_per_job", "tres"), "maxtres": ("max_tres_per_job", "tres"),
+    "grptres": ("grp_tres", "tres"), "grpjobs": ("grp_jobs", "int"),
+    "maxjobsperuser": ("max_jobs_per_user", "int"), "maxjobspu": ("max_jobs_per_user", "int"),
+    "maxsubmitjobsperuser": ("max_submit_per_user", "int"), "maxsubmitpu": ("max_submit_per_user", "int"),
+}
+ACCOUNT_KEYS = {"description": "description", "organization": "organization", "parent": "parent"}
+USER_KEYS = {"defaultaccount": "default_account", "adminlevel": "admin_level"}
+# keys that select associations rather than set anything
+SELECT_KEYS = {"cluster", "clusters", "account", "accounts", "user", "users", "partition", "name", "names"}
+
+
+class AdminError(Exception):
+    """A refused sacctmgr request; str() is what sacctmgr prints."""
+
+
+def _convert(kind: str, key: str, value: str) -> object:
+    if kind == "text":
+        return "" if value == "-1" else value
+    if kind == "tres":
+        return "" if value == "-1" else value
+    if kind == "float":
+        try:
+            return float(value)
+        except ValueError:
+            raise AdminError(f"Invalid value for {key}: {value}") from None
+    if value in ("-1", ""):
+        return -1
+    if kind == "time":
+        try:
+            return parse_time_limit(value)
+        except ValueError:
+            raise AdminError(f"Invalid value for {key}: {value}") from None
+    if not value.lstrip("-").isdigit():
+        raise AdminError(f"Invalid value for {key}: {value}")
+    return int(value)
+
+
+def _apply(obj: object, table: dict[str, tuple[str, str]], values: dict[str, str]) -> list[str]:
+    done = []
+    for key, value in values.items():
+        if key in table:
+            column, kind = table[key]
+            setattr(obj, column, _convert(kind, key, value))
+            done.append(f"{key}={value}")
+    return done
+
+
+def _list(values: dict[str, str], *keys: str) -> list[str]:
+    for key in keys:
+        if values.get(key):
+            return [v for v in values[key].split(",") if v]
+    return []
+
+
+def _clusters(session: Session, values: dict[str, str]) -> list[str]:
+    named = _list(values, "cluster", "clusters")
+    if named:
+        return named
+    return list(session.scalars(select(Cluster.name).order_by(Cluster.name)))
+
+
+def _ensure_root(session: Session, cluster: str) -> None:
+    if session.get(Account, "root") is None:
+        session.add(Account(name="root", parent="", description="default root account", organization="root"))
+    _ensure_assoc(session, cluster, "root", "", "", parent_ok=True)
+    if session.get(User, "root") is None:
+        session.add(User(name="root", default_account="root", admin_level="Administrator"))
+    _ensure_assoc(session, cluster, "root", "root", "", parent_ok=True)
+
+
+def _ensure_assoc(session: Session, cluster: str, account: str, user: str, partition: str,
+                  parent_ok: bool = False) -> tuple[Association, bool]:
+    row = session.scalars(select(Association).where(
+        Association.cluster == cluster, Association.account == account, Association.user == user,
+        Association.partition == partition)).first()
+    if row is not None:
+        return row, False
+    row = Association(cluster=cluster, account=account, user=user, partition=partition, qos="normal")
+    session.add(row)
+    session.flush()
+    return row, True
+
+
+def modify(session: Session, req: pb.ModifyRequest) -> list[str]:
+    """Apply (or, without commit, describe) one add/modify/delete; returns the change lines."""
+    where = {k.lower(): v for k, v in req.where.items()}
+    values = {k.lower(): v for k, v in req.set.items()}
+    names = [n for n in req.names if n]
+    action, kind = req.action, _kind(req.kind)
+    if action == "add":
+        changes = _add(session, kind, names, {**where, **values})
+    elif action == "modify":
+        changes = _modify(session, kind, names, where, values)
+    elif action == "delete":
+        changes = _delete(session, kind, names, {**where, **values})
+    else:
+        raise AdminError(f"Unknown action '{req.action}'")
+    if changes:
+        bump_version(session)
+    return changes
+
+
+def _kind(text: str) -> str:
+    text = text.lower()
+    for kind in ("cluster", "account", "user", "qos", "association"):
+        if text == kind or text == kind + "s" or (len(text) >= 3 and kind.startswith(text)):
+            return kind
+    raise AdminError(f"Unknown entity '{text}'")
+
+
+def _add(session: Session, kind: str, names: list[str], values: dict[str, str]) -> list[str]:
+    names = names or _list(values, "name", "names")
+    if not names and kind != "association":
+        raise AdminError(f"You need to give a name for the {kind}")
+    changes: list[str] = []
+    if kind == "cluster":
+        for name in names:
+            if session.get(Cluster, name) is not None:
+                raise AdminError(f"This cluster {name} already exists.  Not adding.")
+            session.add(Cluster(name=name))
+            session.flush()
+            _ensure_root(session, name)
+            changes.append(f"  Cluster        {name}")
+        return changes
+    if kind == "qos":
+        for name in names:
+            if session.get(Qos, name) is not None:
+                raise AdminError(f"This QOS {name} already exists.  Not adding.")
+            qos = Qos(name=name)
+            session.add(qos)
+            _apply(qos, QOS_KEYS, values)
+            changes.append(f"  Name           = {name}")
+        return changes
+    clusters = _clusters(session, values)
+    if not clusters:
+        raise AdminError("No cluster exists yet: add one with 'sacctmgr add cluster NAME'")
+    partition = values.get("partition", "")
+    if kind == "account":
+        parent = values.get("parent", "root")
+        for cluster in clusters:
+            _ensure_root(session, cluster)
+        if parent != "root" and session.get(Account, parent) is None:
+            raise AdminError(f"Parent account {parent} doesn't exist.")
+        for name in names:
+            if session.get(Account, name) is None:
+                session.add(Account(name=name, parent=parent, description=values.get("description", name),
+                                    organization=values.get("organization", parent if parent != "root" else name)))
+                changes.append(f"  Account        {name}")
+            for cluster in clusters:
+                row, new = _ensure_assoc(session, cluster, name, "", partition)
+                _apply(row, ASSOC_KEYS, values)
+                if new:
+                    changes.append(f"  A = {name:<10} C = {cluster:<10}")
+        return changes
+    if kind in ("user", "association"):
+        accounts = _list(values, "account", "accounts", "defaultaccount")
+        users = names if kind == "user" else _list(values, "user", "users")
+        if not accounts:
+            raise AdminError("You need to specify an account for the user")
+        for account in accounts:
+            if session.get(Account, account) is None:
+                raise AdminError(f"There is no account {account}")
+        level = ADMIN_LEVELS.get(values.get("adminlevel", "none").lower())
+        if level is None:
+            raise AdminError(f"Invalid AdminLevel '{values['adminlevel']}'")
+        for name in users:
+            user = session.get(User, name)
+            if user is None:
+                user = User(name=name, default_account=values.get("defaultaccount", accounts[0]), admin_level=level)
+                session.add(user)
+                changes.append(f"  {name}")
+            elif "adminlevel" in values:
+                user.admin_level = level
+            for cluster in clusters:
+                for account in accounts:
+                    row, new = _ensure_assoc(session, cluster, account, name, partition)
+                    _apply(row, ASSOC_KEYS, values)
+                    if new:
+                        changes.append(f"  U = {name:<9} A = {account:<10} C = {cluster:<10}")
+        return changes
+    raise AdminError(f"Cannot add {kind}")
+
+
+def _matching_assocs(session: Session, kind: str, names: list[str], where: dict[str, str]) -> list[Association]:
+    stmt = select(Association)
+    clusters = _list(where, "cluster", "clusters")
+    accounts = _list(where, "account", "accounts")
+    users = _list(where, "user", "users")
+    if kind == "account":
+        accounts = names or accounts
+        if not users:
+            stmt = stmt.where(Association.user == "")
+    elif kind == "user":
+        users = names or users
+        stmt = stmt.where(Association.user != "")
+    if clusters:
+        stmt = stmt.where(Association.cluster.in_(clusters))
+    if accounts:
+        stmt = stmt.where(Association.account.in_(accounts))
+    if users:
+        stmt = stmt.where(Association.user.in_(users))
+    if "partition" in where:
+        stmt = stmt.where(Association.partition == where["partition"])
+    return list(session.scalars(stmt.order_by(Association.id)))
+
+
+def _modify(session: Session, kind: str, names: list[str], where: dict[str, str], values: dict[str, str]) -> list[str]:
+    names = names or _list(where, "name", "names")
+    if not values:
+        raise AdminError("You didn't give anything to set")
+    changes: list[str] = []
+    if kind == "qos":
+        for qos in session.scalars(select(Qos).where(Qos.name.in_(names)) if names else select(Qos)):
+            _apply(qos, QOS_KEYS, values)
+            changes.append(f"  {qos.name}")
+        return changes
+    if kind == "cluster":
+        raise AdminError("Nothing to modify on a cluster here")
+    if kind == "user":
+        for name in names or _list(where, "user", "users"):
+            user = session.get(User, name)
+            if user is None:
+                continue
+            for key, column in USER_KEYS.items():
+                if key in values:
+                    value = values[key]
+                    if key == "adminlevel":
+                        level = ADMIN_LEVELS.get(value.lower())
+                        if level is None:
+                            raise AdminError(f"Invalid AdminLevel '{value}'")
+                        value = level
+                    setattr(user, column, value)
+                    changes.append(f"  {name}")
+    if kind == "account":
+        for name in names or _list(where, "account", "accounts"):
+            account = session.get(Account, name)
+            if account is not None and any(k in values for k in ACCOUNT_KEYS):
+                for key, column in ACCOUNT_KEYS.items():
+                    if key in values:
+                        setattr(account, column, values[key])
+                changes.append(f"  {name}")
+    if any(k in ASSOC_KEYS for k in values):
+        for row in _matching_assocs(session, kind, names, where):
+            _apply(row, ASSOC_KEYS, values)
+            who = f"U = {row.user:<9} " if row.user else ""
+            changes.append(f"  C = {row.cluster:<10} A = {row.account:<10} {who}".rstrip())
+    return sorted(set(changes), key=changes.index)
+
+
+def _delete(session: Session, kind: str, names: list[str], where: dict[str, str]) -> list[str]:
+    names = names or _list(where, "name", "names")
+    changes: list[str] = []
+    if kind == "qos":
+        for name in names:
+            if session.get(Qos, name) is not None:
+                session.execute(delete(Qos).where(Qos.name == name))
+                changes.append(f"  {name}")
+        return changes
+    if kind == "cluster":
+        for name in names:
+            if session.get(Cluster, name) is not None:
+                session.execute(delete(Association).where(Association.cluster == name))
+                session.execute(delete(Cluster).where(Cluster.name == name))
+                changes.append(f"  {name}")
+        return changes
+    assocs = _matching_assocs(session, kind, names, where)
+    for row in assocs:
+        who = f"U = {row.user:<9} " if row.user else ""
+        changes.append(f"  C = {row.cluster:<10} A = {row.account:<10} {who}".rstrip())
+        session.delete(row)
+    session.flush()
+    if kind == "account":
+        for name in names:
+            if not session.scalars(select(Association).where(Association.account == name)).first():
+                if session.scalars(select(Account).where(Account.parent == name)).first():
+                    raise AdminError(f"Account {name} has child accounts; delete them first")
+                session.execute(delete(Account).where(Account.name == name))
+    if kind == "user":
+        for name in names:
+            if not session.scalars(select(Association).where(Association.user == name)).first():
+                session.execute(delete(User).where(User.name == name))
+                if not changes or name not in "".join(changes):
+                    changes.append(f"  {name}")
+    return changes
+
+
+# ---------------------------------------------------------------------------------- read side
+def assoc_message(row: Association, parents: dict[str, str]) -> pb.Association:
+    return pb.Association(
+        id=row.id, cluster=row.cluster, account=row.account, user=row.user, partition=row.partition,
+        parent=parents.get(row.account, "") if not row.user else row.account,
+        shares=row.shares, grp_jobs=row.grp_jobs, grp_submit_jobs=row.grp_submit_jobs, max_jobs=row.max_jobs,
+        max_submit_jobs=row.max_submit_jobs, grp_tres=row.grp_tres, max_tres_per_job=row.max_tres_per_job,
+        max_wall_min=row.max_wall_min, qos=[q for q in row.qos.split(",") if q], default_qos=row.default_qos,
+        priority=row.priority,
+    )
+
+
+def qos_message(row: Qos) -> pb.Qos:
+    return pb.Qos(
+        name=row.name, description=row.description, priority=row.priority, preempt=row.preempt,
+        preempt_mode=row.preempt_mode, grace_time=row.grace_time, flags=row.flags, usage_factor=row.usage_factor,
+        max_wall_min=row.max_wall_min, max_tres_per_job=row.max_tres_per_job, grp_tres=row.grp_tres,
+        grp_jobs=row.grp_jobs, max_jobs_per_user=row.max_jobs_per_user, max_submit_per_user=row.max_submit_per_user,
+    )
+
+
+def limits(session: Session, cluster: str, known_version: int) -> pb.GetLimitsResponse:
+    """Everything ctld enforces for `cluster`, unless it already has the current version."""
+    current = version(session)
+    if known_version and known_version == current:
+        return pb.GetLimitsResponse(version=current, changed=False)
+    parents = {a.name: a.parent for a in session.scalars(select(Account))}
+    out = pb.GetLimitsResponse(version=current, changed=True)
+    for row in session.scalars(select(Association).where(Association.cluster == cluster).order_by(Association.id)):
+        out.associations.append(assoc_message(row, parents))
+    out.qos.extend(qos_message(q) for q in session.scalars(select(Qos).order_by(Qos.name)))
+    for user in session.scalars(select(User).order_by(User.name)):
+        out.users.add(name=user.name, default_account=user.default_account, admin_level=user.admin_level)
+    return out
+
+
+def _limit(value: int) -> str:
+    return "" if value < 0 else str(value)
+
+
+def _wall(minutes: int) -> str:
+    from shoal.timefmt import format_time_limit
+
+    return "" if minutes < 0 else format_time_limit(minutes)
+
+
+def assoc_fields(row: pb.Association) -> dict[str, str]:
+    return {
+        "cluster": row.cluster, "account": row.account, "user": row.user, "partition": row.partition,
+        "share": str(row.shares), "priority": _limit(row.priority), "grpjobs": _limit(row.grp_jobs),
+        "grptres": row.grp_tres, "grpsubmit": _limit(row.grp_submit_jobs), "maxjobs": _limit(row.max_jobs),
+        "maxtres": row.max_tres_per_job, "maxsubmit": _limit(row.max_submit_jobs),
+        "maxwall": _wall(row.max_wall_min), "qos": ",".join(row.qos), "defqos": row.default_qos,
+        "parentname": row.parent if not row.user else "", "id": str(row.id),
+    }
+
+
+def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
+    """Rows for `sacctmgr show KIND`, keyed by lower-case column names."""
+    kind = _kind(req.kind)
+    where = {k.lower(): v for k, v in req.where.items()}
+    names = _list(where, "name", "names")
+    if kind == "cluster":
+        return [{"cluster": c.name, "controlhost": c.control_host, "share": "1", "qos": "normal"}
+                for c in session.scalars(select(Cluster).order_by(Cluster.name)) if not names or c.name in names]
+    if kind == "qos":
+        rows = []
+        for q in session.scalars(select(Qos).order_by(Qos.name)):
+            if names and q.name not in names:
+                continue
+            rows.append({"name": q.name, "priority": str(q.priority), "gracetime": _hms(q.grace_time),
+                         "preempt": q.preempt, "preemptmode": q.preempt_mode, "flags": q.flags,
+                         "usagefactor": f"{q.usage_factor:.6f}", "maxwall": _wall(q.max_wall_min),
+                         "maxtres": q.max_tres_per_job, "grptres": q.grp_tres, "grpjobs": _limit(q.grp_jobs),
+                         "maxjobspu": _limit(q.max_jobs_per_user), "maxsubmitpu": _limit(q.max_submit_per_user),
+                         "description": q.description})
+        return rows
+    if kind == "account":
+        accounts = [a for a in session.scalars(select(Account).order_by(Account.name)) if not names or a.name in names]
+        if not req.with_assoc:
+            return [{"account": a.name, "descr": a.description, "org": a.organization} for a in accounts]
+        out = []
+        for a in accounts:
+            for row in _matching_assocs(session, "association", [], {**where, "account": a.name}):
+                out.append({"account": a.name, "descr": a.description, "org": a.organization,
+                            **_fields(session, row)})
+        return out
+    if kind == "user":
+        users = [u for u in session.scalars(select(User).order_by(User.name)) if not names or u.name in names]
+        if not req.with_assoc:
+            return [{"user": u.name, "def acct": u.default_account, "defaultaccount": u.default_account,
+                     "admin": u.admin_level, "adminlevel": u.admin_level} for u in users]
+        out = []
+        for u in users:
+            for row in _matching_assocs(session, "user", [u.name], where):
+                out.append({"def acct": u.default_account, "defaultaccount": u.default_account,
+                            "admin": u.admin_level, "adminlevel": u.admin_level, **_fields(session, row)})
+        return out
+    assocs = _matching_assocs(session, "association", [], where)
+    return [_fields(session, row) for row in _tree_order(session, assocs)]
+
+
+def _fields(session: Session, row: Association) -> dict[str, str]:
+    parents = {row.account: (session.get(Account, row.account) or Account(parent="")).parent}
+    return assoc_fields(assoc_message(row, parents))
+
+
+def _hms(seconds: int) -> str:
+    from shoal.timefmt import format_hms
+
+    return format_hms(seconds)
+
+
+def _tree_order(session: Session, rows: Iterable[Association]) -> list[Association]:
+    """Associations as sacctmgr lists them: depth first through the account tree, users under accounts."""
+    children: dict[str, list[str]] = {}
+    for account in session.scalars(select(Account).order_by(Account.name)):
+        children.setdefault(account.parent, []).append(account.name)
+    order: dict[str, int] = {}
+
+    def walk(name: str) -> None:
+        order[name] = len(order)
+        for child in children.get(name, []):
+            walk(child)
+
+    for top in children.get("", []):
+        walk(top)
+    return sorted(rows, key=lambda r: (r.cluster, order.get(r.account, len(order)), r.account, r.user != "",
+                                       r.user, r.partition))
+
+
+def is_admin(session: Session, user: str) -> bool:
+    row = session.get(User, user)
+    return row is not None and row.admin_level in ("Administrator", "Operator")

@@ -1,0 +1,87 @@
+"""The Accounting gRPC servicer: thin, converts messages and calls dbd's plain functions."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import threading
+
+import grpc
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from dbd import admin, ingest, queries
+from shoal.rpc.server import current_caller
+from shoal.v1 import accounting_pb2 as pb
+from shoal.v1 import accounting_pb2_grpc
+
+log = logging.getLogger("shoal.dbd")
+
+NOT_ADMIN = "Your user doesn't have privilege to perform this action"
+STORAGE_DOWN = "Unable to connect to the accounting storage"
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+class AccountingService(accounting_pb2_grpc.AccountingServicer):
+    def __init__(self, sessions: sessionmaker[Session], slurm_uid: int = 0) -> None:
+        self._sessions = sessions
+        self._slurm_uid = slurm_uid
+        self._ingest_lock = threading.Lock()  # one ingest at a time keeps sequence checks simple
+
+    def _privileged(self, uid: int) -> bool:
+        return uid in (0, self._slurm_uid, os.getuid())
+
+    def SendRecords(self, request: pb.SendRecordsRequest, context: grpc.ServicerContext) -> pb.SendRecordsResponse:
+        if not self._privileged(current_caller().uid):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, NOT_ADMIN)
+        try:
+            with self._ingest_lock, self._sessions.begin() as session:
+                through, applied = ingest.apply_records(session, request)
+        except OperationalError as exc:
+            log.warning("storing records failed: %s", exc)
+            context.abort(grpc.StatusCode.UNAVAILABLE, STORAGE_DOWN)
+        return pb.SendRecordsResponse(applied_through=through, applied=applied)
+
+    def GetLimits(self, request: pb.GetLimitsRequest, context: grpc.ServicerContext) -> pb.GetLimitsResponse:
+        with self._sessions() as session:
+            return admin.limits(session, request.cluster, request.known_version)
+
+    def GetJobs(self, request: pb.AcctJobsRequest, context: grpc.ServicerContext) -> pb.AcctJobsResponse:
+        with self._sessions() as session:
+            return pb.AcctJobsResponse(jobs=queries.find_jobs(session, request.query))
+
+    def Modify(self, request: pb.ModifyRequest, context: grpc.ServicerContext) -> pb.ModifyResponse:
+        uid = current_caller().uid
+        try:
+            with self._sessions() as session:
+                if not self._privileged(uid) and not admin.is_admin(session, _user_name(uid)):
+                    context.abort(grpc.StatusCode.PERMISSION_DENIED, NOT_ADMIN)
+                changes = admin.modify(session, request)
+                if request.commit:
+                    session.commit()
+                else:
+                    session.rollback()
+        except admin.AdminError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except IntegrityError:
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, "Nothing new added (it already exists).")
+        return pb.ModifyResponse(changes=changes)
+
+    def Show(self, request: pb.ShowRequest, context: grpc.ServicerContext) -> pb.ShowResponse:
+        try:
+            with self._sessions() as session:
+                rows = admin.show(session, request)
+        except admin.AdminError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return pb.ShowResponse(rows=[pb.AcctRow(fields=r) for r in rows])
+
+    def Report(self, request: pb.ReportRequest, context: grpc.ServicerContext) -> pb.ReportResponse:
+        with self._sessions() as session:
+            return queries.report(session, request)

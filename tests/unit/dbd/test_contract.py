@@ -1,0 +1,215 @@
+"""The accounting store's contract, run on SQLite and on MariaDB alike."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import inspect
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from dbd import admin, ingest, queries, schema
+from dbd.purge import purge_jobs
+from shoal.v1 import accounting_pb2 as pb
+
+TABLES = {"accounts", "associations", "clusters", "jobs", "steps", "node_events", "qos", "users",
+          "usage_hourly", "received", "meta"}
+
+
+def job(job_id: int, state: str = "COMPLETED", **kw: object) -> pb.AcctRecord:
+    fields: dict[str, object] = dict(job_id=job_id, name="wrap", user="alice", uid=1000, account="physics",
+                                     partition="batch", state=state, submit_time=1000, start_time=1010,
+                                     end_time=1020 if state not in ("PENDING", "RUNNING") else 0,
+                                     alloc_cpus=2, nodelist="node1", array_task_id=-1, cancelled_by=-1)
+    fields.update(kw)
+    return pb.AcctRecord(job=pb.JobRecord(**fields))  # type: ignore[arg-type]
+
+
+def step(job_id: int, step_id: int = -4, state: str = "COMPLETED", **kw: object) -> pb.AcctRecord:
+    fields: dict[str, object] = dict(job_id=job_id, step_id=step_id, name="batch", state=state,
+                                     nodelist="node1", submit_time=1000)
+    fields.update(kw)
+    return pb.AcctRecord(step=pb.StepRecord(**fields))  # type: ignore[arg-type]
+
+
+def send(sessions: sessionmaker[Session], records: list[pb.AcctRecord], start: int = 1, epoch: str = "e1",
+         cluster: str = "c1") -> tuple[int, int]:
+    for seq, rec in enumerate(records, start=start):
+        rec.seq = seq
+    with sessions.begin() as session:
+        return ingest.apply_records(session, pb.SendRecordsRequest(cluster=cluster, epoch=epoch, records=records))
+
+
+def find(sessions: sessionmaker[Session], **kw: object) -> list[pb.AcctJob]:
+    with sessions() as session:
+        return queries.find_jobs(session, pb.JobQuery(**kw))  # type: ignore[arg-type]
+
+
+def test_migrations_upgrade_downgrade_upgrade(engine: Engine) -> None:
+    schema.upgrade(engine)
+    assert TABLES <= set(inspect(engine).get_table_names())
+    schema.downgrade(engine)
+    assert not TABLES & set(inspect(engine).get_table_names())
+    schema.upgrade(engine)
+    assert TABLES <= set(inspect(engine).get_table_names())
+
+
+def test_records_apply_exactly_once(sessions: sessionmaker[Session]) -> None:
+    batch = [job(1, "PENDING"), job(1, "RUNNING"), job(1), step(1)]
+    assert send(sessions, batch) == (4, 4)
+    assert send(sessions, [job(1, "PENDING"), job(1, "RUNNING"), job(1), step(1)]) == (4, 0)  # replayed
+    assert send(sessions, [job(1, "RUNNING")], start=3) == (4, 0)  # an old record never goes back
+    found = find(sessions)
+    assert [(j.job.job_id, j.job.state, [s.step_id for s in j.steps]) for j in found] == [(1, "COMPLETED", [-4])]
+
+
+def test_a_new_queue_epoch_starts_its_own_sequence(sessions: sessionmaker[Session]) -> None:
+    send(sessions, [job(1)])
+    assert send(sessions, [job(2)], epoch="e2") == (1, 1)
+    assert [j.job.job_id for j in find(sessions)] == [1, 2]
+
+
+def test_finished_job_adds_hourly_usage_once(sessions: sessionmaker[Session]) -> None:
+    send(sessions, [job(1, start_time=3500, end_time=3700, submit_time=3400)])
+    send(sessions, [job(1, start_time=3500, end_time=3700, submit_time=3400)], start=2)  # same job again
+    with sessions() as session:
+        rows = queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).rows
+    assert [dict(r.fields) for r in rows] == [
+        {"cluster": "c1", "account": "physics", "user": "alice", "cpu_seconds": str(200 * 2)}
+    ]
+
+
+QUERIES = [
+    ("all", {}, [1, 2, 3, 4, 5]),
+    ("job id", {"job_ids": ["2"]}, [2]),
+    ("array parent id", {"job_ids": ["3"]}, [3, 4]),
+    ("array task", {"job_ids": ["3_1"]}, [4]),
+    ("user", {"users": ["bob"]}, [5]),
+    ("account", {"accounts": ["research"]}, [5]),
+    ("state", {"states": ["FAILED"]}, [2]),
+    ("name", {"names": ["train"]}, [5]),
+    ("node", {"nodes": ["node2"]}, [5]),
+    ("ended before start", {"start": 5000}, [5]),
+]
+
+
+@pytest.mark.parametrize("query,expected", [q[1:] for q in QUERIES], ids=[q[0] for q in QUERIES])
+def test_job_queries(sessions: sessionmaker[Session], query: dict[str, object], expected: list[int]) -> None:
+    send(sessions, [
+        job(1), job(2, "FAILED", exit_code=1),
+        job(3, array_job_id=3, array_task_id=0), job(4, array_job_id=3, array_task_id=1),
+        job(5, user="bob", account="research", name="train", nodelist="node[1-2]", end_time=6000),
+    ])
+    assert [j.job.job_id for j in find(sessions, **query)] == expected
+
+
+def test_requeued_id_shows_latest_unless_duplicates(sessions: sessionmaker[Session]) -> None:
+    send(sessions, [job(7, "NODE_FAIL", submit_time=100), job(7, submit_time=200)])
+    assert [j.job.state for j in find(sessions)] == ["COMPLETED"]
+    assert [j.job.state for j in find(sessions, duplicates=True)] == ["NODE_FAIL", "COMPLETED"]
+
+
+def test_node_events_open_and_close(sessions: sessionmaker[Session]) -> None:
+    send(sessions, [pb.AcctRecord(node_event=pb.NodeEventRecord(node="n1", state="DRAIN", reason="fan",
+                                                                start_time=10)),
+                    pb.AcctRecord(node_event=pb.NodeEventRecord(node="n1", start_time=20))])
+    from sqlalchemy import select
+
+    from dbd.models import NodeEvent
+
+    with sessions() as session:
+        events = [(e.state, e.reason, e.start_time, e.end_time) for e in session.scalars(select(NodeEvent))]
+    assert events == [("DRAIN", "fan", 10, 20)]
+
+
+def modify(sessions: sessionmaker[Session], action: str, kind: str, names: list[str] | None = None,
+           commit: bool = True, where: dict[str, str] | None = None, **values: str) -> list[str]:
+    req = pb.ModifyRequest(action=action, kind=kind, names=names or [], set=values, where=where or {},
+                           commit=commit)
+    with sessions() as session:
+        changes = admin.modify(session, req)
+        if commit:
+            session.commit()
+    return changes
+
+
+def show(sessions: sessionmaker[Session], kind: str, **where: str) -> list[dict[str, str]]:
+    with sessions() as session:
+        return admin.show(session, pb.ShowRequest(kind=kind, where=where))
+
+
+def build_tree(sessions: sessionmaker[Session]) -> None:
+    modify(sessions, "add", "cluster", ["c1"])
+    modify(sessions, "add", "account", ["physics"], fairshare="40")
+    modify(sessions, "add", "account", ["research"], fairshare="60")
+    modify(sessions, "add", "user", ["alice"], account="physics,research")
+    modify(sessions, "add", "user", ["bob"], account="physics", maxjobs="1")
+
+
+def test_association_tree_in_sacctmgr_order(sessions: sessionmaker[Session]) -> None:
+    build_tree(sessions)
+    rows = [(r["account"], r["user"], r["share"], r["maxjobs"]) for r in show(sessions, "association")]
+    assert rows == [
+        ("root", "", "1", ""), ("root", "root", "1", ""),
+        ("physics", "", "40", ""), ("physics", "alice", "1", ""), ("physics", "bob", "1", "1"),
+        ("research", "", "60", ""), ("research", "alice", "1", ""),
+    ]
+
+
+def test_modify_bumps_the_version_ctld_polls(sessions: sessionmaker[Session]) -> None:
+    build_tree(sessions)
+    with sessions() as session:
+        before = admin.limits(session, "c1", 0)
+        assert not admin.limits(session, "c1", before.version).changed
+    modify(sessions, "modify", "user", ["alice"], where={"account": "physics"}, maxjobs="3")
+    with sessions() as session:
+        after = admin.limits(session, "c1", before.version)
+    assert after.changed and after.version > before.version
+    limits = {(a.account, a.user): a.max_jobs for a in after.associations}
+    assert limits[("physics", "alice")] == 3 and limits[("research", "alice")] == -1
+    assert {u.name: u.default_account for u in after.users}["alice"] == "physics"
+
+
+def test_without_commit_nothing_changes(sessions: sessionmaker[Session]) -> None:
+    build_tree(sessions)
+    assert modify(sessions, "delete", "user", ["bob"], commit=False)
+    assert any(r["user"] == "bob" for r in show(sessions, "association"))
+
+
+def test_delete_user_and_account(sessions: sessionmaker[Session]) -> None:
+    build_tree(sessions)
+    modify(sessions, "delete", "user", ["alice"], where={"account": "research"})
+    modify(sessions, "delete", "account", ["research"])
+    rows = [(r["account"], r["user"]) for r in show(sessions, "association")]
+    assert ("research", "") not in rows and ("physics", "alice") in rows
+    assert [u["user"] for u in show(sessions, "user")] == ["alice", "bob", "root"]
+
+
+REFUSALS = [
+    ("duplicate cluster", ("add", "cluster", ["c1"]), {}, "already exists"),
+    ("user without account", ("add", "user", ["carol"]), {}, "specify an account"),
+    ("unknown account", ("add", "user", ["carol"]), {"account": "nope"}, "There is no account nope"),
+    ("bad limit", ("modify", "user", ["bob"]), {"maxjobs": "many"}, "Invalid value for maxjobs"),
+]
+
+
+@pytest.mark.parametrize("call,values,message", [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS])
+def test_refusals(sessions: sessionmaker[Session], call: tuple[str, str, list[str]], values: dict[str, str],
+                  message: str) -> None:
+    build_tree(sessions)
+    with pytest.raises(admin.AdminError, match=message):
+        modify(sessions, *call, **values)
+
+
+def test_qos_add_modify_show(sessions: sessionmaker[Session]) -> None:
+    modify(sessions, "add", "qos", ["high"], priority="10", maxwall="1:00:00")
+    modify(sessions, "modify", "qos", ["high"], maxjobsperuser="2")
+    rows = {r["name"]: r for r in show(sessions, "qos")}
+    assert set(rows) == {"high", "normal"}
+    assert (rows["high"]["priority"], rows["high"]["maxwall"], rows["high"]["maxjobspu"]) == ("10", "01:00:00", "2")
+
+
+def test_purge_forgets_old_finished_jobs(sessions: sessionmaker[Session]) -> None:
+    send(sessions, [job(1, end_time=100), step(1), job(2, end_time=5000), job(3, "RUNNING")])
+    with sessions.begin() as session:
+        assert purge_jobs(session, 1000) == 1
+    assert [j.job.job_id for j in find(sessions)] == [2, 3]
