@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ctld.sched import dependency, limits
+from ctld.sched.assoc_limits import AssocUsage
 from ctld.sched.backfill import run_backfill
 from ctld.sched.model import CycleResult, JobRequest, JobStatus, Partition, Phase, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place
@@ -37,6 +38,7 @@ class _CycleState:
     blocked: set[str] = field(default_factory=set)
     active_tasks: Counter[int] = field(default_factory=Counter)
     tested: int = 0
+    assoc: AssocUsage | None = None  # association/QOS usage when limits are enforced
 
 
 def run_cycle(snap: Snapshot, now: int) -> CycleResult:
@@ -46,6 +48,8 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
     priorities = {job.job_id: _priority(job, parts, now) for job in snap.pending}
     queue = sorted(snap.pending, key=lambda job: _queue_key(job, parts, priorities))
     state = _CycleState(active_tasks=_active_array_tasks(snap.jobs))
+    if snap.accounting is not None:
+        state.assoc = AssocUsage(snap.accounting, snap.running)
     reasons: dict[int, str] = {}
     for job in queue:
         reason = _schedule_one(job, snap, now, statuses, state)
@@ -85,6 +89,9 @@ def _schedule_one(
     if job.array_job_id and job.array_max_running:
         if state.active_tasks[job.array_job_id] >= job.array_max_running:
             return ARRAY_TASK_LIMIT
+    # 3b. Association and QOS limits (AccountingStorageEnforce=limits).
+    if state.assoc is not None and (why := state.assoc.reason(job)) is not None:
+        return why
     # 4. Higher-priority jobs that could not start hold their partitions.
     unblocked = [part for part in open_parts if part.name not in state.blocked]
     if not unblocked:
@@ -101,6 +108,8 @@ def _schedule_one(
             state.starts.append(found)
             if job.array_job_id:
                 state.active_tasks[job.array_job_id] += 1
+            if state.assoc is not None:
+                state.assoc.add(job)
             return None
         first_reason = first_reason or found
     if first_reason == RESOURCES:

@@ -133,6 +133,8 @@ class JobRequest:
     array_job_id: int = 0  # 0 = not an array task
     array_task_id: int = -1
     array_max_running: int = 0  # the %N throttle, 0 = none
+    assoc_id: int = 0  # accounting association (0 = none; see assoc_limits.py)
+    qos: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +159,8 @@ class RunningJob:
     end_time: int  # 0 = unknown / unlimited
     partition: str = ""
     allocation: tuple[NodeAllocation, ...] = ()  # what it holds; () = unknown (whole nodes freed at its end)
+    assoc_id: int = 0  # accounting association (0 = none)
+    qos: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +187,45 @@ class Snapshot:
     running: tuple[RunningJob, ...]
     jobs: tuple[JobStatus, ...]  # every known job, for dependencies, singleton and array throttles
     config: Config = Config()
+    accounting: AccountingLimits | None = None  # association/QOS limits to enforce (None = not enforced)
+
+
+@dataclass(frozen=True, slots=True)
+class AssocLimits:
+    """One association's limits (-1 = none); `parent_id` links a user's association to its account's."""
+
+    id: int
+    parent_id: int = 0
+    account: str = ""
+    user: str = ""
+    grp_jobs: int = -1
+    grp_submit_jobs: int = -1
+    max_jobs: int = -1
+    max_submit_jobs: int = -1
+    grp_cpus: int = -1
+    grp_gpus: int = -1
+    max_cpus_per_job: int = -1
+    max_gpus_per_job: int = -1
+    max_wall_min: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class QosLimits:
+    name: str
+    max_wall_min: int = -1
+    max_jobs_per_user: int = -1
+    max_submit_per_user: int = -1
+    max_cpus_per_job: int = -1
+    max_gpus_per_job: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AccountingLimits:
+    """AccountingStorageEnforce=limits[,qos]: the associations and QOS the cycle checks."""
+
+    assocs: tuple[AssocLimits, ...] = ()
+    qos: tuple[QosLimits, ...] = ()
+    enforce_qos: bool = False
 
 
 # ---- decisions ----

@@ -1,0 +1,139 @@
+"""Association and QOS limits (AccountingStorageEnforce=limits,qos): which jobs wait, and why.
+
+Pure: the cycle asks `AssocUsage.reason(job)` before placing a job and `AssocUsage.add(start)` after
+starting one, so two jobs of a MaxJobs=1 association never start in the same cycle. Group limits
+(GrpJobs, GrpTRES) count every job under the association, i.e. a user's jobs also count against
+the account's association and its ancestors. Reasons are Slurm's words.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from ctld.sched.model import AccountingLimits, AssocLimits, JobRequest, QosLimits, RunningJob
+
+MAX_JOBS = "AssocMaxJobsLimit"
+GRP_JOBS = "AssocGrpJobsLimit"
+GRP_CPU = "AssocGrpCpuLimit"
+GRP_GRES = "AssocGrpGRES"
+MAX_CPU_PER_JOB = "AssocMaxCpuPerJobLimit"
+MAX_GRES_PER_JOB = "AssocMaxGRESPerJob"
+MAX_WALL = "AssocMaxWallDurationPerJobLimit"
+QOS_MAX_WALL = "QOSMaxWallDurationPerJobLimit"
+QOS_MAX_JOBS_PER_USER = "QOSMaxJobsPerUserLimit"
+QOS_MAX_CPU_PER_JOB = "QOSMaxCpuPerJobLimit"
+QOS_MAX_GRES_PER_JOB = "QOSMaxGRESPerJob"
+SUBMIT_REFUSED = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+
+
+def job_cpus(job: JobRequest) -> int:
+    return max(job.num_tasks * job.cpus_per_task, job.min_nodes)
+
+
+def job_gpus(job: JobRequest) -> int:
+    g = job.gpus
+    return max(g.total, g.per_node * job.min_nodes, g.per_task * job.num_tasks)
+
+
+class AssocUsage:
+    """Jobs, CPUs and GPUs in use per association (including descendants), updated as the cycle starts jobs."""
+
+    def __init__(self, limits: AccountingLimits, running: Iterable[RunningJob]) -> None:
+        self._limits = limits
+        self._assocs = {a.id: a for a in limits.assocs}
+        self._qos = {q.name: q for q in limits.qos}
+        self.jobs: Counter[int] = Counter()
+        self.cpus: Counter[int] = Counter()
+        self.gpus: Counter[int] = Counter()
+        self.qos_user_jobs: Counter[tuple[str, int]] = Counter()
+        for run in running:
+            cpus = sum(len(a.cpu_ids) for a in run.allocation)
+            gpus = sum(len(a.gpu_indices) for a in run.allocation)
+            self._count(run.assoc_id, cpus, gpus)
+
+    def chain(self, assoc_id: int) -> Iterator[AssocLimits]:
+        """The association and its ancestors."""
+        seen: set[int] = set()
+        current = self._assocs.get(assoc_id)
+        while current is not None and current.id not in seen:
+            seen.add(current.id)
+            yield current
+            current = self._assocs.get(current.parent_id)
+
+    def _count(self, assoc_id: int, cpus: int, gpus: int) -> None:
+        for assoc in self.chain(assoc_id):
+            self.jobs[assoc.id] += 1
+            self.cpus[assoc.id] += cpus
+            self.gpus[assoc.id] += gpus
+
+    def reason(self, job: JobRequest) -> str | None:
+        """Why `job` must wait for its association or QOS, or None when it may start."""
+        cpus, gpus = job_cpus(job), job_gpus(job)
+        qos = self._qos.get(job.qos) if self._limits.enforce_qos else None
+        if qos is not None:
+            why = _qos_reason(qos, job, cpus, gpus, self.qos_user_jobs[(qos.name, job.user_id)])
+            if why:
+                return why
+        for depth, assoc in enumerate(self.chain(job.assoc_id)):
+            if depth == 0 and 0 <= assoc.max_jobs <= self.jobs[assoc.id]:
+                return MAX_JOBS
+            if 0 <= assoc.max_wall_min and (job.time_limit_min < 0 or job.time_limit_min > assoc.max_wall_min):
+                if job.time_limit_min != -1:
+                    return MAX_WALL
+            if 0 <= assoc.max_cpus_per_job < cpus:
+                return MAX_CPU_PER_JOB
+            if 0 <= assoc.max_gpus_per_job < gpus:
+                return MAX_GRES_PER_JOB
+            if 0 <= assoc.grp_jobs <= self.jobs[assoc.id]:
+                return GRP_JOBS
+            if 0 <= assoc.grp_cpus < self.cpus[assoc.id] + cpus:
+                return GRP_CPU
+            if gpus and 0 <= assoc.grp_gpus < self.gpus[assoc.id] + gpus:
+                return GRP_GRES
+        return None
+
+    def add(self, job: JobRequest) -> None:
+        """`job` starts in this cycle: it counts against its association from now on."""
+        self._count(job.assoc_id, job_cpus(job), job_gpus(job))
+        self.qos_user_jobs[(job.qos, job.user_id)] += 1
+
+
+def _qos_reason(qos: QosLimits, job: JobRequest, cpus: int, gpus: int, user_jobs: int) -> str | None:
+    if 0 <= qos.max_wall_min and job.time_limit_min != -1:
+        if job.time_limit_min < 0 or job.time_limit_min > qos.max_wall_min:
+            return QOS_MAX_WALL
+    if 0 <= qos.max_jobs_per_user <= user_jobs:
+        return QOS_MAX_JOBS_PER_USER
+    if 0 <= qos.max_cpus_per_job < cpus:
+        return QOS_MAX_CPU_PER_JOB
+    if 0 <= qos.max_gpus_per_job < gpus:
+        return QOS_MAX_GRES_PER_JOB
+    return None
+
+
+def submit_refusal(
+    limits: AccountingLimits, assoc_id: int, qos_name: str, user_id: int, count: int,
+    queued: Iterable[tuple[int, str, int]],
+) -> str | None:
+    """Slurm's refusal when `count` more jobs would pass MaxSubmitJobs/GrpSubmitJobs (or QOS MaxSubmitPU).
+
+    `queued`: (assoc_id, qos, user_id) of every pending or running job.
+    """
+    usage = AssocUsage(limits, ())
+    per_assoc: Counter[int] = Counter()
+    per_qos_user = 0
+    for queued_assoc, queued_qos, queued_uid in queued:
+        for assoc in usage.chain(queued_assoc):
+            per_assoc[assoc.id] += 1
+        if queued_qos == qos_name and queued_uid == user_id:
+            per_qos_user += 1
+    for depth, assoc in enumerate(usage.chain(assoc_id)):
+        if depth == 0 and 0 <= assoc.max_submit_jobs < per_assoc[assoc.id] + count:
+            return SUBMIT_REFUSED
+        if 0 <= assoc.grp_submit_jobs < per_assoc[assoc.id] + count:
+            return SUBMIT_REFUSED
+    qos = {q.name: q for q in limits.qos}.get(qos_name)
+    if limits.enforce_qos and qos is not None and 0 <= qos.max_submit_per_user < per_qos_user + count:
+        return SUBMIT_REFUSED
+    return None

@@ -1,0 +1,79 @@
+"""Association/QOS limits in the scheduling cycle and at submit, with Slurm's reasons."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ctld.sched.assoc_limits import SUBMIT_REFUSED, submit_refusal
+from ctld.sched.cycle import run_cycle
+from ctld.sched.model import AccountingLimits, AssocLimits, NodeAllocation, QosLimits
+from tests.unit.sched.builders import cluster, job, running, snapshot
+
+ACCOUNT = AssocLimits(id=1, account="physics")
+USER = AssocLimits(id=2, parent_id=1, account="physics", user="alice")
+
+
+def limits(account: dict[str, int] | None = None, user: dict[str, int] | None = None,
+           qos: dict[str, int] | None = None) -> AccountingLimits:
+    return AccountingLimits(
+        assocs=(dataclasses.replace(ACCOUNT, **(account or {})), dataclasses.replace(USER, **(user or {}))),
+        qos=(dataclasses.replace(QosLimits(name="normal"), **(qos or {})),),
+        enforce_qos=True,
+    )
+
+
+def mine(job_id: int, cpus: int = 1, gpus: int = 0, minutes: int = 10):  # type: ignore[no-untyped-def]
+    builder = job(job_id).tasks(cpus).time(minutes)
+    if gpus:
+        builder = builder.gpus(gpus)
+    return dataclasses.replace(builder.obj(), assoc_id=2, qos="normal")
+
+
+CASES = [
+    ("max jobs: second waits", limits(user={"max_jobs": 1}), [mine(1), mine(2)], {2: "AssocMaxJobsLimit"}),
+    ("grp jobs on the account", limits(account={"grp_jobs": 1}), [mine(1), mine(2)], {2: "AssocGrpJobsLimit"}),
+    ("grp cpus", limits(account={"grp_cpus": 4}), [mine(1, cpus=3), mine(2, cpus=2)], {2: "AssocGrpCpuLimit"}),
+    ("grp gpus", limits(account={"grp_gpus": 2}), [mine(1, gpus=2), mine(2, gpus=1)], {2: "AssocGrpGRES"}),
+    ("qos max wall", limits(qos={"max_wall_min": 5}), [mine(1, minutes=10)], {1: "QOSMaxWallDurationPerJobLimit"}),
+    ("assoc max wall", limits(user={"max_wall_min": 5}), [mine(1, minutes=10)],
+     {1: "AssocMaxWallDurationPerJobLimit"}),
+    ("qos max jobs per user", limits(qos={"max_jobs_per_user": 1}), [mine(1), mine(2)],
+     {2: "QOSMaxJobsPerUserLimit"}),
+    ("within limits", limits(user={"max_jobs": 2}, account={"grp_cpus": 8}), [mine(1), mine(2)], {}),
+]
+
+
+@pytest.mark.parametrize("acct,pending,reasons", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_cycle_reasons(acct: AccountingLimits, pending: list, reasons: dict[int, str]) -> None:  # type: ignore[type-arg]
+    snap = dataclasses.replace(snapshot(cluster(2), pending), accounting=acct)
+    result = run_cycle(snap, now=100)
+    assert result.reasons == reasons
+    assert {s.job_id for s in result.starts} == {j.job_id for j in pending} - set(reasons)
+
+
+def test_running_jobs_count_against_the_limit() -> None:
+    run = running(9, ["node1"], 0, assoc_id=2, allocation=(NodeAllocation("node1", (0, 1), 100),))
+    snap = dataclasses.replace(snapshot(cluster(2), [mine(1)], running=[run]),
+                               accounting=limits(account={"grp_cpus": 2}))
+    assert run_cycle(snap, now=100).reasons == {1: "AssocGrpCpuLimit"}
+
+
+def test_no_accounting_no_limits() -> None:
+    assert run_cycle(snapshot(cluster(2), [mine(1), mine(2)]), now=100).reasons == {}
+
+
+SUBMITS = [
+    ("under max submit", limits(user={"max_submit_jobs": 2}), 1, None),
+    ("at max submit", limits(user={"max_submit_jobs": 1}), 1, SUBMIT_REFUSED),
+    ("array over max submit", limits(user={"max_submit_jobs": 3}), 3, SUBMIT_REFUSED),
+    ("grp submit on account", limits(account={"grp_submit_jobs": 1}), 1, SUBMIT_REFUSED),
+    ("qos max submit per user", limits(qos={"max_submit_per_user": 1}), 1, SUBMIT_REFUSED),
+]
+
+
+@pytest.mark.parametrize("acct,count,expected", [c[1:] for c in SUBMITS], ids=[c[0] for c in SUBMITS])
+def test_submit_limits(acct: AccountingLimits, count: int, expected: str | None) -> None:
+    queued = [(2, "normal", 1000)]  # one job of alice already queued
+    assert submit_refusal(acct, 2, "normal", 1000, count, queued) == expected
