@@ -19,6 +19,7 @@ from functools import partial
 from typing import Protocol
 
 from ctld import jobs as jobrec
+from ctld.accounting import Accounting
 from ctld.errors import (
     ACCESS_DENIED,
     ALREADY_DONE,
@@ -95,6 +96,7 @@ class Controller:
         self._slurm_uid = _uid_of(cfg.slurm_user)
         self._partitions = {p.name: p for p in cfg.partitions}
         self._sched_config = sched_config(cfg)
+        self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self._recover()
 
     # ------------------------------------------------------------------ recovery
@@ -119,10 +121,12 @@ class Controller:
         with self.store.transaction() as tx:
             for job in jobs:
                 tx.put_job(job.job_id, job.SerializeToString())
+            self.accounting.record_jobs(tx, jobs)
 
     def _save_node(self, node: NodeRuntime) -> None:
         with self.store.transaction() as tx:
             tx.put_node(node.info.name, node.info.SerializeToString())
+            self.accounting.record_node(tx, node.info, self._now())
 
     def is_operator(self, caller: Caller) -> bool:
         return caller.uid == 0 or caller.uid == self._slurm_uid or caller.uid == os.getuid()
@@ -158,7 +162,7 @@ class Controller:
     def _snapshot(self, pending: Iterable[m.JobRequest], *, capacity_only: bool = False) -> m.Snapshot:
         """The core's input. `capacity_only` (the submit-time "could it ever run" question) skips what
         only "now" and "when" need: usage, running jobs and the statuses of every known job."""
-        pending = tuple(pending)
+        pending = tuple(self.accounting.attach(r, self.jobs.get(r.job_id)) for r in pending)
         usage = {name: m.NodeUsage() for name in self.nodes} if capacity_only else self._usage()
         nodes = tuple(
             m.Node(
@@ -209,6 +213,8 @@ class Controller:
                     )
                     for a in j.allocation
                 ),
+                assoc_id=self.accounting.assoc_id(j),
+                qos=j.qos,
             )
             for j in ([] if capacity_only else self.jobs.values())
             if j.state in ACTIVE_STATES
@@ -223,6 +229,7 @@ class Controller:
             running=running,
             jobs=statuses,
             config=self._sched_config,
+            accounting=self.accounting.limits(),
         )
 
     def _request(self, job: jobs_pb2.JobInfo) -> m.JobRequest | None:
@@ -266,6 +273,7 @@ class Controller:
                 raise SlurmError(
                     "Slurm temporarily unable to accept job, sleeping and retrying", RESOURCE_EXHAUSTED
                 )
+            self.accounting.admit(job, count, self.jobs.values())
             first = self.next_job_id
             mem_per_node = self._mem_per_node_for_display(req)
             snap_partitions = {p.name: p for p in snap.partitions}
@@ -288,6 +296,7 @@ class Controller:
                 for rec in records:
                     tx.put_job(rec.job_id, rec.SerializeToString())
                 tx.set_meta("next_job_id", str(self.next_job_id))
+                self.accounting.record_jobs(tx, records)
             for rec in records:
                 self.jobs[rec.job_id] = rec
         self.wake.set()

@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = [
         threading.Thread(target=_scheduler_loop, args=(controller, stop, args.sched_interval), daemon=True, name="sched"),
         threading.Thread(target=_housekeeping_loop, args=(controller, actions, stop), daemon=True, name="housekeeping"),
+        threading.Thread(target=controller.accounting.run, args=(stop,), daemon=True, name="accounting"),
     ]
     for t in threads:
         t.start()

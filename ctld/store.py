@@ -17,6 +17,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (job_id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS acct_queue (seq INTEGER PRIMARY KEY AUTOINCREMENT, data BLOB NOT NULL);
 """
 
 
@@ -81,6 +82,23 @@ class StateStore:
     def set_meta(self, key: str, value: str) -> None:
         self._require_tx()
         self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def enqueue_record(self, data: bytes) -> int:
+        """Append an accounting record to the queue (ctld.accounting); returns its sequence number."""
+        self._require_tx()
+        cur = self._db.execute("INSERT INTO acct_queue (data) VALUES (?)", (data,))
+        return int(cur.lastrowid or 0)
+
+    def queued_records(self, limit: int) -> list[tuple[int, bytes]]:
+        """The oldest `limit` queued accounting records, in sequence order."""
+        with self._lock:
+            rows = self._db.execute("SELECT seq, data FROM acct_queue ORDER BY seq LIMIT ?", (limit,)).fetchall()
+        return [(int(r[0]), bytes(r[1])) for r in rows]
+
+    def drop_records_through(self, seq: int) -> None:
+        """dbd stored every record up to `seq`: forget them."""
+        with self.transaction():
+            self._db.execute("DELETE FROM acct_queue WHERE seq <= ?", (seq,))
 
     # ---- reads (start-up) ----
     def get_meta(self, key: str) -> str | None:

@@ -1,0 +1,300 @@
+"""ctld's side of accounting: the agent queue to shoal-dbd and the association/QOS cache.
+
+Records (jobs, steps, node events) are appended to the state store's queue inside the same
+transaction as the state change that caused them, so a kill -9 loses none; a background thread
+sends them in sequence order in batches and drops them once dbd has stored them. dbd skips any
+sequence number it already applied, so each record is stored exactly once, and ctld keeps
+scheduling while dbd is away. The same thread polls dbd's association version and reloads the
+cache (kept in the store too, so a restart while dbd is down still enforces limits).
+
+Public entry points for the rest of ctld: `record_jobs`, `record_step`, `record_node` (inside a
+store transaction), `admit` (submit-time checks), `attach`/`assoc_id`/`limits` (scheduler snapshot).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ctld.errors import SlurmError
+from ctld.sched import model as m
+from ctld.sched.assoc_limits import submit_refusal
+from ctld.store import StateStore
+from shoal.conf import SlurmConfig
+from shoal.states import FINISHED_STATES, JOB_STATE_NAMES
+from shoal.v1 import accounting_pb2 as pb
+from shoal.v1 import cluster_pb2, jobs_pb2
+
+if TYPE_CHECKING:
+    from shoal.rpc.client import Stub
+
+log = logging.getLogger("shoal.ctld.accounting")
+
+SLURMDBD = "accounting_storage/slurmdbd"
+INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
+INVALID_QOS = "Invalid qos specification"
+BATCH_STEP = -4
+BATCH_SIZE = 500
+SEND = "/shoal.v1.Accounting/SendRecords"
+GET_LIMITS = "/shoal.v1.Accounting/GetLimits"
+
+
+def job_record(job: jobs_pb2.JobInfo) -> pb.JobRecord:
+    """What accounting keeps of a job, with the states and exit codes sacct prints."""
+    state = jobs_pb2.RUNNING if job.state == jobs_pb2.COMPLETING else job.state
+    exit_code, exit_signal = job.exit_code, job.exit_signal
+    if state in (jobs_pb2.CANCELLED, jobs_pb2.TIMEOUT):
+        exit_code, exit_signal = 0, 0  # the job's own code; its .batch step shows the signal
+    started = job.start_time > 0 and bool(job.nodes)
+    return pb.JobRecord(
+        job_id=job.job_id, array_job_id=job.array_job_id, array_task_id=job.array_task_id, name=job.spec.name,
+        uid=job.user_id, gid=job.group_id, user=job.user_name, account=job.account,
+        partition=job.partition, qos=job.qos, tres_req=job.tres_req, tres_alloc=job.tres_alloc if started else "",
+        nodelist=job.nodes if started else "", alloc_cpus=job.num_cpus if started else 0,
+        alloc_nodes=job.num_nodes if started else 0, req_cpus=job.num_cpus, req_nodes=job.num_nodes,
+        req_mem_mb=job.mem_mb, submit_time=job.submit_time, eligible_time=job.eligible_time,
+        start_time=job.start_time if started else 0,
+        end_time=job.end_time if state in FINISHED_STATES else 0, time_limit_min=job.time_limit_min,
+        state=JOB_STATE_NAMES.get(state, "PENDING"), exit_code=exit_code, exit_signal=exit_signal,
+        derived_exit_code=job.derived_exit_code, derived_exit_signal=job.derived_exit_signal,
+        work_dir=job.spec.work_dir, reason=job.state_reason,
+        cancelled_by=job.cancelled_by_uid if job.cancelled_by else -1, priority=job.priority,
+    )
+
+
+def batch_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
+    """The `.batch` step of a finished batch job: a cancelled or timed-out job's script was signalled."""
+    state, code, sig = JOB_STATE_NAMES.get(job.state, "FAILED"), job.exit_code, job.exit_signal
+    if job.state in (jobs_pb2.CANCELLED, jobs_pb2.TIMEOUT):
+        state, code, sig = "CANCELLED", 0, sig or 15
+    elif job.state == jobs_pb2.FAILED and sig and not code:
+        state = "CANCELLED"  # killed by a signal: the script was cancelled, the job failed
+    first = job.allocation[0] if job.allocation else None
+    cpus = len(first.cpu_ids) if first is not None else job.num_cpus
+    return pb.StepRecord(
+        job_id=job.job_id, step_id=BATCH_STEP, name="batch", nodelist=job.batch_host, num_tasks=1, num_cpus=cpus,
+        num_nodes=1, start_time=job.start_time, end_time=job.end_time, state=state, exit_code=code,
+        exit_signal=sig, submit_time=job.submit_time,
+        tres_alloc=f"cpu={cpus},mem={first.mem_mb if first else 0}M,node=1",
+    )
+
+
+def _node_state(info: cluster_pb2.NodeInfo) -> tuple[str, str]:
+    """("DOWN"/"DRAIN"/"", reason): the node states accounting records as events."""
+    if info.base_state == "DOWN" or info.not_responding:
+        return "DOWN", info.reason
+    if info.drain:
+        return "DRAIN", info.reason
+    return "", ""
+
+
+class Accounting:
+    """The dbd agent queue and the association/QOS cache of one controller."""
+
+    def __init__(self, cfg: SlurmConfig, store: StateStore, key: bytes) -> None:
+        self.enabled = cfg.accounting_storage_type == SLURMDBD
+        enforce = {w.lower() for w in cfg.accounting_storage_enforce}
+        self.enforce_assoc = self.enabled and bool(enforce & {"associations", "limits", "qos", "safe"})
+        self.enforce_limits = self.enabled and bool(enforce & {"limits", "qos", "safe"})
+        self.enforce_qos = self.enabled and bool(enforce & {"qos", "safe"})
+        self.cluster = cfg.cluster_name
+        self._cluster_cpus = sum(n.cpus for n in cfg.nodes)
+        self._control_host = cfg.control_addr
+        self._store = store
+        self._key = key
+        self._target = f"{cfg.accounting_storage_host or cfg.control_addr}:{cfg.accounting_storage_port}"
+        self._sent: dict[int, bytes] = {}  # job id -> last record sent (skip unchanged saves)
+        self._nodes: dict[str, tuple[str, str]] = {}
+        self.wake = threading.Event()
+        self._cache_lock = threading.Lock()
+        self._cache = pb.GetLimitsResponse()
+        self._limits: m.AccountingLimits | None = None
+        self._assoc_index: dict[tuple[str, str, str], int] = {}
+        self._default_account: dict[str, str] = {}
+        self._epoch = store.get_meta("acct_epoch") or ""
+        if self.enabled:
+            if not self._epoch:
+                self._epoch = uuid.uuid4().hex
+                with store.transaction() as tx:
+                    tx.set_meta("acct_epoch", self._epoch)
+            saved = store.get_meta("acct_limits")
+            if saved:
+                self._load_cache(pb.GetLimitsResponse.FromString(base64.b64decode(saved)))
+
+    # ------------------------------------------------------------------ records (inside a transaction)
+    def record_jobs(self, tx: StateStore, jobs: Iterable[jobs_pb2.JobInfo]) -> None:
+        """Queue a record for each job whose accounting view changed (and `.batch` when it ends)."""
+        if not self.enabled:
+            return
+        for job in jobs:
+            rec = job_record(job)
+            data = rec.SerializeToString(deterministic=True)
+            if self._sent.get(job.job_id) == data:
+                continue
+            was = self._sent.get(job.job_id)
+            self._sent[job.job_id] = data
+            tx.enqueue_record(pb.AcctRecord(job=rec).SerializeToString())
+            ended = job.state in FINISHED_STATES and job.batch_flag and rec.start_time
+            if ended and (was is None or pb.JobRecord.FromString(was).state != rec.state):
+                tx.enqueue_record(pb.AcctRecord(step=batch_step_record(job)).SerializeToString())
+        self.wake.set()
+
+    def record_step(self, tx: StateStore, step: pb.StepRecord) -> None:
+        """Queue a step record (srun steps, .extern); call inside the transaction that saves the change."""
+        if self.enabled:
+            tx.enqueue_record(pb.AcctRecord(step=step).SerializeToString())
+            self.wake.set()
+
+    def record_node(self, tx: StateStore, info: cluster_pb2.NodeInfo, now: int) -> None:
+        """Queue a node event when a node goes down/drained or comes back."""
+        if not self.enabled:
+            return
+        state = _node_state(info)
+        previous = self._nodes.get(info.name, ("", ""))
+        if state == previous:
+            return
+        self._nodes[info.name] = state
+        event = pb.NodeEventRecord(node=info.name, state=state[0], reason=state[1], reason_uid=info.reason_uid,
+                                   start_time=info.reason_time or now)
+        if not state[0]:
+            event.start_time = now
+        tx.enqueue_record(pb.AcctRecord(node_event=event).SerializeToString())
+        self.wake.set()
+
+    # ------------------------------------------------------------------ enforcement
+    def admit(self, job: jobs_pb2.JobInfo, count: int, jobs: Iterable[jobs_pb2.JobInfo]) -> None:
+        """Submit-time checks: pick the account, refuse users without an association or over MaxSubmit."""
+        if not self.enabled:
+            return
+        with self._cache_lock:
+            if not job.account:
+                job.account = self._default_account.get(job.user_name, "")
+            if not self.enforce_assoc:
+                return
+            assoc_id = self._find(job.account, job.user_name, job.partition)
+            if not assoc_id:
+                raise SlurmError(INVALID_ACCOUNT)
+            assoc = next(a for a in self._cache.associations if a.id == assoc_id)
+            if self.enforce_qos and job.spec.qos and assoc.qos and job.spec.qos not in assoc.qos:
+                raise SlurmError(INVALID_QOS)
+            if not job.spec.qos and assoc.default_qos:
+                job.qos = assoc.default_qos
+            if not self.enforce_limits or self._limits is None:
+                return
+            queued = [(self._find(j.account, j.user_name, j.partition), j.qos, j.user_id)
+                      for j in jobs if j.state not in FINISHED_STATES]
+            why = submit_refusal(self._limits, assoc_id, job.qos, job.user_id, count, queued)
+        if why:
+            raise SlurmError(why)
+
+    def _find(self, account: str, user: str, partition: str) -> int:
+        for part in (partition, ""):
+            found = self._assoc_index.get((account, user, part))
+            if found:
+                return found
+        return 0
+
+    def assoc_id(self, job: jobs_pb2.JobInfo) -> int:
+        with self._cache_lock:
+            return self._find(job.account, job.user_name, job.partition) if self.enforce_limits else 0
+
+    def attach(self, req: m.JobRequest, job: jobs_pb2.JobInfo | None) -> m.JobRequest:
+        """The scheduler's view of a pending job, with its association and QOS."""
+        if job is None or not self.enforce_limits:
+            return req
+        return replace(req, assoc_id=self.assoc_id(job), qos=job.qos)
+
+    def limits(self) -> m.AccountingLimits | None:
+        with self._cache_lock:
+            return self._limits if self.enforce_limits else None
+
+    # ------------------------------------------------------------------ the cache
+    def _load_cache(self, resp: pb.GetLimitsResponse) -> None:
+        by_key = {(a.account, a.user, a.partition): a.id for a in resp.associations}
+        account_ids = {a.account: a.id for a in resp.associations if not a.user and not a.partition}
+        assocs = tuple(
+            m.AssocLimits(
+                id=a.id, parent_id=account_ids.get(a.parent if not a.user else a.account, 0) if a.parent else 0,
+                account=a.account, user=a.user, grp_jobs=a.grp_jobs, grp_submit_jobs=a.grp_submit_jobs,
+                max_jobs=a.max_jobs, max_submit_jobs=a.max_submit_jobs, grp_cpus=_tres(a.grp_tres, "cpu"),
+                grp_gpus=_tres(a.grp_tres, "gres/gpu"), max_cpus_per_job=_tres(a.max_tres_per_job, "cpu"),
+                max_gpus_per_job=_tres(a.max_tres_per_job, "gres/gpu"), max_wall_min=a.max_wall_min,
+            )
+            for a in resp.associations
+        )
+        qos = tuple(
+            m.QosLimits(name=q.name, max_wall_min=q.max_wall_min, max_jobs_per_user=q.max_jobs_per_user,
+                        max_submit_per_user=q.max_submit_per_user, max_cpus_per_job=_tres(q.max_tres_per_job, "cpu"),
+                        max_gpus_per_job=_tres(q.max_tres_per_job, "gres/gpu"))
+            for q in resp.qos
+        )
+        with self._cache_lock:
+            self._cache = resp
+            self._assoc_index = by_key
+            self._default_account = {u.name: u.default_account for u in resp.users}
+            self._limits = m.AccountingLimits(assocs=assocs, qos=qos, enforce_qos=self.enforce_qos)
+
+    # ------------------------------------------------------------------ the sender
+    def run(self, stop: threading.Event) -> None:
+        """Send queued records and refresh the cache until `stop` is set (a daemon thread)."""
+        if not self.enabled:
+            return
+        from shoal.rpc.client import Stub
+
+        stub = Stub(self._target, self._key)
+        down = False
+        while not stop.is_set():
+            try:
+                sent = self._send_batch(stub)
+                self._refresh(stub)
+                if down:
+                    log.info("accounting storage at %s is back", self._target)
+                down = False
+                if not sent:
+                    self.wake.wait(1.0)
+                    self.wake.clear()
+            except Exception as exc:  # dbd away (grpc.RpcError) or a bug: keep the records, retry
+                if not down:
+                    detail = exc.details() if hasattr(exc, "details") else str(exc)
+                    log.warning("accounting storage at %s unreachable, queueing records: %s", self._target, detail)
+                down = True
+                stop.wait(2.0)
+        stub.close()
+
+    def _send_batch(self, stub: Stub) -> int:
+        queued = self._store.queued_records(BATCH_SIZE)
+        if not queued:
+            return 0
+        req = pb.SendRecordsRequest(cluster=self.cluster, epoch=self._epoch, cluster_cpus=self._cluster_cpus,
+                                    control_host=self._control_host)
+        for seq, data in queued:
+            rec = req.records.add()
+            rec.ParseFromString(data)
+            rec.seq = seq
+        resp = stub.call(SEND, req, pb.SendRecordsResponse, timeout=30.0)
+        self._store.drop_records_through(resp.applied_through)
+        return len(queued)
+
+    def _refresh(self, stub: Stub) -> None:
+        resp = stub.call(GET_LIMITS, pb.GetLimitsRequest(cluster=self.cluster, known_version=self._cache.version),
+                         pb.GetLimitsResponse, timeout=10.0)
+        if not resp.changed:
+            return
+        self._load_cache(resp)
+        with self._store.transaction() as tx:
+            tx.set_meta("acct_limits", base64.b64encode(resp.SerializeToString()).decode())
+        log.info("association/QOS cache loaded (version %d, %d associations)", resp.version, len(resp.associations))
+
+
+def _tres(text: str, name: str) -> int:
+    """The count of `name` in a TRES list ("cpu=8,gres/gpu=2"), -1 when absent."""
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        if key.strip().lower() == name and value.strip().isdigit():
+            return int(value)
+    return -1
