@@ -19,6 +19,7 @@ from functools import partial
 from typing import Protocol
 
 from ctld import jobs as jobrec
+from ctld import steps as jobsteps
 from ctld.accounting import Accounting
 from ctld.errors import (
     ACCESS_DENIED,
@@ -71,6 +72,8 @@ class NodeActions(Protocol):
     def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool) -> None: ...
     def ping(self, node: cluster_pb2.NodeInfo) -> None: ...
 
+    def launch_tasks(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchTasksRequest) -> str: ...
+    def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None: ...
 
 class Controller:
     def __init__(
@@ -428,6 +431,8 @@ class Controller:
                 self._save(*started)
                 for job in started:
                     node = self.nodes[job.batch_host]
+                    if not job.spec.batch:
+                        continue  # an salloc/srun allocation: its own command runs steps in it
                     launches.append((node.info, self._launch_request(job)))
         for node_info, request in launches:
             self.actions.launch(node_info, request)
@@ -493,6 +498,9 @@ class Controller:
                 self._finish(job, jobs_pb2.FAILED, req.exit_code, req.exit_signal, now)
             self._save(job)
         self.wake.set()
+            effects = jobsteps.terminate_elsewhere(self, job, "complete")
+        for effect in effects:
+            effect()
 
     def _finish(self, job: jobs_pb2.JobInfo, state: int, exit_code: int, exit_signal: int, now: int) -> None:
         self._requests.pop(job.job_id, None)
@@ -512,6 +520,7 @@ class Controller:
             reason = "RaisedSignal"
         job.state_reason = reason
 
+        jobsteps.end_job_steps(job, state, now)
     def _requeue(self, job: jobs_pb2.JobInfo, now: int) -> None:
         self._requests.pop(job.job_id, None)
         job.state = PENDING
@@ -524,6 +533,21 @@ class Controller:
         jobrec.clear_allocation(job)
 
     # ------------------------------------------------------------------ queries
+    # ------------------------------------------------------------------ steps (ctld.steps)
+    def create_step(
+        self, req: controller_pb2.CreateStepRequest, caller: Caller
+    ) -> controller_pb2.CreateStepResponse:
+        return jobsteps.create_step(self, req, caller)
+
+    def complete_step(self, req: controller_pb2.CompleteStepRequest, caller: Caller) -> None:
+        jobsteps.complete_step(self, req, caller)
+
+    def get_steps(self, req: controller_pb2.GetStepsRequest) -> controller_pb2.GetStepsResponse:
+        return jobsteps.get_steps(self, req)
+
+    def complete_allocation(self, req: controller_pb2.CompleteAllocationRequest, caller: Caller) -> None:
+        jobsteps.complete_allocation(self, req, caller)
+
     def get_jobs(self, req: controller_pb2.GetJobsRequest) -> controller_pb2.GetJobsResponse:
         with self.lock:
             wanted = set(req.job_ids)
@@ -721,11 +745,15 @@ class Controller:
             return 0, ""
         node = self.nodes[job.batch_host].info
         if sig == 0 or (sig == 9 and not req.batch_only):
-            job.state = COMPLETING
-            job.final_state = jobs_pb2.CANCELLED
             job.cancelled_by_uid = caller.uid
             job.cancelled_by = str(caller.uid)
             job.end_time = now
+            effects.extend(jobsteps.terminate_elsewhere(self, job, "cancel"))
+            if not job.batch_flag:  # no batch script to wait for: an allocation ends at once
+                self._finish(job, jobs_pb2.CANCELLED, 0, 0, now)
+                return 0, ""
+            job.state = COMPLETING
+            job.final_state = jobs_pb2.CANCELLED
             effects.append(partial(self.actions.terminate, node, job.job_id, self.cfg.kill_wait, "cancel"))
             return 0, ""
         effects.append(partial(self.actions.signal, node, job.job_id, sig, req.batch_only))
@@ -1054,10 +1082,14 @@ class Controller:
                     continue
                 if job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60:
                     job.state = COMPLETING
+                    effects.extend(jobsteps.terminate_elsewhere(self, job, "timeout"))
+                    changed.append(job)
+                    if not job.batch_flag:
+                        self._finish(job, jobs_pb2.TIMEOUT, 0, 0, now)
+                        continue
                     job.final_state = jobs_pb2.TIMEOUT
                     target = self.nodes[job.batch_host].info
                     effects.append(partial(self.actions.terminate, target, job.job_id, self.cfg.kill_wait, "timeout"))
-                    changed.append(job)
                 elif (
                     job.spec.signal_num
                     and not job.warn_signal_sent

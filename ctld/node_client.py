@@ -83,6 +83,22 @@ class GrpcNodeActions:
                 threading.Event().wait(0.5 * (attempt + 1))
         log.warning("%s on %s: node unreachable", method, node.name)
 
+    def launch_tasks(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchTasksRequest) -> str:
+        """Start a step's tasks on one node, synchronously; "" or why it failed."""
+        for attempt in range(3):
+            try:
+                self._stub(node).LaunchTasks(request, metadata=self._md(), timeout=self.timeout)
+                return ""
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt == 2:
+                    return exc.details() or str(exc.code())
+                threading.Event().wait(0.3)
+        return "unreachable"
+
+    def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None:
+        request = node_pb2.SignalStepRequest(node=node.name, job_id=job_id, step_id=step_id, signal=signal)
+        self._pool.submit(self._retrying, node, "SignalStep", request)
+
     def ping(self, node: cluster_pb2.NodeInfo) -> None:
         self._pool.submit(self._ping, node)
 

@@ -79,6 +79,32 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         self._node_only(context)
         return self.ctl.register_node(request)
 
+    def CreateStep(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            return self.ctl.create_step(request, _caller())
+        except SlurmError as exc:
+            _abort(context, exc)
+
+    def CompleteStep(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            self.ctl.complete_step(request, _caller())
+        except SlurmError as exc:
+            _abort(context, exc)
+        return controller_pb2.CompleteStepResponse()
+
+    def GetSteps(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            return self.ctl.get_steps(request)
+        except SlurmError as exc:
+            _abort(context, exc)
+
+    def CompleteAllocation(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            self.ctl.complete_allocation(request, _caller())
+        except SlurmError as exc:
+            _abort(context, exc)
+        return controller_pb2.CompleteAllocationResponse()
+
     def CompleteBatch(self, request, context):  # type: ignore[no-untyped-def]
         self._node_only(context)
         self.ctl.complete_batch(request)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
-from noded import jobs
+from noded import jobs, tasks
 from noded.discovery import cpu_load, free_memory_mb
 from noded.launcher import LaunchFailed, LaunchRefused, launch_batch
 from noded.node import HostedNode
@@ -56,7 +56,9 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         if current_caller().uid not in self._admin_uids:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, PERMISSION_DENIED)
 
-    def _check_credential(self, req: node_pb2.LaunchBatchRequest, context: grpc.ServicerContext) -> None:
+    def _check_credential(
+        self, req: node_pb2.LaunchBatchRequest | node_pb2.LaunchTasksRequest, context: grpc.ServicerContext
+    ) -> None:
         cred, job = req.credential, req.job
         try:
             verify_job_credential(self._key, cred, now=self._clock())
@@ -79,7 +81,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._check_credential(request, context)
         kill_wait = request.kill_wait or self._kill_wait
         try:
-            launch_batch(request, node.conf, node.spool, kill_wait)
+            launch_batch(request, node.conf, node.spool, kill_wait, isolation=node.isolation)
         except LaunchRefused as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except LaunchFailed as exc:
@@ -108,7 +110,34 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         kill_wait = float(request.kill_wait) if request.kill_wait else None
         if jobs.terminate_job(node.spool, request.job_id, kill_wait):
             log.info("%s: terminating job %d (%s)", node.name, request.job_id, request.reason or "cancel")
+        if tasks.terminate_steps(node.spool, request.job_id):
+            log.info("%s: terminating the steps of job %d", node.name, request.job_id)
         return node_pb2.TerminateJobResponse()
+
+    def LaunchTasks(
+        self, request: node_pb2.LaunchTasksRequest, context: grpc.ServicerContext
+    ) -> node_pb2.LaunchTasksResponse:
+        """Start this node's tasks of a job step (ctld relays srun's request with the job credential)."""
+        self._require_admin(context)
+        node = self._node(request.node, context)
+        self._check_credential(request, context)
+        kill_wait = request.kill_wait or self._kill_wait
+        try:
+            tasks.launch_tasks(request, node.name, node.spool, kill_wait)
+        except LaunchRefused as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except LaunchFailed as exc:
+            log.error("%s: step %d.%d: %s", node.name, request.job.job_id, request.step.step_id, exc)
+            context.abort(grpc.StatusCode.INTERNAL, str(exc))
+        return node_pb2.LaunchTasksResponse()
+
+    def SignalStep(
+        self, request: node_pb2.SignalStepRequest, context: grpc.ServicerContext
+    ) -> node_pb2.SignalStepResponse:
+        self._require_admin(context)
+        node = self._node(request.node, context)
+        tasks.signal_steps(node.spool, request.job_id, request.step_id, request.signal)
+        return node_pb2.SignalStepResponse()
 
     def Ping(self, request: node_pb2.NodePingRequest, context: grpc.ServicerContext) -> node_pb2.NodePingResponse:
         node = self._node(request.node, context)

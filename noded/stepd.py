@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from noded import spool
@@ -196,8 +197,10 @@ def supervise(launch_path: Path) -> int:
     return 0
 
 
-def daemonize_and_supervise(launch_path: Path) -> int:
-    """Fork the supervisor off; return once it has recorded its pid (the caller may exit)."""
+def daemonize_and_supervise(launch_path: Path, body: Callable[[Path], int] | None = None) -> int:
+    """Fork the supervisor off; return once it has recorded its pid (the caller may exit).
+
+    `body` runs in the supervisor (default: the batch script; noded.taskd for a step's tasks)."""
     ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid > 0:
@@ -215,7 +218,7 @@ def daemonize_and_supervise(launch_path: Path) -> int:
         spool.write_pid_file(launch_path.parent / spool.STEPD_PID, os.getpid())
         os.write(ready_w, b"1")
         os.close(ready_w)
-        code = supervise(launch_path)
+        code = (body or supervise)(launch_path)
     finally:
         os._exit(code)
 
@@ -225,7 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m noded.stepd <job dir>/launch.json", file=sys.stderr)
         return 2
-    return daemonize_and_supervise(Path(args[0]).resolve())
+    path = Path(args[0]).resolve()
+    if path.name == "tasks.json":  # step mode: a job step's tasks on this node
+        from noded.taskd import supervise_step
+
+        return daemonize_and_supervise(path, supervise_step)
+    return daemonize_and_supervise(path)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,226 @@
+"""salloc: obtain an allocation, run a command (default: the user's shell) in it, release it.
+
+`salloc: Granted job allocation N` once the job runs; the command sees the job's SLURM_* variables
+(so srun inside it runs steps in the allocation); when the command exits the allocation ends with
+its exit status. If the job ends first (scancel, time limit) the command is hung up.
+Also the allocation half of srun outside an allocation (`allocate`, `job_environment`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+
+from cli.common import CommandError, ctld, run_main
+from cli.options import (
+    SBATCH_OPTIONS,
+    JobOptions,
+    Opt,
+    OptionError,
+    SpecError,
+    SubmitContext,
+    build_job_spec,
+    parse_argv,
+    version_line,
+)
+from shoal.v1 import controller_pb2, jobs_pb2
+
+PROG = "salloc"
+POLL_S = 0.2
+REVOKE_POLL_S = 2.0
+
+SALLOC_ENV = {
+    "SALLOC_ACCOUNT": "account",
+    "SALLOC_PARTITION": "partition",
+    "SALLOC_QOS": "qos",
+    "SALLOC_TIMELIMIT": "time",
+    "SALLOC_GRES": "gres",
+    "SALLOC_GPUS": "gpus",
+    "SALLOC_EXCLUSIVE": "exclusive",
+}
+
+_SKIP = {"array", "wrap", "parsable", "test_only", "wait", "requeue", "no_requeue", "open_mode", "output",
+         "error", "input", "signal", "kill_on_invalid_dep"}
+SALLOC_OPTIONS: tuple[Opt, ...] = tuple(o for o in SBATCH_OPTIONS if o.dest not in _SKIP) + (
+    Opt("no_shell", ("no-shell",), arg=0),
+)
+
+
+def job_environment(job: jobs_pb2.JobInfo) -> dict[str, str]:
+    """The SLURM_* variables salloc (and srun for its own allocation) give the command."""
+    cpus = [a.cpus for a in job.allocation]
+    tasks = [a.tasks or a.cpus for a in job.allocation]
+    env = {
+        "SLURM_JOB_ID": str(job.job_id),
+        "SLURM_JOBID": str(job.job_id),
+        "SLURM_JOB_NAME": job.spec.name,
+        "SLURM_JOB_NODELIST": job.nodes,
+        "SLURM_NODELIST": job.nodes,
+        "SLURM_JOB_NUM_NODES": str(len(job.allocation)),
+        "SLURM_NNODES": str(len(job.allocation)),
+        "SLURM_JOB_CPUS_PER_NODE": _compress(cpus),
+        "SLURM_TASKS_PER_NODE": _compress(tasks),
+        "SLURM_JOB_PARTITION": job.partition,
+        "SLURM_SUBMIT_DIR": job.spec.submit_dir,
+        "SLURM_SUBMIT_HOST": job.spec.submit_host,
+        "SLURM_CLUSTER_NAME": os.environ.get("SLURM_CLUSTER_NAME", ""),
+    }
+    if job.spec.num_tasks:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(job.num_tasks or job.spec.num_tasks)
+    if job.spec.ntasks_per_node:
+        env["SLURM_NTASKS_PER_NODE"] = str(job.spec.ntasks_per_node)
+    if job.spec.cpus_per_task:
+        env["SLURM_CPUS_PER_TASK"] = str(job.spec.cpus_per_task)
+    if not env["SLURM_CLUSTER_NAME"]:
+        del env["SLURM_CLUSTER_NAME"]
+    return env
+
+
+def _compress(counts: list[int]) -> str:
+    parts: list[str] = []
+    i = 0
+    while i < len(counts):
+        j = i
+        while j < len(counts) and counts[j] == counts[i]:
+            j += 1
+        parts.append(f"{counts[i]}(x{j - i})" if j - i > 1 else str(counts[i]))
+        i = j
+    return ",".join(parts)
+
+
+def get_job(job_id: int) -> jobs_pb2.JobInfo | None:
+    reply = ctld("GetJobs", controller_pb2.GetJobsRequest(job_ids=[job_id]), controller_pb2.GetJobsResponse)
+    return next((j for j in reply.jobs if j.job_id == job_id), None)
+
+
+def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False) -> jobs_pb2.JobInfo:
+    """Submit an interactive job and wait until it runs (Slurm's messages while it waits)."""
+    try:
+        reply = ctld("SubmitJob", controller_pb2.SubmitJobRequest(spec=spec), controller_pb2.SubmitJobResponse)
+    except CommandError as exc:
+        raise CommandError(f"Unable to allocate resources: {exc.message}") from exc
+    job_id = reply.job_id
+    announced = False
+    try:
+        while True:
+            job = get_job(job_id)
+            if job is None:
+                raise CommandError(f"Job allocation {job_id} has been revoked.")
+            if job.state == jobs_pb2.RUNNING:
+                if announced and not quiet:
+                    print(f"{prog}: job {job_id} has been allocated resources", file=sys.stderr)
+                return job
+            if job.state != jobs_pb2.PENDING:
+                raise CommandError(f"Job allocation {job_id} has been revoked.")
+            if not announced and not quiet:
+                if prog == "salloc":
+                    print(f"salloc: Pending job allocation {job_id}", file=sys.stderr)
+                print(f"{prog}: job {job_id} queued and waiting for resources", file=sys.stderr)
+                announced = True
+            time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        release(job_id, 0, 0, cancel=True)
+        print(f"{prog}: Job allocation {job_id} has been revoked.", file=sys.stderr)
+        raise
+
+
+def release(job_id: int, exit_code: int, exit_signal: int, cancel: bool = False) -> None:
+    """End the allocation (with the command's status); quiet if it has already ended."""
+    try:
+        if cancel:
+            ctld("SignalJobs", controller_pb2.SignalJobsRequest(job_ids=[str(job_id)]),
+                 controller_pb2.SignalJobsResponse)
+        else:
+            ctld("CompleteAllocation",
+                 controller_pb2.CompleteAllocationRequest(job_id=job_id, exit_code=exit_code, exit_signal=exit_signal),
+                 controller_pb2.CompleteAllocationResponse)
+    except CommandError:
+        pass
+
+
+def parse_options(prog: str, argv: list[str], table: tuple[Opt, ...], environ: Mapping[str, str],
+                  env_map: Mapping[str, str]) -> tuple[JobOptions, list[str]]:
+    parsed, rest = parse_argv(prog, argv, table, stop_at_positional=True)
+    opts = JobOptions()
+    opts.apply_env(environ, env_map)
+    opts.apply(parsed, "cli")
+    return opts, rest
+
+
+def _run_command(command: list[str], env: dict[str, str], job_id: int) -> int:
+    """Run the command in the foreground; hang it up if the allocation is revoked meanwhile."""
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        print(f"salloc: error: {command[0]}: {exc.strerror}", file=sys.stderr)
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    previous: Callable[..., object] | int | None = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        while True:
+            try:
+                return _status(child.wait(timeout=REVOKE_POLL_S))
+            except subprocess.TimeoutExpired:
+                pass
+            job = get_job(job_id)
+            if job is None or job.state != jobs_pb2.RUNNING:
+                print(f"salloc: Job allocation {job_id} has been revoked.", file=sys.stderr)
+                child.send_signal(signal.SIGHUP)
+                try:
+                    return _status(child.wait(timeout=5))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    return _status(child.wait())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _status(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def body(argv: list[str]) -> int:
+    environ = dict(os.environ)
+    try:
+        opts, command = parse_options(PROG, argv, SALLOC_OPTIONS, environ, SALLOC_ENV)
+    except OptionError as exc:
+        print("\n".join(exc.lines), file=sys.stderr)
+        return exc.exit_code
+    if opts.has("help") or opts.has("usage"):
+        print("Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]")
+        return 0
+    if opts.has("version"):
+        print(version_line())
+        return 0
+    if not command and not opts.has("no_shell"):
+        command = [environ.get("SHELL") or "/bin/sh"]
+    ctx = SubmitContext(cwd=os.getcwd(), environ=environ, now=int(time.time()), is_root=os.getuid() == 0)
+    try:
+        spec = build_job_spec(opts, ctx, batch=False)
+    except SpecError as exc:
+        raise CommandError(exc.message) from exc
+    if not opts.has("job_name"):
+        spec.name = os.path.basename(command[0]) if command else "interactive"
+    job = allocate(PROG, spec, quiet=opts.has("quiet"))
+    print(f"salloc: Granted job allocation {job.job_id}", file=sys.stderr)
+    if not command:
+        print(f"salloc: Allocation {job.job_id} held (--no-shell); release it with scancel", file=sys.stderr)
+        return 0
+    env = dict(environ)
+    env.update(job_environment(job))
+    code = _run_command(command, env, job.job_id)
+    print(f"salloc: Relinquishing job allocation {job.job_id}", file=sys.stderr)
+    release(job.job_id, code if code < 128 else 0, code - 128 if code > 128 else 0)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    return run_main(PROG, lambda: body(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

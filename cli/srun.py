@@ -1,0 +1,387 @@
+"""srun: run a parallel job step, inside an allocation (SLURM_JOB_ID) or in a new one.
+
+srun opens a TCP listener for the step's I/O, asks ctld for a step (ctld lays it out and has
+every node start its tasks, which connect back here), streams the tasks' output, forwards stdin
+and signals, and exits with the highest task exit status (128+n for a task killed by signal n).
+One Ctrl-C prints the tasks' status; two within a second terminate the step.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+from cli.common import CommandError, ctld, run_main
+from cli.options import (
+    NO_ARG,
+    OPTIONAL,
+    SBATCH_OPTIONS,
+    JobOptions,
+    Opt,
+    OptionError,
+    SpecError,
+    SubmitContext,
+    build_job_spec,
+    export_environment,
+    parse_count,
+    parse_node_range,
+    version_line,
+)
+from cli.salloc import allocate, get_job, job_environment, parse_options, release
+from cli.stepio import StepIO, TaskExit
+from shoal.v1 import controller_pb2, jobs_pb2
+
+PROG = "srun"
+RETRY_S = 0.5
+JOB_CHECK_S = 3.0
+
+_SKIP = {"array", "wrap", "parsable", "test_only", "wait", "requeue", "no_requeue", "kill_on_invalid_dep",
+         "signal", "get_user_env"}
+SRUN_OPTIONS: tuple[Opt, ...] = tuple(o for o in SBATCH_OPTIONS if o.dest not in _SKIP) + (
+    Opt("label", ("label",), "l", NO_ARG),
+    Opt("unbuffered", ("unbuffered",), "u", NO_ARG),
+    Opt("kill_on_bad_exit", ("kill-on-bad-exit",), "K", OPTIONAL),
+    Opt("wait_secs", ("wait",), "W"),
+    Opt("distribution", ("distribution",), "m"),
+    Opt("overlap", ("overlap",), arg=NO_ARG),
+    Opt("jobid", ("jobid",)),
+    Opt("mpi", ("mpi",)),
+    Opt("cpu_bind", ("cpu-bind", "cpu_bind")),
+    Opt("mem_bind", ("mem-bind",)),
+    Opt("pty", ("pty",), arg=NO_ARG),
+    Opt("exact", ("exact",), arg=NO_ARG),
+    Opt("whole", ("whole",), arg=NO_ARG),
+    Opt("slurmd_debug", ("slurmd-debug",)),
+)
+
+SRUN_ENV = {
+    "SLURM_ACCOUNT": "account",
+    "SLURM_CPUS_PER_TASK": "cpus_per_task",
+    "SLURM_DISTRIBUTION": "distribution",
+    "SLURM_EXCLUSIVE": "exclusive",
+    "SLURM_GRES": "gres",
+    "SLURM_JOB_NAME": "job_name",
+    "SLURM_KILL_BAD_EXIT": "kill_on_bad_exit",
+    "SLURM_LABELIO": "label",
+    "SLURM_OVERLAP": "overlap",
+    "SLURM_PARTITION": "partition",
+    "SLURM_QOS": "qos",
+    "SLURM_TIMELIMIT": "time",
+    "SLURM_UNBUFFEREDIO": "unbuffered",
+    "SLURM_WAIT": "wait_secs",
+}
+
+
+def split_export(spec: str) -> list[str]:
+    """--export items, split at commas outside quotes."""
+    items, cur, quote = [], "", ""
+    for ch in spec:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == ",":
+            items.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    items.append(cur)
+    return [i for i in items if i]
+
+
+def task_export(spec: str | None, environ: dict[str, str]) -> dict[str, str]:
+    """The tasks' environment for --export; NAME="value" loses its quotes, as Slurm reads it
+    (DeepSpeed passes `--export=ALL,NCCL_X="v"`)."""
+    items = split_export(spec or "ALL")
+    pairs: dict[str, str] = {}
+    rest: list[str] = []
+    for item in items:
+        name, eq, value = item.partition("=")
+        if eq:
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            pairs[name] = value
+        else:
+            rest.append(item)
+    env = export_environment(",".join(rest) or ("NONE" if spec else "ALL"), environ)
+    env.update(pairs)
+    return env
+
+
+def _ranges(ids: list[int]) -> str:
+    ids = sorted(ids)
+    parts: list[str] = []
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def describe_exit(ended: TaskExit) -> str:
+    if ended.signal:
+        try:
+            return signal.strsignal(ended.signal) or f"Signal {ended.signal}"
+        except ValueError:
+            return f"Signal {ended.signal}"
+    return f"Exited with exit code {ended.code}"
+
+
+def exit_messages(exits: dict[int, TaskExit]) -> list[str]:
+    """`srun: error: node1: tasks 0-1: Exited with exit code 3`, one line per node and status."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for task, ended in sorted(exits.items()):
+        if ended.code or ended.signal:
+            groups.setdefault((ended.node, describe_exit(ended)), []).append(task)
+    lines = []
+    for (node, what), tasks in groups.items():
+        noun = "task" if len(tasks) == 1 else "tasks"
+        lines.append(f"srun: error: {node}: {noun} {_ranges(tasks)}: {what}")
+    return lines
+
+
+def step_exit_status(exits: dict[int, TaskExit]) -> int:
+    return max((e.status for e in exits.values()), default=0)
+
+
+def io_host(job: jobs_pb2.JobInfo) -> str:
+    """The address of this host on the route to the job's first node (what tasks connect to)."""
+    first = job.allocation[0].node if job.allocation else ""
+    addr = first
+    try:
+        reply = ctld("GetNodes", controller_pb2.GetNodesRequest(names=[first]), controller_pb2.GetNodesResponse)
+        if reply.nodes and reply.nodes[0].addr:
+            addr = reply.nodes[0].addr
+    except CommandError:
+        pass
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((addr, 9))
+            return str(probe.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], job_id: int,
+                 cli_given: set[str]) -> controller_pb2.CreateStepRequest:
+    req = controller_pb2.CreateStepRequest(job_id=job_id)
+    v = opts.get
+    try:
+        if opts.has("nodes"):
+            req.min_nodes, req.max_nodes = parse_node_range(v("nodes") or "")
+        if opts.has("ntasks"):
+            req.num_tasks = parse_count(v("ntasks") or "", "--ntasks")
+        if opts.has("ntasks_per_node"):
+            req.ntasks_per_node = parse_count(v("ntasks_per_node") or "", "--ntasks-per-node")
+        if opts.has("cpus_per_task"):
+            req.cpus_per_task = parse_count(v("cpus_per_task") or "", "--cpus-per-task")
+    except SpecError as exc:
+        raise CommandError(exc.message) from exc
+    # Inside an allocation the job's shape is the default (SLURM_NTASKS, SLURM_NNODES ...), as Slurm.
+    if not ({"ntasks", "nodes"} & cli_given):
+        if not req.num_tasks and environ.get("SLURM_NTASKS", "").isdigit():
+            req.num_tasks = int(environ["SLURM_NTASKS"])
+        if not req.min_nodes and environ.get("SLURM_NNODES", "").isdigit():
+            req.min_nodes = int(environ["SLURM_NNODES"])
+    if not req.num_tasks and not req.ntasks_per_node and environ.get("SLURM_NTASKS_PER_NODE", "").isdigit():
+        if "ntasks" not in cli_given:
+            req.ntasks_per_node = int(environ["SLURM_NTASKS_PER_NODE"])
+    if req.num_tasks and req.min_nodes > req.num_tasks:
+        print(f"srun: warning: can't run {req.num_tasks} processes on {req.min_nodes} nodes, "
+              f"setting nnodes to {req.num_tasks}", file=sys.stderr)
+        req.min_nodes = req.max_nodes = req.num_tasks
+    req.nodelist = v("nodelist") or ""
+    req.exclude = v("exclude") or ""
+    req.distribution = v("distribution") or ""
+    req.name = v("job_name") or os.path.basename(command[0])
+    req.overlap = opts.has("overlap")
+    req.exclusive = opts.has("exclusive")
+    req.overcommit = opts.has("overcommit")
+    launch = req.launch
+    launch.argv.extend(command)
+    launch.environment.update(task_export(v("export"), environ))
+    launch.cwd = os.path.abspath(v("chdir") or ".")
+    launch.std_out = v("output") or ""
+    launch.std_err = v("error") or ""
+    launch.std_in = v("input") or ""
+    launch.open_mode = "append" if (v("open_mode") or "").lower() in ("a", "append") else ""
+    launch.label = opts.has("label")
+    launch.unbuffered = opts.has("unbuffered")
+    launch.distribution_given = opts.has("distribution")
+    launch.kill_on_bad_exit = opts.has("kill_on_bad_exit") and (v("kill_on_bad_exit") or "1") != "0"
+    mask = os.umask(0)
+    os.umask(mask)
+    launch.umask = mask
+    return req
+
+
+class Interrupts:
+    """Ctrl-C once: print the tasks' status; twice within a second: terminate the step."""
+
+    def __init__(self, io: StepIO, step_text: str, num_tasks: int) -> None:
+        self.io = io
+        self.step_text = step_text
+        self.num_tasks = num_tasks
+        self.last = 0.0
+        self.cancelled = False
+
+    def on_sigint(self, signum: int, frame: object) -> None:
+        now = time.monotonic()
+        if now - self.last <= 1.0:
+            self.cancelled = True
+            print(f"srun: sending Ctrl-C to {self.step_text}", file=sys.stderr)
+            print("srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", file=sys.stderr)
+            self.io.signal(0)
+            return
+        self.last = now
+        print("srun: interrupt (one more within 1 sec to abort)", file=sys.stderr)
+        with self.io.lock:
+            done = sorted(self.io.exits)
+        running = [t for t in range(self.num_tasks) if t not in done]
+        if running:
+            print(f"srun: {self.step_text} tasks {_ranges(running)}: running", file=sys.stderr)
+        if done:
+            print(f"srun: {self.step_text} tasks {_ranges(done)}: exited", file=sys.stderr)
+
+    def on_sigterm(self, signum: int, frame: object) -> None:
+        self.cancelled = True
+        self.io.signal(0)
+
+
+def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job: jobs_pb2.JobInfo,
+             cli_given: set[str]) -> int:
+    stdin_mode = (opts.get("input") or "").strip()
+    targets = "0" if not stdin_mode else ("all" if stdin_mode.lower() == "all" else
+                                          (stdin_mode if stdin_mode.isdigit() else "none"))
+    io = StepIO(label=opts.has("label"), stdin_targets=targets)
+    req = step_request(opts, environ, command, job.job_id, cli_given)
+    req.launch.io_host = io_host(job)
+    req.launch.io_port = io.port
+    req.launch.io_token = io.token
+    step_text = f"StepId={job.job_id}.?"
+    reported: set[int] = set()
+    if req.launch.kill_on_bad_exit:  # before the step exists: a task may end at once
+        killed = threading.Event()
+
+        def on_exit(task: int, ended: TaskExit) -> None:
+            if (ended.code or ended.signal) and not killed.is_set():
+                killed.set()
+                reported.add(task)
+                print(f"srun: error: {ended.node}: task {task}: {describe_exit(ended)}", file=sys.stderr)
+                print(f"srun: Terminating {step_text}", file=sys.stderr)
+                io.signal(0)
+
+        io.on_exit.append(on_exit)
+    waiting = False
+    while True:
+        try:
+            reply = ctld("CreateStep", req, controller_pb2.CreateStepResponse)
+        except CommandError as exc:
+            raise CommandError(f"Unable to create step for job {job.job_id}: {exc.message}") from exc
+        if not reply.retry:
+            break
+        if not waiting:
+            print(f"srun: Job {job.job_id} step creation temporarily disabled, retrying ({reply.message})",
+                  file=sys.stderr)
+            waiting = True
+        time.sleep(RETRY_S)
+    step = reply.step
+    step_text = f"StepId={step.job_id}.{step.step_id}"
+    if waiting:
+        print(f"srun: Step created for {step_text}", file=sys.stderr)
+    io.expect(step.num_nodes)
+    io.forward_stdin(sys.stdin.buffer)
+    interrupts = Interrupts(io, step_text, step.num_tasks)
+    signal.signal(signal.SIGINT, interrupts.on_sigint)
+    signal.signal(signal.SIGTERM, interrupts.on_sigterm)
+    wait_secs = int(opts.get("wait_secs") or 0) if (opts.get("wait_secs") or "").isdigit() else 0
+    first_exit: float | None = None
+    while not io.wait(step.num_nodes, timeout=JOB_CHECK_S):
+        if wait_secs and io.exits and first_exit is None:
+            first_exit = time.monotonic()
+        if first_exit is not None and time.monotonic() - first_exit > wait_secs:
+            print(f"srun: error: {step_text}: tasks still running {wait_secs}s after the first one ended", file=sys.stderr)
+            io.signal(0)
+            first_exit = float("inf")
+        current = get_job(job.job_id)
+        if current is None or current.state != jobs_pb2.RUNNING:
+            io.wait(step.num_nodes, timeout=10)
+            break
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    exits = dict(io.exits)
+    io.close()
+    for line in exit_messages({t: e for t, e in exits.items() if t not in reported}):
+        print(line, file=sys.stderr)
+    status = step_exit_status(exits)
+    missing = step.num_tasks - len(exits)
+    if missing and not status:
+        status = 1
+    try:
+        ctld("CompleteStep", controller_pb2.CompleteStepRequest(
+            job_id=step.job_id, step_id=step.step_id, exit_code=min(status, 255),
+            cancelled=interrupts.cancelled), controller_pb2.CompleteStepResponse)
+    except CommandError:
+        pass
+    return status
+
+
+def body(argv: list[str]) -> int:
+    environ = dict(os.environ)
+    try:
+        opts, command = parse_options(PROG, argv, SRUN_OPTIONS, environ, SRUN_ENV)
+    except OptionError as exc:
+        print("\n".join(exc.lines), file=sys.stderr)
+        return exc.exit_code
+    cli_given = {d for d, s in opts.source.items() if s == "cli"}
+    if opts.has("help") or opts.has("usage"):
+        print("Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]")
+        return 0
+    if opts.has("version"):
+        print(version_line())
+        return 0
+    if not command:
+        raise CommandError("No command given to execute.")
+    job_id_text = opts.get("jobid") or environ.get("SLURM_JOB_ID") or ""
+    if job_id_text:
+        if not job_id_text.isdigit():
+            raise CommandError(f"Invalid job id {job_id_text}")
+        job = get_job(int(job_id_text))
+        if job is None or job.state != jobs_pb2.RUNNING:
+            raise CommandError(f"Unable to create step for job {job_id_text}: Job/step already completing or completed"
+                               if job is not None else f"Unable to confirm allocation for job {job_id_text}: "
+                               "Invalid job id specified")
+        return run_step(opts, environ, command, job, cli_given)
+    ctx = SubmitContext(cwd=os.getcwd(), environ=environ, now=int(time.time()), is_root=os.getuid() == 0)
+    alloc_opts = JobOptions(values=dict(opts.values), source=dict(opts.source))
+    for dest in ("output", "error", "input", "open_mode"):
+        alloc_opts.values.pop(dest, None)
+    try:
+        spec = build_job_spec(alloc_opts, ctx, batch=False)
+    except SpecError as exc:
+        raise CommandError(exc.message) from exc
+    if not opts.has("job_name"):
+        spec.name = os.path.basename(command[0])
+    job = allocate(PROG, spec, quiet=opts.has("quiet"))
+    environ.update(job_environment(job))
+    status = 1
+    try:
+        status = run_step(opts, environ, command, job, cli_given)
+    finally:
+        release(job.job_id, status if status < 128 else 0, status - 128 if status > 128 else 0)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    return run_main(PROG, lambda: body(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

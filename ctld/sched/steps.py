@@ -1,0 +1,148 @@
+"""Laying out a job step inside its job's allocation (pure: no I/O, no clock).
+
+Which nodes of the allocation a step uses, how many tasks each node runs and which global task
+ids they get (block or cyclic), with Slurm's refusals. CPUs held by other running steps count
+unless the step overlaps; a step that does not fit *now* but would fit the allocation is told
+to retry (srun waits), one that could never fit is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+NODES_UNAVAILABLE = "Requested node configuration is not available"
+TOO_MANY_CPUS = "More processors requested than permitted"
+NODES_BUSY = "Requested nodes are busy"
+BAD_DISTRIBUTION = "Invalid --distribution specification"
+
+
+@dataclass(frozen=True)
+class AllocNode:
+    """One node of the job's allocation and the CPUs the job holds there."""
+
+    name: str
+    cpus: int
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    min_nodes: int = 0          # 0 = not given
+    max_nodes: int = 0
+    num_tasks: int = 0          # 0 = not given
+    ntasks_per_node: int = 0
+    cpus_per_task: int = 1
+    nodelist: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    distribution: str = ""      # "block", "cyclic" ("" = block); ":..." suffixes ignored
+    overlap: bool = False
+    overcommit: bool = False
+
+
+@dataclass(frozen=True)
+class StepLayout:
+    nodes: tuple[str, ...]
+    task_ids: tuple[tuple[int, ...], ...]  # global task ids per node, in node order
+    cpus: tuple[int, ...]                  # CPUs the step uses per node
+    distribution: str
+
+    @property
+    def num_tasks(self) -> int:
+        return sum(len(t) for t in self.task_ids)
+
+
+class StepRefused(Exception):
+    """The step cannot start; `retry` when it may once other steps end."""
+
+    def __init__(self, message: str, retry: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry = retry
+
+
+def distribution_kind(text: str) -> str:
+    kind = (text.split(":")[0].split(",")[0] or "block").lower()
+    if kind not in ("block", "cyclic"):
+        raise StepRefused(BAD_DISTRIBUTION)
+    return kind
+
+
+def task_counts(caps: Sequence[int], num_tasks: int) -> list[int]:
+    """Tasks per node: one each, then fill nodes in order up to their capacity, then round-robin."""
+    n = len(caps)
+    counts = [1] * n
+    left = num_tasks - n
+    for i in range(n):
+        add = min(left, max(0, caps[i] - 1))
+        counts[i] += add
+        left -= add
+    i = 0
+    while left > 0:
+        counts[i % n] += 1
+        left -= 1
+        i += 1
+    return counts
+
+
+def assign_task_ids(counts: Sequence[int], kind: str) -> list[list[int]]:
+    """Global task ids per node: consecutive per node (block) or dealt round-robin (cyclic)."""
+    ids: list[list[int]] = [[] for _ in counts]
+    if kind == "block":
+        next_id = 0
+        for i, c in enumerate(counts):
+            ids[i] = list(range(next_id, next_id + c))
+            next_id += c
+        return ids
+    task = 0
+    total = sum(counts)
+    while task < total:
+        for i, c in enumerate(counts):
+            if len(ids[i]) < c and task < total:
+                ids[i].append(task)
+                task += 1
+    return ids
+
+
+def layout_step(alloc: Sequence[AllocNode], busy: Mapping[str, int], req: StepRequest) -> StepLayout:
+    """Choose the step's nodes and tasks; StepRefused with Slurm's words when it cannot run."""
+    kind = distribution_kind(req.distribution)
+    cpt = max(1, req.cpus_per_task)
+    names = [a.name for a in alloc]
+    if any(n not in names for n in req.nodelist):
+        raise StepRefused(NODES_UNAVAILABLE)
+    candidates = [a for a in alloc if a.name not in req.exclude]
+    required = [a for a in candidates if a.name in req.nodelist]
+    if len(required) < len(set(req.nodelist)):
+        raise StepRefused(NODES_UNAVAILABLE)
+    if req.min_nodes:
+        want = req.min_nodes
+    elif req.num_tasks:
+        want = max(len(required), min(req.num_tasks, len(candidates)))
+    else:
+        want = max(len(required), len(candidates))
+    if want > len(candidates) or want < len(required) or want == 0:
+        raise StepRefused(NODES_UNAVAILABLE)
+    num_tasks = req.num_tasks or want * (req.ntasks_per_node or 1)
+    want = min(want, num_tasks)  # fewer tasks than nodes: one task per node, fewer nodes
+    chosen = required + [a for a in candidates if a not in required][: want - len(required)]
+    chosen.sort(key=lambda a: names.index(a.name))
+    if req.ntasks_per_node:
+        caps = [req.ntasks_per_node] * len(chosen)
+        if req.ntasks_per_node * len(chosen) < num_tasks:
+            raise StepRefused(TOO_MANY_CPUS)
+    else:
+        caps = [max(1, a.cpus // cpt) for a in chosen]
+    counts = task_counts(caps, num_tasks)
+    cpus = [c * cpt for c in counts]
+    if not req.overcommit and any(c > a.cpus for c, a in zip(cpus, chosen, strict=True)):
+        raise StepRefused(TOO_MANY_CPUS)
+    if not req.overlap:
+        if any(c > a.cpus - busy.get(a.name, 0) for c, a in zip(cpus, chosen, strict=True)):
+            raise StepRefused(NODES_BUSY, retry=True)
+    ids = assign_task_ids(counts, kind)
+    return StepLayout(
+        nodes=tuple(a.name for a in chosen),
+        task_ids=tuple(tuple(t) for t in ids),
+        cpus=tuple(min(c, a.cpus) for c, a in zip(cpus, chosen, strict=True)),
+        distribution=kind,
+    )

@@ -1,0 +1,314 @@
+"""Job steps in the controller: create (lay out, record, launch on every node), complete, list, end.
+
+Steps live inside their job's record (JobInfo.steps), so they are saved with it in the same
+transaction and survive a restart. The layout comes from the pure core (ctld.sched.steps); the
+launch on nodes happens outside the controller's lock, in parallel, before srun is answered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import TYPE_CHECKING
+
+from ctld.errors import (
+    ACCESS_DENIED,
+    ALREADY_DONE,
+    FAILED_PRECONDITION,
+    INVALID_JOB_ID,
+    JOB_PENDING,
+    NOT_FOUND,
+    PERMISSION_DENIED,
+    SlurmError,
+)
+from ctld.sched import steps as layout
+from shoal import hostlist
+from shoal.states import FINISHED_STATES
+from shoal.v1 import controller_pb2, jobs_pb2, node_pb2
+
+if TYPE_CHECKING:
+    from ctld.controller import Caller, Controller
+
+log = logging.getLogger("shoal.ctld.steps")
+
+BATCH_STEP = -4
+_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="step-launch")
+
+
+def _compress(counts: list[int]) -> str:
+    parts: list[str] = []
+    i = 0
+    while i < len(counts):
+        j = i
+        while j < len(counts) and counts[j] == counts[i]:
+            j += 1
+        parts.append(f"{counts[i]}(x{j - i})" if j - i > 1 else str(counts[i]))
+        i = j
+    return ",".join(parts)
+
+
+def _busy(job: jobs_pb2.JobInfo) -> dict[str, int]:
+    busy: dict[str, int] = {}
+    for step in job.steps:
+        if step.state == jobs_pb2.RUNNING and not step.overlap:
+            for n in step.layout:
+                busy[n.node] = busy.get(n.node, 0) + n.cpus
+    return busy
+
+
+def _request(req: controller_pb2.CreateStepRequest) -> layout.StepRequest:
+    try:
+        nodelist = tuple(hostlist.expand(req.nodelist)) if req.nodelist else ()
+        exclude = tuple(hostlist.expand(req.exclude)) if req.exclude else ()
+    except hostlist.HostlistError as exc:
+        raise SlurmError("Invalid node name specified") from exc
+    return layout.StepRequest(
+        min_nodes=req.min_nodes,
+        max_nodes=req.max_nodes,
+        num_tasks=req.num_tasks,
+        ntasks_per_node=req.ntasks_per_node,
+        cpus_per_task=req.cpus_per_task or 1,
+        nodelist=nodelist,
+        exclude=exclude,
+        distribution=req.distribution,
+        overlap=req.overlap,
+        overcommit=req.overcommit,
+    )
+
+
+def create_step(
+    ctl: Controller, req: controller_pb2.CreateStepRequest, caller: Caller
+) -> controller_pb2.CreateStepResponse:
+    """Lay out and record a step, then start its tasks on every node of it."""
+    now = ctl._now()
+    with ctl.lock:
+        job = ctl.jobs.get(req.job_id)
+        if job is None:
+            raise SlurmError(INVALID_JOB_ID, NOT_FOUND)
+        if job.user_id != caller.uid and not ctl.is_operator(caller):
+            raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+        if job.state == jobs_pb2.PENDING:
+            raise SlurmError(JOB_PENDING, FAILED_PRECONDITION)
+        if job.state != jobs_pb2.RUNNING:
+            raise SlurmError(ALREADY_DONE, FAILED_PRECONDITION)
+        alloc = [layout.AllocNode(a.node, a.cpus) for a in job.allocation]
+        try:
+            found = layout.layout_step(alloc, _busy(job), _request(req))
+        except layout.StepRefused as exc:
+            if exc.retry:
+                return controller_pb2.CreateStepResponse(retry=True, message=exc.message)
+            raise SlurmError(exc.message) from exc
+        step = job.steps.add()
+        step.job_id = job.job_id
+        step.step_id = job.next_step_id
+        job.next_step_id += 1
+        step.name = req.name or (req.launch.argv[0].rsplit("/", 1)[-1] if req.launch.argv else job.spec.name)
+        step.job_name = job.spec.name
+        step.state = jobs_pb2.RUNNING
+        step.nodes = hostlist.collect(found.nodes)
+        step.num_nodes = len(found.nodes)
+        step.num_tasks = found.num_tasks
+        step.num_cpus = sum(found.cpus)
+        step.start_time = now
+        step.user_id = job.user_id
+        step.user_name = job.user_name
+        step.partition = job.partition
+        step.time_limit_min = job.time_limit_min
+        step.tasks_per_node = _compress([len(t) for t in found.task_ids])
+        step.distribution = found.distribution
+        step.cpus_per_task = req.cpus_per_task or 1
+        step.overlap = req.overlap
+        step.launch.CopyFrom(req.launch)
+        for name, ids, cpus in zip(found.nodes, found.task_ids, found.cpus, strict=True):
+            node = ctl.nodes[name].info
+            step.layout.add(node=name, addr=node.addr or name, task_ids=ids, cpus=cpus)
+        ctl._save(job)
+        launches = [(ctl.nodes[n].info, _launch_request(ctl, job, step, n)) for n in found.nodes]
+        answer_job = jobs_pb2.JobInfo()
+        answer_job.CopyFrom(job)
+        del answer_job.steps[:]
+        answer_step = jobs_pb2.JobStep()
+        answer_step.CopyFrom(step)
+    errors = list(_POOL.map(lambda nr: ctl.actions.launch_tasks(nr[0], nr[1]), launches))
+    failed = [(info.name, e) for (info, _), e in zip(launches, errors, strict=True) if e]
+    if failed:
+        for info, _ in launches:
+            ctl.actions.signal_step(info, answer_step.job_id, answer_step.step_id, 0)
+        complete_step(
+            ctl,
+            controller_pb2.CompleteStepRequest(job_id=answer_step.job_id, step_id=answer_step.step_id, exit_code=1),
+            caller,
+        )
+        name, message = failed[0]
+        raise SlurmError(f"Task launch for StepId={answer_step.job_id}.{answer_step.step_id} failed on node {name}: {message}")
+    return controller_pb2.CreateStepResponse(step=answer_step, job=answer_job)
+
+
+def _launch_request(
+    ctl: Controller, job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep, node: str
+) -> node_pb2.LaunchTasksRequest:
+    batch = ctl._launch_request(job)
+    lean = jobs_pb2.JobInfo()
+    lean.CopyFrom(job)
+    del lean.steps[:]
+    lean.spec.script = b""
+    return node_pb2.LaunchTasksRequest(
+        node=node,
+        job=lean,
+        step=step,
+        credential=batch.credential,
+        cluster_name=batch.cluster_name,
+        ctld_addr=batch.ctld_addr,
+        kill_wait=batch.kill_wait,
+        slurm_conf=batch.slurm_conf,
+    )
+
+
+def _find(job: jobs_pb2.JobInfo, step_id: int) -> jobs_pb2.JobStep | None:
+    return next((s for s in job.steps if s.step_id == step_id), None)
+
+
+def complete_step(ctl: Controller, req: controller_pb2.CompleteStepRequest, caller: Caller) -> None:
+    """srun reports that every task of a step has ended."""
+    with ctl.lock:
+        job = ctl.jobs.get(req.job_id)
+        if job is None:
+            raise SlurmError(INVALID_JOB_ID, NOT_FOUND)
+        if job.user_id != caller.uid and not ctl.is_operator(caller):
+            raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+        step = _find(job, req.step_id)
+        if step is None or step.state != jobs_pb2.RUNNING:
+            return
+        if req.cancelled:
+            state = jobs_pb2.CANCELLED
+        elif req.exit_code or req.exit_signal:
+            state = jobs_pb2.FAILED
+        else:
+            state = jobs_pb2.COMPLETED
+        _end(step, state, req.exit_code, req.exit_signal, ctl._now())
+        ctl._save(job)
+
+
+def _end(step: jobs_pb2.JobStep, state: int, exit_code: int, exit_signal: int, now: int) -> None:
+    step.state = state  # type: ignore[assignment]
+    step.exit_code = exit_code
+    step.exit_signal = exit_signal
+    step.end_time = now
+    step.launch.ClearField("environment")  # not needed once it ran (and it is the bulk of a step)
+    record_step(step)
+
+
+def record_step(step: jobs_pb2.JobStep) -> None:
+    """Seam for accounting (issue 5): a finished step's record goes to the dbd queue from here."""
+    try:
+        from ctld import accounting
+    except ImportError:
+        return
+    hook = getattr(accounting, "record_step", None)
+    if callable(hook):
+        try:
+            hook(step)
+        except Exception:  # accounting must never break the controller
+            log.exception("accounting of step %d.%d failed", step.job_id, step.step_id)
+
+
+def end_job_steps(job: jobs_pb2.JobInfo, state: int, now: int) -> None:
+    """The job ended: steps still running end with it (CANCELLED, TIMEOUT, NODE_FAIL ...)."""
+    step_state = state if state not in (jobs_pb2.COMPLETED, jobs_pb2.FAILED) else jobs_pb2.CANCELLED
+    for step in job.steps:
+        if step.state == jobs_pb2.RUNNING:
+            _end(step, step_state, 0, 9 if step_state == jobs_pb2.CANCELLED else 0, now)
+
+
+def terminate_elsewhere(ctl: Controller, job: jobs_pb2.JobInfo, reason: str) -> list[Callable[[], None]]:
+    """TerminateJob on every node of the job but the batch host (that one gets its own call):
+    ends the step tasks there."""
+    effects: list[Callable[[], None]] = []
+    for a in job.allocation:
+        if a.node == job.batch_host and job.batch_flag:
+            continue
+        node = ctl.nodes.get(a.node)
+        if node is not None and node.available:
+            effects.append(partial(ctl.actions.terminate, node.info, job.job_id, ctl.cfg.kill_wait, reason))
+    return effects
+
+
+def complete_allocation(ctl: Controller, req: controller_pb2.CompleteAllocationRequest, caller: Caller) -> None:
+    """salloc's (or srun's own) allocation is released: the job ends with the command's status."""
+    effects: list[Callable[[], None]] = []
+    with ctl.lock:
+        job = ctl.jobs.get(req.job_id)
+        if job is None:
+            raise SlurmError(INVALID_JOB_ID, NOT_FOUND)
+        if job.user_id != caller.uid and not ctl.is_operator(caller):
+            raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+        if job.state in FINISHED_STATES:
+            return
+        if job.state == jobs_pb2.PENDING:
+            ctl._finish(job, jobs_pb2.CANCELLED, 0, 0, ctl._now())
+        else:
+            effects = terminate_elsewhere(ctl, job, "complete")
+            failed = req.exit_code or req.exit_signal
+            state = jobs_pb2.FAILED if failed else jobs_pb2.COMPLETED
+            ctl._finish(job, state, req.exit_code, req.exit_signal, ctl._now())
+        ctl._save(job)
+    for effect in effects:
+        effect()
+    ctl.wake.set()
+
+
+def _step_id_text(step: jobs_pb2.JobStep) -> str:
+    return f"{step.job_id}.batch" if step.step_id == BATCH_STEP else f"{step.job_id}.{step.step_id}"
+
+
+def _batch_step(job: jobs_pb2.JobInfo) -> jobs_pb2.JobStep:
+    return jobs_pb2.JobStep(
+        job_id=job.job_id,
+        step_id=BATCH_STEP,
+        name="batch",
+        job_name=job.spec.name,
+        state=job.state if job.state != jobs_pb2.COMPLETING else jobs_pb2.RUNNING,
+        nodes=job.batch_host,
+        num_nodes=1,
+        num_tasks=1,
+        num_cpus=job.allocation[0].cpus if job.allocation else 0,
+        start_time=job.start_time,
+        end_time=job.end_time if job.state in FINISHED_STATES else 0,
+        exit_code=job.exit_code,
+        exit_signal=job.exit_signal,
+        user_id=job.user_id,
+        user_name=job.user_name,
+        partition=job.partition,
+        time_limit_min=job.time_limit_min,
+    )
+
+
+def get_steps(ctl: Controller, req: controller_pb2.GetStepsRequest) -> controller_pb2.GetStepsResponse:
+    """Steps of every job (running ones only unless include_finished), batch steps included."""
+    wanted: dict[int, set[str]] = {}
+    for text in req.step_ids:
+        job_text, _, step_text = text.strip().partition(".")
+        if not job_text.isdigit():
+            raise SlurmError(INVALID_JOB_ID)
+        wanted.setdefault(int(job_text), set()).add(step_text)
+    out = controller_pb2.GetStepsResponse(now=ctl._now())
+    with ctl.lock:
+        for job in ctl.jobs.values():
+            if wanted and job.job_id not in wanted:
+                continue
+            candidates: list[jobs_pb2.JobStep] = []
+            if job.batch_flag and job.start_time and job.batch_host:
+                candidates.append(_batch_step(job))
+            candidates.extend(job.steps)
+            for step in candidates:
+                if not req.include_finished and step.state != jobs_pb2.RUNNING:
+                    continue
+                names = wanted.get(job.job_id)
+                if names and "" not in names and _step_id_text(step).partition(".")[2] not in names:
+                    continue
+                shown = out.steps.add()
+                shown.CopyFrom(step)
+                shown.launch.ClearField("environment")
+    return out

@@ -1,0 +1,178 @@
+"""Launching a job step's tasks on this node (LaunchTasks) and signalling running steps.
+
+Each step gets <spool>/step<job>.<step>/ with tasks.json (noded.taskd's StepSpec) and its own
+supervisor (`python -m noded.stepd .../tasks.json`), detached like a batch job's. The directory
+disappears when the step ends; its stepd.pid names the supervisor meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from noded import spool
+from noded.launcher import DEFAULT_PATH, LaunchFailed, LaunchRefused
+from noded.taskd import StepSpec, TaskSpec
+from noded.taskenv import task_environments
+from shoal.v1 import node_pb2
+
+STEP_PREFIX = "step"
+_TOKEN = re.compile(r"%(\d*)([%AaJjNnstux])")
+SPAWN_TIMEOUT_S = 30
+
+
+def step_dir(spool_root: Path, job_id: int, step_id: int) -> Path:
+    return Path(spool_root) / f"{STEP_PREFIX}{job_id}.{step_id}"
+
+
+def expand_pattern(pattern: str, fields: dict[str, str]) -> str:
+    """%t %n %N %j %s %u %x (with optional zero-padding width) for one task; backslash = literal."""
+    if "\\" in pattern:
+        return pattern.replace("\\", "")
+
+    def replace(match: re.Match[str]) -> str:
+        width, letter = match.group(1), match.group(2)
+        value = fields.get(letter, "%")
+        return value.zfill(int(width)) if width and value.isdigit() else value
+
+    return _TOKEN.sub(replace, pattern)
+
+
+def _stream(pattern: str, cwd: str, fields: dict[str, str]) -> str:
+    """srun's --output/--error/--input value for one task: "" (through srun), a path, /dev/null."""
+    if not pattern:
+        return ""
+    if pattern.lower() == "none":
+        return "/dev/null"
+    path = expand_pattern(pattern, fields)
+    return path if os.path.isabs(path) else os.path.join(cwd, path)
+
+
+def _stdin(mode: str, gtid: int, cwd: str, fields: dict[str, str]) -> str:
+    if mode == "":
+        return "srun" if gtid == 0 else "/dev/null"
+    if mode.lower() == "all":
+        return "srun"
+    if mode.isdigit():
+        return "srun" if int(mode) == gtid else "/dev/null"
+    return _stream(mode, cwd, fields)
+
+
+def build_step_spec(req: node_pb2.LaunchTasksRequest, node: str, kill_wait: float) -> StepSpec:
+    job, step = req.job, req.step
+    launch = step.launch
+    euid = os.geteuid()
+    if euid != 0 and job.user_id != euid:
+        raise LaunchRefused(f"shoal-noded runs as uid {euid} and can only run its own jobs")
+    try:
+        pw = pwd.getpwuid(job.user_id)
+    except KeyError:
+        raise LaunchRefused(f"User id {job.user_id} not found on node {node}") from None
+    if not launch.argv:
+        raise LaunchRefused("No command given")
+    groups = os.getgrouplist(pw.pw_name, job.group_id) if euid == 0 else []
+    base_env = {"HOME": pw.pw_dir, "USER": pw.pw_name, "LOGNAME": pw.pw_name,
+                "SHELL": pw.pw_shell or "/bin/sh", "PATH": DEFAULT_PATH}
+    envs = task_environments(req, node, base_env)
+    cwd = launch.cwd or job.spec.work_dir or pw.pw_dir
+    index = next(i for i, n in enumerate(step.layout) if n.node == node)
+    tasks = []
+    for gtid, env in envs.items():
+        fields = {
+            "j": str(job.job_id), "J": str(job.job_id), "s": str(step.step_id), "t": str(gtid),
+            "n": str(index), "N": node, "u": pw.pw_name, "x": job.spec.name,
+            "A": str(job.array_job_id or job.job_id), "a": str(max(job.array_task_id, 0)),
+        }
+        tasks.append(TaskSpec(
+            gtid=gtid,
+            env=env,
+            stdin=_stdin(launch.std_in, gtid, cwd, fields),
+            stdout=_stream(launch.std_out, cwd, fields),
+            stderr=_stream(launch.std_err or launch.std_out, cwd, fields),
+        ))
+    return StepSpec(
+        job_id=job.job_id, step_id=step.step_id, node=node, uid=job.user_id, gid=job.group_id,
+        groups=groups, cwd=cwd, argv=list(launch.argv), tasks=tasks, io_host=launch.io_host,
+        io_port=launch.io_port, io_token=launch.io_token, unbuffered=launch.unbuffered,
+        open_mode="append" if launch.open_mode == "append" else "truncate",
+        umask=launch.umask or 0o022, kill_wait=kill_wait,
+    )
+
+
+def launch_tasks(req: node_pb2.LaunchTasksRequest, node: str, spool_root: Path, kill_wait: float) -> None:
+    """Start this node's tasks of the step under their own supervisor. Idempotent per step."""
+    spec = build_step_spec(req, node, kill_wait)
+    path = step_dir(spool_root, spec.job_id, spec.step_id)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise LaunchFailed(f"cannot create {path}: {exc.strerror}") from exc
+    try:
+        spec.save(path / "tasks.json")
+        result = subprocess.run(
+            [sys.executable, "-m", "noded.stepd", str(path / "tasks.json")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True, cwd="/", timeout=SPAWN_TIMEOUT_S, check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        shutil.rmtree(path, ignore_errors=True)
+        raise LaunchFailed(f"cannot start slurmstepd for StepId={spec.job_id}.{spec.step_id}: {exc}") from exc
+    if result.returncode != 0:
+        shutil.rmtree(path, ignore_errors=True)
+        raise LaunchFailed(f"slurmstepd for StepId={spec.job_id}.{spec.step_id} did not start")
+
+
+def _step_dirs(spool_root: Path, job_id: int) -> list[Path]:
+    prefix = f"{STEP_PREFIX}{job_id}."
+    try:
+        return [p for p in Path(spool_root).iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return []
+
+
+def signal_steps(spool_root: Path, job_id: int, step_id: int | None, sig: int) -> int:
+    """Signal the supervisors of a job's steps (all, or one); SIGTERM there ends the tasks.
+
+    sig 0 means terminate. Returns how many supervisors were signalled.
+    """
+    count = 0
+    for path in _step_dirs(spool_root, job_id):
+        if step_id is not None and path.name != step_dir(spool_root, job_id, step_id).name:
+            continue
+        pid = spool.live_pid(path / spool.STEPD_PID)
+        if pid is None:
+            continue
+        try:
+            if sig == 0:
+                os.kill(pid, signal.SIGTERM)
+            else:
+                _signal_tasks(pid, sig)
+            count += 1
+        except (ProcessLookupError, OSError):
+            continue
+    return count
+
+
+def _signal_tasks(stepd_pid: int, sig: int) -> None:
+    """Deliver a signal to every task of a step: its supervisor's children lead their groups."""
+    try:
+        children = Path(f"/proc/{stepd_pid}/task/{stepd_pid}/children").read_text().split()
+    except OSError:
+        return
+    for child in children:
+        try:
+            os.killpg(int(child), sig)
+        except (ProcessLookupError, PermissionError, ValueError):
+            pass
+
+
+def terminate_steps(spool_root: Path, job_id: int) -> int:
+    return signal_steps(spool_root, job_id, None, 0)
