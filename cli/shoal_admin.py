@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from cli import local_dbd
+
 PROG = "shoal"
 DEFAULT_DIR = "~/.shoal/cluster"
 
@@ -76,6 +78,10 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
     )
     user = _current_user()
     extra = "\n".join(args.set or [])
+    if getattr(args, "no_accounting", False):
+        (directory / "slurmdbd.conf").unlink(missing_ok=True)
+    else:
+        extra = local_dbd.write_conf(directory, user) + extra
     conf = f"""# Local shoal cluster written by `shoal up` ({time.strftime("%Y-%m-%dT%H:%M:%S")}).
 ClusterName=shoal
 SlurmctldHost=localhost(127.0.0.1)
@@ -193,7 +199,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     directory = Path(os.path.expanduser(args.dir)).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     run = directory / "run"
-    if any(_alive(run / f"{name}.pid") for name in ("ctld", "agentd", "noded")):
+    if any(_alive(run / f"{name}.pid") for name in ("ctld", "agentd", "noded", "dbd")):
         print(
             f"{PROG}: error: a cluster is already running in {directory} (shoal down --dir {directory})",
             file=sys.stderr,
@@ -212,6 +218,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     py = sys.executable
+    dbd = local_dbd.start(directory, env, _spawn)
     ctld = _spawn([py, "-m", "ctld.main", "-f", str(conf)], directory / "log" / "ctld.out", env)
     agentd = _spawn(
         [py, "-m", "shoal.agent.agentd", "-f", str(conf), "--pidfile", str(run / "agentd.pid")],
@@ -222,7 +229,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     noded = _spawn(
         [py, "-m", "noded.main", "-f", str(conf), "--no-agent", *node_args], directory / "log" / "noded.out", env
     )
-    error = _wait_idle(env, len(cfg.nodes), [ctld, agentd, noded], args.timeout)
+    error = _wait_idle(env, len(cfg.nodes), [ctld, agentd, noded, *([dbd] if dbd else [])], args.timeout)
+    if not error and dbd is not None:
+        error = local_dbd.bootstrap(env, cfg.cluster_name, local_dbd.local_users())
     if error:
         print(f"{PROG}: error: {error}; see {directory}/log/", file=sys.stderr)
         _stop(directory)
@@ -274,7 +283,7 @@ def _quick_start(directory: Path, env: dict[str, str], nodes: int) -> int:
 def _stop(directory: Path) -> list[str]:
     stopped = []
     run = directory / "run"
-    for name in ("noded", "agentd", "ctld"):
+    for name in local_dbd.pid_names(directory):
         pid = _alive(run / f"{name}.pid")
         if pid is None:
             continue
@@ -315,7 +324,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     run = directory / "run"
     rc = 0
-    for name in ("ctld", "agentd", "noded"):
+    for name in local_dbd.pid_names(directory):
         pid = _alive(run / f"{name}.pid")
         print(f"shoal-{name}: {f'running (pid {pid})' if pid else 'stopped'}")
         rc = rc or (0 if pid else 3)
@@ -339,6 +348,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--set", action="append", metavar="KEY=VALUE", help="extra slurm.conf line")
     up.add_argument("--rewrite", action="store_true", help="rewrite slurm.conf even if DIR has one")
     up.add_argument("--no-check", action="store_true", help="do not run the quick-start job")
+    up.add_argument("--no-accounting", action="store_true", help="no shoal-dbd (no sacct/sacctmgr)")
     up.add_argument("--timeout", type=float, default=60.0)
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop the local cluster")

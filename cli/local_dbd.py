@@ -1,0 +1,82 @@
+"""The local cluster's accounting (`shoal up`): slurmdbd.conf with the embedded SQLite backend, the
+shoal-dbd process, and the first cluster/account/users so jobs can run under enforcement.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+DEFAULT_ACCOUNT = "default"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_conf(directory: Path, user: str) -> str:
+    """Write DIR/slurmdbd.conf; returns the slurm.conf lines that point ctld and the agent at it."""
+    port = _free_port()
+    (directory / "slurmdbd.conf").write_text(
+        f"""# Accounting for the local shoal cluster, written by `shoal up`.
+StorageType=accounting_storage/sqlite
+StorageLoc={directory}/state/slurm_acct_db.sqlite
+DbdHost=127.0.0.1
+DbdPort={port}
+SlurmUser={user}
+AuthKeyFile={directory}/shoal.key
+LogFile={directory}/log/dbd.log
+PidFile={directory}/run/dbd.pid
+"""
+    )
+    return f"AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=127.0.0.1\n" \
+           f"AccountingStoragePort={port}\n"
+
+
+def start(directory: Path, env: dict[str, str],
+          spawn: Callable[[list[str], Path, dict[str, str]], subprocess.Popen[bytes]]
+          ) -> subprocess.Popen[bytes] | None:
+    """Start shoal-dbd when the cluster has a slurmdbd.conf."""
+    conf = directory / "slurmdbd.conf"
+    if not conf.exists():
+        return None
+    return spawn([sys.executable, "-m", "dbd.main", "-f", str(conf)], directory / "log" / "dbd.out", env)
+
+
+def bootstrap(env: dict[str, str], cluster: str, users: list[str], timeout: float = 30.0) -> str | None:
+    """Create the cluster, the default account and `users` (idempotent); returns an error or None."""
+    steps = [
+        ["add", "cluster", cluster],
+        ["add", "account", DEFAULT_ACCOUNT, "Description=default", "Organization=shoal"],
+        ["add", "user", ",".join(users), f"Account={DEFAULT_ACCOUNT}", f"DefaultAccount={DEFAULT_ACCOUNT}"],
+    ]
+    deadline = time.monotonic() + timeout
+    for words in steps:
+        while True:
+            out = subprocess.run([sys.executable, "-m", "cli.sacctmgr", "-i", *words], env=env,
+                                 capture_output=True, text=True, timeout=60)
+            if out.returncode == 0 or "already exists" in out.stderr:
+                break
+            if time.monotonic() > deadline:
+                return f"sacctmgr {' '.join(words)}: {out.stderr.strip() or out.stdout.strip()}"
+            time.sleep(0.3)
+    return None
+
+
+def pid_names(directory: Path) -> tuple[str, ...]:
+    """The daemons of the local cluster, with shoal-dbd when it has accounting."""
+    return ("noded", "agentd", "ctld", "dbd") if (directory / "slurmdbd.conf").exists() else ("noded", "agentd", "ctld")
+
+
+def local_users() -> list[str]:
+    import pwd
+
+    me = pwd.getpwuid(os.getuid()).pw_name
+    return sorted({me, "root"})

@@ -1,0 +1,392 @@
+"""sacct: job history from the accounting daemon, formatted as Slurm 22.05 prints it.
+
+It asks shoal-dbd (through the local agent, target "dbd") and never the controller, so it works while
+ctld is down. Rendering is pure: `rows()` turns AcctJob messages into lines, so tests build messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from cli.common import CommandError, run_main
+from shoal.timefmt import format_hms, format_time_limit, format_timestamp
+from shoal.v1 import accounting_pb2 as pb
+
+PROG = "sacct"
+DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
+BRIEF_FIELDS = "JobID,State,ExitCode"
+LONG_FIELDS = (
+    "JobID,JobIDRaw,JobName,Partition,MaxVMSize,MaxVMSizeNode,MaxVMSizeTask,AveVMSize,MaxRSS,MaxRSSNode,"
+    "MaxRSSTask,AveRSS,MaxPages,MaxPagesNode,MaxPagesTask,AvePages,MinCPU,MinCPUNode,MinCPUTask,AveCPU,NTasks,"
+    "AllocCPUS,Elapsed,State,ExitCode,AveCPUFreq,ReqCPUFreqMin,ReqCPUFreqMax,ReqCPUFreqGov,ReqMem,ConsumedEnergy,"
+    "MaxDiskRead,MaxDiskReadNode,MaxDiskReadTask,AveDiskRead,MaxDiskWrite,MaxDiskWriteNode,MaxDiskWriteTask,"
+    "AveDiskWrite,ReqTRES,AllocTRES,TRESUsageInAve,TRESUsageInMax,TRESUsageInMaxNode,TRESUsageInMaxTask,"
+    "TRESUsageInMin,TRESUsageInMinNode,TRESUsageInMinTask,TRESUsageInTot,TRESUsageOutMax,TRESUsageOutMaxNode,"
+    "TRESUsageOutMaxTask,TRESUsageOutAve,TRESUsageOutTot"
+)
+STEP_NAMES = {-4: "batch", -5: "extern"}
+STATE_CODES = {
+    "CA": "CANCELLED", "CD": "COMPLETED", "F": "FAILED", "PD": "PENDING", "R": "RUNNING", "TO": "TIMEOUT",
+    "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY", "PR": "PREEMPTED", "RQ": "REQUEUED", "S": "SUSPENDED",
+    "BF": "BOOT_FAIL", "DL": "DEADLINE", "CG": "COMPLETING",
+}
+
+
+class Row:
+    """One line: a job (or a group of never-started array tasks) or one of its steps."""
+
+    def __init__(self, job: pb.JobRecord, step: pb.StepRecord | None = None, job_id: str = "") -> None:
+        self.job = job
+        self.step = step
+        self.job_id = job_id or _job_id(job)
+
+
+def _job_id(job: pb.JobRecord) -> str:
+    if job.array_job_id and job.array_task_id >= 0:
+        return f"{job.array_job_id}_{job.array_task_id}"
+    return str(job.job_id)
+
+
+def _step_suffix(step_id: int) -> str:
+    return STEP_NAMES.get(step_id, str(step_id))
+
+
+def _elapsed(start: int, end: int, now: int) -> int:
+    if not start:
+        return 0
+    return max(0, (end or now) - start)
+
+
+def _mem(mb: int, units: str) -> str:
+    if units:
+        factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[units]
+        value = mb / factor
+        return f"{value:.2f}{units}" if value != int(value) else f"{int(value)}{units}"
+    return f"{mb}M" if mb % 1024 or not mb else f"{mb // 1024}G"
+
+
+def _field(name: str, row: Row, now: int, units: str) -> str:
+    j, s = row.job, row.step
+    key = name.lower()
+    if s is not None:
+        return _step_field(key, row, s, now, units)
+    if key == "jobid":
+        return row.job_id
+    if key == "jobidraw":
+        return str(j.job_id)
+    values: dict[str, Callable[[], str]] = {
+        "jobname": lambda: j.name,
+        "partition": lambda: j.partition,
+        "account": lambda: j.account,
+        "alloccpus": lambda: str(j.alloc_cpus),
+        "ncpus": lambda: str(j.alloc_cpus),
+        "reqcpus": lambda: str(j.req_cpus),
+        "state": lambda: f"CANCELLED by {j.cancelled_by}" if j.state == "CANCELLED" and j.cancelled_by >= 0
+        else j.state,
+        "exitcode": lambda: f"{j.exit_code}:{j.exit_signal}",
+        "derivedexitcode": lambda: f"{j.derived_exit_code}:{j.derived_exit_signal}",
+        "elapsed": lambda: format_hms(_elapsed(j.start_time, j.end_time, now)),
+        "elapsedraw": lambda: str(_elapsed(j.start_time, j.end_time, now)),
+        "cputime": lambda: format_hms(_elapsed(j.start_time, j.end_time, now) * j.alloc_cpus),
+        "cputimeraw": lambda: str(_elapsed(j.start_time, j.end_time, now) * j.alloc_cpus),
+        "nodelist": lambda: j.nodelist or "None assigned",
+        "nnodes": lambda: str(j.alloc_nodes or j.req_nodes),
+        "reqnodes": lambda: str(j.req_nodes),
+        "user": lambda: j.user,
+        "uid": lambda: str(j.uid),
+        "gid": lambda: str(j.gid),
+        "group": lambda: str(j.gid),
+        "qos": lambda: j.qos,
+        "reason": lambda: j.reason or "None",
+        "workdir": lambda: j.work_dir,
+        "cluster": lambda: j.cluster,
+        "submit": lambda: format_timestamp(j.submit_time),
+        "eligible": lambda: format_timestamp(j.eligible_time),
+        "start": lambda: format_timestamp(j.start_time),
+        "end": lambda: format_timestamp(j.end_time),
+        "timelimit": lambda: format_time_limit(j.time_limit_min) if j.time_limit_min != -1 else "Partition_Limit",
+        "reqmem": lambda: _mem(j.req_mem_mb, units),
+        "reqtres": lambda: j.tres_req,
+        "alloctres": lambda: j.tres_alloc,
+        "priority": lambda: str(j.priority),
+        "arrayjobid": lambda: str(j.array_job_id) if j.array_job_id else "",
+        "arraytaskid": lambda: str(j.array_task_id) if j.array_task_id >= 0 else "",
+        "reqcpufreqmin": lambda: "Unknown", "reqcpufreqmax": lambda: "Unknown", "reqcpufreqgov": lambda: "Unknown",
+    }
+    getter = values.get(key)
+    return getter() if getter else ""
+
+
+def _step_field(key: str, row: Row, s: pb.StepRecord, now: int, units: str) -> str:
+    j = row.job
+    values: dict[str, Callable[[], str]] = {
+        "jobid": lambda: f"{row.job_id}.{_step_suffix(s.step_id)}",
+        "jobidraw": lambda: f"{j.job_id}.{_step_suffix(s.step_id)}",
+        "jobname": lambda: s.name,
+        "account": lambda: j.account,
+        "alloccpus": lambda: str(s.num_cpus),
+        "ncpus": lambda: str(s.num_cpus),
+        "ntasks": lambda: str(s.num_tasks),
+        "state": lambda: s.state,
+        "exitcode": lambda: f"{s.exit_code}:{s.exit_signal}",
+        "elapsed": lambda: format_hms(_elapsed(s.start_time, s.end_time, now)),
+        "elapsedraw": lambda: str(_elapsed(s.start_time, s.end_time, now)),
+        "cputime": lambda: format_hms(_elapsed(s.start_time, s.end_time, now) * s.num_cpus),
+        "cputimeraw": lambda: str(_elapsed(s.start_time, s.end_time, now) * s.num_cpus),
+        "nodelist": lambda: s.nodelist or "None assigned",
+        "nnodes": lambda: str(s.num_nodes),
+        "user": lambda: "",
+        "uid": lambda: "",
+        "qos": lambda: "",
+        "cluster": lambda: j.cluster,
+        "start": lambda: format_timestamp(s.start_time),
+        "end": lambda: format_timestamp(s.end_time),
+        "submit": lambda: format_timestamp(j.submit_time),
+        "alloctres": lambda: s.tres_alloc,
+        "maxrss": lambda: f"{s.max_rss_kb}K" if s.max_rss_kb else "",
+        "totalcpu": lambda: format_hms(s.cpu_time_s),
+        "avecpufreq": lambda: "0", "reqcpufreqmin": lambda: "0", "reqcpufreqmax": lambda: "0",
+        "reqcpufreqgov": lambda: "0", "consumedenergy": lambda: "0",
+        "tresusageinave": lambda: "energy=0", "tresusageintot": lambda: "energy=0",
+        "tresusageoutave": lambda: "energy=0", "tresusageouttot": lambda: "energy=0",
+    }
+    getter = values.get(key)
+    return getter() if getter else ""
+
+
+def _width(name: str) -> int:
+    widths = {"jobid": 12, "jobidraw": 12, "exitcode": 8, "derivedexitcode": 11, "nodelist": 15, "user": 9,
+              "submit": 19, "start": 19, "end": 19, "eligible": 19, "reqtres": 10, "alloctres": 10, "uid": 6,
+              "nnodes": 8, "ncpus": 10, "qos": 10, "workdir": 20, "reason": 20, "timelimit": 10}
+    return widths.get(name.lower(), 10)
+
+
+def parse_format(text: str) -> list[tuple[str, int]]:
+    """'JobID%20,State' -> [("JobID", 20), ("State", 10)] (default widths)."""
+    out = []
+    for item in [i for i in text.split(",") if i]:
+        name, _, width = item.partition("%")
+        if width and not width.isdigit():
+            raise CommandError(f"Invalid field width in '{item}'")
+        out.append((name, int(width) if width else _width(name)))
+    return out
+
+
+def group_rows(jobs: Iterable[pb.AcctJob], with_steps: bool) -> list[Row]:
+    """One row per job and step; an array's never-started tasks in one state fold into `A_[1-3]`."""
+    from shoal.arrayspec import format_task_ids
+
+    rows: list[Row] = []
+    pending_tasks: dict[tuple[int, str], tuple[Row, list[int]]] = {}
+    for acct in jobs:
+        j = acct.job
+        if j.array_job_id and j.array_task_id >= 0 and not j.start_time and not acct.steps:
+            key = (j.array_job_id, f"{j.state}/{j.cancelled_by}")
+            if key in pending_tasks:
+                pending_tasks[key][1].append(j.array_task_id)
+                continue
+            row = Row(j)
+            pending_tasks[key] = (row, [j.array_task_id])
+            rows.append(row)
+            continue
+        rows.append(Row(j))
+        if with_steps:
+            rows.extend(Row(j, step, _job_id(j)) for step in acct.steps)
+    for (array_id, _), (row, task_ids) in pending_tasks.items():
+        if len(task_ids) > 1:
+            row.job_id = f"{array_id}_[{format_task_ids(task_ids)}]"
+    return rows
+
+
+def render(rows: Sequence[Row], fields: list[tuple[str, int]], *, parsable: str, header: bool, now: int,
+           units: str = "") -> list[str]:
+    """Lines as sacct prints them: fixed width (JobID left, others right, '+' marks truncation) or '|'."""
+    lines: list[str] = []
+    if parsable:
+        end = "|" if parsable == "p" else ""
+        if header:
+            lines.append("|".join(n for n, _ in fields) + end)
+        for row in rows:
+            lines.append("|".join(_field(n, row, now, units) for n, _ in fields) + end)
+        return lines
+
+    def cell(value: str, name: str, width: int) -> str:
+        if len(value) > width:
+            value = value[: width - 1] + "+"
+        return value.ljust(width) if name.lower() in ("jobid", "jobidraw") else value.rjust(width)
+
+    if header:
+        lines.append(" ".join(cell(n, n, w) for n, w in fields) + " ")
+        lines.append(" ".join("-" * w for _, w in fields) + " ")
+    for row in rows:
+        lines.append(" ".join(cell(_field(n, row, now, units), n, w) for n, w in fields) + " ")
+    return lines
+
+
+_ID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]+\]))?(?:\.(\w+))?$")
+
+
+def parse_job_ids(values: Iterable[str]) -> tuple[list[str], dict[str, set[str]]]:
+    """-j values -> (query ids, wanted steps per job id); "A_[0-4%2]" expands to its tasks."""
+    from shoal.arrayspec import parse_array
+
+    ids: list[str] = []
+    steps: dict[str, set[str]] = {}
+    for value in values:
+        for item in _split_ids(value):
+            match = _ID.match(item)
+            if match is None:
+                raise CommandError(f"Invalid job id: {item}")
+            job, task, step = match.groups()
+            if task is None:
+                found = [job]
+            elif task.startswith("["):
+                try:
+                    found = [f"{job}_{t}" for t in parse_array(task[1:-1], 10**9).task_ids]
+                except ValueError as exc:
+                    raise CommandError(f"Invalid job id: {item}") from exc
+            else:
+                found = [f"{job}_{task}"]
+            ids.extend(found)
+            if step is not None:
+                for f in found:
+                    steps.setdefault(f, set()).add(step)
+    return ids, steps
+
+
+def _split_ids(value: str) -> list[str]:
+    """Split on commas outside brackets: '1,2_[1,3],4' -> ['1', '2_[1,3]', '4']."""
+    out, depth, cur = [], 0, ""
+    for ch in value:
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+            continue
+        depth += ch == "["
+        depth -= ch == "]"
+        cur += ch
+    out.append(cur)
+    return [i.strip() for i in out if i.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, add_help=True, description="job accounting data")
+    p.add_argument("-a", "--allusers", action="store_true")
+    p.add_argument("-A", "--accounts", action="append", default=[])
+    p.add_argument("-b", "--brief", action="store_true")
+    p.add_argument("-D", "--duplicates", action="store_true")
+    p.add_argument("-E", "--endtime")
+    p.add_argument("-j", "--jobs", action="append", default=[])
+    p.add_argument("-l", "--long", action="store_true")
+    p.add_argument("-M", "--clusters", action="append", default=[])
+    p.add_argument("-n", "--noheader", action="store_true")
+    p.add_argument("-N", "--nodelist", action="append", default=[])
+    p.add_argument("--name", action="append", default=[])
+    p.add_argument("-o", "--format", action="append", default=[])
+    p.add_argument("-p", "--parsable", action="store_true")
+    p.add_argument("-P", "--parsable2", action="store_true")
+    p.add_argument("-r", "--partition", action="append", default=[])
+    p.add_argument("-s", "--state", action="append", default=[])
+    p.add_argument("-S", "--starttime")
+    p.add_argument("-u", "--user", action="append", default=[])
+    p.add_argument("--units", choices=["K", "M", "G", "T"], type=str.upper, default="")
+    p.add_argument("-X", "--allocations", action="store_true")
+    return p
+
+
+def _csv(values: Iterable[str]) -> list[str]:
+    return [v for value in values for v in value.split(",") if v]
+
+
+def _states(values: Iterable[str]) -> list[str]:
+    out = []
+    for value in _csv(values):
+        name = STATE_CODES.get(value.upper(), value.upper())
+        if name not in STATE_CODES.values():
+            raise CommandError(f"Invalid state: {value}")
+        out.append(name)
+    return out
+
+
+def build_query(args: argparse.Namespace, now: int, uid: int) -> tuple[pb.JobQuery, dict[str, set[str]]]:
+    from shoal.timefmt import parse_datetime
+
+    ids, steps = parse_job_ids(args.jobs)
+    q = pb.JobQuery(job_ids=ids, accounts=_csv(args.accounts), states=_states(args.state), names=_csv(args.name),
+                    partitions=_csv(args.partition), duplicates=args.duplicates, clusters=_csv(args.clusters))
+    if args.nodelist:
+        from shoal import hostlist
+
+        q.nodes.extend(n for v in args.nodelist for n in hostlist.expand(v))
+    users = _csv(args.user)
+    if not users and not args.allusers and not q.accounts and uid != 0:
+        import pwd
+
+        try:
+            users = [pwd.getpwuid(uid).pw_name]
+        except KeyError:
+            users = [str(uid)]
+    q.users.extend(users)
+    try:
+        if args.starttime:
+            q.start = parse_datetime(args.starttime, now)
+        elif not ids:
+            q.start = _midnight(now)  # Slurm's default window: since midnight today
+        if args.endtime:
+            q.end = parse_datetime(args.endtime, now)
+    except ValueError as exc:
+        raise CommandError(f"Invalid time specification: {exc}") from exc
+    return q, steps
+
+
+def _midnight(now: int) -> int:
+    import datetime
+
+    return int(datetime.datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0).timestamp())
+
+
+def main(argv: list[str] | None = None) -> int:
+    def body() -> int:
+        args = _parser().parse_args(argv)
+        now = int(time.time())
+        if args.format:
+            text = ",".join(args.format)
+        elif args.long:
+            text = LONG_FIELDS
+        elif args.brief:
+            text = BRIEF_FIELDS
+        else:
+            text = os.environ.get("SACCT_FORMAT") or DEFAULT_FIELDS
+        fields = parse_format(text)
+        query, wanted_steps = build_query(args, now, os.getuid())
+        from shoal.agent.client import AgentError, call
+
+        try:
+            resp = call("/shoal.v1.Accounting/GetJobs", pb.AcctJobsRequest(query=query), pb.AcctJobsResponse,
+                        target="dbd")
+        except AgentError as exc:
+            raise CommandError(exc.message) from exc
+        jobs = list(resp.jobs)
+        if wanted_steps:
+            for acct in jobs:
+                want = wanted_steps.get(_job_id(acct.job)) or wanted_steps.get(str(acct.job.job_id))
+                if want:
+                    kept = [s for s in acct.steps if _step_suffix(s.step_id) in want]
+                    del acct.steps[:]
+                    acct.steps.extend(kept)
+        rows = group_rows(jobs, with_steps=not args.allocations)
+        parsable = "P" if args.parsable2 else ("p" if args.parsable else "")
+        for line in render(rows, fields, parsable=parsable, header=not args.noheader, now=now, units=args.units):
+            sys.stdout.write(line + "\n")
+        return 0
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""sacctmgr: view and change clusters, accounts, users, QOS and associations in shoal-dbd.
+
+`sacctmgr [-i] [-n] [-p|-P] ACTION ENTITY [NAME...] [where K=V...] [set K=V...]`. Without -i a change
+is first computed without committing, shown, and committed only when the user answers y.
+"""
+
+from __future__ import annotations
+
+import select
+import sys
+from collections.abc import Sequence
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from cli.common import CommandError, run_main
+from shoal.v1 import accounting_pb2 as pb
+
+M = TypeVar("M", bound=Message)
+PROG = "sacctmgr"
+ACTIONS = {"add": "add", "create": "add", "modify": "modify", "update": "modify", "delete": "delete",
+           "remove": "delete", "show": "show", "list": "show"}
+FORMATS = {
+    "association": "Cluster,Account,User,Partition,Share%9,Priority,GrpJobs%7,GrpTRES%13,GrpSubmit%9,"
+                   "GrpWall%11,GrpTRESMins%13,MaxJobs%7,MaxTRES%13,MaxTRESPerNode%14,MaxSubmit%9,MaxWall%11,"
+                   "MaxTRESMins%13,QOS%20,Def QOS%9,GrpTRESRunMin%13",
+    "user": "User,Def Acct,Admin%9",
+    "user_assoc": "User,Def Acct,Admin%9,Cluster,Account,Partition,Share%9,Priority,MaxJobs%7,MaxNodes%8,"
+                  "MaxCPUs%8,MaxSubmit%9,MaxWall%11,MaxCPUMins%11,QOS%20,Def QOS%9",
+    "account": "Account,Descr%20,Org%20",
+    "qos": "Name,Priority,GraceTime,Preempt,PreemptMode%11,Flags%20,UsageFactor%11,MaxWall%11,MaxTRES%13,"
+           "MaxJobsPU%9,MaxSubmitPU%11",
+    "cluster": "Cluster,ControlHost%15,Share%9,QOS%20",
+}
+ALIASES = {"defacct": "defaultaccount", "admin": "adminlevel", "fairshare": "share", "maxtresperjob": "maxtres",
+           "grpsubmitjobs": "grpsubmit", "maxsubmitjobs": "maxsubmit", "defaultqos": "defqos",
+           "maxwalldurationperjob": "maxwall", "description": "descr", "organization": "org",
+           "parent": "parentname", "par name": "parentname", "parname": "parentname"}
+HEADERS = {"share": "Share", "defqos": "Def QOS", "defaultaccount": "Def Acct", "adminlevel": "Admin"}
+VERBS = {"add": "Adding", "modify": "Modified", "delete": "Deleting"}
+
+
+def _kind(text: str) -> str:
+    text = text.lower()
+    for kind in ("cluster", "account", "user", "qos", "association"):
+        if text == kind or text == kind + "s" or text in ("assoc", "assocs") and kind == "association":
+            return kind
+    raise CommandError(f"Unknown entity '{text}'")
+
+
+def parse_args(words: Sequence[str]) -> tuple[str, str, list[str], dict[str, str], dict[str, str], list[str]]:
+    """(action, kind, names, where, set, flags) from sacctmgr's words."""
+    if len(words) < 2:
+        raise CommandError("You need to give an action and an entity, e.g. 'sacctmgr show assoc'")
+    action = ACTIONS.get(words[0].lower())
+    if action is None:
+        raise CommandError(f"Unknown action '{words[0]}'")
+    kind = _kind(words[1])
+    names: list[str] = []
+    where: dict[str, str] = {}
+    values: dict[str, str] = {}
+    flags: list[str] = []
+    mode = ""
+    for word in words[2:]:
+        low = word.lower()
+        if low in ("where", "set"):
+            mode = low
+            continue
+        if "=" not in word:
+            if low in ("withassoc", "withcoord", "withdeleted", "tree"):
+                flags.append(low)
+            else:
+                names.extend(n for n in word.split(",") if n)
+            continue
+        key, _, value = word.partition("=")
+        key = key.lower().rstrip("+-")
+        if key in ("name", "names") and mode != "set":
+            names.extend(n for n in value.split(",") if n)
+        elif mode == "set" or (mode == "" and action == "add"):
+            values[key] = value
+        else:
+            where[key] = value
+    return action, kind, names, where, values, flags
+
+
+def parse_format(text: str) -> list[tuple[str, str, int]]:
+    """'Cluster,Account%20' -> [(header, key, width)]."""
+    out = []
+    for item in [i for i in text.split(",") if i]:
+        name, _, width = item.partition("%")
+        key = name.lower().replace(" ", "")
+        key = ALIASES.get(key, key)
+        header = HEADERS.get(key, name) if name.lower().replace(" ", "") == key else name
+        out.append((header, key, int(width) if width.isdigit() else 10))
+    return out
+
+
+def render(rows: Sequence[dict[str, str]], fields: list[tuple[str, str, int]], *, parsable: str,
+           header: bool) -> list[str]:
+    lines = []
+    if parsable:
+        end = "|" if parsable == "p" else ""
+        if header:
+            lines.append("|".join(h for h, _, _ in fields) + end)
+        lines.extend("|".join(r.get(k, "") for _, k, _ in fields) + end for r in rows)
+        return lines
+
+    def cell(value: str, width: int) -> str:
+        return (value[: width - 1] + "+" if len(value) > width else value).rjust(width)
+
+    if header:
+        lines.append(" ".join(cell(h, w) for h, _, w in fields) + " ")
+        lines.append(" ".join("-" * w for _, _, w in fields) + " ")
+    lines.extend(" ".join(cell(r.get(k, ""), w) for _, k, w in fields) + " " for r in rows)
+    return lines
+
+
+def _call(method: str, request: Message, response_type: type[M]) -> M:
+    from shoal.agent.client import AgentError, call
+
+    try:
+        return call(f"/shoal.v1.Accounting/{method}", request, response_type, target="dbd")
+    except AgentError as exc:
+        raise CommandError(exc.message) from exc
+
+
+def _confirm() -> bool:
+    sys.stdout.write("Would you like to commit changes? (You have 30 seconds to decide)\n(N/y): ")
+    sys.stdout.flush()
+    ready, _, _ = select.select([sys.stdin], [], [], 30.0)
+    answer = sys.stdin.readline().strip().lower() if ready else ""
+    sys.stdout.write("\n")
+    return answer in ("y", "yes")
+
+
+def main(argv: list[str] | None = None) -> int:
+    def body() -> int:
+        words = list(sys.argv[1:] if argv is None else argv)
+        immediate = parsable = ""
+        header = True
+        while words and words[0].startswith("-"):
+            opt = words.pop(0)
+            if opt in ("-i", "--immediate"):
+                immediate = "i"
+            elif opt in ("-n", "--noheader"):
+                header = False
+            elif opt in ("-P", "--parsable2"):
+                parsable = "P"
+            elif opt in ("-p", "--parsable"):
+                parsable = "p"
+            elif opt in ("-Q", "--quiet", "-v", "--verbose", "-r", "--readonly"):
+                continue
+            elif opt in ("-h", "--help"):
+                print(__doc__)
+                return 0
+            else:
+                raise CommandError(f"Unknown option '{opt}'")
+        action, kind, names, where, values, flags = parse_args(words)
+        if action == "show":
+            fmt = where.pop("format", "") or values.pop("format", "")
+            with_assoc = "withassoc" in flags
+            req = pb.ShowRequest(kind=kind, where=where, with_assoc=with_assoc)
+            if names:
+                req.where["names"] = ",".join(names)
+            resp = _call("Show", req, pb.ShowResponse)
+            key = "user_assoc" if kind == "user" and with_assoc else kind
+            fields = parse_format(fmt or FORMATS[key])
+            for line in render([dict(r.fields) for r in resp.rows], fields, parsable=parsable, header=header):
+                sys.stdout.write(line + "\n")
+            return 0
+        req_m = pb.ModifyRequest(action=action, kind=kind, names=names, where=where, set=values,
+                                 commit=bool(immediate))
+        resp_m = _call("Modify", req_m, pb.ModifyResponse)
+        if not resp_m.changes:
+            sys.stdout.write(" Nothing new added.\n" if action == "add" else
+                             f" Nothing {'modified' if action == 'modify' else 'deleted'}\n")
+            return 0 if action != "delete" else 1
+        sys.stdout.write(f" {VERBS[action]} {kind}(s)...\n")
+        for line in resp_m.changes:
+            sys.stdout.write(line + "\n")
+        if immediate:
+            return 0
+        if not _confirm():
+            sys.stdout.write(" Changes Discarded\n")
+            return 0
+        req_m.commit = True
+        _call("Modify", req_m, pb.ModifyResponse)
+        return 0
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
