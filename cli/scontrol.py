@@ -327,7 +327,7 @@ def show_nodes(name: str, flags: Flags) -> int:
         return 0
     from cli.show import format_node
 
-    _emit([format_node(node, resp.now) for node in resp.nodes], flags)
+    _emit([format_node(node, resp.now, flags.details) for node in resp.nodes], flags)
     return 0
 
 

@@ -114,13 +114,55 @@ PartitionName=debug Nodes={names} DefaultTime=00:30:00 MaxTime=01:00:00 State=UP
 """
     (directory / "slurm.conf").write_text(conf)
     gres_conf = ""
-    if args.gpus_per_node:
+    if args.gpus_per_node and args.gpu_files:
+        files = f"{os.path.abspath(args.gpu_files)}/nvidia[0-{args.gpus_per_node - 1}]"
+        gres_conf = f"NodeName={names} Name=gpu Type={args.gpu_type} File={files}\n"
+    elif args.gpus_per_node:
         gres_conf = f"NodeName={names} Name=gpu Type={args.gpu_type} Count={args.gpus_per_node}\n"
     (directory / "gres.conf").write_text(gres_conf)
+    _write_isolation(args, directory)
     key = directory / "shoal.key"
     if not key.exists():
         generate_key(str(key))
     return directory / "slurm.conf"
+
+
+# Fake NVML descriptions shipped with shoal, by the GPUs `shoal up --gpus-per-node 8` emulates.
+_FAKE_NVML = {"h100": "dgx_h100", "a100": "pcie_a100"}
+CGROUP_CONF = """# Written by `shoal up` (running as root): jobs are confined to their cores, memory and GPUs.
+CgroupPlugin=autodetect
+ConstrainCores=yes
+ConstrainRAMSpace=yes
+ConstrainSwapSpace=yes
+AllowedSwapSpace=0
+ConstrainDevices=yes
+"""
+
+
+def _write_isolation(args: argparse.Namespace, directory: Path) -> None:
+    """cgroup.conf (enforcement when root) and noded.env (the fake NVML description, if any)."""
+    cgroup = directory / "cgroup.conf"
+    if os.geteuid() == 0 and not args.no_cgroups:
+        cgroup.write_text(CGROUP_CONF)
+    elif cgroup.exists():
+        cgroup.unlink()
+    fake = args.fake_nvml
+    if fake is None:
+        fake = _FAKE_NVML.get(args.gpu_type, "") if args.gpus_per_node == 8 else ""
+    (directory / "noded.env").write_text(f"SHOAL_FAKE_NVML={fake}\n" if fake else "")
+
+
+def _noded_env(directory: Path, env: dict[str, str]) -> dict[str, str]:
+    out = dict(env)
+    try:
+        lines = (directory / "noded.env").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
 
 
 def _current_user() -> str:
@@ -227,7 +269,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     node_args = [a for n in cfg.nodes for a in ("-N", n.name)]
     noded = _spawn(
-        [py, "-m", "noded.main", "-f", str(conf), "--no-agent", *node_args], directory / "log" / "noded.out", env
+        [py, "-m", "noded.main", "-f", str(conf), "--no-agent", *node_args],
+        directory / "log" / "noded.out",
+        _noded_env(directory, env),
     )
     error = _wait_idle(env, len(cfg.nodes), [ctld, agentd, noded, *([dbd] if dbd else [])], args.timeout)
     if not error and dbd is not None:
@@ -240,6 +284,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"shoal: cluster '{cfg.cluster_name}' is up: {len(cfg.nodes)} nodes, ctld on "
         f"{cfg.control_addr}:{cfg.slurmctld_port}, state in {directory}"
     )
+    if (directory / "cgroup.conf").exists():
+        print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
     if not args.no_check:
         rc = _quick_start(directory, env, min(2, len(cfg.nodes)))
         if rc:
@@ -339,6 +385,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", type=int, default=4)
     up.add_argument("--gpus-per-node", type=int, default=0)
     up.add_argument("--gpu-type", default="h100")
+    up.add_argument("--gpu-files", metavar="DIR", help="GPU device files DIR/nvidia0.. (gres.conf File=)")
+    up.add_argument("--fake-nvml", metavar="DESC", help="fake NVML description (default: dgx_h100 for 8 h100)")
+    up.add_argument("--no-cgroups", action="store_true", help="no cgroup enforcement even as root")
     up.add_argument("--cpus-per-node", type=int, default=8)
     up.add_argument("--mem-per-node", type=int, default=16000, help="MB")
     up.add_argument("--dir", default=_default_dir())
@@ -357,7 +406,16 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="show the local cluster's daemons")
     status.add_argument("--dir", default=_default_dir())
     status.set_defaults(func=cmd_status)
+    sim = sub.add_parser("sim", help="replay a workload trace through the scheduler", add_help=False)
+    sim.add_argument("sim_args", nargs=argparse.REMAINDER)
+    sim.set_defaults(func=cmd_sim)
     return p
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from cli import shoal_sim  # loads ctld.sim only now
+
+    return shoal_sim.main(args.sim_args)
 
 
 def main(argv: list[str] | None = None) -> int:

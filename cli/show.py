@@ -187,8 +187,8 @@ def node_alloc_tres(node: cluster_pb2.NodeInfo) -> str:
     return ",".join(parts)
 
 
-def format_node(node: cluster_pb2.NodeInfo, now: int) -> str:
-    """`scontrol show node` record (trailing spaces where Slurm prints them)."""
+def format_node(node: cluster_pb2.NodeInfo, now: int, details: bool = False) -> str:
+    """`scontrol show node` record (trailing spaces where Slurm prints them); -d adds GresDrain/GresUsed."""
     hw = node.hardware
     registered = bool(node.noded_start_time or hw.cpus)
     load = f"{hw.cpu_load:.2f}" if registered else "N/A"
@@ -200,6 +200,8 @@ def format_node(node: cluster_pb2.NodeInfo, now: int) -> str:
         f"AvailableFeatures={features}",
         f"ActiveFeatures={features}",
         f"Gres={node.gres or '(null)'}",
+        "GresDrain=N/A" if details else "",
+        f"GresUsed={node.gres_used or '(null)'}" if details else "",
         f"NodeAddr={node.addr or node.name} NodeHostName={node.hostname or node.name}"
         + (f" Port={node.port}" if node.port else "")
         + f" Version={node.version or 'N/A'}",

@@ -28,6 +28,7 @@ class FinishedJob:
     end_time: int
     launch_failed: bool
     message: str
+    oom: bool = False  # the kernel killed part of the job for exceeding its memory
 
 
 def _job_dirs(spool_root: Path) -> list[tuple[int, Path]]:
@@ -62,6 +63,7 @@ def _finished(job_id: int, data: dict[str, object]) -> FinishedJob:
         end_time=num("end_time"),
         launch_failed=bool(data.get("launch_failed", False)),
         message=str(data.get("message", "")),
+        oom=bool(data.get("oom", False)),
     )
 
 

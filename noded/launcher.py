@@ -14,6 +14,7 @@ from pathlib import Path
 
 from noded import spool
 from noded.env import NodeName, batch_environment
+from noded.isolation import Isolation, cgroup_request
 from noded.launchspec import LaunchSpec
 from shoal.outpath import resolve_streams
 from shoal.v1 import node_pb2
@@ -43,9 +44,15 @@ def build_spec(
     spool_root: Path,
     kill_wait: float,
     local_gpu_index: bool = False,
+    isolation: Isolation | None = None,
 ) -> LaunchSpec:
     """Check who the job runs as and describe the launch (no files touched)."""
     job = req.job
+    cgroup: dict[str, object] = {}
+    if isolation is not None:
+        alloc = next((a for a in job.allocation if a.node == node_conf.name), None)
+        cgroup = cgroup_request(isolation, node_conf.name, job.job_id, alloc).to_dict()
+        local_gpu_index = local_gpu_index or isolation.devices_constrained
     euid = os.geteuid()
     if euid != 0 and job.user_id != euid:
         raise LaunchRefused(
@@ -84,6 +91,7 @@ def build_spec(
         kill_wait=float(kill_wait),
         umask=_umask(env),
         notify_socket=str(spool_root / spool.NOTIFY_SOCKET),
+        cgroup=cgroup,
     )
 
 
@@ -131,7 +139,8 @@ def launch_batch(
     spool_root: Path,
     kill_wait: float,
     local_gpu_index: bool = False,
+    isolation: Isolation | None = None,
 ) -> None:
     """Start the batch script of `req.job` on this node under its own stepd."""
-    spec = build_spec(req, node_conf, spool_root, kill_wait, local_gpu_index)
+    spec = build_spec(req, node_conf, spool_root, kill_wait, local_gpu_index, isolation)
     start_stepd(spec, req.job.spec.script, spool_root)

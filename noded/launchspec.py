@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class LaunchSpec:
     kill_wait: float = 30.0          # seconds between SIGTERM and SIGKILL
     umask: int = 0o022
     notify_socket: str = ""          # noded's datagram socket; "" = none
+    cgroup: dict[str, Any] = field(default_factory=dict)  # noded.cgroup.CgroupRequest; {} = none
 
     def save(self, path: Path) -> None:
         """Write the spec readable by root only (it holds the user's environment)."""

@@ -9,6 +9,7 @@ Running jobs live under their own stepd, so stopping noded (SIGTERM/SIGINT) leav
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import pwd
@@ -17,6 +18,7 @@ import socket
 import sys
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from types import FrameType
 
@@ -26,6 +28,7 @@ import shoal
 from noded.discovery import discover_hardware, hardware_for
 from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
+from noded.isolation import load_isolation
 from noded.node import HostedNode, spool_root
 from noded.reporter import Reporter
 from noded.service import NodeAgentService
@@ -186,8 +189,18 @@ def discover_node_gpus(cfg: SlurmConfig, nodes: list[HostedNode]) -> dict[str, l
         raise StartError(f"cannot load the fake NVML description: {exc}") from exc
     found = {n.name: [to_proto(g) for g in gpu_discovery.node_gpus(n.name, cfg.gres_conf, nvml)] for n in nodes}
     for name, gpus in found.items():
-        log.info("%s: %d GPU(s)%s", name, len(gpus), " (NVML)" if nvml is not None else "")
+        if gpus:
+            log.info("%s: %d GPU(s)%s", name, len(gpus), " (NVML)" if nvml is not None else " (gres.conf)")
     return found
+
+
+def gpu_files(gpus: list[cluster_pb2.GpuDevice]) -> dict[int, str]:
+    return {g.index: g.file for g in gpus if g.file}
+
+
+def cgroup_scope(cfg: SlurmConfig, node: HostedNode) -> str:
+    """Emulated nodes of several local clusters share one machine: their cgroups carry the config's hash."""
+    return f"{zlib.crc32(os.path.abspath(cfg.path).encode()):08x}_" if node.emulated else ""
 
 
 def build(args: argparse.Namespace, start_time: int) -> Noded:
@@ -206,6 +219,13 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
     _setup_logging(cfg, nodes[0].name, args.verbose)
     prepare_spools(nodes)
     node_gpus = discover_node_gpus(cfg, nodes)
+    try:
+        nodes = [
+            dataclasses.replace(n, isolation=load_isolation(cfg.path, gpu_files(node_gpus[n.name]), cgroup_scope(cfg, n)))
+            for n in nodes
+        ]
+    except ConfigError as exc:
+        raise StartError(str(exc)) from exc
 
     def hardware(node: HostedNode) -> cluster_pb2.NodeHardware:
         current = discover_hardware()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from noded.isolation import Isolation
 from shoal.conf import NodeConf
 
 
@@ -16,6 +17,7 @@ class HostedNode:
     spool: Path
     port: int
     emulated: bool
+    isolation: Isolation | None = None  # cgroup enforcement; None = none
 
     @property
     def name(self) -> str:

@@ -181,6 +181,7 @@ class Reporter:
             launch_failed=job.launch_failed,
             message=job.message,
             end_time=job.end_time,
+            oom=job.oom,
         )
         try:
             self._stub.call(COMPLETE, request, controller_pb2.CompleteBatchResponse, timeout=self._timeout)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from noded import spool
+from noded.cgroup import CgroupError, CgroupRequest, JobCgroup
 from noded.launchspec import LaunchSpec
 
 # Signals stepd itself ignores; the job gets default dispositions back before exec.
@@ -70,11 +71,16 @@ class Supervisor:
         signal.signal(signal.SIGALRM, self.on_alarm)
         # A SIGTERM arriving before the job's pid is known waits until it is.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            cgroup = make_cgroup(self.spec)
+        except CgroupError as exc:
+            status.update(exit_code=1, launch_failed=True, message=f"task/cgroup: {exc}", end_time=int(time.time()))
+            return status
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
             os.close(err_r)
-            _exec_job(self.spec, err_w)  # never returns
+            _exec_job(self.spec, err_w, cgroup)  # never returns
         os.close(err_w)
         try:
             os.setpgid(pid, pid)
@@ -87,6 +93,7 @@ class Supervisor:
         _, wait_status = os.waitpid(pid, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
         _killpg(pid, signal.SIGKILL)  # what the script left running ends with it, as in Slurm
+        status.update(finish_cgroup(cgroup, self.spec))
         if error:
             status.update(exit_code=1, launch_failed=True, message=error)
         elif os.WIFSIGNALED(wait_status):
@@ -124,10 +131,38 @@ def _open_stream(path: str, flags: int, what: str) -> int:
         raise LaunchError(f"Could not open {what} file {path}: {exc.strerror}") from exc
 
 
-def _exec_job(spec: LaunchSpec, err_w: int) -> None:
-    """In the forked child: become the user, wire the streams, chdir and exec the script."""
+def make_cgroup(spec: LaunchSpec) -> JobCgroup | None:
+    """The job's cgroup, created before the job starts (None when the node enforces none)."""
+    if not spec.cgroup:
+        return None
+    cgroup = JobCgroup(CgroupRequest.from_dict(spec.cgroup))
+    cgroup.create()
+    return cgroup
+
+
+def finish_cgroup(cgroup: JobCgroup | None, spec: LaunchSpec) -> dict[str, object]:
+    """After the job: whether it was OOM-killed (also told on its stderr), its usage; the cgroup goes."""
+    if cgroup is None:
+        return {}
+    oom = cgroup.oom_killed()
+    usage = cgroup.usage()
+    cgroup.remove()
+    if oom:
+        note = f"slurmstepd: error: StepId={spec.job_id}.batch: oom_kill event: a task used more than the job's memory\n"
+        try:
+            with open(spec.stderr, "a", encoding="utf-8") as fh:
+                fh.write(note)
+        except OSError:
+            pass
+    return {"oom": oom, "usage": usage}
+
+
+def _exec_job(spec: LaunchSpec, err_w: int, cgroup: JobCgroup | None = None) -> None:
+    """In the forked child: join the job's cgroup, become the user, wire the streams, chdir and exec."""
     try:
         os.setpgid(0, 0)
+        if cgroup is not None:
+            cgroup.attach(os.getpid())
         for sig in (*_IGNORED, signal.SIGTERM, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())

@@ -126,7 +126,7 @@ def run_as(user: int, argv: tuple[str, ...], env: dict[str, str], cwd: Path | st
 
 
 def start_cluster(directory: Path, nodes: int = 2, extra: tuple[str, ...] = (), cpus: int = 4,
-                  mem: int = 8000, accounting: bool = False) -> Cluster:
+                  mem: int = 8000, up_args: tuple[str, ...] = (), accounting: bool = False) -> Cluster:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
     _next_block[0] += 1
@@ -135,7 +135,7 @@ def start_cluster(directory: Path, nodes: int = 2, extra: tuple[str, ...] = (), 
     argv = [sys.executable, "-m", "cli.shoal_admin", "up", "--dir", str(directory), "--nodes", str(nodes),
             "--cpus-per-node", str(cpus), "--mem-per-node", str(mem), "--base-addr", base, "--no-check",
             *([] if accounting else ["--no-accounting"]),
-            "--set", "KillWait=2", "--set", "SlurmdTimeout=30", *[a for e in extra for a in ("--set", e)]]
+            "--set", "KillWait=2", "--set", "SlurmdTimeout=30", *[a for e in extra for a in ("--set", e)], *up_args]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_"))}
     env.pop("SHOAL_AGENT_SOCKET", None)
     directory.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,227 @@
+"""One job's cgroup on v1 (a directory per controller) or v2 (one unified directory)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from noded.cgroup import bpf
+
+MOUNT = "/sys/fs/cgroup"
+V1_CONTROLLERS = ("cpuset", "memory", "devices", "cpuacct")
+
+
+class CgroupError(Exception):
+    """The job's cgroup could not be set up; str() says which file and why."""
+
+
+@dataclass(frozen=True)
+class CgroupRequest:
+    """What to constrain: plain data, saved in launch.json."""
+
+    version: str  # "v1" or "v2"
+    relpath: str  # "shoal/<node>/job_<id>"
+    mount: str = MOUNT
+    cpus: list[int] = field(default_factory=list)  # real CPU ids; [] = not constrained
+    mem_bytes: int = 0  # 0 = not constrained
+    memsw_bytes: int = 0  # RAM + swap; 0 = not constrained
+    deny_devices: list[list[int]] = field(default_factory=list)  # [type, major, minor], type 2 = char
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CgroupRequest:
+        return cls(**data)
+
+
+def detect_version(plugin: str = "autodetect", mount: str = MOUNT) -> str | None:
+    """"v1" or "v2" when that hierarchy is there and writable for our controllers, else None."""
+    root = Path(mount)
+    v2 = (root / "cgroup.controllers").exists()
+    if plugin in ("autodetect", "cgroup/v2") and v2:
+        controllers = (root / "cgroup.controllers").read_text().split()
+        if {"cpuset", "memory"} <= set(controllers) and os.access(root, os.W_OK):
+            return "v2"
+    if plugin in ("autodetect", "cgroup/v1") and not v2:
+        if all((root / c).is_dir() for c in V1_CONTROLLERS) and os.access(root / "memory", os.W_OK):
+            return "v1"
+    return None
+
+
+def _write(path: Path, value: str) -> None:
+    try:
+        path.write_text(value)
+    except OSError as exc:
+        raise CgroupError(f"cannot write {value.strip()!r} to {path}: {exc.strerror}") from exc
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _keyed(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().lstrip("-").isdigit():
+            out[key] = int(value)
+    return out
+
+
+def _cpu_list(cpus: list[int]) -> str:
+    return ",".join(str(c) for c in sorted(set(cpus)))
+
+
+class JobCgroup:
+    """Create, join, inspect and remove one job's cgroup."""
+
+    def __init__(self, req: CgroupRequest) -> None:
+        self.req = req
+        self.root = Path(req.mount)
+
+    def dirs(self) -> list[Path]:
+        if self.req.version == "v2":
+            return [self.root / self.req.relpath]
+        return [self.root / c / self.req.relpath for c in V1_CONTROLLERS]
+
+    # -- create ----------------------------------------------------------------------------
+    def create(self) -> None:
+        for attempt in range(3):
+            try:
+                if self.req.version == "v2":
+                    self._create_v2()
+                else:
+                    self._create_v1()
+                return
+            except FileNotFoundError:  # a parent removed by another job's cleanup meanwhile
+                if attempt == 2:
+                    raise CgroupError(f"cannot create cgroup {self.req.relpath}") from None
+
+    def _mkdirs(self, base: Path, on_new: Any = None) -> Path:
+        path = base
+        for part in Path(self.req.relpath).parts:
+            path = path / part
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                if exc.errno == errno.ENOENT:
+                    raise FileNotFoundError(str(path)) from exc
+                raise CgroupError(f"cannot create {path}: {exc.strerror}") from exc
+            if on_new is not None:
+                on_new(path)
+        return path
+
+    def _create_v1(self) -> None:
+        def inherit_cpuset(path: Path) -> None:  # v1 cpuset: a new group starts empty
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                _write(path / name, _read(path.parent / name).strip() or "0")
+
+        cpuset = self._mkdirs(self.root / "cpuset", inherit_cpuset)
+        if self.req.cpus:
+            _write(cpuset / "cpuset.cpus", _cpu_list(self.req.cpus))
+        memory = self._mkdirs(self.root / "memory")
+        if self.req.mem_bytes:
+            _write(memory / "memory.limit_in_bytes", str(self.req.mem_bytes))
+            if self.req.memsw_bytes and (memory / "memory.memsw.limit_in_bytes").exists():
+                _write(memory / "memory.memsw.limit_in_bytes", str(max(self.req.memsw_bytes, self.req.mem_bytes)))
+        devices = self._mkdirs(self.root / "devices")
+        for dev_type, major, minor in self.req.deny_devices:
+            kind = "c" if dev_type == bpf.DEV_CHAR else "b"
+            _write(devices / "devices.deny", f"{kind} {major}:{minor} rwm")
+        self._mkdirs(self.root / "cpuacct")
+
+    def _create_v2(self) -> None:
+        def enable_controllers(path: Path) -> None:
+            parent = path.parent
+            wanted = [c for c in ("cpuset", "memory", "cpu") if c in _read(parent / "cgroup.controllers").split()]
+            for name in wanted:
+                try:
+                    (parent / "cgroup.subtree_control").write_text(f"+{name}")
+                except OSError:
+                    pass
+
+        parent = self.root
+        for part in Path(self.req.relpath).parts[:-1]:
+            enable_controllers(parent / part)
+            parent = parent / part
+        path = self._mkdirs(self.root, enable_controllers)
+        if self.req.cpus:
+            _write(path / "cpuset.cpus", _cpu_list(self.req.cpus))
+        if self.req.mem_bytes:
+            _write(path / "memory.max", str(self.req.mem_bytes))
+            if self.req.memsw_bytes and (path / "memory.swap.max").exists():
+                _write(path / "memory.swap.max", str(max(0, self.req.memsw_bytes - self.req.mem_bytes)))
+        if self.req.deny_devices:
+            denied = [(t, major, minor) for t, major, minor in self.req.deny_devices]
+            try:
+                bpf.attach_deny_list(str(path), denied)
+            except OSError as exc:
+                raise CgroupError(f"cannot attach the device filter to {path}: {exc}") from exc
+
+    # -- join --------------------------------------------------------------------------------
+    def attach(self, pid: int) -> None:
+        """Move `pid` (the job's first process, before exec) into every directory of the cgroup."""
+        for path in self.dirs():
+            _write(path / "cgroup.procs", f"{pid}\n")
+
+    # -- inspect -----------------------------------------------------------------------------
+    def _memory_dir(self) -> Path:
+        return self.dirs()[0] if self.req.version == "v2" else self.root / "memory" / self.req.relpath
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of the job for exceeding its memory."""
+        memory = self._memory_dir()
+        if self.req.version == "v2":
+            return _keyed(_read(memory / "memory.events")).get("oom_kill", 0) > 0
+        control = _keyed(_read(memory / "memory.oom_control"))
+        if "oom_kill" in control:
+            return control["oom_kill"] > 0
+        failcnt = _read(memory / "memory.failcnt").strip()
+        return failcnt.isdigit() and int(failcnt) > 0
+
+    def usage(self) -> dict[str, int]:
+        """Peak memory (bytes) and CPU time (microseconds) of the whole job."""
+        memory = self._memory_dir()
+        if self.req.version == "v2":
+            peak = _read(memory / "memory.peak").strip()
+            cpu_us = _keyed(_read(memory / "cpu.stat")).get("usage_usec", 0)
+        else:
+            peak = _read(memory / "memory.max_usage_in_bytes").strip()
+            ns = _read(self.root / "cpuacct" / self.req.relpath / "cpuacct.usage").strip()
+            cpu_us = int(ns) // 1000 if ns.isdigit() else 0
+        return {"max_rss_bytes": int(peak) if peak.isdigit() else 0, "cpu_time_us": cpu_us}
+
+    # -- remove ------------------------------------------------------------------------------
+    def remove(self, timeout: float = 5.0) -> None:
+        """Remove the job's directories (killing what is left in them), then empty parents."""
+        deadline = time.monotonic() + timeout
+        for path in self.dirs():
+            while path.exists():
+                for pid in _read(path / "cgroup.procs").split():
+                    try:
+                        os.kill(int(pid), 9)
+                    except (OSError, ValueError):
+                        pass
+                try:
+                    path.rmdir()
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+            for parent in list(path.parents)[: len(Path(self.req.relpath).parts) - 1]:
+                try:
+                    parent.rmdir()  # only succeeds once no other job of the node is left
+                except OSError:
+                    break

@@ -1,0 +1,144 @@
+"""GPUs and isolation end to end: emulated DGX nodes (fake NVML) whose GPUs are character devices
+(major 195) in a directory this test owns, jobs confined by real cgroups (v1 here)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from noded.cgroup import detect_version
+from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
+
+GPUS = 8
+
+
+def _cgroups_usable() -> str:
+    if os.geteuid() != 0:
+        return "needs root (cgroups, mknod)"
+    if detect_version() is None:
+        return "no writable cgroup v1/v2 hierarchy with cpuset and memory"
+    return ""
+
+
+pytestmark = pytest.mark.skipif(bool(_cgroups_usable()), reason=_cgroups_usable() or "usable")
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    devices = tmp_path_factory.mktemp("gpudev")
+    for i in range(GPUS):
+        os.mknod(devices / f"nvidia{i}", 0o666 | 0o020000, os.makedev(195, i))
+    c = start_cluster(
+        tmp_path_factory.mktemp("gpus"),
+        up_args=("--gpus-per-node", str(GPUS), "--gpu-type", "h100", "--gpu-files", str(devices)),
+    )
+    c.env["GPU_DEV_DIR"] = str(devices)
+    yield c
+    stop_cluster(c)
+
+
+def _job_cgroups(c: Cluster) -> list[str]:
+    scope = f"{zlib.crc32(os.path.abspath(c.conf).encode()):08x}_"
+    return glob.glob(f"/sys/fs/cgroup/*/shoal/{scope}*/job_*") + glob.glob(f"/sys/fs/cgroup/shoal/{scope}*/job_*")
+
+
+def _run(c: Cluster, workdir: Path, *args: str, script: str) -> tuple[str, str, str]:
+    """Submit, wait for the end; (state, stdout, stderr)."""
+    (workdir / "job.sh").write_text("#!/bin/bash\n" + script)
+    job_id = c.submit("-o", str(workdir / "out"), "-e", str(workdir / "err"), *args, str(workdir / "job.sh"))
+    state = c.wait_state(job_id, {"COMPLETED", "FAILED", "OUT_OF_MEMORY", "CANCELLED", "TIMEOUT"})
+    read = lambda name: (workdir / name).read_text() if (workdir / name).exists() else ""  # noqa: E731
+    return state, read("out"), read("err")
+
+
+OPEN_DEVICE = """import errno, os, sys
+for path in sys.argv[1:]:
+    try:
+        os.close(os.open(path, os.O_RDWR))
+        print(path, "opened")
+    except OSError as exc:
+        print(path, errno.errorcode[exc.errno])
+"""
+
+
+def test_node_reports_topology_gres(gpu_cluster: Cluster) -> None:
+    show = gpu_cluster.ok("scontrol", "show", "node", "node1")
+    assert "Gres=gpu:h100:8" in show
+    assert "DRAIN" not in show
+    assert "gpu:h100:8" in gpu_cluster.ok("sinfo", "-h", "-N", "-o", "%G")
+
+
+def test_two_gpus_visible_allowed_enxio_others_eperm(gpu_cluster: Cluster, workdir: Path) -> None:
+    (workdir / "open.py").write_text(OPEN_DEVICE)
+    dev = gpu_cluster.env["GPU_DEV_DIR"]
+    script = (
+        "env | grep -E '^(CUDA_VISIBLE_DEVICES|GPU_DEVICE_ORDINAL|SLURM_JOB_GPUS|SLURM_GPUS_ON_NODE)=' | sort\n"
+        f"for i in ${{SLURM_JOB_GPUS//,/ }}; do python3 {workdir}/open.py {dev}/nvidia$i; done\n"
+        f"python3 {workdir}/open.py {dev}/nvidia7\n"
+    )
+    state, out, err = _run(gpu_cluster, workdir, "--gres=gpu:2", script=script)
+    assert state == "COMPLETED", err
+    lines = out.splitlines()
+    assert "CUDA_VISIBLE_DEVICES=0,1" in lines and "GPU_DEVICE_ORDINAL=0,1" in lines
+    assert "SLURM_GPUS_ON_NODE=2" in lines
+    job_gpus = next(line.split("=", 1)[1] for line in lines if line.startswith("SLURM_JOB_GPUS="))
+    for index in job_gpus.split(","):
+        assert f"{dev}/nvidia{index} ENXIO" in lines  # allowed by the devices cgroup, no driver behind it
+    assert f"{dev}/nvidia7 EPERM" in lines  # not allocated: denied
+    assert not _job_cgroups(gpu_cluster)
+
+
+def test_memory_limit_kills_and_job_ends_out_of_memory(gpu_cluster: Cluster, workdir: Path) -> None:
+    script = "python3 -c \"b = b'x' * (200 << 20); print(len(b))\"\n"
+    state, _, err = _run(gpu_cluster, workdir, "--mem=50M", script=script)
+    assert state == "OUT_OF_MEMORY"
+    assert "oom_kill" in err
+    assert "JobState=OUT_OF_MEMORY" in gpu_cluster.ok("scontrol", "-o", "show", "job", *_last_job(gpu_cluster))
+    assert not _job_cgroups(gpu_cluster)
+
+
+def _last_job(c: Cluster) -> list[str]:
+    ids = [int(x) for x in c.ok("squeue", "-h", "-t", "all", "-o", "%i").split()]
+    return [str(max(ids))]
+
+
+def test_cpus_per_task_two_sees_exactly_two_cpus(gpu_cluster: Cluster, workdir: Path) -> None:
+    script = "grep Cpus_allowed_list /proc/self/status\n"
+    state, out, err = _run(gpu_cluster, workdir, "-c2", script=script)
+    assert state == "COMPLETED", err
+    allowed = out.split(":", 1)[1].strip()
+    cpus = set()
+    for part in allowed.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    assert len(cpus) == 2
+    assert not _job_cgroups(gpu_cluster)
+
+
+def test_gres_used_while_running(gpu_cluster: Cluster, workdir: Path) -> None:
+    job_id = gpu_cluster.submit("-o", "/dev/null", "--gres=gpu:h100:2", "--wrap", "sleep 30")
+    gpu_cluster.wait_state(job_id, {"RUNNING"})
+    try:
+        show = gpu_cluster.ok("scontrol", "-d", "show", "node", gpu_cluster.job_field(job_id, "%N"))
+        assert "GresUsed=gpu:h100:2(IDX:0-1)" in show
+        assert "gpu:h100:2" in gpu_cluster.ok("squeue", "-h", "-j", str(job_id), "-o", "%b")
+    finally:
+        gpu_cluster.ok("scancel", str(job_id))
+
+
+def test_gpus_unlike_slurm_conf_drain_the_node(tmp_path: Path) -> None:
+    c = start_cluster(
+        tmp_path / "c", nodes=1,
+        up_args=("--gpus-per-node", "8", "--gpu-type", "h100", "--fake-nvml", "pcie_a100", "--no-cgroups"),
+    )
+    try:
+        show = c.ok("scontrol", "show", "node", "node1")
+        assert "DRAIN" in show
+        assert "Reason=gres/gpu:h100 count reported lower than configured (0 < 8; found gpu:a100:8)" in show
+    finally:
+        stop_cluster(c)
