@@ -1,0 +1,104 @@
+"""Accounting end to end: sacctmgr builds the tree, ctld enforces it, sacct shows what ran."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
+
+pytestmark = pytest.mark.e2e
+DAEMON = 1  # a system user with no association
+
+
+@pytest.fixture(scope="module")
+def acct(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path_factory.mktemp("acct"), accounting=True,
+                      extra=("AccountingStorageEnforce=associations,limits,qos",))
+    c.ok("sacctmgr", "-i", "add", "account", "physics", "fairshare=40")
+    c.ok("sacctmgr", "-i", "add", "account", "research", "fairshare=60")
+    c.ok("sacctmgr", "-i", "add", "user", "nobody", "account=physics", "maxjobs=1")
+    time.sleep(2.5)  # ctld polls the association version every second
+    yield c
+    stop_cluster(c)
+
+
+def wait_sacct(c: Cluster, job: int, want: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    out = ""
+    while time.monotonic() < deadline:
+        out = c.ok("sacct", "-P", "-n", "-o", "JobID,State", "-j", str(job))
+        if want in out:
+            return out
+        time.sleep(0.3)
+    raise AssertionError(f"sacct never showed {want!r} for {job}: {out!r}")
+
+
+def test_tree_as_sacctmgr_shows_it(acct: Cluster) -> None:
+    out = acct.ok("sacctmgr", "-P", "-n", "show", "assoc", "format=Account,User,Share,MaxJobs")
+    rows = [line.split("|") for line in out.splitlines()]
+    assert ["physics", "", "40", ""] in rows and ["physics", "nobody", "1", "1"] in rows
+    assert ["research", "", "60", ""] in rows
+    assert [r[0] for r in rows].index("physics") < [r[0] for r in rows].index("research")
+
+
+def test_user_without_association_is_refused(acct: Cluster, workdir: Path) -> None:
+    out = acct.run("sbatch", "--wrap", "true", user=DAEMON, cwd=workdir)
+    assert out.returncode != 0
+    assert "Invalid account or account/partition combination specified" in out.stderr
+
+
+def test_only_admins_change_accounting(acct: Cluster, workdir: Path) -> None:
+    out = acct.run("sacctmgr", "-i", "add", "account", "sneaky", user=NOBODY, cwd=workdir)
+    assert out.returncode != 0 and "privilege" in out.stderr
+
+
+def test_max_jobs_keeps_the_second_job_pending(acct: Cluster, workdir: Path) -> None:
+    first = acct.submit("--wrap", "sleep 3", user=NOBODY, cwd=workdir)
+    second = acct.submit("--wrap", "true", user=NOBODY, cwd=workdir)
+    acct.wait_state(first, {"RUNNING"})
+    deadline = time.monotonic() + 10
+    reason = ""
+    while time.monotonic() < deadline and reason != "AssocMaxJobsLimit":
+        reason = acct.job_field(second, "%r")
+        time.sleep(0.2)
+    assert reason == "AssocMaxJobsLimit"
+    acct.wait_state(second, {"COMPLETED"}, timeout=60)
+
+
+def test_sacct_shows_jobs_steps_and_array_tasks(acct: Cluster, workdir: Path) -> None:
+    ok = acct.submit("-J", "ok", "--wrap", "true", cwd=workdir)
+    fails = acct.submit("-J", "fails", "--wrap", "exit 3", cwd=workdir)
+    array = acct.submit("-J", "arr", "-a", "1-2", "--wrap", "true", cwd=workdir)
+    for job in (ok, fails):
+        wait_sacct(acct, job, f"{job}.batch|")
+    wait_sacct(acct, array, f"{array}_2.batch|COMPLETED")
+    out = acct.ok("sacct", "-P", "-o", "JobID,JobName,State,ExitCode,Elapsed,NodeList",
+                  "-j", f"{ok},{fails},{array}")
+    lines = out.splitlines()
+    assert lines[0] == "JobID|JobName|State|ExitCode|Elapsed|NodeList"
+    rows = {line.split("|")[0]: line.split("|")[1:] for line in lines[1:]}
+    assert rows[str(ok)][:3] == ["ok", "COMPLETED", "0:0"]
+    assert rows[f"{ok}.batch"][:3] == ["batch", "COMPLETED", "0:0"]
+    assert rows[str(fails)][:3] == ["fails", "FAILED", "3:0"]
+    assert rows[f"{fails}.batch"][:3] == ["batch", "FAILED", "3:0"]
+    assert rows[f"{array}_1"][:2] == ["arr", "COMPLETED"] and f"{array}_2.batch" in rows
+    assert all(r[3].count(":") == 2 and r[4].startswith("node") for r in rows.values())
+
+
+def test_submitit_query_parses(acct: Cluster, workdir: Path) -> None:
+    a = acct.submit("--wrap", "true", cwd=workdir)
+    b = acct.submit("--wrap", "sleep 30", cwd=workdir)
+    wait_sacct(acct, a, f"{a}|COMPLETED")
+    acct.wait_state(b, {"RUNNING"})
+    out = acct.ok("sacct", "-o", "JobID,State,NodeList", "--parsable2", "-j", str(a), "-j", str(b))
+    lines = out.splitlines()
+    assert lines[0] == "JobID|State|NodeList"
+    states = {line.split("|")[0]: line.split("|")[1] for line in lines[1:]}
+    assert states[str(a)] == "COMPLETED" and states[str(b)] == "RUNNING"
+    acct.ok("scancel", str(b))
+    wait_sacct(acct, b, f"{b}|CANCELLED by 0")
+    wait_sacct(acct, b, f"{b}.batch|CANCELLED")
