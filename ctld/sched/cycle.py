@@ -134,6 +134,11 @@ def backfill(
     return found.planned
 
 
+def queue_order_key(job: JobRequest, parts: Mapping[str, Partition], now: int) -> tuple[int, int, int, int]:
+    """A pending job's place in the queue, as run_cycle sorts it (lower first); for `shoal sim`."""
+    return _queue_key(job, parts, {job.job_id: _priority(job, parts, now)})
+
+
 def _priority(job: JobRequest, parts: Mapping[str, Partition], now: int) -> int:
     first = next((parts[name] for name in job.partitions if name in parts), None)
     if first is None:

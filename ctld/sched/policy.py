@@ -1,0 +1,33 @@
+"""Queue-order policies for `shoal sim`, expressed as the priority the core sorts by.
+
+`fcfs` and `easy` order by submit time (easy adds EASY backfill); `sjf` orders by the estimate
+(shortest first, then submit time), with backfill. Larger priority runs first, as in the core.
+`conf` leaves the priority to priority.py, as a live cluster would.
+"""
+
+from __future__ import annotations
+
+from ctld.sched.model import Config
+
+POLICIES = ("fcfs", "easy", "sjf", "conf")
+TOP = 2**62
+
+
+def policy_priority(policy: str, submit_time: int, estimate_s: int) -> int | None:
+    """The admin priority a trace job gets under `policy` (None: the core computes it)."""
+    if policy in ("fcfs", "easy"):
+        return TOP - submit_time
+    if policy == "sjf":
+        return TOP - estimate_s * 2**32 - submit_time
+    return None
+
+
+def policy_config(policy: str, base: Config) -> Config:
+    """The scheduler knobs a policy implies on top of `base` (the slurm.conf's, or the defaults)."""
+    from dataclasses import replace
+
+    if policy == "fcfs":
+        return replace(base, scheduler="sched/builtin")
+    if policy in ("easy", "sjf"):
+        return replace(base, scheduler="sched/backfill", bf_reservations=1)
+    return base

@@ -1,0 +1,167 @@
+"""The event-driven simulator: a virtual clock drives `run_cycle`, the live controller's core.
+
+At every moment something happens (jobs submitted, jobs ending at their run time) the simulator
+applies the events, hands the core a snapshot and applies the starts it decides. Nothing about
+scheduling is decided here. The snapshot is kept incrementally: node usage changes only on the
+nodes a start or an end touches, and the queue is kept in the core's order, so a cycle sees only
+the jobs it could consider (the first `depth` = max(default_queue_depth, bf_max_job_test) jobs);
+when every one of them starts, the cycle runs again at the same moment, so nothing is lost.
+Priorities are taken as fixed from submit (true of priority/basic and the sim's policies).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ctld.sched import cycle
+from ctld.sched.model import (
+    Config,
+    JobRequest,
+    Node,
+    NodeUsage,
+    Partition,
+    RunningJob,
+    Snapshot,
+    Start,
+)
+from ctld.sim.swf import TraceJob
+
+
+@dataclass(slots=True)
+class JobResult:
+    job_id: int
+    submit: int
+    start: int
+    end: int
+    run: int
+    cpus: int
+    nodes: int
+
+    @property
+    def wait(self) -> int:
+        return self.start - self.submit
+
+
+Progress = Callable[[int, int], None]  # (jobs finished, jobs in all)
+
+
+class Simulation:
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        partitions: Sequence[Partition],
+        config: Config,
+        request: Callable[[TraceJob], JobRequest],
+    ) -> None:
+        self.config = config
+        self.nodes = {n.name: n for n in nodes}
+        self.order = [n.name for n in nodes]
+        self.partitions = tuple(partitions)
+        self._parts = {p.name: p for p in partitions}
+        self.request = request
+        self.depth = max(1, min(config.max_job_test, config.bf_max_job_test))
+        if config.scheduler != "sched/backfill":
+            self.depth = max(1, config.max_job_test)
+
+    def run(self, jobs: Sequence[TraceJob], progress: Progress | None = None) -> list[JobResult]:
+        """Replay `jobs` (sorted by submit) on an empty machine; one result per job that started."""
+        arrivals = sorted(jobs, key=lambda j: (j.submit, j.job_id))
+        trace = {j.job_id: j for j in arrivals}
+        queue_keys: list[tuple[tuple[int, int, int, int], int]] = []
+        requests: dict[int, JobRequest] = {}
+        running: dict[int, RunningJob] = {}
+        ends: list[tuple[int, int]] = []
+        results: dict[int, JobResult] = {}
+        next_arrival = 0
+        done = 0
+        while next_arrival < len(arrivals) or ends:
+            now = min(
+                arrivals[next_arrival].submit if next_arrival < len(arrivals) else ends[0][0],
+                ends[0][0] if ends else arrivals[next_arrival].submit,
+            )
+            while ends and ends[0][0] <= now:
+                _, job_id = heapq.heappop(ends)
+                self._release(running.pop(job_id))
+                done += 1
+            while next_arrival < len(arrivals) and arrivals[next_arrival].submit <= now:
+                tj = arrivals[next_arrival]
+                next_arrival += 1
+                req = self.request(tj)
+                requests[tj.job_id] = req
+                bisect.insort(queue_keys, (cycle.queue_order_key(req, self._parts, now), tj.job_id))
+            while queue_keys:
+                batch = queue_keys[: self.depth]
+                snap = Snapshot(
+                    nodes=tuple(self.nodes[name] for name in self.order),
+                    partitions=self.partitions,
+                    pending=tuple(requests[job_id] for _, job_id in batch),
+                    running=tuple(running.values()),
+                    jobs=(),
+                    config=self.config,
+                )
+                result = cycle.run_cycle(snap, now)
+                started = {s.job_id for s in result.starts}
+                for start in result.starts:
+                    tj = trace[start.job_id]
+                    end = now + tj.run
+                    running[start.job_id] = self._hold(start, now, tj)
+                    heapq.heappush(ends, (end, start.job_id))
+                    cpus = sum(a.cpus for a in start.allocation)
+                    results[start.job_id] = JobResult(
+                        tj.job_id, tj.submit, now, end, tj.run, cpus, len(start.allocation)
+                    )
+                    del requests[start.job_id]
+                if started:
+                    queue_keys = [k for k in queue_keys if k[1] not in started]
+                if len(started) < len(batch):
+                    break
+            if progress is not None:
+                progress(done, len(arrivals))
+        return [results[j.job_id] for j in arrivals if j.job_id in results]
+
+    def _hold(self, start: Start, now: int, tj: TraceJob) -> RunningJob:
+        """Record a start: its nodes' usage grows, and it holds them until start + limit."""
+        for alloc in start.allocation:
+            node = self.nodes[alloc.node]
+            u = node.usage
+            self.nodes[alloc.node] = dataclasses.replace(
+                node,
+                usage=NodeUsage(
+                    cpu_ids=u.cpu_ids | frozenset(alloc.cpu_ids),
+                    mem_mb=u.mem_mb + alloc.mem_mb,
+                    gpu_indices=u.gpu_indices | frozenset(alloc.gpu_indices),
+                    exclusive=u.exclusive or start.exclusive,
+                    jobs=u.jobs + 1,
+                ),
+            )
+        limit_end = now + start.time_limit_min * 60 if start.time_limit_min >= 0 else 0
+        del tj
+        return RunningJob(
+            job_id=start.job_id,
+            nodes=tuple(a.node for a in start.allocation),
+            end_time=limit_end,
+            partition=start.partition,
+            allocation=start.allocation,
+        )
+
+    def _release(self, job: RunningJob) -> None:
+        for alloc in job.allocation:
+            node = self.nodes[alloc.node]
+            u = node.usage
+            left = u.jobs - 1
+            self.nodes[alloc.node] = dataclasses.replace(
+                node,
+                usage=NodeUsage(
+                    cpu_ids=u.cpu_ids - frozenset(alloc.cpu_ids),
+                    mem_mb=max(0, u.mem_mb - alloc.mem_mb),
+                    gpu_indices=u.gpu_indices - frozenset(alloc.gpu_indices),
+                    exclusive=u.exclusive and left > 0,
+                    jobs=left,
+                )
+                if left > 0
+                else NodeUsage(),
+            )

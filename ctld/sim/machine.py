@@ -1,0 +1,95 @@
+"""The simulated machine and how a trace job becomes a JobRequest.
+
+Without a slurm.conf the machine is the trace's size (MaxProcs, else MaxNodes) as a pool of
+one-CPU slots on a single node: a job of P processors takes P CPUs, exactly as on P one-CPU nodes
+(an SWF job asks for processors, never for particular nodes), but placement looks at one node
+instead of hundreds. With a slurm.conf, its nodes and partitions are the machine and jobs go to
+the default partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctld.sched.model import UNLIMITED, Config, JobRequest, Node, Partition
+from ctld.sched.policy import policy_priority
+from ctld.sim.swf import TraceJob
+
+SIM_PARTITION = "sim"
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    nodes: tuple[Node, ...]
+    partitions: tuple[Partition, ...]
+    config: Config
+    partition: str  # where trace jobs go
+
+    @property
+    def cpus(self) -> int:
+        part = next(p for p in self.partitions if p.name == self.partition)
+        members = set(part.nodes)
+        return sum(n.cpus for n in self.nodes if n.name in members)
+
+
+def pool_machine(cpus: int, config: Config) -> Machine:
+    node = Node(name="pool", cpus=cpus, real_memory_mb=cpus, partitions=frozenset({SIM_PARTITION}))
+    part = Partition(name=SIM_PARTITION, nodes=("pool",), max_time_min=UNLIMITED)
+    return Machine((node,), (part,), config, SIM_PARTITION)
+
+
+def conf_machine(path: str) -> Machine:
+    """The nodes, partitions and scheduler settings of a slurm.conf."""
+    from ctld.sched_config import sched_config
+    from shoal.conf import load_slurm_conf
+
+    cfg = load_slurm_conf(path)
+    nodes = tuple(
+        Node(
+            name=n.name,
+            cpus=n.cpus,
+            real_memory_mb=max(n.real_memory, n.cpus),
+            features=frozenset(n.features),
+            weight=n.weight,
+            partitions=frozenset(p.name for p in cfg.partitions if n.name in p.nodes),
+            sockets=n.sockets,
+            cores_per_socket=n.cores_per_socket,
+            threads_per_core=n.threads_per_core,
+        )
+        for n in cfg.nodes
+    )
+    parts = tuple(
+        Partition(
+            name=p.name,
+            nodes=tuple(p.nodes),
+            state=p.state,
+            max_time_min=p.max_time,
+            default_time_min=p.default_time,
+            max_nodes=p.max_nodes,
+            min_nodes=p.min_nodes,
+            priority_tier=p.priority_tier,
+            priority_job_factor=p.priority_job_factor,
+            exclusive=p.oversubscribe.upper().startswith("EXCLUSIVE"),
+        )
+        for p in cfg.partitions
+    )
+    default = next((p.name for p in cfg.partitions if p.is_default), parts[0].name if parts else SIM_PARTITION)
+    return Machine(nodes, parts, sched_config(cfg), default)
+
+
+def job_request(tj: TraceJob, policy: str, partition: str) -> JobRequest:
+    """A trace job as the core sees it: P tasks of one CPU on as many nodes as it takes."""
+    procs = max(1, tj.procs)
+    return JobRequest(
+        job_id=tj.job_id,
+        user_id=max(0, tj.user),
+        name=f"swf{tj.job_id}",
+        submit_time=tj.submit,
+        partitions=(partition,),
+        admin_priority=policy_priority(policy, tj.submit, tj.estimate),
+        min_nodes=1,
+        max_nodes=procs,
+        num_tasks=procs,
+        mem_per_cpu_mb=1,
+        time_limit_min=max(1, -(-tj.estimate // 60)),
+    )

@@ -1,0 +1,76 @@
+"""One replay of a trace under a policy: the whole trace, or the baseline protocol's windows."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ctld.sched.model import Config
+from ctld.sched.policy import policy_config
+from ctld.sim.engine import JobResult, Progress, Simulation
+from ctld.sim.machine import Machine, job_request, pool_machine
+from ctld.sim.metrics import Summary, combine, summarize
+from ctld.sim.swf import Trace, TraceJob
+
+# The sim's own policies plan far ahead at one-second resolution and test the whole queue they see.
+SIM_DEFAULTS = Config(bf_window_min=10**7, bf_resolution_s=1, bf_max_job_test=100, max_job_test=100)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    label: str
+    summary: Summary
+    results: list[JobResult]
+
+
+def default_machine(trace: Trace) -> Machine:
+    return pool_machine(trace.max_procs, SIM_DEFAULTS)
+
+
+def replay(
+    jobs: Sequence[TraceJob], machine: Machine, policy: str, progress: Progress | None = None
+) -> tuple[list[JobResult], int, float]:
+    """Start an empty machine, replay `jobs`; (results, jobs skipped as too large, wall seconds)."""
+    config = policy_config(policy, machine.config)
+    fits = [j for j in jobs if 0 < j.procs <= machine.cpus] if machine.cpus else list(jobs)
+    sim = Simulation(
+        machine.nodes, machine.partitions, config, lambda tj: job_request(tj, policy, machine.partition)
+    )
+    started = time.perf_counter()
+    results = sim.run(fits, progress)
+    return results, len(jobs) - len(fits), time.perf_counter() - started
+
+
+def evaluate(
+    trace: Trace,
+    machine: Machine,
+    policy: str,
+    windows: tuple[int, int] | None = None,
+    seed: int = 1,
+    progress: Progress | None = None,
+    label: str = "",
+) -> Outcome:
+    """The whole trace, or `windows` = (count, size) windows of consecutive jobs drawn with `seed`."""
+    if windows is None:
+        results, skipped, wall = replay(trace.jobs, machine, policy, progress)
+        return Outcome(label or policy, summarize(results, machine.cpus, skipped, wall), results)
+    count, size = windows
+    rng = random.Random(seed)
+    parts: list[Summary] = []
+    everything: list[JobResult] = []
+    wall = 0.0
+    n = len(trace.jobs)
+    for _ in range(count):
+        first = rng.randrange(size, max(size + 1, n - size - 1)) if n > 2 * size + 1 else 0
+        window = trace.jobs[first : first + size]
+        results, skipped, took = replay(window, machine, policy, progress)
+        wall += took
+        parts.append(summarize(results, machine.cpus, skipped, took, until_last_start=True))
+        everything.extend(results)
+    return Outcome(label or policy, combine(parts, wall), everything)
+
+
+def with_config(machine: Machine, **changes: int | str) -> Machine:
+    return replace(machine, config=replace(machine.config, **changes))  # type: ignore[arg-type]

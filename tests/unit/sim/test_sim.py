@@ -1,0 +1,114 @@
+"""shoal sim: golden start times on a hand-checked trace, the SWF reader, the command's output."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from cli import shoal_sim
+from ctld.sim.run import default_machine, evaluate
+from ctld.sim.swf import Trace, TraceJob, read_swf
+
+TRACES = Path("/work/shared/traces")
+if not TRACES.exists():
+    TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+
+# A 4-processor machine. Job 2 needs all of it; job 3 is short enough to run before job 2's
+# reservation (job 1's limit is 2 minutes: it ends by 120); job 4 is too long to backfill.
+SMALL = """; Version: 2.2
+; MaxProcs: 4
+; MaxNodes: 4
+1 0 -1 100 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1
+2 0 -1 100 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+3 10 -1 50 2 -1 -1 -1 -1 -1 1 2 1 -1 1 -1 -1 -1
+4 20 -1 200 1 -1 -1 1 -1 -1 1 2 1 -1 1 -1 -1 -1
+"""
+
+GOLDEN = [
+    ("fcfs", {1: 0, 2: 100, 3: 200, 4: 200}),
+    ("easy", {1: 0, 2: 100, 3: 10, 4: 200}),
+    ("sjf", {1: 0, 3: 10, 2: 100, 4: 200}),
+]
+
+
+@pytest.fixture
+def small_trace(tmp_path: Path) -> Path:
+    path = tmp_path / "small.swf"
+    path.write_text(SMALL)
+    return path
+
+
+@pytest.mark.parametrize(("policy", "starts"), GOLDEN, ids=[g[0] for g in GOLDEN])
+def test_golden_start_times(small_trace: Path, policy: str, starts: dict[int, int]) -> None:
+    trace = read_swf(small_trace)
+    outcome = evaluate(trace, default_machine(trace), policy)
+    assert {r.job_id: r.start for r in outcome.results} == starts
+    assert outcome.summary.jobs == 4
+
+
+def test_jobs_larger_than_the_machine_are_skipped_and_counted() -> None:
+    jobs = [TraceJob(1, 0, 10, 2, 10), TraceJob(2, 0, 10, 9, 10)]
+    trace = Trace("t", jobs, {"MaxProcs": "4"})
+    outcome = evaluate(trace, default_machine(trace), "easy")
+    assert [r.job_id for r in outcome.results] == [1]
+    assert outcome.summary.skipped == 1
+
+
+SHIPPED = [
+    ("lublin_256.swf", 10_000, 256),
+    ("lublin_256_new2.swf", 10_000, 256),
+    ("NASA-iPSC-1993-3.1-cln.swf.gz", 18_239, 128),
+]
+
+
+@pytest.mark.parametrize(("name", "jobs", "procs"), SHIPPED, ids=[s[0] for s in SHIPPED])
+def test_swf_reader_on_shipped_traces(name: str, jobs: int, procs: int) -> None:
+    path = TRACES / name
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    trace = read_swf(path)
+    assert len(trace.jobs) == jobs
+    assert trace.max_procs == procs
+    assert all(j.procs >= 1 and j.run >= 0 for j in trace.jobs)
+    # requested time is -1 in these traces: the estimate is the run time
+    assert all(j.estimate == j.run for j in trace.jobs)
+
+
+def test_swf_reader_header_and_unknown_fields(tmp_path: Path) -> None:
+    path = tmp_path / "t.swf.gz"
+    with gzip.open(path, "wt") as stream:
+        stream.write("; MaxNodes: 8\n; Note: submit times are start times\n")
+        stream.write("1 5 -1 -1 -1 -1 -1 3 600 -1 1 4 -1 -1 -1 -1 -1 -1\n")
+    trace = read_swf(path)
+    assert trace.header["MaxNodes"] == "8"
+    assert trace.max_procs == 8
+    job = trace.jobs[0]
+    assert (job.submit, job.run, job.procs, job.estimate, job.user) == (5, 0, 3, 600, 4)
+
+
+def test_json_keys(small_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert shoal_sim.main([str(small_trace), "--policy", "easy", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("jobs", "utilization", "mean_wait", "avg_bounded_slowdown", "max_wait", "makespan"):
+        assert key in data
+    assert data["jobs"] == 4
+
+
+def test_table_compare_and_csv(small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_csv = tmp_path / "jobs.csv"
+    assert shoal_sim.main([str(small_trace), "--policy", "fcfs", "--compare", "easy", "--csv", str(out_csv)]) == 0
+    table = capsys.readouterr().out
+    assert "avg bsld" in table and "fcfs" in table and "easy" in table
+    rows = out_csv.read_text().splitlines()
+    assert rows[0] == "id,submit,start,end,cpus,nodes,wait"
+    assert rows[3] == "3,10,200,250,2,1,190"
+
+
+def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert shoal_sim.main([os.fspath(tmp_path / "missing.swf")]) == 1
+    assert capsys.readouterr().err.startswith("shoal sim: error: ")
+    assert shoal_sim.main([os.fspath(tmp_path / "x"), "--windows", "ten"]) == 1
