@@ -196,6 +196,18 @@ def cmd_show(args: list[str], flags: Flags) -> int:
         return show_jobs(name, flags)
     if matches(entity, "nodes", 3):
         return show_nodes(name, flags)
+    if matches(entity, "steps", 4):
+        from cli.common import CommandError
+        from cli.stepshow import show_steps
+
+        try:
+            records = show_steps(name)
+        except CommandError as exc:
+            raise Failure(exc.message) from exc
+        if not records:
+            print("No job steps in the system")
+        _emit(records, flags)
+        return 0
     if matches(entity, "partitions", 3):
         return show_partitions(name, flags)
     if matches(entity, "config", 3):

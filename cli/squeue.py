@@ -700,9 +700,17 @@ def _run(argv: Sequence[str] | None) -> int:
         _print_settings(args, format_str, long_format, sort)
     header = not args.noheader
     if args.steps is not None:
-        # Job steps are not tracked by the controller yet: the header alone, like an idle cluster.
+        from cli.common import CommandError as StepError
+        from cli.stepshow import squeue_rows, squeue_value
+
         if header:
             print(fmt.render(fields, lambda key: "STEPID" if key == "i" else header_of(key)))
+        try:
+            for value in squeue_rows(squeue_value, args.steps or ""):
+                print(fmt.render(fields, value))
+        except StepError as exc:
+            print(f"slurm_load_job_steps error: {exc.message}", file=sys.stderr)
+            return 1
         return 0
 
     from cli.common import CommandError

@@ -265,17 +265,18 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     req.launch.io_host = io_host(job)
     req.launch.io_port = io.port
     req.launch.io_token = io.token
-    step_text = f"StepId={job.job_id}.?"
+    step_text = ""
     reported: set[int] = set()
+    killed = threading.Event()
     if req.launch.kill_on_bad_exit:  # before the step exists: a task may end at once
-        killed = threading.Event()
 
         def on_exit(task: int, ended: TaskExit) -> None:
             if (ended.code or ended.signal) and not killed.is_set():
                 killed.set()
                 reported.add(task)
                 print(f"srun: error: {ended.node}: task {task}: {describe_exit(ended)}", file=sys.stderr)
-                print(f"srun: Terminating {step_text}", file=sys.stderr)
+                if step_text:
+                    print(f"srun: Terminating {step_text}", file=sys.stderr)
                 io.signal(0)
 
         io.on_exit.append(on_exit)
@@ -294,6 +295,8 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
         time.sleep(RETRY_S)
     step = reply.step
     step_text = f"StepId={step.job_id}.{step.step_id}"
+    if killed.is_set():
+        print(f"srun: Terminating {step_text}", file=sys.stderr)
     if waiting:
         print(f"srun: Step created for {step_text}", file=sys.stderr)
     io.expect(step.num_nodes)

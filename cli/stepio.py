@@ -58,6 +58,7 @@ class StepIO:
         self.finished_nodes: set[str] = set()
         self.expected_nodes: int | None = None
         self.on_exit: list[object] = []
+        self.terminating = False  # a node that connects after the step was terminated is told too
         self._line_start: dict[tuple[int, int], bool] = {}
         self._out_lock = threading.Lock()
         self._all_connected = threading.Event()
@@ -91,6 +92,12 @@ class StepIO:
                 self.task_node[int(t)] = node
             if self.expected_nodes is not None and len(self.conns) >= self.expected_nodes:
                 self._all_connected.set()
+            late = self.terminating
+        if late:
+            try:
+                conn.sendall(taskio.frame(taskio.SIGNAL, 0, b"0"))
+            except OSError:
+                pass
         while True:
             try:
                 got = taskio.read_frame(conn)
@@ -152,6 +159,9 @@ class StepIO:
 
     def signal(self, sig: int) -> None:
         """Send a signal to every task (0 = terminate the step: SIGTERM, then SIGKILL)."""
+        if sig == 0:
+            with self.lock:
+                self.terminating = True
         self.send_to_all(taskio.frame(taskio.SIGNAL, 0, str(sig).encode()))
 
     def forward_stdin(self, source: BinaryIO) -> None:

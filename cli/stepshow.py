@@ -1,0 +1,76 @@
+"""Job steps for `scontrol show step` and `squeue -s` (formatting only; the data is GetSteps)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from cli.common import CommandError, ctld
+from shoal.timefmt import format_duration, format_time_limit, format_timestamp
+from shoal.v1 import controller_pb2, jobs_pb2
+
+BATCH_STEP = -4
+STATE_NAMES = {v: k for k, v in jobs_pb2.JobState.items()}
+
+
+def step_id_text(step: jobs_pb2.JobStep) -> str:
+    return f"{step.job_id}.batch" if step.step_id == BATCH_STEP else f"{step.job_id}.{step.step_id}"
+
+
+def load_steps(ids: Iterable[str], include_finished: bool) -> tuple[list[jobs_pb2.JobStep], int]:
+    request = controller_pb2.GetStepsRequest(step_ids=[i for i in ids if i], include_finished=include_finished)
+    reply = ctld("GetSteps", request, controller_pb2.GetStepsResponse)
+    steps = sorted(reply.steps, key=lambda s: (s.job_id, s.step_id))
+    return steps, reply.now
+
+
+def format_step(step: jobs_pb2.JobStep, now: int) -> str:
+    """One `scontrol show step` record."""
+    state = STATE_NAMES.get(step.state, "UNKNOWN")
+    end = step.end_time or now
+    lines = [
+        f"StepId={step_id_text(step)} UserId={step.user_id} StartTime={format_timestamp(step.start_time)} "
+        f"TimeLimit={format_time_limit(step.time_limit_min)}",
+        f"   State={state} Partition={step.partition} NodeList={step.nodes}",
+        f"   Nodes={step.num_nodes} CPUs={step.num_cpus} Tasks={step.num_tasks} Name={step.name} Network=(null)",
+        f"   TRES=cpu={step.num_cpus},node={step.num_nodes}",
+        f"   ResvPorts=(null) RunTime={format_duration(max(0, end - step.start_time))}",
+        f"   CPUFreqReq=Default Dist={(step.distribution or 'block').capitalize()}",
+    ]
+    if state != "RUNNING":
+        lines.append(f"   EndTime={format_timestamp(step.end_time)} ExitCode={step.exit_code}:{step.exit_signal}")
+    return "\n".join(lines) + "\n"
+
+
+def show_steps(step_id: str) -> list[str]:
+    """Records for `scontrol show step [id]` (finished steps of known jobs too)."""
+    if step_id.lower().startswith("stepid="):
+        step_id = step_id[7:]
+    try:
+        steps, now = load_steps([step_id], include_finished=bool(step_id))
+    except CommandError as exc:
+        raise CommandError(f"slurm_get_job_steps error: {exc.message}") from exc
+    if not steps and step_id:
+        raise CommandError("slurm_get_job_steps error: Invalid job id specified")
+    return [format_step(s, now) for s in steps]
+
+
+def squeue_rows(value_of: Callable[[jobs_pb2.JobStep, int], Callable[[str], str]], ids: str) -> list[Callable[[str], str]]:
+    steps, now = load_steps(ids.split(",") if ids else [], include_finished=False)
+    return [value_of(s, now) for s in steps]
+
+
+def squeue_value(step: jobs_pb2.JobStep, now: int) -> Callable[[str], str]:
+    """squeue -s's % letters for one step."""
+    values = {
+        "i": step_id_text(step),
+        "j": step.name,
+        "P": step.partition,
+        "u": step.user_name,
+        "M": format_duration(max(0, now - step.start_time)),
+        "N": step.nodes,
+        "T": STATE_NAMES.get(step.state, "UNKNOWN"),
+        "l": format_time_limit(step.time_limit_min),
+        "S": format_timestamp(step.start_time),
+        "A": str(step.num_tasks),
+    }
+    return lambda key: values.get(key, "")

@@ -1,0 +1,160 @@
+"""srun, salloc and job steps against a real 2-node cluster (4 CPUs each)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Cluster
+
+pytestmark = pytest.mark.e2e
+
+ENV_CMD = 'echo "$SLURMD_NODENAME $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_GTIDS"'
+
+
+def lines(text: str) -> list[str]:
+    return sorted(line for line in text.splitlines() if line)
+
+
+def test_labelled_lines_from_two_nodes(cluster: Cluster) -> None:
+    out = cluster.ok("srun", "-N2", "-n4", "-l", "bash", "-c", "echo $SLURMD_NODENAME")
+    assert lines(out) == ["0: node1", "1: node1", "2: node2", "3: node2"]
+
+
+@pytest.mark.parametrize(
+    ("dist", "want"),
+    [
+        ("block", ["node1 0 0 0 0,1", "node1 1 1 0 0,1", "node2 2 0 1 2,3", "node2 3 1 1 2,3"]),
+        ("cyclic", ["node1 0 0 0 0,2", "node1 2 1 0 0,2", "node2 1 0 1 1,3", "node2 3 1 1 1,3"]),
+    ],
+    ids=["block", "cyclic"],
+)
+def test_task_environment_follows_slurm(cluster: Cluster, dist: str, want: list[str]) -> None:
+    out = cluster.ok("srun", "-N2", "-n4", "--ntasks-per-node=2", "-m", dist, "bash", "-c", ENV_CMD)
+    assert lines(out) == want
+
+
+def test_step_and_torch_variables(cluster: Cluster) -> None:
+    out = cluster.ok("srun", "-N2", "-n4", "-l", "bash", "-c",
+                     "echo $SLURM_STEP_ID $SLURM_STEP_NUM_TASKS $SLURM_STEP_TASKS_PER_NODE "
+                     "$WORLD_SIZE $RANK $LOCAL_RANK $LOCAL_WORLD_SIZE $NODE_RANK $MASTER_PORT")
+    rows = dict(line.split(": ", 1) for line in out.splitlines())
+    assert rows["3"].split()[1:8] == ["4", "2(x2)", "4", "3", "1", "2", "1"]
+    # the user's own values win
+    out = cluster.ok("srun", "-n1", "bash", "-c", "echo $MASTER_ADDR $RANK", env={"MASTER_ADDR": "h0"})
+    assert out.strip() == "h0 0"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (("-n1", "bash", "-c", "exit 7"), 7, "srun: error: node1: task 0: Exited with exit code 7"),
+        (("-n1", "bash", "-c", "kill -9 $$"), 137, "srun: error: node1: task 0: Killed"),
+        (("-n1", "no-such-command-xyz"), 2, "srun: error: node1: task 0: Exited with exit code 2"),
+        (("-N2", "-n2", "bash", "-c", "exit $((SLURM_PROCID + 3))"), 4,
+         "srun: error: node2: task 1: Exited with exit code 4"),
+    ],
+    ids=["exit-code", "signal", "no-such-command", "highest-wins"],
+)
+def test_exit_status_and_messages(cluster: Cluster, argv: tuple[str, ...], code: int, message: str) -> None:
+    out = cluster.run("srun", *argv)
+    assert out.returncode == code
+    assert message in out.stderr.splitlines()
+    if "no-such-command-xyz" in argv:
+        assert "execve(): no-such-command-xyz: No such file or directory" in out.stderr
+
+
+def test_kill_on_bad_exit_ends_the_other_tasks(cluster: Cluster) -> None:
+    out = cluster.run("srun", "-N2", "-n2", "-K", "bash", "-c",
+                      "if [ $SLURM_PROCID = 1 ]; then exit 3; fi; sleep 60; echo survived", timeout=40)
+    assert "survived" not in out.stdout
+    assert "srun: error: node2: task 1: Exited with exit code 3" in out.stderr
+    assert "srun: Terminating StepId=" in out.stderr
+    assert out.returncode != 0
+
+
+def test_stdin_goes_to_task_zero_and_output_files(cluster: Cluster, workdir: Path) -> None:
+    out = cluster.run("srun", "-n2", "-l", "cat", input="hello\n")
+    assert out.stdout == "0: hello\n"
+    cluster.ok("srun", "-N2", "-n2", "--output", str(workdir / "o-%j-%t.txt"), "--error", "none",
+               "bash", "-c", "echo out$SLURM_PROCID; echo err >&2")
+    got = sorted(p.read_text() for p in workdir.glob("o-*-*.txt"))
+    assert got == ["out0\n", "out1\n"]
+
+
+def test_export_with_literal_quotes(cluster: Cluster) -> None:
+    out = cluster.ok("srun", "-n1", '--export=ALL,DS_X="a b"', "bash", "-c", "echo [$DS_X]")
+    assert out.strip() == "[a b]"
+
+
+def test_step_larger_than_its_allocation_is_refused(cluster: Cluster, workdir: Path) -> None:
+    script = workdir / "job.sh"
+    script.write_text("#!/bin/bash\nsrun -n 99 true\necho rc=$?\nsrun -n1 echo still-usable\n")
+    job = cluster.submit("-N1", "-n1", "-o", str(workdir / "job.out"), str(script))
+    cluster.wait_state(job, {"COMPLETED", "FAILED"})
+    text = (workdir / "job.out").read_text()
+    assert f"srun: error: Unable to create step for job {job}: More processors requested than permitted" in text
+    assert "rc=1" in text and "still-usable" in text
+
+
+def test_srun_inside_a_batch_job_uses_the_job_shape(cluster: Cluster, workdir: Path) -> None:
+    job = cluster.submit("-N2", "--ntasks-per-node=2", "-o", str(workdir / "b.out"),
+                         "--wrap", "srun -l bash -c 'echo $SLURMD_NODENAME'")
+    cluster.wait_state(job, {"COMPLETED"})
+    assert lines((workdir / "b.out").read_text()) == ["0: node1", "1: node1", "2: node2", "3: node2"]
+    shown = cluster.ok("scontrol", "show", "step", f"{job}.0")
+    assert f"StepId={job}.0 " in shown and "State=COMPLETED" in shown and "Tasks=4" in shown
+
+
+def _srun_process(cluster: Cluster, *argv: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "cli.srun", *argv], env=cluster.env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_running_step(cluster: Cluster, name: str) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for line in cluster.ok("squeue", "-s", "-h", "-o", "%i %j").splitlines():
+            step, step_name = line.split()
+            if step_name == name:
+                return step
+        time.sleep(0.2)
+    raise AssertionError(f"no running step named {name}")
+
+
+def test_two_ctrl_c_cancel_the_step_and_steps_stay_visible(cluster: Cluster) -> None:
+    proc = _srun_process(cluster, "-N2", "-n2", "-J", "sleepy", "sleep", "60")
+    step = _wait_running_step(cluster, "sleepy")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert "srun: interrupt (one more within 1 sec to abort)" in err
+    assert f"srun: sending Ctrl-C to StepId={step}" in err
+    assert proc.returncode != 0
+    shown = cluster.ok("scontrol", "show", "step", step)
+    assert "State=CANCELLED" in shown
+
+
+def test_scancel_kills_every_step(cluster: Cluster) -> None:
+    proc = _srun_process(cluster, "-N2", "-n2", "-J", "victim", "sleep", "60")
+    step = _wait_running_step(cluster, "victim")
+    cluster.ok("scancel", step.split(".")[0])
+    proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert cluster.state(step.split(".")[0]) == "CANCELLED"
+
+
+def test_salloc_runs_the_command_in_its_allocation(cluster: Cluster) -> None:
+    out = cluster.run("salloc", "-N2", "bash", "-c", "srun -l bash -c 'echo $SLURM_JOB_ID'; exit 5")
+    assert out.returncode == 5
+    granted = [w for w in out.stderr.split() if w.isdigit()]
+    assert f"salloc: Granted job allocation {granted[0]}" in out.stderr
+    assert lines(out.stdout) == [f"0: {granted[0]}", f"1: {granted[0]}"]
+    assert f"salloc: Relinquishing job allocation {granted[0]}" in out.stderr
+    assert cluster.state(granted[0]) == "FAILED"
