@@ -116,6 +116,8 @@ def layout_step(alloc: Sequence[AllocNode], busy: Mapping[str, int], req: StepRe
         raise StepRefused(NODES_UNAVAILABLE)
     if req.min_nodes:
         want = req.min_nodes
+    elif required:
+        want = len(required)  # -w alone: exactly those nodes
     elif req.num_tasks:
         want = max(len(required), min(req.num_tasks, len(candidates)))
     else:

@@ -1,0 +1,44 @@
+"""srun's pure pieces: exit messages and status, --export with quotes, task patterns."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli.srun import exit_messages, split_export, step_exit_status, task_export
+from cli.stepio import TaskExit
+from noded.tasks import expand_pattern
+
+
+def test_exit_messages_group_tasks_per_node() -> None:
+    exits = {0: TaskExit("node1", 3, 0), 1: TaskExit("node1", 3, 0), 2: TaskExit("node2", 0, 9),
+             3: TaskExit("node2", 0, 0)}
+    assert exit_messages(exits) == [
+        "srun: error: node1: tasks 0-1: Exited with exit code 3",
+        "srun: error: node2: task 2: Killed",
+    ]
+    assert step_exit_status(exits) == 137
+
+
+@pytest.mark.parametrize(
+    ("spec", "env", "want"),
+    [
+        ('ALL,K="v"', {"A": "1"}, {"A": "1", "K": "v"}),
+        ("ALL,K='a,b'", {}, {"K": "a,b"}),
+        ("NONE,K=v", {"A": "1", "SLURM_X": "2"}, {"SLURM_X": "2", "K": "v"}),
+        ("K=v", {"A": "1"}, {"K": "v"}),
+        (None, {"A": "1"}, {"A": "1"}),
+    ],
+    ids=["deepspeed-quotes", "comma-in-quotes", "none", "list-without-all", "default-all"],
+)
+def test_task_export(spec: str | None, env: dict[str, str], want: dict[str, str]) -> None:
+    assert task_export(spec, env) == want
+
+
+def test_split_export_keeps_quoted_commas() -> None:
+    assert split_export('ALL,A="x,y",B=z') == ["ALL", 'A="x,y"', "B=z"]
+
+
+def test_task_patterns() -> None:
+    fields = {"j": "12", "t": "3", "n": "1", "N": "node2", "s": "0", "u": "alice", "x": "train"}
+    assert expand_pattern("out-%j-%t-%N-%s-%u-%x-%n.txt", fields) == "out-12-3-node2-0-alice-train-1.txt"
+    assert expand_pattern("o-%4t", fields) == "o-0003"
