@@ -1,0 +1,71 @@
+"""dbd killed while 100 jobs run and finish, ctld restarted meanwhile: every record arrives exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
+
+pytestmark = pytest.mark.e2e
+JOBS = 100
+
+
+def _pid(cluster: Cluster, name: str) -> int:
+    return int((cluster.dir / "run" / f"{name}.pid").read_text().split()[0])
+
+
+def _start(cluster: Cluster, module: str, conf: Path) -> None:
+    log = open(cluster.dir / "log" / f"{module}.restart.out", "ab")  # noqa: SIM115 - the daemon keeps it
+    subprocess.Popen([sys.executable, "-m", module, "-f", str(conf)], env=cluster.env, stdout=log,
+                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    cluster = start_cluster(tmp_path / "c", nodes=2, cpus=4, accounting=True)
+    try:
+        os.kill(_pid(cluster, "dbd"), signal.SIGKILL)
+        array = cluster.submit("-a", f"1-{JOBS}", "--wrap", "true", cwd=tmp_path)
+        _until(lambda: "RUNNING" in cluster.ok("squeue", "-h", "-o", "%T"), 60, "jobs to run")
+        os.kill(_pid(cluster, "ctld"), signal.SIGKILL)  # records queued so far must survive
+        time.sleep(1)
+        _start(cluster, "ctld.main", cluster.conf)
+        _until(lambda: cluster.run("squeue", "-h").returncode == 0 and not cluster.ok("squeue", "-h").strip(),
+               240, "every job to finish")
+        _start(cluster, "dbd.main", cluster.dir / "slurmdbd.conf")
+
+        def all_arrived() -> bool:
+            out = cluster.run("sacct", "-a", "-P", "-n", "-D", "-o", "JobID,State", "-j", str(array))
+            return out.returncode == 0 and out.stdout.count(".batch|") == JOBS
+
+        _until(all_arrived, 120, "every record in sacct")
+        out = cluster.ok("sacct", "-a", "-P", "-n", "-D", "-o", "JobID,State", "-j", str(array))
+        ids = [line.split("|")[0] for line in out.splitlines()]
+        assert sorted(ids) == sorted([f"{array}_{t}" for t in range(1, JOBS + 1)]
+                                     + [f"{array}_{t}.batch" for t in range(1, JOBS + 1)])
+        db = sqlite3.connect(cluster.dir / "state" / "slurm_acct_db.sqlite")
+        try:
+            jobs = db.execute("SELECT COUNT(*), COUNT(DISTINCT job_id) FROM jobs").fetchone()
+            steps = db.execute("SELECT COUNT(*), COUNT(DISTINCT job_row) FROM steps").fetchone()
+            unfinished = db.execute("SELECT COUNT(*) FROM jobs WHERE end_time = 0").fetchone()
+        finally:
+            db.close()
+        assert jobs == (JOBS, JOBS) and steps == (JOBS, JOBS) and unfinished == (0,)
+    finally:
+        stop_cluster(cluster)
