@@ -83,8 +83,8 @@ def _field(name: str, row: Row, now: int, units: str) -> str:
         "jobname": lambda: j.name,
         "partition": lambda: j.partition,
         "account": lambda: j.account,
-        "alloccpus": lambda: str(j.alloc_cpus),
-        "ncpus": lambda: str(j.alloc_cpus),
+        "alloccpus": lambda: str(j.alloc_cpus or j.req_cpus),  # never started: what it asked for
+        "ncpus": lambda: str(j.alloc_cpus or j.req_cpus),
         "reqcpus": lambda: str(j.req_cpus),
         "state": lambda: f"CANCELLED by {j.cancelled_by}" if j.state == "CANCELLED" and j.cancelled_by >= 0
         else j.state,

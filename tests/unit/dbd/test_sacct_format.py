@@ -1,0 +1,91 @@
+"""sacct's rendering against Slurm 22.05's output (reference 90_*, 92_*)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli.sacct import group_rows, parse_format, parse_job_ids, render
+from shoal.v1 import accounting_pb2 as pb
+
+
+def acct(job_id: int, name: str, state: str, code: int = 0, sig: int = 0, cancelled_by: int = -1,
+         cpus: int = 1, nodes: str = "node1", steps: tuple[pb.StepRecord, ...] = (), **kw: object) -> pb.AcctJob:
+    started = bool(nodes)
+    fields: dict[str, object] = dict(
+        job_id=job_id, name=name, state=state, exit_code=code, exit_signal=sig, partition="batch",
+        account="research", alloc_cpus=cpus if started else 0, req_cpus=cpus, nodelist=nodes,
+        cancelled_by=cancelled_by, array_task_id=-1, start_time=100 if started else 0, end_time=100)
+    fields.update(kw)
+    job = pb.JobRecord(**fields)  # type: ignore[arg-type]
+    return pb.AcctJob(job=job, steps=list(steps))
+
+
+def batch(job_id: int, state: str, code: int = 0, sig: int = 0, cpus: int = 1) -> pb.StepRecord:
+    return pb.StepRecord(job_id=job_id, step_id=-4, name="batch", state=state, exit_code=code, exit_signal=sig,
+                         num_cpus=cpus, nodelist="node1", start_time=100, end_time=100)
+
+
+JOBS = [
+    acct(1, "wrap", "COMPLETED", steps=(batch(1, "COMPLETED"),)),
+    acct(12, "wrap", "CANCELLED", cancelled_by=0, cpus=10, nodes=""),
+    acct(20, "fill1", "CANCELLED", cancelled_by=1001, cpus=16, steps=(batch(20, "CANCELLED", 0, 15, 16),)),
+    *[acct(30 + t, "arr", "CANCELLED", cancelled_by=0, nodes="", array_job_id=30, array_task_id=t)
+      for t in (1, 2, 3)],
+    acct(33, "signalled", "FAILED", 0, 9, steps=(batch(33, "CANCELLED", 0, 9),)),
+]
+
+DEFAULT = """\
+JobID           JobName  Partition    Account  AllocCPUS      State ExitCode
+------------ ---------- ---------- ---------- ---------- ---------- --------
+1                  wrap      batch   research          1  COMPLETED      0:0
+1.batch           batch              research          1  COMPLETED      0:0
+12                 wrap      batch   research         10 CANCELLED+      0:0
+20                fill1      batch   research         16 CANCELLED+      0:0
+20.batch          batch              research         16  CANCELLED     0:15
+30_[1-3]            arr      batch   research          1 CANCELLED+      0:0
+33            signalled      batch   research          1     FAILED      0:9
+33.batch          batch              research          1  CANCELLED      0:9
+"""
+
+PARSABLE = """\
+JobID|JobName|State|ExitCode|NodeList
+1|wrap|COMPLETED|0:0|node1
+1.batch|batch|COMPLETED|0:0|node1
+12|wrap|CANCELLED by 0|0:0|None assigned
+20|fill1|CANCELLED by 1001|0:0|node1
+20.batch|batch|CANCELLED|0:15|node1
+30_[1-3]|arr|CANCELLED by 0|0:0|None assigned
+33|signalled|FAILED|0:9|node1
+33.batch|batch|CANCELLED|0:9|node1
+"""
+
+
+def test_default_columns_as_slurm() -> None:
+    fields = parse_format("JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode")
+    lines = render(group_rows(JOBS, with_steps=True), fields, parsable="", header=True, now=200)
+    assert all(line.endswith(" ") for line in lines)  # Slurm ends every column with a space
+    assert [line.rstrip() for line in lines] == DEFAULT.splitlines()
+
+
+@pytest.mark.parametrize("mode,end", [("P", ""), ("p", "|")], ids=["parsable2", "parsable"])
+def test_parsable(mode: str, end: str) -> None:
+    fields = parse_format("JobID,JobName,State,ExitCode,NodeList")
+    lines = render(group_rows(JOBS, with_steps=True), fields, parsable=mode, header=True, now=200)
+    assert lines == [line + end for line in PARSABLE.splitlines()]
+
+
+def test_allocations_only_and_widths() -> None:
+    fields = parse_format("JobID%5,State%4")
+    lines = render(group_rows(JOBS[:1], with_steps=False), fields, parsable="", header=False, now=200)
+    assert lines == ["1     COM+ "]
+
+
+@pytest.mark.parametrize("given,ids,steps", [
+    (["12"], ["12"], {}),
+    (["12,13", "14"], ["12", "13", "14"], {}),
+    (["30_2"], ["30_2"], {}),
+    (["30_[0-4%2]"], ["30_0", "30_1", "30_2", "30_3", "30_4"], {}),
+    (["7.batch"], ["7"], {"7": {"batch"}}),
+], ids=["one", "lists", "task", "task range", "step"])
+def test_job_id_forms(given: list[str], ids: list[str], steps: dict[str, set[str]]) -> None:
+    assert parse_job_ids(given) == (ids, steps)
