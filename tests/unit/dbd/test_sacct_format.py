@@ -89,3 +89,27 @@ def test_allocations_only_and_widths() -> None:
 ], ids=["one", "lists", "task", "task range", "step"])
 def test_job_id_forms(given: list[str], ids: list[str], steps: dict[str, set[str]]) -> None:
     assert parse_job_ids(given) == (ids, steps)
+
+
+def _usage(*rows: tuple[str, str, int]) -> pb.ReportResponse:
+    resp = pb.ReportResponse(start=0, end=3600, cluster_cpus=4)
+    for account, user, seconds in rows:
+        resp.rows.add(fields={"cluster": "c", "account": account, "user": user, "cpu_seconds": str(seconds)})
+    return resp
+
+
+@pytest.mark.parametrize("report,unit,expected", [
+    ("cluster_utilization", "minutes", [["c", "60", "0", "0", "180", "0", "240"]]),
+    ("cluster_utilization", "percent", [["c", "25.00%", "0.00%", "0.00%", "75.00%", "0.00%", "100.00%"]]),
+    ("user_topusage", "minutes", [["c", "bob", "bob", "research", "40", "0"],
+                                  ["c", "alice", "alice", "physics", "20", "0"]]),
+    ("account_utilization_by_user", "hours", [["c", "root", "", "", "1", "0"], ["c", "physics", "", "", "0", "0"],
+                                              ["c", "physics", "alice", "alice", "0", "0"],
+                                              ["c", "research", "", "", "1", "0"],
+                                              ["c", "research", "bob", "bob", "1", "0"]]),
+], ids=["utilization minutes", "utilization percent", "topusage", "account by user"])
+def test_sreport(report: str, unit: str, expected: list[list[str]]) -> None:
+    from cli.sreport import build
+
+    _, rows = build(report, _usage(("physics", "alice", 1200), ("research", "bob", 2400)), unit, "c")
+    assert rows == expected

@@ -1,0 +1,161 @@
+"""sreport (basic): cluster utilization, user topusage, cluster AccountUtilizationByUser.
+
+Usage comes from shoal-dbd's hourly CPU-seconds per association; the period defaults to yesterday,
+as Slurm's does. `-t minutes|hours|percent`, `-P/-p`, `-n`, `start=`/`end=` (Slurm's time forms).
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import time
+from collections import defaultdict
+
+from cli.common import CommandError, run_main
+from shoal.v1 import accounting_pb2 as pb
+
+PROG = "sreport"
+REPORTS = {
+    ("cluster", "utilization"): "cluster_utilization",
+    ("user", "topusage"): "user_topusage",
+    ("cluster", "accountutilizationbyuser"): "account_utilization_by_user",
+}
+UNITS = {"minutes": ("CPU Minutes", 60), "hours": ("CPU Hours", 3600), "seconds": ("CPU Seconds", 1)}
+
+
+def _day_start(ts: int) -> int:
+    d = datetime.datetime.fromtimestamp(ts).replace(hour=0, minute=0, second=0, microsecond=0)
+    return int(d.timestamp())
+
+
+def _amount(seconds: int, unit: str, total: int) -> str:
+    if unit == "percent":
+        return f"{100.0 * seconds / total:.2f}%" if total else "0.00%"
+    return str(round(seconds / UNITS[unit][1]))
+
+
+def build(report: str, resp: pb.ReportResponse, unit: str, cluster: str) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a report."""
+    span = max(1, resp.end - resp.start)
+    capacity = resp.cluster_cpus * span
+    usage = [(r.fields["account"], r.fields["user"], int(r.fields["cpu_seconds"])) for r in resp.rows]
+    used = sum(u for _, _, u in usage)
+    if report == "cluster_utilization":
+        total = capacity or used
+        idle = max(0, total - used)
+        return (["Cluster", "Allocated", "Down", "PLND Down", "Idle", "Planned", "Reported"],
+                [[cluster, _amount(used, unit, total), _amount(0, unit, total), _amount(0, unit, total),
+                  _amount(idle, unit, total), _amount(0, unit, total), _amount(total, unit, total)]])
+    if report == "user_topusage":
+        per_user: dict[tuple[str, str], int] = defaultdict(int)
+        for account, user, seconds in usage:
+            per_user[(user, account)] += seconds
+        ranked = sorted(per_user.items(), key=lambda kv: -kv[1])[:10]
+        return (["Cluster", "Login", "Proper Name", "Account", "Used", "Energy"],
+                [[cluster, u, u, a, _amount(s, unit, capacity or used), "0"] for (u, a), s in ranked])
+    per_account: dict[str, int] = defaultdict(int)
+    for account, _, seconds in usage:
+        per_account[account] += seconds
+    rows = [[cluster, "root", "", "", _amount(used, unit, capacity or used), "0"]]
+    for account in sorted(per_account):
+        rows.append([cluster, account, "", "", _amount(per_account[account], unit, capacity or used), "0"])
+        for acc, user, seconds in sorted(usage):
+            if acc == account:
+                rows.append([cluster, account, user, user, _amount(seconds, unit, capacity or used), "0"])
+    return ["Cluster", "Account", "Login", "Proper Name", "Used", "Energy"], rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    def body() -> int:
+        from shoal.timefmt import format_timestamp, parse_datetime
+
+        words = list(sys.argv[1:] if argv is None else argv)
+        unit, parsable, header = "minutes", "", True
+        now = int(time.time())
+        start, end = _day_start(now) - 86400, _day_start(now)
+        cluster = ""
+        rest = []
+        while words:
+            word = words.pop(0)
+            if word in ("-t", "--time-format") and words:
+                unit = words.pop(0).lower()
+            elif word.startswith("-t") and len(word) > 2:
+                unit = word[2:].lower()
+            elif word in ("-P", "--parsable2"):
+                parsable = "P"
+            elif word in ("-p", "--parsable"):
+                parsable = "p"
+            elif word in ("-n", "--noheader"):
+                header = False
+            elif "=" in word:
+                key, _, value = word.partition("=")
+                try:
+                    if key.lower() in ("start", "starttime"):
+                        start = parse_datetime(value, now)
+                    elif key.lower() in ("end", "endtime"):
+                        end = parse_datetime(value, now)
+                    elif key.lower() in ("cluster", "clusters"):
+                        cluster = value
+                except ValueError as exc:
+                    raise CommandError(f"Invalid time: {value}") from exc
+            else:
+                rest.append(word.lower())
+        unit = {"hour": "hours", "minute": "minutes", "percent": "percent", "seconds": "seconds"}.get(unit, unit)
+        if unit not in (*UNITS, "percent"):
+            raise CommandError(f"Unknown time format '{unit}'")
+        report = REPORTS.get(tuple(rest[:2]))  # type: ignore[arg-type]
+        if report is None:
+            raise CommandError("Not a valid report: use 'cluster utilization', 'user topusage' or "
+                               "'cluster AccountUtilizationByUser'")
+        from shoal.agent.client import AgentError, call
+
+        try:
+            resp = call("/shoal.v1.Accounting/Report", pb.ReportRequest(report=report, start=start, end=end,
+                        cluster=cluster or _cluster()), pb.ReportResponse, target="dbd")
+        except AgentError as exc:
+            raise CommandError(exc.message) from exc
+        names, rows = build(report, resp, unit, cluster or _cluster())
+        out = sys.stdout
+        if parsable:
+            end_mark = "|" if parsable == "p" else ""
+            if header:
+                out.write("|".join(names) + end_mark + "\n")
+            for row in rows:
+                out.write("|".join(row) + end_mark + "\n")
+            return 0
+        title = {"cluster_utilization": "Cluster Utilization", "user_topusage": "Top 10 Users",
+                 "account_utilization_by_user": "Cluster/Account/User Utilization"}[report]
+        if header:
+            rule = "-" * 80
+            out.write(f"{rule}\n{title} {format_timestamp(start)} - {format_timestamp(end - 1)}\n")
+            label = "CPU Percentage" if unit == "percent" else UNITS[unit][0]
+            out.write(f"Usage reported in {label}\n{rule}\n")
+        widths = [max(9, len(n), *(len(r[i]) for r in rows)) for i, n in enumerate(names)]
+        if header:
+            out.write(" ".join(n.rjust(w) for n, w in zip(names, widths, strict=True)) + " \n")
+            out.write(" ".join("-" * w for w in widths) + " \n")
+        for row in rows:
+            out.write(" ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) + " \n")
+        return 0
+
+    return run_main(PROG, body)
+
+
+def _cluster() -> str:
+    """ClusterName from slurm.conf (a cheap scan, as the agent client reads AgentSocket)."""
+    import os
+
+    path = os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, sep, value = line.split("#", 1)[0].strip().partition("=")
+                if sep and key.strip().lower() == "clustername":
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
