@@ -91,6 +91,14 @@ class Overlay:
                 jobs=before.jobs + 1,
             )
 
+    def free_gpu_count(self, node: Node, gpu_type: str) -> int:
+        """Free GPUs of `gpu_type` ("" = any) on `node`: a cheap part of free() for node ordering."""
+        taken = self._taken.get(node.name)
+        used = node.usage.gpu_indices | taken.gpu_indices if taken else node.usage.gpu_indices
+        if not gpu_type:
+            return len(node.gpus) - len(used)
+        return sum(1 for g in node.gpus if g.index not in used and g.type == gpu_type)
+
     def copy(self) -> Overlay:
         twin = Overlay()
         twin._taken = dict(self._taken)
@@ -242,7 +250,7 @@ class _Placer:
         needed = gpus_for(job, 1, 0) or 1
 
         def key(node: Node) -> tuple[bool, int, int]:
-            free = len(self.typed(node, self.overlay.free(node)))
+            free = len(node.gpus) if self.exclusive else self.overlay.free_gpu_count(node, job.gpus.type)
             return node.name not in job.required_nodes, node.weight, gpu_select.node_order_key(free, needed)
 
         return sorted(nodes, key=key)
@@ -294,6 +302,8 @@ def pick_cpus(node: Node, free_ids: frozenset[int], count: int) -> tuple[int, ..
     per_core = node.threads_per_core
     if per_core < 1 or node.sockets * node.cores_per_socket * per_core != node.cpus:
         per_core = 1
+    if per_core == 1:  # every core is one CPU: simply the lowest free ids
+        return tuple(sorted(free_ids)[:count])
     whole: list[int] = []
     partial: list[int] = []
     for first in range(0, node.cpus, per_core):

@@ -1,0 +1,42 @@
+"""A task's GPUs under --gpu-bind and --gpus-per-task, and the CUDA_VISIBLE_DEVICES it gets."""
+
+from __future__ import annotations
+
+import pytest
+
+from noded.gpu.binding import GpuBindError, parse_gpu_bind, task_gpus, visible_devices
+
+JOB = [2, 3, 6, 7]
+AFFINITY = {2: range(0, 8), 3: range(0, 8), 6: range(8, 16), 7: range(8, 16)}
+
+CASES = [
+    ("all", dict(bind=""), [JOB] * 4),
+    ("per-task-1", dict(gpus_per_task=1), [[2], [3], [6], [7]]),
+    ("per-task-2", dict(gpus_per_task=2), [[2, 3], [6, 7], JOB, JOB]),
+    ("single-2", dict(bind="single:2"), [[2], [2], [3], [3]]),
+    ("map-gpu", dict(bind="map_gpu:3,0"), [[7], [2], [7], [2]]),
+    ("closest", dict(bind="closest"), [[2, 3], [2, 3], [6, 7], [6, 7]]),
+    ("none", dict(bind="none"), [JOB] * 4),
+]
+
+
+@pytest.mark.parametrize(("kw", "want"), [(c[1], c[2]) for c in CASES], ids=[c[0] for c in CASES])
+def test_task_gpus(kw: dict[str, object], want: list[list[int]]) -> None:
+    task_cpus = [range(0, 4), range(4, 8), range(8, 12), range(12, 16)]
+    got = [
+        task_gpus(JOB, i, 4, task_cpus=list(task_cpus[i]), gpu_cpus={k: list(v) for k, v in AFFINITY.items()}, **kw)  # type: ignore[arg-type]
+        for i in range(4)
+    ]
+    assert got == want
+
+
+def test_visible_devices_count_from_zero_when_constrained() -> None:
+    assert visible_devices(JOB, [6, 7], devices_constrained=True) == "2,3"
+    assert visible_devices(JOB, [6, 7], devices_constrained=False) == "6,7"
+    assert visible_devices(JOB, JOB, devices_constrained=True) == "0,1,2,3"
+
+
+@pytest.mark.parametrize("text", ["single:0", "map_gpu:", "bogus", "single:x", "map_gpu:-1"])
+def test_bad_gpu_bind(text: str) -> None:
+    with pytest.raises(GpuBindError, match="Invalid --gpu-bind argument"):
+        parse_gpu_bind(text)
