@@ -95,7 +95,8 @@ def test_gres_conf_files_name_detected_devices(tmp_path: object) -> None:
 
 def test_backend_falls_back_to_fake_then_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SHOAL_FAKE_NVML", raising=False)
-    assert load_backend() is None  # no driver on CI machines
+    if load_backend() is not None:
+        pytest.skip("a real NVML driver is present: it wins over the fake")
     monkeypatch.setenv("SHOAL_FAKE_NVML", "pcie_a100")
     nvml = load_backend()
     assert isinstance(nvml, FakeNvml) and nvml.nvmlDeviceGetCount() == 8
