@@ -71,15 +71,18 @@ def _mem(mb: int, units: str) -> str:
 
 
 def _field(name: str, row: Row, now: int, units: str) -> str:
+    getter = _getters(row, now, units).get(name.lower())
+    return getter() if getter else ""
+
+
+def _getters(row: Row, now: int, units: str) -> dict[str, Callable[[], str]]:
+    """Every column's value for one row, computed on demand."""
     j, s = row.job, row.step
-    key = name.lower()
     if s is not None:
-        return _step_field(key, row, s, now, units)
-    if key == "jobid":
-        return row.job_id
-    if key == "jobidraw":
-        return str(j.job_id)
-    values: dict[str, Callable[[], str]] = {
+        return _step_getters(row, s, now, units)
+    return {
+        "jobid": lambda: row.job_id,
+        "jobidraw": lambda: str(j.job_id),
         "jobname": lambda: j.name,
         "partition": lambda: j.partition,
         "account": lambda: j.account,
@@ -118,13 +121,11 @@ def _field(name: str, row: Row, now: int, units: str) -> str:
         "arraytaskid": lambda: str(j.array_task_id) if j.array_task_id >= 0 else "",
         "reqcpufreqmin": lambda: "Unknown", "reqcpufreqmax": lambda: "Unknown", "reqcpufreqgov": lambda: "Unknown",
     }
-    getter = values.get(key)
-    return getter() if getter else ""
 
 
-def _step_field(key: str, row: Row, s: pb.StepRecord, now: int, units: str) -> str:
+def _step_getters(row: Row, s: pb.StepRecord, now: int, units: str) -> dict[str, Callable[[], str]]:
     j = row.job
-    values: dict[str, Callable[[], str]] = {
+    return {
         "jobid": lambda: f"{row.job_id}.{_step_suffix(s.step_id)}",
         "jobidraw": lambda: f"{j.job_id}.{_step_suffix(s.step_id)}",
         "jobname": lambda: s.name,
@@ -155,8 +156,6 @@ def _step_field(key: str, row: Row, s: pb.StepRecord, now: int, units: str) -> s
         "tresusageinave": lambda: "energy=0", "tresusageintot": lambda: "energy=0",
         "tresusageoutave": lambda: "energy=0", "tresusageouttot": lambda: "energy=0",
     }
-    getter = values.get(key)
-    return getter() if getter else ""
 
 
 def _width(name: str) -> int:
@@ -212,7 +211,8 @@ def render(rows: Sequence[Row], fields: list[tuple[str, int]], *, parsable: str,
         if header:
             lines.append("|".join(n for n, _ in fields) + end)
         for row in rows:
-            lines.append("|".join(_field(n, row, now, units) for n, _ in fields) + end)
+            get = _getters(row, now, units)
+            lines.append("|".join(_cell(get, n) for n, _ in fields) + end)
         return lines
 
     def cell(value: str, name: str, width: int) -> str:
@@ -224,8 +224,14 @@ def render(rows: Sequence[Row], fields: list[tuple[str, int]], *, parsable: str,
         lines.append(" ".join(cell(n, n, w) for n, w in fields) + " ")
         lines.append(" ".join("-" * w for _, w in fields) + " ")
     for row in rows:
-        lines.append(" ".join(cell(_field(n, row, now, units), n, w) for n, w in fields) + " ")
+        get = _getters(row, now, units)
+        lines.append(" ".join(cell(_cell(get, n), n, w) for n, w in fields) + " ")
     return lines
+
+
+def _cell(getters: dict[str, Callable[[], str]], name: str) -> str:
+    getter = getters.get(name.lower())
+    return getter() if getter else ""
 
 
 _ID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]+\]))?(?:\.(\w+))?$")
