@@ -394,14 +394,16 @@ def test_unknown_option_is_reported_without_traceback() -> None:
     assert 'Try "squeue --help"' in proc.stderr
 
 
-def test_help_version_and_steps_need_no_controller() -> None:
+def test_help_and_version_need_no_controller() -> None:
     assert "--states" in _squeue("--help").stdout
     assert _squeue("-V").stdout.startswith("slurm 22.05")
+    # steps come from the controller (GetSteps): without one, the header and Slurm's error
     steps = _squeue("-s")
     assert (steps.returncode, steps.stdout) == (
-        0,
+        1,
         "         STEPID     NAME PARTITION     USER      TIME NODELIST\n",
     )
+    assert "slurm_load_job_steps error: Unable to contact slurm controller" in steps.stderr
 
 
 def test_help_imports_no_grpc() -> None:
