@@ -65,7 +65,9 @@ class Simulation:
         self.request = request
         self.depth = max(1, min(config.max_job_test, config.bf_max_job_test))
         if config.scheduler != "sched/backfill":
-            self.depth = max(1, config.max_job_test)
+            # strict order: jobs behind the first that waits cannot start; the rerun below keeps
+            # a small batch exact
+            self.depth = max(1, min(config.max_job_test, 16))
 
     def run(self, jobs: Sequence[TraceJob], progress: Progress | None = None) -> list[JobResult]:
         """Replay `jobs` (sorted by submit) on an empty machine; one result per job that started."""
