@@ -202,11 +202,16 @@ class JobCgroup:
         return {"max_rss_bytes": int(peak) if peak.isdigit() else 0, "cpu_time_us": cpu_us}
 
     # -- remove ------------------------------------------------------------------------------
-    def remove(self, timeout: float = 5.0) -> None:
-        """Remove the job's directories (killing what is left in them), then empty parents."""
+    def remove(self, timeout: float = 60.0) -> None:
+        """Remove the job's directories (killing what is left in them), then empty parents.
+
+        Every directory is retried until all are gone: on a loaded machine killed tasks take a
+        while to leave, and one slow controller must not leave the others behind.
+        """
         deadline = time.monotonic() + timeout
-        for path in self.dirs():
-            while path.exists():
+        left = [p for p in self.dirs() if p.exists()]
+        while left:
+            for path in list(left):
                 for pid in _read(path / "cgroup.procs").split():
                     try:
                         os.kill(int(pid), 9)
@@ -215,11 +220,15 @@ class JobCgroup:
                 try:
                     path.rmdir()
                 except FileNotFoundError:
-                    break
+                    pass
                 except OSError:
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.05)
+                    continue
+                left.remove(path)
+            if left:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        for path in self.dirs():
             for parent in list(path.parents)[: len(Path(self.req.relpath).parts) - 1]:
                 try:
                     parent.rmdir()  # only succeeds once no other job of the node is left
