@@ -344,6 +344,7 @@ def _stop(directory: Path) -> list[str]:
             except OSError:
                 pass
         stopped.append(name)
+    stopped.extend(_stop_strays(directory))
     # jobs still running on the emulated nodes: their supervisors terminate them
     for pid_file in (directory / "spool").glob("*/job*/stepd.pid"):
         try:
@@ -351,6 +352,33 @@ def _stop(directory: Path) -> list[str]:
         except (OSError, ValueError, IndexError):
             pass
     return stopped
+
+
+def _stop_strays(directory: Path) -> list[str]:
+    """Daemons of this cluster that no pid file names (an admin restarted one by hand, or one was
+    killed -9 and restarted): found by this cluster's config files on their command line."""
+    import psutil
+
+    confs = {str(directory / "slurm.conf"), str(directory / "slurmdbd.conf")}
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if proc.pid == os.getpid() or not confs.intersection(cmdline):
+            continue
+        if not any(m in cmdline for m in ("ctld.main", "noded.main", "shoal.agent.agentd", "dbd.main")):
+            continue
+        try:
+            proc.terminate()
+            found.append(proc)
+        except psutil.Error:
+            pass
+    _gone, alive = psutil.wait_procs(found, timeout=5)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return [f"pid {p.pid}" for p in found]
 
 
 def cmd_down(args: argparse.Namespace) -> int:
