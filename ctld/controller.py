@@ -33,6 +33,7 @@ from ctld.errors import (
     RESOURCE_EXHAUSTED,
     SlurmError,
 )
+from ctld.gpus import snapshot_gpus
 from ctld.nodes import NodeRuntime, gres_used, long_state, new_runtime, registration_problems
 from ctld.sched import cycle as sched_cycle
 from ctld.sched import model as m
@@ -71,9 +72,9 @@ class NodeActions(Protocol):
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None: ...
     def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool) -> None: ...
     def ping(self, node: cluster_pb2.NodeInfo) -> None: ...
-
     def launch_tasks(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchTasksRequest) -> str: ...
     def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None: ...
+
 
 class Controller:
     def __init__(
@@ -172,7 +173,7 @@ class Controller:
                 name=n.conf.name,
                 cpus=n.conf.cpus,
                 real_memory_mb=n.conf.real_memory,
-                gpus=tuple(m.Gpu(i, t) for i, t in sorted(n.gpu_types.items())),
+                gpus=snapshot_gpus(n.info.hardware.gpus, n.gpu_types),
                 features=frozenset(n.conf.features),
                 weight=n.conf.weight,
                 partitions=frozenset(n.info.partitions),
@@ -430,9 +431,9 @@ class Controller:
             if started:
                 self._save(*started)
                 for job in started:
-                    node = self.nodes[job.batch_host]
                     if not job.spec.batch:
                         continue  # an salloc/srun allocation: its own command runs steps in it
+                    node = self.nodes[job.batch_host]
                     launches.append((node.info, self._launch_request(job)))
         for node_info, request in launches:
             self.actions.launch(node_info, request)
@@ -497,10 +498,10 @@ class Controller:
             else:
                 self._finish(job, jobs_pb2.FAILED, req.exit_code, req.exit_signal, now)
             self._save(job)
-        self.wake.set()
             effects = jobsteps.terminate_elsewhere(self, job, "complete")
         for effect in effects:
             effect()
+        self.wake.set()
 
     def _finish(self, job: jobs_pb2.JobInfo, state: int, exit_code: int, exit_signal: int, now: int) -> None:
         self._requests.pop(job.job_id, None)
@@ -519,8 +520,8 @@ class Controller:
         if state == jobs_pb2.FAILED and exit_signal and not exit_code:
             reason = "RaisedSignal"
         job.state_reason = reason
-
         jobsteps.end_job_steps(job, state, now)
+
     def _requeue(self, job: jobs_pb2.JobInfo, now: int) -> None:
         self._requests.pop(job.job_id, None)
         job.state = PENDING
@@ -532,7 +533,6 @@ class Controller:
         job.spec.begin_time = now + 1
         jobrec.clear_allocation(job)
 
-    # ------------------------------------------------------------------ queries
     # ------------------------------------------------------------------ steps (ctld.steps)
     def create_step(
         self, req: controller_pb2.CreateStepRequest, caller: Caller
@@ -548,6 +548,7 @@ class Controller:
     def complete_allocation(self, req: controller_pb2.CompleteAllocationRequest, caller: Caller) -> None:
         jobsteps.complete_allocation(self, req, caller)
 
+    # ------------------------------------------------------------------ queries
     def get_jobs(self, req: controller_pb2.GetJobsRequest) -> controller_pb2.GetJobsResponse:
         with self.lock:
             wanted = set(req.job_ids)
@@ -747,13 +748,13 @@ class Controller:
         if sig == 0 or (sig == 9 and not req.batch_only):
             job.cancelled_by_uid = caller.uid
             job.cancelled_by = str(caller.uid)
-            job.end_time = now
             effects.extend(jobsteps.terminate_elsewhere(self, job, "cancel"))
             if not job.batch_flag:  # no batch script to wait for: an allocation ends at once
                 self._finish(job, jobs_pb2.CANCELLED, 0, 0, now)
                 return 0, ""
             job.state = COMPLETING
             job.final_state = jobs_pb2.CANCELLED
+            job.end_time = now
             effects.append(partial(self.actions.terminate, node, job.job_id, self.cfg.kill_wait, "cancel"))
             return 0, ""
         effects.append(partial(self.actions.signal, node, job.job_id, sig, req.batch_only))
@@ -1081,12 +1082,12 @@ class Controller:
                 if job.state != RUNNING:
                     continue
                 if job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60:
-                    job.state = COMPLETING
                     effects.extend(jobsteps.terminate_elsewhere(self, job, "timeout"))
                     changed.append(job)
                     if not job.batch_flag:
                         self._finish(job, jobs_pb2.TIMEOUT, 0, 0, now)
                         continue
+                    job.state = COMPLETING
                     job.final_state = jobs_pb2.TIMEOUT
                     target = self.nodes[job.batch_host].info
                     effects.append(partial(self.actions.terminate, target, job.job_id, self.cfg.kill_wait, "timeout"))
