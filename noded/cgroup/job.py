@@ -105,13 +105,17 @@ class JobCgroup:
                 if attempt == 2:
                     raise CgroupError(f"cannot create cgroup {self.req.relpath}") from None
 
-    def _mkdirs(self, base: Path, on_new: Any = None) -> Path:
+    def _mkdirs(self, base: Path, on_new: Any = None, on_each: Any = None) -> Path:
+        """Create every level of the job's path. `on_new` runs for levels this call created, `on_each`
+        for every level (created here or by a concurrent job that may not have finished setting it up)."""
         path = base
         for part in Path(self.req.relpath).parts:
             path = path / part
             try:
                 path.mkdir()
             except FileExistsError:
+                if on_each is not None:
+                    on_each(path)
                 continue
             except OSError as exc:
                 if exc.errno == errno.ENOENT:
@@ -119,14 +123,20 @@ class JobCgroup:
                 raise CgroupError(f"cannot create {path}: {exc.strerror}") from exc
             if on_new is not None:
                 on_new(path)
+            if on_each is not None:
+                on_each(path)
         return path
 
     def _create_v1(self) -> None:
-        def inherit_cpuset(path: Path) -> None:  # v1 cpuset: a new group starts empty
+        def inherit_cpuset(path: Path) -> None:
+            # v1 cpuset: a new group starts empty and takes no task or child until both files are set.
+            # Every level is checked, not only the ones this job created: a concurrent job may have
+            # made a shared parent (the node's group) and not yet filled it in.
             for name in ("cpuset.cpus", "cpuset.mems"):
-                _write(path / name, _read(path.parent / name).strip() or "0")
+                if not _read(path / name).strip():
+                    _write(path / name, _read(path.parent / name).strip() or "0")
 
-        cpuset = self._mkdirs(self.root / "cpuset", inherit_cpuset)
+        cpuset = self._mkdirs(self.root / "cpuset", on_each=inherit_cpuset)
         if self.req.cpus:
             _write(cpuset / "cpuset.cpus", _cpu_list(self.req.cpus))
         memory = self._mkdirs(self.root / "memory")

@@ -30,6 +30,8 @@ log = logging.getLogger("shoal.agent")
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 IDLE_TIMEOUT = 120.0
 ACCEPT_POLL = 0.2
+# how long a request waits for a daemon that is between connection attempts before "Unable to contact"
+CONNECT_GRACE = 3.0
 
 UNAVAILABLE_MESSAGES = {
     "ctld": "Unable to contact slurm controller (connect failure)",
@@ -196,8 +198,35 @@ class AgentServer:
         try:
             body = rpc(request.body, metadata=((METADATA_KEY, encode(cred)),), timeout=timeout)
         except grpc.RpcError as exc:
-            return self._rpc_error(target, exc)
+            if not self._never_sent(exc) or not self._wait_connected(target, min(timeout, CONNECT_GRACE)):
+                return self._rpc_error(target, exc)
+            # The channel was between connection attempts (the daemon just (re)started): the request
+            # never left, so sending it once more cannot duplicate it.
+            try:
+                body = rpc(request.body, metadata=((METADATA_KEY, encode(mint(self._key, uid, gid, host=self._host))),),
+                           timeout=timeout)
+            except grpc.RpcError as again:
+                return self._rpc_error(target, again)
         return common_pb2.AgentResponse(code=codes.OK, body=body)
+
+    @staticmethod
+    def _never_sent(exc: grpc.RpcError) -> bool:
+        """UNAVAILABLE because no connection existed: gRPC did not send the request at all."""
+        details = (exc.details() or "").lower()
+        return exc.code() == grpc.StatusCode.UNAVAILABLE and (
+            "failed to connect" in details or "connection refused" in details
+        )
+
+    def _wait_connected(self, target: str, timeout: float) -> bool:
+        with self._lock:
+            chan = self._channels.get(target)
+        if chan is None:
+            return False
+        try:
+            grpc.channel_ready_future(chan).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            return False
+        return True
 
     def _multicallable(self, target: str, method: str) -> Any:
         with self._lock:

@@ -102,10 +102,13 @@ def test_array_throttle_never_exceeds_limit(cluster: Cluster, workdir: Path) -> 
 
 def test_afterok_chain_runs_in_order(cluster: Cluster, workdir: Path) -> None:
     log = workdir / "order.log"
-    a = cluster.submit("--wrap", f"sleep 1; echo a >> {log}", "-o", "/dev/null")
+    a = cluster.submit("--wrap", f"sleep 3; echo a >> {log}", "-o", "/dev/null")
     b = cluster.submit(f"--dependency=afterok:{a}", "--wrap", f"echo b >> {log}", "-o", "/dev/null")
     c = cluster.submit(f"--dependency=afterok:{b}", "--wrap", f"echo c >> {log}", "-o", "/dev/null")
-    assert cluster.job_field(c, "%r") == "Dependency"
+    deadline = time.monotonic() + 20  # the reason is set by the first scheduling cycle after submit
+    while cluster.job_field(c, "%r") != "Dependency":
+        assert time.monotonic() < deadline, cluster.job_field(c, "%T %r")
+        time.sleep(0.1)
     cluster.wait_state(c, {"COMPLETED"})
     assert log.read_text().split() == ["a", "b", "c"]
 
