@@ -27,6 +27,7 @@ from cli.options import (
     parse_argv,
     version_line,
 )
+from shoal.counts import compress_counts
 from shoal.v1 import controller_pb2, jobs_pb2
 
 PROG = "salloc"
@@ -62,8 +63,8 @@ def job_environment(job: jobs_pb2.JobInfo) -> dict[str, str]:
         "SLURM_NODELIST": job.nodes,
         "SLURM_JOB_NUM_NODES": str(len(job.allocation)),
         "SLURM_NNODES": str(len(job.allocation)),
-        "SLURM_JOB_CPUS_PER_NODE": _compress(cpus),
-        "SLURM_TASKS_PER_NODE": _compress(tasks),
+        "SLURM_JOB_CPUS_PER_NODE": compress_counts(cpus),
+        "SLURM_TASKS_PER_NODE": compress_counts(tasks),
         "SLURM_JOB_PARTITION": job.partition,
         "SLURM_SUBMIT_DIR": job.spec.submit_dir,
         "SLURM_SUBMIT_HOST": job.spec.submit_host,
@@ -78,18 +79,6 @@ def job_environment(job: jobs_pb2.JobInfo) -> dict[str, str]:
     if not env["SLURM_CLUSTER_NAME"]:
         del env["SLURM_CLUSTER_NAME"]
     return env
-
-
-def _compress(counts: list[int]) -> str:
-    parts: list[str] = []
-    i = 0
-    while i < len(counts):
-        j = i
-        while j < len(counts) and counts[j] == counts[i]:
-            j += 1
-        parts.append(f"{counts[i]}(x{j - i})" if j - i > 1 else str(counts[i]))
-        i = j
-    return ",".join(parts)
 
 
 def get_job(job_id: int) -> jobs_pb2.JobInfo | None:

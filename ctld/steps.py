@@ -25,6 +25,7 @@ from ctld.errors import (
 )
 from ctld.sched import steps as layout
 from shoal import hostlist
+from shoal.counts import compress_counts
 from shoal.states import FINISHED_STATES
 from shoal.v1 import controller_pb2, jobs_pb2, node_pb2
 
@@ -35,18 +36,6 @@ log = logging.getLogger("shoal.ctld.steps")
 
 BATCH_STEP = -4
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="step-launch")
-
-
-def _compress(counts: list[int]) -> str:
-    parts: list[str] = []
-    i = 0
-    while i < len(counts):
-        j = i
-        while j < len(counts) and counts[j] == counts[i]:
-            j += 1
-        parts.append(f"{counts[i]}(x{j - i})" if j - i > 1 else str(counts[i]))
-        i = j
-    return ",".join(parts)
 
 
 def _busy(job: jobs_pb2.JobInfo) -> dict[str, int]:
@@ -116,7 +105,7 @@ def create_step(
         step.user_name = job.user_name
         step.partition = job.partition
         step.time_limit_min = job.time_limit_min
-        step.tasks_per_node = _compress([len(t) for t in found.task_ids])
+        step.tasks_per_node = compress_counts([len(t) for t in found.task_ids])
         step.distribution = found.distribution
         step.cpus_per_task = req.cpus_per_task or 1
         step.overlap = req.overlap

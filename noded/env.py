@@ -12,10 +12,11 @@ a shell.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Protocol
 
 from shoal.arrayspec import parse_array
+from shoal.counts import compress_counts
 from shoal.v1 import jobs_pb2, node_pb2
 
 # Kept from base_env only where the submitted environment lacks them.
@@ -32,20 +33,6 @@ class NodeName(Protocol):
 
     @property
     def name(self) -> str: ...
-
-
-def compress_counts(counts: Sequence[int]) -> str:
-    """[2, 2, 1] -> '2(x2),1': Slurm's form of SLURM_JOB_CPUS_PER_NODE / SLURM_TASKS_PER_NODE."""
-    parts: list[str] = []
-    i = 0
-    while i < len(counts):
-        j = i
-        while j < len(counts) and counts[j] == counts[i]:
-            j += 1
-        run = j - i
-        parts.append(f"{counts[i]}(x{run})" if run > 1 else str(counts[i]))
-        i = j
-    return ",".join(parts)
 
 
 def _tasks_per_node(job: jobs_pb2.JobInfo) -> list[int]:

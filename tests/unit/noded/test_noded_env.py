@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from noded.env import batch_environment, compress_counts, slurm_variables
+from noded.env import batch_environment, slurm_variables
+from shoal.counts import compress_counts
 from shoal.v1 import node_pb2
 from tests.unit.noded.noded_builders import job, launch
 
