@@ -586,6 +586,7 @@ class CompleteBatchRequest(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     OOM_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     job_id: _builtins.int
     exit_code: _builtins.int
@@ -597,6 +598,10 @@ class CompleteBatchRequest(_message.Message):
     """why the launch failed"""
     oom: _builtins.bool
     end_time: _builtins.int
+    @_builtins.property
+    def usage(self) -> _jobs_pb2.Usage:
+        """the script's peak RSS and CPU time"""
+
     def __init__(
         self,
         *,
@@ -608,10 +613,11 @@ class CompleteBatchRequest(_message.Message):
         message: _builtins.str = ...,
         oom: _builtins.bool = ...,
         end_time: _builtins.int = ...,
+        usage: _jobs_pb2.Usage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "launch_failed", b"launch_failed", "message", b"message", "node", b"node", "oom", b"oom"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "launch_failed", b"launch_failed", "message", b"message", "node", b"node", "oom", b"oom", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -654,6 +660,10 @@ class CreateStepRequest(_message.Message):
     EXCLUSIVE_FIELD_NUMBER: _builtins.int
     OVERCOMMIT_FIELD_NUMBER: _builtins.int
     LAUNCH_FIELD_NUMBER: _builtins.int
+    GRES_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
+    GPUS_PER_TASK_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     min_nodes: _builtins.int
     """0 = not given"""
@@ -674,6 +684,12 @@ class CreateStepRequest(_message.Message):
     """share CPUs with other steps"""
     exclusive: _builtins.bool
     overcommit: _builtins.bool
+    gres: _builtins.str
+    """srun --gres ("gpu:2", "gpu:h100:1")"""
+    gpus: _builtins.str
+    """--gpus ("[type:]n", the whole step)"""
+    gpus_per_node: _builtins.str
+    gpus_per_task: _builtins.str
     @_builtins.property
     def launch(self) -> _jobs_pb2.StepLaunch: ...
     def __init__(
@@ -693,10 +709,14 @@ class CreateStepRequest(_message.Message):
         exclusive: _builtins.bool = ...,
         overcommit: _builtins.bool = ...,
         launch: _jobs_pb2.StepLaunch | None = ...,
+        gres: _builtins.str = ...,
+        gpus: _builtins.str = ...,
+        gpus_per_node: _builtins.str = ...,
+        gpus_per_task: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exclude", b"exclude", "exclusive", b"exclusive", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -742,12 +762,17 @@ class CompleteStepRequest(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _builtins.int
     EXIT_SIGNAL_FIELD_NUMBER: _builtins.int
     CANCELLED_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     step_id: _builtins.int
     exit_code: _builtins.int
     """highest task exit code"""
     exit_signal: _builtins.int
     cancelled: _builtins.bool
+    @_builtins.property
+    def usage(self) -> _jobs_pb2.Usage:
+        """peak RSS (max over tasks) and CPU time (sum over tasks)"""
+
     def __init__(
         self,
         *,
@@ -756,10 +781,11 @@ class CompleteStepRequest(_message.Message):
         exit_code: _builtins.int = ...,
         exit_signal: _builtins.int = ...,
         cancelled: _builtins.bool = ...,
+        usage: _jobs_pb2.Usage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "step_id", b"step_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "step_id", b"step_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

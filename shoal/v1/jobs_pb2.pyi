@@ -144,6 +144,8 @@ class JobSpec(_message.Message):
     COMMAND_FIELD_NUMBER: _builtins.int
     DEADLINE_FIELD_NUMBER: _builtins.int
     MEM_WHOLE_NODE_FIELD_NUMBER: _builtins.int
+    GPU_BIND_FIELD_NUMBER: _builtins.int
+    GPUS_PER_SOCKET_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     script: _builtins.bytes
     """batch script text (stored at submit)"""
@@ -230,6 +232,10 @@ class JobSpec(_message.Message):
     deadline: _builtins.str
     mem_whole_node: _builtins.bool
     """--mem=0: all the memory of each node"""
+    gpu_bind: _builtins.str
+    """--gpu-bind as given ("closest", "single:1", "map_gpu:0,1", "per_task:1")"""
+    gpus_per_socket: _builtins.str
+    """--gpus-per-socket ("[type:]n")"""
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """arguments after the script"""
@@ -299,10 +305,12 @@ class JobSpec(_message.Message):
         command: _builtins.str = ...,
         deadline: _builtins.str = ...,
         mem_whole_node: _builtins.bool = ...,
+        gpu_bind: _builtins.str = ...,
+        gpus_per_socket: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "argv", b"argv", "array", b"array", "batch", b"batch", "begin_time", b"begin_time", "command", b"command", "comment", b"comment", "constraint", b"constraint", "contiguous", b"contiguous", "cpus_per_gpu", b"cpus_per_gpu", "cpus_per_task", b"cpus_per_task", "deadline", b"deadline", "dependency", b"dependency", "environment", b"environment", "exclude", b"exclude", "exclusive", b"exclusive", "export_spec", b"export_spec", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "hold", b"hold", "kill_on_invalid_dep", b"kill_on_invalid_dep", "licenses", b"licenses", "mail_type", b"mail_type", "mail_user", b"mail_user", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_gpu_mb", b"mem_per_gpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "mem_whole_node", b"mem_whole_node", "min_nodes", b"min_nodes", "name", b"name", "nice", b"nice", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "open_mode", b"open_mode", "overcommit", b"overcommit", "partition", b"partition", "qos", b"qos", "requeue", b"requeue", "reservation", b"reservation", "script", b"script", "signal_batch_only", b"signal_batch_only", "signal_num", b"signal_num", "signal_secs", b"signal_secs", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "submit_dir", b"submit_dir", "submit_host", b"submit_host", "threads_per_core", b"threads_per_core", "time_limit_min", b"time_limit_min", "time_min_min", b"time_min_min", "wait", b"wait", "wckey", b"wckey", "work_dir", b"work_dir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "argv", b"argv", "array", b"array", "batch", b"batch", "begin_time", b"begin_time", "command", b"command", "comment", b"comment", "constraint", b"constraint", "contiguous", b"contiguous", "cpus_per_gpu", b"cpus_per_gpu", "cpus_per_task", b"cpus_per_task", "deadline", b"deadline", "dependency", b"dependency", "environment", b"environment", "exclude", b"exclude", "exclusive", b"exclusive", "export_spec", b"export_spec", "gpu_bind", b"gpu_bind", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_socket", b"gpus_per_socket", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "hold", b"hold", "kill_on_invalid_dep", b"kill_on_invalid_dep", "licenses", b"licenses", "mail_type", b"mail_type", "mail_user", b"mail_user", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_gpu_mb", b"mem_per_gpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "mem_whole_node", b"mem_whole_node", "min_nodes", b"min_nodes", "name", b"name", "nice", b"nice", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "open_mode", b"open_mode", "overcommit", b"overcommit", "partition", b"partition", "qos", b"qos", "requeue", b"requeue", "reservation", b"reservation", "script", b"script", "signal_batch_only", b"signal_batch_only", "signal_num", b"signal_num", "signal_secs", b"signal_secs", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "submit_dir", b"submit_dir", "submit_host", b"submit_host", "threads_per_core", b"threads_per_core", "time_limit_min", b"time_limit_min", "time_min_min", b"time_min_min", "wait", b"wait", "wckey", b"wckey", "work_dir", b"work_dir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -420,6 +428,7 @@ class JobInfo(_message.Message):
     LAUNCH_NODE_IP_FIELD_NUMBER: _builtins.int
     MIN_NODES_REQ_FIELD_NUMBER: _builtins.int
     MAX_NODES_REQ_FIELD_NUMBER: _builtins.int
+    BATCH_USAGE_FIELD_NUMBER: _builtins.int
     STEPS_FIELD_NUMBER: _builtins.int
     NEXT_STEP_ID_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
@@ -520,6 +529,10 @@ class JobInfo(_message.Message):
     @_builtins.property
     def exc_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
+    def batch_usage(self) -> Global___Usage:
+        """the batch script's peak RSS and CPU time (from its stepd)"""
+
+    @_builtins.property
     def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobStep]:
         """job steps (srun): every step this job has had, and the id the next one gets"""
 
@@ -589,12 +602,13 @@ class JobInfo(_message.Message):
         launch_node_ip: _builtins.str = ...,
         min_nodes_req: _builtins.int = ...,
         max_nodes_req: _builtins.int = ...,
+        batch_usage: Global___Usage | None = ...,
         steps: _abc.Iterable[Global___JobStep] | None = ...,
         next_step_id: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch_usage", b"batch_usage", "spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "accrue_time", b"accrue_time", "alloc_node_sid", b"alloc_node_sid", "allocation", b"allocation", "array_job_id", b"array_job_id", "array_max_tasks", b"array_max_tasks", "array_task_id", b"array_task_id", "array_task_str", b"array_task_str", "batch_flag", b"batch_flag", "batch_host", b"batch_host", "cancelled_by", b"cancelled_by", "cancelled_by_uid", b"cancelled_by_uid", "derived_exit_code", b"derived_exit_code", "derived_exit_signal", b"derived_exit_signal", "eligible_time", b"eligible_time", "end_time", b"end_time", "exc_nodes", b"exc_nodes", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "final_state", b"final_state", "group_id", b"group_id", "group_name", b"group_name", "held", b"held", "held_by_admin", b"held_by_admin", "job_id", b"job_id", "last_sched_eval", b"last_sched_eval", "launch_node_ip", b"launch_node_ip", "max_nodes_req", b"max_nodes_req", "mem_mb", b"mem_mb", "min_cpus_node", b"min_cpus_node", "min_memory_cpu_mb", b"min_memory_cpu_mb", "min_memory_node_mb", b"min_memory_node_mb", "min_nodes_req", b"min_nodes_req", "next_step_id", b"next_step_id", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "oversubscribe", b"oversubscribe", "partition", b"partition", "preempt_time", b"preempt_time", "priority", b"priority", "qos", b"qos", "req_nodes", b"req_nodes", "requeue", b"requeue", "restarts", b"restarts", "sched_nodes", b"sched_nodes", "spec", b"spec", "start_time", b"start_time", "state", b"state", "state_reason", b"state_reason", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "steps", b"steps", "submit_time", b"submit_time", "suspend_time", b"suspend_time", "time_limit_min", b"time_limit_min", "tres_alloc", b"tres_alloc", "tres_per_node", b"tres_per_node", "tres_req", b"tres_req", "user_id", b"user_id", "user_name", b"user_name", "warn_signal_sent", b"warn_signal_sent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "accrue_time", b"accrue_time", "alloc_node_sid", b"alloc_node_sid", "allocation", b"allocation", "array_job_id", b"array_job_id", "array_max_tasks", b"array_max_tasks", "array_task_id", b"array_task_id", "array_task_str", b"array_task_str", "batch_flag", b"batch_flag", "batch_host", b"batch_host", "batch_usage", b"batch_usage", "cancelled_by", b"cancelled_by", "cancelled_by_uid", b"cancelled_by_uid", "derived_exit_code", b"derived_exit_code", "derived_exit_signal", b"derived_exit_signal", "eligible_time", b"eligible_time", "end_time", b"end_time", "exc_nodes", b"exc_nodes", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "final_state", b"final_state", "group_id", b"group_id", "group_name", b"group_name", "held", b"held", "held_by_admin", b"held_by_admin", "job_id", b"job_id", "last_sched_eval", b"last_sched_eval", "launch_node_ip", b"launch_node_ip", "max_nodes_req", b"max_nodes_req", "mem_mb", b"mem_mb", "min_cpus_node", b"min_cpus_node", "min_memory_cpu_mb", b"min_memory_cpu_mb", "min_memory_node_mb", b"min_memory_node_mb", "min_nodes_req", b"min_nodes_req", "next_step_id", b"next_step_id", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "oversubscribe", b"oversubscribe", "partition", b"partition", "preempt_time", b"preempt_time", "priority", b"priority", "qos", b"qos", "req_nodes", b"req_nodes", "requeue", b"requeue", "restarts", b"restarts", "sched_nodes", b"sched_nodes", "spec", b"spec", "start_time", b"start_time", "state", b"state", "state_reason", b"state_reason", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "steps", b"steps", "submit_time", b"submit_time", "suspend_time", b"suspend_time", "time_limit_min", b"time_limit_min", "tres_alloc", b"tres_alloc", "tres_per_node", b"tres_per_node", "tres_req", b"tres_req", "user_id", b"user_id", "user_name", b"user_name", "warn_signal_sent", b"warn_signal_sent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -627,6 +641,8 @@ class JobStep(_message.Message):
     OVERLAP_FIELD_NUMBER: _builtins.int
     LAUNCH_FIELD_NUMBER: _builtins.int
     JOB_NAME_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    NUM_GPUS_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     step_id: _builtins.int
     """-4 = batch, -5 = extern (as Slurm)"""
@@ -652,6 +668,8 @@ class JobStep(_message.Message):
     cpus_per_task: _builtins.int
     overlap: _builtins.bool
     job_name: _builtins.str
+    num_gpus: _builtins.int
+    """GPUs the step uses (all nodes)"""
     @_builtins.property
     def layout(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepNode]:
         """one per node, in node order"""
@@ -659,6 +677,10 @@ class JobStep(_message.Message):
     @_builtins.property
     def launch(self) -> Global___StepLaunch:
         """how to run it (kept while it runs)"""
+
+    @_builtins.property
+    def usage(self) -> Global___Usage:
+        """peak RSS (max over tasks) and CPU time (sum), once it ended"""
 
     def __init__(
         self,
@@ -686,14 +708,40 @@ class JobStep(_message.Message):
         overlap: _builtins.bool = ...,
         launch: Global___StepLaunch | None = ...,
         job_name: _builtins.str = ...,
+        usage: Global___Usage | None = ...,
+        num_gpus: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "job_name", b"job_name", "launch", b"launch", "layout", b"layout", "name", b"name", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "overlap", b"overlap", "partition", b"partition", "start_time", b"start_time", "state", b"state", "step_id", b"step_id", "tasks_per_node", b"tasks_per_node", "time_limit_min", b"time_limit_min", "user_id", b"user_id", "user_name", b"user_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "job_name", b"job_name", "launch", b"launch", "layout", b"layout", "name", b"name", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "overlap", b"overlap", "partition", b"partition", "start_time", b"start_time", "state", b"state", "step_id", b"step_id", "tasks_per_node", b"tasks_per_node", "time_limit_min", b"time_limit_min", "usage", b"usage", "user_id", b"user_id", "user_name", b"user_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___JobStep: _TypeAlias = JobStep  # noqa: Y015
+
+@_typing.final
+class Usage(_message.Message):
+    """What a job or step used, measured where it ran (cgroup, else the kernel's rusage)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_RSS_KB_FIELD_NUMBER: _builtins.int
+    CPU_TIME_US_FIELD_NUMBER: _builtins.int
+    max_rss_kb: _builtins.int
+    cpu_time_us: _builtins.int
+    def __init__(
+        self,
+        *,
+        max_rss_kb: _builtins.int = ...,
+        cpu_time_us: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_time_us", b"cpu_time_us", "max_rss_kb", b"max_rss_kb"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Usage: _TypeAlias = Usage  # noqa: Y015
 
 @_typing.final
 class StepNode(_message.Message):
@@ -705,12 +753,17 @@ class StepNode(_message.Message):
     ADDR_FIELD_NUMBER: _builtins.int
     TASK_IDS_FIELD_NUMBER: _builtins.int
     CPUS_FIELD_NUMBER: _builtins.int
+    GPU_INDICES_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     addr: _builtins.str
     """NodeAddr (MASTER_ADDR for the first node)"""
     cpus: _builtins.int
     @_builtins.property
     def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the job's GPUs on this node that the step uses"""
+
     def __init__(
         self,
         *,
@@ -718,10 +771,11 @@ class StepNode(_message.Message):
         addr: _builtins.str = ...,
         task_ids: _abc.Iterable[_builtins.int] | None = ...,
         cpus: _builtins.int = ...,
+        gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "cpus", b"cpus", "node", b"node", "task_ids", b"task_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "cpus", b"cpus", "gpu_indices", b"gpu_indices", "node", b"node", "task_ids", b"task_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -768,6 +822,8 @@ class StepLaunch(_message.Message):
     UMASK_FIELD_NUMBER: _builtins.int
     DISTRIBUTION_GIVEN_FIELD_NUMBER: _builtins.int
     KILL_ON_BAD_EXIT_FIELD_NUMBER: _builtins.int
+    GPU_BIND_FIELD_NUMBER: _builtins.int
+    GPUS_PER_TASK_FIELD_NUMBER: _builtins.int
     cwd: _builtins.str
     std_out: _builtins.str
     """pattern (%t %n %N %j %s %u %x), "none", or "" = to srun"""
@@ -787,6 +843,10 @@ class StepLaunch(_message.Message):
     umask: _builtins.int
     distribution_given: _builtins.bool
     kill_on_bad_exit: _builtins.bool
+    gpu_bind: _builtins.str
+    """--gpu-bind as given"""
+    gpus_per_task: _builtins.int
+    """--gpus-per-task (per_task binding when no --gpu-bind)"""
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -811,10 +871,12 @@ class StepLaunch(_message.Message):
         umask: _builtins.int = ...,
         distribution_given: _builtins.bool = ...,
         kill_on_bad_exit: _builtins.bool = ...,
+        gpu_bind: _builtins.str = ...,
+        gpus_per_task: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["argv", b"argv", "cwd", b"cwd", "distribution_given", b"distribution_given", "environment", b"environment", "io_host", b"io_host", "io_port", b"io_port", "io_token", b"io_token", "kill_on_bad_exit", b"kill_on_bad_exit", "label", b"label", "open_mode", b"open_mode", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "umask", b"umask", "unbuffered", b"unbuffered"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["argv", b"argv", "cwd", b"cwd", "distribution_given", b"distribution_given", "environment", b"environment", "gpu_bind", b"gpu_bind", "gpus_per_task", b"gpus_per_task", "io_host", b"io_host", "io_port", b"io_port", "io_token", b"io_token", "kill_on_bad_exit", b"kill_on_bad_exit", "label", b"label", "open_mode", b"open_mode", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "umask", b"umask", "unbuffered", b"unbuffered"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
