@@ -41,6 +41,7 @@ from ctld.sched import placement as sched_placement
 from ctld.sched import submit as sched_submit
 from ctld.sched.dependency import parse_dependency
 from ctld.sched.limits import effective_time_limit
+from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
 from ctld.store import StateStore
 from shoal import hostlist
@@ -99,6 +100,7 @@ class Controller:
         self.stopping = threading.Event()
         self._slurm_uid = _uid_of(cfg.slurm_user)
         self._partitions = {p.name: p for p in cfg.partitions}
+        self._partitions_view = sched_partitions(cfg)
         self._sched_config = sched_config(cfg)
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self._recover()
@@ -185,22 +187,7 @@ class Controller:
             )
             for n in self.nodes.values()
         )
-        partitions = tuple(
-            m.Partition(
-                name=p.name,
-                nodes=tuple(p.nodes),
-                state=p.state,
-                max_time_min=p.max_time,
-                default_time_min=p.default_time,
-                max_nodes=p.max_nodes,
-                min_nodes=p.min_nodes,
-                priority_tier=p.priority_tier,
-                priority_job_factor=p.priority_job_factor,
-                exclusive=p.oversubscribe.upper().startswith("EXCLUSIVE"),
-                def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
-            )
-            for p in self.cfg.partitions
-        )
+        partitions = self._partitions_view
         running = tuple(
             m.RunningJob(
                 job_id=j.job_id,

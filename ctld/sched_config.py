@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ctld.sched.model import Config
+from ctld.sched.model import Config, Partition
 from shoal.conf.slurm import SlurmConfig
 
 # SchedulerParameters option -> Config field (all integers)
@@ -43,4 +43,24 @@ def sched_config(cfg: SlurmConfig) -> Config:
         def_mem_per_node_mb=getattr(cfg, "def_mem_per_node", 0) or 0,
         scheduler=cfg.scheduler_type,
         **numbers,
+    )
+
+
+def partitions(cfg: SlurmConfig) -> tuple[Partition, ...]:
+    """slurm.conf's partitions as the core sees them (the controller and the simulator alike)."""
+    return tuple(
+        Partition(
+            name=p.name,
+            nodes=tuple(p.nodes),
+            state=p.state,
+            max_time_min=p.max_time,
+            default_time_min=p.default_time,
+            max_nodes=p.max_nodes,
+            min_nodes=p.min_nodes,
+            priority_tier=p.priority_tier,
+            priority_job_factor=p.priority_job_factor,
+            exclusive=p.oversubscribe.upper().startswith("EXCLUSIVE"),
+            def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
+        )
+        for p in cfg.partitions
     )

@@ -40,7 +40,7 @@ def pool_machine(cpus: int, config: Config) -> Machine:
 
 def conf_machine(path: str) -> Machine:
     """The nodes, partitions and scheduler settings of a slurm.conf."""
-    from ctld.sched_config import sched_config
+    from ctld.sched_config import partitions, sched_config
     from shoal.conf import load_slurm_conf
 
     cfg = load_slurm_conf(path)
@@ -58,21 +58,7 @@ def conf_machine(path: str) -> Machine:
         )
         for n in cfg.nodes
     )
-    parts = tuple(
-        Partition(
-            name=p.name,
-            nodes=tuple(p.nodes),
-            state=p.state,
-            max_time_min=p.max_time,
-            default_time_min=p.default_time,
-            max_nodes=p.max_nodes,
-            min_nodes=p.min_nodes,
-            priority_tier=p.priority_tier,
-            priority_job_factor=p.priority_job_factor,
-            exclusive=p.oversubscribe.upper().startswith("EXCLUSIVE"),
-        )
-        for p in cfg.partitions
-    )
+    parts = partitions(cfg)
     default = next((p.name for p in cfg.partitions if p.is_default), parts[0].name if parts else SIM_PARTITION)
     return Machine(nodes, parts, sched_config(cfg), default)
 
