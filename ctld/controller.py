@@ -20,6 +20,7 @@ from typing import Protocol
 
 from ctld import jobs as jobrec
 from ctld import steps as jobsteps
+from ctld import top
 from ctld.accounting import Accounting
 from ctld.errors import (
     ACCESS_DENIED,
@@ -767,6 +768,8 @@ class Controller:
                         self._requests.pop(job.job_id, None)
                     except SlurmError as exc:
                         out.results.add(job_id=_job_id_str(job), code=exc.code, message=exc.message)
+            if req.action == "top" and changed:
+                changed.extend(self._top(changed))
             if changed:
                 self._save(*changed)
         for effect in effects:
@@ -799,16 +802,47 @@ class Controller:
             job.held = False
             job.held_by_admin = False
             job.state_reason = "None"
+            job.priority_set = False  # as Slurm: release recomputes the priority
         elif action in ("requeue", "requeuehold"):
             self._requeue_action(job, now, effects, hold=action == "requeuehold")
         elif action == "top":
             if job.state != PENDING:
                 raise SlurmError("Job is no longer pending execution", FAILED_PRECONDITION)
+            user_top = any(w.strip().lower() == "enable_user_top" for w in self.cfg.scheduler_parameters)
+            if not operator and not user_top:
+                raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
         elif action == "update":
             for kv in req.fields:
                 self._update_field(job, kv.key, kv.value, operator)
         else:
             raise SlurmError(f"Invalid update action: {action}")
+
+    def _top(self, targets: list[jobs_pb2.JobInfo]) -> list[jobs_pb2.JobInfo]:
+        """scontrol top: trade nice values inside each target's group (see top.py); returns the others changed."""
+        listed = {job.job_id for job in targets}
+        changed: list[jobs_pb2.JobInfo] = []
+        groups: dict[tuple[int, str, str, str], list[jobs_pb2.JobInfo]] = {}
+        for job in targets:
+            if "," not in job.partition:  # as Slurm: jobs submitted to one partition only
+                groups.setdefault((job.user_id, job.partition, job.account, job.qos), []).append(job)
+        for key, members in groups.items():
+            peers = [
+                j for j in self.jobs.values()
+                if j.state == PENDING and not j.held and j.job_id not in listed
+                and (j.user_id, j.partition, j.account, j.qos) == key
+            ]
+            queued = {j.job_id: top.Queued(j.job_id, j.priority, j.spec.nice) for j in members + peers}
+            nice = top.top_nice([queued[j.job_id] for j in members], [queued[j.job_id] for j in peers])
+            for job in members + peers:
+                delta = nice[job.job_id] - job.spec.nice
+                if delta:
+                    job.spec.nice = nice[job.job_id]
+                    if not job.priority_set:
+                        job.priority = max(1, job.priority - delta)
+                    self._requests.pop(job.job_id, None)
+                    if job.job_id not in listed:
+                        changed.append(job)
+        return changed
 
     def _requeue_action(
         self, job: jobs_pb2.JobInfo, now: int, effects: list[Callable[[], None]], hold: bool
@@ -864,7 +898,16 @@ class Controller:
         if k == "priority":
             if not operator:
                 raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
-            job.priority = int(value)
+            try:
+                priority = int(value)
+            except ValueError as exc:
+                raise SlurmError("Invalid job priority") from exc
+            if priority <= 0:  # as Slurm: Priority=0 holds the job
+                job.held, job.held_by_admin, job.state_reason = True, True, "JobHeldAdmin"
+                job.priority = 0
+            else:
+                job.priority = min(priority, 0xFFFFFFFE)
+                job.priority_set = True
             return
         if k == "requeue":
             job.requeue = value not in ("0", "no")

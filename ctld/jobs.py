@@ -119,7 +119,7 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> Job
         name=spec.name,
         submit_time=job.submit_time,
         partitions=tuple(p for p in job.partition.split(",") if p),
-        admin_priority=None,
+        admin_priority=job.priority if job.priority_set else None,
         nice=spec.nice,
         min_nodes=min_nodes,
         max_nodes=max_nodes,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ctld.priority_config import priority_config
 from ctld.sched.model import Config, Partition
 from shoal.conf.slurm import SlurmConfig
 
@@ -42,6 +43,7 @@ def sched_config(cfg: SlurmConfig) -> Config:
         def_mem_per_cpu_mb=cfg.def_mem_per_cpu,
         def_mem_per_node_mb=getattr(cfg, "def_mem_per_node", 0) or 0,
         scheduler=cfg.scheduler_type,
+        priority=priority_config(cfg),
         **numbers,
     )
 

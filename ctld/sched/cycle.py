@@ -17,7 +17,7 @@ from ctld.sched.assoc_limits import AssocUsage
 from ctld.sched.backfill import run_backfill
 from ctld.sched.model import CycleResult, JobRequest, JobStatus, Partition, Phase, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place
-from ctld.sched.priority import job_priority
+from ctld.sched.priority import all_priorities, job_priority
 
 HELD_ADMIN = "JobHeldAdmin"
 HELD_USER = "JobHeldUser"
@@ -45,7 +45,7 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
     """Decide which pending jobs start now, where, and why the others wait."""
     parts = {part.name: part for part in snap.partitions}
     statuses = dependency.status_index(snap.jobs)
-    priorities = {job.job_id: _priority(job, parts, now) for job in snap.pending}
+    priorities = all_priorities(snap, now)
     queue = sorted(snap.pending, key=lambda job: _queue_key(job, parts, priorities))
     state = _CycleState(active_tasks=_active_array_tasks(snap.jobs))
     if snap.accounting is not None:

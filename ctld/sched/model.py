@@ -164,6 +164,23 @@ class RunningJob:
 
 
 @dataclass(frozen=True, slots=True)
+class PriorityConfig:
+    """PriorityType and the priority/multifactor knobs (see priority.py); weights 0 = factor unused."""
+
+    type: str = "priority/basic"  # or priority/multifactor
+    weight_age: int = 0
+    weight_assoc: int = 0
+    weight_fairshare: int = 0
+    weight_job_size: int = 0
+    weight_partition: int = 0
+    weight_qos: int = 0
+    weight_tres: tuple[tuple[str, float], ...] = ()  # (("cpu", 1000.0), ("gres/gpu", 2000.0))
+    max_age_s: int = 7 * 86400  # PriorityMaxAge
+    favor_small: bool = False  # PriorityFavorSmall
+    flags: frozenset[str] = frozenset()  # PriorityFlags, upper case (NO_NORMAL_ALL already expanded)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """Scheduling knobs from slurm.conf (the subset the core uses)."""
 
@@ -177,6 +194,7 @@ class Config:
     bf_max_job_test: int = 500  # jobs the backfill pass considers
     bf_max_job_user: int = 0  # 0 = no per-user limit on jobs considered
     bf_reservations: int = 0  # shoal: top jobs that get a reservation; 0 = every job tested, 1 = EASY
+    priority: PriorityConfig = PriorityConfig()
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +206,16 @@ class Snapshot:
     jobs: tuple[JobStatus, ...]  # every known job, for dependencies, singleton and array throttles
     config: Config = Config()
     accounting: AccountingLimits | None = None  # association/QOS limits to enforce (None = not enforced)
+    priority_inputs: PriorityInputs | None = None  # accounting's part of multifactor priority
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityInputs:
+    """What multifactor priority needs from accounting: QOS and association priorities, fair-share."""
+
+    qos_priority: dict[str, int] = field(default_factory=dict)  # QOS name -> Priority
+    assoc_priority: dict[int, int] = field(default_factory=dict)  # association id -> effective Priority
+    fairshare: dict[int, float] = field(default_factory=dict)  # association id -> fair-share factor 0..1
 
 
 @dataclass(frozen=True, slots=True)

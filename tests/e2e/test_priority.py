@@ -1,0 +1,63 @@
+"""priority/multifactor end to end: the bigger job goes first, an admin's Priority=, scontrol top."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
+
+
+@pytest.fixture(scope="module")
+def prio_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(
+        tmp_path_factory.mktemp("prio"),
+        nodes=1,
+        extra=("PriorityType=priority/multifactor", "PriorityWeightJobSize=1000", "PriorityWeightAge=10"),
+    )
+    yield c
+    stop_cluster(c)
+
+
+def _priority(c: Cluster, job_id: int, timeout: float = 30) -> int:
+    """The job's priority once a scheduling cycle has computed it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = c.job_field(job_id, "%Q").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} got no priority")
+
+
+def test_bigger_job_first_then_admin_priority_and_top(prio_cluster: Cluster, tmp_path: Path) -> None:
+    c = prio_cluster
+    common = ("-t", "1", "-D", str(tmp_path))
+    blocker = c.submit("-n4", *common, "--wrap", "sleep 30")
+    c.wait_state(blocker, {"RUNNING"})
+    small = c.submit("-n1", *common, "--wrap", "sleep 1")
+    big = c.submit("-n4", *common, "--wrap", "sleep 1")
+    # job size: (1 node / 1 + CPUs / 4) / 2 -> 1 CPU: 625, 4 CPUs: 1000 (plus a little age)
+    assert _priority(c, big) > _priority(c, small)
+    listed = c.ok("squeue", "-h", "-t", "PD", "-o", "%i").split()
+    assert listed[:2] == [str(big), str(small)]
+
+    # an admin's Priority= sticks; Priority=0 holds the job; release recomputes it
+    c.ok("scontrol", "update", f"JobId={small}", "Priority=5000")
+    assert _priority(c, small) == 5000
+    assert c.ok("squeue", "-h", "-t", "PD", "-o", "%i").split()[:2] == [str(small), str(big)]
+    c.ok("scontrol", "update", f"JobId={small}", "Priority=0")
+    assert c.job_field(small, "%r").strip() == "JobHeldAdmin"
+    c.ok("scontrol", "release", str(small))
+    assert _priority(c, small) < 5000
+
+    # scontrol top: the small job moves ahead of the same user's big one (nice values traded)
+    c.ok("scontrol", "top", str(small))
+    assert _priority(c, small) > _priority(c, big)
+    assert c.ok("squeue", "-h", "-t", "PD", "-o", "%i").split()[:2] == [str(small), str(big)]
+    nice = {int(i): int(n) for i, n in (line.split() for line in c.ok("squeue", "-h", "-o", "%i %y").splitlines())}
+    assert nice[small] < 0 < nice[big] and nice[small] + nice[big] == 0
+    c.ok("scancel", str(blocker), str(small), str(big))
