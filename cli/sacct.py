@@ -40,10 +40,12 @@ STATE_CODES = {
 class Row:
     """One line: a job (or a group of never-started array tasks) or one of its steps."""
 
-    def __init__(self, job: pb.JobRecord, step: pb.StepRecord | None = None, job_id: str = "") -> None:
+    def __init__(self, job: pb.JobRecord, step: pb.StepRecord | None = None, job_id: str = "",
+                 cpu_time_s: int = 0) -> None:
         self.job = job
         self.step = step
         self.job_id = job_id or _job_id(job)
+        self.cpu_time_s = cpu_time_s  # a job row: its steps' CPU time (sacct's TotalCPU)
 
 
 def _job_id(job: pb.JobRecord) -> str:
@@ -97,6 +99,7 @@ def _getters(row: Row, now: int, units: str) -> dict[str, Callable[[], str]]:
         "elapsedraw": lambda: str(_elapsed(j.start_time, j.end_time, now)),
         "cputime": lambda: format_hms(_elapsed(j.start_time, j.end_time, now) * j.alloc_cpus),
         "cputimeraw": lambda: str(_elapsed(j.start_time, j.end_time, now) * j.alloc_cpus),
+        "totalcpu": lambda: format_hms(row.cpu_time_s),
         "nodelist": lambda: j.nodelist or "None assigned",
         "nnodes": lambda: str(j.alloc_nodes or j.req_nodes),
         "reqnodes": lambda: str(j.req_nodes),
@@ -193,7 +196,7 @@ def group_rows(jobs: Iterable[pb.AcctJob], with_steps: bool) -> list[Row]:
             pending_tasks[key] = (row, [j.array_task_id])
             rows.append(row)
             continue
-        rows.append(Row(j))
+        rows.append(Row(j, cpu_time_s=sum(step.cpu_time_s for step in acct.steps)))
         if with_steps:
             rows.extend(Row(j, step, _job_id(j)) for step in acct.steps)
     for (array_id, _), (row, task_ids) in pending_tasks.items():

@@ -151,6 +151,12 @@ def step_exit_status(exits: dict[int, TaskExit]) -> int:
     return max((e.status for e in exits.values()), default=0)
 
 
+def step_usage(exits: dict[int, TaskExit]) -> jobs_pb2.Usage:
+    """What sacct shows for the step: MaxRSS is the largest task's peak, TotalCPU the sum."""
+    return jobs_pb2.Usage(max_rss_kb=max((e.max_rss_kb for e in exits.values()), default=0),
+                          cpu_time_us=sum(e.cpu_time_us for e in exits.values()))
+
+
 def io_host(job: jobs_pb2.JobInfo) -> str:
     """The address of this host on the route to the job's first node (what tasks connect to)."""
     first = job.allocation[0].node if job.allocation else ""
@@ -200,7 +206,8 @@ def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], 
     req.nodelist = v("nodelist") or ""
     req.exclude = v("exclude") or ""
     req.distribution = v("distribution") or ""
-    req.name = v("job_name") or os.path.basename(command[0])
+    # SLURM_JOB_NAME (the batch job's name) is ignored inside an allocation, as in Slurm
+    req.name = (v("job_name") if "job_name" in cli_given else "") or os.path.basename(command[0])
     req.overlap = opts.has("overlap")
     req.exclusive = opts.has("exclusive")
     req.overcommit = opts.has("overcommit")
@@ -329,7 +336,7 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     try:
         ctld("CompleteStep", controller_pb2.CompleteStepRequest(
             job_id=step.job_id, step_id=step.step_id, exit_code=min(status, 255),
-            cancelled=interrupts.cancelled), controller_pb2.CompleteStepResponse)
+            cancelled=interrupts.cancelled, usage=step_usage(exits)), controller_pb2.CompleteStepResponse)
     except CommandError:
         pass
     return status

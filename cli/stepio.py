@@ -25,6 +25,8 @@ class TaskExit:
     node: str
     code: int
     signal: int
+    max_rss_kb: int = 0   # the task's peak RSS (with the children it waited for)
+    cpu_time_us: int = 0  # its user + system CPU time
 
     @property
     def status(self) -> int:
@@ -110,7 +112,8 @@ class StepIO:
                 self._write(kind, task, payload)
             elif kind == taskio.EXIT:
                 data = json.loads(payload)
-                ended = TaskExit(node, int(data.get("code", 0)), int(data.get("signal", 0)))
+                ended = TaskExit(node, int(data.get("code", 0)), int(data.get("signal", 0)),
+                                 int(data.get("max_rss_kb", 0)), int(data.get("cpu_time_us", 0)))
                 with self.lock:
                     self.exits[task] = ended
                 for callback in list(self.on_exit):

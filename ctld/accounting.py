@@ -81,7 +81,27 @@ def batch_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
         num_nodes=1, start_time=job.start_time, end_time=job.end_time, state=state, exit_code=code,
         exit_signal=sig, submit_time=job.submit_time,
         tres_alloc=f"cpu={cpus},mem={first.mem_mb if first else 0}M,node=1",
+        max_rss_kb=job.batch_usage.max_rss_kb, cpu_time_s=_seconds(job.batch_usage.cpu_time_us),
     )
+
+
+def step_record(job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep) -> pb.StepRecord:
+    """An srun step (`N.0`, ...) as sacct shows it: RUNNING while it runs, then how it ended."""
+    state = JOB_STATE_NAMES.get(step.state, "RUNNING")
+    tres = f"cpu={step.num_cpus},node={step.num_nodes}"
+    if step.num_gpus:
+        tres += f",gres/gpu={step.num_gpus}"
+    return pb.StepRecord(
+        job_id=step.job_id, step_id=step.step_id, name=step.name, nodelist=step.nodes, num_tasks=step.num_tasks,
+        num_cpus=step.num_cpus, num_nodes=step.num_nodes, start_time=step.start_time, end_time=step.end_time,
+        state=state, exit_code=step.exit_code, exit_signal=step.exit_signal, submit_time=job.submit_time,
+        tres_alloc=tres, max_rss_kb=step.usage.max_rss_kb, cpu_time_s=_seconds(step.usage.cpu_time_us),
+    )
+
+
+def _seconds(microseconds: int) -> int:
+    """CPU time in whole seconds, rounded (StepRecord keeps seconds)."""
+    return (microseconds + 500_000) // 1_000_000
 
 
 def _node_state(info: cluster_pb2.NodeInfo) -> tuple[str, str]:
@@ -109,6 +129,7 @@ class Accounting:
         self._key = key
         self._target = f"{cfg.accounting_storage_host or cfg.control_addr}:{cfg.accounting_storage_port}"
         self._sent: dict[int, bytes] = {}  # job id -> last record sent (skip unchanged saves)
+        self._sent_steps: dict[tuple[int, int], bytes] = {}  # (job id, step id) -> last step record sent
         self._nodes: dict[str, tuple[str, str]] = {}
         self.wake = threading.Event()
         self._cache_lock = threading.Lock()
@@ -135,6 +156,7 @@ class Accounting:
             rec = job_record(job)
             data = rec.SerializeToString(deterministic=True)
             if self._sent.get(job.job_id) == data:
+                self._record_steps(tx, job)
                 continue
             was = self._sent.get(job.job_id)
             self._sent[job.job_id] = data
@@ -142,7 +164,19 @@ class Accounting:
             ended = job.state in FINISHED_STATES and job.batch_flag and rec.start_time
             if ended and (was is None or pb.JobRecord.FromString(was).state != rec.state):
                 tx.enqueue_record(pb.AcctRecord(step=batch_step_record(job)).SerializeToString())
+            self._record_steps(tx, job)
         self.wake.set()
+
+    def _record_steps(self, tx: StateStore, job: jobs_pb2.JobInfo) -> None:
+        """Queue a record for each srun step that started or ended since the last save (after its
+        job's record: dbd files a step under a job it already has; a step stored twice is updated)."""
+        for step in job.steps:
+            rec = step_record(job, step)
+            data = rec.SerializeToString(deterministic=True)
+            key = (step.job_id, step.step_id)
+            if self._sent_steps.get(key) != data:
+                self._sent_steps[key] = data
+                self.record_step(tx, rec)
 
     def record_step(self, tx: StateStore, step: pb.StepRecord) -> None:
         """Queue a step record (srun steps, .extern); call inside the transaction that saves the change."""

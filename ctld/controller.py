@@ -472,6 +472,7 @@ class Controller:
             if job is None or job.state not in ACTIVE_STATES:
                 return  # already handled (a replayed report after a noded restart)
             now = req.end_time or self._now()
+            job.batch_usage.CopyFrom(req.usage)  # the .batch step's MaxRSS/TotalCPU in accounting
             if job.state == COMPLETING and job.final_state == jobs_pb2.REQUEUED:
                 self._requeue(job, now)
             elif job.state == COMPLETING and job.final_state:

@@ -176,6 +176,7 @@ def complete_step(ctl: Controller, req: controller_pb2.CompleteStepRequest, call
             state = jobs_pb2.FAILED
         else:
             state = jobs_pb2.COMPLETED
+        step.usage.CopyFrom(req.usage)
         _end(step, state, req.exit_code, req.exit_signal, ctl._now())
         ctl._save(job)
 
@@ -186,21 +187,7 @@ def _end(step: jobs_pb2.JobStep, state: int, exit_code: int, exit_signal: int, n
     step.exit_signal = exit_signal
     step.end_time = now
     step.launch.ClearField("environment")  # not needed once it ran (and it is the bulk of a step)
-    record_step(step)
-
-
-def record_step(step: jobs_pb2.JobStep) -> None:
-    """Seam for accounting (issue 5): a finished step's record goes to the dbd queue from here."""
-    try:
-        from ctld import accounting
-    except ImportError:
-        return
-    hook = getattr(accounting, "record_step", None)
-    if callable(hook):
-        try:
-            hook(step)
-        except Exception:  # accounting must never break the controller
-            log.exception("accounting of step %d.%d failed", step.job_id, step.step_id)
+    # Accounting: the caller saves the job (ctl._save), whose transaction queues the step's record.
 
 
 def end_job_steps(job: jobs_pb2.JobInfo, state: int, now: int) -> None:

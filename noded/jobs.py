@@ -29,6 +29,8 @@ class FinishedJob:
     launch_failed: bool
     message: str
     oom: bool = False  # the kernel killed part of the job for exceeding its memory
+    max_rss_kb: int = 0  # peak memory of the script (cgroup, else rusage)
+    cpu_time_us: int = 0
 
 
 def _job_dirs(spool_root: Path) -> list[tuple[int, Path]]:
@@ -56,7 +58,11 @@ def _finished(job_id: int, data: dict[str, object]) -> FinishedJob:
         value = data.get(key, 0)
         return int(value) if isinstance(value, int | float | str) else 0
 
+    usage = data.get("usage")
+    used = usage if isinstance(usage, dict) else {}
     return FinishedJob(
+        max_rss_kb=int(used.get("max_rss_bytes", 0)) // 1024,
+        cpu_time_us=int(used.get("cpu_time_us", 0)),
         job_id=job_id,
         exit_code=num("exit_code"),
         exit_signal=num("exit_signal"),

@@ -21,7 +21,7 @@ import grpc
 from noded import jobs, spool
 from noded.node import HostedNode
 from shoal.rpc.client import Stub
-from shoal.v1 import cluster_pb2, controller_pb2
+from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2
 
 log = logging.getLogger("shoal.noded")
 
@@ -182,6 +182,7 @@ class Reporter:
             message=job.message,
             end_time=job.end_time,
             oom=job.oom,
+            usage=jobs_pb2.Usage(max_rss_kb=job.max_rss_kb, cpu_time_us=job.cpu_time_us),
         )
         try:
             self._stub.call(COMPLETE, request, controller_pb2.CompleteBatchResponse, timeout=self._timeout)

@@ -90,10 +90,14 @@ class Supervisor:
         spool.write_pid_file(self.job_dir / spool.JOB_PID, pid)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         error = _read_all(err_r)
-        _, wait_status = os.waitpid(pid, 0)
+        _, wait_status, rusage = os.wait4(pid, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
         _killpg(pid, signal.SIGKILL)  # what the script left running ends with it, as in Slurm
         status.update(finish_cgroup(cgroup, self.spec))
+        measured = status.get("usage")
+        cgroup_usage = measured if isinstance(measured, dict) else {}
+        # The cgroup's figures (the whole job, daemons it left included) win; rusage where it has none.
+        status["usage"] = {k: cgroup_usage.get(k) or v for k, v in rusage_usage(rusage).items()}
         if error:
             status.update(exit_code=1, launch_failed=True, message=error)
         elif os.WIFSIGNALED(wait_status):
@@ -102,6 +106,13 @@ class Supervisor:
             status["exit_code"] = os.waitstatus_to_exitcode(wait_status)
         status["end_time"] = int(time.time())
         return status
+
+
+def rusage_usage(rusage: object) -> dict[str, int]:
+    """Peak RSS and CPU time of a waited-for process and the descendants it waited for (no cgroup)."""
+    maxrss = int(getattr(rusage, "ru_maxrss", 0))  # kilobytes on Linux
+    cpu = float(getattr(rusage, "ru_utime", 0.0)) + float(getattr(rusage, "ru_stime", 0.0))
+    return {"max_rss_bytes": maxrss * 1024, "cpu_time_us": int(cpu * 1_000_000)}
 
 
 def _killpg(pgid: int, sig: int) -> None:

@@ -229,7 +229,7 @@ class StepSupervisor:
         by_pid = {pid: gtid for gtid, pid in self.pids.items()}
         while by_pid:
             try:
-                pid, status = os.wait()
+                pid, status, rusage = os.wait4(-1, 0)
             except ChildProcessError:
                 break
             gtid = by_pid.pop(pid, None)
@@ -240,7 +240,9 @@ class StepSupervisor:
             code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
             sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
             _killpg(pid, signal.SIGKILL)  # what the task left running ends with it
-            self.send(taskio.json_frame(taskio.EXIT, gtid, {"code": code, "signal": sig}))
+            cpu_us = int((rusage.ru_utime + rusage.ru_stime) * 1_000_000)
+            ended = {"code": code, "signal": sig, "max_rss_kb": rusage.ru_maxrss, "cpu_time_us": cpu_us}
+            self.send(taskio.json_frame(taskio.EXIT, gtid, ended))
         self.send(taskio.frame(taskio.DONE, 0))
         if self.sock is not None:
             try:

@@ -102,3 +102,25 @@ def test_submitit_query_parses(acct: Cluster, workdir: Path) -> None:
     acct.ok("scancel", str(b))
     wait_sacct(acct, b, f"{b}|CANCELLED by 0")
     wait_sacct(acct, b, f"{b}.batch|CANCELLED")
+
+
+BURN = "import time\nx = b'x' * (80 << 20)\nt = time.process_time()\nwhile time.process_time() - t < 1.2:\n    pass\n"
+
+
+def test_sacct_shows_srun_steps_with_state_exit_code_and_usage(acct: Cluster, workdir: Path) -> None:
+    (workdir / "burn.py").write_text(BURN)
+    script = workdir / "steps.sh"
+    script.write_text("#!/bin/bash\nsrun -n1 true\nsrun -n1 bash -c 'exit 3'\nsrun -n1 python3 burn.py\n"
+                      "python3 burn.py\n")
+    job = acct.submit("-N1", "-n1", str(script), cwd=workdir)
+    wait_sacct(acct, job, f"{job}.batch|COMPLETED", timeout=60)
+    out = acct.ok("sacct", "-P", "-n", "-o", "JobID,JobName,State,ExitCode,MaxRSS,TotalCPU", "-j", str(job))
+    rows = {line.split("|")[0]: line.split("|")[1:] for line in out.splitlines()}
+    assert rows[f"{job}.0"][:3] == ["true", "COMPLETED", "0:0"]
+    assert rows[f"{job}.1"][:3] == ["bash", "FAILED", "3:0"]
+    assert rows[f"{job}.2"][:3] == ["python3", "COMPLETED", "0:0"]
+    for step in (f"{job}.2", f"{job}.batch"):  # 80 MB touched, over a second of CPU
+        max_rss, total_cpu = rows[step][3], rows[step][4]
+        assert max_rss.endswith("K") and int(max_rss[:-1]) > 80_000, (step, max_rss)
+        assert total_cpu >= "00:00:01", (step, total_cpu)
+    assert rows[str(job)][4] >= "00:00:01"  # the job's TotalCPU sums its steps
