@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ctld.errors import SlurmError
+from ctld.priority_inputs import priority_inputs
 from ctld.sched import model as m
 from ctld.sched.assoc_limits import submit_refusal
 from ctld.store import StateStore
@@ -242,6 +243,11 @@ class Accounting:
         if job is None or not self.enforce_limits:
             return req
         return replace(req, assoc_id=self.assoc_id(job), qos=job.qos)
+
+    def priority_inputs(self) -> m.PriorityInputs:
+        """QOS and association priorities for priority/multifactor (see priority_inputs.py)."""
+        with self._cache_lock:
+            return priority_inputs(self._cache)
 
     def limits(self) -> m.AccountingLimits | None:
         with self._cache_lock:

@@ -42,6 +42,7 @@ from ctld.sched import placement as sched_placement
 from ctld.sched import submit as sched_submit
 from ctld.sched.dependency import parse_dependency
 from ctld.sched.limits import effective_time_limit
+from ctld.sched.priority import MULTIFACTOR
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
 from ctld.store import StateStore
@@ -222,6 +223,7 @@ class Controller:
             jobs=statuses,
             config=self._sched_config,
             accounting=self.accounting.limits(),
+            priority_inputs=self.accounting.priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
         )
 
     def _request(self, job: jobs_pb2.JobInfo) -> m.JobRequest | None:

@@ -120,6 +120,7 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> Job
         submit_time=job.submit_time,
         partitions=tuple(p for p in job.partition.split(",") if p),
         admin_priority=job.priority if job.priority_set else None,
+        qos=job.qos,
         nice=spec.nice,
         min_nodes=min_nodes,
         max_nodes=max_nodes,
