@@ -169,7 +169,9 @@ SBATCH_OPTIONS: tuple[Opt, ...] = (
     Opt("get_user_env", ("get-user-env",), arg=OPTIONAL),
     Opt("gid", ("gid",)),
     Opt("gpus", ("gpus",), "G"),
+    Opt("gpu_bind", ("gpu-bind",)),
     Opt("gpus_per_node", ("gpus-per-node",)),
+    Opt("gpus_per_socket", ("gpus-per-socket",)),
     Opt("gpus_per_task", ("gpus-per-task",)),
     Opt("gres", ("gres",)),
     Opt("help", ("help",), "h", NO_ARG),
@@ -224,7 +226,9 @@ SBATCH_ENV: dict[str, str] = {
     "SBATCH_EXPORT": "export",
     "SBATCH_GET_USER_ENV": "get_user_env",
     "SBATCH_GPUS": "gpus",
+    "SBATCH_GPU_BIND": "gpu_bind",
     "SBATCH_GPUS_PER_NODE": "gpus_per_node",
+    "SBATCH_GPUS_PER_SOCKET": "gpus_per_socket",
     "SBATCH_GPUS_PER_TASK": "gpus_per_task",
     "SBATCH_GRES": "gres",
     "SBATCH_JOB_NAME": "job_name",
@@ -565,6 +569,16 @@ def resolve_memory(opts: JobOptions) -> None:
                 opts.source.pop(dest, None)
 
 
+def check_gpu_bind(text: str) -> None:
+    """--gpu-bind must be readable at submit (the node applies it per task)."""
+    from shoal.gpubind import GpuBindError, parse_gpu_bind
+
+    try:
+        parse_gpu_bind(text)
+    except GpuBindError as exc:
+        raise SpecError(str(exc), level="fatal") from exc
+
+
 def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) -> jobs_pb2.JobSpec:
     """Validate every option (Slurm's messages, SpecError) and fill a JobSpec."""
     import socket
@@ -634,6 +648,8 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
     if opts.has("deadline"):
         parse_when(v("deadline") or "", "--deadline", ctx.now)
         spec.deadline = v("deadline") or ""
+    if opts.has("gpu_bind"):
+        check_gpu_bind(v("gpu_bind") or "")
 
     for dest, attr in (
         ("partition", "partition"),
@@ -646,6 +662,8 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
         ("gpus", "gpus"),
         ("gpus_per_node", "gpus_per_node"),
         ("gpus_per_task", "gpus_per_task"),
+        ("gpu_bind", "gpu_bind"),
+        ("gpus_per_socket", "gpus_per_socket"),
         ("exclude", "exclude"),
         ("constraint", "constraint"),
         ("comment", "comment"),

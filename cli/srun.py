@@ -26,6 +26,7 @@ from cli.options import (
     SpecError,
     SubmitContext,
     build_job_spec,
+    check_gpu_bind,
     export_environment,
     parse_count,
     parse_node_range,
@@ -223,10 +224,29 @@ def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], 
     launch.unbuffered = opts.has("unbuffered")
     launch.distribution_given = opts.has("distribution")
     launch.kill_on_bad_exit = opts.has("kill_on_bad_exit") and (v("kill_on_bad_exit") or "1") != "0"
+    step_gpus(req, opts)
     mask = os.umask(0)
     os.umask(mask)
     launch.umask = mask
     return req
+
+
+def step_gpus(req: controller_pb2.CreateStepRequest, opts: JobOptions) -> None:
+    """--gres/--gpus/--gpus-per-node/--gpus-per-task take GPUs from the job's; --gpu-bind picks each
+    task's among them (checked here, applied on the node)."""
+    v = opts.get
+    req.gres = v("gres") or ""
+    req.gpus = v("gpus") or ""
+    req.gpus_per_node = v("gpus_per_node") or ""
+    req.gpus_per_task = v("gpus_per_task") or ""
+    per_task = req.gpus_per_task.rpartition(":")[2]
+    req.launch.gpus_per_task = int(per_task) if per_task.isdigit() else 0
+    req.launch.gpu_bind = v("gpu_bind") or ""
+    if req.launch.gpu_bind:
+        try:
+            check_gpu_bind(req.launch.gpu_bind)
+        except SpecError as exc:
+            raise CommandError(exc.message) from exc
 
 
 class Interrupts:

@@ -23,6 +23,7 @@ from ctld.errors import (
     PERMISSION_DENIED,
     SlurmError,
 )
+from ctld.jobs import parse_gpu_count, parse_gres_gpus
 from ctld.sched import steps as layout
 from shoal import hostlist
 from shoal.counts import compress_counts
@@ -47,13 +48,49 @@ def _busy(job: jobs_pb2.JobInfo) -> dict[str, int]:
     return busy
 
 
-def _request(req: controller_pb2.CreateStepRequest) -> layout.StepRequest:
+def _busy_gpus(job: jobs_pb2.JobInfo) -> dict[str, frozenset[int]]:
+    """GPUs that running steps took by request (a step without one sees all and holds none)."""
+    busy: dict[str, set[int]] = {}
+    for step in job.steps:
+        if step.state == jobs_pb2.RUNNING and not step.overlap:
+            for n in step.layout:
+                busy.setdefault(n.node, set()).update(n.gpu_indices)
+    return {name: frozenset(gpus) for name, gpus in busy.items()}
+
+
+def _gpu_counts(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> tuple[int, int, int]:
+    """(per node, total, per task) GPUs the step asks; a type must be the job's."""
+    per_node = total = per_task = 0
+    wanted: list[str] = []
+    if req.gres:
+        gpu_type, per_node = parse_gres_gpus(req.gres)
+        wanted.append(gpu_type)
+    if req.gpus_per_node:
+        gpu_type, per_node = parse_gpu_count(req.gpus_per_node)
+        wanted.append(gpu_type)
+    if req.gpus:
+        gpu_type, total = parse_gpu_count(req.gpus)
+        wanted.append(gpu_type)
+    if req.gpus_per_task:
+        gpu_type, per_task = parse_gpu_count(req.gpus_per_task)
+        wanted.append(gpu_type)
+    have = {a.gpu_type for a in job.allocation if a.gpu_indices}
+    if any(t and t not in have for t in wanted):
+        raise SlurmError(layout.INVALID_GRES)
+    return per_node, total, per_task
+
+
+def _request(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> layout.StepRequest:
     try:
         nodelist = tuple(hostlist.expand(req.nodelist)) if req.nodelist else ()
         exclude = tuple(hostlist.expand(req.exclude)) if req.exclude else ()
     except hostlist.HostlistError as exc:
         raise SlurmError("Invalid node name specified") from exc
+    per_node, total, per_task = _gpu_counts(req, job)
     return layout.StepRequest(
+        gpus_per_node=per_node,
+        gpus_total=total,
+        gpus_per_task=per_task,
         min_nodes=req.min_nodes,
         max_nodes=req.max_nodes,
         num_tasks=req.num_tasks,
@@ -82,9 +119,9 @@ def create_step(
             raise SlurmError(JOB_PENDING, FAILED_PRECONDITION)
         if job.state != jobs_pb2.RUNNING:
             raise SlurmError(ALREADY_DONE, FAILED_PRECONDITION)
-        alloc = [layout.AllocNode(a.node, a.cpus) for a in job.allocation]
+        alloc = [layout.AllocNode(a.node, a.cpus, tuple(a.gpu_indices)) for a in job.allocation]
         try:
-            found = layout.layout_step(alloc, _busy(job), _request(req))
+            found = layout.layout_step(alloc, _busy(job), _request(req, job), _busy_gpus(job))
         except layout.StepRefused as exc:
             if exc.retry:
                 return controller_pb2.CreateStepResponse(retry=True, message=exc.message)
@@ -110,9 +147,11 @@ def create_step(
         step.cpus_per_task = req.cpus_per_task or 1
         step.overlap = req.overlap
         step.launch.CopyFrom(req.launch)
-        for name, ids, cpus in zip(found.nodes, found.task_ids, found.cpus, strict=True):
+        held = {a.node: len(a.gpu_indices) for a in job.allocation}
+        for name, ids, cpus, gpus in zip(found.nodes, found.task_ids, found.cpus, found.gpus, strict=True):
             node = ctl.nodes[name].info
-            step.layout.add(node=name, addr=node.addr or name, task_ids=ids, cpus=cpus)
+            step.layout.add(node=name, addr=node.addr or name, task_ids=ids, cpus=cpus, gpu_indices=gpus)
+            step.num_gpus += len(gpus) if found.gpus_requested else held.get(name, 0)
         ctl._save(job)
         launches = [(ctl.nodes[n].info, _launch_request(ctl, job, step, n)) for n in found.nodes]
         answer_job = jobs_pb2.JobInfo()

@@ -19,9 +19,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal import taskio
+
+if TYPE_CHECKING:
+    from noded.cgroup import JobCgroup
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -266,6 +269,8 @@ def _exec_task(spec: StepSpec, task: TaskSpec, in_r: int, out_w: int, err_w: int
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        if spec.extra.get("cgroup"):
+            _job_cgroup(spec).join(os.getpid())  # the job's cgroup: its cpuset, memory and devices
         if os.geteuid() == 0:
             os.setgroups(spec.groups)
             os.setgid(spec.gid)
@@ -304,6 +309,12 @@ def _exec_task(spec: StepSpec, task: TaskSpec, in_r: int, out_w: int, err_w: int
         os._exit(code)
 
 
+def _job_cgroup(spec: StepSpec) -> JobCgroup:
+    from noded.cgroup import CgroupRequest, JobCgroup
+
+    return JobCgroup(CgroupRequest.from_dict(spec.extra["cgroup"]))
+
+
 def supervise_step(launch_path: Path) -> int:
     """Run the tasks in tasks.json, then remove the step's spool directory."""
     spec = StepSpec.load(launch_path)
@@ -315,4 +326,6 @@ def supervise_step(launch_path: Path) -> int:
         pass  # srun unreachable: nothing was started, nobody to tell
     finally:
         shutil.rmtree(launch_path.parent, ignore_errors=True)
+        if spec.extra.get("cgroup"):
+            _job_cgroup(spec).remove_if_unused()
     return 0

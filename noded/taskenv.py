@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from noded.env import LOGIN_VARIABLES, slurm_variables
+from noded.gpu.binding import task_gpus, visible_devices
 from shoal.v1 import node_pb2
 
 MASTER_PORT_BASE = 12000
@@ -26,8 +27,36 @@ def master_port(job_id: int) -> int:
     return MASTER_PORT_BASE + job_id % MASTER_PORT_SPAN
 
 
+GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NODE", "SLURM_STEP_GPUS")
+
+
+def step_gpu_env(
+    req: node_pb2.LaunchTasksRequest, node: str, devices_constrained: bool
+) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
+    """(variables common to the node's tasks, per-task variables) for the step's GPUs on `node`.
+
+    The step uses the GPUs it took (--gres/--gpus*) or else all the job's there; each task sees
+    the ones --gpu-bind / --gpus-per-task give it. CUDA numbers them among the job's GPUs when the
+    devices cgroup hides the others (tasks are in the job's cgroup), else by minor number."""
+    step = req.step
+    index = next(i for i, n in enumerate(step.layout) if n.node == node)
+    alloc = next((a for a in req.job.allocation if a.node == node), None)
+    job_gpus = sorted(alloc.gpu_indices) if alloc is not None else []
+    step_gpus = sorted(step.layout[index].gpu_indices) or job_gpus
+    if not step_gpus:
+        return {}, {}
+    here = list(step.layout[index].task_ids)
+    common = {"SLURM_STEP_GPUS": ",".join(str(g) for g in step_gpus), "SLURM_GPUS_ON_NODE": str(len(step_gpus))}
+    per_task: dict[int, dict[str, str]] = {}
+    for local, gtid in enumerate(here):
+        seen = task_gpus(step_gpus, local, len(here), step.launch.gpus_per_task, step.launch.gpu_bind)
+        visible = visible_devices(job_gpus, seen, devices_constrained)
+        per_task[gtid] = {"CUDA_VISIBLE_DEVICES": visible, "GPU_DEVICE_ORDINAL": visible}
+    return common, per_task
+
+
 def task_environments(
-    req: node_pb2.LaunchTasksRequest, node: str, base_env: Mapping[str, str]
+    req: node_pb2.LaunchTasksRequest, node: str, base_env: Mapping[str, str], devices_constrained: bool = False
 ) -> dict[int, dict[str, str]]:
     """Environment of every task of `req.step` on `node`, by global task id."""
     step = req.step
@@ -74,6 +103,13 @@ def task_environments(
         common["SLURM_DISTRIBUTION"] = step.distribution
     if launch.label:
         common["SLURM_LABELIO"] = "1"
+    gpu_common, gpu_per_task = step_gpu_env(req, node, devices_constrained)
+    if gpu_common:
+        for name in GPU_VARIABLES:
+            common.pop(name, None)  # the batch script's values (inherited through --export) do not apply
+        if "SLURM_JOB_GPUS" not in user_env:
+            common.pop("SLURM_JOB_GPUS", None)  # srun's own allocation: Slurm sets only the step's
+        common.update(gpu_common)
     torch = {
         "MASTER_ADDR": step.layout[0].addr or step.layout[0].node,
         "MASTER_PORT": str(master_port(step.job_id)),
@@ -85,6 +121,7 @@ def task_environments(
     for local, gtid in enumerate(here):
         env = dict(common)
         env.update(SLURM_PROCID=str(gtid), SLURM_LOCALID=str(local))
+        env.update(gpu_per_task.get(gtid, {}))
         for key, value in {**torch, "RANK": str(gtid), "LOCAL_RANK": str(local)}.items():
             if key not in user_env:
                 env[key] = value

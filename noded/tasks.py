@@ -17,9 +17,11 @@ import sys
 from pathlib import Path
 
 from noded import spool
+from noded.isolation import Isolation, cgroup_request
 from noded.launcher import DEFAULT_PATH, LaunchFailed, LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
 from noded.taskenv import task_environments
+from shoal.gpubind import GpuBindError
 from shoal.v1 import node_pb2
 
 STEP_PREFIX = "step"
@@ -64,7 +66,9 @@ def _stdin(mode: str, gtid: int, cwd: str, fields: dict[str, str]) -> str:
     return _stream(mode, cwd, fields)
 
 
-def build_step_spec(req: node_pb2.LaunchTasksRequest, node: str, kill_wait: float) -> StepSpec:
+def build_step_spec(
+    req: node_pb2.LaunchTasksRequest, node: str, kill_wait: float, isolation: Isolation | None = None
+) -> StepSpec:
     job, step = req.job, req.step
     launch = step.launch
     euid = os.geteuid()
@@ -79,7 +83,15 @@ def build_step_spec(req: node_pb2.LaunchTasksRequest, node: str, kill_wait: floa
     groups = os.getgrouplist(pw.pw_name, job.group_id) if euid == 0 else []
     base_env = {"HOME": pw.pw_dir, "USER": pw.pw_name, "LOGNAME": pw.pw_name,
                 "SHELL": pw.pw_shell or "/bin/sh", "PATH": DEFAULT_PATH}
-    envs = task_environments(req, node, base_env)
+    constrained = isolation is not None and isolation.devices_constrained
+    try:
+        envs = task_environments(req, node, base_env, devices_constrained=constrained)
+    except GpuBindError as exc:
+        raise LaunchRefused(str(exc)) from None
+    extra: dict[str, object] = {}
+    if isolation is not None:  # tasks join the job's cgroup on this node (made here if no batch script did)
+        alloc = next((a for a in job.allocation if a.node == node), None)
+        extra["cgroup"] = cgroup_request(isolation, node, job.job_id, alloc).to_dict()
     cwd = launch.cwd or job.spec.work_dir or pw.pw_dir
     index = next(i for i, n in enumerate(step.layout) if n.node == node)
     tasks = []
@@ -101,13 +113,16 @@ def build_step_spec(req: node_pb2.LaunchTasksRequest, node: str, kill_wait: floa
         groups=groups, cwd=cwd, argv=list(launch.argv), tasks=tasks, io_host=launch.io_host,
         io_port=launch.io_port, io_token=launch.io_token, unbuffered=launch.unbuffered,
         open_mode="append" if launch.open_mode == "append" else "truncate",
-        umask=launch.umask or 0o022, kill_wait=kill_wait,
+        umask=launch.umask or 0o022, kill_wait=kill_wait, extra=extra,
     )
 
 
-def launch_tasks(req: node_pb2.LaunchTasksRequest, node: str, spool_root: Path, kill_wait: float) -> None:
+def launch_tasks(
+    req: node_pb2.LaunchTasksRequest, node: str, spool_root: Path, kill_wait: float,
+    isolation: Isolation | None = None,
+) -> None:
     """Start this node's tasks of the step under their own supervisor. Idempotent per step."""
-    spec = build_step_spec(req, node, kill_wait)
+    spec = build_step_spec(req, node, kill_wait, isolation)
     path = step_dir(spool_root, spec.job_id, spec.step_id)
     try:
         os.mkdir(path, 0o700)

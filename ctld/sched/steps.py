@@ -15,6 +15,7 @@ NODES_UNAVAILABLE = "Requested node configuration is not available"
 TOO_MANY_CPUS = "More processors requested than permitted"
 NODES_BUSY = "Requested nodes are busy"
 BAD_DISTRIBUTION = "Invalid --distribution specification"
+INVALID_GRES = "Invalid generic resource (gres) specification"
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class AllocNode:
 
     name: str
     cpus: int
+    gpus: tuple[int, ...] = ()  # the job's GPU indices on the node
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,9 @@ class StepRequest:
     distribution: str = ""      # "block", "cyclic" ("" = block); ":..." suffixes ignored
     overlap: bool = False
     overcommit: bool = False
+    gpus_per_node: int = 0      # --gres=gpu:N / --gpus-per-node
+    gpus_total: int = 0         # --gpus (spread over the step's nodes)
+    gpus_per_task: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,9 @@ class StepLayout:
     task_ids: tuple[tuple[int, ...], ...]  # global task ids per node, in node order
     cpus: tuple[int, ...]                  # CPUs the step uses per node
     distribution: str
+    # GPUs the step takes per node; () on a node = no GPU request: the step sees all the job's GPUs there
+    gpus: tuple[tuple[int, ...], ...] = ()
+    gpus_requested: bool = False
 
     @property
     def num_tasks(self) -> int:
@@ -103,7 +111,41 @@ def assign_task_ids(counts: Sequence[int], kind: str) -> list[list[int]]:
     return ids
 
 
-def layout_step(alloc: Sequence[AllocNode], busy: Mapping[str, int], req: StepRequest) -> StepLayout:
+def gpus_per_node(req: StepRequest, counts: Sequence[int]) -> list[int]:
+    """How many GPUs the step asks on each of its nodes (tasks per node in `counts`)."""
+    if req.gpus_per_task:
+        return [c * req.gpus_per_task for c in counts]
+    if req.gpus_per_node:
+        return [req.gpus_per_node] * len(counts)
+    base, extra = divmod(req.gpus_total, len(counts))
+    return [base + (1 if i < extra else 0) for i in range(len(counts))]
+
+
+def take_gpus(
+    chosen: Sequence[AllocNode], counts: Sequence[int], busy_gpus: Mapping[str, frozenset[int]], req: StepRequest
+) -> tuple[tuple[int, ...], ...]:
+    """The job's GPUs the step takes on each node: lowest free indices (the job's own set is already
+    the best connected); more than the job has is refused, more than is free now waits."""
+    if not (req.gpus_per_node or req.gpus_total or req.gpus_per_task):
+        return tuple(() for _ in chosen)
+    taken: list[tuple[int, ...]] = []
+    for a, want in zip(chosen, gpus_per_node(req, counts), strict=True):
+        if want > len(a.gpus):
+            raise StepRefused(INVALID_GRES)
+        held = frozenset() if req.overlap else busy_gpus.get(a.name, frozenset())
+        free = [g for g in sorted(a.gpus) if g not in held]
+        if want > len(free):
+            raise StepRefused(NODES_BUSY, retry=True)
+        taken.append(tuple(free[:want]))
+    return tuple(taken)
+
+
+def layout_step(
+    alloc: Sequence[AllocNode],
+    busy: Mapping[str, int],
+    req: StepRequest,
+    busy_gpus: Mapping[str, frozenset[int]] | None = None,
+) -> StepLayout:
     """Choose the step's nodes and tasks; StepRefused with Slurm's words when it cannot run."""
     kind = distribution_kind(req.distribution)
     cpt = max(1, req.cpus_per_task)
@@ -141,10 +183,13 @@ def layout_step(alloc: Sequence[AllocNode], busy: Mapping[str, int], req: StepRe
     if not req.overlap:
         if any(c > a.cpus - busy.get(a.name, 0) for c, a in zip(cpus, chosen, strict=True)):
             raise StepRefused(NODES_BUSY, retry=True)
+    gpus = take_gpus(chosen, counts, busy_gpus or {}, req)
     ids = assign_task_ids(counts, kind)
     return StepLayout(
         nodes=tuple(a.name for a in chosen),
         task_ids=tuple(tuple(t) for t in ids),
         cpus=tuple(min(c, a.cpus) for c, a in zip(cpus, chosen, strict=True)),
         distribution=kind,
+        gpus=gpus,
+        gpus_requested=bool(req.gpus_per_node or req.gpus_total or req.gpus_per_task),
     )

@@ -179,6 +179,19 @@ class JobCgroup:
                 raise CgroupError(f"cannot attach the device filter to {path}: {exc}") from exc
 
     # -- join --------------------------------------------------------------------------------
+    def join(self, pid: int, attempts: int = 3) -> None:
+        """Move `pid` into the cgroup, creating it first when it is not there (a step's task on a
+        node where no batch script made it, or after another step's cleanup removed it)."""
+        for attempt in range(attempts):
+            try:
+                if not all(path.is_dir() for path in self.dirs()):
+                    self.create()
+                self.attach(pid)
+                return
+            except CgroupError:
+                if attempt == attempts - 1:
+                    raise
+
     def attach(self, pid: int) -> None:
         """Move `pid` (the job's first process, before exec) into every directory of the cgroup."""
         for path in self.dirs():
@@ -212,6 +225,16 @@ class JobCgroup:
         return {"max_rss_bytes": int(peak) if peak.isdigit() else 0, "cpu_time_us": cpu_us}
 
     # -- remove ------------------------------------------------------------------------------
+    def remove_if_unused(self) -> None:
+        """Remove the directories no process uses any more (after a step; the batch script or
+        another step keeps them busy otherwise). Never kills anything."""
+        for path in self.dirs():
+            for level in [path, *list(path.parents)[: len(Path(self.req.relpath).parts) - 1]]:
+                try:
+                    level.rmdir()
+                except OSError:
+                    break
+
     def remove(self, timeout: float = 60.0) -> None:
         """Remove the job's directories (killing what is left in them), then empty parents.
 

@@ -142,3 +142,36 @@ def test_gpus_unlike_slurm_conf_drain_the_node(tmp_path: Path) -> None:
         assert "Reason=gres/gpu:h100 count reported lower than configured (0 < 8; found gpu:a100:8)" in show
     finally:
         stop_cluster(c)
+
+
+WHERE = (
+    "import os\n"
+    "cg = [l.split(':', 2)[2] for l in open('/proc/self/cgroup').read().splitlines() if 'cpuset' in l]\n"
+    "print(os.environ.get('WHERE_TAG') or os.environ['SLURM_PROCID'], os.environ.get('CUDA_VISIBLE_DEVICES'),\n"
+    "      os.environ.get('SLURM_STEP_GPUS', '-'), cg[0] if cg else '?', sorted(os.sched_getaffinity(0)))\n"
+)
+
+
+def test_step_tasks_get_their_gpus_and_join_the_job_cgroup(gpu_cluster: Cluster, workdir: Path) -> None:
+    (workdir / "where.py").write_text(WHERE)
+    script = f"WHERE_TAG=batch python3 {workdir}/where.py\nsrun -n2 --gpus-per-task=1 python3 {workdir}/where.py\n"
+    state, out, err = _run(gpu_cluster, workdir, "-n2", "--gres=gpu:2", script=script)
+    assert state == "COMPLETED", err
+    rows = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.splitlines()}
+    batch = rows["batch"].split(" ", 3)
+    assert batch[0] == "0,1" and "/job_" in batch[2]
+    for task, visible in (("0", "0"), ("1", "1")):  # one GPU each, numbered among the job's two
+        cuda, step_gpus, cgroup, cpus = rows[task].split(" ", 3)
+        assert cuda == visible and len(step_gpus.split(",")) == 2
+        assert cgroup == batch[2] and cpus == batch[3]  # the job's cgroup and cpuset
+    assert not _job_cgroups(gpu_cluster)
+
+
+def test_srun_allocation_tasks_are_confined_and_cleaned_up(gpu_cluster: Cluster, workdir: Path) -> None:
+    (workdir / "where.py").write_text(WHERE)
+    out = gpu_cluster.ok("srun", "-N1", "-n1", "-c2", "--gres=gpu:1", "python3", str(workdir / "where.py"),
+                         cwd=workdir)
+    task, cuda, step_gpus, cgroup, cpus = out.split(" ", 4)
+    assert (task, cuda) == ("0", "0") and "/job_" in cgroup and step_gpus.isdigit()
+    assert len(cpus.strip().strip("[]").split(",")) == 2
+    assert not _job_cgroups(gpu_cluster)
