@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, insert, text
 
-from cli.sacct import group_rows, parse_format, render
+from cli.sacct import group_rows, needed_fields, parse_format, render
 from dbd import ingest, queries
 from dbd.db import open_database
 from dbd.models import Job, Step
@@ -65,15 +65,15 @@ def sacct_time(url: str, jobs: int) -> tuple[float, float, int]:
         for k in range(0, len(ids), chunk):
             session.execute(insert(Step), [dict(job_row=r, step_id=-4, name="batch", state="COMPLETED",
                                                 nodelist="node1") for r in ids[k : k + chunk]])
+    fields = parse_format("JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode")  # sacct's default
     started = time.perf_counter()
     with sessions() as session:
-        found = queries.find_jobs(session, pb.JobQuery(users=["alice"]))
+        found = queries.find_jobs(session, pb.JobQuery(users=["alice"], fields=needed_fields(fields)))
         response = pb.AcctJobsResponse(jobs=found).SerializeToString()
     queried = time.perf_counter() - started
     started = time.perf_counter()
     parsed = pb.AcctJobsResponse.FromString(response)
-    lines = render(group_rows(parsed.jobs, with_steps=True), parse_format("JobID,JobName,Partition,Account,"
-                   "AllocCPUS,State,ExitCode"), parsable="", header=True, now=10**9)
+    lines = render(group_rows(parsed.jobs, with_steps=True), fields, parsable="", header=True, now=10**9)
     formatted = time.perf_counter() - started
     sessions.kw["bind"].dispose()
     return queried, formatted, len(lines)

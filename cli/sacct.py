@@ -72,93 +72,115 @@ def _mem(mb: int, units: str) -> str:
     return f"{mb}M" if mb % 1024 or not mb else f"{mb // 1024}G"
 
 
-def _field(name: str, row: Row, now: int, units: str) -> str:
-    getter = _getters(row, now, units).get(name.lower())
-    return getter() if getter else ""
+JobColumn = Callable[[Row, pb.JobRecord], str]
+StepColumn = Callable[[Row, pb.StepRecord], str]
 
 
-def _getters(row: Row, now: int, units: str) -> dict[str, Callable[[], str]]:
-    """Every column's value for one row, computed on demand."""
-    j, s = row.job, row.step
-    if s is not None:
-        return _step_getters(row, s, now, units)
+def _job_columns(now: int, units: str) -> dict[str, JobColumn]:
+    """Each column's formatter for a job row, built once per listing."""
     return {
-        "jobid": lambda: row.job_id,
-        "jobidraw": lambda: str(j.job_id),
-        "jobname": lambda: j.name,
-        "partition": lambda: j.partition,
-        "account": lambda: j.account,
-        "alloccpus": lambda: str(j.alloc_cpus or j.req_cpus),  # never started: what it asked for
-        "ncpus": lambda: str(j.alloc_cpus or j.req_cpus),
-        "reqcpus": lambda: str(j.req_cpus),
-        "state": lambda: f"CANCELLED by {j.cancelled_by}" if j.state == "CANCELLED" and j.cancelled_by >= 0
+        "jobid": lambda r, j: r.job_id,
+        "jobidraw": lambda r, j: str(j.job_id),
+        "jobname": lambda r, j: j.name,
+        "partition": lambda r, j: j.partition,
+        "account": lambda r, j: j.account,
+        "alloccpus": lambda r, j: str(j.alloc_cpus or j.req_cpus),  # never started: what it asked for
+        "ncpus": lambda r, j: str(j.alloc_cpus or j.req_cpus),
+        "reqcpus": lambda r, j: str(j.req_cpus),
+        "state": lambda r, j: f"CANCELLED by {j.cancelled_by}" if j.state == "CANCELLED" and j.cancelled_by >= 0
         else j.state,
-        "exitcode": lambda: f"{j.exit_code}:{j.exit_signal}",
-        "derivedexitcode": lambda: f"{j.derived_exit_code}:{j.derived_exit_signal}",
-        "elapsed": lambda: format_hms(_elapsed(j.start_time, j.end_time, now)),
-        "elapsedraw": lambda: str(_elapsed(j.start_time, j.end_time, now)),
-        "cputime": lambda: format_hms(_elapsed(j.start_time, j.end_time, now) * j.alloc_cpus),
-        "cputimeraw": lambda: str(_elapsed(j.start_time, j.end_time, now) * j.alloc_cpus),
-        "totalcpu": lambda: format_hms(row.cpu_time_s),
-        "nodelist": lambda: j.nodelist or "None assigned",
-        "nnodes": lambda: str(j.alloc_nodes or j.req_nodes),
-        "reqnodes": lambda: str(j.req_nodes),
-        "user": lambda: j.user,
-        "uid": lambda: str(j.uid),
-        "gid": lambda: str(j.gid),
-        "group": lambda: str(j.gid),
-        "qos": lambda: j.qos,
-        "reason": lambda: j.reason or "None",
-        "workdir": lambda: j.work_dir,
-        "cluster": lambda: j.cluster,
-        "submit": lambda: format_timestamp(j.submit_time),
-        "eligible": lambda: format_timestamp(j.eligible_time),
-        "start": lambda: format_timestamp(j.start_time),
-        "end": lambda: format_timestamp(j.end_time),
-        "timelimit": lambda: format_time_limit(j.time_limit_min) if j.time_limit_min != -1 else "Partition_Limit",
-        "reqmem": lambda: _mem(j.req_mem_mb, units),
-        "reqtres": lambda: j.tres_req,
-        "alloctres": lambda: j.tres_alloc,
-        "priority": lambda: str(j.priority),
-        "arrayjobid": lambda: str(j.array_job_id) if j.array_job_id else "",
-        "arraytaskid": lambda: str(j.array_task_id) if j.array_task_id >= 0 else "",
-        "reqcpufreqmin": lambda: "Unknown", "reqcpufreqmax": lambda: "Unknown", "reqcpufreqgov": lambda: "Unknown",
+        "exitcode": lambda r, j: f"{j.exit_code}:{j.exit_signal}",
+        "derivedexitcode": lambda r, j: f"{j.derived_exit_code}:{j.derived_exit_signal}",
+        "elapsed": lambda r, j: format_hms(_elapsed(j.start_time, j.end_time, now)),
+        "elapsedraw": lambda r, j: str(_elapsed(j.start_time, j.end_time, now)),
+        "cputime": lambda r, j: format_hms(_elapsed(j.start_time, j.end_time, now) * j.alloc_cpus),
+        "cputimeraw": lambda r, j: str(_elapsed(j.start_time, j.end_time, now) * j.alloc_cpus),
+        "totalcpu": lambda r, j: format_hms(r.cpu_time_s),
+        "nodelist": lambda r, j: j.nodelist or "None assigned",
+        "nnodes": lambda r, j: str(j.alloc_nodes or j.req_nodes),
+        "reqnodes": lambda r, j: str(j.req_nodes),
+        "user": lambda r, j: j.user,
+        "uid": lambda r, j: str(j.uid),
+        "gid": lambda r, j: str(j.gid),
+        "group": lambda r, j: str(j.gid),
+        "qos": lambda r, j: j.qos,
+        "reason": lambda r, j: j.reason or "None",
+        "workdir": lambda r, j: j.work_dir,
+        "cluster": lambda r, j: j.cluster,
+        "submit": lambda r, j: format_timestamp(j.submit_time),
+        "eligible": lambda r, j: format_timestamp(j.eligible_time),
+        "start": lambda r, j: format_timestamp(j.start_time),
+        "end": lambda r, j: format_timestamp(j.end_time),
+        "timelimit": lambda r, j: format_time_limit(j.time_limit_min) if j.time_limit_min != -1 else "Partition_Limit",
+        "reqmem": lambda r, j: _mem(j.req_mem_mb, units),
+        "reqtres": lambda r, j: j.tres_req,
+        "alloctres": lambda r, j: j.tres_alloc,
+        "priority": lambda r, j: str(j.priority),
+        "arrayjobid": lambda r, j: str(j.array_job_id) if j.array_job_id else "",
+        "arraytaskid": lambda r, j: str(j.array_task_id) if j.array_task_id >= 0 else "",
+        "reqcpufreqmin": lambda r, j: "Unknown", "reqcpufreqmax": lambda r, j: "Unknown", "reqcpufreqgov": lambda r, j: "Unknown",
     }
 
 
-def _step_getters(row: Row, s: pb.StepRecord, now: int, units: str) -> dict[str, Callable[[], str]]:
-    j = row.job
+
+def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
+    """Each column's formatter for a step row (columns a step lacks are blank)."""
     return {
-        "jobid": lambda: f"{row.job_id}.{_step_suffix(s.step_id)}",
-        "jobidraw": lambda: f"{j.job_id}.{_step_suffix(s.step_id)}",
-        "jobname": lambda: s.name,
-        "account": lambda: j.account,
-        "alloccpus": lambda: str(s.num_cpus),
-        "ncpus": lambda: str(s.num_cpus),
-        "ntasks": lambda: str(s.num_tasks),
-        "state": lambda: s.state,
-        "exitcode": lambda: f"{s.exit_code}:{s.exit_signal}",
-        "elapsed": lambda: format_hms(_elapsed(s.start_time, s.end_time, now)),
-        "elapsedraw": lambda: str(_elapsed(s.start_time, s.end_time, now)),
-        "cputime": lambda: format_hms(_elapsed(s.start_time, s.end_time, now) * s.num_cpus),
-        "cputimeraw": lambda: str(_elapsed(s.start_time, s.end_time, now) * s.num_cpus),
-        "nodelist": lambda: s.nodelist or "None assigned",
-        "nnodes": lambda: str(s.num_nodes),
-        "user": lambda: "",
-        "uid": lambda: "",
-        "qos": lambda: "",
-        "cluster": lambda: j.cluster,
-        "start": lambda: format_timestamp(s.start_time),
-        "end": lambda: format_timestamp(s.end_time),
-        "submit": lambda: format_timestamp(j.submit_time),
-        "alloctres": lambda: s.tres_alloc,
-        "maxrss": lambda: f"{s.max_rss_kb}K" if s.max_rss_kb else "",
-        "totalcpu": lambda: format_hms(s.cpu_time_s),
-        "avecpufreq": lambda: "0", "reqcpufreqmin": lambda: "0", "reqcpufreqmax": lambda: "0",
-        "reqcpufreqgov": lambda: "0", "consumedenergy": lambda: "0",
-        "tresusageinave": lambda: "energy=0", "tresusageintot": lambda: "energy=0",
-        "tresusageoutave": lambda: "energy=0", "tresusageouttot": lambda: "energy=0",
+        "jobid": lambda r, s: f"{r.job_id}.{_step_suffix(s.step_id)}",
+        "jobidraw": lambda r, s: f"{r.job.job_id}.{_step_suffix(s.step_id)}",
+        "jobname": lambda r, s: s.name,
+        "account": lambda r, s: r.job.account,
+        "alloccpus": lambda r, s: str(s.num_cpus),
+        "ncpus": lambda r, s: str(s.num_cpus),
+        "ntasks": lambda r, s: str(s.num_tasks),
+        "state": lambda r, s: s.state,
+        "exitcode": lambda r, s: f"{s.exit_code}:{s.exit_signal}",
+        "elapsed": lambda r, s: format_hms(_elapsed(s.start_time, s.end_time, now)),
+        "elapsedraw": lambda r, s: str(_elapsed(s.start_time, s.end_time, now)),
+        "cputime": lambda r, s: format_hms(_elapsed(s.start_time, s.end_time, now) * s.num_cpus),
+        "cputimeraw": lambda r, s: str(_elapsed(s.start_time, s.end_time, now) * s.num_cpus),
+        "nodelist": lambda r, s: s.nodelist or "None assigned",
+        "nnodes": lambda r, s: str(s.num_nodes),
+        "user": lambda r, s: "",
+        "uid": lambda r, s: "",
+        "qos": lambda r, s: "",
+        "cluster": lambda r, s: r.job.cluster,
+        "start": lambda r, s: format_timestamp(s.start_time),
+        "end": lambda r, s: format_timestamp(s.end_time),
+        "submit": lambda r, s: format_timestamp(r.job.submit_time),
+        "alloctres": lambda r, s: s.tres_alloc,
+        "maxrss": lambda r, s: f"{s.max_rss_kb}K" if s.max_rss_kb else "",
+        "totalcpu": lambda r, s: format_hms(s.cpu_time_s),
+        "avecpufreq": lambda r, s: "0", "reqcpufreqmin": lambda r, s: "0", "reqcpufreqmax": lambda r, s: "0",
+        "reqcpufreqgov": lambda r, s: "0", "consumedenergy": lambda r, s: "0",
+        "tresusageinave": lambda r, s: "energy=0", "tresusageintot": lambda r, s: "energy=0",
+        "tresusageoutave": lambda r, s: "energy=0", "tresusageouttot": lambda r, s: "energy=0",
     }
+
+
+# The JobRecord/StepRecord fields each column reads (dbd sends only those); grouping always needs GROUPING.
+GROUPING = ("array_job_id", "array_task_id", "start_time", "state", "cancelled_by")
+NEEDS: dict[str, tuple[str, ...]] = {
+    "jobname": ("name",), "partition": ("partition",), "account": ("account",),
+    "alloccpus": ("alloc_cpus", "req_cpus", "num_cpus"), "ncpus": ("alloc_cpus", "req_cpus", "num_cpus"),
+    "reqcpus": ("req_cpus",), "ntasks": ("num_tasks",), "exitcode": ("exit_code", "exit_signal"),
+    "derivedexitcode": ("derived_exit_code", "derived_exit_signal"),
+    "elapsed": ("end_time",), "elapsedraw": ("end_time",),
+    "cputime": ("end_time", "alloc_cpus", "num_cpus"), "cputimeraw": ("end_time", "alloc_cpus", "num_cpus"),
+    "totalcpu": ("cpu_time_s",), "nodelist": ("nodelist",), "nnodes": ("alloc_nodes", "req_nodes", "num_nodes"),
+    "reqnodes": ("req_nodes",), "user": ("user",), "uid": ("uid",), "gid": ("gid",), "group": ("gid",),
+    "qos": ("qos",), "reason": ("reason",), "workdir": ("work_dir",), "eligible": ("eligible_time",),
+    "end": ("end_time",), "timelimit": ("time_limit_min",), "reqmem": ("req_mem_mb",), "reqtres": ("tres_req",),
+    "alloctres": ("tres_alloc",), "priority": ("priority",), "maxrss": ("max_rss_kb",),
+}
+
+
+def needed_fields(fields: list[tuple[str, int]]) -> list[str]:
+    """The record fields a listing of these columns reads (for JobQuery.fields)."""
+    out = set(GROUPING)
+    for name, _ in fields:
+        out.update(NEEDS.get(name.lower(), ()))
+    return sorted(out)
 
 
 def _width(name: str) -> int:
@@ -209,13 +231,21 @@ def render(rows: Sequence[Row], fields: list[tuple[str, int]], *, parsable: str,
            units: str = "") -> list[str]:
     """Lines as sacct prints them: fixed width (JobID left, others right, '+' marks truncation) or '|'."""
     lines: list[str] = []
+    job_columns, step_columns = _job_columns(now, units), _step_columns(now, units)
+    job_fns = [job_columns.get(n.lower(), _blank) for n, _ in fields]
+    step_fns = [step_columns.get(n.lower(), _blank) for n, _ in fields]
+
+    def values(row: Row) -> list[str]:
+        step = row.step
+        if step is None:
+            return [f(row, row.job) for f in job_fns]
+        return [f(row, step) for f in step_fns]
+
     if parsable:
         end = "|" if parsable == "p" else ""
         if header:
             lines.append("|".join(n for n, _ in fields) + end)
-        for row in rows:
-            get = _getters(row, now, units)
-            lines.append("|".join(_cell(get, n) for n, _ in fields) + end)
+        lines.extend("|".join(values(row)) + end for row in rows)
         return lines
 
     def cell(value: str, name: str, width: int) -> str:
@@ -226,15 +256,15 @@ def render(rows: Sequence[Row], fields: list[tuple[str, int]], *, parsable: str,
     if header:
         lines.append(" ".join(cell(n, n, w) for n, w in fields) + " ")
         lines.append(" ".join("-" * w for _, w in fields) + " ")
+    pads = [(w, str.ljust if n.lower() in ("jobid", "jobidraw") else str.rjust) for n, w in fields]
     for row in rows:
-        get = _getters(row, now, units)
-        lines.append(" ".join(cell(_cell(get, n), n, w) for n, w in fields) + " ")
+        cells = [pad(v, w) if len(v) <= w else v[: w - 1] + "+" for v, (w, pad) in zip(values(row), pads, strict=True)]
+        lines.append(" ".join(cells) + " ")
     return lines
 
 
-def _cell(getters: dict[str, Callable[[], str]], name: str) -> str:
-    getter = getters.get(name.lower())
-    return getter() if getter else ""
+def _blank(_row: Row, _record: object) -> str:
+    return ""
 
 
 _ID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]+\]))?(?:\.(\w+))?$")
@@ -373,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             text = os.environ.get("SACCT_FORMAT") or DEFAULT_FIELDS
         fields = parse_format(text)
         query, wanted_steps = build_query(args, now, os.getuid())
+        query.fields.extend(needed_fields(fields))
         from shoal.agent.client import AgentError, call
 
         try:

@@ -1,11 +1,20 @@
 """Store the records ctld sends, exactly once: a batch is applied in one transaction together with the
 highest sequence number seen for (cluster, queue epoch); records at or below it are skipped.
+
+A batch costs a handful of statements whatever its size: existing job states in one SELECT, jobs, steps
+and hourly usage each as one multi-row INSERT .. ON CONFLICT/ON DUPLICATE KEY UPDATE (Core, no ORM
+objects). Only node events (rare, order-dependent) go one by one.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Table, select, tuple_
+from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.dml import Insert
 
 from dbd.models import Cluster, Job, NodeEvent, Received, Step, Usage
 from shoal.v1 import accounting_pb2 as pb
@@ -24,11 +33,13 @@ STEP_FIELDS = (
     "name", "nodelist", "num_tasks", "num_cpus", "num_nodes", "start_time", "end_time", "state", "exit_code",
     "exit_signal", "cpu_time_s", "max_rss_kb", "tres_alloc",
 )
+ROWS_PER_STATEMENT = 500  # rows per executemany / per IN list
+UsageKey = tuple[str, str, int]  # (account, user, hour)
 
 
 def apply_records(session: Session, req: pb.SendRecordsRequest) -> tuple[int, int]:
     """Apply the records (in sequence order) not applied before; returns (applied_through, newly applied)."""
-    cluster, epoch, records = req.cluster, req.epoch, req.records
+    cluster, epoch = req.cluster, req.epoch
     row = session.get(Cluster, cluster)
     if row is None:
         row = Cluster(name=cluster)
@@ -44,56 +55,95 @@ def apply_records(session: Session, req: pb.SendRecordsRequest) -> tuple[int, in
     if received is None:
         received = Received(cluster=cluster, epoch=epoch, last_seq=0)
         session.add(received)
-    applied = 0
-    for record in records:
-        if record.seq <= received.last_seq:
-            continue
-        kind = record.WhichOneof("kind")
-        if kind == "job":
-            _apply_job(session, cluster, record.job)
-        elif kind == "step":
-            _apply_step(session, cluster, record.step)
-        elif kind == "node_event":
-            _apply_event(session, cluster, record.node_event)
-        received.last_seq = record.seq
-        applied += 1
-    return int(received.last_seq), applied
-
-
-def _apply_job(session: Session, cluster: str, rec: pb.JobRecord) -> None:
-    row = session.scalars(
-        select(Job).where(Job.cluster == cluster, Job.job_id == rec.job_id, Job.submit_time == rec.submit_time)
-    ).first()
-    was_finished = row is not None and row.state in FINISHED
-    if row is None:
-        row = Job(cluster=cluster, job_id=rec.job_id)
-        session.add(row)
-    for field in JOB_FIELDS:
-        setattr(row, field, getattr(rec, field))
+    fresh = [r for r in req.records if r.seq > received.last_seq]
+    jobs = [r.job for r in fresh if r.WhichOneof("kind") == "job"]
+    steps = [r.step for r in fresh if r.WhichOneof("kind") == "step"]
+    events = [r.node_event for r in fresh if r.WhichOneof("kind") == "node_event"]
+    if jobs:
+        _apply_jobs(session, cluster, jobs)
+    if steps:
+        _apply_steps(session, cluster, steps)
+    for event in events:
+        _apply_event(session, cluster, event)
+    if fresh:
+        received.last_seq = max(r.seq for r in fresh)
     session.flush()
-    if rec.state in FINISHED and not was_finished and rec.start_time and rec.end_time > rec.start_time:
-        _add_usage(session, cluster, rec)
+    return int(received.last_seq), len(fresh)
 
 
-def _add_usage(session: Session, cluster: str, rec: pb.JobRecord) -> None:
+def _upsert(session: Session, table: Table, rows: Sequence[dict[str, Any]], keys: Sequence[str],
+            update: Sequence[str], add: Sequence[str] = ()) -> None:
+    """INSERT rows; on a clash of `keys` overwrite the `update` columns and add to the `add` columns.
+
+    One statement with the rows as its parameter list: SQLAlchemy compiles it once (cached), SQLite runs
+    it through executemany, PyMySQL rewrites it into multi-row INSERTs.
+    """
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    stmt: Insert
+    if dialect == "sqlite":
+        ins = sqlite.insert(table)
+        sets: dict[str, Any] = {c: ins.excluded[c] for c in update}
+        sets.update({c: table.c[c] + ins.excluded[c] for c in add})
+        stmt = ins.on_conflict_do_update(index_elements=[table.c[c] for c in keys], set_=sets)
+    elif dialect in ("mysql", "mariadb"):
+        mins = mysql.insert(table)
+        msets: dict[str, Any] = {c: mins.inserted[c] for c in update}
+        msets.update({c: table.c[c] + mins.inserted[c] for c in add})
+        stmt = mins.on_duplicate_key_update(msets)
+    else:
+        raise NotImplementedError(f"accounting storage dialect {dialect} is not supported")
+    for chunk in _chunks(rows, ROWS_PER_STATEMENT):
+        session.execute(stmt, list(chunk))
+
+
+def _apply_jobs(session: Session, cluster: str, records: Iterable[pb.JobRecord]) -> None:
+    """Upsert the last record of each job and add usage for every transition into a finished state."""
+    records = list(records)
+    table = Job.__table__
+    keys = {(r.job_id, r.submit_time) for r in records}
+    states: dict[tuple[int, int], str] = {}
+    for chunk in _chunks(sorted(keys), ROWS_PER_STATEMENT):
+        found = session.execute(
+            select(Job.job_id, Job.submit_time, Job.state).where(
+                Job.cluster == cluster, tuple_(Job.job_id, Job.submit_time).in_(chunk)
+            )
+        )
+        states.update({(job_id, submit): state for job_id, submit, state in found})
+    last: dict[tuple[int, int], pb.JobRecord] = {}
+    usage: dict[UsageKey, list[int]] = {}
+    for rec in records:
+        key = (rec.job_id, rec.submit_time)
+        was_finished = states.get(key, "") in FINISHED
+        if rec.state in FINISHED and not was_finished and rec.start_time and rec.end_time > rec.start_time:
+            _add_usage(usage, rec)
+        states[key] = rec.state
+        last[key] = rec
+    rows = [dict({f: getattr(r, f) for f in JOB_FIELDS}, cluster=cluster, job_id=r.job_id) for r in last.values()]
+    _upsert(session, table, rows, ("cluster", "job_id", "submit_time"), JOB_FIELDS)  # type: ignore[arg-type]
+    if usage:
+        usage_rows = [dict(cluster=cluster, account=a, user=u, hour=h, cpu_seconds=c, gpu_seconds=g)
+                      for (a, u, h), (c, g) in usage.items()]
+        _upsert(session, Usage.__table__, usage_rows, ("cluster", "account", "user", "hour"), (),  # type: ignore[arg-type]
+                add=("cpu_seconds", "gpu_seconds"))
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for k in range(0, len(items), size):
+        yield items[k : k + size]
+
+
+def _add_usage(usage: dict[UsageKey, list[int]], rec: pb.JobRecord) -> None:
     """Spread the job's CPU- and GPU-seconds over the hours it ran."""
     gpus = _tres_count(rec.tres_alloc, "gres/gpu")
     start, end = rec.start_time, rec.end_time
     hour = start - start % 3600
     while hour < end:
         seconds = min(end, hour + 3600) - max(start, hour)
-        usage = session.scalars(
-            select(Usage).where(
-                Usage.cluster == cluster, Usage.account == rec.account, Usage.user == rec.user, Usage.hour == hour
-            )
-        ).first()
-        if usage is None:
-            usage = Usage(cluster=cluster, account=rec.account, user=rec.user, hour=hour, cpu_seconds=0,
-                          gpu_seconds=0)
-            session.add(usage)
-        usage.cpu_seconds += seconds * rec.alloc_cpus
-        usage.gpu_seconds += seconds * gpus
-        session.flush()
+        totals = usage.setdefault((rec.account, rec.user, hour), [0, 0])
+        totals[0] += seconds * rec.alloc_cpus
+        totals[1] += seconds * gpus
         hour += 3600
 
 
@@ -105,20 +155,26 @@ def _tres_count(tres: str, name: str) -> int:
     return 0
 
 
-def _apply_step(session: Session, cluster: str, rec: pb.StepRecord) -> None:
-    query = select(Job).where(Job.cluster == cluster, Job.job_id == rec.job_id)
-    if rec.submit_time:
-        query = query.where(Job.submit_time == rec.submit_time)
-    job = session.scalars(query.order_by(Job.submit_time.desc())).first()
-    if job is None:
-        return  # a step of a job accounting never saw (records are ordered: the job comes first)
-    row = session.scalars(select(Step).where(Step.job_row == job.id, Step.step_id == rec.step_id)).first()
-    if row is None:
-        row = Step(job_row=job.id, step_id=rec.step_id)
-        session.add(row)
-    for field in STEP_FIELDS:
-        setattr(row, field, getattr(rec, field))
-    session.flush()
+def _apply_steps(session: Session, cluster: str, records: Sequence[pb.StepRecord]) -> None:
+    """Upsert the last record of each step; a step of a job accounting never saw is dropped."""
+    job_ids = sorted({r.job_id for r in records})
+    rows_of: dict[int, list[tuple[int, int]]] = {}  # job id -> [(submit time, row id)]
+    for chunk in _chunks(job_ids, ROWS_PER_STATEMENT):
+        found = session.execute(
+            select(Job.job_id, Job.submit_time, Job.id).where(Job.cluster == cluster, Job.job_id.in_(chunk))
+        )
+        for job_id, submit, row_id in found:
+            rows_of.setdefault(job_id, []).append((submit, row_id))
+    last: dict[tuple[int, int], pb.StepRecord] = {}
+    for rec in records:
+        candidates = rows_of.get(rec.job_id, [])
+        if rec.submit_time:
+            candidates = [c for c in candidates if c[0] == rec.submit_time]
+        if candidates:  # no submit time: the newest job with that id
+            last[(max(candidates)[1], rec.step_id)] = rec
+    rows = [dict({f: getattr(r, f) for f in STEP_FIELDS}, job_row=job_row, step_id=step_id)
+            for (job_row, step_id), r in last.items()]
+    _upsert(session, Step.__table__, rows, ("job_row", "step_id"), STEP_FIELDS)  # type: ignore[arg-type]
 
 
 def _apply_event(session: Session, cluster: str, rec: pb.NodeEventRecord) -> None:

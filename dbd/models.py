@@ -107,6 +107,9 @@ class Job(Base):
         Index("ix_jobs_cluster_array", "cluster", "array_job_id"),
         Index("ix_jobs_cluster_end", "cluster", "end_time"),
         Index("ix_jobs_user", "user"),
+        Index("ix_jobs_cluster_submit", "cluster", "submit_time"),
+        Index("ix_jobs_cluster_user", "cluster", "user"),
+        Index("ix_jobs_cluster_account", "cluster", "account"),
     )
     id: Mapped[Id]
     cluster: Mapped[Name]
@@ -167,7 +170,10 @@ class Step(Base):
 
 class NodeEvent(Base):
     __tablename__ = "node_events"
-    __table_args__ = (Index("ix_events_node", "cluster", "node", "start_time"),)
+    __table_args__ = (
+        Index("ix_events_node", "cluster", "node", "start_time"),
+        Index("ix_events_cluster_time", "cluster", "start_time"),
+    )
     id: Mapped[Id]
     cluster: Mapped[Name]
     node: Mapped[Name]
@@ -182,7 +188,10 @@ class Usage(Base):
     """TRES-seconds per association per hour: the input of fair-share and of sreport."""
 
     __tablename__ = "usage_hourly"
-    __table_args__ = (UniqueConstraint("cluster", "account", "user", "hour", name="uq_usage"),)
+    __table_args__ = (
+        UniqueConstraint("cluster", "account", "user", "hour", name="uq_usage"),
+        Index("ix_usage_cluster_hour", "cluster", "hour"),
+    )
     id: Mapped[Id]
     cluster: Mapped[Name]
     account: Mapped[Name]

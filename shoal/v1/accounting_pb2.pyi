@@ -581,6 +581,7 @@ class JobQuery(_message.Message):
     DUPLICATES_FIELD_NUMBER: _builtins.int
     CLUSTERS_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    FIELDS_FIELD_NUMBER: _builtins.int
     start: _builtins.int
     """jobs eligible/running at or after; 0 = any"""
     end: _builtins.int
@@ -617,6 +618,10 @@ class JobQuery(_message.Message):
     def clusters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """"" = every cluster"""
 
+    @_builtins.property
+    def fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """JobRecord/StepRecord fields the caller shows; none = all"""
+
     def __init__(
         self,
         *,
@@ -633,10 +638,11 @@ class JobQuery(_message.Message):
         duplicates: _builtins.bool = ...,
         clusters: _abc.Iterable[_builtins.str] | None = ...,
         limit: _builtins.int = ...,
+        fields: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "array_job_ids", b"array_job_ids", "clusters", b"clusters", "duplicates", b"duplicates", "end", b"end", "job_ids", b"job_ids", "limit", b"limit", "names", b"names", "nodes", b"nodes", "partitions", b"partitions", "start", b"start", "states", b"states", "users", b"users"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "array_job_ids", b"array_job_ids", "clusters", b"clusters", "duplicates", b"duplicates", "end", b"end", "fields", b"fields", "job_ids", b"job_ids", "limit", b"limit", "names", b"names", "nodes", b"nodes", "partitions", b"partitions", "start", b"start", "states", b"states", "users", b"users"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

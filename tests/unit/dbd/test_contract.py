@@ -213,3 +213,42 @@ def test_purge_forgets_old_finished_jobs(sessions: sessionmaker[Session]) -> Non
     with sessions.begin() as session:
         assert purge_jobs(session, 1000) == 1
     assert [j.job.job_id for j in find(sessions)] == [2, 3]
+
+
+def test_one_batch_with_a_jobs_whole_life_and_its_steps(sessions: sessionmaker[Session]) -> None:
+    # ctld sends a job's states and steps together when dbd was away: the last record of each wins,
+    # usage counts once, and a step finds the job sent earlier in the same batch.
+    records = []
+    for i in range(1, 301):
+        records += [job(i, "PENDING", start_time=0), job(i, "RUNNING", end_time=0),
+                    job(i, start_time=3600, end_time=3660), step(i, state="RUNNING"), step(i)]
+    assert send(sessions, records) == (1500, 1500)
+    found = find(sessions)
+    assert len(found) == 300
+    assert {(j.job.state, tuple((s.step_id, s.state) for s in j.steps)) for j in found} == {
+        ("COMPLETED", ((-4, "COMPLETED"),))}
+    with sessions() as session:
+        rows = queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).rows
+    assert [r.fields["cpu_seconds"] for r in rows] == [str(300 * 60 * 2)]
+
+
+def test_usage_accumulates_across_batches(sessions: sessionmaker[Session]) -> None:
+    send(sessions, [job(1, start_time=3600, end_time=3700)])
+    send(sessions, [job(2, start_time=3650, end_time=3700)], start=2)
+    with sessions() as session:
+        rows = queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).rows
+    assert [r.fields["cpu_seconds"] for r in rows] == [str((100 + 50) * 2)]
+
+
+def test_a_step_of_an_unknown_job_is_dropped_but_counted(sessions: sessionmaker[Session]) -> None:
+    assert send(sessions, [step(99), job(1)]) == (2, 2)
+    assert [(j.job.job_id, len(j.steps)) for j in find(sessions)] == [(1, 0)]
+
+
+def test_only_the_asked_fields_come_back(sessions: sessionmaker[Session]) -> None:
+    send(sessions, [job(1, name="train", nodelist="node1"), step(1, num_tasks=3)])
+    (found,) = find(sessions, fields=["name", "num_tasks"])
+    assert (found.job.job_id, found.job.submit_time, found.job.name, found.job.nodelist) == (1, 1000, "train", "")
+    assert [(s.step_id, s.num_tasks, s.nodelist) for s in found.steps] == [(-4, 3, "")]
+    (full,) = find(sessions)
+    assert (full.job.nodelist, full.steps[0].nodelist) == ("node1", "node1")

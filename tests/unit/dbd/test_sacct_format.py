@@ -113,3 +113,37 @@ def test_sreport(report: str, unit: str, expected: list[list[str]]) -> None:
 
     _, rows = build(report, _usage(("physics", "alice", 1200), ("research", "bob", 2400)), unit, "c")
     assert rows == expected
+
+
+def _full_job() -> pb.AcctJob:
+    """A job and a step with every field set to something visible."""
+    job = pb.JobRecord(job_id=7, cluster="c", submit_time=100, array_job_id=5, array_task_id=2, name="n", uid=1,
+                       gid=2, user="u", account="a", partition="p", qos="q", tres_req="cpu=2", tres_alloc="cpu=2",
+                       nodelist="node1", alloc_cpus=2, alloc_nodes=1, req_cpus=3, req_nodes=1, req_mem_mb=2048,
+                       eligible_time=110, start_time=120, end_time=200, time_limit_min=5, state="CANCELLED",
+                       exit_code=1, exit_signal=9, derived_exit_code=2, derived_exit_signal=3, work_dir="/w",
+                       reason="r", cancelled_by=0, priority=9)
+    step = pb.StepRecord(job_id=7, step_id=0, submit_time=100, name="s", nodelist="node1", num_tasks=2, num_cpus=2,
+                         num_nodes=1, start_time=130, end_time=190, state="FAILED", exit_code=4, exit_signal=0,
+                         cpu_time_s=50, max_rss_kb=1000, tres_alloc="cpu=2")
+    return pb.AcctJob(job=job, steps=[step])
+
+
+def test_every_column_needs_only_the_fields_sacct_asks_for() -> None:
+    # dbd sends only needed_fields(); a column reading anything else would print a wrong value.
+    from cli.sacct import LONG_FIELDS, _job_columns, _step_columns, needed_fields
+
+    names = sorted({*_job_columns(0, "").keys(), *_step_columns(0, "").keys(), *LONG_FIELDS.lower().split(",")})
+    full = _full_job()
+    for name in names:
+        fields = parse_format(name)
+        keep = set(needed_fields(fields)) | {"job_id", "cluster", "submit_time", "step_id"}
+        stripped = pb.AcctJob()
+        stripped.CopyFrom(full)
+        for record in (stripped.job, *stripped.steps):
+            for desc, _ in record.ListFields():
+                if desc.name not in keep:
+                    record.ClearField(desc.name)  # type: ignore[arg-type]
+        expected = render(group_rows([full], with_steps=True), fields, parsable="P", header=False, now=1000)
+        got = render(group_rows([stripped], with_steps=True), fields, parsable="P", header=False, now=1000)
+        assert got == expected, name
