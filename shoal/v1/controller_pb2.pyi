@@ -895,3 +895,224 @@ class CompleteAllocationResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CompleteAllocationResponse: _TypeAlias = CompleteAllocationResponse  # noqa: Y015
+
+@_typing.final
+class PriorityFactors(_message.Message):
+    """sprio: each pending job's multifactor factors, weighted and not."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGE_FIELD_NUMBER: _builtins.int
+    ASSOC_FIELD_NUMBER: _builtins.int
+    FAIRSHARE_FIELD_NUMBER: _builtins.int
+    JOB_SIZE_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    QOS_FIELD_NUMBER: _builtins.int
+    NICE_FIELD_NUMBER: _builtins.int
+    TRES_FIELD_NUMBER: _builtins.int
+    age: _builtins.float
+    assoc: _builtins.float
+    fairshare: _builtins.float
+    job_size: _builtins.float
+    partition: _builtins.float
+    qos: _builtins.float
+    nice: _builtins.int
+    @_builtins.property
+    def tres(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """"cpu=12.5" """
+
+    def __init__(
+        self,
+        *,
+        age: _builtins.float = ...,
+        assoc: _builtins.float = ...,
+        fairshare: _builtins.float = ...,
+        job_size: _builtins.float = ...,
+        partition: _builtins.float = ...,
+        qos: _builtins.float = ...,
+        nice: _builtins.int = ...,
+        tres: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["age", b"age", "assoc", b"assoc", "fairshare", b"fairshare", "job_size", b"job_size", "nice", b"nice", "partition", b"partition", "qos", b"qos", "tres", b"tres"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PriorityFactors: _TypeAlias = PriorityFactors  # noqa: Y015
+
+@_typing.final
+class JobPriority(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    USER_NAME_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    WEIGHTED_FIELD_NUMBER: _builtins.int
+    NORMALIZED_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.int
+    partition: _builtins.str
+    user_name: _builtins.str
+    user_id: _builtins.int
+    account: _builtins.str
+    priority: _builtins.int
+    @_builtins.property
+    def weighted(self) -> Global___PriorityFactors: ...
+    @_builtins.property
+    def normalized(self) -> Global___PriorityFactors: ...
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.int = ...,
+        partition: _builtins.str = ...,
+        user_name: _builtins.str = ...,
+        user_id: _builtins.int = ...,
+        account: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        weighted: Global___PriorityFactors | None = ...,
+        normalized: Global___PriorityFactors | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["normalized", b"normalized", "weighted", b"weighted"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "job_id", b"job_id", "normalized", b"normalized", "partition", b"partition", "priority", b"priority", "user_id", b"user_id", "user_name", b"user_name", "weighted", b"weighted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobPriority: _TypeAlias = JobPriority  # noqa: Y015
+
+@_typing.final
+class GetPrioritiesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPrioritiesRequest: _TypeAlias = GetPrioritiesRequest  # noqa: Y015
+
+@_typing.final
+class GetPrioritiesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOBS_FIELD_NUMBER: _builtins.int
+    WEIGHTS_FIELD_NUMBER: _builtins.int
+    MULTIFACTOR_FIELD_NUMBER: _builtins.int
+    multifactor: _builtins.bool
+    """false: priority/basic (sprio has nothing to show)"""
+    @_builtins.property
+    def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobPriority]: ...
+    @_builtins.property
+    def weights(self) -> Global___PriorityFactors:
+        """PriorityWeight*; tres "cpu=1000" """
+
+    def __init__(
+        self,
+        *,
+        jobs: _abc.Iterable[Global___JobPriority] | None = ...,
+        weights: Global___PriorityFactors | None = ...,
+        multifactor: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["weights", b"weights"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs", "multifactor", b"multifactor", "weights", b"weights"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPrioritiesResponse: _TypeAlias = GetPrioritiesResponse  # noqa: Y015
+
+@_typing.final
+class ShareRow(_message.Message):
+    """sshare: one association's shares and usage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    DEPTH_FIELD_NUMBER: _builtins.int
+    RAW_SHARES_FIELD_NUMBER: _builtins.int
+    NORM_SHARES_FIELD_NUMBER: _builtins.int
+    RAW_USAGE_FIELD_NUMBER: _builtins.int
+    NORM_USAGE_FIELD_NUMBER: _builtins.int
+    EFFECTIVE_USAGE_FIELD_NUMBER: _builtins.int
+    LEVEL_FS_FIELD_NUMBER: _builtins.int
+    FAIRSHARE_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    user: _builtins.str
+    """"" = the account itself"""
+    depth: _builtins.int
+    raw_shares: _builtins.int
+    norm_shares: _builtins.float
+    raw_usage: _builtins.float
+    norm_usage: _builtins.float
+    effective_usage: _builtins.float
+    level_fs: _builtins.float
+    """NaN where it does not apply"""
+    fairshare: _builtins.float
+    """NaN for accounts"""
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        user: _builtins.str = ...,
+        depth: _builtins.int = ...,
+        raw_shares: _builtins.int = ...,
+        norm_shares: _builtins.float = ...,
+        raw_usage: _builtins.float = ...,
+        norm_usage: _builtins.float = ...,
+        effective_usage: _builtins.float = ...,
+        level_fs: _builtins.float = ...,
+        fairshare: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "depth", b"depth", "effective_usage", b"effective_usage", "fairshare", b"fairshare", "level_fs", b"level_fs", "norm_shares", b"norm_shares", "norm_usage", b"norm_usage", "raw_shares", b"raw_shares", "raw_usage", b"raw_usage", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShareRow: _TypeAlias = ShareRow  # noqa: Y015
+
+@_typing.final
+class GetSharesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSharesRequest: _TypeAlias = GetSharesRequest  # noqa: Y015
+
+@_typing.final
+class GetSharesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROWS_FIELD_NUMBER: _builtins.int
+    FAIR_TREE_FIELD_NUMBER: _builtins.int
+    fair_tree: _builtins.bool
+    @_builtins.property
+    def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___ShareRow]: ...
+    def __init__(
+        self,
+        *,
+        rows: _abc.Iterable[Global___ShareRow] | None = ...,
+        fair_tree: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fair_tree", b"fair_tree", "rows", b"rows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSharesResponse: _TypeAlias = GetSharesResponse  # noqa: Y015

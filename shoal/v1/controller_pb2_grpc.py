@@ -109,6 +109,16 @@ class ControllerStub:
                 request_serializer=shoal_dot_v1_dot_controller__pb2.CompleteAllocationRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.CompleteAllocationResponse.FromString,
                 _registered_method=True)
+        self.GetPriorities = channel.unary_unary(
+                '/shoal.v1.Controller/GetPriorities',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.GetPrioritiesRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.GetPrioritiesResponse.FromString,
+                _registered_method=True)
+        self.GetShares = channel.unary_unary(
+                '/shoal.v1.Controller/GetShares',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.GetSharesRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.GetSharesResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -207,6 +217,19 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetPriorities(self, request, context):
+        """sprio, sshare
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetShares(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -284,6 +307,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.CompleteAllocation,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.CompleteAllocationRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.CompleteAllocationResponse.SerializeToString,
+            ),
+            'GetPriorities': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPriorities,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.GetPrioritiesRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.GetPrioritiesResponse.SerializeToString,
+            ),
+            'GetShares': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetShares,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.GetSharesRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.GetSharesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -691,6 +724,60 @@ class Controller:
             '/shoal.v1.Controller/CompleteAllocation',
             shoal_dot_v1_dot_controller__pb2.CompleteAllocationRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.CompleteAllocationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPriorities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/GetPriorities',
+            shoal_dot_v1_dot_controller__pb2.GetPrioritiesRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.GetPrioritiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetShares(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/GetShares',
+            shoal_dot_v1_dot_controller__pb2.GetSharesRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.GetSharesResponse.FromString,
             options,
             channel_credentials,
             insecure,

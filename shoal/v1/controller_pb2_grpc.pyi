@@ -51,6 +51,9 @@ class ControllerStub:
     CompleteStep: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CompleteStepRequest, _controller_pb2.CompleteStepResponse]
     GetSteps: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetStepsRequest, _controller_pb2.GetStepsResponse]
     CompleteAllocation: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CompleteAllocationRequest, _controller_pb2.CompleteAllocationResponse]
+    GetPriorities: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetPrioritiesRequest, _controller_pb2.GetPrioritiesResponse]
+    """sprio, sshare"""
+    GetShares: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetSharesRequest, _controller_pb2.GetSharesResponse]
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -73,6 +76,9 @@ class ControllerAsyncStub(ControllerStub):
     CompleteStep: _aio.UnaryUnaryMultiCallable[_controller_pb2.CompleteStepRequest, _controller_pb2.CompleteStepResponse]  # type: ignore[assignment]
     GetSteps: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetStepsRequest, _controller_pb2.GetStepsResponse]  # type: ignore[assignment]
     CompleteAllocation: _aio.UnaryUnaryMultiCallable[_controller_pb2.CompleteAllocationRequest, _controller_pb2.CompleteAllocationResponse]  # type: ignore[assignment]
+    GetPriorities: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetPrioritiesRequest, _controller_pb2.GetPrioritiesResponse]  # type: ignore[assignment]
+    """sprio, sshare"""
+    GetShares: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetSharesRequest, _controller_pb2.GetSharesResponse]  # type: ignore[assignment]
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -182,5 +188,20 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.CompleteAllocationRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.CompleteAllocationResponse, _abc.Awaitable[_controller_pb2.CompleteAllocationResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetPriorities(
+        self,
+        request: _controller_pb2.GetPrioritiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetPrioritiesResponse, _abc.Awaitable[_controller_pb2.GetPrioritiesResponse]]:
+        """sprio, sshare"""
+
+    @_abc_1.abstractmethod
+    def GetShares(
+        self,
+        request: _controller_pb2.GetSharesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetSharesResponse, _abc.Awaitable[_controller_pb2.GetSharesResponse]]: ...
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
