@@ -1,7 +1,9 @@
 """sreport (basic): cluster utilization, user topusage, cluster AccountUtilizationByUser.
 
 Usage comes from shoal-dbd's hourly CPU-seconds per association; the period defaults to yesterday,
-as Slurm's does. `-t minutes|hours|percent`, `-P/-p`, `-n`, `start=`/`end=` (Slurm's time forms).
+as Slurm's does. `-t minutes|hours|percent`, `-T cpu,gres/gpu`, `-P/-p`, `-n`, `start=`/`end=` (Slurm's
+time forms). Cluster utilization's Down/PLND Down come from node events (DOWN/DRAIN; powered down),
+Planned from jobs that waited while eligible, capped by the idle time.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import datetime
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 
 from cli.common import CommandError, run_main
 from shoal.v1 import accounting_pb2 as pb
@@ -34,18 +37,39 @@ def _amount(seconds: int, unit: str, total: int) -> str:
     return str(round(seconds / UNITS[unit][1]))
 
 
-def build(report: str, resp: pb.ReportResponse, unit: str, cluster: str) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of a report."""
+TRES = {"cpu": ("cpu_seconds", "cpu"), "gres/gpu": ("gpu_seconds", "gpu")}  # -T name -> (usage field, key)
+
+
+def build(report: str, resp: pb.ReportResponse, unit: str, cluster: str, tres: Sequence[str] = ("cpu",),
+          tres_column: bool = False) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a report; one row group per TRES, with a "TRES Name" column after -T."""
+    header: list[str] = []
+    rows: list[list[str]] = []
+    for name in tres:
+        header, part = _build_one(report, resp, unit, cluster, name)
+        if tres_column:
+            at = 1 if report == "cluster_utilization" else len(header) - 2
+            header = [*header[:at], "TRES Name", *header[at:]]
+            part = [[*r[:at], name, *r[at:]] for r in part]
+        rows.extend(part)
+    return header, rows
+
+
+def _build_one(report: str, resp: pb.ReportResponse, unit: str, cluster: str,
+               tres: str) -> tuple[list[str], list[list[str]]]:
+    field, key = TRES[tres]
     span = max(1, resp.end - resp.start)
-    capacity = resp.cluster_cpus * span
-    usage = [(r.fields["account"], r.fields["user"], int(r.fields["cpu_seconds"])) for r in resp.rows]
+    capacity = (resp.cluster_gpus if key == "gpu" else resp.cluster_cpus) * span
+    usage = [(r.fields["account"], r.fields["user"], int(r.fields.get(field, "0") or 0)) for r in resp.rows]
     used = sum(u for _, _, u in usage)
     if report == "cluster_utilization":
-        total = capacity or used
-        idle = max(0, total - used)
+        down, pdown = resp.totals[f"down_{key}"], resp.totals[f"plnd_down_{key}"]
+        total = capacity or (used + down + pdown)
+        free = max(0, total - used - down - pdown)
+        planned = min(resp.totals[f"planned_{key}"], free)  # waiting jobs count only where CPUs were idle
+        idle = free - planned
         return (["Cluster", "Allocated", "Down", "PLND Down", "Idle", "Planned", "Reported"],
-                [[cluster, _amount(used, unit, total), _amount(0, unit, total), _amount(0, unit, total),
-                  _amount(idle, unit, total), _amount(0, unit, total), _amount(total, unit, total)]])
+                [[cluster, *(_amount(v, unit, total) for v in (used, down, pdown, idle, planned, total))]])
     if report == "user_topusage":
         per_user: dict[tuple[str, str], int] = defaultdict(int)
         for account, user, seconds in usage:
@@ -74,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         now = int(time.time())
         start, end = _day_start(now) - 86400, _day_start(now)
         cluster = ""
+        tres: list[str] = []
         rest = []
         while words:
             word = words.pop(0)
@@ -81,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
                 unit = words.pop(0).lower()
             elif word.startswith("-t") and len(word) > 2:
                 unit = word[2:].lower()
+            elif word in ("-T", "--tres") and words:
+                tres.extend(words.pop(0).split(","))
+            elif word.startswith("--tres="):
+                tres.extend(word.split("=", 1)[1].split(","))
             elif word in ("-P", "--parsable2"):
                 parsable = "P"
             elif word in ("-p", "--parsable"):
@@ -103,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         unit = {"hour": "hours", "minute": "minutes", "percent": "percent", "seconds": "seconds"}.get(unit, unit)
         if unit not in (*UNITS, "percent"):
             raise CommandError(f"Unknown time format '{unit}'")
+        tres = [t.lower() for t in tres if t]
+        if "all" in tres:
+            tres = list(TRES)
+        for name in tres:
+            if name not in TRES:
+                raise CommandError(f"Unknown TRES '{name}' (shoal reports cpu and gres/gpu)")
         report = REPORTS.get(tuple(rest[:2]))  # type: ignore[arg-type]
         if report is None:
             raise CommandError("Not a valid report: use 'cluster utilization', 'user topusage' or "
@@ -114,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                         cluster=cluster or _cluster()), pb.ReportResponse, target="dbd")
         except AgentError as exc:
             raise CommandError(exc.message) from exc
-        names, rows = build(report, resp, unit, cluster or _cluster())
+        names, rows = build(report, resp, unit, cluster or _cluster(), tres or ("cpu",), tres_column=bool(tres))
         out = sys.stdout
         if parsable:
             end_mark = "|" if parsable == "p" else ""
@@ -129,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             rule = "-" * 80
             out.write(f"{rule}\n{title} {format_timestamp(start)} - {format_timestamp(end - 1)}\n")
             label = "CPU Percentage" if unit == "percent" else UNITS[unit][0]
+            if tres:
+                label = label.replace("CPU", "TRES", 1)
             out.write(f"Usage reported in {label}\n{rule}\n")
         widths = [max(9, len(n), *(len(r[i]) for r in rows)) for i, n in enumerate(names)]
         if header:

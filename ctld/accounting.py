@@ -125,6 +125,8 @@ class Accounting:
         self.enforce_qos = self.enabled and bool(enforce & {"qos", "safe"})
         self.cluster = cfg.cluster_name
         self._cluster_cpus = sum(n.cpus for n in cfg.nodes)
+        self._cluster_gpus = sum(n.gres_count("gpu") for n in cfg.nodes)
+        self._node_gpus = {n.name: n.gres_count("gpu") for n in cfg.nodes}
         self._control_host = cfg.control_addr
         self._store = store
         self._key = key
@@ -195,7 +197,8 @@ class Accounting:
             return
         self._nodes[info.name] = state
         event = pb.NodeEventRecord(node=info.name, state=state[0], reason=state[1], reason_uid=info.reason_uid,
-                                   start_time=info.reason_time or now)
+                                   start_time=info.reason_time or now, cpus=info.cpus,
+                                   gpus=self._node_gpus.get(info.name, 0))
         if not state[0]:
             event.start_time = now
         tx.enqueue_record(pb.AcctRecord(node_event=event).SerializeToString())
@@ -311,6 +314,7 @@ class Accounting:
         if not queued:
             return 0
         req = pb.SendRecordsRequest(cluster=self.cluster, epoch=self._epoch, cluster_cpus=self._cluster_cpus,
+                                    cluster_gpus=self._cluster_gpus,
                                     control_host=self._control_host)
         for seq, data in queued:
             rec = req.records.add()

@@ -46,6 +46,8 @@ def apply_records(session: Session, req: pb.SendRecordsRequest) -> tuple[int, in
         session.add(row)
     if req.cluster_cpus:
         row.cpus = req.cluster_cpus
+    if req.cluster_gpus:
+        row.gpus = req.cluster_gpus
     if req.control_host:
         row.control_host = req.control_host
     session.flush()
@@ -136,7 +138,7 @@ def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
 
 def _add_usage(usage: dict[UsageKey, list[int]], rec: pb.JobRecord) -> None:
     """Spread the job's CPU- and GPU-seconds over the hours it ran."""
-    gpus = _tres_count(rec.tres_alloc, "gres/gpu")
+    gpus = tres_count(rec.tres_alloc, "gres/gpu")
     start, end = rec.start_time, rec.end_time
     hour = start - start % 3600
     while hour < end:
@@ -147,7 +149,8 @@ def _add_usage(usage: dict[UsageKey, list[int]], rec: pb.JobRecord) -> None:
         hour += 3600
 
 
-def _tres_count(tres: str, name: str) -> int:
+def tres_count(tres: str, name: str) -> int:
+    """N of `name=N` in a TRES string (0 when absent)."""
     for item in tres.split(","):
         key, _, value = item.partition("=")
         if key == name and value.isdigit():
@@ -187,5 +190,6 @@ def _apply_event(session: Session, cluster: str, rec: pb.NodeEventRecord) -> Non
         open_event.end_time = rec.end_time or rec.start_time
     if rec.state:  # an empty state only closes the open event (the node is back)
         session.add(NodeEvent(cluster=cluster, node=rec.node, state=rec.state, reason=rec.reason,
-                              reason_uid=rec.reason_uid, start_time=rec.start_time, end_time=rec.end_time))
+                              reason_uid=rec.reason_uid, start_time=rec.start_time, end_time=rec.end_time,
+                              cpus=rec.cpus, gpus=rec.gpus))
     session.flush()

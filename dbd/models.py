@@ -37,6 +37,7 @@ class Cluster(Base):
     control_host: Mapped[Name]
     cpus: Mapped[Num]
     created: Mapped[Time]
+    gpus: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
 
 
 class Account(Base):
@@ -182,6 +183,8 @@ class NodeEvent(Base):
     reason_uid: Mapped[Num]
     start_time: Mapped[Time]
     end_time: Mapped[Time]
+    cpus: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
+    gpus: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
 
 
 class Usage(Base):

@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Select, func, or_, select
 from sqlalchemy.orm import Session
 
-from dbd.ingest import JOB_FIELDS, STEP_FIELDS
-from dbd.models import Cluster, Job, Step, Usage
+from dbd.ingest import JOB_FIELDS, STEP_FIELDS, tres_count
+from dbd.models import Cluster, Job, NodeEvent, Step, Usage
 from shoal.v1 import accounting_pb2 as pb
 
 
@@ -144,16 +144,69 @@ def _step_order(step: tuple[Any, ...]) -> tuple[int, int]:
 
 
 def report(session: Session, req: pb.ReportRequest) -> pb.ReportResponse:
-    """Usage rows for sreport between start and end: per (account, user) CPU-seconds."""
+    """Usage rows for sreport between start and end: per (account, user) CPU- and GPU-seconds; for
+    cluster utilization also the down, planned-down and planned (eligible but waiting) TRES-seconds.
+    """
     stmt = select(Usage).where(Usage.hour >= req.start - req.start % 3600, Usage.hour < req.end)
     if req.cluster:
         stmt = stmt.where(Usage.cluster == req.cluster)
-    totals: dict[tuple[str, str, str], int] = defaultdict(int)
+    totals: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
     for usage in session.scalars(stmt):
-        totals[(usage.cluster, usage.account, usage.user)] += usage.cpu_seconds
+        row = totals[(usage.cluster, usage.account, usage.user)]
+        row[0] += usage.cpu_seconds
+        row[1] += usage.gpu_seconds
     out = pb.ReportResponse(start=req.start, end=req.end)
-    for (cluster, account, user), seconds in sorted(totals.items()):
-        out.rows.add(fields={"cluster": cluster, "account": account, "user": user, "cpu_seconds": str(seconds)})
+    for (cluster, account, user), (cpu, gpu) in sorted(totals.items()):
+        out.rows.add(fields={"cluster": cluster, "account": account, "user": user, "cpu_seconds": str(cpu),
+                             "gpu_seconds": str(gpu)})
     cluster_row = session.get(Cluster, req.cluster) if req.cluster else None
     out.cluster_cpus = cluster_row.cpus if cluster_row is not None else 0
+    out.cluster_gpus = cluster_row.gpus if cluster_row is not None else 0
+    if req.report == "cluster_utilization" and req.cluster:
+        out.totals.update(_node_time(session, req))
+        out.totals.update(_planned_time(session, req))
     return out
+
+
+DOWN_STATES = {"DOWN": "down", "DRAIN": "down", "FAIL": "down", "POWERED_DOWN": "plnd_down",
+               "POWER_DOWN": "plnd_down"}
+
+
+def _overlap(start: int, end: int, req: pb.ReportRequest) -> int:
+    return max(0, min(end or req.end, req.end) - max(start, req.start))
+
+
+def _node_time(session: Session, req: pb.ReportRequest) -> dict[str, int]:
+    """TRES-seconds of the period nodes spent down (DOWN/DRAIN) or planned down (powered down)."""
+    out = {f"{kind}_{tres}": 0 for kind in ("down", "plnd_down") for tres in ("cpu", "gpu")}
+    events = session.execute(
+        select(NodeEvent.state, NodeEvent.start_time, NodeEvent.end_time, NodeEvent.cpus, NodeEvent.gpus).where(
+            NodeEvent.cluster == req.cluster, NodeEvent.start_time < req.end,
+            or_(NodeEvent.end_time == 0, NodeEvent.end_time > req.start),
+        )
+    )
+    for state, start, end, cpus, gpus in events:
+        kind = DOWN_STATES.get(state)
+        if kind is None:
+            continue
+        seconds = _overlap(start, end, req)
+        out[f"{kind}_cpu"] += seconds * cpus
+        out[f"{kind}_gpu"] += seconds * gpus
+    return out
+
+
+def _planned_time(session: Session, req: pb.ReportRequest) -> dict[str, int]:
+    """TRES-seconds of the period jobs waited while eligible (Slurm's "Planned", once "Reserved")."""
+    rows = session.execute(
+        select(Job.eligible_time, Job.start_time, Job.end_time, Job.req_cpus, Job.tres_req).where(
+            Job.cluster == req.cluster, Job.eligible_time > 0, Job.eligible_time < req.end,
+            or_(Job.start_time == 0, Job.start_time > req.start),
+            or_(Job.start_time > 0, Job.end_time == 0, Job.end_time > req.start),
+        )
+    )
+    cpu = gpu = 0
+    for eligible, start, end, req_cpus, tres_req in rows:
+        seconds = _overlap(eligible, start or end, req)
+        cpu += seconds * req_cpus
+        gpu += seconds * tres_count(tres_req, "gres/gpu")
+    return {"planned_cpu": cpu, "planned_gpu": gpu}

@@ -228,6 +228,8 @@ class NodeEventRecord(_message.Message):
     REASON_UID_FIELD_NUMBER: _builtins.int
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
+    CPUS_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     state: _builtins.str
     reason: _builtins.str
@@ -235,6 +237,9 @@ class NodeEventRecord(_message.Message):
     start_time: _builtins.int
     end_time: _builtins.int
     """0 = still in that state"""
+    cpus: _builtins.int
+    """the node's configured CPUs and GPUs (sreport's Down time)"""
+    gpus: _builtins.int
     def __init__(
         self,
         *,
@@ -244,10 +249,12 @@ class NodeEventRecord(_message.Message):
         reason_uid: _builtins.int = ...,
         start_time: _builtins.int = ...,
         end_time: _builtins.int = ...,
+        cpus: _builtins.int = ...,
+        gpus: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "node", b"node", "reason", b"reason", "reason_uid", b"reason_uid", "start_time", b"start_time", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus", b"cpus", "end_time", b"end_time", "gpus", b"gpus", "node", b"node", "reason", b"reason", "reason_uid", b"reason_uid", "start_time", b"start_time", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -296,12 +303,15 @@ class SendRecordsRequest(_message.Message):
     RECORDS_FIELD_NUMBER: _builtins.int
     CLUSTER_CPUS_FIELD_NUMBER: _builtins.int
     CONTROL_HOST_FIELD_NUMBER: _builtins.int
+    CLUSTER_GPUS_FIELD_NUMBER: _builtins.int
     cluster: _builtins.str
     epoch: _builtins.str
     """identifies ctld's queue; sequence numbers are unique within it"""
     cluster_cpus: _builtins.int
     """CPUs configured in the cluster (sreport utilization)"""
     control_host: _builtins.str
+    cluster_gpus: _builtins.int
+    """GPUs configured in the cluster (sreport -T gres/gpu)"""
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[Global___AcctRecord]:
         """in sequence order"""
@@ -314,10 +324,11 @@ class SendRecordsRequest(_message.Message):
         records: _abc.Iterable[Global___AcctRecord] | None = ...,
         cluster_cpus: _builtins.int = ...,
         control_host: _builtins.str = ...,
+        cluster_gpus: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "cluster_cpus", b"cluster_cpus", "control_host", b"control_host", "epoch", b"epoch", "records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "cluster_cpus", b"cluster_cpus", "cluster_gpus", b"cluster_gpus", "control_host", b"control_host", "epoch", b"epoch", "records", b"records"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -956,16 +967,46 @@ Global___ReportRequest: _TypeAlias = ReportRequest  # noqa: Y015
 class ReportResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class TotalsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     ROWS_FIELD_NUMBER: _builtins.int
     START_FIELD_NUMBER: _builtins.int
     END_FIELD_NUMBER: _builtins.int
     CLUSTER_CPUS_FIELD_NUMBER: _builtins.int
+    CLUSTER_GPUS_FIELD_NUMBER: _builtins.int
+    TOTALS_FIELD_NUMBER: _builtins.int
     start: _builtins.int
     end: _builtins.int
     cluster_cpus: _builtins.int
     """CPUs the cluster reported (for utilization)"""
+    cluster_gpus: _builtins.int
     @_builtins.property
     def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___AcctRow]: ...
+    @_builtins.property
+    def totals(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """cluster_utilization: TRES-seconds in the period, keys "<kind>_<tres>" with kind down (DOWN/DRAIN
+        node events), plnd_down (POWERED_DOWN events), planned (pending jobs waiting while eligible) and
+        tres cpu or gpu
+        """
+
     def __init__(
         self,
         *,
@@ -973,10 +1014,12 @@ class ReportResponse(_message.Message):
         start: _builtins.int = ...,
         end: _builtins.int = ...,
         cluster_cpus: _builtins.int = ...,
+        cluster_gpus: _builtins.int = ...,
+        totals: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_cpus", b"cluster_cpus", "end", b"end", "rows", b"rows", "start", b"start"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_cpus", b"cluster_cpus", "cluster_gpus", b"cluster_gpus", "end", b"end", "rows", b"rows", "start", b"start", "totals", b"totals"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -74,7 +74,7 @@ def test_finished_job_adds_hourly_usage_once(sessions: sessionmaker[Session]) ->
     with sessions() as session:
         rows = queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).rows
     assert [dict(r.fields) for r in rows] == [
-        {"cluster": "c1", "account": "physics", "user": "alice", "cpu_seconds": str(200 * 2)}
+        {"cluster": "c1", "account": "physics", "user": "alice", "cpu_seconds": str(200 * 2), "gpu_seconds": "0"}
     ]
 
 
@@ -252,3 +252,21 @@ def test_only_the_asked_fields_come_back(sessions: sessionmaker[Session]) -> Non
     assert [(s.step_id, s.num_tasks, s.nodelist) for s in found.steps] == [(-4, 3, "")]
     (full,) = find(sessions)
     assert (full.job.nodelist, full.steps[0].nodelist) == ("node1", "node1")
+
+
+def test_utilization_counts_down_nodes_and_waiting_jobs(sessions: sessionmaker[Session]) -> None:
+    def event(state: str, start: int) -> pb.AcctRecord:
+        return pb.AcctRecord(node_event=pb.NodeEventRecord(node="n1", state=state, start_time=start, cpus=4, gpus=2))
+
+    send(sessions, [
+        event("DOWN", 3600), event("", 3900),  # down 300 s of the period
+        event("DRAIN", 7000),  # still drained at the end: 200 s
+        job(1, submit_time=3000, eligible_time=3000, start_time=4000, end_time=4100,
+            tres_req="cpu=2,gres/gpu=1", req_cpus=2),  # waited 400 s inside the period
+        job(2, "PENDING", submit_time=7100, eligible_time=7100, start_time=0, req_cpus=1),  # still waiting: 100 s
+    ])
+    with sessions() as session:
+        resp = queries.report(session, pb.ReportRequest(report="cluster_utilization", start=3600, end=7200,
+                                                        cluster="c1"))
+    assert dict(resp.totals) == {"down_cpu": 500 * 4, "down_gpu": 500 * 2, "plnd_down_cpu": 0, "plnd_down_gpu": 0,
+                                 "planned_cpu": 400 * 2 + 100 * 1, "planned_gpu": 400 * 1}

@@ -147,3 +147,17 @@ def test_every_column_needs_only_the_fields_sacct_asks_for() -> None:
         expected = render(group_rows([full], with_steps=True), fields, parsable="P", header=False, now=1000)
         got = render(group_rows([stripped], with_steps=True), fields, parsable="P", header=False, now=1000)
         assert got == expected, name
+
+
+def test_sreport_utilization_with_down_planned_and_tres() -> None:
+    from cli.sreport import build
+
+    resp = _usage(("physics", "alice", 1200))
+    resp.cluster_gpus = 2
+    resp.rows[0].fields["gpu_seconds"] = "600"
+    resp.totals.update({"down_cpu": 1200, "plnd_down_cpu": 0, "planned_cpu": 600,
+                        "down_gpu": 0, "plnd_down_gpu": 600, "planned_gpu": 9999})
+    header, rows = build("cluster_utilization", resp, "minutes", "c", ("cpu", "gres/gpu"), tres_column=True)
+    assert header == ["Cluster", "TRES Name", "Allocated", "Down", "PLND Down", "Idle", "Planned", "Reported"]
+    assert rows == [["c", "cpu", "20", "20", "0", "190", "10", "240"],
+                    ["c", "gres/gpu", "10", "0", "10", "0", "100", "120"]]  # planned capped by the idle time
