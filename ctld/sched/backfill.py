@@ -14,6 +14,7 @@ starved by a stream of small jobs.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -61,30 +62,60 @@ class Timeline:
         self._resolution = resolution
         self._at: dict[int, Snapshot] = {0: snap}  # releases applied -> snapshot (cached per pass)
         self.holds: list[Hold] = [Hold(now, job_end(now, s.time_limit_min), s) for s in starts]
+        self._times: list[int] | None = None
+        self._freed: dict[str, tuple[int, list[int]]] = {}  # partition -> (free now, CPUs released by count)
+        self._states: dict[tuple[int, tuple[int, ...]], tuple[Snapshot, Overlay]] = {}
 
     def hold(self, begin: int, start: Start) -> None:
         self.holds.append(Hold(begin, job_end(begin, start.time_limit_min), start))
+        self._times = None
 
     def candidate_times(self) -> list[int]:
         """Now and every later moment something is released (availability only grows then)."""
-        ends = {self.now, *self._release_times}
-        ends.update(
-            self.now + _round_up(h.end - self.now, self._resolution) for h in self.holds if h.end < FOREVER
-        )
-        return sorted(t for t in ends if t >= self.now)
+        if self._times is None:
+            ends = {self.now, *self._release_times}
+            ends.update(
+                self.now + _round_up(h.end - self.now, self._resolution) for h in self.holds if h.end < FOREVER
+            )
+            self._times = sorted(t for t in ends if t >= self.now)
+        return self._times
 
     def state(self, begin: int, end: int) -> tuple[Snapshot, Overlay]:
-        """The snapshot at `begin` and an overlay of every hold overlapping [begin, end)."""
-        overlay = Overlay()
-        for h in self.holds:
-            if h.begin < end and h.end > begin:
-                overlay.add(h.start)
-        return self._snapshot_at(begin), overlay
+        """The snapshot at `begin` and an overlay of every hold overlapping [begin, end).
 
-    def _snapshot_at(self, when: int) -> Snapshot:
-        count = 0
-        while count < len(self._release_times) and self._release_times[count] <= when:
-            count += 1
+        Both are kept for the pass (callers never change them), so jobs that see the same
+        releases and holds share one overlay and its per-node Free.
+        """
+        count = bisect.bisect_right(self._release_times, begin)
+        overlapping = tuple(i for i, h in enumerate(self.holds) if h.begin < end and h.end > begin)
+        key = (count, overlapping)
+        found = self._states.get(key)
+        if found is None:
+            overlay = Overlay()
+            for i in overlapping:
+                overlay.add(self.holds[i].start)
+            found = self._states[key] = (self._snapshot_at(count), overlay)
+        return found
+
+    def free_cpus_at_most(self, part: Partition, begin: int) -> int:
+        """An upper bound of the CPUs free in `part` at `begin` (holds ignored), from counts alone.
+
+        It lets a job skip the moments it cannot fit at without building their snapshot.
+        """
+        found = self._freed.get(part.name)
+        if found is None:
+            members = set(part.nodes)
+            free = sum(n.cpus - len(n.usage.cpu_ids) for n in self.snap.nodes if n.name in members and n.available)
+            released = [0]
+            for running in self._ends:
+                cpus = sum(len(a.cpu_ids) for a in running.allocation if a.node in members)
+                released.append(released[-1] + cpus)
+            found = self._freed[part.name] = (free, released)
+        free, released = found
+        return free + released[bisect.bisect_right(self._release_times, begin)]
+
+    def _snapshot_at(self, count: int) -> Snapshot:
+        """The snapshot once the first `count` running jobs (by end) have released."""
         cached = self._at.get(count)
         if cached is not None:
             return cached
@@ -159,10 +190,13 @@ def _earliest(
     job: JobRequest, parts: list[Partition], timeline: Timeline, until: int
 ) -> tuple[int, Start] | None:
     """The first candidate time (not after `until`) at which the job fits for its whole run."""
+    needed = {part.name: _cpus_needed(job, [part]) for part in parts}
     for begin in timeline.candidate_times():
         if begin > until:
             return None
         for part in parts:
+            if needed[part.name] > timeline.free_cpus_at_most(part, begin):
+                continue  # too few CPUs even before holds: place() would say Resources
             end = job_end(begin, limits.effective_time_limit(job, part))
             snap, overlay = timeline.state(begin, end)
             found = place(job, part, snap, overlay)

@@ -72,13 +72,16 @@ class Overlay:
     """Tentative allocations on top of a Snapshot (Volcano's Statement).
 
     A cycle adds each Start it decides; `copy()` is cheap (one dict of immutable values), so a
-    what-if can be tried on a copy and kept or dropped whole.
+    what-if can be tried on a copy and kept or dropped whole. What a node can still give is
+    computed once per node state and kept until a Start touches that node (a cycle asks for the
+    same node's Free for every job it tries).
     """
 
-    __slots__ = ("_taken",)
+    __slots__ = ("_taken", "_free")
 
     def __init__(self) -> None:
         self._taken: dict[str, _Taken] = {}
+        self._free: dict[str, tuple[Node, Free]] = {}
 
     def add(self, start: Start) -> None:
         for alloc in start.allocation:
@@ -90,6 +93,7 @@ class Overlay:
                 exclusive=before.exclusive or start.exclusive,
                 jobs=before.jobs + 1,
             )
+            self._free.pop(alloc.node, None)
 
     def free_gpu_count(self, node: Node, gpu_type: str) -> int:
         """Free GPUs of `gpu_type` ("" = any) on `node`: a cheap part of free() for node ordering."""
@@ -102,19 +106,36 @@ class Overlay:
     def copy(self) -> Overlay:
         twin = Overlay()
         twin._taken = dict(self._taken)
+        twin._free = dict(self._free)
         return twin
 
     def free(self, node: Node) -> Free:
+        cached = self._free.get(node.name)
+        if cached is not None and cached[0] is node:
+            return cached[1]
         taken = self._taken.get(node.name, _Taken())
         usage = node.usage
         used_gpus = usage.gpu_indices | taken.gpu_indices
-        return Free(
-            cpu_ids=frozenset(range(node.cpus)) - usage.cpu_ids - taken.cpu_ids,
+        free = Free(
+            cpu_ids=_all_cpus(node.cpus) - usage.cpu_ids - taken.cpu_ids,
             mem_mb=node.real_memory_mb - usage.mem_mb - taken.mem_mb,
             gpus=tuple(g for g in node.gpus if g.index not in used_gpus),
             idle=_usage_empty(usage) and taken.jobs == 0,
             shareable=not (usage.exclusive or taken.exclusive),
         )
+        self._free[node.name] = (node, free)
+        return free
+
+
+_ALL_CPUS: dict[int, frozenset[int]] = {}
+
+
+def _all_cpus(count: int) -> frozenset[int]:
+    """frozenset(range(count)), built once per node size."""
+    found = _ALL_CPUS.get(count)
+    if found is None:
+        found = _ALL_CPUS[count] = frozenset(range(count))
+    return found
 
 
 def _usage_empty(usage: NodeUsage) -> bool:
@@ -130,6 +151,11 @@ def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) ->
     if isinstance(nodes, str):
         return nodes
     fewest, most = node_count_range(job)
+    if not is_exclusive(job, part):
+        # fewer free CPUs than the job needs in all: nothing to try (Free is kept per overlay)
+        needed = cpus_for(job, total_tasks(job, fewest))
+        if sum(len(overlay.free(node).cpu_ids) for node in nodes) < needed:
+            return RESOURCES
     placer = _Placer(job, part, snap, overlay)
     if wants_gpus(job):
         nodes = placer.gpu_packing_order(nodes)

@@ -17,8 +17,9 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ctld.sched import cycle
+from ctld.sched import cycle, limits
 from ctld.sched.model import (
+    UNLIMITED,
     Config,
     JobRequest,
     Node,
@@ -28,7 +29,10 @@ from ctld.sched.model import (
     Snapshot,
     Start,
 )
+from ctld.sched.resources import cpus_for, node_count_range, total_tasks
 from ctld.sim.swf import TraceJob
+
+FOREVER = 2**62
 
 
 @dataclass(slots=True)
@@ -56,7 +60,9 @@ class Simulation:
         partitions: Sequence[Partition],
         config: Config,
         request: Callable[[TraceJob], JobRequest],
+        shortcuts: bool = True,
     ) -> None:
+        """`shortcuts=False` runs every cycle on the whole batch (the reference the tests compare to)."""
         self.config = config
         self.nodes = {n.name: n for n in nodes}
         self.order = [n.name for n in nodes]
@@ -64,6 +70,12 @@ class Simulation:
         self._parts = {p.name: p for p in partitions}
         self.request = request
         self.depth = max(1, min(config.max_job_test, config.bf_max_job_test))
+        self.backfill = config.scheduler == "sched/backfill"
+        # Pruning (see _prune) relies on EASY's single reservation and no per-user test limit.
+        self.prune = shortcuts and (
+            not self.backfill or (config.bf_reservations == 1 and config.bf_max_job_user == 0)
+        )
+        self.shortcuts = shortcuts
         if config.scheduler != "sched/backfill":
             # strict order: jobs behind the first that waits cannot start; the rerun below keeps
             # a small batch exact
@@ -80,6 +92,7 @@ class Simulation:
         results: dict[int, JobResult] = {}
         next_arrival = 0
         done = 0
+        quiet_until = 0  # the last cycle started nothing; until then nothing it saw changes by itself
         while next_arrival < len(arrivals) or ends:
             now = min(
                 arrivals[next_arrival].submit if next_arrival < len(arrivals) else ends[0][0],
@@ -89,18 +102,31 @@ class Simulation:
                 _, job_id = heapq.heappop(ends)
                 self._release(running.pop(job_id))
                 done += 1
+                quiet_until = 0
             while next_arrival < len(arrivals) and arrivals[next_arrival].submit <= now:
                 tj = arrivals[next_arrival]
                 next_arrival += 1
                 req = self.request(tj)
                 requests[tj.job_id] = req
-                bisect.insort(queue_keys, (cycle.queue_order_key(req, self._parts, now), tj.job_id))
+                key = (cycle.queue_order_key(req, self._parts, now), tj.job_id)
+                at = bisect.bisect(queue_keys, key)
+                queue_keys.insert(at, key)
+                if at < self.depth or req.admin_priority is None:
+                    quiet_until = 0  # the next cycle sees a new job (or priorities that may age)
+            if now < quiet_until:
+                # Same running jobs, same first `depth` queued jobs, nothing past its limit since
+                # the last cycle, which started nothing: this one would start nothing either.
+                if progress is not None:
+                    progress(done, len(arrivals))
+                continue
+            quiet_until = 0
             while queue_keys:
                 batch = queue_keys[: self.depth]
+                pending = [requests[job_id] for _, job_id in batch]
                 snap = Snapshot(
                     nodes=tuple(self.nodes[name] for name in self.order),
                     partitions=self.partitions,
-                    pending=tuple(requests[job_id] for _, job_id in batch),
+                    pending=tuple(self._prune(pending)) if self.prune else tuple(pending),
                     running=tuple(running.values()),
                     jobs=(),
                     config=self.config,
@@ -120,10 +146,64 @@ class Simulation:
                 if started:
                     queue_keys = [k for k in queue_keys if k[1] not in started]
                 if len(started) < len(batch):
+                    if not started and self.shortcuts:
+                        quiet_until = self._quiet_until(now, running, pending)
                     break
             if progress is not None:
                 progress(done, len(arrivals))
         return [results[j.job_id] for j in arrivals if j.job_id in results]
+
+    def _prune(self, batch: list[JobRequest]) -> list[JobRequest]:
+        """The batch less the jobs the cycle would only pass over: the same decisions, sooner.
+
+        When every job waits on the same one partition, with fixed priorities, a job asking for
+        more CPUs than the partition has free cannot start; the first such job (or an earlier
+        one) blocks the partition in the main pass and takes EASY's one reservation in backfill,
+        after which any later job that big is skipped by both passes without a trace (the batch
+        is within max_job_test and bf_max_job_test, and nothing counts tests per user). Jobs a
+        partition limit holds back, and exclusive ones, are always kept.
+        tests/unit/sim checks a replay with and without pruning decides the same.
+        """
+        first = batch[0].partitions if batch else ()
+        if len(first) != 1 or first[0] not in self._parts:
+            return batch
+        part = self._parts[first[0]]
+        if part.exclusive or any(job.partitions != first or job.admin_priority is None for job in batch):
+            return batch
+        free = 0
+        for name in part.nodes:
+            node = self.nodes.get(name)
+            if node is not None and node.available:
+                free += node.cpus - len(node.usage.cpu_ids)
+        kept: list[JobRequest] = []
+        seen_too_big = False
+        for job in batch:
+            if job.exclusive or limits.partition_limit_reason(job, part) is not None:
+                kept.append(job)
+                continue
+            too_big = cpus_for(job, total_tasks(job, node_count_range(job)[0])) > free
+            if not too_big or not seen_too_big:
+                kept.append(job)
+            seen_too_big = seen_too_big or too_big
+        return kept
+
+    def _quiet_until(self, now: int, running: dict[int, RunningJob], batch: list[JobRequest]) -> int:
+        """Until when a repeat of this fruitless cycle (same jobs, no releases) must start nothing.
+
+        A cycle depends on `now` only through bf_resolution's rounding, the bf_window horizon and
+        jobs past their limit (released at once). With a 1 s resolution and a horizon beyond every
+        plan (each begins before the last running job's end plus every batch job's limit), nothing
+        changes until the next running job reaches its limit. 0 when that cannot be shown.
+        """
+        ends = [r.end_time for r in running.values() if r.end_time > 0]
+        if self.backfill:
+            limits = [job.time_limit_min for job in batch]
+            if self.config.bf_resolution_s > 1 or any(m < 0 or m == UNLIMITED for m in limits):
+                return 0
+            latest_plan = max(ends, default=now) + 60 * sum(limits)
+            if latest_plan > now + 60 * self.config.bf_window_min:
+                return 0
+        return min((end for end in ends if end > now), default=FOREVER)
 
     def _hold(self, start: Start, now: int, tj: TraceJob) -> RunningJob:
         """Record a start: its nodes' usage grows, and it holds them until start + limit."""

@@ -112,3 +112,38 @@ def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert shoal_sim.main([os.fspath(tmp_path / "missing.swf")]) == 1
     assert capsys.readouterr().err.startswith("shoal sim: error: ")
     assert shoal_sim.main([os.fspath(tmp_path / "x"), "--windows", "ten"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "policy", "first", "last"),
+    [
+        ("lublin_256.swf", "easy", 5000, 5600),
+        ("lublin_256.swf", "sjf", 3000, 3500),
+        ("lublin_256_new2.swf", "easy", 0, 800),
+        ("lublin_256.swf", "fcfs", 0, 600),
+        ("lublin_256.swf", "sjf-age", 3000, 3500),
+    ],
+    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjf-age"],
+)
+def test_shortcuts_change_no_decision(name: str, policy: str, first: int, last: int) -> None:
+    """Skipping fruitless cycles and pruning jobs too big to start leave every start time as it was."""
+    from ctld.sched.policy import policy_config
+    from ctld.sim.engine import Simulation
+    from ctld.sim.machine import job_request
+
+    trace = read_swf(TRACES / name)
+    machine = default_machine(trace)
+    jobs = [j for j in trace.jobs[first:last] if 0 < j.procs <= machine.cpus]
+    config = policy_config(policy, machine.config)
+
+    def replay(shortcuts: bool) -> list[tuple[int, int, int]]:
+        sim = Simulation(
+            machine.nodes,
+            machine.partitions,
+            config,
+            lambda tj: job_request(tj, policy, machine.partition),
+            shortcuts=shortcuts,
+        )
+        return [(r.job_id, r.start, r.cpus) for r in sim.run(jobs)]
+
+    assert replay(True) == replay(False)
