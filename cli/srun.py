@@ -308,6 +308,11 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
 
         io.on_exit.append(on_exit)
     waiting = False
+    # srun's Ctrl-C handling is in place before the step exists, so an early Ctrl-C reaches the step
+    # (a terminating StepIO also stops nodes that connect later) instead of killing srun and leaving it.
+    interrupts = Interrupts(io, "", 0)
+    signal.signal(signal.SIGINT, interrupts.on_sigint)
+    signal.signal(signal.SIGTERM, interrupts.on_sigterm)
     while True:
         try:
             reply = ctld("CreateStep", req, controller_pb2.CreateStepResponse)
@@ -315,6 +320,8 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
             raise CommandError(f"Unable to create step for job {job.job_id}: {exc.message}") from exc
         if not reply.retry:
             break
+        if interrupts.cancelled:
+            raise KeyboardInterrupt
         if not waiting:
             print(f"srun: Job {job.job_id} step creation temporarily disabled, retrying ({reply.message})",
                   file=sys.stderr)
@@ -328,9 +335,8 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
         print(f"srun: Step created for {step_text}", file=sys.stderr)
     io.expect(step.num_nodes)
     io.forward_stdin(sys.stdin.buffer)
-    interrupts = Interrupts(io, step_text, step.num_tasks)
-    signal.signal(signal.SIGINT, interrupts.on_sigint)
-    signal.signal(signal.SIGTERM, interrupts.on_sigterm)
+    interrupts.step_text = step_text
+    interrupts.num_tasks = step.num_tasks
     wait_secs = int(opts.get("wait_secs") or 0) if (opts.get("wait_secs") or "").isdigit() else 0
     first_exit: float | None = None
     while not io.wait(step.num_nodes, timeout=JOB_CHECK_S):
