@@ -73,7 +73,9 @@ def parse_args(words: Sequence[str]) -> tuple[str, str, list[str], dict[str, str
                 names.extend(n for n in word.split(",") if n)
             continue
         key, _, value = word.partition("=")
-        key = key.lower().rstrip("+-")
+        key = key.lower()
+        if key.rstrip("+-") not in ("qos", "flags", "preempt"):  # lists take qos+=x / qos-=x
+            key = key.rstrip("+-")
         if key in ("name", "names") and mode != "set":
             names.extend(n for n in value.split(",") if n)
         elif mode == "set" or (mode == "" and action == "add"):

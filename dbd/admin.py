@@ -40,6 +40,8 @@ QOS_KEYS: dict[str, tuple[str, str]] = {
 }
 ACCOUNT_KEYS = {"description": "description", "organization": "organization", "parent": "parent"}
 USER_KEYS = {"defaultaccount": "default_account", "adminlevel": "admin_level"}
+# comma lists that `key+=a,b` / `key-=a` change item by item
+LIST_KEYS = {"qos", "flags", "preempt"}
 # keys that select associations rather than set anything
 SELECT_KEYS = {"cluster", "clusters", "account", "accounts", "user", "users", "partition", "name", "names"}
 
@@ -71,13 +73,27 @@ def _convert(kind: str, key: str, value: str) -> object:
 
 
 def _apply(obj: object, table: dict[str, tuple[str, str]], values: dict[str, str]) -> list[str]:
+    """Set the columns `values` names; `qos+`/`qos-` (and flags, preempt) add to or remove from a list."""
     done = []
     for key, value in values.items():
-        if key in table:
-            column, kind = table[key]
-            setattr(obj, column, _convert(kind, key, value))
-            done.append(f"{key}={value}")
+        base, op = key.rstrip("+-"), key[len(key.rstrip("+-")):]
+        if base not in table:
+            continue
+        column, kind = table[base]
+        if op and base in LIST_KEYS:
+            current = [q for q in str(getattr(obj, column)).split(",") if q]
+            items = [q for q in value.split(",") if q]
+            kept = [*current, *(q for q in items if q not in current)] if op == "+" else \
+                [q for q in current if q not in items]
+            setattr(obj, column, ",".join(kept))
+        else:
+            setattr(obj, column, _convert(kind, base, value))
+        done.append(f"{key}={value}")
     return done
+
+
+def _sets(table: dict[str, tuple[str, str]], values: dict[str, str]) -> bool:
+    return any(k.rstrip("+-") in table for k in values)
 
 
 def _list(values: dict[str, str], *keys: str) -> list[str]:
@@ -274,7 +290,7 @@ def _modify(session: Session, kind: str, names: list[str], where: dict[str, str]
                     if key in values:
                         setattr(account, column, values[key])
                 changes.append(f"  {name}")
-    if any(k in ASSOC_KEYS for k in values):
+    if _sets(ASSOC_KEYS, values):
         for row in _matching_assocs(session, kind, names, where):
             _apply(row, ASSOC_KEYS, values)
             who = f"U = {row.user:<9} " if row.user else ""

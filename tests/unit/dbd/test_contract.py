@@ -270,3 +270,22 @@ def test_utilization_counts_down_nodes_and_waiting_jobs(sessions: sessionmaker[S
                                                         cluster="c1"))
     assert dict(resp.totals) == {"down_cpu": 500 * 4, "down_gpu": 500 * 2, "plnd_down_cpu": 0, "plnd_down_gpu": 0,
                                  "planned_cpu": 400 * 2 + 100 * 1, "planned_gpu": 400 * 1}
+
+
+QOS_LIST_CHANGES = [
+    ("add one", {"qos+": "high"}, "normal,high"),
+    ("add known and new", {"qos+": "normal,low"}, "normal,low"),
+    ("remove", {"qos-": "normal"}, ""),
+    ("set replaces", {"qos": "high,low"}, "high,low"),
+]
+
+
+@pytest.mark.parametrize("values,expected", [c[1:] for c in QOS_LIST_CHANGES], ids=[c[0] for c in QOS_LIST_CHANGES])
+def test_modify_qos_list_item_by_item(sessions: sessionmaker[Session], values: dict[str, str], expected: str) -> None:
+    build_tree(sessions)
+    modify(sessions, "add", "qos", ["high"])
+    modify(sessions, "add", "qos", ["low"])
+    modify(sessions, "modify", "user", ["bob"], **values)
+    rows = {(r["account"], r["user"]): r["qos"] for r in show(sessions, "association")}
+    assert rows[("physics", "bob")] == expected
+    assert rows[("physics", "alice")] == "normal"

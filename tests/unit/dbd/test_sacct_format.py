@@ -161,3 +161,14 @@ def test_sreport_utilization_with_down_planned_and_tres() -> None:
     assert header == ["Cluster", "TRES Name", "Allocated", "Down", "PLND Down", "Idle", "Planned", "Reported"]
     assert rows == [["c", "cpu", "20", "20", "0", "190", "10", "240"],
                     ["c", "gres/gpu", "10", "0", "10", "0", "100", "120"]]  # planned capped by the idle time
+
+
+@pytest.mark.parametrize("words,values", [
+    ("modify user bob set qos+=high", {"qos+": "high"}),
+    ("modify user bob set QOS-=normal", {"qos-": "normal"}),
+    ("modify user bob set maxjobs+=2", {"maxjobs": "2"}),  # not a list: plain set, as before
+], ids=["qos add", "qos remove", "not a list"])
+def test_sacctmgr_list_operators(words: str, values: dict[str, str]) -> None:
+    from cli.sacctmgr import parse_args
+
+    assert parse_args(words.split())[4] == values
