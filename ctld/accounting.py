@@ -22,9 +22,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ctld.errors import SlurmError
+from ctld.fairshare_usage import share_tree
 from ctld.priority_inputs import priority_inputs
 from ctld.sched import model as m
 from ctld.sched.assoc_limits import submit_refusal
+from ctld.sched.fairshare import ShareAssoc
 from ctld.store import StateStore
 from shoal.conf import SlurmConfig
 from shoal.states import FINISHED_STATES, JOB_STATE_NAMES
@@ -239,11 +241,11 @@ class Accounting:
 
     def assoc_id(self, job: jobs_pb2.JobInfo) -> int:
         with self._cache_lock:
-            return self._find(job.account, job.user_name, job.partition) if self.enforce_limits else 0
+            return self._find(job.account, job.user_name, job.partition) if self.enabled else 0
 
     def attach(self, req: m.JobRequest, job: jobs_pb2.JobInfo | None) -> m.JobRequest:
         """The scheduler's view of a pending job, with its association and QOS."""
-        if job is None or not self.enforce_limits:
+        if job is None or not self.enabled:  # fair-share needs the association even without enforcement
             return req
         return replace(req, assoc_id=self.assoc_id(job), qos=job.qos)
 
@@ -251,6 +253,11 @@ class Accounting:
         """QOS and association priorities for priority/multifactor (see priority_inputs.py)."""
         with self._cache_lock:
             return priority_inputs(self._cache)
+
+    def share_tree(self) -> list[ShareAssoc]:
+        """The association tree with its shares, for fair-share (see fairshare_usage.py)."""
+        with self._cache_lock:
+            return share_tree(self._cache)
 
     def limits(self) -> m.AccountingLimits | None:
         with self._cache_lock:

@@ -14,13 +14,13 @@ import pwd
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
 
 from ctld import jobs as jobrec
+from ctld import priority_report, top
 from ctld import steps as jobsteps
-from ctld import top
 from ctld.accounting import Accounting
 from ctld.errors import (
     ACCESS_DENIED,
@@ -34,6 +34,8 @@ from ctld.errors import (
     RESOURCE_EXHAUSTED,
     SlurmError,
 )
+from ctld.fairshare_usage import META_KEY as SHARES_META_KEY
+from ctld.fairshare_usage import UsageLedger, job_tres
 from ctld.gpus import snapshot_gpus
 from ctld.nodes import NodeRuntime, gres_used, long_state, new_runtime, registration_problems
 from ctld.sched import cycle as sched_cycle
@@ -105,6 +107,9 @@ class Controller:
         self._partitions_view = sched_partitions(cfg)
         self._sched_config = sched_config(cfg)
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
+        self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
+        self.shares.load(store.get_meta(SHARES_META_KEY))
+        self._shares_saved = 0
         self._recover()
 
     # ------------------------------------------------------------------ recovery
@@ -223,8 +228,29 @@ class Controller:
             jobs=statuses,
             config=self._sched_config,
             accounting=self.accounting.limits(),
-            priority_inputs=self.accounting.priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
+            priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
         )
+
+    def _priority_inputs(self) -> m.PriorityInputs:
+        """Accounting's priorities plus the fair-share factors of the usage accrued up to now."""
+        self._accrue_usage()
+        return replace(self.accounting.priority_inputs(), fairshare=self.shares.factors(self.accounting.share_tree()))
+
+    def _accrue_usage(self) -> None:
+        """Charge running jobs' billing to their associations; save the ledger at most once a minute."""
+        now = self._now()
+        running = ((self.accounting.assoc_id(j), job_tres(j)) for j in self.jobs.values() if j.state == RUNNING)
+        self.shares.accrue(now, running)
+        if now - self._shares_saved >= 60:
+            with self.store.transaction() as tx:
+                tx.set_meta(SHARES_META_KEY, self.shares.dump())
+            self._shares_saved = now
+
+    def get_priorities(self, req: controller_pb2.GetPrioritiesRequest) -> controller_pb2.GetPrioritiesResponse:
+        return priority_report.get_priorities(self, req)
+
+    def get_shares(self, req: controller_pb2.GetSharesRequest) -> controller_pb2.GetSharesResponse:
+        return priority_report.get_shares(self, req)
 
     def _request(self, job: jobs_pb2.JobInfo) -> m.JobRequest | None:
         """The core's view of a pending job, built once and kept until the job changes."""

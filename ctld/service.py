@@ -98,6 +98,12 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         except SlurmError as exc:
             _abort(context, exc)
 
+    def GetPriorities(self, request, context):  # type: ignore[no-untyped-def]
+        return self.ctl.get_priorities(request)
+
+    def GetShares(self, request, context):  # type: ignore[no-untyped-def]
+        return self.ctl.get_shares(request)
+
     def CompleteAllocation(self, request, context):  # type: ignore[no-untyped-def]
         try:
             self.ctl.complete_allocation(request, _caller())

@@ -1,0 +1,135 @@
+"""sshare: each association's shares, usage and fair-share factor, as the controller computes them.
+
+`sshare [-a] [-l] [-n] [-P|-p] [-u users] [-A accounts]`. Without -a only the caller's own user rows
+are listed (with every account), as Slurm does.
+"""
+
+from __future__ import annotations
+
+import getopt
+import math
+import os
+import pwd
+import sys
+from collections.abc import Sequence
+
+from cli.common import CommandError, ctld, run_main
+from shoal.v1 import controller_pb2 as pb
+
+PROG = "sshare"
+USAGE = "Usage: sshare [-A accounts] [-a] [-l] [-n] [-p] [-P] [-u users] [--help]"
+# (header, width, right-aligned)
+COLUMNS = {
+    "account": ("Account", 20, False), "user": ("User", 10, True), "raw_shares": ("RawShares", 10, True),
+    "norm_shares": ("NormShares", 11, True), "raw_usage": ("RawUsage", 11, True),
+    "norm_usage": ("NormUsage", 11, True), "effective_usage": ("EffectvUsage", 13, True),
+    "fairshare": ("FairShare", 10, True), "level_fs": ("LevelFS", 10, True),
+}
+DEFAULT = ("account", "user", "raw_shares", "norm_shares", "raw_usage", "effective_usage", "fairshare")
+LONG = ("account", "user", "raw_shares", "norm_shares", "raw_usage", "norm_usage", "effective_usage", "fairshare",
+        "level_fs")
+
+
+def value(row: pb.ShareRow, column: str, parsable: bool) -> str:
+    """One cell as sshare prints it (accounts indented one space per level unless parsable)."""
+    if column == "account":
+        return row.account if parsable else " " * row.depth + row.account
+    if column == "user":
+        return row.user
+    if column == "raw_shares":
+        return "" if row.depth == 0 else str(row.raw_shares)
+    if column == "raw_usage":
+        return str(int(row.raw_usage))
+    number = getattr(row, column)
+    if math.isnan(number):
+        return ""
+    if math.isinf(number):
+        return "inf"
+    return f"{number:.6f}"
+
+
+def render(rows: Sequence[pb.ShareRow], columns: Sequence[str], header: bool = True, parsable: str = "") -> list[str]:
+    """The lines for `rows`; `parsable` "|" (-p, trailing delimiter) or "P" (-P, none) or "" (aligned)."""
+    lines: list[str] = []
+    if parsable:
+        sep = "|"
+        end = sep if parsable == "|" else ""
+        if header:
+            lines.append(sep.join(COLUMNS[c][0] for c in columns) + end)
+        lines += [sep.join(value(r, c, True) for c in columns) + end for r in rows]
+        return lines
+
+    def line(cells: list[str]) -> str:
+        out = []
+        for c, text in zip(columns, cells, strict=True):
+            _, width, right = COLUMNS[c]
+            text = text[:width]
+            out.append((text.rjust(width) if right else text.ljust(width)) + " ")
+        return "".join(out)
+
+    if header:
+        lines.append(line([COLUMNS[c][0] for c in columns]))
+        lines.append("".join("-" * COLUMNS[c][1] + " " for c in columns))
+    lines += [line([value(r, c, False) for c in columns]) for r in rows]
+    return lines
+
+
+def select(rows: Sequence[pb.ShareRow], all_users: bool, users: set[str], accounts: set[str]) -> list[pb.ShareRow]:
+    """The rows to print: accounts (restricted to -A) and the wanted users' rows."""
+    out = []
+    for row in rows:
+        if accounts and row.account not in accounts and not (row.depth == 0 and not row.user):
+            continue
+        if row.user and not all_users and row.user not in users:
+            continue
+        out.append(row)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(PROG, lambda: _run(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _run(args: list[str]) -> int:
+    try:
+        opts, _ = getopt.gnu_getopt(args, "aA:lnpPu:", ["all", "accounts=", "long", "noheader", "parsable",
+                                                      "parsable2", "users=", "help", "usage"])
+    except getopt.GetoptError as exc:
+        raise CommandError(f"{exc.msg}\n{USAGE}") from exc
+    all_users, long, header, parsable = False, False, True, ""
+    users: set[str] = set()
+    accounts: set[str] = set()
+    for opt, val in opts:
+        if opt in ("-a", "--all"):
+            all_users = True
+        elif opt in ("-A", "--accounts"):
+            accounts.update(v for v in val.split(",") if v)
+        elif opt in ("-l", "--long"):
+            long = True
+        elif opt in ("-n", "--noheader"):
+            header = False
+        elif opt in ("-p", "--parsable"):
+            parsable = "|"
+        elif opt in ("-P", "--parsable2"):
+            parsable = "P"
+        elif opt in ("-u", "--users"):
+            if val.lower() == "all":
+                all_users = True
+            users.update(v for v in val.split(",") if v)
+        elif opt in ("--help", "--usage"):
+            print(USAGE)
+            return 0
+    if not all_users and not users:
+        try:
+            users = {pwd.getpwuid(os.getuid()).pw_name}
+        except KeyError:
+            users = {str(os.getuid())}
+    resp = ctld("GetShares", pb.GetSharesRequest(), pb.GetSharesResponse)
+    rows = select(resp.rows, all_users, users, accounts)
+    for text in render(rows, LONG if long else DEFAULT, header, parsable):
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

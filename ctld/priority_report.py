@@ -1,0 +1,84 @@
+"""GetPriorities (sprio) and GetShares (sshare): the pending jobs' factors and the associations' shares.
+
+Both read the controller's state under its lock; the numbers come from the pure core (priority.py,
+fairshare.py) so sprio shows exactly what the scheduler used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctld.sched import priority
+from ctld.sched.model import PriorityConfig
+from shoal.v1 import controller_pb2 as pb
+from shoal.v1 import jobs_pb2
+
+if TYPE_CHECKING:
+    from ctld.controller import Controller
+
+
+def get_priorities(ctl: Controller, req: pb.GetPrioritiesRequest) -> pb.GetPrioritiesResponse:
+    conf = ctl._sched_config.priority
+    out = pb.GetPrioritiesResponse(weights=_weights(conf), multifactor=conf.type == priority.MULTIFACTOR)
+    if not out.multifactor:
+        return out
+    now = ctl._now()
+    with ctl.lock:
+        pending = [j for j in ctl.jobs.values() if j.state == jobs_pb2.PENDING]
+        reqs = [r for r in (ctl._request(j) for j in pending) if r is not None]
+        snap = ctl._snapshot(reqs)
+        ctx = priority.cluster_context(snap)
+        parts = {p.name: p for p in snap.partitions}
+        for job_req in snap.pending:
+            job = ctl.jobs[job_req.job_id]
+            for name in job_req.partitions:
+                part = parts.get(name)
+                if part is None:
+                    continue
+                factors = priority.job_factors(job_req, part, now, conf, ctx)
+                weighted = priority.weigh(factors, conf)
+                out.jobs.append(
+                    pb.JobPriority(
+                        job_id=job.job_id,
+                        partition=name,
+                        user_name=job.user_name,
+                        user_id=job.user_id,
+                        account=job.account,
+                        priority=job.priority if job_req.admin_priority is not None else weighted.priority,
+                        weighted=pb.PriorityFactors(
+                            age=weighted.age, assoc=weighted.assoc, fairshare=weighted.fairshare,
+                            job_size=weighted.job_size, partition=weighted.partition, qos=weighted.qos,
+                            nice=weighted.nice, tres=[f"{n}={v:g}" for n, v in weighted.tres],
+                        ),
+                        normalized=pb.PriorityFactors(
+                            age=factors.age, assoc=factors.assoc, fairshare=factors.fairshare,
+                            job_size=factors.job_size, partition=factors.partition, qos=factors.qos,
+                            nice=factors.nice, tres=[f"{n}={v:g}" for n, v in factors.tres],
+                        ),
+                    )
+                )
+    return out
+
+
+def get_shares(ctl: Controller, req: pb.GetSharesRequest) -> pb.GetSharesResponse:
+    with ctl.lock:
+        ctl._accrue_usage()
+        rows = ctl.shares.rows(ctl.accounting.share_tree())
+        out = pb.GetSharesResponse(fair_tree=ctl.shares.fair_tree)
+    for row in rows:
+        out.rows.append(
+            pb.ShareRow(
+                account=row.account, user=row.user, depth=row.depth, raw_shares=row.raw_shares,
+                norm_shares=row.norm_shares, raw_usage=row.raw_usage, norm_usage=row.norm_usage,
+                effective_usage=row.effective_usage, level_fs=row.level_fs, fairshare=row.fairshare,
+            )
+        )
+    return out
+
+
+def _weights(conf: PriorityConfig) -> pb.PriorityFactors:
+    return pb.PriorityFactors(
+        age=conf.weight_age, assoc=conf.weight_assoc, fairshare=conf.weight_fairshare,
+        job_size=conf.weight_job_size, partition=conf.weight_partition, qos=conf.weight_qos,
+        tres=[f"{n}={v:g}" for n, v in conf.weight_tres],
+    )

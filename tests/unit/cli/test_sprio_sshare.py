@@ -1,0 +1,87 @@
+"""sprio and sshare render Slurm 22.05's columns (compared with the reference outputs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli import sprio, sshare
+from shoal.v1 import controller_pb2 as pb
+
+REF = Path("/work/shared/reference/slurm-22.05")
+if not REF.is_dir():
+    REF = Path(__file__).resolve().parents[4] / "shared" / "reference" / "slurm-22.05"
+
+
+def _stdout(name: str) -> list[str]:
+    text = (REF / name).read_text()
+    return text.split("--- stdout ---\n", 1)[1].split("--- stderr ---", 1)[0].splitlines()
+
+
+# job, partition, user, priority, age, fairshare, jobsize, partition factor (weighted)
+JOBS = [(12, "batch", "alice", 11500, 10000, 1000, 500), (14, "debug", "alice", 11132, 10000, 133, 1000),
+        (24, "batch", "alice", 10632, 10000, 133, 500), (25, "batch", "bob", 10765, 10000, 266, 500),
+        (29, "batch", "alice", 11031, 10000, 531, 500), (30, "batch", "alice", 10632, 10000, 133, 500)]
+WEIGHTS = pb.PriorityFactors(age=1000, fairshare=10000, job_size=1000, partition=1000)
+
+
+def _jobs() -> list[pb.JobPriority | None]:
+    return [
+        pb.JobPriority(job_id=j, partition=p, user_name=u, priority=prio,
+                       weighted=pb.PriorityFactors(fairshare=fs, job_size=js + 0.33, partition=part))
+        for j, p, u, prio, fs, js, part in JOBS
+    ]
+
+
+@pytest.mark.skipif(not REF.is_dir(), reason="reference outputs not present")
+@pytest.mark.parametrize(
+    ("ref", "fmt"),
+    [("73_sprio.txt", sprio._drop_unweighted(sprio.DEFAULT, WEIGHTS)), ("74_sprio_l.txt", sprio.LONG)],
+    ids=["default", "long"],
+)
+def test_sprio_matches_reference(ref: str, fmt: str) -> None:
+    assert sprio.render(fmt, _jobs(), WEIGHTS, normalized=False) == _stdout(ref)
+
+
+def test_sprio_normalized_and_weights() -> None:
+    job = pb.JobPriority(job_id=7, partition="batch", priority=2147483648,
+                         normalized=pb.PriorityFactors(fairshare=0.5, job_size=0.25))
+    lines = sprio.render("%.15i %.10y %.10f %.10j", [job], WEIGHTS, normalized=True)
+    assert lines == ["          JOBID   PRIORITY  FAIRSHARE    JOBSIZE", "              7  0.5000000  0.5000000  0.2500000"]
+    assert sprio.render("%.15i %.10Y %.10F", [None], WEIGHTS, normalized=False, header=False) == [
+        "        Weights                 10000"]
+
+
+def _share_rows() -> list[pb.ShareRow]:
+    nan = float("nan")
+    spec = [("root", "", 0, 0, 0.0, 1.0, nan), ("root", "root", 1, 1, 0.009901, 0.0, 1.0),
+            ("physics", "", 1, 40, 0.396040, 0.0, nan), ("physics", "alice", 2, 1, 0.5, 0.0, 1.0),
+            ("physics", "bob", 2, 1, 0.5, 0.0, 1.0), ("research", "", 1, 60, 0.594059, 0.0, nan),
+            ("research", "alice", 2, 1, 0.5, 0.0, 1.0), ("research", "root", 2, 1, 0.5, 0.0, 1.0)]
+    return [pb.ShareRow(account=a, user=u, depth=d, raw_shares=s, norm_shares=n, effective_usage=e, fairshare=f)
+            for a, u, d, s, n, e, f in spec]
+
+
+@pytest.mark.skipif(not REF.is_dir(), reason="reference outputs not present")
+def test_sshare_all_matches_reference() -> None:
+    assert sshare.render(_share_rows(), sshare.DEFAULT) == _stdout("75_sshare_a.txt")
+
+
+@pytest.mark.parametrize(
+    ("all_users", "users", "accounts", "expected"),
+    [
+        (True, set(), set(), 8),
+        (False, {"bob"}, set(), 4),  # every account row and bob's
+        (True, set(), {"research"}, 4),  # root, research and its users
+    ],
+    ids=["all", "one-user", "one-account"],
+)
+def test_sshare_selection(all_users: bool, users: set[str], accounts: set[str], expected: int) -> None:
+    assert len(sshare.select(_share_rows(), all_users, users, accounts)) == expected
+
+
+def test_sshare_parsable() -> None:
+    lines = sshare.render(_share_rows()[:2], sshare.DEFAULT, parsable="P")
+    assert lines == ["Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare",
+                     "root|||0.000000|0|1.000000|", "root|root|1|0.009901|0|0.000000|1.000000"]
