@@ -1,4 +1,10 @@
-"""dbd killed while 100 jobs run and finish, ctld restarted meanwhile: every record arrives exactly once."""
+"""dbd killed while 100 jobs run and finish, ctld restarted meanwhile, dbd restarted DBD_DOWN_S (30 s) after it
+was killed: every record arrives exactly once.
+
+The 30 s are mostly the jobs' own run time (dbd comes back no earlier than 30 s after the kill and no earlier
+than the last job's end); under `-n 2 --dist loadfile` the other worker keeps running other files meanwhile.
+SHOAL_TEST_DBD_DOWN_S changes it.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.e2e
 JOBS = 100
+DBD_DOWN_S = float(os.environ.get("SHOAL_TEST_DBD_DOWN_S", "30"))
 
 
 def _pid(cluster: Cluster, name: str) -> int:
@@ -41,6 +48,7 @@ def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) ->
     cluster = start_cluster(tmp_path / "c", nodes=2, cpus=4, accounting=True)
     try:
         os.kill(_pid(cluster, "dbd"), signal.SIGKILL)
+        killed = time.monotonic()
         array = cluster.submit("-a", f"1-{JOBS}", "--wrap", "true", cwd=tmp_path)
         _until(lambda: "RUNNING" in cluster.ok("squeue", "-h", "-o", "%T"), 60, "jobs to run")
         os.kill(_pid(cluster, "ctld"), signal.SIGKILL)  # records queued so far must survive
@@ -48,6 +56,7 @@ def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) ->
         _start(cluster, "ctld.main", cluster.conf)
         _until(lambda: cluster.run("squeue", "-h").returncode == 0 and not cluster.ok("squeue", "-h").strip(),
                240, "every job to finish")
+        time.sleep(max(0.0, killed + DBD_DOWN_S - time.monotonic()))
         _start(cluster, "dbd.main", cluster.dir / "slurmdbd.conf")
 
         def all_arrived() -> bool:
