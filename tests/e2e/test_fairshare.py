@@ -1,0 +1,46 @@
+"""Fair-share end to end: a user with usage ranks below one without in sprio; sshare shows the usage."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def fs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path_factory.mktemp("fs"), accounting=True,
+                      extra=("PriorityType=priority/multifactor", "PriorityWeightFairshare=10000",
+                             "PriorityWeightAge=0", "PriorityDecayHalfLife=1-0"))
+    c.ok("sacctmgr", "-i", "add", "account", "physics", "fairshare=40")
+    c.ok("sacctmgr", "-i", "add", "user", "root", "account=physics")
+    c.ok("sacctmgr", "-i", "add", "user", "nobody", "account=physics")
+    time.sleep(2.5)  # ctld polls the association version every second
+    yield c
+    stop_cluster(c)
+
+
+def test_user_with_usage_gets_the_lower_fairshare_factor(fs: Cluster, workdir: Path) -> None:
+    busy = fs.submit("-A", "physics", "-N2", "--exclusive", "--wrap", "sleep 6", cwd=workdir)
+    fs.wait_state(busy, {"RUNNING"})
+    time.sleep(2)  # root's association accrues usage while its job runs
+    mine = fs.submit("-A", "physics", "-N2", "--wrap", "true", cwd=workdir)
+    theirs = fs.submit("-A", "physics", "-N2", "--wrap", "true", user=NOBODY, cwd=workdir)
+    out = fs.ok("sprio", "-h", "-n", "-o", "%i %u %f")
+    factor = {int(line.split()[0]): float(line.split()[2]) for line in out.splitlines()}
+    assert factor[theirs] > factor[mine]
+    weighted = fs.ok("sprio", "-h", "-o", "%i %F", "-j", f"{mine},{theirs}")
+    values = {int(line.split()[0]): int(line.split()[1]) for line in weighted.splitlines()}
+    assert values[theirs] > values[mine]  # Fair Tree ranks: other accounts without usage come first
+    shares = fs.ok("sshare", "-a", "-P", "-n", "-A", "physics")
+    rows = {tuple(line.split("|")[:2]): line.split("|") for line in shares.splitlines()}
+    assert int(rows[("physics", "root")][4]) > 0 and rows[("physics", "nobody")][4] == "0"
+    assert "sleep" not in fs.ok("sprio", "-w")  # the weights row, no jobs
+    fs.ok("scancel", str(mine))
+    fs.run("scancel", str(theirs), user=NOBODY, cwd=workdir)
