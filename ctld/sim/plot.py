@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from ctld.sim.run import Outcome  # noqa: E402
 from ctld.sim.swf import Trace  # noqa: E402
@@ -42,7 +43,7 @@ def write_plots(directory: str, outcome: Outcome, trace: Trace) -> list[str]:
     return paths
 
 
-def _save(fig: plt.Figure, directory: str, name: str) -> str:
+def _save(fig: Figure, directory: str, name: str) -> str:
     path = os.path.join(directory, name)
     fig.tight_layout()
     fig.savefig(path)

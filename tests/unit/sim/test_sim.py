@@ -147,3 +147,12 @@ def test_shortcuts_change_no_decision(name: str, policy: str, first: int, last: 
         return [(r.job_id, r.start, r.cpus) for r in sim.run(jobs)]
 
     assert replay(True) == replay(False)
+
+
+def test_plot_writes_utilization_and_wait_pngs(small_trace: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib (pip install 'shoal[plot]')")
+    out = tmp_path / "plots"
+    assert shoal_sim.main([str(small_trace), "--policy", "easy", "--plot", str(out)]) == 0
+    for name in ("utilization.png", "wait.png"):
+        data = (out / name).read_bytes()
+        assert data.startswith(b"\x89PNG"), name
