@@ -40,12 +40,19 @@ STATE_CODES = {
 class Row:
     """One line: a job (or a group of never-started array tasks) or one of its steps."""
 
+    __slots__ = ("job", "step", "job_id", "steps")
+
     def __init__(self, job: pb.JobRecord, step: pb.StepRecord | None = None, job_id: str = "",
-                 cpu_time_s: int = 0) -> None:
+                 steps: Sequence[pb.StepRecord] = ()) -> None:
         self.job = job
         self.step = step
         self.job_id = job_id or _job_id(job)
-        self.cpu_time_s = cpu_time_s  # a job row: its steps' CPU time (sacct's TotalCPU)
+        self.steps = steps  # a job row: its steps, for TotalCPU
+
+    @property
+    def cpu_time_s(self) -> int:
+        """A job row's TotalCPU: its steps' CPU time (summed only when the column is shown)."""
+        return sum(step.cpu_time_s for step in self.steps)
 
 
 def _job_id(job: pb.JobRecord) -> str:
@@ -218,9 +225,10 @@ def group_rows(jobs: Iterable[pb.AcctJob], with_steps: bool) -> list[Row]:
             pending_tasks[key] = (row, [j.array_task_id])
             rows.append(row)
             continue
-        rows.append(Row(j, cpu_time_s=sum(step.cpu_time_s for step in acct.steps)))
-        if with_steps:
-            rows.extend(Row(j, step, _job_id(j)) for step in acct.steps)
+        row = Row(j, steps=acct.steps)
+        rows.append(row)
+        if with_steps and acct.steps:
+            rows.extend(Row(j, step, row.job_id) for step in acct.steps)
     for (array_id, _), (row, task_ids) in pending_tasks.items():
         if len(task_ids) > 1:
             row.job_id = f"{array_id}_[{format_task_ids(task_ids)}]"
@@ -256,10 +264,15 @@ def render(rows: Sequence[Row], fields: list[tuple[str, int]], *, parsable: str,
     if header:
         lines.append(" ".join(cell(n, n, w) for n, w in fields) + " ")
         lines.append(" ".join("-" * w for _, w in fields) + " ")
-    pads = [(w, str.ljust if n.lower() in ("jobid", "jobidraw") else str.rjust) for n, w in fields]
+    # one format string for the whole line; a line longer than the widths allow has a value to truncate
+    template = " ".join(("{:<%d}" if n.lower() in ("jobid", "jobidraw") else "{:>%d}") % w for n, w in fields) + " "
+    width = sum(w + 1 for _, w in fields)
     for row in rows:
-        cells = [pad(v, w) if len(v) <= w else v[: w - 1] + "+" for v, (w, pad) in zip(values(row), pads, strict=True)]
-        lines.append(" ".join(cells) + " ")
+        vals = values(row)
+        line = template.format(*vals)
+        if len(line) != width:
+            line = " ".join(cell(v, n, w) for v, (n, w) in zip(vals, fields, strict=True)) + " "
+        lines.append(line)
     return lines
 
 
