@@ -1,21 +1,20 @@
 """Queue-order policies for `shoal sim`, expressed as the priority the core sorts by.
 
 `fcfs` and `easy` order by submit time (easy adds EASY backfill); `sjf` orders by the estimate
-(shortest first, then submit time), with backfill. `sjf-age` is shortest-estimate-first with an
-age term: a job's priority grows by AGE_WEIGHT seconds of estimate per second it waits, so
-priority(now) = AGE_WEIGHT * (now - submit) - estimate. The growth is the same for every job, so
-the order never changes with `now` (it is the order of estimate + AGE_WEIGHT * submit) and a long
-job waits at most about estimate / AGE_WEIGHT behind jobs submitted after it. Larger priority runs
-first, as in the core. `conf` leaves the priority to priority.py, as a live cluster would.
+(shortest first, then submit time), with backfill. `sjbf` is EASY with shortest job backfilled
+first (Tsafrir, Etsion and Feitelson's EASY-SJBF): the oldest waiting job ranks above all others,
+so it is the one that holds EASY's reservation (no job waits behind younger ones once it is the
+oldest), and every other job is ordered shortest estimate first, so short jobs backfill first.
+The simulator gives the oldest waiting job `promoted_priority` before each cycle. Larger priority runs first, as in the core. `conf` leaves the priority to
+priority.py, as a live cluster would.
 """
 
 from __future__ import annotations
 
 from ctld.sched.model import Config
 
-POLICIES = ("fcfs", "easy", "sjf", "sjf-age", "conf")
+POLICIES = ("fcfs", "easy", "sjf", "sjbf", "conf")
 TOP = 2**62
-AGE_WEIGHT = (1, 1)  # seconds of estimate forgiven per second of waiting, as a fraction (num, den)
 
 
 def policy_priority(policy: str, submit_time: int, estimate_s: int) -> int | None:
@@ -24,10 +23,19 @@ def policy_priority(policy: str, submit_time: int, estimate_s: int) -> int | Non
         return TOP - submit_time
     if policy == "sjf":
         return TOP - estimate_s * 2**32 - submit_time
-    if policy == "sjf-age":
-        num, den = AGE_WEIGHT
-        return TOP - (estimate_s * den + submit_time * num)
+    if policy == "sjbf":
+        return policy_priority("sjf", submit_time, estimate_s)
     return None
+
+
+def promotes_oldest(policy: str) -> bool:
+    """Whether the oldest waiting job gets `promoted_priority` (sjbf)."""
+    return policy == "sjbf"
+
+
+def promoted_priority(submit_time: int) -> int:
+    """Above every unpromoted priority; older first among promoted jobs."""
+    return 2 * TOP - submit_time
 
 
 def policy_config(policy: str, base: Config) -> Config:
@@ -36,6 +44,6 @@ def policy_config(policy: str, base: Config) -> Config:
 
     if policy == "fcfs":
         return replace(base, scheduler="sched/builtin")
-    if policy in ("easy", "sjf", "sjf-age"):
+    if policy in ("easy", "sjf", "sjbf"):
         return replace(base, scheduler="sched/backfill", bf_reservations=1)
     return base

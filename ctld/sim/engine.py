@@ -61,6 +61,7 @@ class Simulation:
         config: Config,
         request: Callable[[TraceJob], JobRequest],
         shortcuts: bool = True,
+        promote: Callable[[int], int] | None = None,
     ) -> None:
         """`shortcuts=False` runs every cycle on the whole batch (the reference the tests compare to)."""
         self.config = config
@@ -69,6 +70,7 @@ class Simulation:
         self.partitions = tuple(partitions)
         self._parts = {p.name: p for p in partitions}
         self.request = request
+        self.promote = promote  # submit time -> the priority the oldest waiting job gets (sjbf)
         self.depth = max(1, min(config.max_job_test, config.bf_max_job_test))
         self.backfill = config.scheduler == "sched/backfill"
         # Pruning (see _prune) relies on EASY's single reservation and no per-user test limit.
@@ -92,6 +94,9 @@ class Simulation:
         results: dict[int, JobResult] = {}
         next_arrival = 0
         done = 0
+        keys: dict[int, tuple[tuple[int, int, int, int], int]] = {}
+        oldest: list[tuple[int, int]] = []  # (submit, job id) of waiting jobs, when promoting
+        promoted = -1  # the waiting job that holds the promoted priority
         quiet_until = 0  # the last cycle started nothing; until then nothing it saw changes by itself
         while next_arrival < len(arrivals) or ends:
             now = min(
@@ -108,11 +113,13 @@ class Simulation:
                 next_arrival += 1
                 req = self.request(tj)
                 requests[tj.job_id] = req
-                key = (cycle.queue_order_key(req, self._parts, now), tj.job_id)
+                key = keys[tj.job_id] = (cycle.queue_order_key(req, self._parts, now), tj.job_id)
                 at = bisect.bisect(queue_keys, key)
                 queue_keys.insert(at, key)
                 if at < self.depth or req.admin_priority is None:
                     quiet_until = 0  # the next cycle sees a new job (or priorities that may age)
+                if self.promote is not None:
+                    heapq.heappush(oldest, (tj.submit, tj.job_id))
             if now < quiet_until:
                 # Same running jobs, same first `depth` queued jobs, nothing past its limit since
                 # the last cycle, which started nothing: this one would start nothing either.
@@ -121,6 +128,18 @@ class Simulation:
                 continue
             quiet_until = 0
             while queue_keys:
+                if self.promote is not None:
+                    while oldest and oldest[0][1] not in requests:
+                        heapq.heappop(oldest)  # started
+                    if oldest and oldest[0][1] != promoted:
+                        promoted = oldest[0][1]
+                        queue_keys.pop(bisect.bisect_left(queue_keys, keys[promoted]))
+                        req = dataclasses.replace(
+                            requests[promoted], admin_priority=self.promote(requests[promoted].submit_time)
+                        )
+                        requests[promoted] = req
+                        keys[promoted] = (cycle.queue_order_key(req, self._parts, now), promoted)
+                        bisect.insort(queue_keys, keys[promoted])
                 batch = queue_keys[: self.depth]
                 pending = [requests[job_id] for _, job_id in batch]
                 snap = Snapshot(

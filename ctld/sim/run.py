@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ctld.sched.model import Config
-from ctld.sched.policy import policy_config
+from ctld.sched.policy import policy_config, promoted_priority, promotes_oldest
 from ctld.sim.engine import JobResult, Progress, Simulation
 from ctld.sim.machine import Machine, job_request, pool_machine
 from ctld.sim.metrics import Summary, combine, summarize
@@ -36,7 +36,11 @@ def replay(
     config = policy_config(policy, machine.config)
     fits = [j for j in jobs if 0 < j.procs <= machine.cpus] if machine.cpus else list(jobs)
     sim = Simulation(
-        machine.nodes, machine.partitions, config, lambda tj: job_request(tj, policy, machine.partition)
+        machine.nodes,
+        machine.partitions,
+        config,
+        lambda tj: job_request(tj, policy, machine.partition),
+        promote=promoted_priority if promotes_oldest(policy) else None,
     )
     started = time.perf_counter()
     results = sim.run(fits, progress)

@@ -121,9 +121,9 @@ def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str
         ("lublin_256.swf", "sjf", 3000, 3500),
         ("lublin_256_new2.swf", "easy", 0, 800),
         ("lublin_256.swf", "fcfs", 0, 600),
-        ("lublin_256.swf", "sjf-age", 3000, 3500),
+        ("lublin_256.swf", "sjbf", 3000, 3500),
     ],
-    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjf-age"],
+    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjbf"],
 )
 def test_shortcuts_change_no_decision(name: str, policy: str, first: int, last: int) -> None:
     """Skipping fruitless cycles and pruning jobs too big to start leave every start time as it was."""
@@ -156,3 +156,25 @@ def test_plot_writes_utilization_and_wait_pngs(small_trace: Path, tmp_path: Path
     for name in ("utilization.png", "wait.png"):
         data = (out / name).read_bytes()
         assert data.startswith(b"\x89PNG"), name
+
+
+# When job 1 ends at 100, both waiting jobs need the whole machine: sjf runs the shorter job 3
+# first; sjbf runs job 2 first, because the oldest waiting job ranks above every other.
+AGING = """; MaxProcs: 4
+1 0 -1 100 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1
+2 0 -1 300 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+3 50 -1 60 4 -1 -1 4 -1 -1 1 2 1 -1 1 -1 -1 -1
+"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "starts"),
+    [("sjf", {1: 0, 2: 160, 3: 100}), ("sjbf", {1: 0, 2: 100, 3: 400})],
+    ids=["sjf", "sjbf"],
+)
+def test_sjbf_runs_the_oldest_waiting_job_first(tmp_path: Path, policy: str, starts: dict[int, int]) -> None:
+    path = tmp_path / "aging.swf"
+    path.write_text(AGING)
+    trace = read_swf(path)
+    outcome = evaluate(trace, default_machine(trace), policy)
+    assert {r.job_id: r.start for r in outcome.results} == starts
