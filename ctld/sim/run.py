@@ -44,6 +44,9 @@ def replay(
     )
     started = time.perf_counter()
     results = sim.run(fits, progress)
+    if machine.pool:
+        for r in results:
+            r.nodes = r.cpus  # each processor of the pool is one one-CPU node
     return results, len(jobs) - len(fits), time.perf_counter() - started
 
 

@@ -105,7 +105,7 @@ def test_table_compare_and_csv(small_trace: Path, tmp_path: Path, capsys: pytest
     assert "avg bsld" in table and "fcfs" in table and "easy" in table
     rows = out_csv.read_text().splitlines()
     assert rows[0] == "id,submit,start,end,cpus,nodes,wait"
-    assert rows[3] == "3,10,200,250,2,1,190"
+    assert rows[3] == "3,10,200,250,2,2,190"  # 2 processors = 2 one-CPU nodes
 
 
 def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,3 +178,22 @@ def test_sjbf_runs_the_oldest_waiting_job_first(tmp_path: Path, policy: str, sta
     trace = read_swf(path)
     outcome = evaluate(trace, default_machine(trace), policy)
     assert {r.job_id: r.start for r in outcome.results} == starts
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy"])
+def test_pool_decides_as_one_cpu_nodes(policy: str) -> None:
+    """The pool node (the sim's default machine) starts every job when MaxProcs one-CPU nodes would."""
+    from ctld.sched.model import UNLIMITED, Node, Partition
+    from ctld.sim.machine import SIM_PARTITION, Machine
+    from ctld.sim.run import SIM_DEFAULTS, replay
+
+    trace = read_swf(TRACES / "lublin_256_new2.swf")
+    jobs = trace.jobs[:150]
+    names = tuple(f"n{i}" for i in range(trace.max_procs))
+    nodes = tuple(Node(name=n, cpus=1, real_memory_mb=1, partitions=frozenset({SIM_PARTITION})) for n in names)
+    part = Partition(name=SIM_PARTITION, nodes=names, max_time_min=UNLIMITED)
+    one_cpu = Machine(nodes, (part,), SIM_DEFAULTS, SIM_PARTITION)
+    pool = default_machine(trace)
+    on_pool = [(r.job_id, r.start, r.nodes) for r in replay(jobs, pool, policy)[0]]
+    on_nodes = [(r.job_id, r.start, r.nodes) for r in replay(jobs, one_cpu, policy)[0]]
+    assert on_pool == on_nodes
