@@ -258,13 +258,14 @@ class Interrupts:
         self.num_tasks = num_tasks
         self.last = 0.0
         self.cancelled = False
+        self.announced = False
 
     def on_sigint(self, signum: int, frame: object) -> None:
         now = time.monotonic()
         if now - self.last <= 1.0:
             self.cancelled = True
-            print(f"srun: sending Ctrl-C to {self.step_text}", file=sys.stderr)
-            print("srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", file=sys.stderr)
+            if self.step_text:  # else run_step says it once the step's id is known
+                self.announce_abort()
             self.io.signal(0)
             return
         self.last = now
@@ -276,6 +277,13 @@ class Interrupts:
             print(f"srun: {self.step_text} tasks {_ranges(running)}: running", file=sys.stderr)
         if done:
             print(f"srun: {self.step_text} tasks {_ranges(done)}: exited", file=sys.stderr)
+
+    def announce_abort(self) -> None:
+        if self.announced:
+            return
+        self.announced = True
+        print(f"srun: sending Ctrl-C to {self.step_text}", file=sys.stderr)
+        print("srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", file=sys.stderr)
 
     def on_sigterm(self, signum: int, frame: object) -> None:
         self.cancelled = True
@@ -337,6 +345,8 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     io.forward_stdin(sys.stdin.buffer)
     interrupts.step_text = step_text
     interrupts.num_tasks = step.num_tasks
+    if interrupts.cancelled:  # aborted with two Ctrl-C while the step was being created
+        interrupts.announce_abort()
     wait_secs = int(opts.get("wait_secs") or 0) if (opts.get("wait_secs") or "").isdigit() else 0
     first_exit: float | None = None
     while not io.wait(step.num_nodes, timeout=JOB_CHECK_S):
