@@ -124,3 +124,25 @@ def test_sacct_shows_srun_steps_with_state_exit_code_and_usage(acct: Cluster, wo
         assert max_rss.endswith("K") and int(max_rss[:-1]) > 80_000, (step, max_rss)
         assert total_cpu >= "00:00:01", (step, total_cpu)
     assert rows[str(job)][4] >= "00:00:01"  # the job's TotalCPU sums its steps
+
+
+def test_sreport_counts_a_drained_node_as_down(acct: Cluster) -> None:
+    # the node event (with the node's 4 CPUs) goes ctld -> dbd; sreport's Down column comes from it
+    began = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
+    acct.ok("scontrol", "update", "nodename=node2", "state=drain", "reason=fan")
+    time.sleep(3)
+    acct.ok("scontrol", "update", "nodename=node2", "state=resume")
+    ended = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 5))
+    deadline = time.monotonic() + 30
+    rows: list[list[str]] = []
+    while time.monotonic() < deadline:
+        out = acct.ok("sreport", "-P", "-n", "-t", "seconds", "-T", "cpu,gres/gpu", "cluster", "utilization",
+                      f"start={began}", f"end={ended}")
+        rows = [line.split("|") for line in out.splitlines()]
+        if rows and int(rows[0][3]) > 0:
+            break
+        time.sleep(0.5)
+    assert [r[1] for r in rows] == ["cpu", "gres/gpu"]
+    cpu = dict(zip(["Allocated", "Down", "PLND Down", "Idle", "Planned", "Reported"], map(int, rows[0][2:]),
+                   strict=True))
+    assert cpu["Down"] >= 2 * 4 and cpu["Down"] <= cpu["Reported"]  # 4 CPUs drained for about 3 s
