@@ -328,12 +328,14 @@ def _quick_start(directory: Path, env: dict[str, str], nodes: int) -> int:
 
 def _stop(directory: Path) -> list[str]:
     stopped = []
+    signalled: set[int] = set()
     run = directory / "run"
     for name in local_dbd.pid_names(directory):
         pid = _alive(run / f"{name}.pid")
         if pid is None:
             continue
         os.kill(pid, signal.SIGTERM)
+        signalled.add(pid)
         for _ in range(50):
             if _alive(run / f"{name}.pid") is None:
                 break
@@ -344,7 +346,7 @@ def _stop(directory: Path) -> list[str]:
             except OSError:
                 pass
         stopped.append(name)
-    stopped.extend(_stop_strays(directory))
+    stopped.extend(_stop_strays(directory, signalled))
     # jobs still running on the emulated nodes: their supervisors terminate them
     for pid_file in (directory / "spool").glob("*/job*/stepd.pid"):
         try:
@@ -354,7 +356,7 @@ def _stop(directory: Path) -> list[str]:
     return stopped
 
 
-def _stop_strays(directory: Path) -> list[str]:
+def _stop_strays(directory: Path, signalled: set[int]) -> list[str]:
     """Daemons of this cluster that no pid file names (an admin restarted one by hand, or one was
     killed -9 and restarted): found by this cluster's config files on their command line."""
     import psutil
@@ -364,6 +366,9 @@ def _stop_strays(directory: Path) -> list[str]:
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmdline = proc.info.get("cmdline") or []
         if proc.pid == os.getpid() or not confs.intersection(cmdline):
+            continue
+        if proc.pid in signalled:  # stopped through its pid file, still finishing its shutdown
+            found.append(proc)
             continue
         if not any(m in cmdline for m in ("ctld.main", "noded.main", "shoal.agent.agentd", "dbd.main")):
             continue
@@ -378,7 +383,7 @@ def _stop_strays(directory: Path) -> list[str]:
             proc.kill()
         except psutil.Error:
             pass
-    return [f"pid {p.pid}" for p in found]
+    return [f"pid {p.pid}" for p in found if p.pid not in signalled]
 
 
 def cmd_down(args: argparse.Namespace) -> int:
