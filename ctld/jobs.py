@@ -60,7 +60,7 @@ def parse_gres_gpus(text: str) -> tuple[str, int]:
 
 def gpu_request(spec: jobs_pb2.JobSpec) -> GpuRequest:
     gpu_type = ""
-    per_node = total = per_task = 0
+    per_node = total = per_task = per_socket = 0
     if spec.gres:
         gpu_type, per_node = parse_gres_gpus(spec.gres)
     if spec.gpus_per_node:
@@ -72,7 +72,10 @@ def gpu_request(spec: jobs_pb2.JobSpec) -> GpuRequest:
     if spec.gpus_per_task:
         t, per_task = parse_gpu_count(spec.gpus_per_task)
         gpu_type = gpu_type or t
-    return GpuRequest(per_node=per_node, total=total, per_task=per_task, type=gpu_type)
+    if spec.gpus_per_socket:
+        t, per_socket = parse_gpu_count(spec.gpus_per_socket)
+        gpu_type = gpu_type or t
+    return GpuRequest(per_node=per_node, total=total, per_task=per_task, type=gpu_type, per_socket=per_socket)
 
 
 def node_names(expr: str, known: Mapping[str, object]) -> frozenset[str]:
@@ -130,6 +133,8 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> Job
         mem_per_node_mb=MEM_WHOLE_NODE if spec.mem_whole_node else spec.mem_per_node_mb,
         mem_per_cpu_mb=spec.mem_per_cpu_mb,
         gpus=gpu_request(spec),
+        cpus_per_gpu=spec.cpus_per_gpu,
+        mem_per_gpu_mb=spec.mem_per_gpu_mb,
         time_limit_min=spec.time_limit_min,
         required_nodes=node_names(spec.nodelist, known_nodes) if spec.nodelist else frozenset(),
         excluded_nodes=node_names(spec.exclude, known_nodes) if spec.exclude else frozenset(),

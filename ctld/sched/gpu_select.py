@@ -98,6 +98,27 @@ def _closeness(gpu: Gpu, chosen: Sequence[Gpu], sizes: Counter[int]) -> tuple[in
     return (away("link_group"), away("pcie_switch"), away("numa_node"), gpu.index)
 
 
+def choose_per_socket(free: Sequence[Gpu], per_socket: int, sockets: int) -> tuple[Gpu, ...] | None:
+    """`per_socket` GPUs from each of `sockets` sockets (a GPU's NUMA node stands for its socket).
+
+    Sockets with the fewest free GPUs that still suffice go first (best fit, lowest number on a
+    tie); None when too few sockets have enough free. GPUs without a known socket count as one
+    socket of their own, so a node without topology is only asked for the total.
+    """
+    if not any(g.numa_node >= 0 for g in free):
+        return choose(free, per_socket * sockets)
+    groups: dict[int, list[Gpu]] = {}
+    for gpu in free:
+        groups.setdefault(gpu.numa_node, []).append(gpu)
+    usable = sorted((len(gs), numa) for numa, gs in groups.items() if numa >= 0 and len(gs) >= per_socket)
+    if len(usable) < sockets:
+        return None
+    chosen: list[Gpu] = []
+    for _, numa in usable[:sockets]:
+        chosen.extend(choose(groups[numa], per_socket) or ())
+    return tuple(sorted(chosen, key=lambda g: g.index))
+
+
 def affine_cpus(chosen: Iterable[Gpu]) -> frozenset[int]:
     """CPUs close to the chosen GPUs (empty when their affinity is unknown)."""
     out: frozenset[int] = frozenset()

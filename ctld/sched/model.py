@@ -85,6 +85,7 @@ class GpuRequest:
     total: int = 0  # --gpus / -G (spread over the job's nodes)
     per_task: int = 0  # --gpus-per-task
     type: str = ""
+    per_socket: int = 0  # --gpus-per-socket: this many on each socket the job uses on a node
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,8 @@ class JobRequest:
     mem_per_node_mb: int = 0  # 0 = not given
     mem_per_cpu_mb: int = 0  # 0 = not given
     gpus: GpuRequest = GpuRequest()
+    cpus_per_gpu: int = 0  # --cpus-per-gpu, 0 = not given
+    mem_per_gpu_mb: int = 0  # --mem-per-gpu, 0 = not given
     time_limit_min: int = -1  # -1 = not given (partition default/max applies), UNLIMITED
     required_nodes: frozenset[str] = frozenset()  # -w
     excluded_nodes: frozenset[str] = frozenset()  # -x

@@ -34,6 +34,7 @@ from ctld.sched.resources import (
     is_exclusive,
     mem_for,
     node_count_range,
+    sockets_for,
     total_tasks,
     wants_gpus,
 )
@@ -292,9 +293,10 @@ class _Placer:
         job = self.job
         if job.ntasks_per_node and tasks > job.ntasks_per_node:
             return None
-        cpus = cpus_for(job, tasks)
-        mem = mem_for(job, cpus, node, self.part, self.snap.config)
-        gpus_needed = gpus_for(job, tasks, gpu_share)
+        sockets = sockets_for(node, cpus_for(job, tasks)) if job.gpus.per_socket else 0
+        gpus_needed = gpus_for(job, tasks, gpu_share) + job.gpus.per_socket * sockets
+        cpus = cpus_for(job, tasks, gpus_needed)
+        mem = mem_for(job, cpus, node, self.part, self.snap.config, gpus_needed)
         typed = self.typed(node, free)
         if gpus_needed > len(typed):
             return None
@@ -310,7 +312,9 @@ class _Placer:
             )
         if not free.shareable or cpus > len(free.cpu_ids) or mem > free.mem_mb:
             return None
-        chosen = gpu_select.choose(typed, gpus_needed) or ()
+        chosen = self.choose_gpus(typed, gpus_needed, sockets)
+        if chosen is None:
+            return None
         return NodeAllocation(
             node=node.name,
             cpu_ids=pick_cpus_near(node, free.cpu_ids, cpus, gpu_select.affine_cpus(chosen)),
@@ -318,6 +322,18 @@ class _Placer:
             gpu_indices=tuple(sorted(g.index for g in chosen)),
             tasks=tasks,
         )
+
+    def choose_gpus(self, typed: list[Gpu], count: int, sockets: int) -> tuple[Gpu, ...] | None:
+        """`count` GPUs; with --gpus-per-socket, that many from each of `sockets` sockets first."""
+        per_socket = self.job.gpus.per_socket
+        if not per_socket:
+            return gpu_select.choose(typed, count) or ()
+        first = gpu_select.choose_per_socket(typed, per_socket, sockets)
+        if first is None:
+            return None
+        taken = {g.index for g in first}
+        rest = gpu_select.choose([g for g in typed if g.index not in taken], count - len(first))
+        return None if rest is None else tuple(sorted(first + rest, key=lambda g: g.index))
 
 
 def pick_cpus(node: Node, free_ids: frozenset[int], count: int) -> tuple[int, ...]:

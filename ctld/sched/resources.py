@@ -45,16 +45,20 @@ def even_spread(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-def cpus_for(job: JobRequest, tasks: int) -> int:
-    """CPUs a node needs for `tasks` tasks of this job."""
-    return max(1, tasks) * max(1, job.cpus_per_task)
+def cpus_for(job: JobRequest, tasks: int, gpus: int = 0) -> int:
+    """CPUs a node needs for `tasks` tasks of this job holding `gpus` GPUs there.
+
+    At least --cpus-per-task x tasks, and at least --cpus-per-gpu x GPUs when that is given.
+    """
+    return max(max(1, tasks) * max(1, job.cpus_per_task), job.cpus_per_gpu * gpus)
 
 
-def mem_for(job: JobRequest, cpus: int, node: Node, part: Partition, config: Config) -> int:
-    """Memory (MB) the job takes on `node` when it uses `cpus` CPUs there.
+def mem_for(job: JobRequest, cpus: int, node: Node, part: Partition, config: Config, gpus: int = 0) -> int:
+    """Memory (MB) the job takes on `node` when it uses `cpus` CPUs and `gpus` GPUs there.
 
-    --mem, else --mem-per-cpu x CPUs, else DefMemPerCPU (partition, then cluster) x CPUs, else
-    DefMemPerNode, else the whole node (Slurm with CR_*_Memory and no default does the same).
+    --mem, else --mem-per-cpu x CPUs, else --mem-per-gpu x GPUs (when it has GPUs there), else
+    DefMemPerCPU (partition, then cluster) x CPUs, else DefMemPerNode, else the whole node (Slurm
+    with CR_*_Memory and no default does the same).
     """
     if job.mem_per_node_mb == MEM_WHOLE_NODE:
         return node.real_memory_mb
@@ -62,6 +66,8 @@ def mem_for(job: JobRequest, cpus: int, node: Node, part: Partition, config: Con
         return job.mem_per_node_mb
     if job.mem_per_cpu_mb > 0:
         return job.mem_per_cpu_mb * cpus
+    if job.mem_per_gpu_mb > 0 and gpus > 0:
+        return job.mem_per_gpu_mb * gpus
     per_cpu = part.def_mem_per_cpu_mb or config.def_mem_per_cpu_mb
     if per_cpu > 0:
         return per_cpu * cpus
@@ -75,8 +81,16 @@ def gpus_for(job: JobRequest, tasks: int, share_of_total: int) -> int:
     return job.gpus.per_node + job.gpus.per_task * tasks + share_of_total
 
 
+def sockets_for(node: Node, cpus: int) -> int:
+    """Sockets `cpus` CPUs span on `node` at the least (what --gpus-per-socket multiplies)."""
+    sockets = max(1, node.sockets)
+    per_socket = max(1, node.cpus // sockets)
+    return min(sockets, max(1, -(-cpus // per_socket)))
+
+
 def wants_gpus(job: JobRequest) -> bool:
-    return job.gpus.per_node > 0 or job.gpus.per_task > 0 or job.gpus.total > 0
+    g = job.gpus
+    return g.per_node > 0 or g.per_task > 0 or g.total > 0 or g.per_socket > 0
 
 
 def is_exclusive(job: JobRequest, part: Partition) -> bool:
