@@ -373,11 +373,14 @@ class Controller:
 
     def _mem_per_node_for_display(self, req: m.JobRequest) -> int:
         tasks_per_node = max(1, -(-req.num_tasks // max(1, req.min_nodes)))
-        cpus = tasks_per_node * req.cpus_per_task
+        gpus = req.gpus.per_node + req.gpus.per_task * tasks_per_node + -(-req.gpus.total // max(1, req.min_nodes))
+        cpus = max(tasks_per_node * req.cpus_per_task, req.cpus_per_gpu * gpus)
         if req.mem_per_node_mb > 0:
             return req.mem_per_node_mb
         if req.mem_per_cpu_mb:
             return req.mem_per_cpu_mb * cpus
+        if req.mem_per_gpu_mb and gpus:
+            return req.mem_per_gpu_mb * gpus
         if self.cfg.def_mem_per_cpu:
             return self.cfg.def_mem_per_cpu * cpus
         return 0

@@ -167,8 +167,8 @@ def tres_per_node(req: JobRequest) -> str:
 
 def describe_request(job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: int) -> None:
     """Fill the requested-size fields squeue/scontrol show for a pending job."""
-    cpus = req.num_tasks * req.cpus_per_task
     gpus = req.gpus.total or req.gpus.per_node * req.min_nodes or req.gpus.per_task * req.num_tasks
+    cpus = max(req.num_tasks * req.cpus_per_task, req.cpus_per_gpu * gpus)
     job.num_nodes = req.min_nodes
     job.min_nodes_req = req.min_nodes
     job.max_nodes_req = req.max_nodes

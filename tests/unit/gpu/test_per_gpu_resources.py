@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from ctld.jobs import apply_start, job_request
+from ctld.jobs import apply_start, describe_request, job_request
 from ctld.sched.model import Node, NodeUsage, Refusal, Start
 from ctld.sched.placement import Overlay, could_ever_run, place
 from shoal.v1 import jobs_pb2
@@ -114,3 +114,10 @@ def test_gpus_per_socket_waits_when_a_used_socket_lacks_free_gpus() -> None:
     assert isinstance(one, Start)  # one socket: socket 0 still has GPU 3 (or socket 1 has four)
     two, _ = started(busy, submitted(gpus_per_socket="2", cpus_per_task=60))
     assert two == "Resources"  # both sockets needed, socket 0 has one free
+
+
+def test_pending_job_request_counts_cpus_per_gpu() -> None:
+    info = submitted(gpus_per_node="2", cpus_per_gpu=4, mem_per_gpu_mb=10000)
+    req = job_request(info, {PLAIN.name: PLAIN})
+    describe_request(info, req, 20000)
+    assert info.tres_req == "cpu=8,mem=20000M,node=1,billing=8,gres/gpu=2"
