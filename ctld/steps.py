@@ -100,6 +100,7 @@ def _request(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> la
         exclude=exclude,
         distribution=req.distribution,
         overlap=req.overlap,
+        exclusive=req.exclusive,
         overcommit=req.overcommit,
     )
 

@@ -2,8 +2,9 @@
 
 Which nodes of the allocation a step uses, how many tasks each node runs and which global task
 ids they get (block or cyclic), with Slurm's refusals. CPUs held by other running steps count
-unless the step overlaps; a step that does not fit *now* but would fit the allocation is told
-to retry (srun waits), one that could never fit is refused.
+unless the step overlaps (22.05: steps are exclusive by default, --overlap opts out); a step that
+does not fit *now* but would fit the allocation is told to retry (srun waits), one that could
+never fit is refused.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ TOO_MANY_CPUS = "More processors requested than permitted"
 NODES_BUSY = "Requested nodes are busy"
 BAD_DISTRIBUTION = "Invalid --distribution specification"
 INVALID_GRES = "Invalid generic resource (gres) specification"
+EXCLUSIVE_AND_OVERLAP = "--exclusive and --overlap are mutually exclusive"
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,8 @@ class StepRequest:
     nodelist: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     distribution: str = ""      # "block", "cyclic" ("" = block); ":..." suffixes ignored
-    overlap: bool = False
+    overlap: bool = False       # share every resource with all other steps; hold none (opt-out)
+    exclusive: bool = False     # dedicated CPUs/GPUs: the 22.05 default for steps, said explicitly
     overcommit: bool = False
     gpus_per_node: int = 0      # --gres=gpu:N / --gpus-per-node
     gpus_total: int = 0         # --gpus (spread over the step's nodes)
@@ -146,7 +149,14 @@ def layout_step(
     req: StepRequest,
     busy_gpus: Mapping[str, frozenset[int]] | None = None,
 ) -> StepLayout:
-    """Choose the step's nodes and tasks; StepRefused with Slurm's words when it cannot run."""
+    """Choose the step's nodes and tasks; StepRefused with Slurm's words when it cannot run.
+
+    As in Slurm 22.05, a step gets dedicated CPUs and GPUs whether or not --exclusive is given:
+    it waits while other running steps hold them. --overlap is the opt-out: such a step ignores
+    what others hold and holds nothing itself (`busy` never counts it). The two cannot be combined.
+    """
+    if req.exclusive and req.overlap:
+        raise StepRefused(EXCLUSIVE_AND_OVERLAP)
     kind = distribution_kind(req.distribution)
     cpt = max(1, req.cpus_per_task)
     names = [a.name for a in alloc]
