@@ -45,13 +45,12 @@ cd "$REPO" || exit 1
 export SLURM_CONF="$DIR/slurm.conf"
 
 mkdir -p "$CLI"
-for c in sbatch squeue sinfo scontrol scancel; do
+for c in sbatch squeue sinfo scontrol scancel sacct; do
   if [[ -x "$PYBIN/$c" ]]; then ln -sf "$PYBIN/$c" "$CLI/$c"
   else echo "slurm_bench: $c not found in $PYBIN (pip install -e . ?)" >&2; exit 1; fi
 done
-# shoal has no sacct yet: CLI_DIR holds none, so bench.sh skips the sacct part of (b)
-# (and no other sacct on PATH is used).
-echo "slurm_bench: cluster in $DIR, CLIs in $CLI -> $PYBIN, no sacct (skipped)" >&2
+# `shoal up` runs shoal-dbd (SQLite), so part (b) also polls sacct until all 200 jobs are COMPLETED.
+echo "slurm_bench: cluster in $DIR, CLIs in $CLI -> $PYBIN" >&2
 echo "slurm_bench: PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-} PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-}" >&2
 for c in sbatch squeue sinfo scancel; do "$CLI/$c" --help >/dev/null 2>&1; done  # warm the bytecode cache
 echo "slurm_bench: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -Is)" >&2
