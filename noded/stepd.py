@@ -19,6 +19,7 @@ from pathlib import Path
 from noded import spool
 from noded.cgroup import CgroupError, CgroupRequest, JobCgroup
 from noded.launchspec import LaunchSpec
+from noded.workdir import enter_workdir
 
 # Signals stepd itself ignores; the job gets default dispositions back before exec.
 _IGNORED = (signal.SIGHUP, signal.SIGINT, signal.SIGPIPE, signal.SIGUSR1, signal.SIGUSR2)
@@ -191,11 +192,7 @@ def _exec_job(spec: LaunchSpec, err_w: int, cgroup: JobCgroup | None = None) -> 
         os.dup2(fd_in, 0)
         os.dup2(fd_out, 1)
         os.dup2(fd_err, 2)
-        try:
-            os.chdir(spec.cwd)
-        except OSError as exc:
-            os.write(2, f"slurmstepd: error: couldn't chdir to `{spec.cwd}': {exc.strerror}: going to /tmp instead\n".encode())
-            os.chdir("/tmp")
+        enter_workdir(spec.cwd)
         env = dict(spec.env)
         env["SLURM_TASK_PID"] = str(os.getpid())
         try:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from noded.workdir import enter_workdir
 from shoal import taskio
 
 if TYPE_CHECKING:
@@ -288,11 +289,7 @@ def _exec_task(spec: StepSpec, task: TaskSpec, in_r: int, out_w: int, err_w: int
         os.dup2(fd_in, 0)
         os.dup2(fd_out, 1)
         os.dup2(fd_err, 2)
-        try:
-            os.chdir(spec.cwd)
-        except OSError as exc:
-            os.write(2, f"slurmstepd: error: couldn't chdir to `{spec.cwd}': {exc.strerror}: going to /tmp instead\n".encode())
-            os.chdir("/tmp")
+        enter_workdir(spec.cwd)
         env = dict(task.env)
         env["SLURM_TASK_PID"] = str(os.getpid())
         code = 2

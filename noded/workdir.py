@@ -1,0 +1,14 @@
+"""Entering a job's working directory in the child about to exec it (stdlib only: stepd and taskd use it)."""
+
+from __future__ import annotations
+
+import os
+
+
+def enter_workdir(cwd: str) -> None:
+    """chdir to the job's directory; if that fails, say so on the job's stderr and use /tmp, as Slurm does."""
+    try:
+        os.chdir(cwd)
+    except OSError as exc:
+        os.write(2, f"slurmstepd: error: couldn't chdir to `{cwd}': {exc.strerror}: going to /tmp instead\n".encode())
+        os.chdir("/tmp")
