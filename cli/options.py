@@ -370,6 +370,14 @@ def parse_count(text: str, name: str) -> int:
     return int(value)
 
 
+def parse_positive(text: str, name: str) -> int:
+    """A count that must be at least 1 (-n, -c): 0 is refused as Slurm does, never read as "not given"."""
+    value = parse_count(text, name)
+    if value == 0:
+        raise SpecError(f'Invalid numeric value "{text}" for {name}.')
+    return value
+
+
 def parse_node_range(text: str) -> tuple[int, int]:
     """`-N 2` or `-N 2-4` -> (min, max); max 0 means not given."""
     m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
@@ -621,13 +629,11 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
     if opts.has("nodes"):
         spec.min_nodes, spec.max_nodes = parse_node_range(v("nodes") or "")
     if opts.has("ntasks"):
-        spec.num_tasks = parse_count(v("ntasks") or "", "--ntasks")
+        spec.num_tasks = parse_positive(v("ntasks") or "", "--ntasks")
     if opts.has("ntasks_per_node"):
         spec.ntasks_per_node = parse_count(v("ntasks_per_node") or "", "--ntasks-per-node")
     if opts.has("cpus_per_task"):
-        spec.cpus_per_task = parse_count(v("cpus_per_task") or "", "--cpus-per-task")
-        if spec.cpus_per_task == 0:
-            raise SpecError(f'Invalid numeric value "{v("cpus_per_task")}" for --cpus-per-task.')
+        spec.cpus_per_task = parse_positive(v("cpus_per_task") or "", "--cpus-per-task")
     if opts.has("threads_per_core"):
         spec.threads_per_core = parse_count(v("threads_per_core") or "", "--threads-per-core")
     if opts.has("mem"):

@@ -392,7 +392,7 @@ def build_query(args: argparse.Namespace, now: int, uid: int) -> tuple[pb.JobQue
         if args.endtime:
             q.end = parse_datetime(args.endtime, now)
     except ValueError as exc:
-        raise CommandError(f"Invalid time specification: {exc}") from exc
+        raise CommandError(str(exc)) from exc  # already "Invalid time specification: ..."
     return q, steps
 
 

@@ -30,6 +30,7 @@ from cli.options import (
     export_environment,
     parse_count,
     parse_node_range,
+    parse_positive,
     version_line,
 )
 from cli.salloc import allocate, get_job, job_environment, parse_options, release
@@ -184,11 +185,11 @@ def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], 
         if opts.has("nodes"):
             req.min_nodes, req.max_nodes = parse_node_range(v("nodes") or "")
         if opts.has("ntasks"):
-            req.num_tasks = parse_count(v("ntasks") or "", "--ntasks")
+            req.num_tasks = parse_positive(v("ntasks") or "", "--ntasks")
         if opts.has("ntasks_per_node"):
             req.ntasks_per_node = parse_count(v("ntasks_per_node") or "", "--ntasks-per-node")
         if opts.has("cpus_per_task"):
-            req.cpus_per_task = parse_count(v("cpus_per_task") or "", "--cpus-per-task")
+            req.cpus_per_task = parse_positive(v("cpus_per_task") or "", "--cpus-per-task")
     except SpecError as exc:
         raise CommandError(exc.message) from exc
     # Inside an allocation the job's shape is the default (SLURM_NTASKS, SLURM_NNODES ...), as Slurm.
