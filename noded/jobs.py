@@ -18,6 +18,8 @@ from noded import spool
 
 # How long a job directory may exist without a stepd.pid before it counts as lost.
 STARTING_GRACE_S = 30.0
+# How long a cancel marker waits for a launch that may still be on its way.
+CANCEL_MARKER_TTL_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,22 @@ def scan(spool_root: Path, now: float | None = None) -> tuple[list[int], list[Fi
             }
             spool.write_json_atomic(path / spool.STATUS, data)
         finished.append(_finished(job_id, data))
+    _prune_cancel_markers(spool_root, now)
     return running, finished
+
+
+def _prune_cancel_markers(spool_root: Path, now: float) -> None:
+    """Forget cancel markers of jobs that never came to this node."""
+    try:
+        markers = list(spool_root.glob(f"{spool.CANCEL_PREFIX}*"))
+    except OSError:
+        return
+    for marker in markers:
+        try:
+            if now - marker.stat().st_mtime > CANCEL_MARKER_TTL_S:
+                marker.unlink()
+        except OSError:
+            pass
 
 
 def running_jobs(spool_root: Path) -> list[int]:
@@ -103,6 +120,7 @@ def running_jobs(spool_root: Path) -> list[int]:
 def remove_job(spool_root: Path, job_id: int) -> None:
     """Forget a finished job once ctld has acknowledged it."""
     shutil.rmtree(spool.job_dir(spool_root, job_id), ignore_errors=True)
+    spool.cancel_marker(spool_root, job_id).unlink(missing_ok=True)
 
 
 def job_exists(spool_root: Path, job_id: int) -> bool:
@@ -131,10 +149,15 @@ def signal_job(spool_root: Path, job_id: int, sig: int, batch_only: bool) -> boo
 
 
 def terminate_job(spool_root: Path, job_id: int, kill_wait: float | None) -> bool:
-    """Ask the job's stepd to end it (SIGTERM, KillWait, SIGKILL). False if it is not running."""
+    """Ask the job's stepd to end it (SIGTERM, KillWait, SIGKILL). False if it is not running.
+
+    The cancel marker is written first: a launch still on its way (or a stepd that has not yet
+    written its pid) sees it and ends the job at once, so a cancel never loses the race.
+    """
     path = spool.job_dir(spool_root, job_id)
     if (path / spool.STATUS).exists():
         return False
+    spool.cancel_marker(spool_root, job_id).touch()
     pid = spool.live_pid(path / spool.STEPD_PID)
     if pid is None:
         return False

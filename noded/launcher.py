@@ -17,7 +17,7 @@ from noded.env import NodeName, batch_environment
 from noded.isolation import Isolation, cgroup_request
 from noded.launchspec import LaunchSpec
 from shoal.outpath import resolve_streams
-from shoal.v1 import node_pb2
+from shoal.v1 import jobs_pb2, node_pb2
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SPAWN_TIMEOUT_S = 30
@@ -143,4 +143,15 @@ def launch_batch(
 ) -> None:
     """Start the batch script of `req.job` on this node under its own stepd."""
     spec = build_spec(req, node_conf, spool_root, kill_wait, local_gpu_index, isolation)
+    _forget_stale_cancel(spool_root, req.job)
     start_stepd(spec, req.job.spec.script, spool_root)
+
+
+def _forget_stale_cancel(spool_root: Path, job: jobs_pb2.JobInfo) -> None:
+    """A cancel marker older than this start belongs to an earlier run of a requeued job."""
+    marker = spool.cancel_marker(spool_root, job.job_id)
+    try:
+        if marker.stat().st_mtime < job.start_time - 1:
+            marker.unlink()
+    except OSError:
+        pass

@@ -7,6 +7,8 @@
 <spool>/job<id>/job.pid       "<pid> <starttime>" of the batch script (its process group leader)
 <spool>/job<id>/kill_wait     optional seconds overriding launch.json's, for one TerminateJob
 <spool>/job<id>/status.json   how the job ended, written atomically by stepd
+<spool>/cancel<id>            TerminateJob came for a job whose stepd was not (yet) running:
+                              a stepd that starts later ends at once instead of running it
 
 A pid file carries the process start time so that a reused pid is never mistaken for ours.
 """
@@ -26,6 +28,11 @@ KILL_WAIT = "kill_wait"
 STATUS = "status.json"
 NOTIFY_SOCKET = "noded.sock"
 JOB_PREFIX = "job"
+CANCEL_PREFIX = "cancel"
+
+
+def cancel_marker(spool: str | Path, job_id: int) -> Path:
+    return Path(spool) / f"{CANCEL_PREFIX}{job_id}"
 
 
 def job_dir(spool: str | Path, job_id: int) -> Path:

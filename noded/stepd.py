@@ -72,6 +72,10 @@ class Supervisor:
         signal.signal(signal.SIGALRM, self.on_alarm)
         # A SIGTERM arriving before the job's pid is known waits until it is.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        if spool.cancel_marker(self.job_dir.parent, self.spec.job_id).exists():
+            # TerminateJob came before this stepd had its pid on record: never start the job.
+            status.update(exit_signal=int(signal.SIGTERM), message="cancelled before start", end_time=int(time.time()))
+            return status
         try:
             cgroup = make_cgroup(self.spec)
         except CgroupError as exc:

@@ -209,3 +209,15 @@ def test_non_root_noded_refuses_other_users(monkeypatch: pytest.MonkeyPatch, ope
     req = launch(job(5).user("alice", 1001, 1001).node("n1").obj())
     with pytest.raises(LaunchRefused, match="runs as uid 1000 and can only run its own jobs, not jobs of uid 1001"):
         build_spec(req, Node(), spool_root, 30)
+
+
+def test_terminate_before_the_launch_arrives_never_runs_the_job(open_dirs: tuple[Path, Path]) -> None:
+    """scancel right after the job started in ctld: the TerminateJob may reach noded first."""
+    spool_root, work = open_dirs
+    assert not jobs.terminate_job(spool_root, 10, kill_wait=1)  # nothing runs yet
+    job_dir = submit(spool_root, work, "#!/bin/bash\necho started\nsleep 300\n")
+    status = wait_status(job_dir, timeout=10)
+    assert status["exit_signal"] == signal.SIGTERM
+    assert not (work / "slurm-10.out").exists()
+    jobs.remove_job(spool_root, 10)
+    assert not spool.cancel_marker(spool_root, 10).exists()
