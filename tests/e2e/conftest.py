@@ -130,8 +130,10 @@ def start_cluster(directory: Path, nodes: int = 2, extra: tuple[str, ...] = (), 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
     _next_block[0] += 1
-    # distinct loopback addresses per xdist worker and cluster, so clusters never collide
-    base = f"127.{10 + index}.{_next_block[0] % 250}.2"
+    # distinct loopback addresses per xdist worker and cluster, so clusters never collide;
+    # SHOAL_TEST_NET moves a whole test run elsewhere (two checkouts testing at once)
+    net = int(os.environ.get("SHOAL_TEST_NET", "10"))
+    base = f"127.{net + index}.{_next_block[0] % 250}.2"
     argv = [sys.executable, "-m", "cli.shoal_admin", "up", "--dir", str(directory), "--nodes", str(nodes),
             "--cpus-per-node", str(cpus), "--mem-per-node", str(mem), "--base-addr", base, "--no-check",
             *([] if accounting else ["--no-accounting"]),
