@@ -27,7 +27,7 @@ ASSOC_KEYS: dict[str, tuple[str, str]] = {
     "grptres": ("grp_tres", "tres"), "maxtres": ("max_tres_per_job", "tres"), "maxtresperjob": ("max_tres_per_job", "tres"),
     "maxwall": ("max_wall_min", "time"), "maxwalldurationperjob": ("max_wall_min", "time"),
     "qos": ("qos", "text"), "defaultqos": ("default_qos", "text"),
-    "maxborrowtres": ("max_borrow_tres", "tres"),
+    "maxborrowtres": ("max_borrow_tres", "borrow"),
 }
 QOS_KEYS: dict[str, tuple[str, str]] = {
     "description": ("description", "text"), "priority": ("priority", "int"), "preempt": ("preempt", "text"),
@@ -56,6 +56,14 @@ def _convert(kind: str, key: str, value: str) -> object:
         return "" if value == "-1" else value
     if kind == "tres":
         return "" if value == "-1" else value
+    if kind == "borrow":  # MaxBorrowTRES: only what GrpTRES guarantees and ctld counts
+        if value == "-1":
+            return ""
+        for item in value.split(","):
+            name, _, count = item.partition("=")
+            if name.lower() not in ("cpu", "gres/gpu") or not count.isdigit():
+                raise AdminError(f"Invalid value for {key}: {value} (cpu=N and gres/gpu=N may be borrowed)")
+        return value.lower()
     if kind == "float":
         try:
             return float(value)

@@ -189,6 +189,8 @@ REFUSALS = [
     ("user without account", ("add", "user", ["carol"]), {}, "specify an account"),
     ("unknown account", ("add", "user", ["carol"]), {"account": "nope"}, "There is no account nope"),
     ("bad limit", ("modify", "user", ["bob"]), {"maxjobs": "many"}, "Invalid value for maxjobs"),
+    ("memory cannot be borrowed", ("modify", "account", ["physics"]), {"maxborrowtres": "mem=4G"},
+     "Invalid value for maxborrowtres"),
 ]
 
 
