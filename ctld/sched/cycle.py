@@ -55,6 +55,7 @@ class _CycleState:
     assoc: AssocUsage | None = None  # association/QOS usage when limits are enforced
     preemptions: list[Preemption] = field(default_factory=list)
     held: list[Start] = field(default_factory=list)  # where preemptors will start, kept from lower jobs
+    reclaims: list[int] = field(default_factory=list)  # borrowing jobs to requeue (borrowing.py)
 
 
 def run_cycle(snap: Snapshot, now: int) -> CycleResult:
@@ -66,6 +67,10 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
     state = _CycleState(active_tasks=_active_array_tasks(snap.jobs))
     if snap.accounting is not None:
         state.assoc = AssocUsage(snap.accounting, snap.running)
+        if state.assoc.cohorts.enabled:  # guaranteed quota that eligible jobs wait for is not lent out
+            for job in queue:
+                if _ineligible(job, now, statuses) is None:
+                    state.assoc.wait_for(job)
     reasons: dict[int, str] = {}
     for job in queue:
         reason = _schedule_one(job, snap, now, statuses, state)
@@ -78,7 +83,22 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
         priorities=priorities,
         planned=planned,
         preemptions=tuple(state.preemptions),
+        reclaims=tuple(state.reclaims),
     )
+
+
+def _ineligible(job: JobRequest, now: int, statuses: Mapping[int, list[JobStatus]]) -> str | None:
+    """Why the job may not start whatever the resources (holds, begin time, dependencies), or None."""
+    if job.held_admin:
+        return HELD_ADMIN
+    if job.held_user:
+        return HELD_USER
+    if job.begin_time > now:
+        return BEGIN_TIME
+    verdict = dependency.evaluate(job, statuses)
+    if verdict != "ok":
+        return DEPENDENCY if verdict == "wait" else DEPENDENCY_NEVER
+    return None
 
 
 def _schedule_one(
@@ -90,15 +110,8 @@ def _schedule_one(
 ) -> str | None:
     """Try one job: None when it starts (its Start is recorded), else its pending reason."""
     # 1. Eligibility: holds, begin time, dependencies.
-    if job.held_admin:
-        return HELD_ADMIN
-    if job.held_user:
-        return HELD_USER
-    if job.begin_time > now:
-        return BEGIN_TIME
-    verdict = dependency.evaluate(job, statuses)
-    if verdict != "ok":
-        return DEPENDENCY if verdict == "wait" else DEPENDENCY_NEVER
+    if (why := _ineligible(job, now, statuses)) is not None:
+        return why
     # 2. Partition limits: a partition that cannot take the job as asked is skipped.
     candidates = candidate_partitions(job, snap)
     if not candidates:
@@ -135,9 +148,10 @@ def _schedule_one(
             return None
         first_reason = first_reason or found
     if first_reason == RESOURCES:
-        # 6. Preemption: end lower jobs and hold the room; otherwise the job blocks its partitions.
+        # 6. Room made by ending other jobs is held for the job; otherwise it blocks its partitions.
         if not (preemption.enabled(snap) and _preempt_for(job, unblocked, snap, now, state)):
             state.blocked.update(part.name for part in unblocked)
+            _reclaim(job, unblocked, snap, state)
     return first_reason or RESOURCES
 
 
@@ -154,6 +168,20 @@ def _preempt_for(job: JobRequest, parts: list[Partition], snap: Snapshot, now: i
     state.overlay.add(found.start)
     state.held.append(found.start)
     return True
+
+
+def _reclaim(job: JobRequest, parts: list[Partition], snap: Snapshot, state: _CycleState) -> None:
+    """A job within its guaranteed quota takes it back from borrowing siblings (borrowing.py): the
+    victims are requeued through preemption (after their QOS's GraceTime) and what the job will use
+    is held in this cycle's overlay and backfill's timeline."""
+    if state.assoc is None:
+        return
+    victims, where = state.assoc.reclaim(job, parts, snap, state.overlay, state.reclaims)
+    if where is not None:
+        state.reclaims.extend(victims)
+        state.preemptions.extend(preemption.requeue(victims, job, snap, f"quota reclaimed by job {job.job_id}"))
+        state.overlay.add(where)
+        state.held.append(where)
 
 
 def backfill(

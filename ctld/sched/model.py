@@ -167,7 +167,7 @@ class RunningJob:
     assoc_id: int = 0  # accounting association (0 = none)
     qos: str = ""
     priority: int = 0  # for preemption: the lowest priority goes first
-    start_time: int = 0
+    start_time: int = 0  # when it started (quota reclaim takes the youngest borrowers first)
     releasing: bool = False  # already ending (COMPLETING, or being preempted): never preempted twice
 
 
@@ -264,6 +264,10 @@ class AssocLimits:
     max_cpus_per_job: int = -1
     max_gpus_per_job: int = -1
     max_wall_min: int = -1
+    # MaxBorrowTRES (beyond Slurm, see borrowing.py): how far past grp_cpus/grp_gpus it may borrow the
+    # idle guaranteed quota of its siblings; -1 = no borrowing
+    max_borrow_cpus: int = -1
+    max_borrow_gpus: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +320,7 @@ class CycleResult:
     reasons: dict[int, str] = field(default_factory=dict)  # pending job -> Slurm reason word
     priorities: dict[int, int] = field(default_factory=dict)
     planned: dict[int, Planned] = field(default_factory=dict)  # pending job -> backfill's plan
+    reclaims: tuple[int, ...] = ()  # borrowing jobs to requeue so owners get their quota back (borrowing.py)
     preemptions: tuple[Preemption, ...] = ()  # running jobs to end so that waiting ones can start
 
 

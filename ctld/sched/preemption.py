@@ -154,6 +154,18 @@ def victim_terms(
     return (mode, grace) if mode in (CANCEL, REQUEUE) else None
 
 
+def requeue(victims: Iterable[int], preemptor: JobRequest, snap: Snapshot, reason: str) -> list[Preemption]:
+    """REQUEUE decisions for jobs another policy chose (quota reclaim), each with its QOS's GraceTime."""
+    qos = {q.name: q for q in snap.qos_preempt}
+    running = {r.job_id: r for r in snap.running}
+    out = []
+    for job_id in victims:
+        terms = qos.get(running[job_id].qos) if job_id in running else None
+        grace = terms.grace_time_s if terms is not None else 0
+        out.append(Preemption(job_id, REQUEUE, grace, reason, preemptor.job_id))
+    return out
+
+
 def _ids(chosen: list[tuple[RunningJob, Preemption]]) -> frozenset[int]:
     return frozenset(r.job_id for r, _ in chosen)
 

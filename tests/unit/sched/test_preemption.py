@@ -191,3 +191,14 @@ def test_once_the_victim_is_gone_the_preemptor_starts() -> None:
     result = run_cycle(snap_of(case), NOW)
     assert [s.job_id for s in result.starts] == [9]
     assert result.starts[0].allocation[0].gpu_indices == tuple(range(8))
+
+
+def test_quota_reclaim_goes_through_preemption() -> None:
+    """Borrowing jobs reclaimed for their owner (borrowing.py) come out as REQUEUE preemptions (grace:
+    their QOS's GraceTime, none in this snapshot), applied by the controller like any other."""
+    from tests.unit.sched.test_borrowing import BORROWED, accounts, cycle, pend
+
+    result = cycle(accounts(), [pend(1, "alice", 4)], BORROWED)
+    assert result.reclaims == (23, 22)
+    reason = "quota reclaimed by job 1"
+    assert list(result.preemptions) == [Preemption(23, "REQUEUE", 0, reason, 1), Preemption(22, "REQUEUE", 0, reason, 1)]
