@@ -45,6 +45,7 @@ def test_sacctmgr_shows_the_preemption_settings(qos_cluster: Cluster) -> None:
     rows = {line.split("|")[0]: line.split("|")[1:] for line in out.splitlines()}
     assert rows["high"] == ["00:00:03", "low,lowcancel", "requeue"]
     assert rows["low"] == ["00:00:03", "", "cluster"]
+    assert "PreemptMode=REQUEUE" in qos_cluster.ok("scontrol", "show", "partition")  # the cluster's
 
 
 def test_high_qos_requeues_the_low_job_and_it_runs_again(qos_cluster: Cluster, workdir: Path) -> None:
@@ -92,6 +93,8 @@ def test_cancel_mode_ends_the_low_job_preempted(qos_cluster: Cluster, workdir: P
     c.wait_state(high, {"RUNNING", "COMPLETED"}, timeout=20)
     assert c.state(low) == "PREEMPTED"
     assert c.job_field(low, "%t") == "PR"
+    shown = c.ok("scontrol", "show", "job", str(low))
+    assert "PreemptEligibleTime=" in shown and "PreemptTime=None" not in shown
 
     def accounted() -> bool:
         out = c.ok("sacct", "-P", "-n", "-o", "JobID,State", "-j", str(low))
