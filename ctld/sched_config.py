@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ctld.priority_config import priority_config
-from ctld.sched.model import Config, Partition
+from ctld.sched.model import Config, Partition, Switch, Topology
 from shoal.conf.slurm import SlurmConfig
 
 # SchedulerParameters option -> Config field (all integers)
@@ -20,6 +20,7 @@ _NUMERIC = {
     "bf_max_job_user": "bf_max_job_user",
     "default_queue_depth": "max_job_test",
     "bf_reservations": "bf_reservations",  # shoal's own: 1 = EASY, 0 = every tested job (Slurm)
+    "max_switch_wait": "max_switch_wait_s",
 }
 
 
@@ -66,3 +67,17 @@ def partitions(cfg: SlurmConfig) -> tuple[Partition, ...]:
         )
         for p in cfg.partitions
     )
+
+
+def topology(cfg: SlurmConfig) -> Topology | None:
+    """topology.conf's switch tree as the core sees it (None without TopologyPlugin=topology/tree)."""
+    conf = cfg.topology
+    if conf is None or not conf.switches:
+        return None
+    switches = []
+    for switch in conf.switches:
+        nodes = conf.nodes_under(switch.name)
+        leaves = tuple(dict.fromkeys(leaf for node in nodes if (leaf := conf.leaf_of(node)) is not None))
+        switches.append(Switch(name=switch.name, level=switch.level, nodes=frozenset(nodes), leaves=leaves))
+    leaf_nodes = {s.name: frozenset(s.nodes) for s in conf.switches if not s.switches}
+    return Topology(switches=tuple(switches), leaf_nodes=leaf_nodes)

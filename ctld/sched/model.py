@@ -138,6 +138,8 @@ class JobRequest:
     array_max_running: int = 0  # the %N throttle, 0 = none
     assoc_id: int = 0  # accounting association (0 = none; see assoc_limits.py)
     qos: str = ""
+    max_switches: int = 0  # --switches=N: at most N leaf switches (0 = any; see topology.py)
+    switch_wait_s: int = -1  # --switches=N@time: how long to wait for them (-1 = max_switch_wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +199,7 @@ class Config:
     bf_max_job_test: int = 500  # jobs the backfill pass considers
     bf_max_job_user: int = 0  # 0 = no per-user limit on jobs considered
     bf_reservations: int = 0  # shoal: top jobs that get a reservation; 0 = every job tested, 1 = EASY
+    max_switch_wait_s: int = 300  # the longest a job waits for its --switches count
     priority: PriorityConfig = PriorityConfig()
 
 
@@ -210,6 +213,23 @@ class Snapshot:
     config: Config = Config()
     accounting: AccountingLimits | None = None  # association/QOS limits to enforce (None = not enforced)
     priority_inputs: PriorityInputs | None = None  # accounting's part of multifactor priority
+    topology: Topology | None = None  # topology/tree switches (None = flat network)
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """One switch of topology/tree: every node below it and the leaf switches those hang from."""
+
+    name: str
+    level: int  # 0 = leaf
+    nodes: frozenset[str]
+    leaves: tuple[str, ...]  # leaf switches below (itself for a leaf)
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    switches: tuple[Switch, ...]
+    leaf_nodes: dict[str, frozenset[str]] = field(default_factory=dict)  # leaf switch -> its nodes
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ctld.sched import gpu_select, limits
+from ctld.sched import gpu_select, limits, topology
 from ctld.sched.model import (
     Gpu,
     JobRequest,
@@ -160,7 +161,11 @@ def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) ->
     placer = _Placer(job, part, snap, overlay)
     if wants_gpus(job):
         nodes = placer.gpu_packing_order(nodes)
-    allocs = placer.fixed(nodes, fewest) if fewest == most else placer.flexible(nodes, fewest, most)
+    allocs = None
+    for group in _switch_groups(job, snap, placer, nodes, fewest):
+        allocs = placer.fixed(group, fewest) if fewest == most else placer.flexible(group, fewest, most)
+        if allocs is not None:
+            break
     if allocs is None:
         return RESOURCES
     order = {node.name: i for i, node in enumerate(snap.nodes)}
@@ -189,6 +194,21 @@ def _candidates(job: JobRequest, part: Partition, snap: Snapshot) -> list[Node] 
         return REQ_NODE_NOT_AVAIL
     usable.sort(key=lambda node: (node.name not in job.required_nodes, node.weight))
     return usable
+
+
+def _switch_groups(
+    job: JobRequest, snap: Snapshot, placer: _Placer, nodes: list[Node], fewest: int
+) -> Iterator[list[Node]]:
+    """The node lists to try (topology.py): one list, unless topology/tree narrows a multi-node job."""
+    if snap.topology is None or job.required_nodes:
+        return iter((nodes,))
+    tasks = even_spread(total_tasks(job, fewest), fewest)[-1]
+    gpus = even_spread(job.gpus.total, fewest)[-1]
+
+    def usable(node: Node) -> bool:
+        return placer.allocate(node, placer.overlay.free(node), tasks, gpus) is not None
+
+    return topology.node_groups(nodes, fewest, snap.topology, usable, job.max_switches)
 
 
 class _Placer:
