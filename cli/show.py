@@ -291,6 +291,16 @@ def format_partition(
 # --- configuration -----------------------------------------------------------------------------
 
 
+def format_switch(switch: controller_pb2.SwitchInfo) -> str:
+    """`scontrol show topology`: SwitchName=s0 Level=0 LinkSpeed=1 Nodes=n[1-4] (Switches= above leaves)."""
+    line = f"SwitchName={switch.name} Level={switch.level} LinkSpeed={switch.link_speed}"
+    if switch.nodes:
+        line += f" Nodes={switch.nodes}"
+    if switch.switches:
+        line += f" Switches={switch.switches}"
+    return line
+
+
 def format_config(resp: controller_pb2.GetConfigResponse) -> str:
     """`scontrol show config`: a dated title, then "Key = Value" with keys padded to one column."""
     lines = [f"Configuration data as of {format_timestamp(resp.now)}"]

@@ -47,6 +47,7 @@ from ctld.sched.limits import effective_time_limit
 from ctld.sched.priority import MULTIFACTOR
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
+from ctld.sched_config import topology as sched_topology
 from ctld.store import StateStore
 from shoal import hostlist
 from shoal.arrayspec import parse_array
@@ -106,6 +107,7 @@ class Controller:
         self._partitions = {p.name: p for p in cfg.partitions}
         self._partitions_view = sched_partitions(cfg)
         self._sched_config = sched_config(cfg)
+        self._topology = sched_topology(cfg)
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
         self.shares.load(store.get_meta(SHARES_META_KEY))
@@ -229,6 +231,7 @@ class Controller:
             config=self._sched_config,
             accounting=self.accounting.limits(),
             priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
+            topology=self._topology,
         )
 
     def _priority_inputs(self) -> m.PriorityInputs:
@@ -468,6 +471,7 @@ class Controller:
             nodes=job.nodes,
             expiry=self._now() + 3600,
         )
+        addr, pattern = self.topology_address(job.batch_host)
         return node_pb2.LaunchBatchRequest(
             node=job.batch_host,
             job=job,
@@ -476,7 +480,15 @@ class Controller:
             ctld_addr=f"{self.cfg.control_addr}:{self.cfg.slurmctld_port}",
             kill_wait=self.cfg.kill_wait,
             slurm_conf=str(self.cfg.path),
+            topology_addr=addr,
+            topology_addr_pattern=pattern,
         )
+
+    def topology_address(self, node: str) -> tuple[str, str]:
+        """SLURM_TOPOLOGY_ADDR and _PATTERN of `node`: its switch path under topology/tree, else its name."""
+        if self.cfg.topology is None:
+            return node, "node"
+        return self.cfg.topology.address(node)
 
     def launch_failed(self, job_id: int, message: str, node_down: bool) -> None:
         """A LaunchBatch RPC failed: requeue when the node is unreachable, else fail the job."""
@@ -646,6 +658,16 @@ class Controller:
         out = controller_pb2.GetConfigResponse(now=self._now(), cluster_name=self.cfg.cluster_name)
         for key, value in self.cfg.entries:
             out.entries.add(key=key, value=value)
+        topo = self.cfg.topology
+        switches = topo.switches if topo is not None else ()
+        for switch in switches:
+            out.switches.add(
+                name=switch.name,
+                level=switch.level,
+                link_speed=switch.link_speed,
+                nodes=hostlist.collect(topo.nodes_under(switch.name) if topo else ()),
+                switches=hostlist.collect(switch.switches),
+            )
         return out
 
     # ------------------------------------------------------------------ job selection

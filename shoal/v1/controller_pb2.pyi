@@ -249,11 +249,16 @@ class GetConfigResponse(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
     CLUSTER_NAME_FIELD_NUMBER: _builtins.int
+    SWITCHES_FIELD_NUMBER: _builtins.int
     now: _builtins.int
     cluster_name: _builtins.str
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.KeyValue]:
         """in Slurm's `scontrol show config` order and spelling"""
+
+    @_builtins.property
+    def switches(self) -> _containers.RepeatedCompositeFieldContainer[Global___SwitchInfo]:
+        """topology/tree, for `scontrol show topology`"""
 
     def __init__(
         self,
@@ -261,14 +266,48 @@ class GetConfigResponse(_message.Message):
         entries: _abc.Iterable[_common_pb2.KeyValue] | None = ...,
         now: _builtins.int = ...,
         cluster_name: _builtins.str = ...,
+        switches: _abc.Iterable[Global___SwitchInfo] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "entries", b"entries", "now", b"now"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "entries", b"entries", "now", b"now", "switches", b"switches"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetConfigResponse: _TypeAlias = GetConfigResponse  # noqa: Y015
+
+@_typing.final
+class SwitchInfo(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    LEVEL_FIELD_NUMBER: _builtins.int
+    LINK_SPEED_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    SWITCHES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    level: _builtins.int
+    link_speed: _builtins.int
+    nodes: _builtins.str
+    """hostlist of every node below"""
+    switches: _builtins.str
+    """hostlist of the child switches ("" for a leaf)"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        level: _builtins.int = ...,
+        link_speed: _builtins.int = ...,
+        nodes: _builtins.str = ...,
+        switches: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["level", b"level", "link_speed", b"link_speed", "name", b"name", "nodes", b"nodes", "switches", b"switches"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SwitchInfo: _TypeAlias = SwitchInfo  # noqa: Y015
 
 @_typing.final
 class SignalJobsRequest(_message.Message):
