@@ -105,7 +105,7 @@ class Controller:
         self.stopping = threading.Event()
         self._slurm_uid = _uid_of(cfg.slurm_user)
         self._partitions = {p.name: p for p in cfg.partitions}
-        self._partitions_view = sched_partitions(cfg)
+        self._partitions_view = sched_partitions(cfg, partial(_group_members, {0, self._slurm_uid}))
         self._sched_config = sched_config(cfg)
         self._topology = sched_topology(cfg)
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
@@ -153,6 +153,8 @@ class Controller:
         gpu: dict[str, set[int]] = {}
         excl: set[str] = set()
         count: dict[str, int] = {}
+        users: dict[str, set[int]] = {}
+        user_excl: set[str] = set()
         for job in self.jobs.values():
             if job.state not in ACTIVE_STATES:
                 continue
@@ -161,8 +163,12 @@ class Controller:
                 mem[a.node] = mem.get(a.node, 0) + a.mem_mb
                 gpu.setdefault(a.node, set()).update(a.gpu_indices)
                 count[a.node] = count.get(a.node, 0) + 1
+                users.setdefault(a.node, set()).add(job.user_id)
                 if not job.oversubscribe:
                     excl.add(a.node)
+                part = self._partitions.get(job.partition)
+                if part is not None and part.exclusive_user:
+                    user_excl.add(a.node)
         return {
             name: m.NodeUsage(
                 cpu_ids=frozenset(cpu.get(name, ())),
@@ -170,6 +176,8 @@ class Controller:
                 gpu_indices=frozenset(gpu.get(name, ())),
                 exclusive=name in excl,
                 jobs=count.get(name, 0),
+                users=frozenset(users.get(name, ())),
+                user_exclusive=name in user_excl,
             )
             for name in self.nodes
         }
@@ -271,6 +279,7 @@ class Controller:
         now = self._now()
         with self.lock:
             job = self._new_job(spec, caller, now)
+            self.accounting.fill_account(job)  # partition access (AllowAccounts) sees the default account
             try:
                 req = jobrec.job_request(job, self.nodes)
             except ValueError as exc:
@@ -1260,6 +1269,19 @@ def _status(job: jobs_pb2.JobInfo) -> m.JobStatus:
         array_task_id=job.array_task_id,
         end_time=job.end_time,
     )
+
+
+def _group_members(always: set[int], group: str) -> set[int]:
+    """Uids of a group's users (listed members and those whose primary group it is), plus `always`
+    (root and SlurmUser pass every AllowGroups, as in Slurm). An unknown group has no members."""
+    uids = set(always)
+    try:
+        entry = grp.getgrnam(group)
+    except KeyError:
+        return uids
+    uids.update(_uid_of(name) for name in entry.gr_mem)
+    uids.update(p.pw_uid for p in pwd.getpwall() if p.pw_gid == entry.gr_gid)
+    return uids
 
 
 def _uid_of(user: str) -> int:

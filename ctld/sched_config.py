@@ -6,7 +6,7 @@ A SchedulerParameters value that is not a number is ignored (the default stays),
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ctld.priority_config import priority_config
 from ctld.sched.model import Config, Partition, Switch, Topology
@@ -49,8 +49,12 @@ def sched_config(cfg: SlurmConfig) -> Config:
     )
 
 
-def partitions(cfg: SlurmConfig) -> tuple[Partition, ...]:
-    """slurm.conf's partitions as the core sees them (the controller and the simulator alike)."""
+def partitions(cfg: SlurmConfig, group_members: Callable[[str], Iterable[int]] | None = None) -> tuple[Partition, ...]:
+    """slurm.conf's partitions as the core sees them (the controller and the simulator alike).
+
+    `group_members` resolves an AllowGroups name to its users' uids (the controller reads the group
+    database; without it AllowGroups is not enforced, as in `shoal sim`).
+    """
     return tuple(
         Partition(
             name=p.name,
@@ -64,9 +68,29 @@ def partitions(cfg: SlurmConfig) -> tuple[Partition, ...]:
             priority_job_factor=p.priority_job_factor,
             exclusive=p.oversubscribe.upper().startswith("EXCLUSIVE"),
             def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
+            allow_accounts=_names(p.allow_accounts),
+            deny_accounts=_names(p.deny_accounts) or frozenset(),
+            allow_uids=_uids(p.allow_groups, group_members),
+            allow_qos=_names(p.allow_qos),
+            deny_qos=_names(p.deny_qos) or frozenset(),
+            root_only=p.root_only,
+            exclusive_user=p.exclusive_user,
         )
         for p in cfg.partitions
     )
+
+
+def _names(text: str) -> frozenset[str] | None:
+    """"a,B" -> {"a", "b"}; "ALL" or nothing -> None (no restriction)."""
+    names = frozenset(item.strip().lower() for item in text.split(",") if item.strip())
+    return None if not names or "all" in names else names
+
+
+def _uids(groups: str, members: Callable[[str], Iterable[int]] | None) -> frozenset[int] | None:
+    names = _names(groups)
+    if names is None or members is None:
+        return None
+    return frozenset(uid for name in names for uid in members(name))
 
 
 def topology(cfg: SlurmConfig) -> Topology | None:

@@ -44,6 +44,8 @@ class NodeUsage:
     gpu_indices: frozenset[int] = frozenset()
     exclusive: bool = False  # a job holds the whole node (--exclusive / OverSubscribe=EXCLUSIVE)
     jobs: int = 0
+    users: frozenset[int] = frozenset()  # uids of the jobs on it (ExclusiveUser needs them)
+    user_exclusive: bool = False  # a job of an ExclusiveUser partition is on it: its user's jobs only
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,14 @@ class Partition:
     priority_job_factor: int = 1
     exclusive: bool = False  # OverSubscribe=EXCLUSIVE
     def_mem_per_cpu_mb: int = 0  # 0 = use the cluster default
+    # who may use it (access.py); None = everyone. Names are lower case.
+    allow_accounts: frozenset[str] | None = None
+    deny_accounts: frozenset[str] = frozenset()
+    allow_uids: frozenset[int] | None = None  # AllowGroups resolved to users (root and SlurmUser included)
+    allow_qos: frozenset[str] | None = None
+    deny_qos: frozenset[str] = frozenset()
+    root_only: bool = False
+    exclusive_user: bool = False  # ExclusiveUser=YES: its jobs' nodes are not shared with other users
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +148,7 @@ class JobRequest:
     array_max_running: int = 0  # the %N throttle, 0 = none
     assoc_id: int = 0  # accounting association (0 = none; see assoc_limits.py)
     qos: str = ""
+    account: str = ""
     max_switches: int = 0  # --switches=N: at most N leaf switches (0 = any; see topology.py)
     switch_wait_s: int = -1  # --switches=N@time: how long to wait for them (-1 = max_switch_wait)
 
@@ -302,6 +313,8 @@ class Start:
     time_limit_min: int  # effective limit (partition default/max applied)
     allocation: tuple[NodeAllocation, ...]
     exclusive: bool = False
+    user_id: int = -1  # whose job: with `user_exclusive`, no other user's job may share its nodes
+    user_exclusive: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ctld.sched import gpu_select, limits, topology
+from ctld.sched import access, gpu_select, limits, topology
 from ctld.sched.model import (
     Gpu,
     JobRequest,
@@ -57,6 +57,8 @@ class _Taken:
     gpu_indices: frozenset[int] = frozenset()
     exclusive: bool = False
     jobs: int = 0
+    users: frozenset[int] = frozenset()
+    user_exclusive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,8 @@ class Free:
     gpus: tuple[Gpu, ...]
     idle: bool  # nothing allocated at all: an exclusive job may take it
     shareable: bool  # not held exclusively by anyone
+    users: frozenset[int] = frozenset()  # uids of the jobs on it
+    user_exclusive: bool = False  # held by an ExclusiveUser partition's job: no other user may join
 
 
 class Overlay:
@@ -94,6 +98,8 @@ class Overlay:
                 gpu_indices=before.gpu_indices | frozenset(alloc.gpu_indices),
                 exclusive=before.exclusive or start.exclusive,
                 jobs=before.jobs + 1,
+                users=before.users | {start.user_id},
+                user_exclusive=before.user_exclusive or start.user_exclusive,
             )
             self._free.pop(alloc.node, None)
 
@@ -124,6 +130,8 @@ class Overlay:
             gpus=tuple(g for g in node.gpus if g.index not in used_gpus),
             idle=_usage_empty(usage) and taken.jobs == 0,
             shareable=not (usage.exclusive or taken.exclusive),
+            users=usage.users | taken.users,
+            user_exclusive=usage.user_exclusive or taken.user_exclusive,
         )
         self._free[node.name] = (node, free)
         return free
@@ -175,6 +183,8 @@ def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) ->
         time_limit_min=limits.effective_time_limit(job, part),
         allocation=tuple(sorted(allocs, key=lambda a: order[a.node])),
         exclusive=is_exclusive(job, part),
+        user_id=job.user_id,
+        user_exclusive=part.exclusive_user,
     )
 
 
@@ -318,7 +328,7 @@ class _Placer:
         cpus = cpus_for(job, tasks, gpus_needed)
         mem = mem_for(job, cpus, node, self.part, self.snap.config, gpus_needed)
         typed = self.typed(node, free)
-        if gpus_needed > len(typed):
+        if gpus_needed > len(typed) or not self.user_may_join(free):
             return None
         if self.exclusive:
             if not free.idle or cpus > node.cpus or mem > node.real_memory_mb:
@@ -342,6 +352,11 @@ class _Placer:
             gpu_indices=tuple(sorted(g.index for g in chosen)),
             tasks=tasks,
         )
+
+    def user_may_join(self, free: Free) -> bool:
+        """ExclusiveUser: a node is shared only among one user's jobs once such a job is on it."""
+        others = free.users - {self.job.user_id}
+        return not others if self.part.exclusive_user else not (free.user_exclusive and others)
 
     def choose_gpus(self, typed: list[Gpu], count: int, sockets: int) -> tuple[Gpu, ...] | None:
         """`count` GPUs; with --gpus-per-socket, that many from each of `sockets` sockets first."""
@@ -387,9 +402,9 @@ def pick_cpus_near(node: Node, free_ids: frozenset[int], count: int, near: froze
 
 
 def candidate_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
-    """The job's partitions that exist, in the user's order."""
+    """The job's partitions that exist and admit it (access.py), in the user's order."""
     by_name = {part.name: part for part in snap.partitions}
-    return [by_name[name] for name in job.partitions if name in by_name]
+    return [by_name[name] for name in job.partitions if name in by_name and access.admits(job, by_name[name])]
 
 
 def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
