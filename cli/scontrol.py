@@ -114,6 +114,7 @@ class Failure(Exception):
 class Flags:
     oneliner: bool = False
     details: bool = False
+    all: bool = False  # -a: Hidden partitions too
     quiet: bool = False
 
 
@@ -141,6 +142,8 @@ def run(argv: Sequence[str]) -> int:
             flags.oneliner = True
         elif dest == "details":
             flags.details = True
+        elif dest == "all":
+            flags.all = True
         elif dest == "quiet":
             flags.quiet = True
     if not rest:
@@ -355,14 +358,15 @@ def show_partitions(name: str, flags: Flags) -> int:
         resp = ctld("GetPartitions", request, controller_pb2.GetPartitionsResponse)
     except CommandError as exc:
         raise Failure(f"slurm_load_partitions error: {exc.message}") from exc
-    if not resp.partitions:
+    partitions = [p for p in resp.partitions if flags.all or not p.hidden]
+    if not partitions:
         if name:
             raise Failure(f"Partition {name} not found")
         print("No partitions in the system")
         return 0
     from cli.show import format_partition
 
-    _emit([format_partition(p) for p in resp.partitions], flags)
+    _emit([format_partition(p) for p in partitions], flags)
     return 0
 
 

@@ -598,7 +598,10 @@ class Controller:
             candidates: Iterable[jobs_pb2.JobInfo] = self.jobs.values()
             if req.job_id_strs:
                 candidates = [j for _, found in self._select(req.job_id_strs) for j in found]
+            hidden = set() if req.show_all else {p.name for p in self.cfg.partitions if p.hidden}
             for job in candidates:
+                if hidden and all(name in hidden for name in job.partition.split(",")):
+                    continue
                 if wanted and job.job_id not in wanted and job.array_job_id not in wanted:
                     continue
                 if users and job.user_id not in users:
@@ -658,6 +661,9 @@ class Controller:
                 total_cpus=sum(self.nodes[n].conf.cpus for n in p.nodes if n in self.nodes),
                 total_nodes=len(p.nodes),
                 hidden=p.hidden,
+                exclusive_user=p.exclusive_user,
+                root_only=p.root_only,
+                deny_qos=p.deny_qos,
                 def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
                 max_mem_per_cpu_mb=p.max_mem_per_cpu or 0,
             )

@@ -90,8 +90,11 @@ class GetJobsRequest(_message.Message):
     JOB_ID_STRS_FIELD_NUMBER: _builtins.int
     INCLUDE_FINISHED_FIELD_NUMBER: _builtins.int
     USER_IDS_FIELD_NUMBER: _builtins.int
+    SHOW_ALL_FIELD_NUMBER: _builtins.int
     include_finished: _builtins.bool
     """also jobs kept by MinJobAge (always on; kept for -t all)"""
+    show_all: _builtins.bool
+    """also jobs of Hidden partitions (squeue -a)"""
     @_builtins.property
     def job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """empty = all (array ids match every task)"""
@@ -109,10 +112,11 @@ class GetJobsRequest(_message.Message):
         job_id_strs: _abc.Iterable[_builtins.str] | None = ...,
         include_finished: _builtins.bool = ...,
         user_ids: _abc.Iterable[_builtins.int] | None = ...,
+        show_all: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "job_id_strs", b"job_id_strs", "job_ids", b"job_ids", "user_ids", b"user_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "job_id_strs", b"job_id_strs", "job_ids", b"job_ids", "show_all", b"show_all", "user_ids", b"user_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
