@@ -130,7 +130,7 @@ class Overlay:
             gpus=tuple(g for g in node.gpus if g.index not in used_gpus),
             idle=_usage_empty(usage) and taken.jobs == 0,
             shareable=not (usage.exclusive or taken.exclusive),
-            users=usage.users | taken.users,
+            users=usage.users | taken.users if taken.users else usage.users,
             user_exclusive=usage.user_exclusive or taken.user_exclusive,
         )
         self._free[node.name] = (node, free)
@@ -355,8 +355,10 @@ class _Placer:
 
     def user_may_join(self, free: Free) -> bool:
         """ExclusiveUser: a node is shared only among one user's jobs once such a job is on it."""
-        others = free.users - {self.job.user_id}
-        return not others if self.part.exclusive_user else not (free.user_exclusive and others)
+        users = free.users
+        if not users or (len(users) == 1 and self.job.user_id in users):
+            return True  # nobody else's job is on it
+        return not (self.part.exclusive_user or free.user_exclusive)
 
     def choose_gpus(self, typed: list[Gpu], count: int, sockets: int) -> tuple[Gpu, ...] | None:
         """`count` GPUs; with --gpus-per-socket, that many from each of `sockets` sockets first."""
