@@ -417,6 +417,8 @@ def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
     """
     if job.min_nodes < 0 or (job.max_nodes and job.max_nodes < job.min_nodes):
         return Refusal(INVALID_NODE_COUNT)
+    if job.max_switches:  # --switches only delays a job (topology.py): it never makes one impossible
+        job = dataclasses.replace(job, max_switches=0)
     parts = candidate_partitions(job, snap)
     if not parts:
         return Refusal(INVALID_PARTITION)
@@ -476,6 +478,8 @@ def earliest_start(job: JobRequest, snap: Snapshot, now: int) -> tuple[int, Star
         start = _first_fit(job, parts, later)
         if start is not None:
             return max(earliest, running.end_time), start
+    if job.max_switches:  # never within its switches: once it has waited, it takes any nodes
+        return earliest_start(dataclasses.replace(job, max_switches=0), snap, now)
     return None
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from ctld.sched.cycle import run_cycle
 from ctld.sched.model import Config, JobRequest, Node, Snapshot, Switch, Topology
-from ctld.sched.placement import Overlay, earliest_start, place
+from ctld.sched.placement import Overlay, could_ever_run, earliest_start, place
 from tests.unit.sched.builders import cluster, job, node, snapshot
 
 
@@ -134,3 +134,12 @@ def test_earliest_start_uses_the_same_placement() -> None:
     found = earliest_start(job(1).nodes(4).obj(), snap, 0)
     assert found is not None
     assert [a.node for a in found[1].allocation] == ["node5", "node6", "node7", "node8"]
+
+
+def test_switches_never_makes_a_job_impossible() -> None:
+    """6 nodes within 1 leaf switch of 4 can never be: accepted at submit, planned across switches."""
+    request = job(1).nodes(6).switches(1).obj()
+    snap = with_topology(EIGHT, pending=[request])
+    assert could_ever_run(request, snap) is None
+    found = earliest_start(request, snap, 0)
+    assert found is not None and len(found[1].allocation) == 6
