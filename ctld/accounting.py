@@ -280,6 +280,7 @@ class Accounting:
                 max_jobs=a.max_jobs, max_submit_jobs=a.max_submit_jobs, grp_cpus=_tres(a.grp_tres, "cpu"),
                 grp_gpus=_tres(a.grp_tres, "gres/gpu"), max_cpus_per_job=_tres(a.max_tres_per_job, "cpu"),
                 max_gpus_per_job=_tres(a.max_tres_per_job, "gres/gpu"), max_wall_min=a.max_wall_min,
+                max_borrow_cpus=_tres(a.max_borrow_tres, "cpu"), max_borrow_gpus=_tres(a.max_borrow_tres, "gres/gpu"),
             )
             for a in resp.associations
         )

@@ -223,6 +223,7 @@ class Controller:
                 ),
                 assoc_id=self.accounting.assoc_id(j),
                 qos=j.qos,
+                start_time=j.start_time,
             )
             for j in ([] if capacity_only else self.jobs.values())
             if j.state in ACTIVE_STATES

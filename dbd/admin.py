@@ -27,6 +27,7 @@ ASSOC_KEYS: dict[str, tuple[str, str]] = {
     "grptres": ("grp_tres", "tres"), "maxtres": ("max_tres_per_job", "tres"), "maxtresperjob": ("max_tres_per_job", "tres"),
     "maxwall": ("max_wall_min", "time"), "maxwalldurationperjob": ("max_wall_min", "time"),
     "qos": ("qos", "text"), "defaultqos": ("default_qos", "text"),
+    "maxborrowtres": ("max_borrow_tres", "borrow"),
 }
 QOS_KEYS: dict[str, tuple[str, str]] = {
     "description": ("description", "text"), "priority": ("priority", "int"), "preempt": ("preempt", "text"),
@@ -55,6 +56,14 @@ def _convert(kind: str, key: str, value: str) -> object:
         return "" if value == "-1" else value
     if kind == "tres":
         return "" if value == "-1" else value
+    if kind == "borrow":  # MaxBorrowTRES: only what GrpTRES guarantees and ctld counts
+        if value == "-1":
+            return ""
+        for item in value.split(","):
+            name, _, count = item.partition("=")
+            if name.lower() not in ("cpu", "gres/gpu") or not count.isdigit():
+                raise AdminError(f"Invalid value for {key}: {value} (cpu=N and gres/gpu=N may be borrowed)")
+        return value.lower()
     if kind == "float":
         try:
             return float(value)
@@ -343,7 +352,7 @@ def assoc_message(row: Association, parents: dict[str, str]) -> pb.Association:
         shares=row.shares, grp_jobs=row.grp_jobs, grp_submit_jobs=row.grp_submit_jobs, max_jobs=row.max_jobs,
         max_submit_jobs=row.max_submit_jobs, grp_tres=row.grp_tres, max_tres_per_job=row.max_tres_per_job,
         max_wall_min=row.max_wall_min, qos=[q for q in row.qos.split(",") if q], default_qos=row.default_qos,
-        priority=row.priority,
+        priority=row.priority, max_borrow_tres=row.max_borrow_tres,
     )
 
 
@@ -388,7 +397,7 @@ def assoc_fields(row: pb.Association) -> dict[str, str]:
         "grptres": row.grp_tres, "grpsubmit": _limit(row.grp_submit_jobs), "maxjobs": _limit(row.max_jobs),
         "maxtres": row.max_tres_per_job, "maxsubmit": _limit(row.max_submit_jobs),
         "maxwall": _wall(row.max_wall_min), "qos": ",".join(row.qos), "defqos": row.default_qos,
-        "parentname": row.parent if not row.user else "", "id": str(row.id),
+        "parentname": row.parent if not row.user else "", "id": str(row.id), "maxborrowtres": row.max_borrow_tres,
     }
 
 

@@ -39,6 +39,7 @@ class _CycleState:
     active_tasks: Counter[int] = field(default_factory=Counter)
     tested: int = 0
     assoc: AssocUsage | None = None  # association/QOS usage when limits are enforced
+    reclaims: list[int] = field(default_factory=list)  # borrowing jobs to requeue (borrowing.py)
 
 
 def run_cycle(snap: Snapshot, now: int) -> CycleResult:
@@ -52,13 +53,32 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
     state = _CycleState(active_tasks=_active_array_tasks(snap.jobs))
     if snap.accounting is not None:
         state.assoc = AssocUsage(snap.accounting, snap.running)
+        if state.assoc.cohorts.enabled:  # guaranteed quota that eligible jobs wait for is not lent out
+            for job in queue:
+                if _ineligible(job, now, statuses) is None:
+                    state.assoc.wait_for(job)
     reasons: dict[int, str] = {}
     for job in queue:
         reason = _schedule_one(job, snap, now, statuses, state)
         if reason is not None:
             reasons[job.job_id] = reason
     planned = backfill(snap, now, queue, state, reasons)
-    return CycleResult(starts=tuple(state.starts), reasons=reasons, priorities=priorities, planned=planned)
+    return CycleResult(starts=tuple(state.starts), reasons=reasons, priorities=priorities, planned=planned,
+                       reclaims=tuple(state.reclaims))
+
+
+def _ineligible(job: JobRequest, now: int, statuses: Mapping[int, list[JobStatus]]) -> str | None:
+    """Why the job may not start whatever the resources (holds, begin time, dependencies), or None."""
+    if job.held_admin:
+        return HELD_ADMIN
+    if job.held_user:
+        return HELD_USER
+    if job.begin_time > now:
+        return BEGIN_TIME
+    verdict = dependency.evaluate(job, statuses)
+    if verdict != "ok":
+        return DEPENDENCY if verdict == "wait" else DEPENDENCY_NEVER
+    return None
 
 
 def _schedule_one(
@@ -70,15 +90,8 @@ def _schedule_one(
 ) -> str | None:
     """Try one job: None when it starts (its Start is recorded), else its pending reason."""
     # 1. Eligibility: holds, begin time, dependencies.
-    if job.held_admin:
-        return HELD_ADMIN
-    if job.held_user:
-        return HELD_USER
-    if job.begin_time > now:
-        return BEGIN_TIME
-    verdict = dependency.evaluate(job, statuses)
-    if verdict != "ok":
-        return DEPENDENCY if verdict == "wait" else DEPENDENCY_NEVER
+    if (why := _ineligible(job, now, statuses)) is not None:
+        return why
     # 2. Partition limits: a partition that cannot take the job as asked is skipped.
     candidates = candidate_partitions(job, snap)
     if not candidates:
@@ -116,7 +129,19 @@ def _schedule_one(
         first_reason = first_reason or found
     if first_reason == RESOURCES:
         state.blocked.update(part.name for part in unblocked)
+        _reclaim(job, unblocked, snap, state)
     return first_reason or RESOURCES
+
+
+def _reclaim(job: JobRequest, parts: list[Partition], snap: Snapshot, state: _CycleState) -> None:
+    """A job within its guaranteed quota takes it back from borrowing siblings (borrowing.py): the
+    victims are requeued and what the job will use is held in this cycle's overlay."""
+    if state.assoc is None:
+        return
+    victims, where = state.assoc.reclaim(job, parts, snap, state.overlay, state.reclaims)
+    if where is not None:
+        state.reclaims.extend(victims)
+        state.overlay.add(where)
 
 
 def backfill(

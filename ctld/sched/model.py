@@ -177,6 +177,7 @@ class RunningJob:
     allocation: tuple[NodeAllocation, ...] = ()  # what it holds; () = unknown (whole nodes freed at its end)
     assoc_id: int = 0  # accounting association (0 = none)
     qos: str = ""
+    start_time: int = 0  # when it started (quota reclaim takes the youngest borrowers first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +270,10 @@ class AssocLimits:
     max_cpus_per_job: int = -1
     max_gpus_per_job: int = -1
     max_wall_min: int = -1
+    # MaxBorrowTRES (beyond Slurm, see borrowing.py): how far past grp_cpus/grp_gpus it may borrow the
+    # idle guaranteed quota of its siblings; -1 = no borrowing
+    max_borrow_cpus: int = -1
+    max_borrow_gpus: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +328,7 @@ class CycleResult:
     reasons: dict[int, str] = field(default_factory=dict)  # pending job -> Slurm reason word
     priorities: dict[int, int] = field(default_factory=dict)
     planned: dict[int, Planned] = field(default_factory=dict)  # pending job -> backfill's plan
+    reclaims: tuple[int, ...] = ()  # borrowing jobs to requeue so owners get their quota back (borrowing.py)
 
 
 @dataclass(frozen=True, slots=True)
