@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ctld.priority_config import priority_config
-from ctld.sched.model import Config, Partition, Switch, Topology
+from ctld.sched.model import Config, Partition, PreemptConfig, Switch, Topology
 from shoal.conf.slurm import SlurmConfig
 
 # SchedulerParameters option -> Config field (all integers)
@@ -45,6 +45,7 @@ def sched_config(cfg: SlurmConfig) -> Config:
         def_mem_per_node_mb=getattr(cfg, "def_mem_per_node", 0) or 0,
         scheduler=cfg.scheduler_type,
         priority=priority_config(cfg),
+        preempt=PreemptConfig(cfg.preempt_type, cfg.preempt_mode, cfg.preempt_exempt_time),
         **numbers,
     )
 
@@ -75,6 +76,8 @@ def partitions(cfg: SlurmConfig, group_members: Callable[[str], Iterable[int]] |
             deny_qos=_names(p.deny_qos) or frozenset(),
             root_only=p.root_only,
             exclusive_user=p.exclusive_user,
+            preempt_mode=p.preempt_mode,
+            grace_time_s=p.grace_time,
         )
         for p in cfg.partitions
     )

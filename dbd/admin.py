@@ -81,6 +81,29 @@ def _convert(kind: str, key: str, value: str) -> object:
     return int(value)
 
 
+PREEMPT_MODES = ("cluster", "off", "cancel", "requeue", "suspend", "gang", "within")
+
+
+def _check_qos_preempt(session: Session, values: dict[str, str], adding: str = "") -> None:
+    """Refuse, as sacctmgr does, a PreemptMode it does not know and a Preempt list naming no QOS."""
+    for key, value in values.items():
+        base = key.rstrip("+-")
+        if base == "preemptmode" and value.lower() not in PREEMPT_MODES:
+            raise AdminError(f"Bad Preempt Mode given: PreemptMode={value}")
+        if base == "preempt":
+            known = set(session.scalars(select(Qos.name))) | {adding}
+            for name in (n for n in value.split(",") if n):
+                if name not in known:
+                    valid = ",".join(sorted(known - {""}))
+                    raise AdminError(f"You gave a bad qos '{name}'. Valid QOS's are {valid}")
+
+
+def _preempt_mode(mode: str | None) -> str:
+    """As sacctmgr stores it: lower case, and OFF is the same as "cluster" (use slurm.conf's)."""
+    mode = (mode or "").lower()
+    return "cluster" if mode in ("", "off") else mode
+
+
 def _apply(obj: object, table: dict[str, tuple[str, str]], values: dict[str, str]) -> list[str]:
     """Set the columns `values` names; `qos+`/`qos-` (and flags, preempt) add to or remove from a list."""
     done = []
@@ -186,9 +209,11 @@ def _add(session: Session, kind: str, names: list[str], values: dict[str, str]) 
         for name in names:
             if session.get(Qos, name) is not None:
                 raise AdminError(f"This QOS {name} already exists.  Not adding.")
+            _check_qos_preempt(session, values, adding=name)
             qos = Qos(name=name)
             session.add(qos)
             _apply(qos, QOS_KEYS, values)
+            qos.preempt_mode = _preempt_mode(qos.preempt_mode)
             changes.append(f"  Name           = {name}")
         return changes
     clusters = _clusters(session, values)
@@ -270,8 +295,10 @@ def _modify(session: Session, kind: str, names: list[str], where: dict[str, str]
         raise AdminError("You didn't give anything to set")
     changes: list[str] = []
     if kind == "qos":
+        _check_qos_preempt(session, values)
         for qos in session.scalars(select(Qos).where(Qos.name.in_(names)) if names else select(Qos)):
             _apply(qos, QOS_KEYS, values)
+            qos.preempt_mode = _preempt_mode(qos.preempt_mode)
             changes.append(f"  {qos.name}")
         return changes
     if kind == "cluster":

@@ -320,3 +320,22 @@ def test_max_borrow_tres_add_modify_show_and_reaches_ctld(sessions: sessionmaker
     assert sent[("physics", "")] == "gres/gpu=4,cpu=8" and sent[("research", "")] == ""
     modify(sessions, "modify", "account", ["physics"], maxborrowtres="-1")  # -1 clears it: no borrowing
     assert {r["account"]: r["maxborrowtres"] for r in show(sessions, "association") if not r["user"]}["physics"] == ""
+
+
+def test_qos_preemption_settings_round_trip(sessions: sessionmaker[Session]) -> None:
+    modify(sessions, "add", "qos", ["low"])
+    modify(sessions, "add", "qos", ["high"], preempt="low", preemptmode="Requeue", gracetime="10")
+    modify(sessions, "modify", "qos", ["low"], preemptmode="off")
+    rows = {r["name"]: r for r in show(sessions, "qos")}
+    assert [rows["high"][k] for k in ("preempt", "preemptmode", "gracetime")] == ["low", "requeue", "00:00:10"]
+    assert rows["low"]["preemptmode"] == "cluster"  # OFF on a QOS means the cluster's PreemptMode, as Slurm
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"preemptmode": "sometimes"}, "Bad Preempt Mode given: PreemptMode=sometimes"),
+    ({"preempt": "nosuch"}, "You gave a bad qos 'nosuch'. Valid QOS's are"),
+], ids=["bad mode", "unknown qos"])
+def test_qos_preemption_settings_are_checked(sessions: sessionmaker[Session], values: dict[str, str],
+                                              message: str) -> None:
+    with pytest.raises(admin.AdminError, match=message):
+        modify(sessions, "add", "qos", ["high"], **values)
