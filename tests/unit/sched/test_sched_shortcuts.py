@@ -3,7 +3,7 @@
 `placement.SHORTCUTS` off, every job scans every candidate node as written in placement.py; on,
 nodes that cannot hold the job's smallest slot are skipped and a request shape that failed on an
 unchanged overlay is answered from the memo. Over random clusters (GPU types, weights, features,
-down nodes, partly used nodes, running jobs with ends) and queues of many identical shapes (so the
+down nodes, partly used nodes, running jobs with ends, ExclusiveUser) and queues of many identical shapes (so the
 memo is hit), both schedulers must give the same starts, reasons and planned starts.
 """
 
@@ -136,7 +136,12 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         nodes=cluster,
         partitions=(
             Partition(name="batch", nodes=tuple(names), max_time_min=UNLIMITED),
-            Partition(name="small", nodes=tuple(names[: max(1, len(names) // 2)]), max_time_min=UNLIMITED),
+            Partition(
+                name="small",
+                nodes=tuple(names[: max(1, len(names) // 2)]),
+                max_time_min=UNLIMITED,
+                exclusive_user=draw(st.booleans()),
+            ),
         ),
         pending=tuple(requests(draw, draw(st.integers(1, 12)), names)),
         running=running,
