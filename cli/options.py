@@ -243,6 +243,7 @@ SBATCH_ENV: dict[str, str] = {
     "SBATCH_PARTITION": "partition",
     "SBATCH_QOS": "qos",
     "SBATCH_REQUEUE": "requeue",
+    "SBATCH_REQ_SWITCH": "switches",
     "SBATCH_RESERVATION": "reservation",
     "SBATCH_SIGNAL": "signal",
     "SBATCH_THREADS_PER_CORE": "threads_per_core",

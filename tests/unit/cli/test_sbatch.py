@@ -237,6 +237,7 @@ def test_precedence_script_then_env_then_command_line(
         ("SBATCH_WAIT", "", "wait", True),
         ("SBATCH_ARRAY_INX", "1-3", "array", "1-3"),
         ("SBATCH_EXPORT", "NONE", "export_spec", "NONE"),
+        ("SBATCH_REQ_SWITCH", "1@2", "switch_wait_s", 120),
     ],
     ids=lambda v: str(v),
 )
