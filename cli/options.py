@@ -409,10 +409,13 @@ def parse_switches(text: str) -> tuple[int, int]:
         raise SpecError("Invalid --switches specification")
     if not at:
         return int(count), -1
-    minutes = parse_minutes(wait, "--switches")
-    if minutes < 0:
-        raise SpecError("Invalid --switches specification")
-    return int(count), minutes * 60
+    from shoal.timefmt import parse_time_seconds
+
+    try:
+        seconds = parse_time_seconds(wait)
+    except ValueError as exc:
+        raise SpecError("Invalid --switches specification") from exc
+    return int(count), max(seconds, -1)
 
 
 def parse_mb(text: str, option: str) -> int:

@@ -124,6 +124,7 @@ def run_sbatch(args: Any, *, stdin: Any = "", env: Any = None, cwd: Any = None) 
         (["--switches=2"], "switch_wait_s", -1),
         (["--switches=1@5"], "switch_wait_s", 300),
         (["--switches=1@1:00:00"], "switch_wait_s", 3600),
+        (["--switches=1@1:30"], "switch_wait_s", 90),
         ([], "batch", True),
     ],
     ids=lambda v: str(v) if not isinstance(v, list) else " ".join(v) or "(none)",
