@@ -147,3 +147,19 @@ def test_a_higher_priority_tier_partition_requeues_a_lower_one(tiers: Cluster, w
     tiers.wait_state(low, {"RUNNING"}, timeout=30)
     wait_until("the low job's second run", lambda: lines(runs) == ["run", "run"])
     tiers.ok("scancel", str(low))
+
+
+def test_scontrol_requeue_keeps_each_run_in_accounting(qos_cluster: Cluster, leftovers: list[int]) -> None:
+    """As Slurm 22.05: the run that was requeued is its own record (REQUEUED, its .batch CANCELLED)."""
+    c = qos_cluster
+    job = c.submit("-o", "/dev/null", "--wrap", "sleep 300")
+    leftovers.append(job)
+    c.wait_state(job, {"RUNNING"})
+    c.ok("scontrol", "requeue", str(job))
+    c.wait_state(job, {"RUNNING"}, timeout=30)
+
+    def accounted() -> bool:
+        out = c.ok("sacct", "-D", "-P", "-n", "-o", "JobID,State", "-j", str(job)).split()
+        return out == [f"{job}|REQUEUED", f"{job}.batch|CANCELLED", f"{job}|RUNNING"]
+
+    wait_until("sacct -D to show the requeued run and the running one", accounted)
