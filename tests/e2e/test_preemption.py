@@ -79,7 +79,7 @@ def test_high_qos_requeues_the_low_job_and_it_runs_again(qos_cluster: Cluster, w
     wait_until("the low job's first run", lambda: lines(runs) == ["run"])
 
     submitted = time.monotonic()
-    high = c.submit("--qos=high", "--gres=gpu:8", "-o", "/dev/null", "--wrap", "sleep 4")
+    high = c.submit("--qos=high", "--gres=gpu:8", "-o", "/dev/null", "--wrap", "sleep 10")  # outlasts the checks below
     leftovers.append(high)
 
     def preempted() -> bool:
@@ -140,7 +140,7 @@ def test_a_higher_priority_tier_partition_requeues_a_lower_one(tiers: Cluster, w
     runs = workdir / "runs"
     low = tiers.submit("-c", "4", "-o", "/dev/null", "--wrap", f"echo run >> {runs}; sleep 300")
     tiers.wait_state(low, {"RUNNING"})
-    urgent = tiers.submit("-p", "urgent", "-c", "4", "-o", "/dev/null", "--wrap", "sleep 2")
+    urgent = tiers.submit("-p", "urgent", "-c", "4", "-o", "/dev/null", "--wrap", "sleep 10")
     tiers.wait_state(urgent, {"RUNNING"}, timeout=15)
     assert tiers.state(low) == "PENDING"
     tiers.wait_state(urgent, {"COMPLETED"})
