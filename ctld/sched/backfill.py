@@ -19,14 +19,15 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ctld.sched import limits
-from ctld.sched.model import UNLIMITED, JobRequest, Partition, Planned, Snapshot, Start
+from ctld.sched import limits, reservations
+from ctld.sched.limits import FOREVER, job_end
+from ctld.sched.model import JobRequest, Partition, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
 from ctld.sched.resources import cpus_for, is_exclusive, node_count_range, total_tasks
 
-FOREVER = 2**62  # the end of a job without a time limit
 PRIORITY = "Priority"
-WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY})  # reasons backfill may still act on
+# reasons backfill may still act on (a job waiting for its reservation gets a planned start)
+WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY}) | reservations.WAIT_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +43,6 @@ class Hold:
 class BackfillResult:
     starts: list[Start] = field(default_factory=list)
     planned: dict[int, Planned] = field(default_factory=dict)
-
-
-def job_end(begin: int, limit_min: int) -> int:
-    """When a job started at `begin` with a limit of `limit_min` minutes must be over."""
-    return FOREVER if limit_min < 0 or limit_min == UNLIMITED else begin + limit_min * 60
 
 
 class Timeline:
@@ -73,7 +69,7 @@ class Timeline:
     def candidate_times(self) -> list[int]:
         """Now and every later moment something is released (availability only grows then)."""
         if self._times is None:
-            ends = {self.now, *self._release_times}
+            ends = {self.now, *self._release_times, *reservations.boundaries(self.snap.reservations, self.now)}
             ends.update(
                 self.now + _round_up(h.end - self.now, self._resolution) for h in self.holds if h.end < FOREVER
             )
@@ -170,7 +166,7 @@ def run_backfill(
             continue  # cannot start now, and gets no reservation: no need to place it
         found = _earliest(job, parts, timeline, horizon if may_reserve else now)
         if found is None:
-            if may_reserve:
+            if may_reserve and not job.reservation:
                 blocked.update(p.name for p in parts)
             continue
         begin, start = found
@@ -199,7 +195,7 @@ def _earliest(
                 continue  # too few CPUs even before holds: place() would say Resources
             end = job_end(begin, limits.effective_time_limit(job, part))
             snap, overlay = timeline.state(begin, end)
-            found = place(job, part, snap, overlay)
+            found = place(job, part, snap, overlay, begin)
             if isinstance(found, Start):
                 return begin, found
     return None

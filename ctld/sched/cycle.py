@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ctld.sched import dependency, limits
+from ctld.sched import dependency, limits, reservations
 from ctld.sched.assoc_limits import AssocUsage
 from ctld.sched.backfill import run_backfill
 from ctld.sched.model import CycleResult, JobRequest, JobStatus, Partition, Phase, Planned, Snapshot, Start
@@ -77,6 +77,8 @@ def _schedule_one(
     verdict = dependency.evaluate(job, statuses)
     if verdict != "ok":
         return DEPENDENCY if verdict == "wait" else DEPENDENCY_NEVER
+    if (why := reservations.waiting_reason(job, snap.reservations, now)) is not None:
+        return why
     # 2. Partition limits: a partition that cannot take the job as asked is skipped.
     candidates = candidate_partitions(job, snap)
     if not candidates:
@@ -102,7 +104,7 @@ def _schedule_one(
     # 5. Placement against free resources plus this cycle's starts; all nodes or none.
     first_reason: str | None = None
     for part in unblocked:
-        found = place(job, part, snap, state.overlay)
+        found = place(job, part, snap, state.overlay, now)
         if isinstance(found, Start):
             state.overlay.add(found)
             state.starts.append(found)
@@ -112,7 +114,7 @@ def _schedule_one(
                 state.assoc.add(job)
             return None
         first_reason = first_reason or found
-    if first_reason == RESOURCES:
+    if first_reason == RESOURCES and not job.reservation:  # a reservation's jobs wait only for its nodes
         state.blocked.update(part.name for part in unblocked)
     return first_reason or RESOURCES
 

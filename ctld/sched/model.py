@@ -138,6 +138,7 @@ class JobRequest:
     array_max_running: int = 0  # the %N throttle, 0 = none
     assoc_id: int = 0  # accounting association (0 = none; see assoc_limits.py)
     qos: str = ""
+    reservation: str = ""  # --reservation (access was checked at submit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +211,21 @@ class Snapshot:
     config: Config = Config()
     accounting: AccountingLimits | None = None  # association/QOS limits to enforce (None = not enforced)
     priority_inputs: PriorityInputs | None = None  # accounting's part of multifactor priority
+    reservations: tuple[Reservation, ...] = ()  # advance reservations not yet over (see reservations.py)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """An advance reservation: its nodes are kept for its own jobs over [start_time, end_time).
+
+    A DAILY one repeats every day from its start; flags are upper case (MAINT, FLEX, DAILY ...).
+    """
+
+    name: str
+    start_time: int
+    end_time: int
+    nodes: frozenset[str]
+    flags: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

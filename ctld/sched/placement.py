@@ -14,7 +14,7 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 
-from ctld.sched import gpu_select, limits
+from ctld.sched import gpu_select, limits, reservations
 from ctld.sched.model import (
     Gpu,
     JobRequest,
@@ -146,23 +146,34 @@ def _usage_empty(usage: NodeUsage) -> bool:
 # ---------------------------------------------------------------- now
 
 
-def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -> Start | str:
-    """Allocate every node the job needs in `part` now, or say why not (a Slurm reason word)."""
-    nodes = _candidates(job, part, snap)
+def place(
+    job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, at: int | None = None
+) -> Start | str:
+    """Allocate every node the job needs in `part`, or say why not (a Slurm reason word).
+
+    `at` is when the job would start: reservations then decide which nodes it may use over its
+    whole run (None = ignore reservations, for the configured-capacity question).
+    """
+    gate = None
+    if at is not None and snap.reservations:
+        end = limits.job_end(at, limits.effective_time_limit(job, part))
+        gate = reservations.gate(job, snap.reservations, at, end)
+    nodes = _candidates(job, part, snap, gate)
     if isinstance(nodes, str):
         return nodes
+    busy = reservations.RESERVED_FOR_MAINT if gate and gate.maint_closed.intersection(part.nodes) else RESOURCES
     fewest, most = node_count_range(job)
     if not is_exclusive(job, part):
         # fewer free CPUs than the job needs in all: nothing to try (Free is kept per overlay)
         needed = cpus_for(job, total_tasks(job, fewest))
         if sum(len(overlay.free(node).cpu_ids) for node in nodes) < needed:
-            return RESOURCES
+            return busy
     placer = _Placer(job, part, snap, overlay)
     if wants_gpus(job):
         nodes = placer.gpu_packing_order(nodes)
     allocs = placer.fixed(nodes, fewest) if fewest == most else placer.flexible(nodes, fewest, most)
     if allocs is None:
-        return RESOURCES
+        return busy
     order = {node.name: i for i, node in enumerate(snap.nodes)}
     return Start(
         job_id=job.job_id,
@@ -173,7 +184,9 @@ def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) ->
     )
 
 
-def _candidates(job: JobRequest, part: Partition, snap: Snapshot) -> list[Node] | str:
+def _candidates(
+    job: JobRequest, part: Partition, snap: Snapshot, gate: reservations.Gate | None = None
+) -> list[Node] | str:
     """Usable nodes in the order they are tried: -w nodes first, then by weight, then as configured."""
     in_part = set(part.nodes)
     usable = [
@@ -183,10 +196,11 @@ def _candidates(job: JobRequest, part: Partition, snap: Snapshot) -> list[Node] 
         and node.available
         and node.name not in job.excluded_nodes
         and job.features <= node.features
+        and (gate is None or gate.admits(node.name))
     ]
     usable_names = {node.name for node in usable}
     if not job.required_nodes <= usable_names:
-        return REQ_NODE_NOT_AVAIL
+        return (gate.reason_for(job.required_nodes) if gate else None) or REQ_NODE_NOT_AVAIL
     usable.sort(key=lambda node: (node.name not in job.required_nodes, node.weight))
     return usable
 
@@ -428,7 +442,7 @@ def earliest_start(job: JobRequest, snap: Snapshot, now: int) -> tuple[int, Star
     if not parts:
         return None
     earliest = max(now, job.begin_time)
-    start = _first_fit(job, parts, snap)
+    start = _first_fit(job, parts, snap, earliest)
     if start is not None:
         return earliest, start
     nodes = {node.name: node for node in snap.nodes}
@@ -436,15 +450,16 @@ def earliest_start(job: JobRequest, snap: Snapshot, now: int) -> tuple[int, Star
     for running in sorted((r for r in snap.running if r.end_time > 0), key=lambda r: r.end_time):
         release(running, nodes, holders)
         later = dataclasses.replace(snap, nodes=tuple(nodes[node.name] for node in snap.nodes))
-        start = _first_fit(job, parts, later)
+        begin = max(earliest, running.end_time)
+        start = _first_fit(job, parts, later, begin)
         if start is not None:
-            return max(earliest, running.end_time), start
+            return begin, start
     return None
 
 
-def _first_fit(job: JobRequest, parts: list[Partition], snap: Snapshot) -> Start | None:
+def _first_fit(job: JobRequest, parts: list[Partition], snap: Snapshot, at: int) -> Start | None:
     for part in parts:
-        found = place(job, part, snap, Overlay())
+        found = place(job, part, snap, Overlay(), at)
         if isinstance(found, Start):
             return found
     return None
