@@ -20,6 +20,7 @@ from typing import Protocol
 
 from ctld import jobs as jobrec
 from ctld import priority_report, top
+from ctld import reservations as resv
 from ctld import steps as jobsteps
 from ctld.accounting import Accounting
 from ctld.errors import (
@@ -111,6 +112,7 @@ class Controller:
         self.shares.load(store.get_meta(SHARES_META_KEY))
         self._shares_saved = 0
         self._recover()
+        self.reservations = resv.load(store)  # advance reservations by name (ctld/reservations.py)
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:
@@ -229,6 +231,7 @@ class Controller:
             config=self._sched_config,
             accounting=self.accounting.limits(),
             priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
+            reservations=resv.for_snapshot(self),
         )
 
     def _priority_inputs(self) -> m.PriorityInputs:
@@ -274,6 +277,7 @@ class Controller:
                 raise SlurmError(str(exc) or "Invalid job specification") from exc
             self._check_dependencies(spec)
             snap = self._snapshot([req], capacity_only=not test_only)
+            resv.check_job_access(self, job)
             refusal = sched_submit.check_submission(req, snap)
             if refusal is not None:
                 raise SlurmError(refusal.message)
@@ -595,6 +599,7 @@ class Controller:
             usage = self._usage()
             names = set(req.names)
             out = controller_pb2.GetNodesResponse(now=self._now())
+            maint = resv.maint_nodes(self, out.now)
             completing = {a.node for j in self.jobs.values() if j.state == COMPLETING for a in j.allocation}
             for name, node in self.nodes.items():
                 if names and name not in names:
@@ -609,6 +614,7 @@ class Controller:
                     info.alloc_cpus = node.conf.cpus
                 info.gres_used = gres_used(node, u.gpu_indices)
                 info.completing = name in completing
+                info.maint = name in maint
                 info.base_state, info.state = long_state(info, info.alloc_cpus, info.completing)
             return out
 
@@ -1165,6 +1171,7 @@ class Controller:
                         partial(self.actions.signal, target, job.job_id, job.spec.signal_num, job.spec.signal_batch_only)
                     )
                     changed.append(job)
+            resv.expire(self, now)
             timeout = self.cfg.slurmd_timeout
             wall = self.clock()
             for node in self.nodes.values():

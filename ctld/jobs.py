@@ -147,6 +147,7 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> Job
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id,
         array_max_running=job.array_max_tasks,
+        reservation=spec.reservation,
     )
 
 

@@ -156,7 +156,7 @@ def run_backfill(
             continue
         if job.array_job_id and job.array_max_running and tasks[job.array_job_id] >= job.array_max_running:
             continue
-        parts = [p for p in _open_partitions(job, snap) if p.name not in blocked]
+        parts = [p for p in _open_partitions(job, snap) if p.name not in blocked or job.reservation]
         if not parts:
             continue
         tested += 1

@@ -95,7 +95,8 @@ def _schedule_one(
     if state.assoc is not None and (why := state.assoc.reason(job)) is not None:
         return why
     # 4. Higher-priority jobs that could not start hold their partitions.
-    unblocked = [part for part in open_parts if part.name not in state.blocked]
+    # (a reservation's jobs use its own nodes: jobs waiting outside it hold them back from nothing)
+    unblocked = [part for part in open_parts if part.name not in state.blocked or job.reservation]
     if not unblocked:
         return PRIORITY
     if state.tested >= snap.config.max_job_test:
