@@ -231,13 +231,16 @@ def format_reservation(info: controller_pb2.ReservationInfo, now: int) -> str:
 
 
 def sinfo_lines(resp: controller_pb2.GetReservationsResponse, header: bool) -> list[str]:
-    """`sinfo -T`: RESV_NAME STATE START_TIME END_TIME DURATION NODELIST, columns as wide as needed."""
+    """`sinfo -T`: RESV_NAME STATE START_TIME END_TIME DURATION NODELIST.
+
+    As Slurm's: the name column grows to the longest name; the others keep their width and a longer
+    value (a 365-day duration) pushes the line right.
+    """
     from shoal.hostlist import collect
 
     rows = [(info.name, state(info, resp.now), *_times(info), collect(info.nodes)) for info in resp.reservations]
     heads = ("RESV_NAME", "STATE", "START_TIME", "END_TIME", "DURATION", "NODELIST")
-    least = (9, 8, 19, 19, 11)
-    widths = [max([least[i], *(len(r[i]) for r in rows)]) for i in range(5)]
+    widths = [max([9, *(len(r[0]) for r in rows)]), 8, 19, 19, 11]
 
     def line(cells: Sequence[str]) -> str:
         right = "  ".join(cell.rjust(widths[i + 1]) for i, cell in enumerate(cells[1:5]))
