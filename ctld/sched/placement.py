@@ -161,8 +161,10 @@ def place(
     nodes = _candidates(job, part, snap, gate)
     if isinstance(nodes, str):
         return nodes
-    busy = reservations.RESERVED_FOR_MAINT if gate and gate.maint_closed.intersection(part.nodes) else RESOURCES
     fewest, most = node_count_range(job)
+    busy = RESOURCES
+    if gate is not None and len(nodes) < fewest and gate.closed.intersection(part.nodes):
+        busy = reservations.RESERVED_FOR_MAINT  # Slurm's word whenever reserved nodes leave too few
     if not is_exclusive(job, part):
         # fewer free CPUs than the job needs in all: nothing to try (Free is kept per overlay)
         needed = cpus_for(job, total_tasks(job, fewest))

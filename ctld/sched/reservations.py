@@ -17,7 +17,7 @@ from ctld.sched.model import JobRequest, Reservation
 DAY = 86400
 RESERVATION = "Reservation"  # the job's reservation has not started yet
 RESERVATION_DELETED = "ReservationDeleted"
-RESERVED_FOR_MAINT = "ReqNodeNotAvail, Reserved for maintenance"
+RESERVED_FOR_MAINT = "ReqNodeNotAvail, Reserved for maintenance"  # Slurm says so for any reservation
 MAY_BE_RESERVED = "ReqNodeNotAvail, May be reserved for other job"
 WAIT_REASONS = frozenset({RESERVATION, RESERVED_FOR_MAINT, MAY_BE_RESERVED})  # backfill may plan these
 

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("resv"), nodes=2)
+    c = start_cluster(tmp_path_factory.mktemp("resv"), nodes=2,
+                      extra=("SchedulerType=sched/backfill", "SchedulerParameters=bf_resolution=1"))
     yield c
     stop_cluster(c)
 
@@ -172,6 +173,8 @@ def test_a_job_waits_for_its_reservation_to_start(cluster: Cluster, workdir: Pat
     job = cluster.submit("--reservation=later", "-t", "10", "-o", "/dev/null", "--wrap", "true")
     time.sleep(2)
     assert cluster.job_field(job, "%T %r") == "PENDING Reservation"
+    planned = cluster.ok("squeue", "--start", "-h", "-j", str(job), "-o", "%S %Y").split()
+    assert planned == [_field(_show(cluster, "later"), "StartTime"), "node2"]
     # a job without it that would still run when it starts keeps off node2
     other = cluster.submit("-w", "node2", "-t", "90", "-o", "/dev/null", "--wrap", "true")
     time.sleep(2)
@@ -180,6 +183,22 @@ def test_a_job_waits_for_its_reservation_to_start(cluster: Cluster, workdir: Pat
     cluster.ok("scontrol", "update", "ReservationName=later", "StartTime=now")
     assert cluster.wait_state(job, {"COMPLETED"}) == "COMPLETED"
     assert cluster.job_field(job, "%N") == "node2"
+
+
+def _field(record: str, key: str) -> str:
+    return next(w.split("=", 1)[1] for w in record.split() if w.startswith(f"{key}="))
+
+
+def test_backfill_plans_around_a_future_reservation(cluster: Cluster) -> None:
+    code, _, err = _create(cluster, "ReservationName=soon", "StartTime=now+1hour", "Duration=30", "Nodes=ALL",
+                           "Users=nobody")
+    assert code == 0, err
+    long = cluster.submit("-t", "90", "-o", "/dev/null", "--wrap", "true")
+    short = cluster.submit("-t", "30", "-o", "/dev/null", "--wrap", "true")
+    assert cluster.wait_state(short, {"COMPLETED"}) == "COMPLETED"
+    assert cluster.job_field(long, "%T %r") == "PENDING ReqNodeNotAvail, Reserved for maintenance"
+    planned = cluster.ok("squeue", "--start", "-h", "-j", str(long), "-o", "%S")
+    assert planned.strip() == _field(_show(cluster, "soon"), "EndTime")
 
 
 def test_maint_reservation_marks_nodes_and_holds_other_jobs(cluster: Cluster) -> None:

@@ -68,6 +68,9 @@ CASES = [
     ("MAINT: others wait with Slurm's maintenance reason",
      [job(1).nodes(2).tasks(2).obj()], (resv("R", NOW - 60, NOW + HOUR, ("n1",), "MAINT"),), (),
      {}, {1: "ReqNodeNotAvail, Reserved for maintenance"}),
+    ("too few nodes outside reservations: Slurm's maintenance reason for any reservation",
+     [job(1).tasks(1).time(120).obj()], (resv(start=NOW + HOUR, end=NOW + 2 * HOUR, nodes=("n1", "n2")),), (),
+     {}, {1: "ReqNodeNotAvail, Reserved for maintenance"}),
     ("-w on a reserved node: may be reserved for another job",
      [job(1).nodelist("n1").obj()], (resv(),), (),
      {}, {1: "ReqNodeNotAvail, May be reserved for other job"}),
@@ -88,7 +91,7 @@ CASES = [
     ("a DAILY reservation's next day counts too",
      [job(1).tasks(4).time(23 * 60).obj()],
      (resv("R", NOW - 2 * HOUR, NOW - HOUR, ("n1", "n2"), "DAILY"),), (),
-     {}, {1: "Resources"}),
+     {}, {1: "ReqNodeNotAvail, Reserved for maintenance"}),
 ]
 
 
