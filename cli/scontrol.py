@@ -424,12 +424,12 @@ def cmd_update(args: list[str], flags: Flags) -> int:
         raise Failure("too few arguments for keyword:update")
     pairs = split_pairs(args)
     keys = {k.lower() for k, _ in pairs}
+    if keys & {"jobid", "job"}:  # (Reservation= is then the job's field)
+        return update_job(pairs, flags)
     if keys & {"reservationname", "reservation"}:
         from cli import reservations
 
         return _reservation_call(lambda: reservations.update(pairs))
-    if keys & {"jobid", "job"}:
-        return update_job(pairs, flags)
     if keys & {"nodename", "node"}:
         return update_node(pairs, flags)
     raise Failure(

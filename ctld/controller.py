@@ -277,11 +277,11 @@ class Controller:
                 raise SlurmError(str(exc) or "Invalid job specification") from exc
             self._check_dependencies(spec)
             snap = self._snapshot([req], capacity_only=not test_only)
-            resv.check_job_access(self, job)
             refusal = sched_submit.check_submission(req, snap)
             if refusal is not None:
                 raise SlurmError(refusal.message)
             if test_only:
+                resv.check_job_access(self, job)
                 return self._test_only(req, snap, now)
             task_ids: tuple[int, ...] = ()
             if spec.array:
@@ -298,6 +298,7 @@ class Controller:
                     "Slurm temporarily unable to accept job, sleeping and retrying", RESOURCE_EXHAUSTED
                 )
             self.accounting.admit(job, count, self.jobs.values())
+            resv.check_job_access(self, job)  # after admit: the job's account is known
             first = self.next_job_id
             mem_per_node = self._mem_per_node_for_display(req)
             snap_partitions = {p.name: p for p in snap.partitions}
@@ -997,6 +998,14 @@ class Controller:
         elif k == "qos":
             job.spec.qos = value
             job.qos = value
+        elif k == "reservation":
+            previous = job.spec.reservation
+            job.spec.reservation = "" if value.lower() in ("", "none", "(null)") else value
+            try:
+                resv.check_job_access(self, job)
+            except SlurmError:
+                job.spec.reservation = previous
+                raise
         else:
             raise SlurmError(f"Update of this parameter is not supported: {key}")
         jobrec.describe_request(job, jobrec.job_request(job, self.nodes), job.mem_mb // max(1, job.num_nodes))

@@ -155,7 +155,10 @@ def test_a_reservation_keeps_others_off_its_nodes_while_its_user_runs_there(clus
     cluster.wait_state(mine, {"RUNNING"})
     assert cluster.job_field(mine, "%N %v") == "node2 mine"
     assert "Reservation=mine" in cluster.ok("scontrol", "show", "job", str(mine))
+    assert cluster.ok("squeue", "-h", "-R", "mine", "-o", "%i").split() == [str(mine)]
     assert cluster.state(second) == "PENDING"
+    moved = cluster.run("scontrol", "update", f"JobId={second}", "Reservation=mine")
+    assert (moved.returncode, moved.stderr) == (1, "slurm_update error: Access denied to requested reservation\n")
     # root may not use it; an unknown name is invalid
     denied = cluster.run("sbatch", "--reservation=mine", "--wrap", "true")
     assert (denied.returncode, denied.stderr) == (
@@ -179,8 +182,10 @@ def test_a_job_waits_for_its_reservation_to_start(cluster: Cluster, workdir: Pat
     other = cluster.submit("-w", "node2", "-t", "90", "-o", "/dev/null", "--wrap", "true")
     time.sleep(2)
     assert cluster.job_field(other, "%r") == "ReqNodeNotAvail, May be reserved for other job"
-    # moving the reservation to now lets the job in
+    # the other job may join it (root is one of its users); moving the reservation to now lets both in
+    cluster.ok("scontrol", "update", f"JobId={other}", "Reservation=later")
     cluster.ok("scontrol", "update", "ReservationName=later", "StartTime=now")
+    assert cluster.wait_state(other, {"COMPLETED"}) == "COMPLETED"
     assert cluster.wait_state(job, {"COMPLETED"}) == "COMPLETED"
     assert cluster.job_field(job, "%N") == "node2"
 
