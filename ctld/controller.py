@@ -19,7 +19,7 @@ from functools import partial
 from typing import Protocol
 
 from ctld import jobs as jobrec
-from ctld import priority_report, top
+from ctld import preempt, priority_report, top
 from ctld import reservations as resv
 from ctld import steps as jobsteps
 from ctld.accounting import Accounting
@@ -99,6 +99,7 @@ class Controller:
         self.lock = threading.RLock()
         self.jobs: dict[int, jobs_pb2.JobInfo] = {}
         self._requests: dict[int, m.JobRequest] = {}  # cache of pending jobs' JobRequest (see _request)
+        self._ended_runs: list[jobs_pb2.JobInfo] = []  # requeued jobs' last runs, recorded by the next _save
         self.nodes: dict[str, NodeRuntime] = {}
         self.next_job_id = cfg.first_job_id
         self.wake = threading.Event()
@@ -133,10 +134,11 @@ class Controller:
         return int(self.clock())
 
     def _save(self, *jobs: jobs_pb2.JobInfo) -> None:
+        ended, self._ended_runs = self._ended_runs, []
         with self.store.transaction() as tx:
             for job in jobs:
                 tx.put_job(job.job_id, job.SerializeToString())
-            self.accounting.record_jobs(tx, jobs)
+            self.accounting.record_jobs(tx, [*ended, *jobs])
 
     def _save_node(self, node: NodeRuntime) -> None:
         with self.store.transaction() as tx:
@@ -215,6 +217,9 @@ class Controller:
                 ),
                 assoc_id=self.accounting.assoc_id(j),
                 qos=j.qos,
+                priority=j.priority,
+                start_time=j.start_time,
+                releasing=j.state == COMPLETING,
             )
             for j in ([] if capacity_only else self.jobs.values())
             if j.state in ACTIVE_STATES
@@ -232,6 +237,7 @@ class Controller:
             accounting=self.accounting.limits(),
             priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
             reservations=resv.for_snapshot(self),
+            qos_preempt=self.accounting.qos_preempt(),
         )
 
     def _priority_inputs(self) -> m.PriorityInputs:
@@ -408,6 +414,7 @@ class Controller:
         """Run one cycle of the core and apply its decisions; returns how many jobs started."""
         now = self._now()
         launches: list[tuple[cluster_pb2.NodeInfo, node_pb2.LaunchBatchRequest]] = []
+        effects: list[Callable[[], None]] = []
         with self.lock:
             pending: list[m.JobRequest] = []
             by_id: dict[int, jobs_pb2.JobInfo] = {}
@@ -452,8 +459,9 @@ class Controller:
                 job.std_out, job.std_err, job.std_in = resolve_streams(job, job.batch_host)
                 job.last_sched_eval = now
                 started.append(job)
-            if started:
-                self._save(*started)
+            preempted, effects = preempt.apply_preemptions(self, result.preemptions, now)
+            if started or preempted:
+                self._save(*started, *preempted)
                 for job in started:
                     if not job.spec.batch:
                         continue  # an salloc/srun allocation: its own command runs steps in it
@@ -461,6 +469,8 @@ class Controller:
                     launches.append((node.info, self._launch_request(job)))
         for node_info, request in launches:
             self.actions.launch(node_info, request)
+        for effect in effects:
+            effect()
         return len(launches)
 
     def _launch_request(self, job: jobs_pb2.JobInfo) -> node_pb2.LaunchBatchRequest:
@@ -494,7 +504,7 @@ class Controller:
                 if node is not None:
                     node.info.not_responding = True
                 log.warning("launch of job %d on %s failed (%s); requeued", job_id, job.batch_host, message)
-                self._requeue(job, self._now())
+                self._requeue(job, self._now(), ended_as=jobs_pb2.NODE_FAIL)
             else:
                 log.warning("launch of job %d failed: %s", job_id, message)
                 self._finish(job, jobs_pb2.FAILED, exit_code=1, exit_signal=0, now=self._now())
@@ -510,7 +520,7 @@ class Controller:
             now = req.end_time or self._now()
             job.batch_usage.CopyFrom(req.usage)  # the .batch step's MaxRSS/TotalCPU in accounting
             if job.state == COMPLETING and job.final_state == jobs_pb2.REQUEUED:
-                self._requeue(job, now)
+                self._requeue(job, now, ended_as=jobs_pb2.PREEMPTED if job.preempt_time else jobs_pb2.REQUEUED)
             elif job.state == COMPLETING and job.final_state:
                 self._finish(job, job.final_state, req.exit_code, req.exit_signal, now)
             elif req.launch_failed:
@@ -547,8 +557,23 @@ class Controller:
         job.state_reason = reason
         jobsteps.end_job_steps(job, state, now)
 
-    def _requeue(self, job: jobs_pb2.JobInfo, now: int) -> None:
+    def _requeue(self, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0) -> None:
+        """Back to pending (reason BeginTime, Restarts+1) with a new submit time, as Slurm: accounting
+        then keeps each run as its own record (`sacct -D`); `ended_as` is the state of the run that
+        just ended (REQUEUED, PREEMPTED, NODE_FAIL; 0 = it was already recorded as finished)."""
         self._requests.pop(job.job_id, None)
+        if ended_as:
+            jobsteps.end_job_steps(job, jobs_pb2.CANCELLED, now)
+            run = jobs_pb2.JobInfo()
+            run.CopyFrom(job)
+            run.state = ended_as  # type: ignore[assignment]
+            run.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
+            run.end_time = now
+            self._ended_runs.append(run)
+        del job.steps[:]
+        job.next_step_id = 0
+        job.submit_time = now
+        job.preempt_time = 0
         job.state = PENDING
         job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
         job.restarts += 1

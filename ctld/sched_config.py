@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ctld.priority_config import priority_config
-from ctld.sched.model import Config, Partition
+from ctld.sched.model import Config, Partition, PreemptConfig
 from shoal.conf.slurm import SlurmConfig
 
 # SchedulerParameters option -> Config field (all integers)
@@ -44,6 +44,7 @@ def sched_config(cfg: SlurmConfig) -> Config:
         def_mem_per_node_mb=getattr(cfg, "def_mem_per_node", 0) or 0,
         scheduler=cfg.scheduler_type,
         priority=priority_config(cfg),
+        preempt=PreemptConfig(cfg.preempt_type, cfg.preempt_mode, cfg.preempt_exempt_time),
         **numbers,
     )
 
@@ -63,6 +64,8 @@ def partitions(cfg: SlurmConfig) -> tuple[Partition, ...]:
             priority_job_factor=p.priority_job_factor,
             exclusive=p.oversubscribe.upper().startswith("EXCLUSIVE"),
             def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
+            preempt_mode=p.preempt_mode,
+            grace_time_s=p.grace_time,
         )
         for p in cfg.partitions
     )

@@ -75,6 +75,8 @@ class Partition:
     priority_job_factor: int = 1
     exclusive: bool = False  # OverSubscribe=EXCLUSIVE
     def_mem_per_cpu_mb: int = 0  # 0 = use the cluster default
+    preempt_mode: str = ""  # PreemptMode= of the partition ("" = the cluster's; see preemption.py)
+    grace_time_s: int = 0  # GraceTime= (preempt/partition_prio)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,28 @@ class RunningJob:
     allocation: tuple[NodeAllocation, ...] = ()  # what it holds; () = unknown (whole nodes freed at its end)
     assoc_id: int = 0  # accounting association (0 = none)
     qos: str = ""
+    priority: int = 0  # for preemption: the lowest priority goes first
+    start_time: int = 0  # when it started (quota reclaim takes the youngest borrowers first)
+    releasing: bool = False  # already ending (COMPLETING, or being preempted): never preempted twice
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptConfig:
+    """PreemptType, the cluster's PreemptMode and PreemptExemptTime (see preemption.py)."""
+
+    type: str = "preempt/none"  # or preempt/qos, preempt/partition_prio
+    mode: str = "OFF"  # OFF, CANCEL or REQUEUE
+    exempt_time_s: int = 0  # a job runs at least this long before it may be preempted
+
+
+@dataclass(frozen=True, slots=True)
+class QosPreempt:
+    """A QOS's preemption settings from accounting (sacctmgr): whom it preempts, how its jobs end."""
+
+    name: str
+    preempt: frozenset[str] = frozenset()  # QOS whose jobs this QOS's jobs may preempt
+    mode: str = ""  # "" = the cluster's PreemptMode; OFF, CANCEL or REQUEUE
+    grace_time_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +223,7 @@ class Config:
     bf_max_job_user: int = 0  # 0 = no per-user limit on jobs considered
     bf_reservations: int = 0  # shoal: top jobs that get a reservation; 0 = every job tested, 1 = EASY
     priority: PriorityConfig = PriorityConfig()
+    preempt: PreemptConfig = PreemptConfig()
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +237,7 @@ class Snapshot:
     accounting: AccountingLimits | None = None  # association/QOS limits to enforce (None = not enforced)
     priority_inputs: PriorityInputs | None = None  # accounting's part of multifactor priority
     reservations: tuple[Reservation, ...] = ()  # advance reservations not yet over (see reservations.py)
+    qos_preempt: tuple[QosPreempt, ...] = ()  # preempt/qos: each QOS's Preempt list, PreemptMode, GraceTime
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +280,10 @@ class AssocLimits:
     max_cpus_per_job: int = -1
     max_gpus_per_job: int = -1
     max_wall_min: int = -1
+    # MaxBorrowTRES (beyond Slurm, see borrowing.py): how far past grp_cpus/grp_gpus it may borrow the
+    # idle guaranteed quota of its siblings; -1 = no borrowing
+    max_borrow_cpus: int = -1
+    max_borrow_gpus: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +336,23 @@ class CycleResult:
     reasons: dict[int, str] = field(default_factory=dict)  # pending job -> Slurm reason word
     priorities: dict[int, int] = field(default_factory=dict)
     planned: dict[int, Planned] = field(default_factory=dict)  # pending job -> backfill's plan
+    reclaims: tuple[int, ...] = ()  # borrowing jobs to requeue so owners get their quota back (borrowing.py)
+    preemptions: tuple[Preemption, ...] = ()  # running jobs to end so that waiting ones can start
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """End a running job to free its resources: the one decision every preemption producer emits.
+
+    `mode` is CANCEL (the job ends PREEMPTED) or REQUEUE (it goes back to pending); the job gets
+    SIGCONT+SIGTERM at once and SIGKILL after `grace_time_s` (0 = the cluster's KillWait).
+    """
+
+    job_id: int
+    mode: str  # CANCEL or REQUEUE
+    grace_time_s: int = 0
+    reason: str = ""  # for the log ("preempted by job 12", "quota reclaimed ...")
+    preemptor: int = 0  # the waiting job it makes room for (0 = none)
 
 
 @dataclass(frozen=True, slots=True)
