@@ -218,9 +218,8 @@ class Accounting:
         """Submit-time checks: pick the account, refuse users without an association or over MaxSubmit."""
         if not self.enabled:
             return
+        self.fill_account(job)
         with self._cache_lock:
-            if not job.account:
-                job.account = self._default_account.get(job.user_name, "")
             if not self.enforce_assoc:
                 return
             assoc_id = self._find(job.account, job.user_name, job.partition)
@@ -238,6 +237,13 @@ class Accounting:
             why = submit_refusal(self._limits, assoc_id, job.qos, job.user_id, count, queued)
         if why:
             raise SlurmError(why)
+
+    def fill_account(self, job: jobs_pb2.JobInfo) -> None:
+        """A job without -A gets its user's default account (when accounting knows one)."""
+        if job.account or not self.enabled:
+            return
+        with self._cache_lock:
+            job.account = self._default_account.get(job.user_name, "")
 
     def _find(self, account: str, user: str, partition: str) -> int:
         for part in (partition, ""):

@@ -48,6 +48,7 @@ from ctld.sched.limits import effective_time_limit
 from ctld.sched.priority import MULTIFACTOR
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
+from ctld.sched_config import topology as sched_topology
 from ctld.store import StateStore
 from shoal import hostlist
 from shoal.arrayspec import parse_array
@@ -106,8 +107,9 @@ class Controller:
         self.stopping = threading.Event()
         self._slurm_uid = _uid_of(cfg.slurm_user)
         self._partitions = {p.name: p for p in cfg.partitions}
-        self._partitions_view = sched_partitions(cfg)
+        self._partitions_view = sched_partitions(cfg, partial(_group_members, {0, self._slurm_uid}))
         self._sched_config = sched_config(cfg)
+        self._topology = sched_topology(cfg)
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
         self.shares.load(store.get_meta(SHARES_META_KEY))
@@ -155,6 +157,8 @@ class Controller:
         gpu: dict[str, set[int]] = {}
         excl: set[str] = set()
         count: dict[str, int] = {}
+        users: dict[str, set[int]] = {}
+        user_excl: set[str] = set()
         for job in self.jobs.values():
             if job.state not in ACTIVE_STATES:
                 continue
@@ -163,8 +167,12 @@ class Controller:
                 mem[a.node] = mem.get(a.node, 0) + a.mem_mb
                 gpu.setdefault(a.node, set()).update(a.gpu_indices)
                 count[a.node] = count.get(a.node, 0) + 1
+                users.setdefault(a.node, set()).add(job.user_id)
                 if not job.oversubscribe:
                     excl.add(a.node)
+                part = self._partitions.get(job.partition)
+                if part is not None and part.exclusive_user:
+                    user_excl.add(a.node)
         return {
             name: m.NodeUsage(
                 cpu_ids=frozenset(cpu.get(name, ())),
@@ -172,6 +180,8 @@ class Controller:
                 gpu_indices=frozenset(gpu.get(name, ())),
                 exclusive=name in excl,
                 jobs=count.get(name, 0),
+                users=frozenset(users.get(name, ())),
+                user_exclusive=name in user_excl,
             )
             for name in self.nodes
         }
@@ -237,6 +247,7 @@ class Controller:
             accounting=self.accounting.limits(),
             priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
             reservations=resv.for_snapshot(self),
+            topology=self._topology,
             qos_preempt=self.accounting.qos_preempt(),
         )
 
@@ -277,6 +288,7 @@ class Controller:
         now = self._now()
         with self.lock:
             job = self._new_job(spec, caller, now)
+            self.accounting.fill_account(job)  # partition access (AllowAccounts) sees the default account
             try:
                 req = jobrec.job_request(job, self.nodes)
             except ValueError as exc:
@@ -483,6 +495,7 @@ class Controller:
             nodes=job.nodes,
             expiry=self._now() + 3600,
         )
+        addr, pattern = self.topology_address(job.batch_host)
         return node_pb2.LaunchBatchRequest(
             node=job.batch_host,
             job=job,
@@ -491,7 +504,15 @@ class Controller:
             ctld_addr=f"{self.cfg.control_addr}:{self.cfg.slurmctld_port}",
             kill_wait=self.cfg.kill_wait,
             slurm_conf=str(self.cfg.path),
+            topology_addr=addr,
+            topology_addr_pattern=pattern,
         )
+
+    def topology_address(self, node: str) -> tuple[str, str]:
+        """SLURM_TOPOLOGY_ADDR and _PATTERN of `node`: its switch path under topology/tree, else its name."""
+        if self.cfg.topology is None:
+            return node, "node"
+        return self.cfg.topology.address(node)
 
     def launch_failed(self, job_id: int, message: str, node_down: bool) -> None:
         """A LaunchBatch RPC failed: requeue when the node is unreachable, else fail the job."""
@@ -607,7 +628,10 @@ class Controller:
             candidates: Iterable[jobs_pb2.JobInfo] = self.jobs.values()
             if req.job_id_strs:
                 candidates = [j for _, found in self._select(req.job_id_strs) for j in found]
+            hidden = set() if req.show_all else {p.name for p in self.cfg.partitions if p.hidden}
             for job in candidates:
+                if hidden and all(name in hidden for name in job.partition.split(",")):
+                    continue
                 if wanted and job.job_id not in wanted and job.array_job_id not in wanted:
                     continue
                 if users and job.user_id not in users:
@@ -669,6 +693,9 @@ class Controller:
                 total_cpus=sum(self.nodes[n].conf.cpus for n in p.nodes if n in self.nodes),
                 total_nodes=len(p.nodes),
                 hidden=p.hidden,
+                exclusive_user=p.exclusive_user,
+                root_only=p.root_only,
+                deny_qos=p.deny_qos,
                 def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
                 max_mem_per_cpu_mb=p.max_mem_per_cpu or 0,
             )
@@ -678,6 +705,16 @@ class Controller:
         out = controller_pb2.GetConfigResponse(now=self._now(), cluster_name=self.cfg.cluster_name)
         for key, value in self.cfg.entries:
             out.entries.add(key=key, value=value)
+        topo = self.cfg.topology
+        switches = topo.switches if topo is not None else ()
+        for switch in switches:
+            out.switches.add(
+                name=switch.name,
+                level=switch.level,
+                link_speed=switch.link_speed,
+                nodes=hostlist.collect(topo.nodes_under(switch.name) if topo else ()),
+                switches=hostlist.collect(switch.switches),
+            )
         return out
 
     # ------------------------------------------------------------------ job selection
@@ -1279,6 +1316,19 @@ def _status(job: jobs_pb2.JobInfo) -> m.JobStatus:
         array_task_id=job.array_task_id,
         end_time=job.end_time,
     )
+
+
+def _group_members(always: set[int], group: str) -> set[int]:
+    """Uids of a group's users (listed members and those whose primary group it is), plus `always`
+    (root and SlurmUser pass every AllowGroups, as in Slurm). An unknown group has no members."""
+    uids = set(always)
+    try:
+        entry = grp.getgrnam(group)
+    except KeyError:
+        return uids
+    uids.update(_uid_of(name) for name in entry.gr_mem)
+    uids.update(p.pw_uid for p in pwd.getpwall() if p.pw_gid == entry.gr_gid)
+    return uids
 
 
 def _uid_of(user: str) -> int:

@@ -179,6 +179,7 @@ def _launch_request(
     ctl: Controller, job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep, node: str
 ) -> node_pb2.LaunchTasksRequest:
     batch = ctl._launch_request(job)
+    addr, pattern = ctl.topology_address(node)
     lean = jobs_pb2.JobInfo()
     lean.CopyFrom(job)
     del lean.steps[:]
@@ -192,6 +193,8 @@ def _launch_request(
         ctld_addr=batch.ctld_addr,
         kill_wait=batch.kill_wait,
         slurm_conf=batch.slurm_conf,
+        topology_addr=addr,
+        topology_addr_pattern=pattern,
     )
 
 

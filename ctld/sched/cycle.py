@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ctld.sched import dependency, limits, preemption, reservations
+from ctld.sched import dependency, limits, preemption, reservations, topology
 from ctld.sched.assoc_limits import AssocUsage
 from ctld.sched.backfill import run_backfill
 from ctld.sched.model import (
@@ -64,6 +64,8 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
     statuses = dependency.status_index(snap.jobs)
     priorities = all_priorities(snap, now)
     queue = sorted(snap.pending, key=lambda job: _queue_key(job, parts, priorities))
+    if snap.topology is not None:  # --switches=N holds only until the job has waited long enough
+        queue = [topology.switch_request(job, now, snap.config) for job in queue]
     state = _CycleState(active_tasks=_active_array_tasks(snap.jobs))
     if snap.accounting is not None:
         state.assoc = AssocUsage(snap.accounting, snap.running)

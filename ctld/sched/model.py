@@ -44,6 +44,8 @@ class NodeUsage:
     gpu_indices: frozenset[int] = frozenset()
     exclusive: bool = False  # a job holds the whole node (--exclusive / OverSubscribe=EXCLUSIVE)
     jobs: int = 0
+    users: frozenset[int] = frozenset()  # uids of the jobs on it (ExclusiveUser needs them)
+    user_exclusive: bool = False  # a job of an ExclusiveUser partition is on it: its user's jobs only
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,14 @@ class Partition:
     priority_job_factor: int = 1
     exclusive: bool = False  # OverSubscribe=EXCLUSIVE
     def_mem_per_cpu_mb: int = 0  # 0 = use the cluster default
+    # who may use it (access.py); None = everyone. Names are lower case.
+    allow_accounts: frozenset[str] | None = None
+    deny_accounts: frozenset[str] = frozenset()
+    allow_uids: frozenset[int] | None = None  # AllowGroups resolved to users (root and SlurmUser included)
+    allow_qos: frozenset[str] | None = None
+    deny_qos: frozenset[str] = frozenset()
+    root_only: bool = False
+    exclusive_user: bool = False  # ExclusiveUser=YES: its jobs' nodes are not shared with other users
     preempt_mode: str = ""  # PreemptMode= of the partition ("" = the cluster's; see preemption.py)
     grace_time_s: int = 0  # GraceTime= (preempt/partition_prio)
 
@@ -141,6 +151,9 @@ class JobRequest:
     assoc_id: int = 0  # accounting association (0 = none; see assoc_limits.py)
     qos: str = ""
     reservation: str = ""  # --reservation (access was checked at submit)
+    account: str = ""
+    max_switches: int = 0  # --switches=N: at most N leaf switches (0 = any; see topology.py)
+    switch_wait_s: int = -1  # --switches=N@time: how long to wait for them (-1 = max_switch_wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +235,7 @@ class Config:
     bf_max_job_test: int = 500  # jobs the backfill pass considers
     bf_max_job_user: int = 0  # 0 = no per-user limit on jobs considered
     bf_reservations: int = 0  # shoal: top jobs that get a reservation; 0 = every job tested, 1 = EASY
+    max_switch_wait_s: int = 300  # the longest a job waits for its --switches count
     priority: PriorityConfig = PriorityConfig()
     preempt: PreemptConfig = PreemptConfig()
 
@@ -237,6 +251,7 @@ class Snapshot:
     accounting: AccountingLimits | None = None  # association/QOS limits to enforce (None = not enforced)
     priority_inputs: PriorityInputs | None = None  # accounting's part of multifactor priority
     reservations: tuple[Reservation, ...] = ()  # advance reservations not yet over (see reservations.py)
+    topology: Topology | None = None  # topology/tree switches (None = flat network)
     qos_preempt: tuple[QosPreempt, ...] = ()  # preempt/qos: each QOS's Preempt list, PreemptMode, GraceTime
 
 
@@ -252,6 +267,22 @@ class Reservation:
     end_time: int
     nodes: frozenset[str]
     flags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """One switch of topology/tree: every node below it and the leaf switches those hang from."""
+
+    name: str
+    level: int  # 0 = leaf
+    nodes: frozenset[str]
+    leaves: tuple[str, ...]  # leaf switches below (itself for a leaf)
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    switches: tuple[Switch, ...]
+    leaf_nodes: dict[str, frozenset[str]] = field(default_factory=dict)  # leaf switch -> its nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +359,8 @@ class Start:
     time_limit_min: int  # effective limit (partition default/max applied)
     allocation: tuple[NodeAllocation, ...]
     exclusive: bool = False
+    user_id: int = -1  # whose job: with `user_exclusive`, no other user's job may share its nodes
+    user_exclusive: bool = False
 
 
 @dataclass(frozen=True, slots=True)

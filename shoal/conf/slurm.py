@@ -24,6 +24,7 @@ from shoal.conf.keys import (
     canonical,
 )
 from shoal.conf.reader import ConfLine, parse_config_text, read_config_file
+from shoal.conf.topology import TopologyConf, load_topology_conf
 from shoal.conf.values import Values
 
 DEFAULT_PATH = "/etc/slurm/slurm.conf"
@@ -178,6 +179,8 @@ class SlurmConfig:
     nodes: tuple[NodeConf, ...] = ()
     partitions: tuple[PartitionConf, ...] = ()
     gres_conf: GresConf = field(default_factory=lambda: GresConf(""))
+    topology: TopologyConf | None = None
+    """topology.conf, read when TopologyPlugin=topology/tree."""
     entries: tuple[tuple[str, str], ...] = ()
     """Every known top-level key as written (Slurm's spelling), for `scontrol show config`."""
     warnings: tuple[str, ...] = ()
@@ -220,7 +223,11 @@ def load_slurm_conf(path: str | os.PathLike[str] | None = None) -> SlurmConfig:
     name = os.fspath(path)
     gres_path = os.path.join(os.path.dirname(name), "gres.conf")
     gres_conf = load_gres_conf(gres_path) if os.path.exists(gres_path) else GresConf(gres_path)
-    return _Builder(name).build(read_config_file(name), gres_conf)
+    cfg = _Builder(name).build(read_config_file(name), gres_conf)
+    if cfg.topology_plugin != "topology/tree":
+        return cfg
+    topology = load_topology_conf(os.path.join(os.path.dirname(name), "topology.conf"), (n.name for n in cfg.nodes))
+    return replace(cfg, topology=topology, warnings=cfg.warnings + topology.warnings)
 
 
 def parse_slurm_conf(text: str, path: str = "slurm.conf", gres_conf: GresConf | None = None) -> SlurmConfig:
