@@ -90,6 +90,7 @@ def task_environments(
         SLURM_NPROCS=str(step.num_tasks),
         SLURM_TASKS_PER_NODE=step.tasks_per_node,
         SLURM_NODEID=str(index),
+        SLURM_CPUS_ON_NODE=str(step.layout[index].cpus),  # the step's: all the job's here unless --exact
         SLURM_GTIDS=",".join(str(t) for t in here),
         SLURM_LAUNCH_NODE_IPADDR=launch.io_host,
         SLURM_SRUN_COMM_HOST=launch.io_host,

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from noded import spool
-from noded.isolation import Isolation, cgroup_request
+from noded.isolation import Isolation, cgroup_request, step_cpus
 from noded.launcher import DEFAULT_PATH, LaunchFailed, LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
 from noded.taskenv import task_environments
@@ -92,6 +92,7 @@ def build_step_spec(
     if isolation is not None:  # tasks join the job's cgroup on this node (made here if no batch script did)
         alloc = next((a for a in job.allocation if a.node == node), None)
         extra["cgroup"] = cgroup_request(isolation, node, job.job_id, alloc).to_dict()
+        extra["cpus"] = step_cpus(isolation, req, node)
     cwd = launch.cwd or job.spec.work_dir or pw.pw_dir
     index = next(i for i, n in enumerate(step.layout) if n.node == node)
     tasks = []
