@@ -42,6 +42,7 @@ def sched_config(cfg: SlurmConfig) -> Config:
     return Config(
         def_mem_per_cpu_mb=cfg.def_mem_per_cpu,
         def_mem_per_node_mb=getattr(cfg, "def_mem_per_node", 0) or 0,
+        def_mem_per_gpu_mb=cfg.def_mem_per_gpu,
         scheduler=cfg.scheduler_type,
         priority=priority_config(cfg),
         **numbers,
@@ -63,6 +64,7 @@ def partitions(cfg: SlurmConfig) -> tuple[Partition, ...]:
             priority_job_factor=p.priority_job_factor,
             exclusive=p.oversubscribe.upper().startswith("EXCLUSIVE"),
             def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
+            def_mem_per_gpu_mb=p.def_mem_per_gpu or 0,
         )
         for p in cfg.partitions
     )

@@ -75,6 +75,7 @@ class Partition:
     priority_job_factor: int = 1
     exclusive: bool = False  # OverSubscribe=EXCLUSIVE
     def_mem_per_cpu_mb: int = 0  # 0 = use the cluster default
+    def_mem_per_gpu_mb: int = 0  # DefMemPerGPU; 0 = use the cluster default
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +190,7 @@ class Config:
 
     def_mem_per_cpu_mb: int = 0  # 0 = unset
     def_mem_per_node_mb: int = 0  # 0 = unset: a job without --mem gets the whole node's memory
+    def_mem_per_gpu_mb: int = 0  # DefMemPerGPU; 0 = unset
     max_job_test: int = 10000
     scheduler: str = "sched/builtin"  # or sched/backfill
     # sched/backfill (SchedulerParameters; Slurm's defaults)

@@ -32,6 +32,7 @@ from ctld.sched.resources import (
     even_spread,
     gpus_for,
     is_exclusive,
+    job_cpus,
     mem_for,
     node_count_range,
     sockets_for,
@@ -154,7 +155,7 @@ def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) ->
     fewest, most = node_count_range(job)
     if not is_exclusive(job, part):
         # fewer free CPUs than the job needs in all: nothing to try (Free is kept per overlay)
-        needed = cpus_for(job, total_tasks(job, fewest))
+        needed = job_cpus(job)
         if sum(len(overlay.free(node).cpu_ids) for node in nodes) < needed:
             return RESOURCES
     placer = _Placer(job, part, snap, overlay)
