@@ -321,7 +321,7 @@ class Controller:
             for rec in records:
                 self.jobs[rec.job_id] = rec
         self.wake.set()
-        return controller_pb2.SubmitJobResponse(job_id=first)
+        return controller_pb2.SubmitJobResponse(job_id=first, pending_note=sched_submit.pending_note(req, snap))
 
     def _new_job(self, spec: jobs_pb2.JobSpec, caller: Caller, now: int) -> jobs_pb2.JobInfo:
         job = jobs_pb2.JobInfo()

@@ -43,6 +43,7 @@ def sched_config(cfg: SlurmConfig) -> Config:
         def_mem_per_cpu_mb=cfg.def_mem_per_cpu,
         def_mem_per_node_mb=getattr(cfg, "def_mem_per_node", 0) or 0,
         def_mem_per_gpu_mb=cfg.def_mem_per_gpu,
+        enforce_part_limits=cfg.enforce_part_limits,
         scheduler=cfg.scheduler_type,
         priority=priority_config(cfg),
         **numbers,

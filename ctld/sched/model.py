@@ -192,6 +192,7 @@ class Config:
     def_mem_per_node_mb: int = 0  # 0 = unset: a job without --mem gets the whole node's memory
     def_mem_per_gpu_mb: int = 0  # DefMemPerGPU; 0 = unset
     max_job_test: int = 10000
+    enforce_part_limits: str = "NO"  # EnforcePartLimits: NO, ANY (= YES) or ALL
     scheduler: str = "sched/builtin"  # or sched/backfill
     # sched/backfill (SchedulerParameters; Slurm's defaults)
     bf_window_min: int = 1440  # how far ahead reservations are planned

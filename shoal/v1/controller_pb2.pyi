@@ -56,6 +56,7 @@ class SubmitJobResponse(_message.Message):
     TEST_CPUS_FIELD_NUMBER: _builtins.int
     TEST_NODES_FIELD_NUMBER: _builtins.int
     TEST_PARTITION_FIELD_NUMBER: _builtins.int
+    PENDING_NOTE_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     user_message: _builtins.str
     """extra text for the user (sbatch prints it)"""
@@ -64,6 +65,10 @@ class SubmitJobResponse(_message.Message):
     test_cpus: _builtins.int
     test_nodes: _builtins.str
     test_partition: _builtins.str
+    pending_note: _builtins.str
+    """The job pends because it exceeds its partition's size ("Requested partition configuration not
+    available now"); srun and salloc print it, sbatch does not (as Slurm).
+    """
     def __init__(
         self,
         *,
@@ -73,10 +78,11 @@ class SubmitJobResponse(_message.Message):
         test_cpus: _builtins.int = ...,
         test_nodes: _builtins.str = ...,
         test_partition: _builtins.str = ...,
+        pending_note: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "test_cpus", b"test_cpus", "test_nodes", b"test_nodes", "test_partition", b"test_partition", "test_start_time", b"test_start_time", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "pending_note", b"pending_note", "test_cpus", b"test_cpus", "test_nodes", b"test_nodes", "test_partition", b"test_partition", "test_start_time", b"test_start_time", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

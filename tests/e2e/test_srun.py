@@ -170,6 +170,29 @@ def test_scancel_kills_every_step(cluster: Cluster) -> None:
     assert cluster.state(step.split(".")[0]) == "CANCELLED"
 
 
+@pytest.mark.parametrize("prog", ["srun", "salloc"])
+def test_more_nodes_than_the_partition_pends_as_slurm(cluster: Cluster, prog: str) -> None:
+    """Slurm 22.05 (EnforcePartLimits=NO) queues `srun -N 99` on a smaller partition with a note."""
+    proc = subprocess.Popen([sys.executable, "-m", f"cli.{prog}", "-N", "99", "true"], env=cluster.env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    first = proc.stderr.readline().strip()
+    assert first == f"{prog}: Requested partition configuration not available now"
+    queued = proc.stderr.readline().strip()
+    if prog == "salloc":
+        queued = proc.stderr.readline().strip()
+    job = queued.split()[2]
+    assert queued == f"{prog}: job {job} queued and waiting for resources"
+    deadline = time.monotonic() + 10
+    while cluster.job_field(job, "%r") != "PartitionNodeLimit" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert cluster.job_field(job, "%r") == "PartitionNodeLimit"
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert cluster.state(job) == "CANCELLED"
+
+
 def test_salloc_runs_the_command_in_its_allocation(cluster: Cluster) -> None:
     out = cluster.run("salloc", "-N2", "bash", "-c", "srun -l bash -c 'echo $SLURM_JOB_ID'; exit 5")
     assert out.returncode == 5
