@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from noded import spool
@@ -67,7 +68,8 @@ def _stdin(mode: str, gtid: int, cwd: str, fields: dict[str, str]) -> str:
 
 
 def build_step_spec(
-    req: node_pb2.LaunchTasksRequest, node: str, kill_wait: float, isolation: Isolation | None = None
+    req: node_pb2.LaunchTasksRequest, node: str, kill_wait: float, isolation: Isolation | None = None,
+    gpu_cpus: Mapping[int, Sequence[int]] | None = None,
 ) -> StepSpec:
     job, step = req.job, req.step
     launch = step.launch
@@ -85,7 +87,7 @@ def build_step_spec(
                 "SHELL": pw.pw_shell or "/bin/sh", "PATH": DEFAULT_PATH}
     constrained = isolation is not None and isolation.devices_constrained
     try:
-        envs = task_environments(req, node, base_env, devices_constrained=constrained)
+        envs = task_environments(req, node, base_env, devices_constrained=constrained, gpu_cpus=gpu_cpus)
     except GpuBindError as exc:
         raise LaunchRefused(str(exc)) from None
     extra: dict[str, object] = {}
@@ -120,10 +122,10 @@ def build_step_spec(
 
 def launch_tasks(
     req: node_pb2.LaunchTasksRequest, node: str, spool_root: Path, kill_wait: float,
-    isolation: Isolation | None = None,
+    isolation: Isolation | None = None, gpu_cpus: Mapping[int, Sequence[int]] | None = None,
 ) -> None:
     """Start this node's tasks of the step under their own supervisor. Idempotent per step."""
-    spec = build_step_spec(req, node, kill_wait, isolation)
+    spec = build_step_spec(req, node, kill_wait, isolation, gpu_cpus)
     path = step_dir(spool_root, spec.job_id, spec.step_id)
     try:
         os.mkdir(path, 0o700)
