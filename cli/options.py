@@ -203,6 +203,7 @@ SBATCH_OPTIONS: tuple[Opt, ...] = (
     Opt("requeue", ("requeue",), arg=NO_ARG),
     Opt("reservation", ("reservation",)),
     Opt("signal", ("signal",)),
+    Opt("switches", ("switches",)),
     Opt("test_only", ("test-only",), arg=NO_ARG),
     Opt("threads_per_core", ("threads-per-core",)),
     Opt("time", ("time",), "t"),
@@ -398,6 +399,19 @@ def parse_minutes(text: str, option: str) -> int:
         return int(parse_time_limit(text))
     except ValueError as exc:
         raise SpecError(f"Invalid {option} specification") from exc
+
+
+def parse_switches(text: str) -> tuple[int, int]:
+    """--switches=N[@max-time] -> (N, seconds to wait; -1 = SchedulerParameters max_switch_wait)."""
+    count, at, wait = text.partition("@")
+    if not count.isdigit() or not count.isascii():
+        raise SpecError("Invalid --switches specification")
+    if not at:
+        return int(count), -1
+    minutes = parse_minutes(wait, "--switches")
+    if minutes < 0:
+        raise SpecError("Invalid --switches specification")
+    return int(count), minutes * 60
 
 
 def parse_mb(text: str, option: str) -> int:
@@ -656,6 +670,8 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
         spec.deadline = v("deadline") or ""
     if opts.has("gpu_bind"):
         check_gpu_bind(v("gpu_bind") or "")
+    if opts.has("switches"):
+        spec.switches, spec.switch_wait_s = parse_switches(v("switches") or "")
 
     for dest, attr in (
         ("partition", "partition"),

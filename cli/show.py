@@ -261,6 +261,7 @@ def format_partition(
         if part.deny_accounts
         else f"AllowAccounts={part.allow_accounts or 'ALL'}"
     )
+    qos = f"DenyQos={part.deny_qos}" if part.deny_qos else f"AllowQos={part.allow_qos or 'ALL'}"
     def_mem = (
         f"DefMemPerCPU={part.def_mem_per_cpu_mb}" if part.def_mem_per_cpu_mb else "DefMemPerNode=UNLIMITED"
     )
@@ -269,14 +270,16 @@ def format_partition(
     )
     lines = [
         f"PartitionName={part.name}",
-        f"AllowGroups={part.allow_groups or 'ALL'} {accounts} AllowQos={part.allow_qos or 'ALL'}",
+        f"AllowGroups={part.allow_groups or 'ALL'} {accounts} {qos}",
         f"AllocNodes=ALL Default={'YES' if part.is_default else 'NO'} QoS=N/A",
-        f"DefaultTime={format_time_limit(part.default_time_min)} DisableRootJobs=NO ExclusiveUser=NO"
+        f"DefaultTime={format_time_limit(part.default_time_min)} DisableRootJobs=NO"
+        f" ExclusiveUser={'YES' if part.exclusive_user else 'NO'}"
         f" GraceTime=0 Hidden={'YES' if part.hidden else 'NO'}",
         f"MaxNodes={_unlimited(part.max_nodes)} MaxTime={format_time_limit(part.max_time_min)}"
         f" MinNodes={part.min_nodes} LLN=NO MaxCPUsPerNode=UNLIMITED",
         f"Nodes={part.nodes or '(null)'}",
-        f"PriorityJobFactor={part.priority_job_factor} PriorityTier={part.priority_tier} RootOnly=NO"
+        f"PriorityJobFactor={part.priority_job_factor} PriorityTier={part.priority_tier}"
+        f" RootOnly={'YES' if part.root_only else 'NO'}"
         f" ReqResv=NO OverSubscribe={part.oversubscribe or 'NO'}",
         "OverTimeLimit=NONE PreemptMode=OFF",
         f"State={part.state or 'UP'} TotalCPUs={part.total_cpus} TotalNodes={part.total_nodes}"
@@ -289,6 +292,16 @@ def format_partition(
 
 
 # --- configuration -----------------------------------------------------------------------------
+
+
+def format_switch(switch: controller_pb2.SwitchInfo) -> str:
+    """`scontrol show topology`: SwitchName=s0 Level=0 LinkSpeed=1 Nodes=n[1-4] (Switches= above leaves)."""
+    line = f"SwitchName={switch.name} Level={switch.level} LinkSpeed={switch.link_speed}"
+    if switch.nodes:
+        line += f" Nodes={switch.nodes}"
+    if switch.switches:
+        line += f" Switches={switch.switches}"
+    return line
 
 
 def format_config(resp: controller_pb2.GetConfigResponse) -> str:

@@ -137,6 +137,7 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object], cfg: S
         partitions=tuple(p for p in job.partition.split(",") if p),
         admin_priority=job.priority if job.priority_set else None,
         qos=job.qos,
+        account=job.account,
         nice=spec.nice,
         min_nodes=min_nodes,
         max_nodes=max_nodes,
@@ -160,6 +161,8 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object], cfg: S
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id,
         array_max_running=job.array_max_tasks,
+        max_switches=spec.switches,
+        switch_wait_s=spec.switch_wait_s if spec.switches else -1,
     )
 
 

@@ -9,9 +9,20 @@ the account's association and its ancestors. Reasons are Slurm's words.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
-from ctld.sched.model import AccountingLimits, AssocLimits, JobRequest, QosLimits, RunningJob
+from ctld.sched.borrowing import CPU, GPU, Cohorts, borrowing_jobs, reclaim
+from ctld.sched.model import (
+    AccountingLimits,
+    AssocLimits,
+    JobRequest,
+    Partition,
+    QosLimits,
+    RunningJob,
+    Snapshot,
+    Start,
+)
+from ctld.sched.placement import Overlay
 from ctld.sched.resources import job_cpus, job_gpus
 
 MAX_JOBS = "AssocMaxJobsLimit"
@@ -39,7 +50,11 @@ class AssocUsage:
         self.cpus: Counter[int] = Counter()
         self.gpus: Counter[int] = Counter()
         self.qos_user_jobs: Counter[tuple[str, int]] = Counter()
-        for run in running:
+        self.cohorts = Cohorts(limits.assocs)
+        self._used = {CPU: self.cpus, GPU: self.gpus}
+        self._running = tuple(running)
+        self._borrowing: dict[int, set[int]] | None = None
+        for run in self._running:
             cpus = sum(len(a.cpu_ids) for a in run.allocation)
             gpus = sum(len(a.gpu_indices) for a in run.allocation)
             self._count(run.assoc_id, cpus, gpus)
@@ -79,16 +94,39 @@ class AssocUsage:
                 return MAX_GRES_PER_JOB
             if 0 <= assoc.grp_jobs <= self.jobs[assoc.id]:
                 return GRP_JOBS
-            if 0 <= assoc.grp_cpus < self.cpus[assoc.id] + cpus:
-                return GRP_CPU
-            if gpus and 0 <= assoc.grp_gpus < self.gpus[assoc.id] + gpus:
-                return GRP_GRES
+            over = self.cohorts.cannot_borrow(assoc, {CPU: cpus, GPU: gpus}, self._used)
+            if over is not None:
+                return GRP_CPU if over == CPU else GRP_GRES
         return None
 
     def add(self, job: JobRequest) -> None:
         """`job` starts in this cycle: it counts against its association from now on."""
         self._count(job.assoc_id, job_cpus(job), job_gpus(job))
         self.qos_user_jobs[(job.qos, job.user_id)] += 1
+        self.cohorts.started(job.job_id)
+
+    # ---- quota borrowing (borrowing.py)
+    def wait_for(self, job: JobRequest) -> None:
+        """An eligible pending job, in queue order: the guaranteed quota it fits in is not lent out."""
+        self.cohorts.wait_for(job.job_id, list(self.chain(job.assoc_id)), _want(job), self._used)
+
+    def reclaim(
+        self, job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay, released: Iterable[int]
+    ) -> tuple[tuple[int, ...], Start | None]:
+        """Borrowing jobs to requeue so that `job`, within its guarantee, starts (see borrowing.reclaim)."""
+        chain = list(self.chain(job.assoc_id))
+        if not self.cohorts.enabled or not self.cohorts.within_guarantee(chain, _want(job), self._used, job.job_id):
+            return (), None
+        if self._borrowing is None:
+            chains = {a.id: list(self.chain(a.id)) for a in self._limits.assocs}
+            self._borrowing = borrowing_jobs(self._running, chains)
+        if not self._borrowing:
+            return (), None
+        return reclaim(job, chain, parts, snap, overlay, self.cohorts, self._borrowing, released)
+
+
+def _want(job: JobRequest) -> dict[str, int]:
+    return {CPU: job_cpus(job), GPU: job_gpus(job)}
 
 
 def _qos_reason(qos: QosLimits, job: JobRequest, cpus: int, gpus: int, user_jobs: int) -> str | None:

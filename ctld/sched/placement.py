@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ctld.sched import gpu_select, limits
+from ctld.sched import access, gpu_select, limits, topology
 from ctld.sched.model import (
     Gpu,
     JobRequest,
@@ -57,6 +58,8 @@ class _Taken:
     gpu_indices: frozenset[int] = frozenset()
     exclusive: bool = False
     jobs: int = 0
+    users: frozenset[int] = frozenset()
+    user_exclusive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,8 @@ class Free:
     gpus: tuple[Gpu, ...]
     idle: bool  # nothing allocated at all: an exclusive job may take it
     shareable: bool  # not held exclusively by anyone
+    users: frozenset[int] = frozenset()  # uids of the jobs on it
+    user_exclusive: bool = False  # held by an ExclusiveUser partition's job: no other user may join
 
 
 class Overlay:
@@ -94,6 +99,8 @@ class Overlay:
                 gpu_indices=before.gpu_indices | frozenset(alloc.gpu_indices),
                 exclusive=before.exclusive or start.exclusive,
                 jobs=before.jobs + 1,
+                users=before.users | {start.user_id},
+                user_exclusive=before.user_exclusive or start.user_exclusive,
             )
             self._free.pop(alloc.node, None)
 
@@ -124,6 +131,8 @@ class Overlay:
             gpus=tuple(g for g in node.gpus if g.index not in used_gpus),
             idle=_usage_empty(usage) and taken.jobs == 0,
             shareable=not (usage.exclusive or taken.exclusive),
+            users=usage.users | taken.users if taken.users else usage.users,
+            user_exclusive=usage.user_exclusive or taken.user_exclusive,
         )
         self._free[node.name] = (node, free)
         return free
@@ -161,7 +170,11 @@ def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) ->
     placer = _Placer(job, part, snap, overlay)
     if wants_gpus(job):
         nodes = placer.gpu_packing_order(nodes)
-    allocs = placer.fixed(nodes, fewest) if fewest == most else placer.flexible(nodes, fewest, most)
+    allocs = None
+    for group in _switch_groups(job, snap, placer, nodes, fewest):
+        allocs = placer.fixed(group, fewest) if fewest == most else placer.flexible(group, fewest, most)
+        if allocs is not None:
+            break
     if allocs is None:
         return RESOURCES
     order = {node.name: i for i, node in enumerate(snap.nodes)}
@@ -171,6 +184,8 @@ def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) ->
         time_limit_min=limits.effective_time_limit(job, part),
         allocation=tuple(sorted(allocs, key=lambda a: order[a.node])),
         exclusive=is_exclusive(job, part),
+        user_id=job.user_id,
+        user_exclusive=part.exclusive_user,
     )
 
 
@@ -190,6 +205,21 @@ def _candidates(job: JobRequest, part: Partition, snap: Snapshot) -> list[Node] 
         return REQ_NODE_NOT_AVAIL
     usable.sort(key=lambda node: (node.name not in job.required_nodes, node.weight))
     return usable
+
+
+def _switch_groups(
+    job: JobRequest, snap: Snapshot, placer: _Placer, nodes: list[Node], fewest: int
+) -> Iterator[list[Node]]:
+    """The node lists to try (topology.py): one list, unless topology/tree narrows a multi-node job."""
+    if snap.topology is None or job.required_nodes:
+        return iter((nodes,))
+    tasks = even_spread(total_tasks(job, fewest), fewest)[-1]
+    gpus = even_spread(job.gpus.total, fewest)[-1]
+
+    def usable(node: Node) -> bool:
+        return placer.allocate(node, placer.overlay.free(node), tasks, gpus) is not None
+
+    return topology.node_groups(nodes, fewest, snap.topology, usable, job.max_switches)
 
 
 class _Placer:
@@ -299,7 +329,7 @@ class _Placer:
         cpus = cpus_for(job, tasks, gpus_needed)
         mem = mem_for(job, cpus, node, self.part, self.snap.config, gpus_needed)
         typed = self.typed(node, free)
-        if gpus_needed > len(typed):
+        if gpus_needed > len(typed) or not self.user_may_join(free):
             return None
         if self.exclusive:
             if not free.idle or cpus > node.cpus or mem > node.real_memory_mb:
@@ -323,6 +353,13 @@ class _Placer:
             gpu_indices=tuple(sorted(g.index for g in chosen)),
             tasks=tasks,
         )
+
+    def user_may_join(self, free: Free) -> bool:
+        """ExclusiveUser: a node is shared only among one user's jobs once such a job is on it."""
+        users = free.users
+        if not users or (len(users) == 1 and self.job.user_id in users):
+            return True  # nobody else's job is on it
+        return not (self.part.exclusive_user or free.user_exclusive)
 
     def choose_gpus(self, typed: list[Gpu], count: int, sockets: int) -> tuple[Gpu, ...] | None:
         """`count` GPUs; with --gpus-per-socket, that many from each of `sockets` sockets first."""
@@ -368,9 +405,9 @@ def pick_cpus_near(node: Node, free_ids: frozenset[int], count: int, near: froze
 
 
 def candidate_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
-    """The job's partitions that exist, in the user's order."""
+    """The job's partitions that exist and admit it (access.py), in the user's order."""
     by_name = {part.name: part for part in snap.partitions}
-    return [by_name[name] for name in job.partitions if name in by_name]
+    return [by_name[name] for name in job.partitions if name in by_name and access.admits(job, by_name[name])]
 
 
 def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
@@ -381,6 +418,8 @@ def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
     """
     if job.min_nodes < 0 or (job.max_nodes and job.max_nodes < job.min_nodes):
         return Refusal(INVALID_NODE_COUNT)
+    if job.max_switches:  # --switches only delays a job (topology.py): it never makes one impossible
+        job = dataclasses.replace(job, max_switches=0)
     parts = candidate_partitions(job, snap)
     if not parts:
         return Refusal(INVALID_PARTITION)
@@ -440,6 +479,8 @@ def earliest_start(job: JobRequest, snap: Snapshot, now: int) -> tuple[int, Star
         start = _first_fit(job, parts, later)
         if start is not None:
             return max(earliest, running.end_time), start
+    if job.max_switches:  # never within its switches: once it has waited, it takes any nodes
+        return earliest_start(dataclasses.replace(job, max_switches=0), snap, now)
     return None
 
 
