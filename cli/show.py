@@ -127,6 +127,8 @@ def job_lines(job: jobs_pb2.JobInfo, now: int) -> list[str]:
         f"StdOut={job.std_out}",
         "Power=",
     ]
+    if spec.switches:
+        lines.insert(-1, f"Switches={spec.switches}@{format_hms(spec.switch_wait_s)}")
     if spec.mail_user or spec.mail_type:
         lines.append(f"MailUser={_null(spec.mail_user)} MailType={spec.mail_type or 'NONE'}")
     if job.tres_per_node:

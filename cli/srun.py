@@ -62,6 +62,7 @@ SRUN_OPTIONS: tuple[Opt, ...] = tuple(o for o in SBATCH_OPTIONS if o.dest not in
 
 SRUN_ENV = {
     "SLURM_ACCOUNT": "account",
+    "SLURM_REQ_SWITCH": "switches",
     "SRUN_CPUS_PER_TASK": "cpus_per_task",  # 22.05: not SLURM_CPUS_PER_TASK (the job's -c is not inherited)
     "SLURM_DISTRIBUTION": "distribution",
     "SLURM_EXACT": "exact",

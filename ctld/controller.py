@@ -377,6 +377,9 @@ class Controller:
         job.std_in = s.std_in or "/dev/null"
         if s.hold:
             job.state_reason = "JobHeldUser"
+        if s.switches:  # the wait for them is at most SchedulerParameters max_switch_wait, as Slurm
+            longest = self._sched_config.max_switch_wait_s
+            s.switch_wait_s = longest if s.switch_wait_s < 0 else min(s.switch_wait_s, longest)
         return job
 
     def _check_dependencies(self, spec: jobs_pb2.JobSpec) -> None:

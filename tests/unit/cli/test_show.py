@@ -87,6 +87,13 @@ def test_running_job() -> None:
     assert show.format_job(fill1(), NOW) == REF_66
 
 
+def test_switches_line_after_stdout_as_slurm() -> None:
+    job = fill1()
+    job.spec.switches, job.spec.switch_wait_s = 1, 90
+    lines = show.format_job(job, NOW).splitlines()
+    assert lines[lines.index(f"   StdOut={job.std_out}") + 1 :][:2] == ["   Switches=1@00:01:30", "   Power="]
+
+
 def test_cancelled_job() -> None:
     job = fill1(jobs_pb2.CANCELLED)
     job.end_time = ts(21, 40, 1)
