@@ -243,6 +243,7 @@ SBATCH_ENV: dict[str, str] = {
     "SBATCH_PARTITION": "partition",
     "SBATCH_QOS": "qos",
     "SBATCH_REQUEUE": "requeue",
+    "SBATCH_REQ_SWITCH": "switches",
     "SBATCH_RESERVATION": "reservation",
     "SBATCH_SIGNAL": "signal",
     "SBATCH_THREADS_PER_CORE": "threads_per_core",
@@ -402,16 +403,20 @@ def parse_minutes(text: str, option: str) -> int:
 
 
 def parse_switches(text: str) -> tuple[int, int]:
-    """--switches=N[@max-time] -> (N, seconds to wait; -1 = SchedulerParameters max_switch_wait)."""
-    count, at, wait = text.partition("@")
-    if not count.isdigit() or not count.isascii():
-        raise SpecError("Invalid --switches specification")
-    if not at:
-        return int(count), -1
-    minutes = parse_minutes(wait, "--switches")
-    if minutes < 0:
-        raise SpecError("Invalid --switches specification")
-    return int(count), minutes * 60
+    """--switches=N[@max-time] -> (N, seconds to wait; -1 = SchedulerParameters max_switch_wait).
+
+    As Slurm 22.05: N must be a positive number; a max-time it cannot read is ignored.
+    """
+    count, _, wait = text.partition("@")
+    if not count.isdigit() or not count.isascii() or int(count) == 0:
+        raise SpecError(f'Invalid numeric value "{count}" for --switches.')
+    from shoal.timefmt import parse_time_seconds
+
+    try:
+        seconds = parse_time_seconds(wait) if wait else -1
+    except ValueError:
+        seconds = -1
+    return int(count), max(seconds, -1)
 
 
 def parse_mb(text: str, option: str) -> int:

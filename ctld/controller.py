@@ -376,6 +376,9 @@ class Controller:
         job.std_in = s.std_in or "/dev/null"
         if s.hold:
             job.state_reason = "JobHeldUser"
+        if s.switches:  # the wait for them is at most SchedulerParameters max_switch_wait, as Slurm
+            longest = self._sched_config.max_switch_wait_s
+            s.switch_wait_s = longest if s.switch_wait_s < 0 else min(s.switch_wait_s, longest)
         return job
 
     def _check_dependencies(self, spec: jobs_pb2.JobSpec) -> None:
@@ -458,10 +461,13 @@ class Controller:
                 waiting.start_time = plan.start_time if plan else 0
                 waiting.sched_nodes = hostlist.collect(plan.nodes) if plan else ""
             started: list[jobs_pb2.JobInfo] = []
+            preempt_config = self._sched_config.preempt
             node_types = {n: rt.gpu_types.get(0, "") for n, rt in self.nodes.items()}
             for start in result.starts:
                 job = by_id[start.job_id]
                 jobrec.apply_start(job, start, now, node_types)
+                if preempt_config.type != "preempt/none":
+                    job.preempt_eligible_time = now + preempt_config.exempt_time_s
                 self._requests.pop(job.job_id, None)
                 job.std_out, job.std_err, job.std_in = resolve_streams(job, job.batch_host)
                 job.last_sched_eval = now
@@ -590,6 +596,7 @@ class Controller:
         job.next_step_id = 0
         job.submit_time = now
         job.preempt_time = 0
+        job.preempt_eligible_time = 0
         job.state = PENDING
         job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
         job.restarts += 1
@@ -696,6 +703,8 @@ class Controller:
                 deny_qos=p.deny_qos,
                 def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
                 max_mem_per_cpu_mb=p.max_mem_per_cpu or 0,
+                preempt_mode=p.preempt_mode or self.cfg.preempt_mode,
+                grace_time=p.grace_time,
             )
         return out
 

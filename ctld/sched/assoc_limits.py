@@ -20,9 +20,9 @@ from ctld.sched.model import (
     QosLimits,
     RunningJob,
     Snapshot,
-    Start,
 )
 from ctld.sched.placement import Overlay
+from ctld.sched.preemption import Plan
 
 MAX_JOBS = "AssocMaxJobsLimit"
 GRP_JOBS = "AssocGrpJobsLimit"
@@ -119,18 +119,18 @@ class AssocUsage:
         self.cohorts.wait_for(job.job_id, list(self.chain(job.assoc_id)), _want(job), self._used)
 
     def reclaim(
-        self, job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay, released: Iterable[int]
-    ) -> tuple[tuple[int, ...], Start | None]:
+        self, job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay, gone: frozenset[int]
+    ) -> Plan | None:
         """Borrowing jobs to requeue so that `job`, within its guarantee, starts (see borrowing.reclaim)."""
         chain = list(self.chain(job.assoc_id))
         if not self.cohorts.enabled or not self.cohorts.within_guarantee(chain, _want(job), self._used, job.job_id):
-            return (), None
+            return None
         if self._borrowing is None:
             chains = {a.id: list(self.chain(a.id)) for a in self._limits.assocs}
             self._borrowing = borrowing_jobs(self._running, chains)
         if not self._borrowing:
-            return (), None
-        return reclaim(job, chain, parts, snap, overlay, self.cohorts, self._borrowing, released)
+            return None
+        return reclaim(job, chain, parts, snap, overlay, self.cohorts, self._borrowing, gone)
 
 
 def _want(job: JobRequest) -> dict[str, int]:

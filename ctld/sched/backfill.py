@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ctld.sched import limits, placement
@@ -198,8 +198,13 @@ def run_backfill(
     starts: Sequence[Start],
     reasons: Mapping[int, str],
     active_tasks: Counter[int] | None = None,
+    admit: Callable[[JobRequest], bool] | None = None,
 ) -> BackfillResult:
-    """The backfill pass over `queue` (priority order) after the main pass started `starts`."""
+    """The backfill pass over `queue` (priority order) after the main pass started `starts`.
+
+    `admit` has the last word on a job that fits now (association/QOS limits, counted as jobs start);
+    a job it refuses neither starts nor holds anything.
+    """
     config = snap.config
     timeline = Timeline(snap, now, starts)
     horizon = now + max(0, config.bf_window_min) * 60
@@ -233,6 +238,8 @@ def run_backfill(
                 blocked.update(p.name for p in parts)
             continue
         begin, start = found
+        if begin <= now and admit is not None and not admit(job):
+            continue
         timeline.hold(begin, start)
         if begin <= now:
             result.starts.append(start)

@@ -9,8 +9,10 @@ eligible pending jobs wait for is not idle, so a borrower never takes what its o
 A running job is *borrowing* when it is among the youngest jobs of a borrowing association that make up
 its excess over its guarantee (recomputed every cycle: when an older job ends, a younger one is no
 longer borrowing). Reclaim: a pending job within its guarantee at every level of its chain that cannot
-be placed takes its quota back: borrowing jobs of its siblings are chosen for requeue, youngest first,
-only as many as let it start (the one placement function decides), none when it would not start even then.
+be placed takes its quota back: borrowing jobs of its siblings are requeued, youngest first, only as
+many as let it start (the one placement function decides), none when it would not start even then. The
+decisions are preemption's (`Preemption`, mode REQUEUE, the victim's QOS GraceTime; see preemption.py),
+applied by the controller like any other preemption; the owner's room is held until the victims are gone.
 
 Pure: usage comes in as counters per association (AssocUsage's), running jobs from the snapshot.
 """
@@ -19,10 +21,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 
-from ctld.sched.model import AssocLimits, JobRequest, Partition, RunningJob, Snapshot, Start
-from ctld.sched.placement import Overlay, place, release
+from ctld.sched.model import AssocLimits, JobRequest, Partition, RunningJob, Snapshot
+from ctld.sched.placement import Overlay
+from ctld.sched.preemption import Plan, choose, fits_without, requeue
 
 CPU = "cpu"
 GPU = "gpu"
@@ -141,18 +143,18 @@ def reclaim(
     overlay: Overlay,
     cohorts: Cohorts,
     borrowing: Mapping[int, set[int]],
-    released: Iterable[int] = (),
-) -> tuple[tuple[int, ...], Start | None]:
+    gone: frozenset[int],
+) -> Plan | None:
     """Borrowing jobs of the job's siblings to requeue so it can start (youngest first, as few as
-    needed), and where it would then run; ((), None) when no such set exists.
+    needed, through preemption's `choose`), and where it will start; None when no such set exists.
 
-    `released`: jobs already on their way out (chosen earlier); they count as freed, and when that
-    alone lets the job start nothing more is chosen.
+    `gone`: jobs already on their way out (releasing, or preempted earlier in this cycle); when they
+    alone make room, nothing more is chosen and the room is held (a plan without victims).
     """
-    by_id = {r.job_id: r for r in snap.running}
-    gone = [by_id[i] for i in released if i in by_id]
-    if gone and _fits(job, parts, snap, overlay, gone) is not None:
-        return (), None
+    for part in parts:
+        start = fits_without(job, part, snap, overlay, gone)
+        if start is not None:
+            return Plan((), start)
     candidates: set[int] = set()
     for level in chain:
         for tres in TRES:
@@ -161,37 +163,15 @@ def reclaim(
             for sibling in cohorts.siblings(level, tres):
                 if sibling.id != level.id:
                     candidates |= borrowing.get(sibling.id, set())
-    taken = {r.job_id for r in gone}
-    order = sorted((by_id[i] for i in candidates if i in by_id and i not in taken),
+    order = sorted((r for r in snap.running if r.job_id in candidates and r.job_id not in gone),
                    key=lambda r: (r.start_time, r.job_id), reverse=True)
-    chosen: list[RunningJob] = []
-    where: Start | None = None
-    for victim in order:
-        chosen.append(victim)
-        where = _fits(job, parts, snap, overlay, gone + chosen)
-        if where is not None:
-            break
-    if where is None:
-        return (), None
-    for victim in chosen[-2::-1]:  # the oldest one was needed; drop any other that is not
-        fewer = [v for v in chosen if v is not victim]
-        found = _fits(job, parts, snap, overlay, gone + fewer)
-        if found is not None:
-            chosen, where = fewer, found
-    return tuple(v.job_id for v in chosen), where
-
-
-def _fits(job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay,
-          gone: Sequence[RunningJob]) -> Start | None:
-    """Where the job would start once `gone` released what they hold, or None."""
-    nodes = {n.name: n for n in snap.nodes}
-    if gone:
-        holders = Counter(name for r in snap.running for name in r.nodes)
-        for run in gone:
-            release(run, nodes, holders)
-    freed = replace(snap, nodes=tuple(nodes[n.name] for n in snap.nodes))
+    if not order:
+        return None
+    decisions = requeue([r.job_id for r in order], job, snap, f"quota reclaimed by job {job.job_id}")
     for part in parts:
-        found = place(job, part, freed, overlay.copy())
-        if isinstance(found, Start):
+        members = set(part.nodes)
+        mine = [(r, d) for r, d in zip(order, decisions, strict=True) if not members.isdisjoint(r.nodes)]
+        found = choose(job, part, snap, overlay, gone, mine)
+        if found is not None:
             return found
     return None

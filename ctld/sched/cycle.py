@@ -8,6 +8,8 @@ lower jobs that delay no higher one.
 With preemption on (PreemptType=preempt/qos or preempt/partition_prio), a job that cannot start for
 Resources may have running jobs preempted for it (see preemption.py): the cycle returns them in
 `CycleResult.preemptions` and holds the allocation the job will get, so that no lower job takes it.
+Quota reclaim (borrowing.py) ends borrowing jobs for a job within its guaranteed quota the same way,
+whatever PreemptType says.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from ctld.sched import dependency, limits, preemption, topology
 from ctld.sched.assoc_limits import AssocUsage
@@ -55,7 +58,6 @@ class _CycleState:
     assoc: AssocUsage | None = None  # association/QOS usage when limits are enforced
     preemptions: list[Preemption] = field(default_factory=list)
     held: list[Start] = field(default_factory=list)  # where preemptors will start, kept from lower jobs
-    reclaims: list[int] = field(default_factory=list)  # borrowing jobs to requeue (borrowing.py)
 
 
 def run_cycle(snap: Snapshot, now: int) -> CycleResult:
@@ -85,7 +87,6 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
         priorities=priorities,
         planned=planned,
         preemptions=tuple(state.preemptions),
-        reclaims=tuple(state.reclaims),
     )
 
 
@@ -150,10 +151,11 @@ def _schedule_one(
             return None
         first_reason = first_reason or found
     if first_reason == RESOURCES:
-        # 6. Room made by ending other jobs is held for the job; otherwise it blocks its partitions.
-        if not (preemption.enabled(snap) and _preempt_for(job, unblocked, snap, now, state)):
+        # 6. Room made by ending other jobs (quota reclaim, then preemption) is held for the job;
+        #    otherwise it blocks its partitions.
+        if not (_reclaim(job, unblocked, snap, state)
+                or (preemption.enabled(snap) and _preempt_for(job, unblocked, snap, now, state))):
             state.blocked.update(part.name for part in unblocked)
-            _reclaim(job, unblocked, snap, state)
     return first_reason or RESOURCES
 
 
@@ -163,27 +165,26 @@ def _preempt_for(job: JobRequest, parts: list[Partition], snap: Snapshot, now: i
     The held room keeps lower jobs off it, so the job need not block its partitions.
     """
     chosen = {p.job_id for p in state.preemptions}
-    found = preemption.plan(job, parts, snap, state.overlay, now, chosen)
+    return _hold(preemption.plan(job, parts, snap, state.overlay, now, chosen), state)
+
+
+def _reclaim(job: JobRequest, parts: list[Partition], snap: Snapshot, state: _CycleState) -> bool:
+    """A job within its guaranteed quota takes it back from borrowing siblings (borrowing.py): the
+    victims are requeued through preemption (after their QOS's GraceTime) and the room is held."""
+    if state.assoc is None:
+        return False
+    gone = frozenset(p.job_id for p in state.preemptions).union(r.job_id for r in snap.running if r.releasing)
+    return _hold(state.assoc.reclaim(job, parts, snap, state.overlay, gone), state)
+
+
+def _hold(found: preemption.Plan | None, state: _CycleState) -> bool:
+    """Record a plan's victims and hold where its job will start; False without a plan."""
     if found is None:
         return False
     state.preemptions.extend(found.victims)
     state.overlay.add(found.start)
     state.held.append(found.start)
     return True
-
-
-def _reclaim(job: JobRequest, parts: list[Partition], snap: Snapshot, state: _CycleState) -> None:
-    """A job within its guaranteed quota takes it back from borrowing siblings (borrowing.py): the
-    victims are requeued through preemption (after their QOS's GraceTime) and what the job will use
-    is held in this cycle's overlay and backfill's timeline."""
-    if state.assoc is None:
-        return
-    victims, where = state.assoc.reclaim(job, parts, snap, state.overlay, state.reclaims)
-    if where is not None:
-        state.reclaims.extend(victims)
-        state.preemptions.extend(preemption.requeue(victims, job, snap, f"quota reclaimed by job {job.job_id}"))
-        state.overlay.add(where)
-        state.held.append(where)
 
 
 def backfill(
@@ -197,12 +198,24 @@ def backfill(
         return {}
     held = {start.job_id for start in state.held}  # preemptors already hold where they will start
     waiting = [job for job in queue if job.job_id not in held] if held else queue
-    found = run_backfill(snap, now, waiting, [*state.starts, *state.held], reasons, state.active_tasks)
+    admit = partial(_within_limits, state.assoc, reasons) if state.assoc is not None else None
+    found = run_backfill(snap, now, waiting, [*state.starts, *state.held], reasons, state.active_tasks, admit)
     for start in found.starts:
         state.overlay.add(start)
         state.starts.append(start)
         reasons.pop(start.job_id, None)
     return found.planned
+
+
+def _within_limits(usage: AssocUsage, reasons: dict[int, str], job: JobRequest) -> bool:
+    """A job backfill would start now: association/QOS limits (and quota borrowing) count the jobs
+    started so far in this cycle; over a limit, it waits with that reason."""
+    why = usage.reason(job)
+    if why is not None:
+        reasons[job.job_id] = why
+        return False
+    usage.add(job)
+    return True
 
 
 def queue_order_key(job: JobRequest, parts: Mapping[str, Partition], now: int) -> tuple[int, int, int, int]:

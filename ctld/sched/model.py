@@ -353,7 +353,6 @@ class CycleResult:
     reasons: dict[int, str] = field(default_factory=dict)  # pending job -> Slurm reason word
     priorities: dict[int, int] = field(default_factory=dict)
     planned: dict[int, Planned] = field(default_factory=dict)  # pending job -> backfill's plan
-    reclaims: tuple[int, ...] = ()  # borrowing jobs to requeue so owners get their quota back (borrowing.py)
     preemptions: tuple[Preemption, ...] = ()  # running jobs to end so that waiting ones can start
 
 

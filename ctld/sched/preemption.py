@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ctld.sched.model import JobRequest, Partition, Preemption, QosPreempt, RunningJob, Snapshot, Start
@@ -88,7 +88,7 @@ def _plan_in(
     qos: Mapping[str, QosPreempt],
     parts: Mapping[str, Partition],
 ) -> Plan | None:
-    start = _fits_without(job, part, snap, overlay, gone)
+    start = fits_without(job, part, snap, overlay, gone)
     if start is not None:
         return Plan((), start)  # the jobs already ending make room: wait for them, hold the room
     members = set(part.nodes)
@@ -101,24 +101,36 @@ def _plan_in(
             mode, grace = how
             reason = f"preempted by job {job.job_id}"
             candidates.append((running, Preemption(running.job_id, mode, grace, reason, job.job_id)))
-    if not candidates:
-        return None
     candidates.sort(key=lambda c: (c[0].priority, -c[0].start_time, -c[0].job_id))
+    return choose(job, part, snap, overlay, gone, candidates)
+
+
+def choose(
+    job: JobRequest,
+    part: Partition,
+    snap: Snapshot,
+    overlay: Overlay,
+    gone: frozenset[int],
+    candidates: Sequence[tuple[RunningJob, Preemption]],
+) -> Plan | None:
+    """The fewest of `candidates`, taken in their order, whose end lets `job` start in `part` (with
+    the jobs in `gone` released too), and where it then starts; None when not even all of them do."""
     everyone = gone | {r.job_id for r, _ in candidates}
-    if _fits_without(job, part, snap, overlay, everyone) is None:
+    if not candidates or fits_without(job, part, snap, overlay, everyone) is None:
         return None  # not even all of them would make room
     chosen: list[tuple[RunningJob, Preemption]] = []
+    start: Start | None = None
     for candidate in candidates:
         chosen.append(candidate)
-        start = _fits_without(job, part, snap, overlay, gone | _ids(chosen))
+        start = fits_without(job, part, snap, overlay, gone | _ids(chosen))
         if start is not None:
             break
     if start is None:  # cannot happen: with every candidate gone the job fits
         return None
-    # The last one added was needed; drop the others the fit can do without (highest priority first).
+    # The last one added was needed; drop the others the fit can do without (the least preferred first).
     for candidate in reversed(chosen[:-1]):
         trial = [c for c in chosen if c is not candidate]
-        found = _fits_without(job, part, snap, overlay, gone | _ids(trial))
+        found = fits_without(job, part, snap, overlay, gone | _ids(trial))
         if found is not None:
             chosen, start = trial, found
     return Plan(tuple(p for _, p in chosen), start)
@@ -170,7 +182,7 @@ def _ids(chosen: list[tuple[RunningJob, Preemption]]) -> frozenset[int]:
     return frozenset(r.job_id for r, _ in chosen)
 
 
-def _fits_without(
+def fits_without(
     job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, gone: frozenset[int]
 ) -> Start | None:
     """Where `job` would start in `part` once the running jobs in `gone` have released everything."""

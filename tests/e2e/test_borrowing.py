@@ -64,3 +64,44 @@ def test_a_sibling_borrows_idle_gpus_up_to_its_limit(lab: Cluster, workdir: Path
     lab.ok("scancel", str(own), str(borrowed), str(third))
     for job in (own, borrowed, third):
         lab.wait_state(job, {"CANCELLED"})
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def test_borrowed_gpus_are_reclaimed_for_their_owner(lab: Cluster, workdir: Path) -> None:
+    runs, terms = workdir / "runs", workdir / "terms"
+    script = workdir / "borrower.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"echo run >> {runs}\n"
+        f'if [ "$(wc -l < {runs})" -ge 2 ]; then sleep 1; exit 0; fi\n'  # the run after the requeue completes
+        f"trap 'echo term >> {terms}' TERM\n"  # the first ignores SIGTERM: SIGKILL ends it after GraceTime
+        "while true; do sleep 0.2; done\n"
+    )
+    script.chmod(0o755)
+    own = submit(lab, workdir, "teamb", 120)
+    lab.wait_state(own, {"RUNNING"})
+    borrowed = lab.submit("-A", "teamb", "--gres=gpu:2", "-o", "/dev/null", str(script), user=NOBODY, cwd=workdir)
+    lab.wait_state(borrowed, {"RUNNING"}, timeout=20)
+    wait_for("the borrowed job's first run", lambda: lines(runs) == ["run"])
+
+    asked = time.monotonic()
+    owner = submit(lab, workdir, "teama", 3)  # within teama's guarantee: takes its GPUs back
+    lab.wait_state(owner, {"RUNNING"}, timeout=GRACE + 15)
+    waited = time.monotonic() - asked
+    assert lines(terms) == ["term"]  # SIGTERM first, SIGKILL after the QOS's GraceTime
+    assert GRACE - 1 <= waited <= GRACE + 10
+    assert lab.state(own) == "RUNNING"  # within teamb's own guarantee: never reclaimed
+    assert lab.state(borrowed) == "PENDING"
+    assert "Restarts=1" in lab.ok("scontrol", "show", "job", str(borrowed))
+
+    assert lab.wait_state(owner, {"COMPLETED"}, timeout=30) == "COMPLETED"
+    # teama is idle again: the requeued job borrows once more and completes
+    assert lab.wait_state(borrowed, {"COMPLETED"}, timeout=60) == "COMPLETED"
+    assert lines(runs) == ["run", "run"]
+    wait_for("sacct to show the reclaimed run", lambda: lab.ok(
+        "sacct", "-D", "-X", "-P", "-n", "-o", "JobID,Account,State", "-j", str(borrowed)).split()
+        == [f"{borrowed}|teamb|PREEMPTED", f"{borrowed}|teamb|COMPLETED"])
+    lab.ok("scancel", str(own))

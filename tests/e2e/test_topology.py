@@ -58,4 +58,11 @@ def test_four_node_job_lands_on_one_switch(topo_cluster: Cluster, tmp_path: Path
         "2: top.s1.node7",
         "3: top.s1.node8",
     ]
+    assert "   Switches=1@00:01:00\n" in c.ok("scontrol", "show", "job", str(big))
     c.run("scancel", str(filler))
+
+
+def test_switch_wait_is_capped_by_max_switch_wait(topo_cluster: Cluster, tmp_path: Path) -> None:
+    held = topo_cluster.submit("-H", "-N2", "--switches=2@10", "-D", str(tmp_path), "--wrap", "true")
+    assert "   Switches=2@00:05:00\n" in topo_cluster.ok("scontrol", "show", "job", str(held))
+    topo_cluster.ok("scancel", str(held))

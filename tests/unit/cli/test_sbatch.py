@@ -124,6 +124,8 @@ def run_sbatch(args: Any, *, stdin: Any = "", env: Any = None, cwd: Any = None) 
         (["--switches=2"], "switch_wait_s", -1),
         (["--switches=1@5"], "switch_wait_s", 300),
         (["--switches=1@1:00:00"], "switch_wait_s", 3600),
+        (["--switches=1@1:30"], "switch_wait_s", 90),
+        (["--switches=1@soon"], "switch_wait_s", -1),
         ([], "batch", True),
     ],
     ids=lambda v: str(v) if not isinstance(v, list) else " ".join(v) or "(none)",
@@ -237,6 +239,7 @@ def test_precedence_script_then_env_then_command_line(
         ("SBATCH_WAIT", "", "wait", True),
         ("SBATCH_ARRAY_INX", "1-3", "array", "1-3"),
         ("SBATCH_EXPORT", "NONE", "export_spec", "NONE"),
+        ("SBATCH_REQ_SWITCH", "1@2", "switch_wait_s", 120),
     ],
     ids=lambda v: str(v),
 )
@@ -298,8 +301,9 @@ def test_default_export_sends_the_whole_environment(tmp_path: Path) -> None:
         (["--open-mode=sideways"], "Invalid --open-mode argument: sideways. Ignored"),
         (["--mail-type=SOMETIMES"], "--mail-type=SOMETIMES invalid"),
         (["--kill-on-invalid-dep=maybe"], "Invalid --kill-on-invalid-dep specification"),
-        (["--switches=two"], "Invalid --switches specification"),
-        (["--switches=1@soon"], "Invalid --switches specification"),
+        (["--switches=two"], 'Invalid numeric value "two" for --switches.'),
+        (["--switches=x@5"], 'Invalid numeric value "x" for --switches.'),
+        (["--switches=0"], 'Invalid numeric value "0" for --switches.'),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else v,
 )

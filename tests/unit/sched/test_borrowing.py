@@ -21,6 +21,7 @@ from ctld.sched.model import (
     Node,
     NodeAllocation,
     NodeUsage,
+    QosPreempt,
     RunningJob,
 )
 from tests.unit.sched.builders import job, node, snapshot
@@ -59,7 +60,7 @@ def run(job_id: int, who: str, gpus: int, node_name: str, start: int) -> tuple[R
 
 
 def cycle(acct: AccountingLimits, pending: Sequence[JobRequest], runs: Sequence[tuple[RunningJob, int]],
-          gpus: dict[str, int] | None = None):  # type: ignore[no-untyped-def]
+          gpus: dict[str, int] | None = None, qos: tuple[QosPreempt, ...] = ()):  # type: ignore[no-untyped-def]
     """One cycle over nodes `gpus` (name -> GPU count; default one node of 8) busy with `runs`."""
     layout = gpus or {"node1": 8}
     taken: dict[str, list[NodeAllocation]] = defaultdict(list)
@@ -77,7 +78,7 @@ def cycle(acct: AccountingLimits, pending: Sequence[JobRequest], runs: Sequence[
         usage = NodeUsage(cpu_ids=frozenset(c for a in used for c in a.cpu_ids), mem_mb=1000 * len(used),
                           gpu_indices=frozenset(g for a in used for g in a.gpu_indices), jobs=len(used))
         nodes.append(dataclasses.replace(node(name).gpus(count).obj(), usage=usage))
-    snap = dataclasses.replace(snapshot(nodes, pending, running=placed), accounting=acct)
+    snap = dataclasses.replace(snapshot(nodes, pending, running=placed), accounting=acct, qos_preempt=qos)
     return run_cycle(snap, NOW)
 
 
@@ -105,7 +106,7 @@ def test_borrowing_admission(acct: AccountingLimits, pending: list[JobRequest],
     result = cycle(acct, pending, runs, {"node1": 8, "node2": 8})
     assert result.reasons == reasons
     assert {s.job_id for s in result.starts} == {j.job_id for j in pending} - set(reasons)
-    assert result.reclaims == ()
+    assert result.preemptions == ()
 
 
 BORROWED = [run(21, "bob", 4, "node1", 10), run(22, "bob", 2, "node1", 20), run(23, "bob", 2, "node1", 30)]
@@ -134,19 +135,36 @@ RECLAIM = [
 def test_reclaim(acct: AccountingLimits, pending: list[JobRequest], runs: list[tuple[RunningJob, int]],
                  gpus: dict[str, int] | None, victims: tuple[int, ...]) -> None:
     result = cycle(acct, pending, runs, gpus)
-    assert result.reclaims == victims
+    assert tuple(p.job_id for p in result.preemptions) == victims
+    assert {(p.mode, p.preemptor) for p in result.preemptions} <= {("REQUEUE", pending[0].job_id)}
     assert result.starts == ()  # the owner waits for the victims to leave
     assert set(result.reasons.values()) == {"Resources"}
 
 
-def test_one_reclaim_per_cycle_for_the_top_owner_job() -> None:
+def test_two_owner_jobs_take_back_two_borrowers_in_one_cycle() -> None:
+    """The first owner job holds the room job 23 frees, so the second needs job 22's."""
     result = cycle(accounts(), [pend(1, "alice", 2), pend(2, "alice", 2)], BORROWED)
-    assert result.reclaims == (23,)
-    assert result.reasons == {1: "Resources", 2: "Priority"}
+    assert [(p.job_id, p.preemptor) for p in result.preemptions] == [(23, 1), (22, 2)]
+    assert result.reasons == {1: "Resources", 2: "Resources"}
+
+
+def test_a_victim_in_its_grace_time_is_not_taken_twice() -> None:
+    """The next cycle: job 23 is still ending (releasing); nothing more is preempted, the owner waits."""
+    leaving = [*BORROWED[:2], (dataclasses.replace(BORROWED[2][0], releasing=True), 2)]
+    result = cycle(accounts(), [pend(1, "alice", 2)], leaving)
+    assert result.preemptions == () and result.starts == () and result.reasons == {1: "Resources"}
+
+
+def test_the_victims_qos_grace_time_goes_with_the_decision() -> None:
+    acct = accounts()
+    qos = (QosPreempt("normal", grace_time_s=30),)
+    runs = [(dataclasses.replace(r, qos="normal"), n) for r, n in BORROWED]
+    result = cycle(acct, [pend(1, "alice", 2)], runs, qos=qos)
+    assert [(p.job_id, p.mode, p.grace_time_s) for p in result.preemptions] == [(23, "REQUEUE", 30)]
 
 
 def test_after_the_victims_left_the_owner_starts_and_the_requeued_borrower_waits() -> None:
     requeued = pend(23, "bob", 2)
     result = cycle(accounts(), [requeued, pend(1, "alice", 2)], BORROWED[:2])
     assert [s.job_id for s in result.starts] == [1]
-    assert result.reasons == {23: "AssocGrpGRES"} and result.reclaims == ()
+    assert result.reasons == {23: "AssocGrpGRES"} and result.preemptions == ()

@@ -199,6 +199,5 @@ def test_quota_reclaim_goes_through_preemption() -> None:
     from tests.unit.sched.test_borrowing import BORROWED, accounts, cycle, pend
 
     result = cycle(accounts(), [pend(1, "alice", 4)], BORROWED)
-    assert result.reclaims == (23, 22)
     reason = "quota reclaimed by job 1"
     assert list(result.preemptions) == [Preemption(23, "REQUEUE", 0, reason, 1), Preemption(22, "REQUEUE", 0, reason, 1)]
