@@ -227,7 +227,7 @@ class Controller:
                 qos=j.qos,
                 priority=j.priority,
                 start_time=j.start_time,
-                releasing=j.state == COMPLETING,
+                releasing=j.state == COMPLETING or bool(j.final_state),  # ending (or preempted, in grace)
             )
             for j in ([] if capacity_only else self.jobs.values())
             if j.state in ACTIVE_STATES
@@ -541,9 +541,10 @@ class Controller:
                 return  # already handled (a replayed report after a noded restart)
             now = req.end_time or self._now()
             job.batch_usage.CopyFrom(req.usage)  # the .batch step's MaxRSS/TotalCPU in accounting
-            if job.state == COMPLETING and job.final_state == jobs_pb2.REQUEUED:
+            # final_state: what the controller ended it as (cancel, time limit, requeue, preemption)
+            if job.final_state == jobs_pb2.REQUEUED:
                 self._requeue(job, now, ended_as=jobs_pb2.PREEMPTED if job.preempt_time else jobs_pb2.REQUEUED)
-            elif job.state == COMPLETING and job.final_state:
+            elif job.final_state:
                 self._finish(job, job.final_state, req.exit_code, req.exit_signal, now)
             elif req.launch_failed:
                 log.warning("job %d failed to launch on %s: %s", job.job_id, req.node, req.message)
@@ -1218,6 +1219,11 @@ class Controller:
             changed: list[jobs_pb2.JobInfo] = []
             for job in self.jobs.values():
                 if job.state != RUNNING:
+                    continue
+                if job.final_state:  # preempted: RUNNING through its grace time, then COMPLETING
+                    if now >= job.end_time:
+                        job.state = COMPLETING
+                        changed.append(job)
                     continue
                 if job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60:
                     effects.extend(jobsteps.terminate_elsewhere(self, job, "timeout"))
