@@ -45,6 +45,7 @@ from ctld.sched import submit as sched_submit
 from ctld.sched.dependency import parse_dependency
 from ctld.sched.limits import effective_time_limit
 from ctld.sched.priority import MULTIFACTOR
+from ctld.sched.resources import job_cpus, job_gpus, mem_for
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
 from ctld.sched_config import topology as sched_topology
@@ -274,7 +275,7 @@ class Controller:
         req = self._requests.get(job.job_id)
         if req is None:
             try:
-                req = jobrec.job_request(job, self.nodes)
+                req = jobrec.job_request(job, self.nodes, self.cfg)
             except (SlurmError, ValueError):
                 return None
             self._requests[job.job_id] = req
@@ -287,7 +288,7 @@ class Controller:
             job = self._new_job(spec, caller, now)
             self.accounting.fill_account(job)  # partition access (AllowAccounts) sees the default account
             try:
-                req = jobrec.job_request(job, self.nodes)
+                req = jobrec.job_request(job, self.nodes, self.cfg)
             except ValueError as exc:
                 raise SlurmError(str(exc) or "Invalid job specification") from exc
             self._check_dependencies(spec)
@@ -313,8 +314,8 @@ class Controller:
                 )
             self.accounting.admit(job, count, self.jobs.values())
             first = self.next_job_id
-            mem_per_node = self._mem_per_node_for_display(req)
             snap_partitions = {p.name: p for p in snap.partitions}
+            mem_per_node = self._mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)
             records: list[jobs_pb2.JobInfo] = []
             for k in range(count):
                 rec = jobs_pb2.JobInfo()
@@ -338,7 +339,7 @@ class Controller:
             for rec in records:
                 self.jobs[rec.job_id] = rec
         self.wake.set()
-        return controller_pb2.SubmitJobResponse(job_id=first)
+        return controller_pb2.SubmitJobResponse(job_id=first, pending_note=sched_submit.pending_note(req, snap))
 
     def _new_job(self, spec: jobs_pb2.JobSpec, caller: Caller, now: int) -> jobs_pb2.JobInfo:
         job = jobs_pb2.JobInfo()
@@ -392,19 +393,13 @@ class Controller:
         if any(i not in known for i in wanted):
             raise SlurmError(DEPENDENCY_PROBLEM)
 
-    def _mem_per_node_for_display(self, req: m.JobRequest) -> int:
-        tasks_per_node = max(1, -(-req.num_tasks // max(1, req.min_nodes)))
-        gpus = req.gpus.per_node + req.gpus.per_task * tasks_per_node + -(-req.gpus.total // max(1, req.min_nodes))
-        cpus = max(tasks_per_node * req.cpus_per_task, req.cpus_per_gpu * gpus)
-        if req.mem_per_node_mb > 0:
-            return req.mem_per_node_mb
-        if req.mem_per_cpu_mb:
-            return req.mem_per_cpu_mb * cpus
-        if req.mem_per_gpu_mb and gpus:
-            return req.mem_per_gpu_mb * gpus
-        if self.cfg.def_mem_per_cpu:
-            return self.cfg.def_mem_per_cpu * cpus
-        return 0
+    def _mem_per_node_for_display(self, req: m.JobRequest, part: m.Partition, config: m.Config) -> int:
+        """Memory per node the pending job asks (ReqTRES), by the core's rules; 0 = a whole node."""
+        nodes = max(1, req.min_nodes)
+        cpus = -(-job_cpus(req) // nodes)
+        gpus = -(-job_gpus(req) // nodes)
+        mem = mem_for(req, cpus, m.Node(name="", cpus=cpus, real_memory_mb=0), part, config, gpus)
+        return max(0, mem)
 
     def _test_only(self, req: m.JobRequest, snap: m.Snapshot, now: int) -> controller_pb2.SubmitJobResponse:
         found = sched_placement.earliest_start(req, snap, now)
@@ -1070,7 +1065,7 @@ class Controller:
             job.qos = value
         else:
             raise SlurmError(f"Update of this parameter is not supported: {key}")
-        jobrec.describe_request(job, jobrec.job_request(job, self.nodes), job.mem_mb // max(1, job.num_nodes))
+        jobrec.describe_request(job, jobrec.job_request(job, self.nodes, self.cfg), job.mem_mb // max(1, job.num_nodes))
 
     # ------------------------------------------------------------------ nodes
     def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:

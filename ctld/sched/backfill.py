@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from ctld.sched import limits, placement
 from ctld.sched.model import UNLIMITED, JobRequest, Partition, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
-from ctld.sched.resources import cpus_for, is_exclusive, node_count_range, total_tasks
+from ctld.sched.resources import is_exclusive, job_cpus
 
 FOREVER = 2**62  # the end of a job without a time limit
 PRIORITY = "Priority"
@@ -279,8 +279,7 @@ def _cpus_needed(job: JobRequest, parts: list[Partition]) -> int:
     """The fewest CPUs the job could start with (0 = unknown: whole nodes)."""
     if any(is_exclusive(job, part) for part in parts):
         return 0
-    fewest, _ = node_count_range(job)
-    return cpus_for(job, total_tasks(job, fewest))
+    return job_cpus(job)
 
 
 def _round_up(seconds: int, step: int) -> int:
