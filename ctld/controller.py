@@ -632,7 +632,12 @@ class Controller:
             if req.job_id_strs:
                 candidates = [j for _, found in self._select(req.job_id_strs) for j in found]
             hidden = set() if req.show_all else {p.name for p in self.cfg.partitions if p.hidden}
+            # jobs kept by MinJobAge go to listings that ask for them (squeue -t all, scontrol) and to
+            # whoever names jobs (squeue -j, sbatch --wait, salloc): a plain squeue does not need them
+            finished_too = req.include_finished or bool(req.job_ids or req.job_id_strs)
             for job in candidates:
+                if not finished_too and job.state in FINISHED_STATES:
+                    continue
                 if hidden and all(name in hidden for name in job.partition.split(",")):
                     continue
                 if wanted and job.job_id not in wanted and job.array_job_id not in wanted:

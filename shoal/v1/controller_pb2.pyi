@@ -98,7 +98,7 @@ class GetJobsRequest(_message.Message):
     USER_IDS_FIELD_NUMBER: _builtins.int
     SHOW_ALL_FIELD_NUMBER: _builtins.int
     include_finished: _builtins.bool
-    """also jobs kept by MinJobAge (always on; kept for -t all)"""
+    """also finished jobs kept by MinJobAge (always when jobs are named)"""
     show_all: _builtins.bool
     """also jobs of Hidden partitions (squeue -a)"""
     @_builtins.property
