@@ -20,6 +20,7 @@ from typing import Protocol
 
 from ctld import jobs as jobrec
 from ctld import preempt, priority_report, top
+from ctld import reservations as resv
 from ctld import steps as jobsteps
 from ctld.accounting import Accounting
 from ctld.errors import (
@@ -45,6 +46,7 @@ from ctld.sched import submit as sched_submit
 from ctld.sched.dependency import parse_dependency
 from ctld.sched.limits import effective_time_limit
 from ctld.sched.priority import MULTIFACTOR
+from ctld.sched.resources import job_cpus, job_gpus, mem_for
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
 from ctld.sched_config import topology as sched_topology
@@ -114,6 +116,7 @@ class Controller:
         self.shares.load(store.get_meta(SHARES_META_KEY))
         self._shares_saved = 0
         self._recover()
+        self.reservations = resv.load(store)  # advance reservations by name (ctld/reservations.py)
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:
@@ -244,6 +247,7 @@ class Controller:
             config=self._sched_config,
             accounting=self.accounting.limits(),
             priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
+            reservations=resv.for_snapshot(self),
             topology=self._topology,
             qos_preempt=self.accounting.qos_preempt(),
         )
@@ -274,7 +278,7 @@ class Controller:
         req = self._requests.get(job.job_id)
         if req is None:
             try:
-                req = jobrec.job_request(job, self.nodes)
+                req = jobrec.job_request(job, self.nodes, self.cfg)
             except (SlurmError, ValueError):
                 return None
             self._requests[job.job_id] = req
@@ -287,7 +291,7 @@ class Controller:
             job = self._new_job(spec, caller, now)
             self.accounting.fill_account(job)  # partition access (AllowAccounts) sees the default account
             try:
-                req = jobrec.job_request(job, self.nodes)
+                req = jobrec.job_request(job, self.nodes, self.cfg)
             except ValueError as exc:
                 raise SlurmError(str(exc) or "Invalid job specification") from exc
             self._check_dependencies(spec)
@@ -296,6 +300,7 @@ class Controller:
             if refusal is not None:
                 raise SlurmError(refusal.message)
             if test_only:
+                resv.check_job_access(self, job)
                 return self._test_only(req, snap, now)
             task_ids: tuple[int, ...] = ()
             if spec.array:
@@ -312,9 +317,10 @@ class Controller:
                     "Slurm temporarily unable to accept job, sleeping and retrying", RESOURCE_EXHAUSTED
                 )
             self.accounting.admit(job, count, self.jobs.values())
+            resv.check_job_access(self, job)  # after admit: the job's account is known
             first = self.next_job_id
-            mem_per_node = self._mem_per_node_for_display(req)
             snap_partitions = {p.name: p for p in snap.partitions}
+            mem_per_node = self._mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)
             records: list[jobs_pb2.JobInfo] = []
             for k in range(count):
                 rec = jobs_pb2.JobInfo()
@@ -338,7 +344,7 @@ class Controller:
             for rec in records:
                 self.jobs[rec.job_id] = rec
         self.wake.set()
-        return controller_pb2.SubmitJobResponse(job_id=first)
+        return controller_pb2.SubmitJobResponse(job_id=first, pending_note=sched_submit.pending_note(req, snap))
 
     def _new_job(self, spec: jobs_pb2.JobSpec, caller: Caller, now: int) -> jobs_pb2.JobInfo:
         job = jobs_pb2.JobInfo()
@@ -392,19 +398,13 @@ class Controller:
         if any(i not in known for i in wanted):
             raise SlurmError(DEPENDENCY_PROBLEM)
 
-    def _mem_per_node_for_display(self, req: m.JobRequest) -> int:
-        tasks_per_node = max(1, -(-req.num_tasks // max(1, req.min_nodes)))
-        gpus = req.gpus.per_node + req.gpus.per_task * tasks_per_node + -(-req.gpus.total // max(1, req.min_nodes))
-        cpus = max(tasks_per_node * req.cpus_per_task, req.cpus_per_gpu * gpus)
-        if req.mem_per_node_mb > 0:
-            return req.mem_per_node_mb
-        if req.mem_per_cpu_mb:
-            return req.mem_per_cpu_mb * cpus
-        if req.mem_per_gpu_mb and gpus:
-            return req.mem_per_gpu_mb * gpus
-        if self.cfg.def_mem_per_cpu:
-            return self.cfg.def_mem_per_cpu * cpus
-        return 0
+    def _mem_per_node_for_display(self, req: m.JobRequest, part: m.Partition, config: m.Config) -> int:
+        """Memory per node the pending job asks (ReqTRES), by the core's rules; 0 = a whole node."""
+        nodes = max(1, req.min_nodes)
+        cpus = -(-job_cpus(req) // nodes)
+        gpus = -(-job_gpus(req) // nodes)
+        mem = mem_for(req, cpus, m.Node(name="", cpus=cpus, real_memory_mb=0), part, config, gpus)
+        return max(0, mem)
 
     def _test_only(self, req: m.JobRequest, snap: m.Snapshot, now: int) -> controller_pb2.SubmitJobResponse:
         found = sched_placement.earliest_start(req, snap, now)
@@ -632,7 +632,12 @@ class Controller:
             if req.job_id_strs:
                 candidates = [j for _, found in self._select(req.job_id_strs) for j in found]
             hidden = set() if req.show_all else {p.name for p in self.cfg.partitions if p.hidden}
+            # jobs kept by MinJobAge go to listings that ask for them (squeue -t all, scontrol) and to
+            # whoever names jobs (squeue -j, sbatch --wait, salloc): a plain squeue does not need them
+            finished_too = req.include_finished or bool(req.job_ids or req.job_id_strs)
             for job in candidates:
+                if not finished_too and job.state in FINISHED_STATES:
+                    continue
                 if hidden and all(name in hidden for name in job.partition.split(",")):
                     continue
                 if wanted and job.job_id not in wanted and job.array_job_id not in wanted:
@@ -652,6 +657,7 @@ class Controller:
             usage = self._usage()
             names = set(req.names)
             out = controller_pb2.GetNodesResponse(now=self._now())
+            maint = resv.maint_nodes(self, out.now)
             completing = {a.node for j in self.jobs.values() if j.state == COMPLETING for a in j.allocation}
             for name, node in self.nodes.items():
                 if names and name not in names:
@@ -666,6 +672,7 @@ class Controller:
                     info.alloc_cpus = node.conf.cpus
                 info.gres_used = gres_used(node, u.gpu_indices)
                 info.completing = name in completing
+                info.maint = name in maint
                 info.base_state, info.state = long_state(info, info.alloc_cpus, info.completing)
             return out
 
@@ -1063,9 +1070,17 @@ class Controller:
         elif k == "qos":
             job.spec.qos = value
             job.qos = value
+        elif k == "reservation":
+            previous = job.spec.reservation
+            job.spec.reservation = "" if value.lower() in ("", "none", "(null)") else value
+            try:
+                resv.check_job_access(self, job)
+            except SlurmError:
+                job.spec.reservation = previous
+                raise
         else:
             raise SlurmError(f"Update of this parameter is not supported: {key}")
-        jobrec.describe_request(job, jobrec.job_request(job, self.nodes), job.mem_mb // max(1, job.num_nodes))
+        jobrec.describe_request(job, jobrec.job_request(job, self.nodes, self.cfg), job.mem_mb // max(1, job.num_nodes))
 
     # ------------------------------------------------------------------ nodes
     def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:
@@ -1242,6 +1257,7 @@ class Controller:
                         partial(self.actions.signal, target, job.job_id, job.spec.signal_num, job.spec.signal_batch_only)
                     )
                     changed.append(job)
+            resv.expire(self, now)
             timeout = self.cfg.slurmd_timeout
             wall = self.clock()
             for node in self.nodes.values():

@@ -23,6 +23,7 @@ from ctld.sched.model import (
 )
 from ctld.sched.placement import Overlay
 from ctld.sched.preemption import Plan
+from ctld.sched.resources import job_cpus, job_gpus
 
 MAX_JOBS = "AssocMaxJobsLimit"
 GRP_JOBS = "AssocGrpJobsLimit"
@@ -36,15 +37,6 @@ QOS_MAX_JOBS_PER_USER = "QOSMaxJobsPerUserLimit"
 QOS_MAX_CPU_PER_JOB = "QOSMaxCpuPerJobLimit"
 QOS_MAX_GRES_PER_JOB = "QOSMaxGRESPerJob"
 SUBMIT_REFUSED = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
-
-
-def job_cpus(job: JobRequest) -> int:
-    return max(job.num_tasks * job.cpus_per_task, job.min_nodes)
-
-
-def job_gpus(job: JobRequest) -> int:
-    g = job.gpus
-    return max(g.total, g.per_node * job.min_nodes, g.per_task * job.num_tasks)
 
 
 class AssocUsage:
@@ -119,7 +111,8 @@ class AssocUsage:
         self.cohorts.wait_for(job.job_id, list(self.chain(job.assoc_id)), _want(job), self._used)
 
     def reclaim(
-        self, job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay, gone: frozenset[int]
+        self, job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay, gone: frozenset[int],
+        now: int,
     ) -> Plan | None:
         """Borrowing jobs to requeue so that `job`, within its guarantee, starts (see borrowing.reclaim)."""
         chain = list(self.chain(job.assoc_id))
@@ -130,7 +123,7 @@ class AssocUsage:
             self._borrowing = borrowing_jobs(self._running, chains)
         if not self._borrowing:
             return None
-        return reclaim(job, chain, parts, snap, overlay, self.cohorts, self._borrowing, gone)
+        return reclaim(job, chain, parts, snap, overlay, self.cohorts, self._borrowing, gone, now)
 
 
 def _want(job: JobRequest) -> dict[str, int]:

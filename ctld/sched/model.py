@@ -77,6 +77,7 @@ class Partition:
     priority_job_factor: int = 1
     exclusive: bool = False  # OverSubscribe=EXCLUSIVE
     def_mem_per_cpu_mb: int = 0  # 0 = use the cluster default
+    def_mem_per_gpu_mb: int = 0  # DefMemPerGPU; 0 = use the cluster default
     # who may use it (access.py); None = everyone. Names are lower case.
     allow_accounts: frozenset[str] | None = None
     deny_accounts: frozenset[str] = frozenset()
@@ -150,6 +151,7 @@ class JobRequest:
     array_max_running: int = 0  # the %N throttle, 0 = none
     assoc_id: int = 0  # accounting association (0 = none; see assoc_limits.py)
     qos: str = ""
+    reservation: str = ""  # --reservation (access was checked at submit)
     account: str = ""
     max_switches: int = 0  # --switches=N: at most N leaf switches (0 = any; see topology.py)
     switch_wait_s: int = -1  # --switches=N@time: how long to wait for them (-1 = max_switch_wait)
@@ -226,7 +228,9 @@ class Config:
 
     def_mem_per_cpu_mb: int = 0  # 0 = unset
     def_mem_per_node_mb: int = 0  # 0 = unset: a job without --mem gets the whole node's memory
+    def_mem_per_gpu_mb: int = 0  # DefMemPerGPU; 0 = unset
     max_job_test: int = 10000
+    enforce_part_limits: str = "NO"  # EnforcePartLimits: NO, ANY (= YES) or ALL
     scheduler: str = "sched/builtin"  # or sched/backfill
     # sched/backfill (SchedulerParameters; Slurm's defaults)
     bf_window_min: int = 1440  # how far ahead reservations are planned
@@ -249,8 +253,23 @@ class Snapshot:
     config: Config = Config()
     accounting: AccountingLimits | None = None  # association/QOS limits to enforce (None = not enforced)
     priority_inputs: PriorityInputs | None = None  # accounting's part of multifactor priority
+    reservations: tuple[Reservation, ...] = ()  # advance reservations not yet over (see reservations.py)
     topology: Topology | None = None  # topology/tree switches (None = flat network)
     qos_preempt: tuple[QosPreempt, ...] = ()  # preempt/qos: each QOS's Preempt list, PreemptMode, GraceTime
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """An advance reservation: its nodes are kept for its own jobs over [start_time, end_time).
+
+    A DAILY one repeats every day from its start; flags are upper case (MAINT, FLEX, DAILY ...).
+    """
+
+    name: str
+    start_time: int
+    end_time: int
+    nodes: frozenset[str]
+    flags: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
