@@ -125,6 +125,7 @@ class Accounting:
         self.enforce_assoc = self.enabled and bool(enforce & {"associations", "limits", "qos", "safe"})
         self.enforce_limits = self.enabled and bool(enforce & {"limits", "qos", "safe"})
         self.enforce_qos = self.enabled and bool(enforce & {"qos", "safe"})
+        self.safe = self.enabled and "safe" in enforce
         self.cluster = cfg.cluster_name
         self._cluster_cpus = sum(n.cpus for n in cfg.nodes)
         self._cluster_gpus = sum(n.gres_count("gpu") for n in cfg.nodes)
@@ -259,6 +260,11 @@ class Accounting:
         with self._cache_lock:
             return share_tree(self._cache)
 
+    def usage_factors(self) -> dict[str, float]:
+        """QOS name -> UsageFactor (usage is charged times it; Slurm's default 1)."""
+        with self._cache_lock:
+            return {q.name: q.usage_factor for q in self._cache.qos if q.usage_factor >= 0}
+
     def limits(self) -> m.AccountingLimits | None:
         with self._cache_lock:
             return self._limits if self.enforce_limits else None
@@ -274,20 +280,22 @@ class Accounting:
                 max_jobs=a.max_jobs, max_submit_jobs=a.max_submit_jobs, grp_cpus=_tres(a.grp_tres, "cpu"),
                 grp_gpus=_tres(a.grp_tres, "gres/gpu"), max_cpus_per_job=_tres(a.max_tres_per_job, "cpu"),
                 max_gpus_per_job=_tres(a.max_tres_per_job, "gres/gpu"), max_wall_min=a.max_wall_min,
+                usage=_usage_limits(a),
             )
             for a in resp.associations
         )
         qos = tuple(
             m.QosLimits(name=q.name, max_wall_min=q.max_wall_min, max_jobs_per_user=q.max_jobs_per_user,
                         max_submit_per_user=q.max_submit_per_user, max_cpus_per_job=_tres(q.max_tres_per_job, "cpu"),
-                        max_gpus_per_job=_tres(q.max_tres_per_job, "gres/gpu"))
+                        max_gpus_per_job=_tres(q.max_tres_per_job, "gres/gpu"), usage=_usage_limits(q))
             for q in resp.qos
         )
         with self._cache_lock:
             self._cache = resp
             self._assoc_index = by_key
             self._default_account = {u.name: u.default_account for u in resp.users}
-            self._limits = m.AccountingLimits(assocs=assocs, qos=qos, enforce_qos=self.enforce_qos)
+            self._limits = m.AccountingLimits(assocs=assocs, qos=qos, enforce_qos=self.enforce_qos,
+                                              safe=self.safe)
 
     # ------------------------------------------------------------------ the sender
     def run(self, stop: threading.Event) -> None:
@@ -340,6 +348,17 @@ class Accounting:
         with self._store.transaction() as tx:
             tx.set_meta("acct_limits", base64.b64encode(resp.SerializeToString()).decode())
         log.info("association/QOS cache loaded (version %d, %d associations)", resp.version, len(resp.associations))
+
+
+def _usage_limits(row: pb.Association | pb.Qos) -> m.UsageLimits:
+    """GrpTRESMins, GrpTRESRunMins, GrpWall and MaxTRESMinsPerJob of an association or QOS."""
+    return m.UsageLimits(
+        grp_cpu_mins=_tres(row.grp_tres_mins, "cpu"), grp_gpu_mins=_tres(row.grp_tres_mins, "gres/gpu"),
+        grp_cpu_run_mins=_tres(row.grp_tres_run_mins, "cpu"),
+        grp_gpu_run_mins=_tres(row.grp_tres_run_mins, "gres/gpu"), grp_wall_min=row.grp_wall_min,
+        max_cpu_mins_per_job=_tres(row.max_tres_mins_per_job, "cpu"),
+        max_gpu_mins_per_job=_tres(row.max_tres_mins_per_job, "gres/gpu"),
+    )
 
 
 def _tres(text: str, name: str) -> int:

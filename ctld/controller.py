@@ -35,7 +35,7 @@ from ctld.errors import (
     SlurmError,
 )
 from ctld.fairshare_usage import META_KEY as SHARES_META_KEY
-from ctld.fairshare_usage import UsageLedger, job_tres
+from ctld.fairshare_usage import Charge, UsageLedger, job_tres
 from ctld.gpus import snapshot_gpus
 from ctld.nodes import NodeRuntime, gres_used, long_state, new_runtime, registration_problems
 from ctld.sched import cycle as sched_cycle
@@ -227,7 +227,7 @@ class Controller:
             running=running,
             jobs=statuses,
             config=self._sched_config,
-            accounting=self.accounting.limits(),
+            accounting=self._limits_with_usage(),
             priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
         )
 
@@ -236,11 +236,28 @@ class Controller:
         self._accrue_usage()
         return replace(self.accounting.priority_inputs(), fairshare=self.shares.factors(self.accounting.share_tree()))
 
+    def _limits_with_usage(self) -> m.AccountingLimits | None:
+        """The enforced association/QOS limits with the usage accrued up to now (GrpTRESMins, GrpWall)."""
+        limits = self.accounting.limits()
+        if limits is None:
+            return None
+        self._accrue_usage()
+        assoc_used, qos_used = self.shares.used_minutes()
+        return replace(limits, assoc_used=assoc_used, qos_used=qos_used)
+
     def _accrue_usage(self) -> None:
-        """Charge running jobs' billing to their associations; save the ledger at most once a minute."""
+        """Charge the jobs that ran since the last pass to their associations and QOS; save the ledger
+        at most once a minute."""
         now = self._now()
-        running = ((self.accounting.assoc_id(j), job_tres(j)) for j in self.jobs.values() if j.state == RUNNING)
-        self.shares.accrue(now, running)
+        since = self.shares.last
+        factors = self.accounting.usage_factors()
+        charges = (
+            Charge(assoc_id=self.accounting.assoc_id(j), qos=j.qos, tres=job_tres(j), start=j.start_time,
+                   end=0 if j.state == RUNNING else j.end_time, usage_factor=factors.get(j.qos, 1.0))
+            for j in self.jobs.values()
+            if j.start_time and j.allocation and (j.state == RUNNING or j.end_time > since)
+        )
+        self.shares.accrue(now, charges)
         if now - self._shares_saved >= 60:
             with self.store.transaction() as tx:
                 tx.set_meta(SHARES_META_KEY, self.shares.dump())

@@ -381,6 +381,10 @@ class Association(_message.Message):
     QOS_FIELD_NUMBER: _builtins.int
     DEFAULT_QOS_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
+    GRP_TRES_MINS_FIELD_NUMBER: _builtins.int
+    GRP_TRES_RUN_MINS_FIELD_NUMBER: _builtins.int
+    MAX_TRES_MINS_PER_JOB_FIELD_NUMBER: _builtins.int
+    GRP_WALL_MIN_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     cluster: _builtins.str
     account: _builtins.str
@@ -400,6 +404,14 @@ class Association(_message.Message):
     max_wall_min: _builtins.int
     default_qos: _builtins.str
     priority: _builtins.int
+    grp_tres_mins: _builtins.str
+    """GrpTRESMins "cpu=6000,gres/gpu=600": decayed usage cap"""
+    grp_tres_run_mins: _builtins.str
+    """GrpTRESRunMins: running jobs' remaining TRES-minutes"""
+    max_tres_mins_per_job: _builtins.str
+    """MaxTRESMinsPerJob: TRES x time limit of one job"""
+    grp_wall_min: _builtins.int
+    """GrpWall: decayed wall minutes of all jobs; -1 = none"""
     @_builtins.property
     def qos(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -422,10 +434,14 @@ class Association(_message.Message):
         qos: _abc.Iterable[_builtins.str] | None = ...,
         default_qos: _builtins.str = ...,
         priority: _builtins.int = ...,
+        grp_tres_mins: _builtins.str = ...,
+        grp_tres_run_mins: _builtins.str = ...,
+        max_tres_mins_per_job: _builtins.str = ...,
+        grp_wall_min: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "cluster", b"cluster", "default_qos", b"default_qos", "grp_jobs", b"grp_jobs", "grp_submit_jobs", b"grp_submit_jobs", "grp_tres", b"grp_tres", "id", b"id", "max_jobs", b"max_jobs", "max_submit_jobs", b"max_submit_jobs", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "parent", b"parent", "partition", b"partition", "priority", b"priority", "qos", b"qos", "shares", b"shares", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "cluster", b"cluster", "default_qos", b"default_qos", "grp_jobs", b"grp_jobs", "grp_submit_jobs", b"grp_submit_jobs", "grp_tres", b"grp_tres", "grp_tres_mins", b"grp_tres_mins", "grp_tres_run_mins", b"grp_tres_run_mins", "grp_wall_min", b"grp_wall_min", "id", b"id", "max_jobs", b"max_jobs", "max_submit_jobs", b"max_submit_jobs", "max_tres_mins_per_job", b"max_tres_mins_per_job", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "parent", b"parent", "partition", b"partition", "priority", b"priority", "qos", b"qos", "shares", b"shares", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -449,6 +465,10 @@ class Qos(_message.Message):
     GRP_JOBS_FIELD_NUMBER: _builtins.int
     MAX_JOBS_PER_USER_FIELD_NUMBER: _builtins.int
     MAX_SUBMIT_PER_USER_FIELD_NUMBER: _builtins.int
+    GRP_TRES_MINS_FIELD_NUMBER: _builtins.int
+    GRP_TRES_RUN_MINS_FIELD_NUMBER: _builtins.int
+    MAX_TRES_MINS_PER_JOB_FIELD_NUMBER: _builtins.int
+    GRP_WALL_MIN_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     description: _builtins.str
     priority: _builtins.int
@@ -464,6 +484,11 @@ class Qos(_message.Message):
     grp_jobs: _builtins.int
     max_jobs_per_user: _builtins.int
     max_submit_per_user: _builtins.int
+    grp_tres_mins: _builtins.str
+    """as Association's"""
+    grp_tres_run_mins: _builtins.str
+    max_tres_mins_per_job: _builtins.str
+    grp_wall_min: _builtins.int
     def __init__(
         self,
         *,
@@ -481,10 +506,14 @@ class Qos(_message.Message):
         grp_jobs: _builtins.int = ...,
         max_jobs_per_user: _builtins.int = ...,
         max_submit_per_user: _builtins.int = ...,
+        grp_tres_mins: _builtins.str = ...,
+        grp_tres_run_mins: _builtins.str = ...,
+        max_tres_mins_per_job: _builtins.str = ...,
+        grp_wall_min: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "flags", b"flags", "grace_time", b"grace_time", "grp_jobs", b"grp_jobs", "grp_tres", b"grp_tres", "max_jobs_per_user", b"max_jobs_per_user", "max_submit_per_user", b"max_submit_per_user", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "name", b"name", "preempt", b"preempt", "preempt_mode", b"preempt_mode", "priority", b"priority", "usage_factor", b"usage_factor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "flags", b"flags", "grace_time", b"grace_time", "grp_jobs", b"grp_jobs", "grp_tres", b"grp_tres", "grp_tres_mins", b"grp_tres_mins", "grp_tres_run_mins", b"grp_tres_run_mins", "grp_wall_min", b"grp_wall_min", "max_jobs_per_user", b"max_jobs_per_user", "max_submit_per_user", b"max_submit_per_user", "max_tres_mins_per_job", b"max_tres_mins_per_job", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "name", b"name", "preempt", b"preempt", "preempt_mode", b"preempt_mode", "priority", b"priority", "usage_factor", b"usage_factor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

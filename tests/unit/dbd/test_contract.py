@@ -169,6 +169,24 @@ def test_modify_bumps_the_version_ctld_polls(sessions: sessionmaker[Session]) ->
     assert {u.name: u.default_account for u in after.users}["alice"] == "physics"
 
 
+def test_usage_limits_set_show_and_reach_ctld(sessions: sessionmaker[Session]) -> None:
+    build_tree(sessions)
+    modify(sessions, "modify", "account", ["physics"], grptresmins="cpu=6000,gres/gpu=600", grpwall="10:00:00",
+           grptresrunmins="cpu=100", maxtresminsperjob="cpu=50")
+    modify(sessions, "add", "qos", ["short"], grptresmins="cpu=60", maxtresmins="gres/gpu=5", grpwall="30")
+    row = next(r for r in show(sessions, "association") if (r["account"], r["user"]) == ("physics", ""))
+    assert (row["grptresmins"], row["grpwall"], row["grptresrunmin"], row["maxtresmins"]) == (
+        "cpu=6000,gres/gpu=600", "10:00:00", "cpu=100", "cpu=50")
+    qos = {r["name"]: r for r in show(sessions, "qos")}["short"]
+    assert (qos["grptresmins"], qos["maxtresmins"], qos["grpwall"]) == ("cpu=60", "gres/gpu=5", "00:30:00")
+    with sessions() as session:
+        sent = admin.limits(session, "c1", 0)
+    physics = next(a for a in sent.associations if (a.account, a.user) == ("physics", ""))
+    assert (physics.grp_tres_mins, physics.grp_wall_min, physics.grp_tres_run_mins, physics.max_tres_mins_per_job) \
+        == ("cpu=6000,gres/gpu=600", 600, "cpu=100", "cpu=50")
+    assert {q.name: q.grp_wall_min for q in sent.qos}["short"] == 30
+
+
 def test_without_commit_nothing_changes(sessions: sessionmaker[Session]) -> None:
     build_tree(sessions)
     assert modify(sessions, "delete", "user", ["bob"], commit=False)
