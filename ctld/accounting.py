@@ -45,6 +45,7 @@ BATCH_STEP = -4
 BATCH_SIZE = 500
 SEND = "/shoal.v1.Accounting/SendRecords"
 GET_LIMITS = "/shoal.v1.Accounting/GetLimits"
+GET_USAGE = "/shoal.v1.Accounting/GetUsage"
 
 
 def job_record(job: jobs_pb2.JobInfo) -> pb.JobRecord:
@@ -143,6 +144,8 @@ class Accounting:
         self._limits: m.AccountingLimits | None = None
         self._assoc_index: dict[tuple[str, str, str], int] = {}
         self._default_account: dict[str, str] = {}
+        self._usage_wanted: pb.GetUsageRequest | None = None  # see request_usage
+        self._usage_found: list[pb.AssocUsage] | None = None
         self._epoch = store.get_meta("acct_epoch") or ""
         if self.enabled:
             if not self._epoch:
@@ -299,7 +302,8 @@ class Accounting:
 
     # ------------------------------------------------------------------ the sender
     def run(self, stop: threading.Event) -> None:
-        """Send queued records and refresh the cache until `stop` is set (a daemon thread)."""
+        """Refresh the cache, fetch the usage asked for (request_usage) and send queued records until `stop`
+        is set (a daemon thread)."""
         if not self.enabled:
             return
         from shoal.rpc.client import Stub
@@ -308,8 +312,9 @@ class Accounting:
         down = False
         while not stop.is_set():
             try:
-                sent = self._send_batch(stub)
                 self._refresh(stub)
+                self._fetch_usage(stub)  # before any record: dbd's answer holds only jobs ended before
+                sent = self._send_batch(stub)
                 if down:
                     log.info("accounting storage at %s is back", self._target)
                 down = False
@@ -323,6 +328,38 @@ class Accounting:
                 down = True
                 stop.wait(2.0)
         stub.close()
+
+    # ------------------------------------------------------------------ usage of finished jobs
+    def request_usage(self, half_life_s: int, since: int, now: int) -> None:
+        """Ask dbd (once, before any record is sent) for the decayed usage per association since the
+        last reset: the controller's ledger starts from it when it has none of its own."""
+        if self.enabled:
+            self._usage_wanted = pb.GetUsageRequest(cluster=self.cluster, now=now, half_life_s=half_life_s,
+                                                    since=since)
+
+    def _fetch_usage(self, stub: Stub) -> None:
+        want = self._usage_wanted
+        if want is None:
+            return
+        resp = stub.call(GET_USAGE, want, pb.GetUsageResponse, timeout=30.0)
+        with self._cache_lock:
+            self._usage_found = list(resp.usage)
+            self._usage_wanted = None
+        log.info("usage of %d associations loaded from accounting storage", len(resp.usage))
+
+    def take_usage(self) -> dict[int, tuple[float, float]] | None:
+        """dbd's answer to request_usage as (CPU-, GPU-seconds) per association id, once; None before it."""
+        with self._cache_lock:
+            found, self._usage_found = self._usage_found, None
+            if found is None:
+                return None
+            out: dict[int, tuple[float, float]] = {}
+            for row in found:
+                assoc = self._find(row.account, row.user, "")
+                if assoc:
+                    cpu, gpu = out.get(assoc, (0.0, 0.0))
+                    out[assoc] = (cpu + row.cpu_seconds, gpu + row.gpu_seconds)
+            return out
 
     def _send_batch(self, stub: Stub) -> int:
         queued = self._store.queued_records(BATCH_SIZE)

@@ -43,6 +43,7 @@ from ctld.sched import model as m
 from ctld.sched import placement as sched_placement
 from ctld.sched import submit as sched_submit
 from ctld.sched.dependency import parse_dependency
+from ctld.sched.fairshare import last_reset
 from ctld.sched.limits import effective_time_limit
 from ctld.sched.priority import MULTIFACTOR
 from ctld.sched_config import partitions as sched_partitions
@@ -108,7 +109,12 @@ class Controller:
         self._sched_config = sched_config(cfg)
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
-        self.shares.load(store.get_meta(SHARES_META_KEY))
+        saved_shares = store.get_meta(SHARES_META_KEY)
+        self.shares.load(saved_shares)
+        if not saved_shares or self.shares.awaits_seed:  # no ledger (a lost StateSaveLocation): start from dbd's
+            now = self._now()
+            self.shares.awaits_seed = self.accounting.enabled
+            self.accounting.request_usage(self.shares.half_life_s, last_reset(now, self.shares.reset_period), now)
         self._shares_saved = 0
         self._recover()
 
@@ -258,6 +264,10 @@ class Controller:
             if j.start_time and j.allocation and (j.state == RUNNING or j.end_time > since)
         )
         self.shares.accrue(now, charges)
+        seed = self.accounting.take_usage()
+        if seed is not None:
+            self.shares.seed(seed)
+            log.info("fair-share usage of %d associations seeded from accounting storage", len(seed))
         if now - self._shares_saved >= 60:
             with self.store.transaction() as tx:
                 tx.set_meta(SHARES_META_KEY, self.shares.dump())

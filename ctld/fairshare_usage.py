@@ -97,6 +97,7 @@ class UsageLedger:
         self.tres: dict[int, list[float]] = {}  # association -> [cpu, gpu, wall] seconds, decayed
         self.qos_tres: dict[str, list[float]] = {}
         self.last = 0
+        self.awaits_seed = False  # asked dbd for the usage of finished jobs, not yet added (see seed)
 
     def accrue(self, now: int, jobs: Iterable[Charge]) -> None:
         """Decay to `now`, then charge each job for the time it ran since the last call."""
@@ -133,6 +134,18 @@ class UsageLedger:
             totals[1] += job.tres.get("gres/gpu", 0.0) * seconds
             totals[2] += seconds
 
+    def seed(self, usage: Mapping[int, tuple[float, float]]) -> None:
+        """Add dbd's decayed CPU- and GPU-seconds of finished jobs per association: what a ledger that
+        started empty (a lost StateSaveLocation) would have accrued. Billing counts CPUs and GPUs only
+        (dbd keeps no memory or node usage)."""
+        for assoc, (cpu, gpu) in usage.items():
+            tres = {"cpu": cpu, "gres/gpu": gpu}
+            self.usage[assoc] = self.usage.get(assoc, 0.0) + fairshare.billing(tres, self.weights, self.max_tres)
+            totals = self.tres.setdefault(assoc, [0.0, 0.0, 0.0])
+            totals[0] += cpu
+            totals[1] += gpu
+        self.awaits_seed = False
+
     def used_minutes(self) -> tuple[dict[int, UsedMinutes], dict[str, UsedMinutes]]:
         """The decayed CPU-, GPU- and wall-minutes per association and per QOS (GrpTRESMins, GrpWall)."""
         def minutes(v: list[float]) -> UsedMinutes:
@@ -148,7 +161,8 @@ class UsageLedger:
 
     def dump(self) -> str:
         return json.dumps({"last": self.last, "usage": {str(k): v for k, v in self.usage.items()},
-                           "tres": {str(k): v for k, v in self.tres.items()}, "qos_tres": self.qos_tres})
+                           "tres": {str(k): v for k, v in self.tres.items()}, "qos_tres": self.qos_tres,
+                           "awaits_seed": self.awaits_seed})
 
     def load(self, text: str | None) -> None:
         """Restore a dump(); anything unreadable starts from no usage."""
@@ -158,8 +172,9 @@ class UsageLedger:
             self.tres = {int(k): [float(x) for x in v] for k, v in data.get("tres", {}).items()}
             self.qos_tres = {str(k): [float(x) for x in v] for k, v in data.get("qos_tres", {}).items()}
             self.last = int(data.get("last", 0))
+            self.awaits_seed = bool(data.get("awaits_seed", False))
         except (ValueError, TypeError, AttributeError):
-            self.usage, self.tres, self.qos_tres, self.last = {}, {}, {}, 0
+            self.usage, self.tres, self.qos_tres, self.last, self.awaits_seed = {}, {}, {}, 0, False
 
 
 def _minutes(text: str | None, default: int) -> int:

@@ -168,6 +168,24 @@ def report(session: Session, req: pb.ReportRequest) -> pb.ReportResponse:
     return out
 
 
+def decayed_usage(session: Session, req: pb.GetUsageRequest) -> pb.GetUsageResponse:
+    """CPU- and GPU-seconds per (account, user) since `req.since`, each hour decayed from its middle to
+    `req.now` with the half-life ctld uses (the seed of its fair-share ledger after a lost state)."""
+    stmt = select(Usage.account, Usage.user, Usage.hour, Usage.cpu_seconds, Usage.gpu_seconds).where(
+        Usage.cluster == req.cluster, Usage.hour + 3600 > req.since)
+    totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for account, user, hour, cpu, gpu in session.execute(stmt):
+        age = max(0, req.now - hour - 1800)
+        factor = 0.5 ** (age / req.half_life_s) if req.half_life_s > 0 else 1.0
+        row = totals[(account, user)]
+        row[0] += cpu * factor
+        row[1] += gpu * factor
+    out = pb.GetUsageResponse()
+    for (account, user), (cpu_s, gpu_s) in sorted(totals.items()):
+        out.usage.add(account=account, user=user, cpu_seconds=cpu_s, gpu_seconds=gpu_s)
+    return out
+
+
 DOWN_STATES = {"DOWN": "down", "DRAIN": "down", "FAIL": "down", "POWERED_DOWN": "plnd_down",
                "POWER_DOWN": "plnd_down"}
 

@@ -82,6 +82,10 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return pb.ShowResponse(rows=[pb.AcctRow(fields=r) for r in rows])
 
+    def GetUsage(self, request: pb.GetUsageRequest, context: grpc.ServicerContext) -> pb.GetUsageResponse:
+        with self._sessions() as session:
+            return queries.decayed_usage(session, request)
+
     def Report(self, request: pb.ReportRequest, context: grpc.ServicerContext) -> pb.ReportResponse:
         with self._sessions() as session:
             return queries.report(session, request)

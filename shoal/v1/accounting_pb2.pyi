@@ -1053,3 +1053,87 @@ class ReportResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReportResponse: _TypeAlias = ReportResponse  # noqa: Y015
+
+@_typing.final
+class GetUsageRequest(_message.Message):
+    """ctld's start without its usage ledger (a lost StateSaveLocation): the decayed usage of finished jobs
+    per association, from the hourly usage records.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLUSTER_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    HALF_LIFE_S_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    cluster: _builtins.str
+    now: _builtins.int
+    """decay to this time"""
+    half_life_s: _builtins.int
+    """PriorityDecayHalfLife; 0 = no decay"""
+    since: _builtins.int
+    """the last PriorityUsageResetPeriod boundary; 0 = all"""
+    def __init__(
+        self,
+        *,
+        cluster: _builtins.str = ...,
+        now: _builtins.int = ...,
+        half_life_s: _builtins.int = ...,
+        since: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "half_life_s", b"half_life_s", "now", b"now", "since", b"since"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetUsageRequest: _TypeAlias = GetUsageRequest  # noqa: Y015
+
+@_typing.final
+class AssocUsage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    CPU_SECONDS_FIELD_NUMBER: _builtins.int
+    GPU_SECONDS_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    user: _builtins.str
+    cpu_seconds: _builtins.float
+    """decayed"""
+    gpu_seconds: _builtins.float
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        user: _builtins.str = ...,
+        cpu_seconds: _builtins.float = ...,
+        gpu_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "cpu_seconds", b"cpu_seconds", "gpu_seconds", b"gpu_seconds", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssocUsage: _TypeAlias = AssocUsage  # noqa: Y015
+
+@_typing.final
+class GetUsageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USAGE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def usage(self) -> _containers.RepeatedCompositeFieldContainer[Global___AssocUsage]: ...
+    def __init__(
+        self,
+        *,
+        usage: _abc.Iterable[Global___AssocUsage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetUsageResponse: _TypeAlias = GetUsageResponse  # noqa: Y015

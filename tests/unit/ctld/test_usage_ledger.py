@@ -54,3 +54,11 @@ def test_the_ledger_survives_a_dump_and_load() -> None:
     again = ledger()
     again.load(led.dump())
     assert again.used_minutes() == led.used_minutes() and again.usage == led.usage and again.last == 1060
+
+
+def test_a_ledger_seeded_from_dbd_adds_its_cpu_and_gpu_seconds() -> None:
+    led = ledger()
+    led.awaits_seed = True
+    led.seed({2: (600.0, 60.0)})
+    assert led.usage == {2: 600.0} and not led.awaits_seed  # billing: CPUs without weights
+    assert led.used_minutes()[0] == {2: UsedMinutes(cpu=10.0, gpu=1.0)}

@@ -78,6 +78,19 @@ def test_finished_job_adds_hourly_usage_once(sessions: sessionmaker[Session]) ->
     ]
 
 
+def test_decayed_usage_per_association_for_a_ctld_without_its_ledger(sessions: sessionmaker[Session]) -> None:
+    # hour 0: 800 CPU-s (alice), hour 2: 3600 CPU-s and GPU-s (bob); decayed from each hour's middle
+    send(sessions, [job(1, start_time=100, end_time=500, submit_time=0),
+                    job(2, user="bob", start_time=7200, end_time=10800, submit_time=0, alloc_cpus=1,
+                        tres_alloc="cpu=1,gres/gpu=1")])
+    with sessions() as session:
+        got = queries.decayed_usage(session, pb.GetUsageRequest(cluster="c1", now=16200, half_life_s=7200))
+        assert [(u.user, round(u.cpu_seconds), round(u.gpu_seconds)) for u in got.usage] == [
+            ("alice", 800 // 4, 0), ("bob", 3600 // 2, 3600 // 2)]  # two half-lives old, one
+        after_reset = queries.decayed_usage(session, pb.GetUsageRequest(cluster="c1", now=9000, since=3600))
+        assert [(u.user, u.cpu_seconds) for u in after_reset.usage] == [("bob", 3600.0)]
+
+
 QUERIES = [
     ("all", {}, [1, 2, 3, 4, 5]),
     ("job id", {"job_ids": ["2"]}, [2]),
