@@ -11,16 +11,22 @@ from sqlalchemy.orm import Session
 
 from dbd.ingest import JOB_FIELDS, STEP_FIELDS, tres_count
 from dbd.models import Cluster, Job, NodeEvent, Step, Usage
+from shoal import acct_records
 from shoal.v1 import accounting_pb2 as pb
 
 
-def find_jobs(session: Session, q: pb.JobQuery) -> list[pb.AcctJob]:
-    """Jobs matching `q` in (cluster, job id) order, each with its steps.
+def find_jobs(session: Session, q: pb.JobQuery) -> pb.AcctJobsResponse:
+    """Jobs matching `q` in (cluster, job id) order, and their steps, as columns (shoal.acct_records).
 
-    Only the fields the caller asked for are read; plain Core rows go straight into protobuf
-    constructors (no ORM objects), and the steps of all the selected jobs come in one range scan or
-    a few IN queries (no per-job loads).
+    Only the fields the caller asked for are read; plain Core rows go column by column into the
+    answer (no ORM objects, no message per record), and the steps of all the selected jobs come in
+    one range scan or a few IN queries (no per-job loads).
     """
+    with acct_records.gc_paused():
+        return _find_jobs(session, q)
+
+
+def _find_jobs(session: Session, q: pb.JobQuery) -> pb.AcctJobsResponse:
     job_fields, step_fields = _wanted(q)
     rows = _job_rows(session, q, job_fields)
     if q.nodes:
@@ -34,15 +40,14 @@ def find_jobs(session: Session, q: pb.JobQuery) -> list[pb.AcctJob]:
             latest[(row[1], row[2])] = row[0]  # ordered by submit time: the last one wins
         rows = [r for r in rows if latest[(r[1], r[2])] == r[0]]
     steps = _steps_of(session, [r[0] for r in rows], step_fields)
-    out = []
-    for r in rows:
-        job_id, submit = r[2], r[3]
+    step_rows: list[tuple[Any, ...]] = []
+    for index, r in enumerate(rows):
         mine = steps.get(r[0])
-        job = pb.JobRecord(job_id=job_id, cluster=r[1], submit_time=submit, **dict(zip(job_fields, r[4:], strict=True)))
-        out.append(pb.AcctJob(job=job, steps=[
-            pb.StepRecord(job_id=job_id, submit_time=submit, step_id=s[1], **dict(zip(step_fields, s[2:], strict=True)))
-            for s in sorted(mine, key=_step_order)
-        ] if mine else ()))
+        if mine:
+            step_rows.extend((index, *s[1:]) for s in sorted(mine, key=_step_order))
+    out = pb.AcctJobsResponse()
+    acct_records.encode(out.jobs, ("cluster", "job_id", "submit_time", *job_fields), [r[1:] for r in rows])
+    acct_records.encode(out.steps, (acct_records.JOB_INDEX, "step_id", *step_fields), step_rows)
     return out
 
 

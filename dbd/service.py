@@ -55,7 +55,7 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
 
     def GetJobs(self, request: pb.AcctJobsRequest, context: grpc.ServicerContext) -> pb.AcctJobsResponse:
         with self._sessions() as session:
-            return pb.AcctJobsResponse(jobs=queries.find_jobs(session, request.query))
+            return queries.find_jobs(session, request.query)
 
     def Modify(self, request: pb.ModifyRequest, context: grpc.ServicerContext) -> pb.ModifyResponse:
         uid = current_caller().uid

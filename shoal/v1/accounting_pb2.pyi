@@ -709,44 +709,89 @@ class AcctJobsRequest(_message.Message):
 Global___AcctJobsRequest: _TypeAlias = AcctJobsRequest  # noqa: Y015
 
 @_typing.final
-class AcctJob(_message.Message):
+class RecordColumn(_message.Message):
+    """Records as columns: one repeated field per record field instead of one message per job and step
+    (building and reading 100,000s of small messages was most of a large sacct's time).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
-    JOB_FIELD_NUMBER: _builtins.int
-    STEPS_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    INTS_FIELD_NUMBER: _builtins.int
+    TEXTS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """the JobRecord/StepRecord field (or job_index)"""
     @_builtins.property
-    def job(self) -> Global___JobRecord: ...
+    def ints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """a value per row for an integer field"""
+
     @_builtins.property
-    def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepRecord]: ...
+    def texts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """a value per row for a string field"""
+
     def __init__(
         self,
         *,
-        job: Global___JobRecord | None = ...,
-        steps: _abc.Iterable[Global___StepRecord] | None = ...,
+        name: _builtins.str = ...,
+        ints: _abc.Iterable[_builtins.int] | None = ...,
+        texts: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "steps", b"steps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ints", b"ints", "name", b"name", "texts", b"texts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___AcctJob: _TypeAlias = AcctJob  # noqa: Y015
+Global___RecordColumn: _TypeAlias = RecordColumn  # noqa: Y015
+
+@_typing.final
+class RecordTable(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROWS_FIELD_NUMBER: _builtins.int
+    COLUMNS_FIELD_NUMBER: _builtins.int
+    rows: _builtins.int
+    @_builtins.property
+    def columns(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecordColumn]:
+        """fields not asked for are absent (their default on every row)"""
+
+    def __init__(
+        self,
+        *,
+        rows: _builtins.int = ...,
+        columns: _abc.Iterable[Global___RecordColumn] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["columns", b"columns", "rows", b"rows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordTable: _TypeAlias = RecordTable  # noqa: Y015
 
 @_typing.final
 class AcctJobsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     JOBS_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___AcctJob]: ...
+    def jobs(self) -> Global___RecordTable:
+        """JobRecord fields, in (cluster, job id, submit time) order"""
+
+    @_builtins.property
+    def steps(self) -> Global___RecordTable:
+        """StepRecord fields plus job_index (the row of its job), in job order"""
+
     def __init__(
         self,
         *,
-        jobs: _abc.Iterable[Global___AcctJob] | None = ...,
+        jobs: Global___RecordTable | None = ...,
+        steps: Global___RecordTable | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs", "steps", b"steps"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs", "steps", b"steps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

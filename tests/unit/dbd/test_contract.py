@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from dbd import admin, ingest, queries, schema
 from dbd.purge import purge_jobs
+from shoal.acct_records import AcctEntry, decode
 from shoal.v1 import accounting_pb2 as pb
 
 TABLES = {"accounts", "associations", "clusters", "jobs", "steps", "node_events", "qos", "users",
@@ -39,9 +40,11 @@ def send(sessions: sessionmaker[Session], records: list[pb.AcctRecord], start: i
         return ingest.apply_records(session, pb.SendRecordsRequest(cluster=cluster, epoch=epoch, records=records))
 
 
-def find(sessions: sessionmaker[Session], **kw: object) -> list[pb.AcctJob]:
+def find(sessions: sessionmaker[Session], **kw: object) -> list[AcctEntry]:
+    """What sacct gets: the GetJobs answer, serialized and decoded."""
     with sessions() as session:
-        return queries.find_jobs(session, pb.JobQuery(**kw))  # type: ignore[arg-type]
+        data = queries.find_jobs(session, pb.JobQuery(**kw)).SerializeToString()  # type: ignore[arg-type]
+    return decode(pb.AcctJobsResponse.FromString(data))
 
 
 def test_migrations_upgrade_downgrade_upgrade(engine: Engine) -> None:
