@@ -79,7 +79,7 @@ def sacct_time(url: str, jobs: int) -> tuple[float, float, int]:
     formatted, format_cpu = time.perf_counter() - started, time.process_time() - cpu
     sessions.kw["bind"].dispose()
     print(f"  (this process's CPU: query {query_cpu:.2f} s, format {format_cpu:.2f} s; the rest of the wall time"
-          " is the database server and the other processes on the machine)")
+          f" is the database server and the other processes on the machine; answer {len(data) / 1e6:.1f} MB)")
     return queried, formatted, len(lines)
 
 

@@ -69,7 +69,7 @@ def _wanted(q: pb.JobQuery) -> tuple[list[str], list[str]]:
 def _job_rows(session: Session, q: pb.JobQuery, fields: list[str]) -> list[tuple[Any, ...]]:
     """(row id, cluster, job id, submit time, *fields) of the matching jobs, read through Core."""
     conn = session.connection()
-    stmt = _select(conn, [Job.id, Job.cluster, Job.job_id, Job.submit_time, *(getattr(Job, f) for f in fields)])
+    stmt = select(Job.id, Job.cluster, Job.job_id, Job.submit_time, *(getattr(Job, f) for f in fields))
     if q.clusters:
         stmt = stmt.where(Job.cluster.in_(list(q.clusters)))
     id_terms: list[ColumnElement[bool]] = []
@@ -98,29 +98,36 @@ def _job_rows(session: Session, q: pb.JobQuery, fields: list[str]) -> list[tuple
         stmt = stmt.where(or_(Job.end_time == 0, Job.end_time >= q.start))
     if q.end:
         stmt = stmt.where(Job.submit_time < q.end)
-    stmt = stmt.order_by(Job.cluster, Job.job_id, Job.submit_time)
-    if q.limit:
-        stmt = stmt.limit(q.limit)
-    return _fetch(conn, stmt)
+    rows = _fetch(conn, stmt, Job.id)
+    rows.sort(key=_job_order)
+    return rows[: q.limit] if q.limit else rows
 
 
-def _select(conn: Connection, columns: list[Any]) -> Select[Any]:
-    """SELECT of `columns`; on MySQL/MariaDB as one JSON array per row.
+def _job_order(row: tuple[Any, ...]) -> tuple[str, int, int]:
+    return (row[1], row[2], row[3])  # cluster, job id, submit time
 
-    PyMySQL parses every field of every row in pure Python (~10 us each, most of a 100,000-job
-    sacct); one JSON text per row is one field, decoded in C by json.loads.
+
+ROWS_PER_TEXT = 500  # MySQL/MariaDB rows folded into one JSON text (see _fetch)
+
+
+def _fetch(conn: Connection, stmt: Select[Any], bucket: Any) -> list[tuple[Any, ...]]:
+    """The rows of `stmt`, in no particular order.
+
+    On MySQL/MariaDB, PyMySQL parses every field of every row in pure Python (~10 us each, most of a
+    100,000-job sacct), so the rows come folded: ROWS_PER_TEXT of them (grouped by `bucket`, an
+    integer key, DIV ROWS_PER_TEXT) as one JSON array text, decoded in C by json.loads.
     """
-    if conn.dialect.name in ("mysql", "mariadb"):
-        return select(func.json_array(*columns))
-    return select(*columns)
-
-
-def _fetch(conn: Connection, stmt: Select[Any]) -> list[tuple[Any, ...]]:
-    result = conn.execute(stmt)
-    if conn.dialect.name in ("mysql", "mariadb"):
-        loads = json.loads
-        return [tuple(loads(text)) for (text,) in result]
-    return [tuple(r) for r in result]
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        return [tuple(r) for r in conn.execute(stmt)]
+    conn.exec_driver_sql("SET SESSION group_concat_max_len = 1073741824")  # MariaDB caps JSON_ARRAYAGG by it
+    rows = stmt.with_only_columns(
+        func.json_array(*stmt.selected_columns).label("r"), bucket.op("DIV")(ROWS_PER_TEXT).label("b")
+    ).order_by(None).subquery()
+    loads = json.loads
+    out: list[tuple[Any, ...]] = []
+    for (text,) in conn.execute(select(func.json_arrayagg(rows.c.r)).group_by(rows.c.b)):
+        out.extend(map(tuple, loads(text)))
+    return out
 
 
 def _steps_of(session: Session, job_rows: list[int], fields: list[str]) -> dict[int, list[tuple[Any, ...]]]:
@@ -129,16 +136,16 @@ def _steps_of(session: Session, job_rows: list[int], fields: list[str]) -> dict[
     if not job_rows:
         return steps
     conn = session.connection()
-    query = _select(conn, [Step.job_row, Step.step_id, *(getattr(Step, f) for f in fields)])
+    query = select(Step.job_row, Step.step_id, *(getattr(Step, f) for f in fields))
     wanted = set(job_rows)
     lo, hi = min(job_rows), max(job_rows)
     if len(job_rows) > 5000 and hi - lo < 4 * len(job_rows):
-        for step in _fetch(conn, query.where(Step.job_row.between(lo, hi))):  # one range scan, filtered here
+        for step in _fetch(conn, query.where(Step.job_row.between(lo, hi)), Step.id):  # one range scan, filtered
             if step[0] in wanted:
                 steps[step[0]].append(step)
         return steps
     for chunk in range(0, len(job_rows), 900):
-        for step in _fetch(conn, query.where(Step.job_row.in_(job_rows[chunk : chunk + 900]))):
+        for step in _fetch(conn, query.where(Step.job_row.in_(job_rows[chunk : chunk + 900])), Step.id):
             steps[step[0]].append(step)
     return steps
 
