@@ -389,13 +389,14 @@ class Accounting:
 
 def _usage_limits(row: pb.Association | pb.Qos) -> m.UsageLimits:
     """GrpTRESMins, GrpTRESRunMins, GrpWall and MaxTRESMinsPerJob of an association or QOS."""
-    return m.UsageLimits(
+    limits = m.UsageLimits(
         grp_cpu_mins=_tres(row.grp_tres_mins, "cpu"), grp_gpu_mins=_tres(row.grp_tres_mins, "gres/gpu"),
         grp_cpu_run_mins=_tres(row.grp_tres_run_mins, "cpu"),
         grp_gpu_run_mins=_tres(row.grp_tres_run_mins, "gres/gpu"), grp_wall_min=row.grp_wall_min,
         max_cpu_mins_per_job=_tres(row.max_tres_mins_per_job, "cpu"),
         max_gpu_mins_per_job=_tres(row.max_tres_mins_per_job, "gres/gpu"),
     )
+    return m.NO_USAGE_LIMITS if limits == m.NO_USAGE_LIMITS else limits  # the shared "none" the core skips
 
 
 def _tres(text: str, name: str) -> int:

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from ctld.sched.model import (
+    NO_USAGE_LIMITS,
     AccountingLimits,
     AssocLimits,
     JobRequest,
@@ -163,6 +164,8 @@ def usage_reason(
     """Slurm's reason when a job of `cpus`/`gpus` for `minutes` (negative: unlimited) passes a usage
     limit, given the decayed `used` (cpu, gpu, wall minutes) and the running jobs' remaining `run`
     (cpu, gpu minutes); `side` 0 names the association's reason, 1 the QOS's."""
+    if lim is NO_USAGE_LIMITS:  # most associations: nothing to check
+        return None
     used_cpu, used_gpu, used_wall = used
     run_cpu, run_gpu = run
     span = float(minutes) if minutes >= 0 else math.inf
