@@ -36,6 +36,7 @@ REVOKE_POLL_S = 2.0
 
 SALLOC_ENV = {
     "SALLOC_ACCOUNT": "account",
+    "SALLOC_REQ_SWITCH": "switches",
     "SALLOC_PARTITION": "partition",
     "SALLOC_QOS": "qos",
     "SALLOC_TIMELIMIT": "time",

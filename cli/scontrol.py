@@ -1,6 +1,6 @@
 """scontrol: show cluster objects, update jobs and nodes, hold/release/requeue jobs, ping.
 
-The `show` formatting lives in cli/show.py (loaded only for `show job|node|partition|config`);
+The `show` formatting lives in cli/show.py (loaded only for `show job|node|partition|config|topology`);
 this module parses the command line, calls the controller and reports errors in Slurm's words.
 `show hostnames` and `show hostlist` work without a controller.
 """
@@ -40,6 +40,7 @@ Commands:
   show node|nodes [name]        show nodes
   show partition[s] [name]      show partitions
   show config                   show the controller's configuration
+  show topology [name]          show the network switches (topology/tree)
   show hostnames [hostlist]     expand a hostlist (default $SLURM_JOB_NODELIST)
   show hostlist names           compress host names into a hostlist
   show hostlistsorted names     the same, sorted
@@ -113,6 +114,7 @@ class Failure(Exception):
 class Flags:
     oneliner: bool = False
     details: bool = False
+    all: bool = False  # -a: Hidden partitions too
     quiet: bool = False
 
 
@@ -140,6 +142,8 @@ def run(argv: Sequence[str]) -> int:
             flags.oneliner = True
         elif dest == "details":
             flags.details = True
+        elif dest == "all":
+            flags.all = True
         elif dest == "quiet":
             flags.quiet = True
     if not rest:
@@ -212,6 +216,8 @@ def cmd_show(args: list[str], flags: Flags) -> int:
         return show_partitions(name, flags)
     if matches(entity, "config", 3):
         return show_config(flags)
+    if matches(entity, "topology", 3):
+        return show_topology(name)
     raise Failure(f"invalid entity:{entity} for keyword:show ")
 
 
@@ -352,14 +358,15 @@ def show_partitions(name: str, flags: Flags) -> int:
         resp = ctld("GetPartitions", request, controller_pb2.GetPartitionsResponse)
     except CommandError as exc:
         raise Failure(f"slurm_load_partitions error: {exc.message}") from exc
-    if not resp.partitions:
+    partitions = [p for p in resp.partitions if flags.all or not p.hidden]
+    if not partitions:
         if name:
             raise Failure(f"Partition {name} not found")
         print("No partitions in the system")
         return 0
     from cli.show import format_partition
 
-    _emit([format_partition(p) for p in resp.partitions], flags)
+    _emit([format_partition(p) for p in partitions], flags)
     return 0
 
 
@@ -375,6 +382,35 @@ def show_config(flags: Flags) -> int:
 
     text = format_config(resp)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def show_topology(name: str) -> int:
+    """One line per switch (topology/tree); with a name, that switch or the switches above that node.
+
+    As Slurm, "nothing to show" is an error message with exit code 0.
+    """
+    from cli.common import CommandError, ctld
+    from shoal.hostlist import expand
+    from shoal.v1 import controller_pb2
+
+    try:
+        resp = ctld("GetConfig", controller_pb2.GetConfigRequest(), controller_pb2.GetConfigResponse)
+    except CommandError as exc:
+        raise Failure(f"slurm_load_topo error: {exc.message}") from exc
+    if not resp.switches:
+        print(f"{PROG}: error: No topology information available", file=sys.stderr)
+        return 0
+    switches = list(resp.switches)
+    if name:
+        switches = [s for s in switches if s.name == name] or [s for s in switches if name in expand(s.nodes)]
+        if not switches:
+            print(f"{PROG}: error: Topology information contains no switch or node named {name}", file=sys.stderr)
+            return 0
+    from cli.show import format_switch
+
+    for switch in switches:
+        print(format_switch(switch))
     return 0
 
 

@@ -224,7 +224,7 @@ def _part_value(part: cluster_pb2.PartitionInfo | None, key: str) -> str:
     if key == "S":
         return "all"
     if key == "M":
-        return "OFF"
+        return part.preempt_mode or "OFF"
     if key == "B":
         return "UNLIMITED"
     return ""

@@ -506,7 +506,7 @@ USAGE = (
 
 HELP = """Usage: squeue [OPTIONS]
   -A, --account=accounts          show jobs of these accounts (comma list)
-  -a, --all                       show jobs of all partitions (always on)
+  -a, --all                       show jobs of hidden partitions too
   -r, --array                     one line per array task, pending tasks too
   -h, --noheader                  print no header line
   -i, --iterate=seconds           print again every so many seconds
@@ -647,7 +647,8 @@ def _query(args: argparse.Namespace, flt: JobFilter) -> tuple[list[jobs_pb2.JobI
     from shoal.v1 import controller_pb2
 
     request = controller_pb2.GetJobsRequest(
-        include_finished=flt.states is None or bool(flt.states - UNFINISHED)
+        include_finished=flt.states is None or bool(flt.states - UNFINISHED),
+        show_all=bool(args.all or args.jobs or args.partition),  # naming jobs or partitions shows hidden ones
     )
     if args.jobs:
         request.job_id_strs.extend(w for w in _split_outside_brackets(args.jobs) if w.strip())

@@ -62,6 +62,7 @@ SRUN_OPTIONS: tuple[Opt, ...] = tuple(o for o in SBATCH_OPTIONS if o.dest not in
 
 SRUN_ENV = {
     "SLURM_ACCOUNT": "account",
+    "SLURM_REQ_SWITCH": "switches",
     "SLURM_CPUS_PER_TASK": "cpus_per_task",
     "SLURM_DISTRIBUTION": "distribution",
     "SLURM_EXCLUSIVE": "exclusive",

@@ -124,6 +124,7 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> Job
         partitions=tuple(p for p in job.partition.split(",") if p),
         admin_priority=job.priority if job.priority_set else None,
         qos=job.qos,
+        account=job.account,
         nice=spec.nice,
         min_nodes=min_nodes,
         max_nodes=max_nodes,
@@ -147,6 +148,8 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> Job
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id,
         array_max_running=job.array_max_tasks,
+        max_switches=spec.switches,
+        switch_wait_s=spec.switch_wait_s if spec.switches else -1,
     )
 
 

@@ -179,6 +179,7 @@ def _launch_request(
     ctl: Controller, job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep, node: str
 ) -> node_pb2.LaunchTasksRequest:
     batch = ctl._launch_request(job)
+    addr, pattern = ctl.topology_address(node)
     lean = jobs_pb2.JobInfo()
     lean.CopyFrom(job)
     del lean.steps[:]
@@ -192,6 +193,8 @@ def _launch_request(
         ctld_addr=batch.ctld_addr,
         kill_wait=batch.kill_wait,
         slurm_conf=batch.slurm_conf,
+        topology_addr=addr,
+        topology_addr_pattern=pattern,
     )
 
 
@@ -238,16 +241,19 @@ def end_job_steps(job: jobs_pb2.JobInfo, state: int, now: int) -> None:
             _end(step, step_state, 0, 9 if step_state == jobs_pb2.CANCELLED else 0, now)
 
 
-def terminate_elsewhere(ctl: Controller, job: jobs_pb2.JobInfo, reason: str) -> list[Callable[[], None]]:
+def terminate_elsewhere(
+    ctl: Controller, job: jobs_pb2.JobInfo, reason: str, kill_wait: int | None = None
+) -> list[Callable[[], None]]:
     """TerminateJob on every node of the job but the batch host (that one gets its own call):
-    ends the step tasks there."""
+    ends the step tasks there (SIGKILL after `kill_wait`, default KillWait)."""
+    wait = ctl.cfg.kill_wait if kill_wait is None else kill_wait
     effects: list[Callable[[], None]] = []
     for a in job.allocation:
         if a.node == job.batch_host and job.batch_flag:
             continue
         node = ctl.nodes.get(a.node)
         if node is not None and node.available:
-            effects.append(partial(ctl.actions.terminate, node.info, job.job_id, ctl.cfg.kill_wait, reason))
+            effects.append(partial(ctl.actions.terminate, node.info, job.job_id, wait, reason))
     return effects
 
 

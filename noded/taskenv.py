@@ -74,6 +74,8 @@ def task_environments(
         cluster_name=req.cluster_name,
         ctld_addr=req.ctld_addr,
         slurm_conf=req.slurm_conf,
+        topology_addr=req.topology_addr,
+        topology_addr_pattern=req.topology_addr_pattern,
     )
     common.update(slurm_variables(batch_like, node))
     step_id = str(step.step_id)

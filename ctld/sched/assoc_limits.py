@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
+from ctld.sched.borrowing import CPU, GPU, Cohorts, borrowing_jobs, reclaim
 from ctld.sched.model import (
     NO_USAGE_LIMITS,
     AccountingLimits,
     AssocLimits,
     JobRequest,
+    Partition,
     QosLimits,
     RunningJob,
+    Snapshot,
     UsageLimits,
     UsedMinutes,
 )
+from ctld.sched.placement import Overlay
+from ctld.sched.preemption import Plan
 
 MAX_JOBS = "AssocMaxJobsLimit"
 GRP_JOBS = "AssocGrpJobsLimit"
@@ -71,16 +76,20 @@ class AssocUsage:
         self.cpus: Counter[int] = Counter()
         self.gpus: Counter[int] = Counter()
         self.qos_user_jobs: Counter[tuple[str, int]] = Counter()
-        self.used: dict[int, list[float]] = {}  # association -> [cpu, gpu, wall] minutes of its subtree
+        self.used_mins: dict[int, list[float]] = {}  # association -> [cpu, gpu, wall] minutes of its subtree
         self.run: dict[int, list[float]] = {}  # association -> [cpu, gpu] remaining minutes of running jobs
         self.qos_run: dict[str, list[float]] = {}
         for assoc_id, used in limits.assoc_used.items():
             for assoc in self.chain(assoc_id):
-                totals = self.used.setdefault(assoc.id, [0.0, 0.0, 0.0])
+                totals = self.used_mins.setdefault(assoc.id, [0.0, 0.0, 0.0])
                 totals[0] += used.cpu
                 totals[1] += used.gpu
                 totals[2] += used.wall
-        for run in running:
+        self.cohorts = Cohorts(limits.assocs)
+        self._used = {CPU: self.cpus, GPU: self.gpus}
+        self._running = tuple(running)
+        self._borrowing: dict[int, set[int]] | None = None
+        for run in self._running:
             cpus = sum(len(a.cpu_ids) for a in run.allocation)
             gpus = sum(len(a.gpu_indices) for a in run.allocation)
             self._count(run.assoc_id, cpus, gpus)
@@ -136,11 +145,10 @@ class AssocUsage:
                 return MAX_GRES_PER_JOB
             if 0 <= assoc.grp_jobs <= self.jobs[assoc.id]:
                 return GRP_JOBS
-            if 0 <= assoc.grp_cpus < self.cpus[assoc.id] + cpus:
-                return GRP_CPU
-            if gpus and 0 <= assoc.grp_gpus < self.gpus[assoc.id] + gpus:
-                return GRP_GRES
-            why = usage_reason(assoc.usage, self.used.get(assoc.id, (0.0, 0.0, 0.0)),
+            over = self.cohorts.cannot_borrow(assoc, {CPU: cpus, GPU: gpus}, self._used)
+            if over is not None:
+                return GRP_CPU if over == CPU else GRP_GRES
+            why = usage_reason(assoc.usage, self.used_mins.get(assoc.id, (0.0, 0.0, 0.0)),
                                self.run.get(assoc.id, (0.0, 0.0)), cpus, gpus, minutes, safe, 0)
             if why:
                 return why
@@ -155,6 +163,30 @@ class AssocUsage:
         minutes = job.time_limit_min if minutes is None else minutes
         if minutes > 0:
             self._count_run(job.assoc_id, job.qos, cpus * minutes, gpus * minutes)
+        self.cohorts.started(job.job_id)
+
+    # ---- quota borrowing (borrowing.py)
+    def wait_for(self, job: JobRequest) -> None:
+        """An eligible pending job, in queue order: the guaranteed quota it fits in is not lent out."""
+        self.cohorts.wait_for(job.job_id, list(self.chain(job.assoc_id)), _want(job), self._used)
+
+    def reclaim(
+        self, job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay, gone: frozenset[int]
+    ) -> Plan | None:
+        """Borrowing jobs to requeue so that `job`, within its guarantee, starts (see borrowing.reclaim)."""
+        chain = list(self.chain(job.assoc_id))
+        if not self.cohorts.enabled or not self.cohorts.within_guarantee(chain, _want(job), self._used, job.job_id):
+            return None
+        if self._borrowing is None:
+            chains = {a.id: list(self.chain(a.id)) for a in self._limits.assocs}
+            self._borrowing = borrowing_jobs(self._running, chains)
+        if not self._borrowing:
+            return None
+        return reclaim(job, chain, parts, snap, overlay, self.cohorts, self._borrowing, gone)
+
+
+def _want(job: JobRequest) -> dict[str, int]:
+    return {CPU: job_cpus(job), GPU: job_gpus(job)}
 
 
 def usage_reason(

@@ -61,41 +61,71 @@ class Timeline:
         self._release_times = [now + _round_up(max(0, r.end_time - now), resolution) for r in self._ends]
         self._resolution = resolution
         self._at: dict[int, Snapshot] = {0: snap}  # releases applied -> snapshot (cached per pass)
-        self.holds: list[Hold] = [Hold(now, job_end(now, s.time_limit_min), s) for s in starts]
-        self._times: list[int] | None = None
+        self._blank: dict[int, Overlay] = {}  # releases applied -> an empty overlay bound to that snapshot
+        self.holds: list[Hold] = []
+        self._times: list[int] = sorted({now, *(t for t in self._release_times if t >= now)})
         self._freed: dict[str, tuple[int, list[int]]] = {}  # partition -> (free now, CPUs released by count)
-        self._states: dict[tuple[int, tuple[int, ...]], tuple[Snapshot, Overlay]] = {}
+        self._states: dict[tuple[int, tuple[int, ...]], Overlay] = {}  # (releases, holds) -> overlay
+        self._users: Counter[tuple[int, tuple[int, ...]]] = Counter()  # windows sharing each state
+        self._windows: dict[tuple[int, int, int], tuple[int, tuple[int, tuple[int, ...]]]] = {}
+        for start in starts:
+            self.hold(now, start)
 
     def hold(self, begin: int, start: Start) -> None:
-        self.holds.append(Hold(begin, job_end(begin, start.time_limit_min), start))
-        self._times = None
+        hold = Hold(begin, job_end(begin, start.time_limit_min), start)
+        self.holds.append(hold)
+        if hold.end < FOREVER:
+            moment = self.now + _round_up(hold.end - self.now, self._resolution)
+            at = bisect.bisect_left(self._times, moment)
+            if moment >= self.now and (at == len(self._times) or self._times[at] != moment):
+                self._times.insert(at, moment)
 
     def candidate_times(self) -> list[int]:
         """Now and every later moment something is released (availability only grows then)."""
-        if self._times is None:
-            ends = {self.now, *self._release_times}
-            ends.update(
-                self.now + _round_up(h.end - self.now, self._resolution) for h in self.holds if h.end < FOREVER
-            )
-            self._times = sorted(t for t in ends if t >= self.now)
         return self._times
 
     def state(self, begin: int, end: int) -> tuple[Snapshot, Overlay]:
         """The snapshot at `begin` and an overlay of every hold overlapping [begin, end).
 
-        Both are kept for the pass (callers never change them), so jobs that see the same
-        releases and holds share one overlay and its per-node Free.
+        Callers never change either. Windows that see the same releases and holds share one
+        overlay (and its per-node Free and indexes); when a new hold overlaps a window, its overlay
+        takes the hold in place if no other window shares it, else a copy does.
         """
         count = bisect.bisect_right(self._release_times, begin)
-        overlapping = tuple(i for i, h in enumerate(self.holds) if h.begin < end and h.end > begin)
-        key = (count, overlapping)
-        found = self._states.get(key)
-        if found is None:
-            overlay = Overlay()
-            for i in overlapping:
-                overlay.add(self.holds[i].start)
-            found = self._states[key] = (self._snapshot_at(count), overlay)
-        return found
+        window = (count, begin, end)
+        seen, key = self._windows.get(window, (0, (count, ())))
+        new = tuple(i for i in range(seen, len(self.holds)) if self._overlaps(i, begin, end))
+        if window in self._windows and not new:
+            return self._snapshot_at(count), self._states[key]
+        wanted = (count, key[1] + new)
+        if wanted not in self._states:
+            self._states[wanted] = self._grown(count, key if window in self._windows else None, new)
+        if window in self._windows:
+            self._users[key] -= 1
+            if self._users[key] <= 0:
+                self._states.pop(key, None)
+        self._users[wanted] += 1
+        self._windows[window] = (len(self.holds), wanted)
+        return self._snapshot_at(count), self._states[wanted]
+
+    def _overlaps(self, i: int, begin: int, end: int) -> bool:
+        hold = self.holds[i]
+        return hold.begin < end and hold.end > begin
+
+    def _grown(self, count: int, base: tuple[int, tuple[int, ...]] | None, new: tuple[int, ...]) -> Overlay:
+        """The overlay of `base` (None: no holds) plus the holds `new`; `base` itself when no one else uses it."""
+        if base is not None and self._users[base] == 1:
+            overlay = self._states[base]
+        elif base is not None:
+            overlay = self._states[base].copy()
+        else:
+            blank = self._blank.get(count)
+            if blank is None:
+                blank = self._blank[count] = Overlay()
+                blank.order(self._snapshot_at(count))  # binds it: copies share its per-snapshot pools
+            overlay = blank.copy()
+        overlay.add_all(self.holds[i].start for i in new)
+        return overlay
 
     def free_cpus_at_most(self, part: Partition, begin: int) -> int:
         """An upper bound of the CPUs free in `part` at `begin` (holds ignored), from counts alone.
@@ -104,11 +134,21 @@ class Timeline:
         """
         found = self._freed.get(part.name)
         if found is None:
-            members = set(part.nodes)
-            free = sum(n.cpus - len(n.usage.cpu_ids) for n in self.snap.nodes if n.name in members and n.available)
+            members = {n.name: n for n in self.snap.nodes if n.name in set(part.nodes) and n.available}
+            free = sum(n.cpus - len(n.usage.cpu_ids) for n in members.values())
+            # CPUs each release gives back, as release() does: a node's last holder frees all of it
+            used = {name: len(n.usage.cpu_ids) for name, n in members.items()}
+            holders = Counter(name for running in self.snap.running for name in running.nodes)
             released = [0]
             for running in self._ends:
-                cpus = sum(len(a.cpu_ids) for a in running.allocation if a.node in members)
+                held = {a.node: len(a.cpu_ids) for a in running.allocation}
+                cpus = 0
+                for name in running.nodes:
+                    holders[name] -= 1
+                    if name in used:
+                        back = used[name] if holders[name] <= 0 else min(used[name], held.get(name, 0))
+                        used[name] -= back
+                        cpus += back
                 released.append(released[-1] + cpus)
             found = self._freed[part.name] = (free, released)
         free, released = found

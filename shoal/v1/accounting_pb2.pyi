@@ -381,6 +381,7 @@ class Association(_message.Message):
     QOS_FIELD_NUMBER: _builtins.int
     DEFAULT_QOS_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
+    MAX_BORROW_TRES_FIELD_NUMBER: _builtins.int
     GRP_TRES_MINS_FIELD_NUMBER: _builtins.int
     GRP_TRES_RUN_MINS_FIELD_NUMBER: _builtins.int
     MAX_TRES_MINS_PER_JOB_FIELD_NUMBER: _builtins.int
@@ -404,6 +405,8 @@ class Association(_message.Message):
     max_wall_min: _builtins.int
     default_qos: _builtins.str
     priority: _builtins.int
+    max_borrow_tres: _builtins.str
+    """MaxBorrowTRES (beyond Slurm): "gres/gpu=4"; "" = no borrowing"""
     grp_tres_mins: _builtins.str
     """GrpTRESMins "cpu=6000,gres/gpu=600": decayed usage cap"""
     grp_tres_run_mins: _builtins.str
@@ -434,6 +437,7 @@ class Association(_message.Message):
         qos: _abc.Iterable[_builtins.str] | None = ...,
         default_qos: _builtins.str = ...,
         priority: _builtins.int = ...,
+        max_borrow_tres: _builtins.str = ...,
         grp_tres_mins: _builtins.str = ...,
         grp_tres_run_mins: _builtins.str = ...,
         max_tres_mins_per_job: _builtins.str = ...,
@@ -441,7 +445,7 @@ class Association(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "cluster", b"cluster", "default_qos", b"default_qos", "grp_jobs", b"grp_jobs", "grp_submit_jobs", b"grp_submit_jobs", "grp_tres", b"grp_tres", "grp_tres_mins", b"grp_tres_mins", "grp_tres_run_mins", b"grp_tres_run_mins", "grp_wall_min", b"grp_wall_min", "id", b"id", "max_jobs", b"max_jobs", "max_submit_jobs", b"max_submit_jobs", "max_tres_mins_per_job", b"max_tres_mins_per_job", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "parent", b"parent", "partition", b"partition", "priority", b"priority", "qos", b"qos", "shares", b"shares", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "cluster", b"cluster", "default_qos", b"default_qos", "grp_jobs", b"grp_jobs", "grp_submit_jobs", b"grp_submit_jobs", "grp_tres", b"grp_tres", "grp_tres_mins", b"grp_tres_mins", "grp_tres_run_mins", b"grp_tres_run_mins", "grp_wall_min", b"grp_wall_min", "id", b"id", "max_borrow_tres", b"max_borrow_tres", "max_jobs", b"max_jobs", "max_submit_jobs", b"max_submit_jobs", "max_tres_mins_per_job", b"max_tres_mins_per_job", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "parent", b"parent", "partition", b"partition", "priority", b"priority", "qos", b"qos", "shares", b"shares", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

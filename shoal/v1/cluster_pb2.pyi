@@ -292,6 +292,11 @@ class PartitionInfo(_message.Message):
     ALLOW_QOS_FIELD_NUMBER: _builtins.int
     DEF_MEM_PER_CPU_MB_FIELD_NUMBER: _builtins.int
     MAX_MEM_PER_CPU_MB_FIELD_NUMBER: _builtins.int
+    EXCLUSIVE_USER_FIELD_NUMBER: _builtins.int
+    ROOT_ONLY_FIELD_NUMBER: _builtins.int
+    DENY_QOS_FIELD_NUMBER: _builtins.int
+    PREEMPT_MODE_FIELD_NUMBER: _builtins.int
+    GRACE_TIME_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     nodes: _builtins.str
     """hostlist"""
@@ -319,6 +324,13 @@ class PartitionInfo(_message.Message):
     allow_qos: _builtins.str
     def_mem_per_cpu_mb: _builtins.int
     max_mem_per_cpu_mb: _builtins.int
+    exclusive_user: _builtins.bool
+    root_only: _builtins.bool
+    deny_qos: _builtins.str
+    preempt_mode: _builtins.str
+    """OFF, CANCEL, REQUEUE: the partition's, else the cluster's"""
+    grace_time: _builtins.int
+    """seconds (preempt/partition_prio)"""
     def __init__(
         self,
         *,
@@ -342,10 +354,15 @@ class PartitionInfo(_message.Message):
         allow_qos: _builtins.str = ...,
         def_mem_per_cpu_mb: _builtins.int = ...,
         max_mem_per_cpu_mb: _builtins.int = ...,
+        exclusive_user: _builtins.bool = ...,
+        root_only: _builtins.bool = ...,
+        deny_qos: _builtins.str = ...,
+        preempt_mode: _builtins.str = ...,
+        grace_time: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_accounts", b"allow_accounts", "allow_groups", b"allow_groups", "allow_qos", b"allow_qos", "def_mem_per_cpu_mb", b"def_mem_per_cpu_mb", "default_time_min", b"default_time_min", "deny_accounts", b"deny_accounts", "hidden", b"hidden", "is_default", b"is_default", "max_mem_per_cpu_mb", b"max_mem_per_cpu_mb", "max_nodes", b"max_nodes", "max_time_min", b"max_time_min", "min_nodes", b"min_nodes", "name", b"name", "nodes", b"nodes", "oversubscribe", b"oversubscribe", "priority_job_factor", b"priority_job_factor", "priority_tier", b"priority_tier", "state", b"state", "total_cpus", b"total_cpus", "total_nodes", b"total_nodes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_accounts", b"allow_accounts", "allow_groups", b"allow_groups", "allow_qos", b"allow_qos", "def_mem_per_cpu_mb", b"def_mem_per_cpu_mb", "default_time_min", b"default_time_min", "deny_accounts", b"deny_accounts", "deny_qos", b"deny_qos", "exclusive_user", b"exclusive_user", "grace_time", b"grace_time", "hidden", b"hidden", "is_default", b"is_default", "max_mem_per_cpu_mb", b"max_mem_per_cpu_mb", "max_nodes", b"max_nodes", "max_time_min", b"max_time_min", "min_nodes", b"min_nodes", "name", b"name", "nodes", b"nodes", "oversubscribe", b"oversubscribe", "preempt_mode", b"preempt_mode", "priority_job_factor", b"priority_job_factor", "priority_tier", b"priority_tier", "root_only", b"root_only", "state", b"state", "total_cpus", b"total_cpus", "total_nodes", b"total_nodes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -90,8 +90,11 @@ class GetJobsRequest(_message.Message):
     JOB_ID_STRS_FIELD_NUMBER: _builtins.int
     INCLUDE_FINISHED_FIELD_NUMBER: _builtins.int
     USER_IDS_FIELD_NUMBER: _builtins.int
+    SHOW_ALL_FIELD_NUMBER: _builtins.int
     include_finished: _builtins.bool
     """also jobs kept by MinJobAge (always on; kept for -t all)"""
+    show_all: _builtins.bool
+    """also jobs of Hidden partitions (squeue -a)"""
     @_builtins.property
     def job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """empty = all (array ids match every task)"""
@@ -109,10 +112,11 @@ class GetJobsRequest(_message.Message):
         job_id_strs: _abc.Iterable[_builtins.str] | None = ...,
         include_finished: _builtins.bool = ...,
         user_ids: _abc.Iterable[_builtins.int] | None = ...,
+        show_all: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "job_id_strs", b"job_id_strs", "job_ids", b"job_ids", "user_ids", b"user_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "job_id_strs", b"job_id_strs", "job_ids", b"job_ids", "show_all", b"show_all", "user_ids", b"user_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -249,11 +253,16 @@ class GetConfigResponse(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
     CLUSTER_NAME_FIELD_NUMBER: _builtins.int
+    SWITCHES_FIELD_NUMBER: _builtins.int
     now: _builtins.int
     cluster_name: _builtins.str
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.KeyValue]:
         """in Slurm's `scontrol show config` order and spelling"""
+
+    @_builtins.property
+    def switches(self) -> _containers.RepeatedCompositeFieldContainer[Global___SwitchInfo]:
+        """topology/tree, for `scontrol show topology`"""
 
     def __init__(
         self,
@@ -261,14 +270,48 @@ class GetConfigResponse(_message.Message):
         entries: _abc.Iterable[_common_pb2.KeyValue] | None = ...,
         now: _builtins.int = ...,
         cluster_name: _builtins.str = ...,
+        switches: _abc.Iterable[Global___SwitchInfo] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "entries", b"entries", "now", b"now"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "entries", b"entries", "now", b"now", "switches", b"switches"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetConfigResponse: _TypeAlias = GetConfigResponse  # noqa: Y015
+
+@_typing.final
+class SwitchInfo(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    LEVEL_FIELD_NUMBER: _builtins.int
+    LINK_SPEED_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    SWITCHES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    level: _builtins.int
+    link_speed: _builtins.int
+    nodes: _builtins.str
+    """hostlist of every node below"""
+    switches: _builtins.str
+    """hostlist of the child switches ("" for a leaf)"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        level: _builtins.int = ...,
+        link_speed: _builtins.int = ...,
+        nodes: _builtins.str = ...,
+        switches: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["level", b"level", "link_speed", b"link_speed", "name", b"name", "nodes", b"nodes", "switches", b"switches"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SwitchInfo: _TypeAlias = SwitchInfo  # noqa: Y015
 
 @_typing.final
 class SignalJobsRequest(_message.Message):

@@ -1,7 +1,7 @@
 """Usage limits of associations and QOS: GrpTRESMins, GrpTRESRunMins, GrpWall, MaxTRESMinsPerJob
 
-Revision ID: 0004_limit_minutes
-Revises: 0003
+Revision ID: 0005_limit_minutes
+Revises: 0004_borrow
 Create Date: 2026-11-30
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_limit_minutes"
-down_revision = "0003"
+revision = "0005_limit_minutes"
+down_revision = "0004_borrow"
 branch_labels = None
 depends_on = None
 
