@@ -57,7 +57,7 @@ def test_usage_survives_a_lost_state_save_location(tmp_path: Path) -> None:
         c.ok("sacctmgr", "-i", "add", "user", "root", "account=physics")
         c.ok("sacctmgr", "-i", "add", "user", "nobody", "account=physics")
         time.sleep(2.5)
-        job = c.submit("-A", "physics", "-n4", "--wrap", "sleep 2", cwd=tmp_path)
+        job = c.submit("-A", "physics", "-n4", "--wrap", "sleep 3", cwd=tmp_path)
         deadline = time.monotonic() + 60
         while "COMPLETED" not in c.ok("sacct", "-n", "-X", "-P", "-o", "State", "-j", str(job)):
             assert time.monotonic() < deadline, "the job never reached accounting"
@@ -77,6 +77,6 @@ def test_usage_survives_a_lost_state_save_location(tmp_path: Path) -> None:
             rows = [line.split("|") for line in out.stdout.splitlines()] if out.returncode == 0 else []
             usage = {r[1]: int(r[4]) for r in rows if r[1]}
             time.sleep(0.5)
-        assert usage["root"] >= 4 * 2 and usage["nobody"] == 0  # 4 CPUs for 2 s, from dbd's records
+        assert usage["root"] >= 4 * 2 and usage["nobody"] == 0  # 4 CPUs for about 3 s, from dbd's records
     finally:
         stop_cluster(c)
