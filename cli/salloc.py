@@ -94,6 +94,8 @@ def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False) -> jobs_pb2
     except CommandError as exc:
         raise CommandError(f"Unable to allocate resources: {exc.message}") from exc
     job_id = reply.job_id
+    if reply.pending_note and not quiet:
+        print(f"{prog}: {reply.pending_note}", file=sys.stderr)
     announced = False
     try:
         while True:

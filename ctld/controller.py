@@ -46,6 +46,7 @@ from ctld.sched.dependency import parse_dependency
 from ctld.sched.fairshare import last_reset
 from ctld.sched.limits import effective_time_limit
 from ctld.sched.priority import MULTIFACTOR
+from ctld.sched.resources import job_cpus, job_gpus, mem_for
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
 from ctld.sched_config import topology as sched_topology
@@ -233,7 +234,7 @@ class Controller:
                 qos=j.qos,
                 priority=j.priority,
                 start_time=j.start_time,
-                releasing=j.state == COMPLETING,
+                releasing=j.state == COMPLETING or bool(j.final_state),  # ending (or preempted, in grace)
             )
             for j in ([] if capacity_only else self.jobs.values())
             if j.state in ACTIVE_STATES
@@ -301,7 +302,7 @@ class Controller:
         req = self._requests.get(job.job_id)
         if req is None:
             try:
-                req = jobrec.job_request(job, self.nodes)
+                req = jobrec.job_request(job, self.nodes, self.cfg)
             except (SlurmError, ValueError):
                 return None
             self._requests[job.job_id] = req
@@ -314,7 +315,7 @@ class Controller:
             job = self._new_job(spec, caller, now)
             self.accounting.fill_account(job)  # partition access (AllowAccounts) sees the default account
             try:
-                req = jobrec.job_request(job, self.nodes)
+                req = jobrec.job_request(job, self.nodes, self.cfg)
             except ValueError as exc:
                 raise SlurmError(str(exc) or "Invalid job specification") from exc
             self._check_dependencies(spec)
@@ -340,8 +341,8 @@ class Controller:
                 )
             self.accounting.admit(job, count, self.jobs.values())
             first = self.next_job_id
-            mem_per_node = self._mem_per_node_for_display(req)
             snap_partitions = {p.name: p for p in snap.partitions}
+            mem_per_node = self._mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)
             records: list[jobs_pb2.JobInfo] = []
             for k in range(count):
                 rec = jobs_pb2.JobInfo()
@@ -365,7 +366,7 @@ class Controller:
             for rec in records:
                 self.jobs[rec.job_id] = rec
         self.wake.set()
-        return controller_pb2.SubmitJobResponse(job_id=first)
+        return controller_pb2.SubmitJobResponse(job_id=first, pending_note=sched_submit.pending_note(req, snap))
 
     def _new_job(self, spec: jobs_pb2.JobSpec, caller: Caller, now: int) -> jobs_pb2.JobInfo:
         job = jobs_pb2.JobInfo()
@@ -419,19 +420,13 @@ class Controller:
         if any(i not in known for i in wanted):
             raise SlurmError(DEPENDENCY_PROBLEM)
 
-    def _mem_per_node_for_display(self, req: m.JobRequest) -> int:
-        tasks_per_node = max(1, -(-req.num_tasks // max(1, req.min_nodes)))
-        gpus = req.gpus.per_node + req.gpus.per_task * tasks_per_node + -(-req.gpus.total // max(1, req.min_nodes))
-        cpus = max(tasks_per_node * req.cpus_per_task, req.cpus_per_gpu * gpus)
-        if req.mem_per_node_mb > 0:
-            return req.mem_per_node_mb
-        if req.mem_per_cpu_mb:
-            return req.mem_per_cpu_mb * cpus
-        if req.mem_per_gpu_mb and gpus:
-            return req.mem_per_gpu_mb * gpus
-        if self.cfg.def_mem_per_cpu:
-            return self.cfg.def_mem_per_cpu * cpus
-        return 0
+    def _mem_per_node_for_display(self, req: m.JobRequest, part: m.Partition, config: m.Config) -> int:
+        """Memory per node the pending job asks (ReqTRES), by the core's rules; 0 = a whole node."""
+        nodes = max(1, req.min_nodes)
+        cpus = -(-job_cpus(req) // nodes)
+        gpus = -(-job_gpus(req) // nodes)
+        mem = mem_for(req, cpus, m.Node(name="", cpus=cpus, real_memory_mb=0), part, config, gpus)
+        return max(0, mem)
 
     def _test_only(self, req: m.JobRequest, snap: m.Snapshot, now: int) -> controller_pb2.SubmitJobResponse:
         found = sched_placement.earliest_start(req, snap, now)
@@ -568,9 +563,10 @@ class Controller:
                 return  # already handled (a replayed report after a noded restart)
             now = req.end_time or self._now()
             job.batch_usage.CopyFrom(req.usage)  # the .batch step's MaxRSS/TotalCPU in accounting
-            if job.state == COMPLETING and job.final_state == jobs_pb2.REQUEUED:
+            # final_state: what the controller ended it as (cancel, time limit, requeue, preemption)
+            if job.final_state == jobs_pb2.REQUEUED:
                 self._requeue(job, now, ended_as=jobs_pb2.PREEMPTED if job.preempt_time else jobs_pb2.REQUEUED)
-            elif job.state == COMPLETING and job.final_state:
+            elif job.final_state:
                 self._finish(job, job.final_state, req.exit_code, req.exit_signal, now)
             elif req.launch_failed:
                 log.warning("job %d failed to launch on %s: %s", job.job_id, req.node, req.message)
@@ -1091,7 +1087,7 @@ class Controller:
             job.qos = value
         else:
             raise SlurmError(f"Update of this parameter is not supported: {key}")
-        jobrec.describe_request(job, jobrec.job_request(job, self.nodes), job.mem_mb // max(1, job.num_nodes))
+        jobrec.describe_request(job, jobrec.job_request(job, self.nodes, self.cfg), job.mem_mb // max(1, job.num_nodes))
 
     # ------------------------------------------------------------------ nodes
     def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:
@@ -1240,6 +1236,11 @@ class Controller:
             changed: list[jobs_pb2.JobInfo] = []
             for job in self.jobs.values():
                 if job.state != RUNNING:
+                    continue
+                if job.final_state:  # preempted: RUNNING through its grace time, then COMPLETING
+                    if now >= job.end_time:
+                        job.state = COMPLETING
+                        changed.append(job)
                     continue
                 if job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60:
                     effects.extend(jobsteps.terminate_elsewhere(self, job, "timeout"))

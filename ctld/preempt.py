@@ -2,8 +2,9 @@
 
 The job gets SIGCONT+SIGTERM at once and SIGKILL after the grace time (noded's stepd runs that
 sequence with kill_wait = the grace time, or KillWait when the grace time is 0); its steps on other
-nodes end too. It stays COMPLETING, holding its resources (so the core keeps the room for the job
-that preempted it), until its batch script is gone; then `Controller.complete_batch` ends it
+nodes end too. As in Slurm it shows RUNNING until its new end time (now + grace), COMPLETING after;
+it holds its resources (the core keeps that room for the job that preempted it: `final_state` set
+makes it `releasing`) until its batch script is gone; then `Controller.complete_batch` ends it
 PREEMPTED (mode CANCEL) or requeues it (mode REQUEUE: the run is recorded PREEMPTED, the job goes
 back to PENDING with reason BeginTime and Restarts+1). A job that cannot be requeued (--no-requeue,
 or an salloc/srun allocation, which has no script to run again) is cancelled instead, as in Slurm.
@@ -50,7 +51,7 @@ def apply_preemptions(
         if not job.batch_flag:
             ctl._finish(job, jobs_pb2.PREEMPTED, 0, 0, now)
             continue
-        job.state = jobs_pb2.COMPLETING
+        # As Slurm, it stays RUNNING until its new end time (now + grace), then COMPLETING.
         job.final_state = jobs_pb2.REQUEUED if requeue else jobs_pb2.PREEMPTED
         job.end_time = now + decision.grace_time_s
         node = ctl.nodes[job.batch_host].info

@@ -43,6 +43,8 @@ def sched_config(cfg: SlurmConfig) -> Config:
     return Config(
         def_mem_per_cpu_mb=cfg.def_mem_per_cpu,
         def_mem_per_node_mb=getattr(cfg, "def_mem_per_node", 0) or 0,
+        def_mem_per_gpu_mb=cfg.def_mem_per_gpu,
+        enforce_part_limits=cfg.enforce_part_limits,
         scheduler=cfg.scheduler_type,
         priority=priority_config(cfg),
         preempt=PreemptConfig(cfg.preempt_type, cfg.preempt_mode, cfg.preempt_exempt_time),
@@ -69,6 +71,7 @@ def partitions(cfg: SlurmConfig, group_members: Callable[[str], Iterable[int]] |
             priority_job_factor=p.priority_job_factor,
             exclusive=p.oversubscribe.upper().startswith("EXCLUSIVE"),
             def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
+            def_mem_per_gpu_mb=p.def_mem_per_gpu or 0,
             allow_accounts=_names(p.allow_accounts),
             deny_accounts=_names(p.deny_accounts) or frozenset(),
             allow_uids=_uids(p.allow_groups, group_members),

@@ -30,6 +30,7 @@ from ctld.sched.model import (
 )
 from ctld.sched.placement import Overlay
 from ctld.sched.preemption import Plan
+from ctld.sched.resources import job_cpus, job_gpus
 
 MAX_JOBS = "AssocMaxJobsLimit"
 GRP_JOBS = "AssocGrpJobsLimit"
@@ -53,15 +54,6 @@ USAGE_REASONS = {
     "grp_wall": ("AssocGrpWallLimit", "QOSGrpWallLimit"),
 }
 SUBMIT_REFUSED = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
-
-
-def job_cpus(job: JobRequest) -> int:
-    return max(job.num_tasks * job.cpus_per_task, job.min_nodes)
-
-
-def job_gpus(job: JobRequest) -> int:
-    g = job.gpus
-    return max(g.total, g.per_node * job.min_nodes, g.per_task * job.num_tasks)
 
 
 class AssocUsage:

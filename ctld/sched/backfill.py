@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ctld.sched import limits
 from ctld.sched.model import UNLIMITED, JobRequest, Partition, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
-from ctld.sched.resources import cpus_for, is_exclusive, node_count_range, total_tasks
+from ctld.sched.resources import is_exclusive, job_cpus
 
 FOREVER = 2**62  # the end of a job without a time limit
 PRIORITY = "Priority"
@@ -179,8 +179,13 @@ def run_backfill(
     starts: Sequence[Start],
     reasons: Mapping[int, str],
     active_tasks: Counter[int] | None = None,
+    admit: Callable[[JobRequest], bool] | None = None,
 ) -> BackfillResult:
-    """The backfill pass over `queue` (priority order) after the main pass started `starts`."""
+    """The backfill pass over `queue` (priority order) after the main pass started `starts`.
+
+    `admit` has the last word on a job that fits now (association/QOS limits, counted as jobs start);
+    a job it refuses neither starts nor holds anything.
+    """
     config = snap.config
     timeline = Timeline(snap, now, starts)
     horizon = now + max(0, config.bf_window_min) * 60
@@ -214,6 +219,8 @@ def run_backfill(
                 blocked.update(p.name for p in parts)
             continue
         begin, start = found
+        if begin <= now and admit is not None and not admit(job):
+            continue
         timeline.hold(begin, start)
         if begin <= now:
             result.starts.append(start)
@@ -253,8 +260,7 @@ def _cpus_needed(job: JobRequest, parts: list[Partition]) -> int:
     """The fewest CPUs the job could start with (0 = unknown: whole nodes)."""
     if any(is_exclusive(job, part) for part in parts):
         return 0
-    fewest, _ = node_count_range(job)
-    return cpus_for(job, total_tasks(job, fewest))
+    return job_cpus(job)
 
 
 def _round_up(seconds: int, step: int) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from ctld.sched import dependency, limits, preemption, topology
 from ctld.sched.assoc_limits import AssocUsage
@@ -199,12 +200,24 @@ def backfill(
         return {}
     held = {start.job_id for start in state.held}  # preemptors already hold where they will start
     waiting = [job for job in queue if job.job_id not in held] if held else queue
-    found = run_backfill(snap, now, waiting, [*state.starts, *state.held], reasons, state.active_tasks)
+    admit = partial(_within_limits, state.assoc, reasons) if state.assoc is not None else None
+    found = run_backfill(snap, now, waiting, [*state.starts, *state.held], reasons, state.active_tasks, admit)
     for start in found.starts:
         state.overlay.add(start)
         state.starts.append(start)
         reasons.pop(start.job_id, None)
     return found.planned
+
+
+def _within_limits(usage: AssocUsage, reasons: dict[int, str], job: JobRequest) -> bool:
+    """A job backfill would start now: association/QOS limits (and quota borrowing) count the jobs
+    started so far in this cycle; over a limit, it waits with that reason."""
+    why = usage.reason(job)
+    if why is not None:
+        reasons[job.job_id] = why
+        return False
+    usage.add(job)
+    return True
 
 
 def queue_order_key(job: JobRequest, parts: Mapping[str, Partition], now: int) -> tuple[int, int, int, int]:

@@ -77,6 +77,7 @@ class Partition:
     priority_job_factor: int = 1
     exclusive: bool = False  # OverSubscribe=EXCLUSIVE
     def_mem_per_cpu_mb: int = 0  # 0 = use the cluster default
+    def_mem_per_gpu_mb: int = 0  # DefMemPerGPU; 0 = use the cluster default
     # who may use it (access.py); None = everyone. Names are lower case.
     allow_accounts: frozenset[str] | None = None
     deny_accounts: frozenset[str] = frozenset()
@@ -226,7 +227,9 @@ class Config:
 
     def_mem_per_cpu_mb: int = 0  # 0 = unset
     def_mem_per_node_mb: int = 0  # 0 = unset: a job without --mem gets the whole node's memory
+    def_mem_per_gpu_mb: int = 0  # DefMemPerGPU; 0 = unset
     max_job_test: int = 10000
+    enforce_part_limits: str = "NO"  # EnforcePartLimits: NO, ANY (= YES) or ALL
     scheduler: str = "sched/builtin"  # or sched/backfill
     # sched/backfill (SchedulerParameters; Slurm's defaults)
     bf_window_min: int = 1440  # how far ahead reservations are planned

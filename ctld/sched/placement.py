@@ -34,6 +34,7 @@ from ctld.sched.resources import (
     even_spread,
     gpus_for,
     is_exclusive,
+    job_cpus,
     mem_for,
     node_count_range,
     sockets_for,
@@ -289,7 +290,7 @@ def _place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -
         nodes = placer.gpu_packing_order(candidates) if wants_gpus(job) else candidates
     if not is_exclusive(job, part):
         # fewer free CPUs than the job needs in all: nothing to try (Free is kept per overlay)
-        if free_cpus < cpus_for(job, total_tasks(job, fewest)):
+        if free_cpus < job_cpus(job):
             return RESOURCES
     allocs = None
     for group in _switch_groups(job, snap, placer, nodes, fewest):

@@ -109,6 +109,8 @@ class PartitionConf:
     root_only: bool = False
     def_mem_per_cpu: int = 0
     def_mem_per_node: int = 0
+    def_mem_per_gpu: int = 0            # DefMemPerGPU (MB)
+    def_cpu_per_gpu: int = 0            # DefCpuPerGPU
     max_mem_per_cpu: int = 0
     max_mem_per_node: int = 0
     grace_time: int = 0
@@ -159,6 +161,8 @@ class SlurmConfig:
     first_job_id: int = 1
     def_mem_per_cpu: int = 0
     def_mem_per_node: int = 0
+    def_mem_per_gpu: int = 0            # DefMemPerGPU (MB)
+    def_cpu_per_gpu: int = 0            # DefCpuPerGPU
     max_mem_per_cpu: int = 0
     max_mem_per_node: int = 0
     task_plugin: str = "task/none"
@@ -473,6 +477,8 @@ class _Builder:
             root_only=values.flag("RootOnly", False),
             def_mem_per_cpu=values.megabytes("DefMemPerCPU", 0),
             def_mem_per_node=values.megabytes("DefMemPerNode", 0),
+            def_mem_per_gpu=values.megabytes("DefMemPerGPU", 0),
+            def_cpu_per_gpu=values.integer("DefCpuPerGPU", 0),
             max_mem_per_cpu=values.megabytes("MaxMemPerCPU", 0),
             max_mem_per_node=values.megabytes("MaxMemPerNode", 0),
             grace_time=values.integer("GraceTime", 0),
@@ -577,6 +583,8 @@ class _Builder:
             first_job_id=top.integer("FirstJobId", 1),
             def_mem_per_cpu=top.megabytes("DefMemPerCPU", 0),
             def_mem_per_node=top.megabytes("DefMemPerNode", 0),
+            def_mem_per_gpu=top.megabytes("DefMemPerGPU", 0),
+            def_cpu_per_gpu=top.integer("DefCpuPerGPU", 0),
             max_mem_per_cpu=top.megabytes("MaxMemPerCPU", 0),
             max_mem_per_node=top.megabytes("MaxMemPerNode", 0),
             task_plugin=top.text("TaskPlugin", "task/none"),

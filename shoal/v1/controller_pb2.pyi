@@ -56,6 +56,7 @@ class SubmitJobResponse(_message.Message):
     TEST_CPUS_FIELD_NUMBER: _builtins.int
     TEST_NODES_FIELD_NUMBER: _builtins.int
     TEST_PARTITION_FIELD_NUMBER: _builtins.int
+    PENDING_NOTE_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     user_message: _builtins.str
     """extra text for the user (sbatch prints it)"""
@@ -64,6 +65,10 @@ class SubmitJobResponse(_message.Message):
     test_cpus: _builtins.int
     test_nodes: _builtins.str
     test_partition: _builtins.str
+    pending_note: _builtins.str
+    """The job pends because it exceeds its partition's size ("Requested partition configuration not
+    available now"); srun and salloc print it, sbatch does not (as Slurm).
+    """
     def __init__(
         self,
         *,
@@ -73,10 +78,11 @@ class SubmitJobResponse(_message.Message):
         test_cpus: _builtins.int = ...,
         test_nodes: _builtins.str = ...,
         test_partition: _builtins.str = ...,
+        pending_note: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "test_cpus", b"test_cpus", "test_nodes", b"test_nodes", "test_partition", b"test_partition", "test_start_time", b"test_start_time", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "pending_note", b"pending_note", "test_cpus", b"test_cpus", "test_nodes", b"test_nodes", "test_partition", b"test_partition", "test_start_time", b"test_start_time", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -707,6 +713,7 @@ class CreateStepRequest(_message.Message):
     GPUS_FIELD_NUMBER: _builtins.int
     GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
     GPUS_PER_TASK_FIELD_NUMBER: _builtins.int
+    EXACT_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     min_nodes: _builtins.int
     """0 = not given"""
@@ -733,6 +740,8 @@ class CreateStepRequest(_message.Message):
     """--gpus ("[type:]n", the whole step)"""
     gpus_per_node: _builtins.str
     gpus_per_task: _builtins.str
+    exact: _builtins.bool
+    """--exact (or -c, --exclusive): only the CPUs asked; else all the job's on each node"""
     @_builtins.property
     def launch(self) -> _jobs_pb2.StepLaunch: ...
     def __init__(
@@ -756,10 +765,11 @@ class CreateStepRequest(_message.Message):
         gpus: _builtins.str = ...,
         gpus_per_node: _builtins.str = ...,
         gpus_per_task: _builtins.str = ...,
+        exact: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exact", b"exact", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -772,6 +772,7 @@ class StepNode(_message.Message):
     TASK_IDS_FIELD_NUMBER: _builtins.int
     CPUS_FIELD_NUMBER: _builtins.int
     GPU_INDICES_FIELD_NUMBER: _builtins.int
+    CPU_IDS_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     addr: _builtins.str
     """NodeAddr (MASTER_ADDR for the first node)"""
@@ -782,6 +783,10 @@ class StepNode(_message.Message):
     def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """the job's GPUs on this node that the step uses"""
 
+    @_builtins.property
+    def cpu_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the job's abstract cpu ids on this node that the step uses"""
+
     def __init__(
         self,
         *,
@@ -790,10 +795,11 @@ class StepNode(_message.Message):
         task_ids: _abc.Iterable[_builtins.int] | None = ...,
         cpus: _builtins.int = ...,
         gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
+        cpu_ids: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "cpus", b"cpus", "gpu_indices", b"gpu_indices", "node", b"node", "task_ids", b"task_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "cpu_ids", b"cpu_ids", "cpus", b"cpus", "gpu_indices", b"gpu_indices", "node", b"node", "task_ids", b"task_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.e2e
-GRACE = 3  # the low QOS's GraceTime: SIGTERM first, SIGKILL this many seconds later
+GRACE = 4  # the low QOS's GraceTime: SIGTERM first, SIGKILL this many seconds later
 CACHE_LOADED = "association/QOS cache loaded"
 
 
@@ -55,8 +56,8 @@ def lines(path: Path) -> list[str]:
 def test_sacctmgr_shows_the_preemption_settings(qos_cluster: Cluster) -> None:
     out = qos_cluster.ok("sacctmgr", "-P", "-n", "show", "qos", "format=Name,GraceTime,Preempt,PreemptMode")
     rows = {line.split("|")[0]: line.split("|")[1:] for line in out.splitlines()}
-    assert rows["high"] == ["00:00:03", "low,lowcancel", "requeue"]
-    assert rows["low"] == ["00:00:03", "", "cluster"]
+    assert rows["high"] == ["00:00:04", "low,lowcancel", "requeue"]
+    assert rows["low"] == ["00:00:04", "", "cluster"]
     assert "PreemptMode=REQUEUE" in qos_cluster.ok("scontrol", "show", "partition")  # the cluster's
 
 
@@ -80,6 +81,12 @@ def test_high_qos_requeues_the_low_job_and_it_runs_again(qos_cluster: Cluster, w
     submitted = time.monotonic()
     high = c.submit("--qos=high", "--gres=gpu:8", "-o", "/dev/null", "--wrap", "sleep 4")
     leftovers.append(high)
+
+    def preempted() -> bool:
+        return re.search(r"PreemptTime=\d", c.ok("scontrol", "show", "job", str(low))) is not None
+
+    wait_until("the low job to be preempted", preempted, timeout=GRACE)
+    assert c.state(low) == "RUNNING"  # as Slurm: still running through its grace time
     c.wait_state(high, {"RUNNING"}, timeout=GRACE + 15)
     waited = time.monotonic() - submitted
     assert lines(terms) == ["term"]  # SIGTERM came first ...
@@ -140,3 +147,19 @@ def test_a_higher_priority_tier_partition_requeues_a_lower_one(tiers: Cluster, w
     tiers.wait_state(low, {"RUNNING"}, timeout=30)
     wait_until("the low job's second run", lambda: lines(runs) == ["run", "run"])
     tiers.ok("scancel", str(low))
+
+
+def test_scontrol_requeue_keeps_each_run_in_accounting(qos_cluster: Cluster, leftovers: list[int]) -> None:
+    """As Slurm 22.05: the run that was requeued is its own record (REQUEUED, its .batch CANCELLED)."""
+    c = qos_cluster
+    job = c.submit("-o", "/dev/null", "--wrap", "sleep 300")
+    leftovers.append(job)
+    c.wait_state(job, {"RUNNING"})
+    c.ok("scontrol", "requeue", str(job))
+    c.wait_state(job, {"RUNNING"}, timeout=30)
+
+    def accounted() -> bool:
+        out = c.ok("sacct", "-D", "-P", "-n", "-o", "JobID,State", "-j", str(job)).split()
+        return out == [f"{job}|REQUEUED", f"{job}.batch|CANCELLED", f"{job}|RUNNING"]
+
+    wait_until("sacct -D to show the requeued run and the running one", accounted)

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctld.sched.cycle import run_cycle
 from ctld.sched.model import (
@@ -22,7 +24,9 @@ from ctld.sched.model import (
     QosPreempt,
     RunningJob,
     Snapshot,
+    Start,
 )
+from ctld.sched.placement import Overlay, place
 from tests.unit.sched.builders import cluster, job, partition
 
 NOW = 10_000  # the fake clock: every cycle here runs at this time
@@ -147,8 +151,8 @@ CASES += [
 ]
 
 
-def snap_of(case: Case) -> Snapshot:
-    nodes = with_usage(cluster(case.nodes), case.running)
+def snap_of(case: Case, machines: tuple[Node, ...] | None = None) -> Snapshot:
+    nodes = with_usage(machines or cluster(case.nodes), case.running)
     parts = case.partitions or [partition("batch", [n.name for n in nodes], max_time_min=UNLIMITED)]
     config = Config(def_mem_per_cpu_mb=1000, scheduler="sched/backfill",
                     preempt=PreemptConfig(case.type, case.mode, case.exempt))
@@ -201,3 +205,53 @@ def test_quota_reclaim_goes_through_preemption() -> None:
     result = cycle(accounts(), [pend(1, "alice", 4)], BORROWED)
     reason = "quota reclaimed by job 1"
     assert list(result.preemptions) == [Preemption(23, "REQUEUE", 0, reason, 1), Preemption(22, "REQUEUE", 0, reason, 1)]
+
+
+@st.composite
+def preemption_cases(draw: st.DrawFn) -> tuple[Snapshot, JobRequest]:
+    """1-3 nodes of 8 CPUs and 4 GPUs, their GPUs (all but 0-2) held by random 1-node jobs (QOS low or
+    normal, some already ending), and one waiting high-QOS GPU job."""
+    nodes = cluster(draw(st.integers(1, 3)), cpus=8, gpus=4)
+    running: list[RunningJob] = []
+    job_id = 100
+    for n in nodes:
+        cpu = gpu = 0
+        keep_free = draw(st.integers(0, 2))  # GPUs left idle on this node
+        while gpu < 4 - keep_free:
+            cpus, gpus = draw(st.integers(1, 2)), min(draw(st.integers(1, 2)), 4 - keep_free - gpu)
+            alloc = NodeAllocation(n.name, tuple(range(cpu, cpu + cpus)), 1000, tuple(range(gpu, gpu + gpus)))
+            running.append(RunningJob(job_id, (n.name,), 0, "batch", (alloc,), qos=draw(st.sampled_from(["low", "normal"])),
+                                      priority=draw(st.integers(0, 3)), start_time=draw(st.integers(0, 100)),
+                                      releasing=draw(st.integers(0, 9)) == 0))
+            cpu, gpu, job_id = cpu + cpus, gpu + gpus, job_id + 1
+    waiting = dataclasses.replace(job(1).gpus_per_node(draw(st.integers(2, 4))).nodes(draw(st.integers(1, min(2, len(nodes))))).obj(),
+                                  qos="high")
+    return snap_of(Case("", [waiting], running, []), nodes), waiting
+
+
+def _fits_once_gone(snap: Snapshot, waiting: JobRequest, gone: set[int]) -> bool:
+    """Independently of preemption.py: does the job fit once the jobs in `gone` have left?"""
+    left = [r for r in snap.running if r.job_id not in gone]
+    nodes = with_usage((dataclasses.replace(n, usage=NodeUsage()) for n in snap.nodes), left)
+    later = dataclasses.replace(snap, nodes=nodes, running=tuple(left))
+    return isinstance(place(waiting, snap.partitions[0], later, Overlay()), Start)
+
+
+@settings(max_examples=200, deadline=None)
+@given(preemption_cases())
+def test_victims_are_allowed_sufficient_and_each_needed(case: tuple[Snapshot, JobRequest]) -> None:
+    snap, waiting = case
+    result = run_cycle(snap, NOW)
+    victims = {p.job_id for p in result.preemptions}
+    ending = {r.job_id for r in snap.running if r.releasing}
+    allowed = {r.job_id for r in snap.running if r.qos == "low" and not r.releasing}
+    assert victims <= allowed
+    if result.starts:
+        assert not victims
+        return
+    if victims:
+        assert _fits_once_gone(snap, waiting, ending | victims)
+        for victim in victims:  # only as many as needed
+            assert not _fits_once_gone(snap, waiting, ending | victims - {victim})
+    elif _fits_once_gone(snap, waiting, ending | allowed):
+        assert _fits_once_gone(snap, waiting, ending)  # nothing preempted only when the ending jobs suffice
