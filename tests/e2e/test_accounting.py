@@ -57,7 +57,7 @@ def test_only_admins_change_accounting(acct: Cluster, workdir: Path) -> None:
 
 
 def test_max_jobs_keeps_the_second_job_pending(acct: Cluster, workdir: Path) -> None:
-    first = acct.submit("--wrap", "sleep 3", user=NOBODY, cwd=workdir)
+    first = acct.submit("--wrap", "sleep 8", user=NOBODY, cwd=workdir)  # outlives slow squeue polls under load
     second = acct.submit("--wrap", "true", user=NOBODY, cwd=workdir)
     acct.wait_state(first, {"RUNNING"})
     deadline = time.monotonic() + 10
