@@ -20,6 +20,7 @@ from typing import Protocol
 
 from ctld import jobs as jobrec
 from ctld import preempt, priority_report, top
+from ctld import reservations as resv
 from ctld import steps as jobsteps
 from ctld.accounting import Accounting
 from ctld.errors import (
@@ -121,6 +122,7 @@ class Controller:
             self.accounting.request_usage(self.shares.half_life_s, last_reset(now, self.shares.reset_period), now)
         self._shares_saved = 0
         self._recover()
+        self.reservations = resv.load(store)  # advance reservations by name (ctld/reservations.py)
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:
@@ -251,6 +253,7 @@ class Controller:
             config=self._sched_config,
             accounting=self._limits_with_usage(),
             priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
+            reservations=resv.for_snapshot(self),
             topology=self._topology,
             qos_preempt=self.accounting.qos_preempt(),
         )
@@ -324,6 +327,7 @@ class Controller:
             if refusal is not None:
                 raise SlurmError(refusal.message)
             if test_only:
+                resv.check_job_access(self, job)
                 return self._test_only(req, snap, now)
             task_ids: tuple[int, ...] = ()
             if spec.array:
@@ -340,6 +344,7 @@ class Controller:
                     "Slurm temporarily unable to accept job, sleeping and retrying", RESOURCE_EXHAUSTED
                 )
             self.accounting.admit(job, count, self.jobs.values())
+            resv.check_job_access(self, job)  # after admit: the job's account is known
             first = self.next_job_id
             snap_partitions = {p.name: p for p in snap.partitions}
             mem_per_node = self._mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)
@@ -654,7 +659,12 @@ class Controller:
             if req.job_id_strs:
                 candidates = [j for _, found in self._select(req.job_id_strs) for j in found]
             hidden = set() if req.show_all else {p.name for p in self.cfg.partitions if p.hidden}
+            # jobs kept by MinJobAge go to listings that ask for them (squeue -t all, scontrol) and to
+            # whoever names jobs (squeue -j, sbatch --wait, salloc): a plain squeue does not need them
+            finished_too = req.include_finished or bool(req.job_ids or req.job_id_strs)
             for job in candidates:
+                if not finished_too and job.state in FINISHED_STATES:
+                    continue
                 if hidden and all(name in hidden for name in job.partition.split(",")):
                     continue
                 if wanted and job.job_id not in wanted and job.array_job_id not in wanted:
@@ -674,6 +684,7 @@ class Controller:
             usage = self._usage()
             names = set(req.names)
             out = controller_pb2.GetNodesResponse(now=self._now())
+            maint = resv.maint_nodes(self, out.now)
             completing = {a.node for j in self.jobs.values() if j.state == COMPLETING for a in j.allocation}
             for name, node in self.nodes.items():
                 if names and name not in names:
@@ -688,6 +699,7 @@ class Controller:
                     info.alloc_cpus = node.conf.cpus
                 info.gres_used = gres_used(node, u.gpu_indices)
                 info.completing = name in completing
+                info.maint = name in maint
                 info.base_state, info.state = long_state(info, info.alloc_cpus, info.completing)
             return out
 
@@ -1085,6 +1097,14 @@ class Controller:
         elif k == "qos":
             job.spec.qos = value
             job.qos = value
+        elif k == "reservation":
+            previous = job.spec.reservation
+            job.spec.reservation = "" if value.lower() in ("", "none", "(null)") else value
+            try:
+                resv.check_job_access(self, job)
+            except SlurmError:
+                job.spec.reservation = previous
+                raise
         else:
             raise SlurmError(f"Update of this parameter is not supported: {key}")
         jobrec.describe_request(job, jobrec.job_request(job, self.nodes, self.cfg), job.mem_mb // max(1, job.num_nodes))
@@ -1264,6 +1284,7 @@ class Controller:
                         partial(self.actions.signal, target, job.job_id, job.spec.signal_num, job.spec.signal_batch_only)
                     )
                     changed.append(job)
+            resv.expire(self, now)
             timeout = self.cfg.slurmd_timeout
             wall = self.clock()
             for node in self.nodes.values():

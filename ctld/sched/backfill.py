@@ -19,14 +19,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ctld.sched import limits
-from ctld.sched.model import UNLIMITED, JobRequest, Partition, Planned, Snapshot, Start
+from ctld.sched import limits, placement, reservations
+from ctld.sched.limits import FOREVER, job_end
+from ctld.sched.model import JobRequest, Partition, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
 from ctld.sched.resources import is_exclusive, job_cpus
 
-FOREVER = 2**62  # the end of a job without a time limit
 PRIORITY = "Priority"
-WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY})  # reasons backfill may still act on
+# reasons backfill may still act on (a job waiting for its reservation gets a planned start)
+WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY}) | reservations.WAIT_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +45,6 @@ class BackfillResult:
     planned: dict[int, Planned] = field(default_factory=dict)
 
 
-def job_end(begin: int, limit_min: int) -> int:
-    """When a job started at `begin` with a limit of `limit_min` minutes must be over."""
-    return FOREVER if limit_min < 0 or limit_min == UNLIMITED else begin + limit_min * 60
-
-
 class Timeline:
     """What is held when, from `now` on: running jobs until their end, plus this pass's holds."""
 
@@ -63,13 +59,22 @@ class Timeline:
         self._at: dict[int, Snapshot] = {0: snap}  # releases applied -> snapshot (cached per pass)
         self._blank: dict[int, Overlay] = {}  # releases applied -> an empty overlay bound to that snapshot
         self.holds: list[Hold] = []
-        self._times: list[int] = sorted({now, *(t for t in self._release_times if t >= now)})
+        self._cycle_holds = 0  # the first holds: the main pass's starts (kept apart, see _grown)
+        self._with_cycle: dict[tuple[int, tuple[int, ...]], Overlay] = {}  # (releases, those holds) -> overlay
+        # ... and the moments reservations start or end (the nodes they keep change then)
+        boundaries = reservations.boundaries(snap.reservations, now)
+        self._times: list[int] = sorted({now, *(t for t in self._release_times if t >= now), *boundaries})
         self._freed: dict[str, tuple[int, list[int]]] = {}  # partition -> (free now, CPUs released by count)
-        self._states: dict[tuple[int, tuple[int, ...]], Overlay] = {}  # (releases, holds) -> overlay
-        self._users: Counter[tuple[int, tuple[int, ...]]] = Counter()  # windows sharing each state
-        self._windows: dict[tuple[int, int, int], tuple[int, tuple[int, tuple[int, ...]]]] = {}
+        # A state is an overlay of some holds over the snapshot after some releases; windows
+        # (releases, begin, end) point at one, and a state grown by the same holds is shared.
+        self._states: dict[int, Overlay] = {}
+        self._grown_to: dict[tuple[int, int, tuple[int, ...]], int] = {}  # (releases, state, holds added) -> state
+        self._users: Counter[int] = Counter()  # windows pointing at each state
+        self._made = 0  # states made so far (the next one's id)
+        self._windows: dict[tuple[int, int, int], tuple[int, int]] = {}  # window -> (holds seen, state)
         for start in starts:
             self.hold(now, start)
+        self._cycle_holds = len(self.holds)
 
     def hold(self, begin: int, start: Start) -> None:
         hold = Hold(begin, job_end(begin, start.time_limit_min), start)
@@ -92,38 +97,50 @@ class Timeline:
         takes the hold in place if no other window shares it, else a copy does.
         """
         count = bisect.bisect_right(self._release_times, begin)
+        if not placement.SHORTCUTS:  # the plain way, for tests to compare with: every overlapping hold afresh
+            plain = Overlay()
+            plain.add_all(h.start for h in self.holds if h.begin < end and h.end > begin)
+            return self._snapshot_at(count), plain
         window = (count, begin, end)
-        seen, key = self._windows.get(window, (0, (count, ())))
+        seen, state = self._windows.get(window, (0, -1))
         new = tuple(i for i in range(seen, len(self.holds)) if self._overlaps(i, begin, end))
-        if window in self._windows and not new:
-            return self._snapshot_at(count), self._states[key]
-        wanted = (count, key[1] + new)
-        if wanted not in self._states:
-            self._states[wanted] = self._grown(count, key if window in self._windows else None, new)
-        if window in self._windows:
-            self._users[key] -= 1
-            if self._users[key] <= 0:
-                self._states.pop(key, None)
-        self._users[wanted] += 1
-        self._windows[window] = (len(self.holds), wanted)
-        return self._snapshot_at(count), self._states[wanted]
+        if state >= 0 and not new:
+            return self._snapshot_at(count), self._states[state]
+        link = (count, state, new)
+        grown = self._grown_to.get(link, -1)
+        if grown not in self._states:
+            grown = self._grown_to[link] = self._made
+            self._made += 1
+            self._states[grown] = self._grown(count, state, new)
+        if state >= 0:
+            self._users[state] -= 1
+            if self._users[state] <= 0:
+                del self._states[state]
+        self._users[grown] += 1
+        self._windows[window] = (len(self.holds), grown)
+        return self._snapshot_at(count), self._states[grown]
 
     def _overlaps(self, i: int, begin: int, end: int) -> bool:
         hold = self.holds[i]
         return hold.begin < end and hold.end > begin
 
-    def _grown(self, count: int, base: tuple[int, tuple[int, ...]] | None, new: tuple[int, ...]) -> Overlay:
-        """The overlay of `base` (None: no holds) plus the holds `new`; `base` itself when no one else uses it."""
-        if base is not None and self._users[base] == 1:
-            overlay = self._states[base]
-        elif base is not None:
-            overlay = self._states[base].copy()
+    def _grown(self, count: int, base: int, new: tuple[int, ...]) -> Overlay:
+        """State `base` (-1: no holds) plus the holds `new`: `base` itself when no other window uses it."""
+        if base >= 0:
+            overlay = self._states[base] if self._users[base] == 1 else self._states[base].copy()
         else:
-            blank = self._blank.get(count)
-            if blank is None:
-                blank = self._blank[count] = Overlay()
-                blank.order(self._snapshot_at(count))  # binds it: copies share its per-snapshot pools
-            overlay = blank.copy()
+            # a new window: the main pass's starts it overlaps (thousands) are added once per set
+            ours = tuple(i for i in new if i < self._cycle_holds)
+            seed = self._with_cycle.get((count, ours))
+            if seed is None:
+                blank = self._blank.get(count)
+                if blank is None:
+                    blank = self._blank[count] = Overlay()
+                    blank.order(self._snapshot_at(count))  # binds it: copies share its per-snapshot pools
+                seed = self._with_cycle[(count, ours)] = blank.copy()
+                seed.add_all(self.holds[i].start for i in ours)
+            overlay = seed.copy()
+            new = new[len(ours):]
         overlay.add_all(self.holds[i].start for i in new)
         return overlay
 
@@ -205,7 +222,7 @@ def run_backfill(
             continue
         if job.array_job_id and job.array_max_running and tasks[job.array_job_id] >= job.array_max_running:
             continue
-        parts = [p for p in _open_partitions(job, snap) if p.name not in blocked]
+        parts = [p for p in _open_partitions(job, snap) if p.name not in blocked or job.reservation]
         if not parts:
             continue
         tested += 1
@@ -215,7 +232,7 @@ def run_backfill(
             continue  # cannot start now, and gets no reservation: no need to place it
         found = _earliest(job, parts, timeline, horizon if may_reserve else now)
         if found is None:
-            if may_reserve:
+            if may_reserve and not job.reservation:
                 blocked.update(p.name for p in parts)
             continue
         begin, start = found
@@ -246,7 +263,7 @@ def _earliest(
                 continue  # too few CPUs even before holds: place() would say Resources
             end = job_end(begin, limits.effective_time_limit(job, part))
             snap, overlay = timeline.state(begin, end)
-            found = place(job, part, snap, overlay)
+            found = place(job, part, snap, overlay, begin)
             if isinstance(found, Start):
                 return begin, found
     return None

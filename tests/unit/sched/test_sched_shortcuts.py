@@ -1,8 +1,10 @@
-"""placement's shortcuts decide nothing: the node indexes and the "same request already failed" memo.
+"""The scheduler's shortcuts decide nothing: node indexes, the "same request already failed" memo,
+and backfill's incrementally grown timeline states.
 
-`placement.SHORTCUTS` off, every job scans every candidate node as written in placement.py; on,
-nodes that cannot hold the job's smallest slot are skipped and a request shape that failed on an
-unchanged overlay is answered from the memo. Over random clusters (GPU types, weights, features,
+`placement.SHORTCUTS` off, every job scans every candidate node as written in placement.py and
+backfill builds each window's overlay afresh from every hold; on, nodes that cannot hold the job's
+smallest slot are skipped, a request shape that failed on an unchanged overlay is answered from
+the memo, and windows share and grow their overlays. Over random clusters (GPU types, weights, features,
 down nodes, partly used nodes, running jobs with ends, ExclusiveUser) and queues of many identical shapes (so the
 memo is hit), both schedulers must give the same starts, reasons and planned starts.
 """
@@ -75,7 +77,12 @@ def requests(draw: st.DrawFn, count: int, names: list[str]) -> list[JobRequest]:
     jobs = []
     for job_id in range(1, count + 1):
         base = draw(st.sampled_from(shapes))
-        jobs.append(dataclasses.replace(base, job_id=job_id, submit_time=job_id, user_id=draw(st.sampled_from([1, 2]))))
+        limit = draw(st.sampled_from([base.time_limit_min, base.time_limit_min, 5, 30, 120]))
+        jobs.append(
+            dataclasses.replace(
+                base, job_id=job_id, submit_time=job_id, user_id=draw(st.sampled_from([1, 2])), time_limit_min=limit
+            )
+        )
     return jobs
 
 
@@ -143,7 +150,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                 exclusive_user=draw(st.booleans()),
             ),
         ),
-        pending=tuple(requests(draw, draw(st.integers(1, 12)), names)),
+        pending=tuple(requests(draw, draw(st.integers(1, 20)), names)),
         running=running,
         jobs=(),
         config=config,
