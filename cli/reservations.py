@@ -154,12 +154,11 @@ def update(pairs: Sequence[tuple[str, str]]) -> int:
 
 
 def delete(word: str, names: Sequence[str]) -> int:
+    """Delete the first of `names`; `word` is what the user typed after `delete` (Slurm's message tag)."""
     from cli.common import CommandError, ctld
     from shoal.v1 import controller_pb2
 
-    if not names:
-        raise ReservationError(f"too few arguments for keyword:delete {word}")
-    name = names[0].split("=", 1)[1] if "=" in names[0] else names[0]
+    name = names[0]
     try:
         ctld("DeleteReservation", controller_pb2.DeleteReservationRequest(name=name),
              controller_pb2.DeleteReservationResponse)

@@ -79,6 +79,10 @@ def test_create_show_update_delete_round_trip(cluster: Cluster) -> None:
     assert cluster.ok("scontrol", "show", "reservation") == "No reservations in the system\n"
     again = cluster.run("scontrol", "delete", "reservation", "R1")
     assert (again.returncode, again.stderr) == (1, "delete_reservation reservation: Requested reservation is invalid\n")
+    other = cluster.run("scontrol", "delete", "ReservationName=R1")
+    assert (other.returncode, other.stderr) == (1, "delete_reservation ReservationName=R1: Requested reservation is invalid\n")
+    bare = cluster.run("scontrol", "delete", "reservation")
+    assert bare.stderr == "scontrol: error: Proper format is 'delete <ENTITY>=<ID>' or 'delete <ENTITY> <ID>'\n"
 
 
 def test_only_operators_change_reservations(cluster: Cluster) -> None:
