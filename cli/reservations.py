@@ -133,6 +133,9 @@ def create(args: Sequence[str]) -> int:
     try:
         resp = ctld("CreateReservation", request, controller_pb2.ReservationResponse)
     except CommandError as exc:
+        if request.node_cnt and not request.nodes and exc.message == "Requested nodes are busy":
+            print("Note, unless nodes are directly requested a reservation must exist in a single partition.")
+            print("If no partition is requested the default partition is assumed.")
         raise ReservationError(f"Error creating the reservation: {exc.message}") from exc
     print(f"Reservation created: {resp.name}")
     return 0
