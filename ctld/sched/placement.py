@@ -278,7 +278,9 @@ def _place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -
     placer = _Placer(job, part, snap, overlay)
     nodes: Iterable[Node]
     if SHORTCUTS and not job.required_nodes and snap.topology is None:
-        # the indexes: nodes that cannot hold the job's smallest slot are never looked at
+        # the indexes: nodes that cannot hold the job's smallest slot are never looked at. A Pool is
+        # _candidates() for a job without -w, kept per (partition, -x, -C): a filter that depends on
+        # anything else (the job's user, its start time, a reservation) must take the plain path below.
         pool = overlay.pool(job, part, snap)
         free_cpus = overlay.pool_free_cpus(pool)
         nodes = overlay.live(pool, placer.need(fewest, most)).nodes()
