@@ -11,6 +11,7 @@ reason word; nothing is recorded until the caller adds the Start to its overlay.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -250,20 +251,21 @@ def _usage_empty(usage: NodeUsage) -> bool:
 
 
 SHORTCUTS = True  # the indexes and the failure memo (tests turn them off to compare decisions)
+INDEX_MIN_NODES = 16  # below this many nodes a plain scan is cheaper than keeping the indexes
 
 # JobRequest fields place() does not read: jobs equal in every other field are one request shape.
 _NOT_SHAPE = frozenset(
     {"job_id", "name", "submit_time", "priority", "admin_priority", "nice", "begin_time", "held_user",
      "held_admin", "dependency", "array_job_id", "array_task_id", "array_max_running"}
 )
-_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(JobRequest) if f.name not in _NOT_SHAPE)
+_shape_of = operator.attrgetter(*(f.name for f in dataclasses.fields(JobRequest) if f.name not in _NOT_SHAPE))
 
 
 def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -> Start | str:
     """Allocate every node the job needs in `part` now, or say why not (a Slurm reason word)."""
     if not SHORTCUTS:
         return _place(job, part, snap, overlay)
-    shape = (part.name, *(getattr(job, name) for name in _SHAPE_FIELDS))
+    shape = (part.name, _shape_of(job))
     known = overlay.failed(snap, shape)
     if known is not None:
         return known
@@ -277,7 +279,7 @@ def _place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -
     fewest, most = node_count_range(job)
     placer = _Placer(job, part, snap, overlay)
     nodes: Iterable[Node]
-    if SHORTCUTS and not job.required_nodes and snap.topology is None:
+    if SHORTCUTS and len(snap.nodes) >= INDEX_MIN_NODES and not job.required_nodes and snap.topology is None:
         # the indexes: nodes that cannot hold the job's smallest slot are never looked at. A Pool is
         # _candidates() for a job without -w, kept per (partition, -x, -C): a filter that depends on
         # anything else (the job's user, its start time, a reservation) must take the plain path below.
