@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from cli.options import NO_ARG, Opt, OptionError, parse_argv, version_line
 
@@ -49,6 +49,11 @@ Commands:
   hold|uhold|release ids        hold (as admin or user) or release pending jobs
   requeue|requeuehold ids       requeue jobs (and hold them)
   top ids                       move jobs to the top of the user's queue
+  create reservation KEY=VALUE...  ReservationName StartTime Duration|EndTime Nodes|NodeCnt
+                                [PartitionName] Users|Accounts [Flags=MAINT,IGNORE_JOBS,FLEX,DAILY]
+  update ReservationName=name KEY=VALUE...  (Users+=u, Users-=u, Accounts+=/-=, Flags-=)
+  delete reservation name       delete a reservation
+  show reservation[s] [name]    show reservations
   ping                          is the controller up?
   version                       print the version
 
@@ -169,6 +174,8 @@ def dispatch(word: str, args: list[str], flags: Flags) -> int:
         ("top", 3, lambda a, f: cmd_job_action("top", a, f)),
         ("ping", 2, cmd_ping),
         ("version", 4, cmd_version),
+        ("create", 2, cmd_create),
+        ("delete", 3, cmd_delete),
     ]
     exact = [c for c in commands if c[0] == word.lower()]
     chosen = exact or [c for c in commands if matches(word, c[0], c[1])]
@@ -218,6 +225,11 @@ def cmd_show(args: list[str], flags: Flags) -> int:
         return show_config(flags)
     if matches(entity, "topology", 3):
         return show_topology(name)
+    if matches(entity, "reservations", 3):
+        from cli import reservations
+
+        _emit(_reservation_call(lambda: reservations.show(name)), flags)
+        return 0
     raise Failure(f"invalid entity:{entity} for keyword:show ")
 
 
@@ -448,8 +460,12 @@ def cmd_update(args: list[str], flags: Flags) -> int:
         raise Failure("too few arguments for keyword:update")
     pairs = split_pairs(args)
     keys = {k.lower() for k, _ in pairs}
-    if keys & {"jobid", "job"}:
+    if keys & {"jobid", "job"}:  # (Reservation= is then the job's field)
         return update_job(pairs, flags)
+    if keys & {"reservationname", "reservation"}:
+        from cli import reservations
+
+        return _reservation_call(lambda: reservations.update(pairs))
     if keys & {"nodename", "node"}:
         return update_node(pairs, flags)
     raise Failure(
@@ -582,6 +598,36 @@ def _send_job_update(
                 text = f"{result.job_id}: {result.message}"
             print(text, file=sys.stderr)
     return 1 if failed else 0
+
+
+# --- reservations (cli/reservations.py) --------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def _reservation_call(body: Callable[[], T]) -> T:
+    from cli.reservations import ReservationError
+
+    try:
+        return body()
+    except ReservationError as exc:
+        raise Failure(*exc.lines) from exc
+
+
+def cmd_create(args: list[str], flags: Flags) -> int:
+    from cli import reservations
+
+    if not args or not matches(args[0], "reservation", 3):
+        raise Failure(f"invalid entity:{args[0] if args else ''} for keyword:create ")
+    return _reservation_call(lambda: reservations.create(args[1:]))
+
+
+def cmd_delete(args: list[str], flags: Flags) -> int:
+    from cli import reservations
+
+    if not args or not matches(args[0], "reservation", 3):
+        raise Failure(f"invalid entity:{args[0] if args else ''} for keyword:delete ")
+    return _reservation_call(lambda: reservations.delete(args[0], args[1:]))
 
 
 # --- ping ------------------------------------------------------------------------------------

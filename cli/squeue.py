@@ -85,7 +85,7 @@ class Row(NamedTuple):
 
 
 class JobFilter:
-    """What -t/-u/-j/-p/-n/-A/-q/-w select; None means no filter on that field."""
+    """What -t/-u/-j/-p/-n/-A/-q/-w/-R select; None means no filter on that field."""
 
     def __init__(
         self,
@@ -99,6 +99,7 @@ class JobFilter:
         qos: set[str] | None = None,
         nodes: set[str] | None = None,
         pending_only: bool = False,
+        reservations: set[str] | None = None,
     ) -> None:
         self.states = states
         self.user_ids = user_ids
@@ -109,6 +110,7 @@ class JobFilter:
         self.qos = qos
         self.nodes = nodes
         self.pending_only = pending_only
+        self.reservations = reservations
 
 
 # --- values ------------------------------------------------------------------------------------
@@ -361,6 +363,8 @@ def filter_jobs(jobs: Iterable[jobs_pb2.JobInfo], flt: JobFilter) -> list[jobs_p
         if flt.names is not None and job.spec.name not in flt.names:
             continue
         if flt.accounts is not None and job.account not in flt.accounts:
+            continue
+        if flt.reservations is not None and job.spec.reservation not in flt.reservations:
             continue
         if flt.qos is not None and job.qos not in flt.qos:
             continue
@@ -615,6 +619,7 @@ def build_filter(args: argparse.Namespace) -> JobFilter:
     flt.names = _words(args.name)
     flt.accounts = _words(args.account if args.account is not None else os.environ.get("SQUEUE_ACCOUNT"))
     flt.qos = _words(args.qos)
+    flt.reservations = _words(args.reservation)
     if args.nodelist:
         from shoal.hostlist import expand
 

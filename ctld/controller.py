@@ -20,6 +20,7 @@ from typing import Protocol
 
 from ctld import jobs as jobrec
 from ctld import preempt, priority_report, top
+from ctld import reservations as resv
 from ctld import steps as jobsteps
 from ctld.accounting import Accounting
 from ctld.errors import (
@@ -115,6 +116,7 @@ class Controller:
         self.shares.load(store.get_meta(SHARES_META_KEY))
         self._shares_saved = 0
         self._recover()
+        self.reservations = resv.load(store)  # advance reservations by name (ctld/reservations.py)
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:
@@ -245,6 +247,7 @@ class Controller:
             config=self._sched_config,
             accounting=self.accounting.limits(),
             priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
+            reservations=resv.for_snapshot(self),
             topology=self._topology,
             qos_preempt=self.accounting.qos_preempt(),
         )
@@ -297,6 +300,7 @@ class Controller:
             if refusal is not None:
                 raise SlurmError(refusal.message)
             if test_only:
+                resv.check_job_access(self, job)
                 return self._test_only(req, snap, now)
             task_ids: tuple[int, ...] = ()
             if spec.array:
@@ -313,6 +317,7 @@ class Controller:
                     "Slurm temporarily unable to accept job, sleeping and retrying", RESOURCE_EXHAUSTED
                 )
             self.accounting.admit(job, count, self.jobs.values())
+            resv.check_job_access(self, job)  # after admit: the job's account is known
             first = self.next_job_id
             snap_partitions = {p.name: p for p in snap.partitions}
             mem_per_node = self._mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)
@@ -652,6 +657,7 @@ class Controller:
             usage = self._usage()
             names = set(req.names)
             out = controller_pb2.GetNodesResponse(now=self._now())
+            maint = resv.maint_nodes(self, out.now)
             completing = {a.node for j in self.jobs.values() if j.state == COMPLETING for a in j.allocation}
             for name, node in self.nodes.items():
                 if names and name not in names:
@@ -666,6 +672,7 @@ class Controller:
                     info.alloc_cpus = node.conf.cpus
                 info.gres_used = gres_used(node, u.gpu_indices)
                 info.completing = name in completing
+                info.maint = name in maint
                 info.base_state, info.state = long_state(info, info.alloc_cpus, info.completing)
             return out
 
@@ -1063,6 +1070,14 @@ class Controller:
         elif k == "qos":
             job.spec.qos = value
             job.qos = value
+        elif k == "reservation":
+            previous = job.spec.reservation
+            job.spec.reservation = "" if value.lower() in ("", "none", "(null)") else value
+            try:
+                resv.check_job_access(self, job)
+            except SlurmError:
+                job.spec.reservation = previous
+                raise
         else:
             raise SlurmError(f"Update of this parameter is not supported: {key}")
         jobrec.describe_request(job, jobrec.job_request(job, self.nodes, self.cfg), job.mem_mb // max(1, job.num_nodes))
@@ -1242,6 +1257,7 @@ class Controller:
                         partial(self.actions.signal, target, job.job_id, job.spec.signal_num, job.spec.signal_batch_only)
                     )
                     changed.append(job)
+            resv.expire(self, now)
             timeout = self.cfg.slurmd_timeout
             wall = self.clock()
             for node in self.nodes.values():

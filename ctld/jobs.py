@@ -161,6 +161,7 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object], cfg: S
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id,
         array_max_running=job.array_max_tasks,
+        reservation=spec.reservation,
         max_switches=spec.switches,
         switch_wait_s=spec.switch_wait_s if spec.switches else -1,
     )

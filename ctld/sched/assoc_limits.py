@@ -111,7 +111,8 @@ class AssocUsage:
         self.cohorts.wait_for(job.job_id, list(self.chain(job.assoc_id)), _want(job), self._used)
 
     def reclaim(
-        self, job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay, gone: frozenset[int]
+        self, job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay, gone: frozenset[int],
+        now: int,
     ) -> Plan | None:
         """Borrowing jobs to requeue so that `job`, within its guarantee, starts (see borrowing.reclaim)."""
         chain = list(self.chain(job.assoc_id))
@@ -122,7 +123,7 @@ class AssocUsage:
             self._borrowing = borrowing_jobs(self._running, chains)
         if not self._borrowing:
             return None
-        return reclaim(job, chain, parts, snap, overlay, self.cohorts, self._borrowing, gone)
+        return reclaim(job, chain, parts, snap, overlay, self.cohorts, self._borrowing, gone, now)
 
 
 def _want(job: JobRequest) -> dict[str, int]:

@@ -19,14 +19,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ctld.sched import limits, placement
-from ctld.sched.model import UNLIMITED, JobRequest, Partition, Planned, Snapshot, Start
+from ctld.sched import limits, placement, reservations
+from ctld.sched.limits import FOREVER, job_end
+from ctld.sched.model import JobRequest, Partition, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
 from ctld.sched.resources import is_exclusive, job_cpus
 
-FOREVER = 2**62  # the end of a job without a time limit
 PRIORITY = "Priority"
-WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY})  # reasons backfill may still act on
+# reasons backfill may still act on (a job waiting for its reservation gets a planned start)
+WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY}) | reservations.WAIT_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +43,6 @@ class Hold:
 class BackfillResult:
     starts: list[Start] = field(default_factory=list)
     planned: dict[int, Planned] = field(default_factory=dict)
-
-
-def job_end(begin: int, limit_min: int) -> int:
-    """When a job started at `begin` with a limit of `limit_min` minutes must be over."""
-    return FOREVER if limit_min < 0 or limit_min == UNLIMITED else begin + limit_min * 60
 
 
 class Timeline:
@@ -65,7 +61,9 @@ class Timeline:
         self.holds: list[Hold] = []
         self._cycle_holds = 0  # the first holds: the main pass's starts (kept apart, see _grown)
         self._with_cycle: dict[tuple[int, tuple[int, ...]], Overlay] = {}  # (releases, those holds) -> overlay
-        self._times: list[int] = sorted({now, *(t for t in self._release_times if t >= now)})
+        # ... and the moments reservations start or end (the nodes they keep change then)
+        boundaries = reservations.boundaries(snap.reservations, now)
+        self._times: list[int] = sorted({now, *(t for t in self._release_times if t >= now), *boundaries})
         self._freed: dict[str, tuple[int, list[int]]] = {}  # partition -> (free now, CPUs released by count)
         # A state is an overlay of some holds over the snapshot after some releases; windows
         # (releases, begin, end) point at one, and a state grown by the same holds is shared.
@@ -224,7 +222,7 @@ def run_backfill(
             continue
         if job.array_job_id and job.array_max_running and tasks[job.array_job_id] >= job.array_max_running:
             continue
-        parts = [p for p in _open_partitions(job, snap) if p.name not in blocked]
+        parts = [p for p in _open_partitions(job, snap) if p.name not in blocked or job.reservation]
         if not parts:
             continue
         tested += 1
@@ -234,7 +232,7 @@ def run_backfill(
             continue  # cannot start now, and gets no reservation: no need to place it
         found = _earliest(job, parts, timeline, horizon if may_reserve else now)
         if found is None:
-            if may_reserve:
+            if may_reserve and not job.reservation:
                 blocked.update(p.name for p in parts)
             continue
         begin, start = found
@@ -265,7 +263,7 @@ def _earliest(
                 continue  # too few CPUs even before holds: place() would say Resources
             end = job_end(begin, limits.effective_time_limit(job, part))
             snap, overlay = timeline.state(begin, end)
-            found = place(job, part, snap, overlay)
+            found = place(job, part, snap, overlay, begin)
             if isinstance(found, Start):
                 return begin, found
     return None

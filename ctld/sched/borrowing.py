@@ -144,6 +144,7 @@ def reclaim(
     cohorts: Cohorts,
     borrowing: Mapping[int, set[int]],
     gone: frozenset[int],
+    now: int,
 ) -> Plan | None:
     """Borrowing jobs of the job's siblings to requeue so it can start (youngest first, as few as
     needed, through preemption's `choose`), and where it will start; None when no such set exists.
@@ -152,7 +153,7 @@ def reclaim(
     alone make room, nothing more is chosen and the room is held (a plan without victims).
     """
     for part in parts:
-        start = fits_without(job, part, snap, overlay, gone)
+        start = fits_without(job, part, snap, overlay, gone, now)
         if start is not None:
             return Plan((), start)
     candidates: set[int] = set()
@@ -171,7 +172,7 @@ def reclaim(
     for part in parts:
         members = set(part.nodes)
         mine = [(r, d) for r, d in zip(order, decisions, strict=True) if not members.isdisjoint(r.nodes)]
-        found = choose(job, part, snap, overlay, gone, mine)
+        found = choose(job, part, snap, overlay, gone, mine, now)
         if found is not None:
             return found
     return None

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
-from ctld.sched import dependency, limits, preemption, topology
+from ctld.sched import dependency, limits, preemption, reservations, topology
 from ctld.sched.assoc_limits import AssocUsage
 from ctld.sched.backfill import run_backfill
 from ctld.sched.model import (
@@ -115,6 +115,8 @@ def _schedule_one(
     # 1. Eligibility: holds, begin time, dependencies.
     if (why := _ineligible(job, now, statuses)) is not None:
         return why
+    if (why := reservations.waiting_reason(job, snap.reservations, now)) is not None:
+        return why
     # 2. Partition limits: a partition that cannot take the job as asked is skipped.
     candidates = candidate_partitions(job, snap)
     if not candidates:
@@ -131,7 +133,8 @@ def _schedule_one(
     if state.assoc is not None and (why := state.assoc.reason(job)) is not None:
         return why
     # 4. Higher-priority jobs that could not start hold their partitions.
-    unblocked = [part for part in open_parts if part.name not in state.blocked]
+    # (a reservation's jobs use its own nodes: jobs waiting outside it hold them back from nothing)
+    unblocked = [part for part in open_parts if part.name not in state.blocked or job.reservation]
     if not unblocked:
         return PRIORITY
     if state.tested >= snap.config.max_job_test:
@@ -140,7 +143,7 @@ def _schedule_one(
     # 5. Placement against free resources plus this cycle's starts; all nodes or none.
     first_reason: str | None = None
     for part in unblocked:
-        found = place(job, part, snap, state.overlay)
+        found = place(job, part, snap, state.overlay, now)
         if isinstance(found, Start):
             state.overlay.add(found)
             state.starts.append(found)
@@ -152,10 +155,11 @@ def _schedule_one(
         first_reason = first_reason or found
     if first_reason == RESOURCES:
         # 6. Room made by ending other jobs (quota reclaim, then preemption) is held for the job;
-        #    otherwise it blocks its partitions.
-        if not (_reclaim(job, unblocked, snap, state)
+        #    otherwise it blocks its partitions (not a reservation's job: it waits for its own nodes).
+        if not (_reclaim(job, unblocked, snap, now, state)
                 or (preemption.enabled(snap) and _preempt_for(job, unblocked, snap, now, state))):
-            state.blocked.update(part.name for part in unblocked)
+            if not job.reservation:
+                state.blocked.update(part.name for part in unblocked)
     return first_reason or RESOURCES
 
 
@@ -168,13 +172,13 @@ def _preempt_for(job: JobRequest, parts: list[Partition], snap: Snapshot, now: i
     return _hold(preemption.plan(job, parts, snap, state.overlay, now, chosen), state)
 
 
-def _reclaim(job: JobRequest, parts: list[Partition], snap: Snapshot, state: _CycleState) -> bool:
+def _reclaim(job: JobRequest, parts: list[Partition], snap: Snapshot, now: int, state: _CycleState) -> bool:
     """A job within its guaranteed quota takes it back from borrowing siblings (borrowing.py): the
     victims are requeued through preemption (after their QOS's GraceTime) and the room is held."""
     if state.assoc is None:
         return False
     gone = frozenset(p.job_id for p in state.preemptions).union(r.job_id for r in snap.running if r.releasing)
-    return _hold(state.assoc.reclaim(job, parts, snap, state.overlay, gone), state)
+    return _hold(state.assoc.reclaim(job, parts, snap, state.overlay, gone, now), state)
 
 
 def _hold(found: preemption.Plan | None, state: _CycleState) -> bool:

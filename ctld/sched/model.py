@@ -151,6 +151,7 @@ class JobRequest:
     array_max_running: int = 0  # the %N throttle, 0 = none
     assoc_id: int = 0  # accounting association (0 = none; see assoc_limits.py)
     qos: str = ""
+    reservation: str = ""  # --reservation (access was checked at submit)
     account: str = ""
     max_switches: int = 0  # --switches=N: at most N leaf switches (0 = any; see topology.py)
     switch_wait_s: int = -1  # --switches=N@time: how long to wait for them (-1 = max_switch_wait)
@@ -252,8 +253,23 @@ class Snapshot:
     config: Config = Config()
     accounting: AccountingLimits | None = None  # association/QOS limits to enforce (None = not enforced)
     priority_inputs: PriorityInputs | None = None  # accounting's part of multifactor priority
+    reservations: tuple[Reservation, ...] = ()  # advance reservations not yet over (see reservations.py)
     topology: Topology | None = None  # topology/tree switches (None = flat network)
     qos_preempt: tuple[QosPreempt, ...] = ()  # preempt/qos: each QOS's Preempt list, PreemptMode, GraceTime
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """An advance reservation: its nodes are kept for its own jobs over [start_time, end_time).
+
+    A DAILY one repeats every day from its start; flags are upper case (MAINT, FLEX, DAILY ...).
+    """
+
+    name: str
+    start_time: int
+    end_time: int
+    nodes: frozenset[str]
+    flags: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

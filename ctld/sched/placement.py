@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ctld.sched import access, gpu_select, limits, topology
+from ctld.sched import access, gpu_select, limits, reservations, topology
 from ctld.sched.freeindex import Live, Need, Pool
 from ctld.sched.model import (
     Gpu,
@@ -261,25 +261,44 @@ _NOT_SHAPE = frozenset(
 _shape_of = operator.attrgetter(*(f.name for f in dataclasses.fields(JobRequest) if f.name not in _NOT_SHAPE))
 
 
-def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -> Start | str:
-    """Allocate every node the job needs in `part` now, or say why not (a Slurm reason word)."""
+def place(
+    job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, at: int | None = None
+) -> Start | str:
+    """Allocate every node the job needs in `part`, or say why not (a Slurm reason word).
+
+    `at` is when the job would start: reservations then decide which nodes it may use over its
+    whole run (None = ignore reservations, for the configured-capacity question).
+    """
+    gate = None
+    if at is not None and snap.reservations:
+        end = limits.job_end(at, limits.effective_time_limit(job, part))
+        gate = reservations.gate(job, snap.reservations, at, end)
     if not SHORTCUTS:
-        return _place(job, part, snap, overlay)
-    shape = (part.name, _shape_of(job))
+        return _place(job, part, snap, overlay, gate)
+    shape = (part.name, gate, _shape_of(job))
     known = overlay.failed(snap, shape)
     if known is not None:
         return known
-    found = _place(job, part, snap, overlay)
+    found = _place(job, part, snap, overlay, gate)
     if isinstance(found, str):
         overlay.remember_failure(snap, shape, found)
     return found
 
 
-def _place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -> Start | str:
+def _place(
+    job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, gate: reservations.Gate | None
+) -> Start | str:
     fewest, most = node_count_range(job)
     placer = _Placer(job, part, snap, overlay)
     nodes: Iterable[Node]
-    if SHORTCUTS and len(snap.nodes) >= INDEX_MIN_NODES and not job.required_nodes and snap.topology is None:
+    busy = RESOURCES
+    if (
+        SHORTCUTS
+        and gate is None
+        and len(snap.nodes) >= INDEX_MIN_NODES
+        and not job.required_nodes
+        and snap.topology is None
+    ):
         # the indexes: nodes that cannot hold the job's smallest slot are never looked at. A Pool is
         # _candidates() for a job without -w, kept per (partition, -x, -C): a filter that depends on
         # anything else (the job's user, its start time, a reservation) must take the plain path below.
@@ -287,22 +306,24 @@ def _place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -
         free_cpus = overlay.pool_free_cpus(pool)
         nodes = overlay.live(pool, placer.need(fewest, most)).nodes()
     else:
-        candidates = _candidates(job, part, snap)
+        candidates = _candidates(job, part, snap, gate)
         if isinstance(candidates, str):
             return candidates
+        if gate is not None and len(candidates) < fewest and gate.closed.intersection(part.nodes):
+            busy = reservations.RESERVED_FOR_MAINT  # Slurm's word whenever reserved nodes leave too few
         free_cpus = sum(len(overlay.free(node).cpu_ids) for node in candidates)
         nodes = placer.gpu_packing_order(candidates) if wants_gpus(job) else candidates
     if not is_exclusive(job, part):
         # fewer free CPUs than the job needs in all: nothing to try (Free is kept per overlay)
         if free_cpus < job_cpus(job):
-            return RESOURCES
+            return busy
     allocs = None
     for group in _switch_groups(job, snap, placer, nodes, fewest):
         allocs = placer.fixed(group, fewest) if fewest == most else placer.flexible(group, fewest, most)
         if allocs is not None:
             break
     if allocs is None:
-        return RESOURCES
+        return busy
     order = overlay.order(snap)
     return Start(
         job_id=job.job_id,
@@ -315,7 +336,9 @@ def _place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -
     )
 
 
-def _candidates(job: JobRequest, part: Partition, snap: Snapshot) -> list[Node] | str:
+def _candidates(
+    job: JobRequest, part: Partition, snap: Snapshot, gate: reservations.Gate | None = None
+) -> list[Node] | str:
     """Usable nodes in the order they are tried: -w nodes first, then by weight, then as configured."""
     in_part = set(part.nodes)
     usable = [
@@ -325,10 +348,11 @@ def _candidates(job: JobRequest, part: Partition, snap: Snapshot) -> list[Node] 
         and node.available
         and node.name not in job.excluded_nodes
         and job.features <= node.features
+        and (gate is None or gate.admits(node.name))
     ]
     usable_names = {node.name for node in usable}
     if not job.required_nodes <= usable_names:
-        return REQ_NODE_NOT_AVAIL
+        return (gate.reason_for(job.required_nodes) if gate else None) or REQ_NODE_NOT_AVAIL
     usable.sort(key=lambda node: (node.name not in job.required_nodes, node.weight))
     return usable
 
@@ -605,7 +629,7 @@ def earliest_start(job: JobRequest, snap: Snapshot, now: int) -> tuple[int, Star
     if not parts:
         return None
     earliest = max(now, job.begin_time)
-    start = _first_fit(job, parts, snap)
+    start = _first_fit(job, parts, snap, earliest)
     if start is not None:
         return earliest, start
     nodes = {node.name: node for node in snap.nodes}
@@ -613,17 +637,18 @@ def earliest_start(job: JobRequest, snap: Snapshot, now: int) -> tuple[int, Star
     for running in sorted((r for r in snap.running if r.end_time > 0), key=lambda r: r.end_time):
         release(running, nodes, holders)
         later = dataclasses.replace(snap, nodes=tuple(nodes[node.name] for node in snap.nodes))
-        start = _first_fit(job, parts, later)
+        begin = max(earliest, running.end_time)
+        start = _first_fit(job, parts, later, begin)
         if start is not None:
-            return max(earliest, running.end_time), start
+            return begin, start
     if job.max_switches:  # never within its switches: once it has waited, it takes any nodes
         return earliest_start(dataclasses.replace(job, max_switches=0), snap, now)
     return None
 
 
-def _first_fit(job: JobRequest, parts: list[Partition], snap: Snapshot) -> Start | None:
+def _first_fit(job: JobRequest, parts: list[Partition], snap: Snapshot, at: int) -> Start | None:
     for part in parts:
-        found = place(job, part, snap, Overlay())
+        found = place(job, part, snap, Overlay(), at)
         if isinstance(found, Start):
             return found
     return None

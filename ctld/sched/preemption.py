@@ -88,7 +88,7 @@ def _plan_in(
     qos: Mapping[str, QosPreempt],
     parts: Mapping[str, Partition],
 ) -> Plan | None:
-    start = fits_without(job, part, snap, overlay, gone)
+    start = fits_without(job, part, snap, overlay, gone, now)
     if start is not None:
         return Plan((), start)  # the jobs already ending make room: wait for them, hold the room
     members = set(part.nodes)
@@ -102,7 +102,7 @@ def _plan_in(
             reason = f"preempted by job {job.job_id}"
             candidates.append((running, Preemption(running.job_id, mode, grace, reason, job.job_id)))
     candidates.sort(key=lambda c: (c[0].priority, -c[0].start_time, -c[0].job_id))
-    return choose(job, part, snap, overlay, gone, candidates)
+    return choose(job, part, snap, overlay, gone, candidates, now)
 
 
 def choose(
@@ -112,17 +112,18 @@ def choose(
     overlay: Overlay,
     gone: frozenset[int],
     candidates: Sequence[tuple[RunningJob, Preemption]],
+    now: int,
 ) -> Plan | None:
     """The fewest of `candidates`, taken in their order, whose end lets `job` start in `part` (with
     the jobs in `gone` released too), and where it then starts; None when not even all of them do."""
     everyone = gone | {r.job_id for r, _ in candidates}
-    if not candidates or fits_without(job, part, snap, overlay, everyone) is None:
+    if not candidates or fits_without(job, part, snap, overlay, everyone, now) is None:
         return None  # not even all of them would make room
     chosen: list[tuple[RunningJob, Preemption]] = []
     start: Start | None = None
     for candidate in candidates:
         chosen.append(candidate)
-        start = fits_without(job, part, snap, overlay, gone | _ids(chosen))
+        start = fits_without(job, part, snap, overlay, gone | _ids(chosen), now)
         if start is not None:
             break
     if start is None:  # cannot happen: with every candidate gone the job fits
@@ -130,7 +131,7 @@ def choose(
     # The last one added was needed; drop the others the fit can do without (the least preferred first).
     for candidate in reversed(chosen[:-1]):
         trial = [c for c in chosen if c is not candidate]
-        found = fits_without(job, part, snap, overlay, gone | _ids(trial))
+        found = fits_without(job, part, snap, overlay, gone | _ids(trial), now)
         if found is not None:
             chosen, start = trial, found
     return Plan(tuple(p for _, p in chosen), start)
@@ -183,9 +184,9 @@ def _ids(chosen: list[tuple[RunningJob, Preemption]]) -> frozenset[int]:
 
 
 def fits_without(
-    job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, gone: frozenset[int]
+    job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, gone: frozenset[int], now: int
 ) -> Start | None:
-    """Where `job` would start in `part` once the running jobs in `gone` have released everything."""
+    """Where `job` would start in `part` now once the running jobs in `gone` have released everything."""
     if not gone:
         return None  # nothing released: the cycle's own placement already said Resources
     nodes = {node.name: node for node in snap.nodes}
@@ -194,5 +195,5 @@ def fits_without(
         if running.job_id in gone:
             release(running, nodes, holders)
     later = dataclasses.replace(snap, nodes=tuple(nodes[node.name] for node in snap.nodes))
-    found = place(job, part, later, overlay.copy())
+    found = place(job, part, later, overlay.copy(), now)
     return found if isinstance(found, Start) else None

@@ -177,6 +177,7 @@ class NodeInfo(_message.Message):
     COMPLETING_FIELD_NUMBER: _builtins.int
     TMP_DISK_MB_FIELD_NUMBER: _builtins.int
     REASON_USER_FIELD_NUMBER: _builtins.int
+    MAINT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     addr: _builtins.str
     hostname: _builtins.str
@@ -214,6 +215,8 @@ class NodeInfo(_message.Message):
     completing: _builtins.bool
     tmp_disk_mb: _builtins.int
     reason_user: _builtins.str
+    maint: _builtins.bool
+    """in an active MAINT reservation (IDLE+MAINTENANCE+RESERVED, sinfo "maint")"""
     @_builtins.property
     def features(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -259,10 +262,11 @@ class NodeInfo(_message.Message):
         completing: _builtins.bool = ...,
         tmp_disk_mb: _builtins.int = ...,
         reason_user: _builtins.str = ...,
+        maint: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hardware", b"hardware"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "alloc_cpus", b"alloc_cpus", "alloc_gpus", b"alloc_gpus", "alloc_mem_mb", b"alloc_mem_mb", "base_state", b"base_state", "boards", b"boards", "boot_time", b"boot_time", "completing", b"completing", "cores_per_socket", b"cores_per_socket", "cpus", b"cpus", "drain", b"drain", "features", b"features", "gres", b"gres", "gres_used", b"gres_used", "hardware", b"hardware", "hostname", b"hostname", "last_busy_time", b"last_busy_time", "name", b"name", "noded_start_time", b"noded_start_time", "not_responding", b"not_responding", "partitions", b"partitions", "port", b"port", "real_memory_mb", b"real_memory_mb", "reason", b"reason", "reason_time", b"reason_time", "reason_uid", b"reason_uid", "reason_user", b"reason_user", "sockets", b"sockets", "state", b"state", "threads_per_core", b"threads_per_core", "tmp_disk_mb", b"tmp_disk_mb", "total_gpus", b"total_gpus", "version", b"version", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "alloc_cpus", b"alloc_cpus", "alloc_gpus", b"alloc_gpus", "alloc_mem_mb", b"alloc_mem_mb", "base_state", b"base_state", "boards", b"boards", "boot_time", b"boot_time", "completing", b"completing", "cores_per_socket", b"cores_per_socket", "cpus", b"cpus", "drain", b"drain", "features", b"features", "gres", b"gres", "gres_used", b"gres_used", "hardware", b"hardware", "hostname", b"hostname", "last_busy_time", b"last_busy_time", "maint", b"maint", "name", b"name", "noded_start_time", b"noded_start_time", "not_responding", b"not_responding", "partitions", b"partitions", "port", b"port", "real_memory_mb", b"real_memory_mb", "reason", b"reason", "reason_time", b"reason_time", "reason_uid", b"reason_uid", "reason_user", b"reason_user", "sockets", b"sockets", "state", b"state", "threads_per_core", b"threads_per_core", "tmp_disk_mb", b"tmp_disk_mb", "total_gpus", b"total_gpus", "version", b"version", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1169,3 +1169,237 @@ class GetSharesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetSharesResponse: _TypeAlias = GetSharesResponse  # noqa: Y015
+
+@_typing.final
+class ReservationInfo(_message.Message):
+    """An advance reservation as ctld keeps it (and saves it in its state store)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    FLAGS_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    CORE_CNT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    start_time: _builtins.int
+    end_time: _builtins.int
+    partition: _builtins.str
+    core_cnt: _builtins.int
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def flags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """MAINT, FLEX, IGNORE_JOBS, DAILY ...; SPEC_NODES when Nodes= named them"""
+
+    @_builtins.property
+    def users(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        start_time: _builtins.int = ...,
+        end_time: _builtins.int = ...,
+        nodes: _abc.Iterable[_builtins.str] | None = ...,
+        partition: _builtins.str = ...,
+        flags: _abc.Iterable[_builtins.str] | None = ...,
+        users: _abc.Iterable[_builtins.str] | None = ...,
+        accounts: _abc.Iterable[_builtins.str] | None = ...,
+        core_cnt: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "core_cnt", b"core_cnt", "end_time", b"end_time", "flags", b"flags", "name", b"name", "nodes", b"nodes", "partition", b"partition", "start_time", b"start_time", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReservationInfo: _TypeAlias = ReservationInfo  # noqa: Y015
+
+@_typing.final
+class ListChange(_message.Message):
+    """Users=, Users+=, Users-= (and the same for Accounts and Flags)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GIVEN_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    given: _builtins.bool
+    op: _builtins.str
+    """"" = set, "+" = add, "-" = remove"""
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        given: _builtins.bool = ...,
+        op: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["given", b"given", "op", b"op", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListChange: _TypeAlias = ListChange  # noqa: Y015
+
+@_typing.final
+class ReservationRequest(_message.Message):
+    """scontrol create/update reservation, times already parsed by the command (Slurm's client does too)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    DURATION_MIN_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    NODE_CNT_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    FLAGS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    start_time: _builtins.int
+    """0 = not given"""
+    end_time: _builtins.int
+    """0 = not given"""
+    duration_min: _builtins.int
+    """-1 = not given, -2 = UNLIMITED"""
+    nodes: _builtins.str
+    """hostlist or ALL; "" = not given"""
+    node_cnt: _builtins.int
+    """0 = not given"""
+    partition: _builtins.str
+    @_builtins.property
+    def users(self) -> Global___ListChange: ...
+    @_builtins.property
+    def accounts(self) -> Global___ListChange: ...
+    @_builtins.property
+    def flags(self) -> Global___ListChange: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        start_time: _builtins.int = ...,
+        end_time: _builtins.int = ...,
+        duration_min: _builtins.int = ...,
+        nodes: _builtins.str = ...,
+        node_cnt: _builtins.int = ...,
+        partition: _builtins.str = ...,
+        users: Global___ListChange | None = ...,
+        accounts: Global___ListChange | None = ...,
+        flags: Global___ListChange | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "flags", b"flags", "users", b"users"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "duration_min", b"duration_min", "end_time", b"end_time", "flags", b"flags", "name", b"name", "node_cnt", b"node_cnt", "nodes", b"nodes", "partition", b"partition", "start_time", b"start_time", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReservationRequest: _TypeAlias = ReservationRequest  # noqa: Y015
+
+@_typing.final
+class ReservationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReservationResponse: _TypeAlias = ReservationResponse  # noqa: Y015
+
+@_typing.final
+class DeleteReservationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteReservationRequest: _TypeAlias = DeleteReservationRequest  # noqa: Y015
+
+@_typing.final
+class DeleteReservationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteReservationResponse: _TypeAlias = DeleteReservationResponse  # noqa: Y015
+
+@_typing.final
+class GetReservationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """empty = all"""
+
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReservationsRequest: _TypeAlias = GetReservationsRequest  # noqa: Y015
+
+@_typing.final
+class GetReservationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESERVATIONS_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    now: _builtins.int
+    @_builtins.property
+    def reservations(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReservationInfo]: ...
+    def __init__(
+        self,
+        *,
+        reservations: _abc.Iterable[Global___ReservationInfo] | None = ...,
+        now: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["now", b"now", "reservations", b"reservations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReservationsResponse: _TypeAlias = GetReservationsResponse  # noqa: Y015
