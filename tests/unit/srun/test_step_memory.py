@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from ctld.sched.steps import MEMORY_NOT_AVAILABLE, NODES_BUSY, AllocNode, StepRefused, StepRequest, layout_step
+from ctld.sched.steps import (
+    MEMORY_NOT_AVAILABLE,
+    NODES_BUSY,
+    AllocNode,
+    StepRefused,
+    StepRequest,
+    layout_step,
+)
 
 NODES = [AllocNode("node1", 4, mem_mb=100), AllocNode("node2", 4, mem_mb=100)]
 
