@@ -66,8 +66,8 @@ def real_cpus(cpu_ids: list[int], machine: list[int]) -> list[int]:
 
 
 def step_cpus(isolation: Isolation, req: node_pb2.LaunchTasksRequest, node: str) -> list[int]:
-    """This machine's CPUs a step's tasks are bound to on `node` when cores are constrained and the
-    step uses only part of the job's (--exact); [] = the job's cpuset as it is."""
+    """This machine's CPUs of a step's cpuset on `node` when cores are constrained and the step uses
+    only part of the job's (--exact, -c); [] = the job's cpuset as it is."""
     layout = next((n for n in req.step.layout if n.node == node), None)
     alloc = next((a for a in req.job.allocation if a.node == node), None)
     if not isolation.conf.constrain_cores or layout is None or alloc is None or not layout.cpu_ids:
