@@ -11,6 +11,8 @@ priority.py, as a live cluster would.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ctld.sched.model import Config
 
 POLICIES = ("fcfs", "easy", "sjf", "sjbf", "conf")
@@ -36,6 +38,11 @@ def promotes_oldest(policy: str) -> bool:
 def promoted_priority(submit_time: int) -> int:
     """Above every unpromoted priority; older first among promoted jobs."""
     return 2 * TOP - submit_time
+
+
+def waiting_priority(policy: str) -> Callable[[int, int, int], int] | None:
+    """For a policy whose order changes as jobs wait: priority(submit, estimate_s, now)."""
+    return None
 
 
 def policy_config(policy: str, base: Config) -> Config:
