@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ctld.sim.swf import Trace
 
 PROG = "shoal sim"
-POLICIES = ("fcfs", "easy", "sjf", "sjbf", "conf")
+POLICIES = ("fcfs", "easy", "sjf", "sjbf", "shoal", "conf")
 COLUMNS = (
     ("jobs", "jobs", "{:d}"),
     ("utilization", "util", "{:.3f}"),

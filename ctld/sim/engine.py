@@ -71,13 +71,8 @@ class Simulation:
         request: Callable[[TraceJob], JobRequest],
         shortcuts: bool = True,
         promote: Callable[[int], int] | None = None,
-        rank: Callable[[int, int, int], int] | None = None,
     ) -> None:
-        """`shortcuts=False` runs every cycle on the whole batch (the reference the tests compare to).
-
-        `rank(submit, estimate_s, now)`: a priority that changes as jobs wait; the queue is sorted
-        by it afresh at every cycle (and no cycle is skipped, since the order may have changed).
-        """
+        """`shortcuts=False` runs every cycle on the whole batch (the reference the tests compare to)."""
         self.config = config
         self.nodes = {n.name: n for n in nodes}
         self.order = [n.name for n in nodes]
@@ -85,7 +80,6 @@ class Simulation:
         self._parts = {p.name: p for p in partitions}
         self.request = request
         self.promote = promote  # submit time -> the priority the oldest waiting job gets (sjbf)
-        self.rank = rank
         self.depth = max(1, min(config.max_job_test, config.bf_max_job_test))
         self.backfill = config.scheduler == "sched/backfill"
         # Pruning (see _prune) relies on EASY's single reservation and no per-user test limit.
@@ -143,8 +137,6 @@ class Simulation:
                 continue
             quiet_until = 0
             while queue_keys:
-                if self.rank is not None:
-                    queue_keys = self._ranked(requests, now)
                 if self.promote is not None:
                     while oldest and oldest[0][1] not in requests:
                         heapq.heappop(oldest)  # started
@@ -159,11 +151,6 @@ class Simulation:
                         bisect.insort(queue_keys, keys[promoted])
                 batch = queue_keys[: self.depth]
                 pending = [requests[job_id] for _, job_id in batch]
-                if self.rank is not None:
-                    pending = [
-                        dataclasses.replace(job, admin_priority=-key[1])
-                        for job, (key, _) in zip(pending, batch, strict=True)
-                    ]
                 snap = Snapshot(
                     nodes=tuple(self.nodes[name] for name in self.order),
                     partitions=self.partitions,
@@ -187,23 +174,12 @@ class Simulation:
                 if started:
                     queue_keys = [k for k in queue_keys if k[1] not in started]
                 if len(started) < len(batch):
-                    if not started and self.shortcuts and self.rank is None:
+                    if not started and self.shortcuts:
                         quiet_until = self._quiet_until(now, running, pending)
                     break
             if progress is not None:
                 progress(done, len(arrivals))
         return [results[j.job_id] for j in arrivals if j.job_id in results]
-
-    def _ranked(self, requests: dict[int, JobRequest], now: int) -> list[tuple[tuple[int, int, int, int], int]]:
-        """The waiting jobs in the order of their priority at `now` (then submit time, job id)."""
-        rank = self.rank
-        assert rank is not None
-        keys = []
-        for job_id, job in requests.items():
-            estimate = job.time_limit_min * 60  # the trace's estimate, rounded up to a minute
-            keys.append(((0, -rank(job.submit_time, estimate, now), job.submit_time, job_id), job_id))
-        keys.sort()
-        return keys
 
     def _prune(self, batch: list[JobRequest]) -> list[JobRequest]:
         """The batch less the jobs the cycle would only pass over: the same decisions, sooner.

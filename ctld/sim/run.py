@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ctld.sched.model import Config
-from ctld.sched.policy import policy_config, promoted_priority, promotes_oldest, waiting_priority
+from ctld.sched.policy import policy_config, promoted_priority, promotes_oldest
 from ctld.sim.engine import JobResult, Progress, Simulation
 from ctld.sim.machine import Machine, job_request, pool_machine
 from ctld.sim.metrics import Summary, combine, summarize
@@ -41,7 +41,6 @@ def replay(
         config,
         lambda tj: job_request(tj, policy, machine),
         promote=promoted_priority if promotes_oldest(policy) else None,
-        rank=waiting_priority(policy),
     )
     started = time.perf_counter()
     results = sim.run(fits, progress)

@@ -122,8 +122,9 @@ def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str
         ("lublin_256_new2.swf", "easy", 0, 800),
         ("lublin_256.swf", "fcfs", 0, 600),
         ("lublin_256.swf", "sjbf", 3000, 3500),
+        ("lublin_256.swf", "shoal", 5000, 5600),
     ],
-    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjbf"],
+    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjbf", "l1-shoal"],
 )
 def test_shortcuts_change_no_decision(name: str, policy: str, first: int, last: int) -> None:
     """Skipping fruitless cycles and pruning jobs too big to start leave every start time as it was."""
@@ -277,3 +278,34 @@ def test_sim_replays_an_sacct_export(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert rows == ["7,0,0,100,4,4,0,COMPLETED", "8,5,100,400,8,8,95,COMPLETED", "9,20,20,70,2,2,0,COMPLETED"]
     assert shoal_sim.main([str(path), "--format", "swf"]) == 1  # not SWF: an error, not a traceback
     assert capsys.readouterr().err.startswith("shoal sim: error: ")
+
+
+# Every job needs the whole 4-processor machine. When job 1 ends at 100, `shoal` runs the short
+# jobs (under 10 minutes) first, shortest first (4, then 3), then the long ones in submit order
+# (2 before 5, though 5 is shorter): easy keeps submit order throughout, sjf lets 5 pass 2.
+SHORT_FIRST = """; MaxProcs: 4
+1 0 -1 100 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+2 10 -1 3600 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+3 20 -1 300 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+4 30 -1 60 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+5 40 -1 1200 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "starts"),
+    [
+        ("shoal", {1: 0, 4: 100, 3: 160, 2: 460, 5: 4060}),
+        ("easy", {1: 0, 2: 100, 3: 3700, 4: 4000, 5: 4060}),
+        ("sjf", {1: 0, 4: 100, 3: 160, 5: 460, 2: 1660}),
+    ],
+    ids=["shoal", "easy", "sjf"],
+)
+def test_shoal_policy_runs_short_jobs_first_and_long_ones_in_order(
+    tmp_path: Path, policy: str, starts: dict[int, int]
+) -> None:
+    path = tmp_path / "short_first.swf"
+    path.write_text(SHORT_FIRST)
+    trace = read_swf(path)
+    outcome = evaluate(trace, default_machine(trace), policy)
+    assert {r.job_id: r.start for r in outcome.results} == starts
