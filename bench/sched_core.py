@@ -48,6 +48,7 @@ from ctld.sched.model import (  # noqa: E402
     JobRequest,
     JobStatus,
     Node,
+    NodeAllocation,
     NodeUsage,
     Partition,
     Phase,
@@ -86,8 +87,17 @@ def make_nodes(count: int, state: str) -> tuple[Node, ...]:
 
 
 def make_running(nodes: tuple[Node, ...]) -> tuple[RunningJob, ...]:
+    """One job holding each full node, ending one second apart from an hour on (as ctld gives them)."""
     return tuple(
-        RunningJob(job_id=900_000_000 + i, nodes=(n.name,), end_time=NOW + 3600 + i, partition="batch")
+        RunningJob(
+            job_id=900_000_000 + i,
+            nodes=(n.name,),
+            end_time=NOW + 3600 + i,
+            partition="batch",
+            allocation=(
+                NodeAllocation(n.name, tuple(sorted(n.usage.cpu_ids)), n.usage.mem_mb, tuple(sorted(n.usage.gpu_indices))),
+            ),
+        )
         for i, n in enumerate(nodes)
         if n.usage.jobs
     )

@@ -2,6 +2,8 @@
 allocation, and 100 MB of one task's stdout through srun (MB/s).
 
 python bench/srun_bench.py [--runs N]   (starts and stops its own 4-node cluster)
+python bench/srun_bench.py --slurm      (the same against real Slurm: /usr/bin/srun and sbatch with
+                                         SLURM_CONF=/etc/slurm/slurm.conf, a running cluster of 4+ nodes)
 """
 
 from __future__ import annotations
@@ -22,36 +24,50 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+def measure(srun: list[str], sbatch: list[str], env: dict[str, str], tmp: Path, runs: int) -> tuple[
+        list[float], list[float], int, float]:
+    """(inside, outside latencies, bytes, seconds for 100 MB) with these srun/sbatch commands."""
+    outside = [timed([*srun, "-N4", "-n16", "true"], env) for _ in range(runs)]
+    script = tmp / "inside.sh"
+    script.write_text(f"#!/bin/bash\nfor i in $(seq {runs}); do s=$(date +%s.%N); "
+                      f"{' '.join(srun)} -N4 -n16 true; e=$(date +%s.%N); echo T $s $e; done\n")
+    out = tmp / "inside.out"
+    subprocess.run([*sbatch, "-W", "-N4", "-n16", "-o", str(out), str(script)],
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    pairs = [ln.split() for ln in out.read_text().splitlines() if ln.startswith("T ")]
+    inside = [float(e) - float(s) for _, s, e in pairs]
+    size = 100 * 1024 * 1024
+    start = time.perf_counter()
+    proc = subprocess.run([*srun, "-n1", "head", "-c", str(size), "/dev/zero"], env=env, check=True,
+                          stdout=subprocess.PIPE)
+    seconds = time.perf_counter() - start
+    return inside, outside, len(proc.stdout), seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--slurm", action="store_true", help="measure the real Slurm on this machine instead")
     args = parser.parse_args()
-    srun = [sys.executable, "-m", "cli.srun"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    size = 100 * 1024 * 1024
     with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp) / "c"
-        subprocess.run([sys.executable, "-m", "cli.shoal_admin", "up", "--dir", str(d), "--nodes", "4",
-                        "--cpus-per-node", "4", "--base-addr", "127.91.0.2", "--no-check"], check=True,
-                       stdout=subprocess.DEVNULL)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-        env["SLURM_CONF"] = str(d / "slurm.conf")
-        try:
-            outside = [timed([*srun, "-N4", "-n16", "true"], env) for _ in range(args.runs)]
-            script = Path(tmp) / "inside.sh"
-            script.write_text(f"#!/bin/bash\nfor i in $(seq {args.runs}); do s=$(date +%s.%N); "
-                              f"{' '.join(srun)} -N4 -n16 true; e=$(date +%s.%N); echo $s $e; done\n")
-            out = Path(tmp) / "inside.out"
-            subprocess.run([sys.executable, "-m", "cli.sbatch", "-W", "-N4", "-n16", "-o", str(out), str(script)],
-                           env=env, check=True, stdout=subprocess.DEVNULL)
-            inside = [float(e) - float(s) for s, e in (ln.split() for ln in out.read_text().split("\n") if ln)]
-            size = 100 * 1024 * 1024
-            start = time.perf_counter()
-            proc = subprocess.run([*srun, "-n1", "head", "-c", str(size), "/dev/zero"], env=env, check=True,
-                                  stdout=subprocess.PIPE)
-            seconds = time.perf_counter() - start
-            assert len(proc.stdout) == size, len(proc.stdout)
-        finally:
-            subprocess.run([sys.executable, "-m", "cli.shoal_admin", "down", "--dir", str(d)], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if args.slurm:
+            env["SLURM_CONF"] = "/etc/slurm/slurm.conf"
+            inside, outside, got, seconds = measure(["/usr/bin/srun"], ["/usr/bin/sbatch"], env, Path(tmp), args.runs)
+        else:
+            d = Path(tmp) / "c"
+            subprocess.run([sys.executable, "-m", "cli.shoal_admin", "up", "--dir", str(d), "--nodes", "4",
+                            "--cpus-per-node", "4", "--base-addr", "127.91.0.2", "--no-check"], check=True,
+                           stdout=subprocess.DEVNULL)
+            env["SLURM_CONF"] = str(d / "slurm.conf")
+            try:
+                inside, outside, got, seconds = measure([sys.executable, "-m", "cli.srun"],
+                                                        [sys.executable, "-m", "cli.sbatch"], env, Path(tmp), args.runs)
+            finally:
+                subprocess.run([sys.executable, "-m", "cli.shoal_admin", "down", "--dir", str(d)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert got == size, got
     print(f"srun -N4 -n16 true, inside an allocation: median {statistics.median(inside):.3f}s (n={len(inside)})")
     print(f"srun -N4 -n16 true, new allocation:       median {statistics.median(outside):.3f}s (n={len(outside)})")
     print(f"100 MB of stdout through srun: {size / seconds / 1e6:.0f} MB/s ({seconds:.2f}s, all bytes received)")

@@ -203,6 +203,7 @@ SBATCH_OPTIONS: tuple[Opt, ...] = (
     Opt("requeue", ("requeue",), arg=NO_ARG),
     Opt("reservation", ("reservation",)),
     Opt("signal", ("signal",)),
+    Opt("switches", ("switches",)),
     Opt("test_only", ("test-only",), arg=NO_ARG),
     Opt("threads_per_core", ("threads-per-core",)),
     Opt("time", ("time",), "t"),
@@ -242,6 +243,7 @@ SBATCH_ENV: dict[str, str] = {
     "SBATCH_PARTITION": "partition",
     "SBATCH_QOS": "qos",
     "SBATCH_REQUEUE": "requeue",
+    "SBATCH_REQ_SWITCH": "switches",
     "SBATCH_RESERVATION": "reservation",
     "SBATCH_SIGNAL": "signal",
     "SBATCH_THREADS_PER_CORE": "threads_per_core",
@@ -398,6 +400,23 @@ def parse_minutes(text: str, option: str) -> int:
         return int(parse_time_limit(text))
     except ValueError as exc:
         raise SpecError(f"Invalid {option} specification") from exc
+
+
+def parse_switches(text: str) -> tuple[int, int]:
+    """--switches=N[@max-time] -> (N, seconds to wait; -1 = SchedulerParameters max_switch_wait).
+
+    As Slurm 22.05: N must be a positive number; a max-time it cannot read is ignored.
+    """
+    count, _, wait = text.partition("@")
+    if not count.isdigit() or not count.isascii() or int(count) == 0:
+        raise SpecError(f'Invalid numeric value "{count}" for --switches.')
+    from shoal.timefmt import parse_time_seconds
+
+    try:
+        seconds = parse_time_seconds(wait) if wait else -1
+    except ValueError:
+        seconds = -1
+    return int(count), max(seconds, -1)
 
 
 def parse_mb(text: str, option: str) -> int:
@@ -656,6 +675,8 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
         spec.deadline = v("deadline") or ""
     if opts.has("gpu_bind"):
         check_gpu_bind(v("gpu_bind") or "")
+    if opts.has("switches"):
+        spec.switches, spec.switch_wait_s = parse_switches(v("switches") or "")
 
     for dest, attr in (
         ("partition", "partition"),

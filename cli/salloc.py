@@ -36,6 +36,7 @@ REVOKE_POLL_S = 2.0
 
 SALLOC_ENV = {
     "SALLOC_ACCOUNT": "account",
+    "SALLOC_REQ_SWITCH": "switches",
     "SALLOC_PARTITION": "partition",
     "SALLOC_QOS": "qos",
     "SALLOC_TIMELIMIT": "time",
@@ -93,6 +94,8 @@ def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False) -> jobs_pb2
     except CommandError as exc:
         raise CommandError(f"Unable to allocate resources: {exc.message}") from exc
     job_id = reply.job_id
+    if reply.pending_note and not quiet:
+        print(f"{prog}: {reply.pending_note}", file=sys.stderr)
     announced = False
     try:
         while True:

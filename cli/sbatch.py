@@ -87,6 +87,7 @@ Options:
       --requeue               allow the job to be requeued
       --reservation=name      run inside a reservation
       --signal=[B:]sig[@secs] signal the job before its time limit
+      --switches=n[@max-time] at most n leaf switches (wait up to max-time for them)
   -t, --time=limit            time limit (minutes, [D-]HH:MM:SS, UNLIMITED)
       --time-min=limit        smallest acceptable time limit
       --test-only             say when and where the job would start; submit nothing

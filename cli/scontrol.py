@@ -1,6 +1,6 @@
 """scontrol: show cluster objects, update jobs and nodes, hold/release/requeue jobs, ping.
 
-The `show` formatting lives in cli/show.py (loaded only for `show job|node|partition|config`);
+The `show` formatting lives in cli/show.py (loaded only for `show job|node|partition|config|topology`);
 this module parses the command line, calls the controller and reports errors in Slurm's words.
 `show hostnames` and `show hostlist` work without a controller.
 """
@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from cli.options import NO_ARG, Opt, OptionError, parse_argv, version_line
 
@@ -40,6 +40,7 @@ Commands:
   show node|nodes [name]        show nodes
   show partition[s] [name]      show partitions
   show config                   show the controller's configuration
+  show topology [name]          show the network switches (topology/tree)
   show hostnames [hostlist]     expand a hostlist (default $SLURM_JOB_NODELIST)
   show hostlist names           compress host names into a hostlist
   show hostlistsorted names     the same, sorted
@@ -48,6 +49,11 @@ Commands:
   hold|uhold|release ids        hold (as admin or user) or release pending jobs
   requeue|requeuehold ids       requeue jobs (and hold them)
   top ids                       move jobs to the top of the user's queue
+  create reservation KEY=VALUE...  ReservationName StartTime Duration|EndTime Nodes|NodeCnt
+                                [PartitionName] Users|Accounts [Flags=MAINT,IGNORE_JOBS,FLEX,DAILY]
+  update ReservationName=name KEY=VALUE...  (Users+=u, Users-=u, Accounts+=/-=, Flags-=)
+  delete reservation name       delete a reservation
+  show reservation[s] [name]    show reservations
   ping                          is the controller up?
   version                       print the version
 
@@ -113,6 +119,7 @@ class Failure(Exception):
 class Flags:
     oneliner: bool = False
     details: bool = False
+    all: bool = False  # -a: Hidden partitions too
     quiet: bool = False
 
 
@@ -140,6 +147,8 @@ def run(argv: Sequence[str]) -> int:
             flags.oneliner = True
         elif dest == "details":
             flags.details = True
+        elif dest == "all":
+            flags.all = True
         elif dest == "quiet":
             flags.quiet = True
     if not rest:
@@ -165,6 +174,8 @@ def dispatch(word: str, args: list[str], flags: Flags) -> int:
         ("top", 3, lambda a, f: cmd_job_action("top", a, f)),
         ("ping", 2, cmd_ping),
         ("version", 4, cmd_version),
+        ("create", 2, cmd_create),
+        ("delete", 3, cmd_delete),
     ]
     exact = [c for c in commands if c[0] == word.lower()]
     chosen = exact or [c for c in commands if matches(word, c[0], c[1])]
@@ -212,6 +223,13 @@ def cmd_show(args: list[str], flags: Flags) -> int:
         return show_partitions(name, flags)
     if matches(entity, "config", 3):
         return show_config(flags)
+    if matches(entity, "topology", 3):
+        return show_topology(name)
+    if matches(entity, "reservations", 3):
+        from cli import reservations
+
+        _emit(_reservation_call(lambda: reservations.show(name)), flags)
+        return 0
     raise Failure(f"invalid entity:{entity} for keyword:show ")
 
 
@@ -352,14 +370,15 @@ def show_partitions(name: str, flags: Flags) -> int:
         resp = ctld("GetPartitions", request, controller_pb2.GetPartitionsResponse)
     except CommandError as exc:
         raise Failure(f"slurm_load_partitions error: {exc.message}") from exc
-    if not resp.partitions:
+    partitions = [p for p in resp.partitions if flags.all or not p.hidden]
+    if not partitions:
         if name:
             raise Failure(f"Partition {name} not found")
         print("No partitions in the system")
         return 0
     from cli.show import format_partition
 
-    _emit([format_partition(p) for p in resp.partitions], flags)
+    _emit([format_partition(p) for p in partitions], flags)
     return 0
 
 
@@ -375,6 +394,35 @@ def show_config(flags: Flags) -> int:
 
     text = format_config(resp)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def show_topology(name: str) -> int:
+    """One line per switch (topology/tree); with a name, that switch or the switches above that node.
+
+    As Slurm, "nothing to show" is an error message with exit code 0.
+    """
+    from cli.common import CommandError, ctld
+    from shoal.hostlist import expand
+    from shoal.v1 import controller_pb2
+
+    try:
+        resp = ctld("GetConfig", controller_pb2.GetConfigRequest(), controller_pb2.GetConfigResponse)
+    except CommandError as exc:
+        raise Failure(f"slurm_load_topo error: {exc.message}") from exc
+    if not resp.switches:
+        print(f"{PROG}: error: No topology information available", file=sys.stderr)
+        return 0
+    switches = list(resp.switches)
+    if name:
+        switches = [s for s in switches if s.name == name] or [s for s in switches if name in expand(s.nodes)]
+        if not switches:
+            print(f"{PROG}: error: Topology information contains no switch or node named {name}", file=sys.stderr)
+            return 0
+    from cli.show import format_switch
+
+    for switch in switches:
+        print(format_switch(switch))
     return 0
 
 
@@ -412,8 +460,12 @@ def cmd_update(args: list[str], flags: Flags) -> int:
         raise Failure("too few arguments for keyword:update")
     pairs = split_pairs(args)
     keys = {k.lower() for k, _ in pairs}
-    if keys & {"jobid", "job"}:
+    if keys & {"jobid", "job"}:  # (Reservation= is then the job's field)
         return update_job(pairs, flags)
+    if keys & {"reservationname", "reservation"}:
+        from cli import reservations
+
+        return _reservation_call(lambda: reservations.update(pairs))
     if keys & {"nodename", "node"}:
         return update_node(pairs, flags)
     raise Failure(
@@ -546,6 +598,36 @@ def _send_job_update(
                 text = f"{result.job_id}: {result.message}"
             print(text, file=sys.stderr)
     return 1 if failed else 0
+
+
+# --- reservations (cli/reservations.py) --------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def _reservation_call(body: Callable[[], T]) -> T:
+    from cli.reservations import ReservationError
+
+    try:
+        return body()
+    except ReservationError as exc:
+        raise Failure(*exc.lines) from exc
+
+
+def cmd_create(args: list[str], flags: Flags) -> int:
+    from cli import reservations
+
+    if not args or not matches(args[0], "reservation", 3):
+        raise Failure(f"invalid entity:{args[0] if args else ''} for keyword:create ")
+    return _reservation_call(lambda: reservations.create(args[1:]))
+
+
+def cmd_delete(args: list[str], flags: Flags) -> int:
+    from cli import reservations
+
+    if not args or not matches(args[0], "reservation", 3):
+        raise Failure(f"invalid entity:{args[0] if args else ''} for keyword:delete ")
+    return _reservation_call(lambda: reservations.delete(args[0], args[1:]))
 
 
 # --- ping ------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """`shoal`: the admin command. `shoal up` brings up a complete local cluster in seconds.
 
-up     write DIR/slurm.conf (+ gres.conf, key, state dirs), start shoal-ctld, the local agent
+up     write DIR/slurm.conf (+ gres.conf, topology.conf with --topology, key, state dirs), start shoal-ctld, the local agent
        (shoal-agentd) and one shoal-noded emulating N nodes on their own loopback addresses
        (127.0.0.2, 127.0.0.3, ...), wait until the nodes are idle, and run a quick-start job through the real commands.
 down   stop what `up` started (and the jobs still running on its nodes).
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -78,6 +79,12 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
     )
     user = _current_user()
     extra = "\n".join(args.set or [])
+    topology = directory / "topology.conf"
+    if getattr(args, "topology", None):
+        shutil.copyfile(args.topology, topology)
+        extra = "TopologyPlugin=topology/tree\n" + extra
+    else:
+        topology.unlink(missing_ok=True)
     if getattr(args, "no_accounting", False):
         (directory / "slurmdbd.conf").unlink(missing_ok=True)
     else:
@@ -428,6 +435,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--ctld-port", type=int, default=0, help="default: a free port")
     up.add_argument("--node-port", type=int, default=0, help="default: a free port")
     up.add_argument("--set", action="append", metavar="KEY=VALUE", help="extra slurm.conf line")
+    up.add_argument("--topology", metavar="FILE", help="topology.conf to use (TopologyPlugin=topology/tree)")
     up.add_argument("--rewrite", action="store_true", help="rewrite slurm.conf even if DIR has one")
     up.add_argument("--no-check", action="store_true", help="do not run the quick-start job")
     up.add_argument("--no-accounting", action="store_true", help="no shoal-dbd (no sacct/sacctmgr)")

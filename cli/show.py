@@ -59,6 +59,14 @@ def _job_head(job: jobs_pb2.JobInfo) -> str:
     return f"{head} JobName={job.spec.name}"
 
 
+def _preempt_times(job: jobs_pb2.JobInfo) -> list[str]:
+    """Slurm's PreemptEligibleTime/PreemptTime line, shown only for jobs started while preemption is on."""
+    if not job.preempt_eligible_time:
+        return []
+    preempted = format_timestamp(job.preempt_time, unknown="None")
+    return [f"PreemptEligibleTime={format_timestamp(job.preempt_eligible_time)} PreemptTime={preempted}"]
+
+
 def _min_memory(job: jobs_pb2.JobInfo) -> str:
     if job.min_memory_cpu_mb:
         return f"MinMemoryCPU={format_size_mb(job.min_memory_cpu_mb)}"
@@ -88,6 +96,7 @@ def job_lines(job: jobs_pb2.JobInfo, now: int) -> list[str]:
         f"AccrueTime={format_timestamp(job.accrue_time)}",
         f"StartTime={format_timestamp(job.start_time)} EndTime={format_timestamp(job.end_time)}"
         f" Deadline={spec.deadline or 'N/A'}",
+        *_preempt_times(job),
         f"SuspendTime={format_timestamp(job.suspend_time, unknown='None')} SecsPreSuspend=0"
         f" LastSchedEval={format_timestamp(job.last_sched_eval)} Scheduler=Main",
         f"Partition={job.partition} AllocNode:Sid={_null(job.alloc_node_sid)}",
@@ -118,6 +127,8 @@ def job_lines(job: jobs_pb2.JobInfo, now: int) -> list[str]:
         f"StdOut={job.std_out}",
         "Power=",
     ]
+    if spec.switches:
+        lines.insert(-1, f"Switches={spec.switches}@{format_hms(spec.switch_wait_s)}")
     if spec.mail_user or spec.mail_type:
         lines.append(f"MailUser={_null(spec.mail_user)} MailType={spec.mail_type or 'NONE'}")
     if job.tres_per_node:
@@ -261,6 +272,7 @@ def format_partition(
         if part.deny_accounts
         else f"AllowAccounts={part.allow_accounts or 'ALL'}"
     )
+    qos = f"DenyQos={part.deny_qos}" if part.deny_qos else f"AllowQos={part.allow_qos or 'ALL'}"
     def_mem = (
         f"DefMemPerCPU={part.def_mem_per_cpu_mb}" if part.def_mem_per_cpu_mb else "DefMemPerNode=UNLIMITED"
     )
@@ -269,16 +281,18 @@ def format_partition(
     )
     lines = [
         f"PartitionName={part.name}",
-        f"AllowGroups={part.allow_groups or 'ALL'} {accounts} AllowQos={part.allow_qos or 'ALL'}",
+        f"AllowGroups={part.allow_groups or 'ALL'} {accounts} {qos}",
         f"AllocNodes=ALL Default={'YES' if part.is_default else 'NO'} QoS=N/A",
-        f"DefaultTime={format_time_limit(part.default_time_min)} DisableRootJobs=NO ExclusiveUser=NO"
-        f" GraceTime=0 Hidden={'YES' if part.hidden else 'NO'}",
+        f"DefaultTime={format_time_limit(part.default_time_min)} DisableRootJobs=NO"
+        f" ExclusiveUser={'YES' if part.exclusive_user else 'NO'}"
+        f" GraceTime={part.grace_time} Hidden={'YES' if part.hidden else 'NO'}",
         f"MaxNodes={_unlimited(part.max_nodes)} MaxTime={format_time_limit(part.max_time_min)}"
         f" MinNodes={part.min_nodes} LLN=NO MaxCPUsPerNode=UNLIMITED",
         f"Nodes={part.nodes or '(null)'}",
-        f"PriorityJobFactor={part.priority_job_factor} PriorityTier={part.priority_tier} RootOnly=NO"
+        f"PriorityJobFactor={part.priority_job_factor} PriorityTier={part.priority_tier}"
+        f" RootOnly={'YES' if part.root_only else 'NO'}"
         f" ReqResv=NO OverSubscribe={part.oversubscribe or 'NO'}",
-        "OverTimeLimit=NONE PreemptMode=OFF",
+        f"OverTimeLimit=NONE PreemptMode={part.preempt_mode or 'OFF'}",
         f"State={part.state or 'UP'} TotalCPUs={part.total_cpus} TotalNodes={part.total_nodes}"
         " SelectTypeParameters=NONE",
         "JobDefaults=(null)",
@@ -289,6 +303,16 @@ def format_partition(
 
 
 # --- configuration -----------------------------------------------------------------------------
+
+
+def format_switch(switch: controller_pb2.SwitchInfo) -> str:
+    """`scontrol show topology`: SwitchName=s0 Level=0 LinkSpeed=1 Nodes=n[1-4] (Switches= above leaves)."""
+    line = f"SwitchName={switch.name} Level={switch.level} LinkSpeed={switch.link_speed}"
+    if switch.nodes:
+        line += f" Nodes={switch.nodes}"
+    if switch.switches:
+        line += f" Switches={switch.switches}"
+    return line
 
 
 def format_config(resp: controller_pb2.GetConfigResponse) -> str:

@@ -87,6 +87,8 @@ def node_state_compact(node: cluster_pb2.NodeInfo) -> str:
         word = "drng" if base in ("ALLOCATED", "MIXED") or node.completing else "drain"
     elif node.completing:
         word = "comp"
+    elif node.maint and base == "IDLE":
+        word = "maint"
     else:
         word = {"IDLE": "idle", "ALLOCATED": "alloc", "MIXED": "mix", "UNKNOWN": "unk", "FUTURE": "futr"}.get(
             base, base.lower()[:5]
@@ -103,6 +105,8 @@ def node_state_long(node: cluster_pb2.NodeInfo) -> str:
         word = "draining" if base in ("ALLOCATED", "MIXED") or node.completing else "drained"
     elif node.completing:
         word = "completing"
+    elif node.maint and base == "IDLE":
+        word = "maint"
     else:
         word = base.lower()
     return word + ("*" if node.not_responding else "")
@@ -125,6 +129,7 @@ _STATE_TESTS: dict[str, Callable[[cluster_pb2.NodeInfo], bool]] = {
     "unknown": lambda n: n.base_state == "UNKNOWN",
     "futr": lambda n: n.base_state == "FUTURE",
     "future": lambda n: n.base_state == "FUTURE",
+    "maint": lambda n: n.maint,
     "no_respond": lambda n: n.not_responding,
     "resp": lambda n: not n.not_responding,
 }
@@ -224,7 +229,7 @@ def _part_value(part: cluster_pb2.PartitionInfo | None, key: str) -> str:
     if key == "S":
         return "all"
     if key == "M":
-        return "OFF"
+        return part.preempt_mode or "OFF"
     if key == "B":
         return "UNLIMITED"
     return ""
@@ -583,6 +588,8 @@ def _run(argv: Sequence[str] | None) -> int:
     except ValueError as exc:  # FormatError, HostlistError, bad state
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
+    if args.reservation:
+        return _show_reservations(not args.noheader)
     node_oriented = args.Node and not args.summarize and not args.list_reasons
     while True:
         try:
@@ -609,6 +616,19 @@ def _run(argv: Sequence[str] | None) -> int:
         import time
 
         time.sleep(max(args.iterate, 1))
+
+
+def _show_reservations(header: bool) -> int:
+    """sinfo -T: one line per reservation (cli/reservations.py)."""
+    from cli import reservations
+
+    try:
+        lines = reservations.sinfo_lines(reservations.load(), header)
+    except reservations.ReservationError as exc:
+        print(*exc.lines, sep="\n", file=sys.stderr)
+        return 1
+    reservations.print_lines(lines)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

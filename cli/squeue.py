@@ -85,7 +85,7 @@ class Row(NamedTuple):
 
 
 class JobFilter:
-    """What -t/-u/-j/-p/-n/-A/-q/-w select; None means no filter on that field."""
+    """What -t/-u/-j/-p/-n/-A/-q/-w/-R select; None means no filter on that field."""
 
     def __init__(
         self,
@@ -99,6 +99,7 @@ class JobFilter:
         qos: set[str] | None = None,
         nodes: set[str] | None = None,
         pending_only: bool = False,
+        reservations: set[str] | None = None,
     ) -> None:
         self.states = states
         self.user_ids = user_ids
@@ -109,6 +110,7 @@ class JobFilter:
         self.qos = qos
         self.nodes = nodes
         self.pending_only = pending_only
+        self.reservations = reservations
 
 
 # --- values ------------------------------------------------------------------------------------
@@ -362,6 +364,8 @@ def filter_jobs(jobs: Iterable[jobs_pb2.JobInfo], flt: JobFilter) -> list[jobs_p
             continue
         if flt.accounts is not None and job.account not in flt.accounts:
             continue
+        if flt.reservations is not None and job.spec.reservation not in flt.reservations:
+            continue
         if flt.qos is not None and job.qos not in flt.qos:
             continue
         if flt.nodes is not None and not (job.nodes and set(expand(job.nodes)) & flt.nodes):
@@ -506,7 +510,7 @@ USAGE = (
 
 HELP = """Usage: squeue [OPTIONS]
   -A, --account=accounts          show jobs of these accounts (comma list)
-  -a, --all                       show jobs of all partitions (always on)
+  -a, --all                       show jobs of hidden partitions too
   -r, --array                     one line per array task, pending tasks too
   -h, --noheader                  print no header line
   -i, --iterate=seconds           print again every so many seconds
@@ -615,6 +619,7 @@ def build_filter(args: argparse.Namespace) -> JobFilter:
     flt.names = _words(args.name)
     flt.accounts = _words(args.account if args.account is not None else os.environ.get("SQUEUE_ACCOUNT"))
     flt.qos = _words(args.qos)
+    flt.reservations = _words(args.reservation)
     if args.nodelist:
         from shoal.hostlist import expand
 
@@ -647,7 +652,8 @@ def _query(args: argparse.Namespace, flt: JobFilter) -> tuple[list[jobs_pb2.JobI
     from shoal.v1 import controller_pb2
 
     request = controller_pb2.GetJobsRequest(
-        include_finished=flt.states is None or bool(flt.states - UNFINISHED)
+        include_finished=flt.states is None or bool(flt.states - UNFINISHED),
+        show_all=bool(args.all or args.jobs or args.partition),  # naming jobs or partitions shows hidden ones
     )
     if args.jobs:
         request.job_id_strs.extend(w for w in _split_outside_brackets(args.jobs) if w.strip())

@@ -62,8 +62,10 @@ SRUN_OPTIONS: tuple[Opt, ...] = tuple(o for o in SBATCH_OPTIONS if o.dest not in
 
 SRUN_ENV = {
     "SLURM_ACCOUNT": "account",
-    "SLURM_CPUS_PER_TASK": "cpus_per_task",
+    "SLURM_REQ_SWITCH": "switches",
+    "SRUN_CPUS_PER_TASK": "cpus_per_task",  # 22.05: not SLURM_CPUS_PER_TASK (the job's -c is not inherited)
     "SLURM_DISTRIBUTION": "distribution",
+    "SLURM_EXACT": "exact",
     "SLURM_EXCLUSIVE": "exclusive",
     "SLURM_GRES": "gres",
     "SLURM_JOB_NAME": "job_name",
@@ -202,7 +204,7 @@ def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], 
         if "ntasks" not in cli_given:
             req.ntasks_per_node = int(environ["SLURM_NTASKS_PER_NODE"])
     if req.num_tasks and req.min_nodes > req.num_tasks:
-        print(f"srun: warning: can't run {req.num_tasks} processes on {req.min_nodes} nodes, "
+        print(f"srun: Warning: can't run {req.num_tasks} processes on {req.min_nodes} nodes, "
               f"setting nnodes to {req.num_tasks}", file=sys.stderr)
         req.min_nodes = req.max_nodes = req.num_tasks
     req.nodelist = v("nodelist") or ""
@@ -212,6 +214,8 @@ def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], 
     req.name = (v("job_name") if "job_name" in cli_given else "") or os.path.basename(command[0])
     req.overlap = opts.has("overlap")
     req.exclusive = opts.has("exclusive")
+    # 22.05: only the CPUs asked with --exact, which -c and --exclusive imply; else all the job's on each node
+    req.exact = opts.has("exact") or req.exclusive or opts.has("cpus_per_task")
     req.overcommit = opts.has("overcommit")
     launch = req.launch
     launch.argv.extend(command)
@@ -341,7 +345,7 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     if killed.is_set():
         print(f"srun: Terminating {step_text}", file=sys.stderr)
     if waiting:
-        print(f"srun: Step created for {step_text}", file=sys.stderr)
+        print(f"srun: Step created for job {step.job_id}", file=sys.stderr)
     io.expect(step.num_nodes)
     io.forward_stdin(sys.stdin.buffer)
     interrupts.step_text = step_text

@@ -47,11 +47,17 @@ SEND = "/shoal.v1.Accounting/SendRecords"
 GET_LIMITS = "/shoal.v1.Accounting/GetLimits"
 
 
+# Ended by the controller (the script was signalled): the job's own exit code is 0:0, its .batch CANCELLED.
+_SIGNALLED = frozenset({jobs_pb2.CANCELLED, jobs_pb2.TIMEOUT, jobs_pb2.PREEMPTED, jobs_pb2.REQUEUED})
+# A run is over: finished jobs, and the earlier run of a requeued job (recorded as REQUEUED).
+_RUN_ENDED = FINISHED_STATES | {jobs_pb2.REQUEUED}
+
+
 def job_record(job: jobs_pb2.JobInfo) -> pb.JobRecord:
     """What accounting keeps of a job, with the states and exit codes sacct prints."""
     state = jobs_pb2.RUNNING if job.state == jobs_pb2.COMPLETING else job.state
     exit_code, exit_signal = job.exit_code, job.exit_signal
-    if state in (jobs_pb2.CANCELLED, jobs_pb2.TIMEOUT):
+    if state in _SIGNALLED:
         exit_code, exit_signal = 0, 0  # the job's own code; its .batch step shows the signal
     started = job.start_time > 0 and bool(job.nodes)
     return pb.JobRecord(
@@ -62,7 +68,7 @@ def job_record(job: jobs_pb2.JobInfo) -> pb.JobRecord:
         alloc_nodes=job.num_nodes if started else 0, req_cpus=job.num_cpus, req_nodes=job.num_nodes,
         req_mem_mb=job.mem_mb, submit_time=job.submit_time, eligible_time=job.eligible_time,
         start_time=job.start_time if started else 0,
-        end_time=job.end_time if state in FINISHED_STATES else 0, time_limit_min=job.time_limit_min,
+        end_time=job.end_time if state in _RUN_ENDED else 0, time_limit_min=job.time_limit_min,
         state=JOB_STATE_NAMES.get(state, "PENDING"), exit_code=exit_code, exit_signal=exit_signal,
         derived_exit_code=job.derived_exit_code, derived_exit_signal=job.derived_exit_signal,
         work_dir=job.spec.work_dir, reason=job.state_reason,
@@ -73,7 +79,7 @@ def job_record(job: jobs_pb2.JobInfo) -> pb.JobRecord:
 def batch_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
     """The `.batch` step of a finished batch job: a cancelled or timed-out job's script was signalled."""
     state, code, sig = JOB_STATE_NAMES.get(job.state, "FAILED"), job.exit_code, job.exit_signal
-    if job.state in (jobs_pb2.CANCELLED, jobs_pb2.TIMEOUT):
+    if job.state in _SIGNALLED:
         state, code, sig = "CANCELLED", 0, sig or 15
     elif job.state == jobs_pb2.FAILED and sig and not code:
         state = "CANCELLED"  # killed by a signal: the script was cancelled, the job failed
@@ -140,6 +146,7 @@ class Accounting:
         self._cache_lock = threading.Lock()
         self._cache = pb.GetLimitsResponse()
         self._limits: m.AccountingLimits | None = None
+        self._qos_preempt: tuple[m.QosPreempt, ...] = ()
         self._assoc_index: dict[tuple[str, str, str], int] = {}
         self._default_account: dict[str, str] = {}
         self._epoch = store.get_meta("acct_epoch") or ""
@@ -166,7 +173,7 @@ class Accounting:
             was = self._sent.get(job.job_id)
             self._sent[job.job_id] = data
             tx.enqueue_record(pb.AcctRecord(job=rec).SerializeToString())
-            ended = job.state in FINISHED_STATES and job.batch_flag and rec.start_time
+            ended = job.state in _RUN_ENDED and job.batch_flag and rec.start_time
             if ended and (was is None or pb.JobRecord.FromString(was).state != rec.state):
                 tx.enqueue_record(pb.AcctRecord(step=batch_step_record(job)).SerializeToString())
             self._record_steps(tx, job)
@@ -211,9 +218,8 @@ class Accounting:
         """Submit-time checks: pick the account, refuse users without an association or over MaxSubmit."""
         if not self.enabled:
             return
+        self.fill_account(job)
         with self._cache_lock:
-            if not job.account:
-                job.account = self._default_account.get(job.user_name, "")
             if not self.enforce_assoc:
                 return
             assoc_id = self._find(job.account, job.user_name, job.partition)
@@ -231,6 +237,13 @@ class Accounting:
             why = submit_refusal(self._limits, assoc_id, job.qos, job.user_id, count, queued)
         if why:
             raise SlurmError(why)
+
+    def fill_account(self, job: jobs_pb2.JobInfo) -> None:
+        """A job without -A gets its user's default account (when accounting knows one)."""
+        if job.account or not self.enabled:
+            return
+        with self._cache_lock:
+            job.account = self._default_account.get(job.user_name, "")
 
     def _find(self, account: str, user: str, partition: str) -> int:
         for part in (partition, ""):
@@ -259,6 +272,11 @@ class Accounting:
         with self._cache_lock:
             return share_tree(self._cache)
 
+    def qos_preempt(self) -> tuple[m.QosPreempt, ...]:
+        """Each QOS's Preempt list, PreemptMode and GraceTime, for preempt/qos."""
+        with self._cache_lock:
+            return self._qos_preempt
+
     def limits(self) -> m.AccountingLimits | None:
         with self._cache_lock:
             return self._limits if self.enforce_limits else None
@@ -274,6 +292,7 @@ class Accounting:
                 max_jobs=a.max_jobs, max_submit_jobs=a.max_submit_jobs, grp_cpus=_tres(a.grp_tres, "cpu"),
                 grp_gpus=_tres(a.grp_tres, "gres/gpu"), max_cpus_per_job=_tres(a.max_tres_per_job, "cpu"),
                 max_gpus_per_job=_tres(a.max_tres_per_job, "gres/gpu"), max_wall_min=a.max_wall_min,
+                max_borrow_cpus=_tres(a.max_borrow_tres, "cpu"), max_borrow_gpus=_tres(a.max_borrow_tres, "gres/gpu"),
             )
             for a in resp.associations
         )
@@ -283,8 +302,10 @@ class Accounting:
                         max_gpus_per_job=_tres(q.max_tres_per_job, "gres/gpu"))
             for q in resp.qos
         )
+        qos_preempt = tuple(_qos_preempt(q) for q in resp.qos)
         with self._cache_lock:
             self._cache = resp
+            self._qos_preempt = qos_preempt
             self._assoc_index = by_key
             self._default_account = {u.name: u.default_account for u in resp.users}
             self._limits = m.AccountingLimits(assocs=assocs, qos=qos, enforce_qos=self.enforce_qos)
@@ -349,3 +370,15 @@ def _tres(text: str, name: str) -> int:
         if key.strip().lower() == name and value.strip().isdigit():
             return int(value)
     return -1
+
+
+def _qos_preempt(qos: pb.Qos) -> m.QosPreempt:
+    """A QOS's preemption terms; PreemptMode "cluster" (or unset) defers to slurm.conf's PreemptMode."""
+    mode = qos.preempt_mode.strip().upper()
+    if mode in ("", "CLUSTER", "OFF"):  # as Slurm: a QOS's OFF means "the cluster's"
+        mode = ""
+    elif mode not in ("CANCEL", "REQUEUE"):
+        log.warning("QOS %s: PreemptMode=%s is not supported; its jobs are not preempted", qos.name, qos.preempt_mode)
+        mode = "OFF"
+    preempt = frozenset(name.strip() for name in qos.preempt.split(",") if name.strip())
+    return m.QosPreempt(name=qos.name, preempt=preempt, mode=mode, grace_time_s=max(0, int(qos.grace_time)))

@@ -19,7 +19,8 @@ from functools import partial
 from typing import Protocol
 
 from ctld import jobs as jobrec
-from ctld import priority_report, top
+from ctld import preempt, priority_report, top
+from ctld import reservations as resv
 from ctld import steps as jobsteps
 from ctld.accounting import Accounting
 from ctld.errors import (
@@ -45,8 +46,10 @@ from ctld.sched import submit as sched_submit
 from ctld.sched.dependency import parse_dependency
 from ctld.sched.limits import effective_time_limit
 from ctld.sched.priority import MULTIFACTOR
+from ctld.sched.resources import job_cpus, job_gpus, mem_for
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
+from ctld.sched_config import topology as sched_topology
 from ctld.store import StateStore
 from shoal import hostlist
 from shoal.arrayspec import parse_array
@@ -98,19 +101,22 @@ class Controller:
         self.lock = threading.RLock()
         self.jobs: dict[int, jobs_pb2.JobInfo] = {}
         self._requests: dict[int, m.JobRequest] = {}  # cache of pending jobs' JobRequest (see _request)
+        self._ended_runs: list[jobs_pb2.JobInfo] = []  # requeued jobs' last runs, recorded by the next _save
         self.nodes: dict[str, NodeRuntime] = {}
         self.next_job_id = cfg.first_job_id
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self._slurm_uid = _uid_of(cfg.slurm_user)
         self._partitions = {p.name: p for p in cfg.partitions}
-        self._partitions_view = sched_partitions(cfg)
+        self._partitions_view = sched_partitions(cfg, partial(_group_members, {0, self._slurm_uid}))
         self._sched_config = sched_config(cfg)
+        self._topology = sched_topology(cfg)
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
         self.shares.load(store.get_meta(SHARES_META_KEY))
         self._shares_saved = 0
         self._recover()
+        self.reservations = resv.load(store)  # advance reservations by name (ctld/reservations.py)
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:
@@ -131,10 +137,11 @@ class Controller:
         return int(self.clock())
 
     def _save(self, *jobs: jobs_pb2.JobInfo) -> None:
+        ended, self._ended_runs = self._ended_runs, []
         with self.store.transaction() as tx:
             for job in jobs:
                 tx.put_job(job.job_id, job.SerializeToString())
-            self.accounting.record_jobs(tx, jobs)
+            self.accounting.record_jobs(tx, [*ended, *jobs])
 
     def _save_node(self, node: NodeRuntime) -> None:
         with self.store.transaction() as tx:
@@ -151,6 +158,8 @@ class Controller:
         gpu: dict[str, set[int]] = {}
         excl: set[str] = set()
         count: dict[str, int] = {}
+        users: dict[str, set[int]] = {}
+        user_excl: set[str] = set()
         for job in self.jobs.values():
             if job.state not in ACTIVE_STATES:
                 continue
@@ -159,8 +168,12 @@ class Controller:
                 mem[a.node] = mem.get(a.node, 0) + a.mem_mb
                 gpu.setdefault(a.node, set()).update(a.gpu_indices)
                 count[a.node] = count.get(a.node, 0) + 1
+                users.setdefault(a.node, set()).add(job.user_id)
                 if not job.oversubscribe:
                     excl.add(a.node)
+                part = self._partitions.get(job.partition)
+                if part is not None and part.exclusive_user:
+                    user_excl.add(a.node)
         return {
             name: m.NodeUsage(
                 cpu_ids=frozenset(cpu.get(name, ())),
@@ -168,6 +181,8 @@ class Controller:
                 gpu_indices=frozenset(gpu.get(name, ())),
                 exclusive=name in excl,
                 jobs=count.get(name, 0),
+                users=frozenset(users.get(name, ())),
+                user_exclusive=name in user_excl,
             )
             for name in self.nodes
         }
@@ -213,6 +228,9 @@ class Controller:
                 ),
                 assoc_id=self.accounting.assoc_id(j),
                 qos=j.qos,
+                priority=j.priority,
+                start_time=j.start_time,
+                releasing=j.state == COMPLETING or bool(j.final_state),  # ending (or preempted, in grace)
             )
             for j in ([] if capacity_only else self.jobs.values())
             if j.state in ACTIVE_STATES
@@ -229,6 +247,9 @@ class Controller:
             config=self._sched_config,
             accounting=self.accounting.limits(),
             priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
+            reservations=resv.for_snapshot(self),
+            topology=self._topology,
+            qos_preempt=self.accounting.qos_preempt(),
         )
 
     def _priority_inputs(self) -> m.PriorityInputs:
@@ -257,7 +278,7 @@ class Controller:
         req = self._requests.get(job.job_id)
         if req is None:
             try:
-                req = jobrec.job_request(job, self.nodes)
+                req = jobrec.job_request(job, self.nodes, self.cfg)
             except (SlurmError, ValueError):
                 return None
             self._requests[job.job_id] = req
@@ -268,8 +289,9 @@ class Controller:
         now = self._now()
         with self.lock:
             job = self._new_job(spec, caller, now)
+            self.accounting.fill_account(job)  # partition access (AllowAccounts) sees the default account
             try:
-                req = jobrec.job_request(job, self.nodes)
+                req = jobrec.job_request(job, self.nodes, self.cfg)
             except ValueError as exc:
                 raise SlurmError(str(exc) or "Invalid job specification") from exc
             self._check_dependencies(spec)
@@ -278,6 +300,7 @@ class Controller:
             if refusal is not None:
                 raise SlurmError(refusal.message)
             if test_only:
+                resv.check_job_access(self, job)
                 return self._test_only(req, snap, now)
             task_ids: tuple[int, ...] = ()
             if spec.array:
@@ -294,9 +317,10 @@ class Controller:
                     "Slurm temporarily unable to accept job, sleeping and retrying", RESOURCE_EXHAUSTED
                 )
             self.accounting.admit(job, count, self.jobs.values())
+            resv.check_job_access(self, job)  # after admit: the job's account is known
             first = self.next_job_id
-            mem_per_node = self._mem_per_node_for_display(req)
             snap_partitions = {p.name: p for p in snap.partitions}
+            mem_per_node = self._mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)
             records: list[jobs_pb2.JobInfo] = []
             for k in range(count):
                 rec = jobs_pb2.JobInfo()
@@ -320,7 +344,7 @@ class Controller:
             for rec in records:
                 self.jobs[rec.job_id] = rec
         self.wake.set()
-        return controller_pb2.SubmitJobResponse(job_id=first)
+        return controller_pb2.SubmitJobResponse(job_id=first, pending_note=sched_submit.pending_note(req, snap))
 
     def _new_job(self, spec: jobs_pb2.JobSpec, caller: Caller, now: int) -> jobs_pb2.JobInfo:
         job = jobs_pb2.JobInfo()
@@ -358,6 +382,9 @@ class Controller:
         job.std_in = s.std_in or "/dev/null"
         if s.hold:
             job.state_reason = "JobHeldUser"
+        if s.switches:  # the wait for them is at most SchedulerParameters max_switch_wait, as Slurm
+            longest = self._sched_config.max_switch_wait_s
+            s.switch_wait_s = longest if s.switch_wait_s < 0 else min(s.switch_wait_s, longest)
         return job
 
     def _check_dependencies(self, spec: jobs_pb2.JobSpec) -> None:
@@ -371,19 +398,13 @@ class Controller:
         if any(i not in known for i in wanted):
             raise SlurmError(DEPENDENCY_PROBLEM)
 
-    def _mem_per_node_for_display(self, req: m.JobRequest) -> int:
-        tasks_per_node = max(1, -(-req.num_tasks // max(1, req.min_nodes)))
-        gpus = req.gpus.per_node + req.gpus.per_task * tasks_per_node + -(-req.gpus.total // max(1, req.min_nodes))
-        cpus = max(tasks_per_node * req.cpus_per_task, req.cpus_per_gpu * gpus)
-        if req.mem_per_node_mb > 0:
-            return req.mem_per_node_mb
-        if req.mem_per_cpu_mb:
-            return req.mem_per_cpu_mb * cpus
-        if req.mem_per_gpu_mb and gpus:
-            return req.mem_per_gpu_mb * gpus
-        if self.cfg.def_mem_per_cpu:
-            return self.cfg.def_mem_per_cpu * cpus
-        return 0
+    def _mem_per_node_for_display(self, req: m.JobRequest, part: m.Partition, config: m.Config) -> int:
+        """Memory per node the pending job asks (ReqTRES), by the core's rules; 0 = a whole node."""
+        nodes = max(1, req.min_nodes)
+        cpus = -(-job_cpus(req) // nodes)
+        gpus = -(-job_gpus(req) // nodes)
+        mem = mem_for(req, cpus, m.Node(name="", cpus=cpus, real_memory_mb=0), part, config, gpus)
+        return max(0, mem)
 
     def _test_only(self, req: m.JobRequest, snap: m.Snapshot, now: int) -> controller_pb2.SubmitJobResponse:
         found = sched_placement.earliest_start(req, snap, now)
@@ -403,6 +424,7 @@ class Controller:
         """Run one cycle of the core and apply its decisions; returns how many jobs started."""
         now = self._now()
         launches: list[tuple[cluster_pb2.NodeInfo, node_pb2.LaunchBatchRequest]] = []
+        effects: list[Callable[[], None]] = []
         with self.lock:
             pending: list[m.JobRequest] = []
             by_id: dict[int, jobs_pb2.JobInfo] = {}
@@ -439,16 +461,20 @@ class Controller:
                 waiting.start_time = plan.start_time if plan else 0
                 waiting.sched_nodes = hostlist.collect(plan.nodes) if plan else ""
             started: list[jobs_pb2.JobInfo] = []
+            preempt_config = self._sched_config.preempt
             node_types = {n: rt.gpu_types.get(0, "") for n, rt in self.nodes.items()}
             for start in result.starts:
                 job = by_id[start.job_id]
                 jobrec.apply_start(job, start, now, node_types)
+                if preempt_config.type != "preempt/none":
+                    job.preempt_eligible_time = now + preempt_config.exempt_time_s
                 self._requests.pop(job.job_id, None)
                 job.std_out, job.std_err, job.std_in = resolve_streams(job, job.batch_host)
                 job.last_sched_eval = now
                 started.append(job)
-            if started:
-                self._save(*started)
+            preempted, effects = preempt.apply_preemptions(self, result.preemptions, now)
+            if started or preempted:
+                self._save(*started, *preempted)
                 for job in started:
                     if not job.spec.batch:
                         continue  # an salloc/srun allocation: its own command runs steps in it
@@ -456,6 +482,8 @@ class Controller:
                     launches.append((node.info, self._launch_request(job)))
         for node_info, request in launches:
             self.actions.launch(node_info, request)
+        for effect in effects:
+            effect()
         return len(launches)
 
     def _launch_request(self, job: jobs_pb2.JobInfo) -> node_pb2.LaunchBatchRequest:
@@ -468,6 +496,7 @@ class Controller:
             nodes=job.nodes,
             expiry=self._now() + 3600,
         )
+        addr, pattern = self.topology_address(job.batch_host)
         return node_pb2.LaunchBatchRequest(
             node=job.batch_host,
             job=job,
@@ -476,7 +505,15 @@ class Controller:
             ctld_addr=f"{self.cfg.control_addr}:{self.cfg.slurmctld_port}",
             kill_wait=self.cfg.kill_wait,
             slurm_conf=str(self.cfg.path),
+            topology_addr=addr,
+            topology_addr_pattern=pattern,
         )
+
+    def topology_address(self, node: str) -> tuple[str, str]:
+        """SLURM_TOPOLOGY_ADDR and _PATTERN of `node`: its switch path under topology/tree, else its name."""
+        if self.cfg.topology is None:
+            return node, "node"
+        return self.cfg.topology.address(node)
 
     def launch_failed(self, job_id: int, message: str, node_down: bool) -> None:
         """A LaunchBatch RPC failed: requeue when the node is unreachable, else fail the job."""
@@ -489,7 +526,7 @@ class Controller:
                 if node is not None:
                     node.info.not_responding = True
                 log.warning("launch of job %d on %s failed (%s); requeued", job_id, job.batch_host, message)
-                self._requeue(job, self._now())
+                self._requeue(job, self._now(), ended_as=jobs_pb2.NODE_FAIL)
             else:
                 log.warning("launch of job %d failed: %s", job_id, message)
                 self._finish(job, jobs_pb2.FAILED, exit_code=1, exit_signal=0, now=self._now())
@@ -504,9 +541,10 @@ class Controller:
                 return  # already handled (a replayed report after a noded restart)
             now = req.end_time or self._now()
             job.batch_usage.CopyFrom(req.usage)  # the .batch step's MaxRSS/TotalCPU in accounting
-            if job.state == COMPLETING and job.final_state == jobs_pb2.REQUEUED:
-                self._requeue(job, now)
-            elif job.state == COMPLETING and job.final_state:
+            # final_state: what the controller ended it as (cancel, time limit, requeue, preemption)
+            if job.final_state == jobs_pb2.REQUEUED:
+                self._requeue(job, now, ended_as=jobs_pb2.PREEMPTED if job.preempt_time else jobs_pb2.REQUEUED)
+            elif job.final_state:
                 self._finish(job, job.final_state, req.exit_code, req.exit_signal, now)
             elif req.launch_failed:
                 log.warning("job %d failed to launch on %s: %s", job.job_id, req.node, req.message)
@@ -542,8 +580,24 @@ class Controller:
         job.state_reason = reason
         jobsteps.end_job_steps(job, state, now)
 
-    def _requeue(self, job: jobs_pb2.JobInfo, now: int) -> None:
+    def _requeue(self, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0) -> None:
+        """Back to pending (reason BeginTime, Restarts+1) with a new submit time, as Slurm: accounting
+        then keeps each run as its own record (`sacct -D`); `ended_as` is the state of the run that
+        just ended (REQUEUED, PREEMPTED, NODE_FAIL; 0 = it was already recorded as finished)."""
         self._requests.pop(job.job_id, None)
+        if ended_as:
+            jobsteps.end_job_steps(job, jobs_pb2.CANCELLED, now)
+            run = jobs_pb2.JobInfo()
+            run.CopyFrom(job)
+            run.state = ended_as  # type: ignore[assignment]
+            run.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
+            run.end_time = now
+            self._ended_runs.append(run)
+        del job.steps[:]
+        job.next_step_id = 0
+        job.submit_time = now
+        job.preempt_time = 0
+        job.preempt_eligible_time = 0
         job.state = PENDING
         job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
         job.restarts += 1
@@ -577,7 +631,15 @@ class Controller:
             candidates: Iterable[jobs_pb2.JobInfo] = self.jobs.values()
             if req.job_id_strs:
                 candidates = [j for _, found in self._select(req.job_id_strs) for j in found]
+            hidden = set() if req.show_all else {p.name for p in self.cfg.partitions if p.hidden}
+            # jobs kept by MinJobAge go to listings that ask for them (squeue -t all, scontrol) and to
+            # whoever names jobs (squeue -j, sbatch --wait, salloc): a plain squeue does not need them
+            finished_too = req.include_finished or bool(req.job_ids or req.job_id_strs)
             for job in candidates:
+                if not finished_too and job.state in FINISHED_STATES:
+                    continue
+                if hidden and all(name in hidden for name in job.partition.split(",")):
+                    continue
                 if wanted and job.job_id not in wanted and job.array_job_id not in wanted:
                     continue
                 if users and job.user_id not in users:
@@ -595,6 +657,7 @@ class Controller:
             usage = self._usage()
             names = set(req.names)
             out = controller_pb2.GetNodesResponse(now=self._now())
+            maint = resv.maint_nodes(self, out.now)
             completing = {a.node for j in self.jobs.values() if j.state == COMPLETING for a in j.allocation}
             for name, node in self.nodes.items():
                 if names and name not in names:
@@ -609,6 +672,7 @@ class Controller:
                     info.alloc_cpus = node.conf.cpus
                 info.gres_used = gres_used(node, u.gpu_indices)
                 info.completing = name in completing
+                info.maint = name in maint
                 info.base_state, info.state = long_state(info, info.alloc_cpus, info.completing)
             return out
 
@@ -637,8 +701,13 @@ class Controller:
                 total_cpus=sum(self.nodes[n].conf.cpus for n in p.nodes if n in self.nodes),
                 total_nodes=len(p.nodes),
                 hidden=p.hidden,
+                exclusive_user=p.exclusive_user,
+                root_only=p.root_only,
+                deny_qos=p.deny_qos,
                 def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
                 max_mem_per_cpu_mb=p.max_mem_per_cpu or 0,
+                preempt_mode=p.preempt_mode or self.cfg.preempt_mode,
+                grace_time=p.grace_time,
             )
         return out
 
@@ -646,6 +715,16 @@ class Controller:
         out = controller_pb2.GetConfigResponse(now=self._now(), cluster_name=self.cfg.cluster_name)
         for key, value in self.cfg.entries:
             out.entries.add(key=key, value=value)
+        topo = self.cfg.topology
+        switches = topo.switches if topo is not None else ()
+        for switch in switches:
+            out.switches.add(
+                name=switch.name,
+                level=switch.level,
+                link_speed=switch.link_speed,
+                nodes=hostlist.collect(topo.nodes_under(switch.name) if topo else ()),
+                switches=hostlist.collect(switch.switches),
+            )
         return out
 
     # ------------------------------------------------------------------ job selection
@@ -991,9 +1070,17 @@ class Controller:
         elif k == "qos":
             job.spec.qos = value
             job.qos = value
+        elif k == "reservation":
+            previous = job.spec.reservation
+            job.spec.reservation = "" if value.lower() in ("", "none", "(null)") else value
+            try:
+                resv.check_job_access(self, job)
+            except SlurmError:
+                job.spec.reservation = previous
+                raise
         else:
             raise SlurmError(f"Update of this parameter is not supported: {key}")
-        jobrec.describe_request(job, jobrec.job_request(job, self.nodes), job.mem_mb // max(1, job.num_nodes))
+        jobrec.describe_request(job, jobrec.job_request(job, self.nodes, self.cfg), job.mem_mb // max(1, job.num_nodes))
 
     # ------------------------------------------------------------------ nodes
     def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:
@@ -1143,6 +1230,11 @@ class Controller:
             for job in self.jobs.values():
                 if job.state != RUNNING:
                     continue
+                if job.final_state:  # preempted: RUNNING through its grace time, then COMPLETING
+                    if now >= job.end_time:
+                        job.state = COMPLETING
+                        changed.append(job)
+                    continue
                 if job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60:
                     effects.extend(jobsteps.terminate_elsewhere(self, job, "timeout"))
                     changed.append(job)
@@ -1165,6 +1257,7 @@ class Controller:
                         partial(self.actions.signal, target, job.job_id, job.spec.signal_num, job.spec.signal_batch_only)
                     )
                     changed.append(job)
+            resv.expire(self, now)
             timeout = self.cfg.slurmd_timeout
             wall = self.clock()
             for node in self.nodes.values():
@@ -1238,6 +1331,19 @@ def _status(job: jobs_pb2.JobInfo) -> m.JobStatus:
         array_task_id=job.array_task_id,
         end_time=job.end_time,
     )
+
+
+def _group_members(always: set[int], group: str) -> set[int]:
+    """Uids of a group's users (listed members and those whose primary group it is), plus `always`
+    (root and SlurmUser pass every AllowGroups, as in Slurm). An unknown group has no members."""
+    uids = set(always)
+    try:
+        entry = grp.getgrnam(group)
+    except KeyError:
+        return uids
+    uids.update(_uid_of(name) for name in entry.gr_mem)
+    uids.update(p.pw_uid for p in pwd.getpwall() if p.pw_gid == entry.gr_gid)
+    return uids
 
 
 def _uid_of(user: str) -> int:

@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from ctld.errors import INVALID_GRES, INVALID_NODE_NAME, NODE_COUNT_INVALID, SlurmError
 from ctld.sched import dependency as sched_dependency
 from ctld.sched.model import DependencySpec, GpuRequest, JobRequest, Start
-from ctld.sched.resources import MEM_WHOLE_NODE
+from ctld.sched.resources import MEM_WHOLE_NODE, job_cpus, job_gpus
 from shoal import hostlist
+from shoal.conf.slurm import SlurmConfig
 from shoal.sizefmt import format_size_mb
 from shoal.v1 import jobs_pb2
 
@@ -110,8 +111,20 @@ def requested_shape(spec: jobs_pb2.JobSpec) -> tuple[int, int, int]:
     return min_nodes, max_nodes, tasks
 
 
-def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> JobRequest:
-    """The scheduler core's view of a pending job."""
+def default_cpus_per_gpu(spec: jobs_pb2.JobSpec, partition: str, cfg: SlurmConfig | None) -> int:
+    """DefCpuPerGPU (the job's first partition's, else the cluster's) for a GPU job that gives neither
+    --cpus-per-task nor --cpus-per-gpu; else 0."""
+    if cfg is None or spec.cpus_per_task or spec.cpus_per_gpu:
+        return 0
+    if not (spec.gres or spec.gpus or spec.gpus_per_node or spec.gpus_per_task or spec.gpus_per_socket):
+        return 0
+    first = partition.split(",")[0]
+    part = next((p for p in cfg.partitions if p.name == first), None)
+    return (part.def_cpu_per_gpu if part is not None else 0) or cfg.def_cpu_per_gpu
+
+
+def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object], cfg: SlurmConfig | None = None) -> JobRequest:
+    """The scheduler core's view of a pending job (with slurm.conf's DefCpuPerGPU when `cfg` is given)."""
     spec = job.spec
     min_nodes, max_nodes, tasks = requested_shape(spec)
     deps = sched_dependency.parse_dependency(spec.dependency) if spec.dependency else DependencySpec()
@@ -124,6 +137,7 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> Job
         partitions=tuple(p for p in job.partition.split(",") if p),
         admin_priority=job.priority if job.priority_set else None,
         qos=job.qos,
+        account=job.account,
         nice=spec.nice,
         min_nodes=min_nodes,
         max_nodes=max_nodes,
@@ -133,7 +147,7 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> Job
         mem_per_node_mb=MEM_WHOLE_NODE if spec.mem_whole_node else spec.mem_per_node_mb,
         mem_per_cpu_mb=spec.mem_per_cpu_mb,
         gpus=gpu_request(spec),
-        cpus_per_gpu=spec.cpus_per_gpu,
+        cpus_per_gpu=spec.cpus_per_gpu or default_cpus_per_gpu(spec, job.partition, cfg),
         mem_per_gpu_mb=spec.mem_per_gpu_mb,
         time_limit_min=spec.time_limit_min,
         required_nodes=node_names(spec.nodelist, known_nodes) if spec.nodelist else frozenset(),
@@ -147,6 +161,9 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object]) -> Job
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id,
         array_max_running=job.array_max_tasks,
+        reservation=spec.reservation,
+        max_switches=spec.switches,
+        switch_wait_s=spec.switch_wait_s if spec.switches else -1,
     )
 
 
@@ -167,8 +184,8 @@ def tres_per_node(req: JobRequest) -> str:
 
 def describe_request(job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: int) -> None:
     """Fill the requested-size fields squeue/scontrol show for a pending job."""
-    gpus = req.gpus.total or req.gpus.per_node * req.min_nodes or req.gpus.per_task * req.num_tasks
-    cpus = max(req.num_tasks * req.cpus_per_task, req.cpus_per_gpu * gpus)
+    gpus = job_gpus(req)
+    cpus = job_cpus(req)
     job.num_nodes = req.min_nodes
     job.min_nodes_req = req.min_nodes
     job.max_nodes_req = req.max_nodes

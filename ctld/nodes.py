@@ -115,6 +115,8 @@ def long_state(info: cluster_pb2.NodeInfo, alloc_cpus: int, completing: bool) ->
         flags.append("DRAIN")
     if info.not_responding:
         flags.append("NOT_RESPONDING")
+    if info.maint:
+        flags += ["MAINTENANCE", "RESERVED"]
     text = "+".join([base, *flags])
     return base, text
 

@@ -6,10 +6,10 @@ A SchedulerParameters value that is not a number is ignored (the default stays),
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ctld.priority_config import priority_config
-from ctld.sched.model import Config, Partition
+from ctld.sched.model import Config, Partition, PreemptConfig, Switch, Topology
 from shoal.conf.slurm import SlurmConfig
 
 # SchedulerParameters option -> Config field (all integers)
@@ -20,6 +20,7 @@ _NUMERIC = {
     "bf_max_job_user": "bf_max_job_user",
     "default_queue_depth": "max_job_test",
     "bf_reservations": "bf_reservations",  # shoal's own: 1 = EASY, 0 = every tested job (Slurm)
+    "max_switch_wait": "max_switch_wait_s",
 }
 
 
@@ -42,14 +43,21 @@ def sched_config(cfg: SlurmConfig) -> Config:
     return Config(
         def_mem_per_cpu_mb=cfg.def_mem_per_cpu,
         def_mem_per_node_mb=getattr(cfg, "def_mem_per_node", 0) or 0,
+        def_mem_per_gpu_mb=cfg.def_mem_per_gpu,
+        enforce_part_limits=cfg.enforce_part_limits,
         scheduler=cfg.scheduler_type,
         priority=priority_config(cfg),
+        preempt=PreemptConfig(cfg.preempt_type, cfg.preempt_mode, cfg.preempt_exempt_time),
         **numbers,
     )
 
 
-def partitions(cfg: SlurmConfig) -> tuple[Partition, ...]:
-    """slurm.conf's partitions as the core sees them (the controller and the simulator alike)."""
+def partitions(cfg: SlurmConfig, group_members: Callable[[str], Iterable[int]] | None = None) -> tuple[Partition, ...]:
+    """slurm.conf's partitions as the core sees them (the controller and the simulator alike).
+
+    `group_members` resolves an AllowGroups name to its users' uids (the controller reads the group
+    database; without it AllowGroups is not enforced, as in `shoal sim`).
+    """
     return tuple(
         Partition(
             name=p.name,
@@ -63,6 +71,43 @@ def partitions(cfg: SlurmConfig) -> tuple[Partition, ...]:
             priority_job_factor=p.priority_job_factor,
             exclusive=p.oversubscribe.upper().startswith("EXCLUSIVE"),
             def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
+            def_mem_per_gpu_mb=p.def_mem_per_gpu or 0,
+            allow_accounts=_names(p.allow_accounts),
+            deny_accounts=_names(p.deny_accounts) or frozenset(),
+            allow_uids=_uids(p.allow_groups, group_members),
+            allow_qos=_names(p.allow_qos),
+            deny_qos=_names(p.deny_qos) or frozenset(),
+            root_only=p.root_only,
+            exclusive_user=p.exclusive_user,
+            preempt_mode=p.preempt_mode,
+            grace_time_s=p.grace_time,
         )
         for p in cfg.partitions
     )
+
+
+def _names(text: str) -> frozenset[str] | None:
+    """"a,B" -> {"a", "b"}; "ALL" or nothing -> None (no restriction)."""
+    names = frozenset(item.strip().lower() for item in text.split(",") if item.strip())
+    return None if not names or "all" in names else names
+
+
+def _uids(groups: str, members: Callable[[str], Iterable[int]] | None) -> frozenset[int] | None:
+    names = _names(groups)
+    if names is None or members is None:
+        return None
+    return frozenset(uid for name in names for uid in members(name))
+
+
+def topology(cfg: SlurmConfig) -> Topology | None:
+    """topology.conf's switch tree as the core sees it (None without TopologyPlugin=topology/tree)."""
+    conf = cfg.topology
+    if conf is None or not conf.switches:
+        return None
+    switches = []
+    for switch in conf.switches:
+        nodes = conf.nodes_under(switch.name)
+        leaves = tuple(dict.fromkeys(leaf for node in nodes if (leaf := conf.leaf_of(node)) is not None))
+        switches.append(Switch(name=switch.name, level=switch.level, nodes=frozenset(nodes), leaves=leaves))
+    leaf_nodes = {s.name: frozenset(s.nodes) for s in conf.switches if not s.switches}
+    return Topology(switches=tuple(switches), leaf_nodes=leaf_nodes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 
+from ctld import reservations
 from ctld.controller import Caller, Controller
 from ctld.errors import SlurmError
 from shoal.rpc.server import current_caller
@@ -115,3 +116,25 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         self._node_only(context)
         self.ctl.complete_batch(request)
         return controller_pb2.CompleteBatchResponse()
+
+    def CreateReservation(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            return reservations.create(self.ctl, request, _caller())
+        except SlurmError as exc:
+            _abort(context, exc)
+
+    def UpdateReservation(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            return reservations.update(self.ctl, request, _caller())
+        except SlurmError as exc:
+            _abort(context, exc)
+
+    def DeleteReservation(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            reservations.delete(self.ctl, request, _caller())
+        except SlurmError as exc:
+            _abort(context, exc)
+        return controller_pb2.DeleteReservationResponse()
+
+    def GetReservations(self, request, context):  # type: ignore[no-untyped-def]
+        return reservations.get(self.ctl, request)

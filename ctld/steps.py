@@ -8,7 +8,7 @@ launch on nodes happens outside the controller's lock, in parallel, before srun 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING
@@ -39,13 +39,20 @@ BATCH_STEP = -4
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="step-launch")
 
 
-def _busy(job: jobs_pb2.JobInfo) -> dict[str, int]:
-    busy: dict[str, int] = {}
+def _busy(job: jobs_pb2.JobInfo) -> dict[str, frozenset[int]]:
+    """The job's cpu ids that running steps hold, per node (a step recorded before steps kept
+    their cpu ids holds the lowest ones of its count)."""
+    ids: dict[str, Sequence[int]] = {a.node: sorted(a.cpu_ids) or range(a.cpus) for a in job.allocation}
+    busy: dict[str, set[int]] = {}
     for step in job.steps:
         if step.state == jobs_pb2.RUNNING and not step.overlap:
             for n in step.layout:
-                busy[n.node] = busy.get(n.node, 0) + n.cpus
-    return busy
+                held = busy.setdefault(n.node, set())
+                if n.cpu_ids:
+                    held.update(n.cpu_ids)
+                else:
+                    held.update([c for c in ids.get(n.node, range(n.cpus)) if c not in held][: n.cpus])
+    return {name: frozenset(held) for name, held in busy.items()}
 
 
 def _busy_gpus(job: jobs_pb2.JobInfo) -> dict[str, frozenset[int]]:
@@ -102,6 +109,7 @@ def _request(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> la
         overlap=req.overlap,
         exclusive=req.exclusive,
         overcommit=req.overcommit,
+        exact=req.exact,
     )
 
 
@@ -120,7 +128,7 @@ def create_step(
             raise SlurmError(JOB_PENDING, FAILED_PRECONDITION)
         if job.state != jobs_pb2.RUNNING:
             raise SlurmError(ALREADY_DONE, FAILED_PRECONDITION)
-        alloc = [layout.AllocNode(a.node, a.cpus, tuple(a.gpu_indices)) for a in job.allocation]
+        alloc = [layout.AllocNode(a.node, a.cpus, tuple(a.gpu_indices), tuple(a.cpu_ids)) for a in job.allocation]
         try:
             found = layout.layout_step(alloc, _busy(job), _request(req, job), _busy_gpus(job))
         except layout.StepRefused as exc:
@@ -149,9 +157,10 @@ def create_step(
         step.overlap = req.overlap
         step.launch.CopyFrom(req.launch)
         held = {a.node: len(a.gpu_indices) for a in job.allocation}
-        for name, ids, cpus, gpus in zip(found.nodes, found.task_ids, found.cpus, found.gpus, strict=True):
+        for name, ids, cpu_ids, gpus in zip(found.nodes, found.task_ids, found.cpu_ids, found.gpus, strict=True):
             node = ctl.nodes[name].info
-            step.layout.add(node=name, addr=node.addr or name, task_ids=ids, cpus=cpus, gpu_indices=gpus)
+            step.layout.add(node=name, addr=node.addr or name, task_ids=ids, cpus=len(cpu_ids), cpu_ids=cpu_ids,
+                            gpu_indices=gpus)
             step.num_gpus += len(gpus) if found.gpus_requested else held.get(name, 0)
         ctl._save(job)
         launches = [(ctl.nodes[n].info, _launch_request(ctl, job, step, n)) for n in found.nodes]
@@ -179,6 +188,7 @@ def _launch_request(
     ctl: Controller, job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep, node: str
 ) -> node_pb2.LaunchTasksRequest:
     batch = ctl._launch_request(job)
+    addr, pattern = ctl.topology_address(node)
     lean = jobs_pb2.JobInfo()
     lean.CopyFrom(job)
     del lean.steps[:]
@@ -192,6 +202,8 @@ def _launch_request(
         ctld_addr=batch.ctld_addr,
         kill_wait=batch.kill_wait,
         slurm_conf=batch.slurm_conf,
+        topology_addr=addr,
+        topology_addr_pattern=pattern,
     )
 
 
@@ -238,16 +250,19 @@ def end_job_steps(job: jobs_pb2.JobInfo, state: int, now: int) -> None:
             _end(step, step_state, 0, 9 if step_state == jobs_pb2.CANCELLED else 0, now)
 
 
-def terminate_elsewhere(ctl: Controller, job: jobs_pb2.JobInfo, reason: str) -> list[Callable[[], None]]:
+def terminate_elsewhere(
+    ctl: Controller, job: jobs_pb2.JobInfo, reason: str, kill_wait: int | None = None
+) -> list[Callable[[], None]]:
     """TerminateJob on every node of the job but the batch host (that one gets its own call):
-    ends the step tasks there."""
+    ends the step tasks there (SIGKILL after `kill_wait`, default KillWait)."""
+    wait = ctl.cfg.kill_wait if kill_wait is None else kill_wait
     effects: list[Callable[[], None]] = []
     for a in job.allocation:
         if a.node == job.batch_host and job.batch_flag:
             continue
         node = ctl.nodes.get(a.node)
         if node is not None and node.available:
-            effects.append(partial(ctl.actions.terminate, node.info, job.job_id, ctl.cfg.kill_wait, reason))
+            effects.append(partial(ctl.actions.terminate, node.info, job.job_id, wait, reason))
     return effects
 
 

@@ -17,6 +17,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (job_id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS reservations (name TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS acct_queue (seq INTEGER PRIMARY KEY AUTOINCREMENT, data BLOB NOT NULL);
 """
 
@@ -79,6 +80,14 @@ class StateStore:
         self._require_tx()
         self._db.execute("INSERT OR REPLACE INTO nodes (name, data) VALUES (?, ?)", (name, data))
 
+    def put_reservation(self, name: str, data: bytes) -> None:
+        self._require_tx()
+        self._db.execute("INSERT OR REPLACE INTO reservations (name, data) VALUES (?, ?)", (name, data))
+
+    def delete_reservation(self, name: str) -> None:
+        self._require_tx()
+        self._db.execute("DELETE FROM reservations WHERE name = ?", (name,))
+
     def set_meta(self, key: str, value: str) -> None:
         self._require_tx()
         self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
@@ -113,6 +122,10 @@ class StateStore:
     def load_nodes(self) -> dict[str, bytes]:
         with self._lock:
             return {str(r[0]): bytes(r[1]) for r in self._db.execute("SELECT name, data FROM nodes")}
+
+    def load_reservations(self) -> list[bytes]:
+        with self._lock:
+            return [bytes(r[0]) for r in self._db.execute("SELECT data FROM reservations ORDER BY name")]
 
     def close(self) -> None:
         with self._lock:

@@ -27,6 +27,7 @@ ASSOC_KEYS: dict[str, tuple[str, str]] = {
     "grptres": ("grp_tres", "tres"), "maxtres": ("max_tres_per_job", "tres"), "maxtresperjob": ("max_tres_per_job", "tres"),
     "maxwall": ("max_wall_min", "time"), "maxwalldurationperjob": ("max_wall_min", "time"),
     "qos": ("qos", "text"), "defaultqos": ("default_qos", "text"),
+    "maxborrowtres": ("max_borrow_tres", "borrow"),
 }
 QOS_KEYS: dict[str, tuple[str, str]] = {
     "description": ("description", "text"), "priority": ("priority", "int"), "preempt": ("preempt", "text"),
@@ -55,6 +56,14 @@ def _convert(kind: str, key: str, value: str) -> object:
         return "" if value == "-1" else value
     if kind == "tres":
         return "" if value == "-1" else value
+    if kind == "borrow":  # MaxBorrowTRES: only what GrpTRES guarantees and ctld counts
+        if value == "-1":
+            return ""
+        for item in value.split(","):
+            name, _, count = item.partition("=")
+            if name.lower() not in ("cpu", "gres/gpu") or not count.isdigit():
+                raise AdminError(f"Invalid value for {key}: {value} (cpu=N and gres/gpu=N may be borrowed)")
+        return value.lower()
     if kind == "float":
         try:
             return float(value)
@@ -70,6 +79,29 @@ def _convert(kind: str, key: str, value: str) -> object:
     if not value.lstrip("-").isdigit():
         raise AdminError(f"Invalid value for {key}: {value}")
     return int(value)
+
+
+PREEMPT_MODES = ("cluster", "off", "cancel", "requeue", "suspend", "gang", "within")
+
+
+def _check_qos_preempt(session: Session, values: dict[str, str], adding: str = "") -> None:
+    """Refuse, as sacctmgr does, a PreemptMode it does not know and a Preempt list naming no QOS."""
+    for key, value in values.items():
+        base = key.rstrip("+-")
+        if base == "preemptmode" and value.lower() not in PREEMPT_MODES:
+            raise AdminError(f"Bad Preempt Mode given: PreemptMode={value}")
+        if base == "preempt":
+            known = set(session.scalars(select(Qos.name))) | {adding}
+            for name in (n for n in value.split(",") if n):
+                if name not in known:
+                    valid = ",".join(sorted(known - {""}))
+                    raise AdminError(f"You gave a bad qos '{name}'. Valid QOS's are {valid}")
+
+
+def _preempt_mode(mode: str | None) -> str:
+    """As sacctmgr stores it: lower case, and OFF is the same as "cluster" (use slurm.conf's)."""
+    mode = (mode or "").lower()
+    return "cluster" if mode in ("", "off") else mode
 
 
 def _apply(obj: object, table: dict[str, tuple[str, str]], values: dict[str, str]) -> list[str]:
@@ -177,9 +209,11 @@ def _add(session: Session, kind: str, names: list[str], values: dict[str, str]) 
         for name in names:
             if session.get(Qos, name) is not None:
                 raise AdminError(f"This QOS {name} already exists.  Not adding.")
+            _check_qos_preempt(session, values, adding=name)
             qos = Qos(name=name)
             session.add(qos)
             _apply(qos, QOS_KEYS, values)
+            qos.preempt_mode = _preempt_mode(qos.preempt_mode)
             changes.append(f"  Name           = {name}")
         return changes
     clusters = _clusters(session, values)
@@ -261,8 +295,10 @@ def _modify(session: Session, kind: str, names: list[str], where: dict[str, str]
         raise AdminError("You didn't give anything to set")
     changes: list[str] = []
     if kind == "qos":
+        _check_qos_preempt(session, values)
         for qos in session.scalars(select(Qos).where(Qos.name.in_(names)) if names else select(Qos)):
             _apply(qos, QOS_KEYS, values)
+            qos.preempt_mode = _preempt_mode(qos.preempt_mode)
             changes.append(f"  {qos.name}")
         return changes
     if kind == "cluster":
@@ -343,7 +379,7 @@ def assoc_message(row: Association, parents: dict[str, str]) -> pb.Association:
         shares=row.shares, grp_jobs=row.grp_jobs, grp_submit_jobs=row.grp_submit_jobs, max_jobs=row.max_jobs,
         max_submit_jobs=row.max_submit_jobs, grp_tres=row.grp_tres, max_tres_per_job=row.max_tres_per_job,
         max_wall_min=row.max_wall_min, qos=[q for q in row.qos.split(",") if q], default_qos=row.default_qos,
-        priority=row.priority,
+        priority=row.priority, max_borrow_tres=row.max_borrow_tres,
     )
 
 
@@ -388,7 +424,7 @@ def assoc_fields(row: pb.Association) -> dict[str, str]:
         "grptres": row.grp_tres, "grpsubmit": _limit(row.grp_submit_jobs), "maxjobs": _limit(row.max_jobs),
         "maxtres": row.max_tres_per_job, "maxsubmit": _limit(row.max_submit_jobs),
         "maxwall": _wall(row.max_wall_min), "qos": ",".join(row.qos), "defqos": row.default_qos,
-        "parentname": row.parent if not row.user else "", "id": str(row.id),
+        "parentname": row.parent if not row.user else "", "id": str(row.id), "maxborrowtres": row.max_borrow_tres,
     }
 
 

@@ -78,6 +78,8 @@ class Association(Base):
     max_wall_min: Mapped[Limit]
     qos: Mapped[Name]  # comma list
     default_qos: Mapped[Name]
+    # MaxBorrowTRES (beyond Slurm): how far past grp_tres it may borrow idle quota of sibling associations
+    max_borrow_tres: Mapped[str] = mapped_column(String(128), nullable=False, default="", server_default="")
 
 
 class Qos(Base):

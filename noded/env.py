@@ -144,8 +144,8 @@ def slurm_variables(
         # the submitting process's nice value, which sbatch passes in the environment
         "SLURM_PRIO_PROCESS": spec.environment.get("SLURM_PRIO_PROCESS", "0"),
         "SLURM_NODE_ALIASES": "(null)",
-        "SLURM_TOPOLOGY_ADDR": node,
-        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+        "SLURM_TOPOLOGY_ADDR": req.topology_addr or node,
+        "SLURM_TOPOLOGY_ADDR_PATTERN": req.topology_addr_pattern or "node",
         "SLURM_WORKING_CLUSTER": _working_cluster(req.cluster_name, req.ctld_addr),
     }
     ntasks = _num_tasks(job)

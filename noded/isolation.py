@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from noded.cgroup import CgroupRequest, detect_version
 from noded.cgroup.bpf import DEV_CHAR
 from shoal.conf.cgroup import CgroupConf, load_cgroup_conf
-from shoal.v1 import jobs_pb2
+from shoal.v1 import jobs_pb2, node_pb2
 
 log = logging.getLogger("shoal.noded")
 # Always reachable for a job that has any GPU: the driver's control and unified-memory devices.
@@ -63,6 +63,18 @@ def real_cpus(cpu_ids: list[int], machine: list[int]) -> list[int]:
     if not machine:
         return []
     return sorted({machine[c % len(machine)] for c in cpu_ids})
+
+
+def step_cpus(isolation: Isolation, req: node_pb2.LaunchTasksRequest, node: str) -> list[int]:
+    """This machine's CPUs a step's tasks are bound to on `node` when cores are constrained and the
+    step uses only part of the job's (--exact); [] = the job's cpuset as it is."""
+    layout = next((n for n in req.step.layout if n.node == node), None)
+    alloc = next((a for a in req.job.allocation if a.node == node), None)
+    if not isolation.conf.constrain_cores or layout is None or alloc is None or not layout.cpu_ids:
+        return []
+    if set(layout.cpu_ids) >= set(alloc.cpu_ids):
+        return []
+    return real_cpus(list(layout.cpu_ids), _machine_cpus())
 
 
 def _device(path: str) -> list[int] | None:

@@ -28,6 +28,7 @@ import shoal
 from noded.discovery import discover_hardware, hardware_for
 from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
+from noded.gpu.fake_nvml import parse_cpu_list
 from noded.isolation import load_isolation
 from noded.node import HostedNode, spool_root
 from noded.reporter import Reporter
@@ -198,6 +199,11 @@ def gpu_files(gpus: list[cluster_pb2.GpuDevice]) -> dict[int, str]:
     return {g.index: g.file for g in gpus if g.file}
 
 
+def gpu_cpus(gpus: list[cluster_pb2.GpuDevice]) -> dict[int, tuple[int, ...]]:
+    """Each GPU's affine CPUs, as discovery reported them (what --gpu-bind=closest binds by)."""
+    return {g.index: tuple(parse_cpu_list(g.cpu_affinity)) for g in gpus if g.cpu_affinity}
+
+
 def cgroup_scope(cfg: SlurmConfig, node: HostedNode) -> str:
     """Emulated nodes of several local clusters share one machine: their cgroups carry the config's hash."""
     return f"{zlib.crc32(os.path.abspath(cfg.path).encode()):08x}_" if node.emulated else ""
@@ -221,7 +227,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
     node_gpus = discover_node_gpus(cfg, nodes)
     try:
         nodes = [
-            dataclasses.replace(n, isolation=load_isolation(cfg.path, gpu_files(node_gpus[n.name]), cgroup_scope(cfg, n)))
+            dataclasses.replace(n, isolation=load_isolation(cfg.path, gpu_files(node_gpus[n.name]), cgroup_scope(cfg, n)),
+                                gpu_cpus=gpu_cpus(node_gpus[n.name]))
             for n in nodes
         ]
     except ConfigError as exc:

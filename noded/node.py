@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from noded.isolation import Isolation
@@ -18,6 +19,7 @@ class HostedNode:
     port: int
     emulated: bool
     isolation: Isolation | None = None  # cgroup enforcement; None = none
+    gpu_cpus: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # CPUs affine to each GPU (--gpu-bind=closest)
 
     @property
     def name(self) -> str:

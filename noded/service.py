@@ -123,7 +123,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._check_credential(request, context)
         kill_wait = request.kill_wait or self._kill_wait
         try:
-            tasks.launch_tasks(request, node.name, node.spool, kill_wait, node.isolation)
+            tasks.launch_tasks(request, node.name, node.spool, kill_wait, node.isolation, node.gpu_cpus)
         except LaunchRefused as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except LaunchFailed as exc:

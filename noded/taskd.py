@@ -272,6 +272,8 @@ def _exec_task(spec: StepSpec, task: TaskSpec, in_r: int, out_w: int, err_w: int
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         if spec.extra.get("cgroup"):
             _job_cgroup(spec).join(os.getpid())  # the job's cgroup: its cpuset, memory and devices
+        if spec.extra.get("cpus"):
+            os.sched_setaffinity(0, spec.extra["cpus"])  # an --exact step: its own CPUs within the job's
         if os.geteuid() == 0:
             os.setgroups(spec.groups)
             os.setgid(spec.gid)

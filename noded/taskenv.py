@@ -13,10 +13,10 @@ RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from noded.env import LOGIN_VARIABLES, slurm_variables
-from noded.gpu.binding import task_gpus, visible_devices
+from noded.gpu.binding import split_cpus, task_gpus, visible_devices
 from shoal.v1 import node_pb2
 
 MASTER_PORT_BASE = 12000
@@ -31,13 +31,16 @@ GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NO
 
 
 def step_gpu_env(
-    req: node_pb2.LaunchTasksRequest, node: str, devices_constrained: bool
+    req: node_pb2.LaunchTasksRequest, node: str, devices_constrained: bool,
+    gpu_cpus: Mapping[int, Sequence[int]] | None = None,
 ) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
     """(variables common to the node's tasks, per-task variables) for the step's GPUs on `node`.
 
     The step uses the GPUs it took (--gres/--gpus*) or else all the job's there; each task sees
     the ones --gpu-bind / --gpus-per-task give it. CUDA numbers them among the job's GPUs when the
-    devices cgroup hides the others (tasks are in the job's cgroup), else by minor number."""
+    devices cgroup hides the others (tasks are in the job's cgroup), else by minor number.
+    --gpu-bind=closest compares each task's block of the step's CPUs with the GPUs' affine CPUs
+    (`gpu_cpus`); as in Slurm, --gpu-bind is ignored for a step of one task."""
     step = req.step
     index = next(i for i, n in enumerate(step.layout) if n.node == node)
     alloc = next((a for a in req.job.allocation if a.node == node), None)
@@ -48,15 +51,19 @@ def step_gpu_env(
     here = list(step.layout[index].task_ids)
     common = {"SLURM_STEP_GPUS": ",".join(str(g) for g in step_gpus), "SLURM_GPUS_ON_NODE": str(len(step_gpus))}
     per_task: dict[int, dict[str, str]] = {}
+    bind = step.launch.gpu_bind if step.num_tasks > 1 else ""
+    blocks = split_cpus(step.layout[index].cpu_ids or (alloc.cpu_ids if alloc is not None else ()), len(here))
     for local, gtid in enumerate(here):
-        seen = task_gpus(step_gpus, local, len(here), step.launch.gpus_per_task, step.launch.gpu_bind)
+        seen = task_gpus(step_gpus, local, len(here), step.launch.gpus_per_task, bind,
+                         task_cpus=blocks[local], gpu_cpus=gpu_cpus, map_relative=devices_constrained)
         visible = visible_devices(job_gpus, seen, devices_constrained)
         per_task[gtid] = {"CUDA_VISIBLE_DEVICES": visible, "GPU_DEVICE_ORDINAL": visible}
     return common, per_task
 
 
 def task_environments(
-    req: node_pb2.LaunchTasksRequest, node: str, base_env: Mapping[str, str], devices_constrained: bool = False
+    req: node_pb2.LaunchTasksRequest, node: str, base_env: Mapping[str, str], devices_constrained: bool = False,
+    gpu_cpus: Mapping[int, Sequence[int]] | None = None,
 ) -> dict[int, dict[str, str]]:
     """Environment of every task of `req.step` on `node`, by global task id."""
     step = req.step
@@ -74,6 +81,8 @@ def task_environments(
         cluster_name=req.cluster_name,
         ctld_addr=req.ctld_addr,
         slurm_conf=req.slurm_conf,
+        topology_addr=req.topology_addr,
+        topology_addr_pattern=req.topology_addr_pattern,
     )
     common.update(slurm_variables(batch_like, node))
     step_id = str(step.step_id)
@@ -90,6 +99,7 @@ def task_environments(
         SLURM_NPROCS=str(step.num_tasks),
         SLURM_TASKS_PER_NODE=step.tasks_per_node,
         SLURM_NODEID=str(index),
+        SLURM_CPUS_ON_NODE=str(step.layout[index].cpus),  # the step's: all the job's here unless --exact
         SLURM_GTIDS=",".join(str(t) for t in here),
         SLURM_LAUNCH_NODE_IPADDR=launch.io_host,
         SLURM_SRUN_COMM_HOST=launch.io_host,
@@ -103,7 +113,7 @@ def task_environments(
         common["SLURM_DISTRIBUTION"] = step.distribution
     if launch.label:
         common["SLURM_LABELIO"] = "1"
-    gpu_common, gpu_per_task = step_gpu_env(req, node, devices_constrained)
+    gpu_common, gpu_per_task = step_gpu_env(req, node, devices_constrained, gpu_cpus)
     if gpu_common:
         for name in GPU_VARIABLES:
             common.pop(name, None)  # the batch script's values (inherited through --export) do not apply

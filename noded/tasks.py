@@ -14,10 +14,11 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from noded import spool
-from noded.isolation import Isolation, cgroup_request
+from noded.isolation import Isolation, cgroup_request, step_cpus
 from noded.launcher import DEFAULT_PATH, LaunchFailed, LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
 from noded.taskenv import task_environments
@@ -67,7 +68,8 @@ def _stdin(mode: str, gtid: int, cwd: str, fields: dict[str, str]) -> str:
 
 
 def build_step_spec(
-    req: node_pb2.LaunchTasksRequest, node: str, kill_wait: float, isolation: Isolation | None = None
+    req: node_pb2.LaunchTasksRequest, node: str, kill_wait: float, isolation: Isolation | None = None,
+    gpu_cpus: Mapping[int, Sequence[int]] | None = None,
 ) -> StepSpec:
     job, step = req.job, req.step
     launch = step.launch
@@ -85,13 +87,14 @@ def build_step_spec(
                 "SHELL": pw.pw_shell or "/bin/sh", "PATH": DEFAULT_PATH}
     constrained = isolation is not None and isolation.devices_constrained
     try:
-        envs = task_environments(req, node, base_env, devices_constrained=constrained)
+        envs = task_environments(req, node, base_env, devices_constrained=constrained, gpu_cpus=gpu_cpus)
     except GpuBindError as exc:
         raise LaunchRefused(str(exc)) from None
     extra: dict[str, object] = {}
     if isolation is not None:  # tasks join the job's cgroup on this node (made here if no batch script did)
         alloc = next((a for a in job.allocation if a.node == node), None)
         extra["cgroup"] = cgroup_request(isolation, node, job.job_id, alloc).to_dict()
+        extra["cpus"] = step_cpus(isolation, req, node)
     cwd = launch.cwd or job.spec.work_dir or pw.pw_dir
     index = next(i for i, n in enumerate(step.layout) if n.node == node)
     tasks = []
@@ -119,10 +122,10 @@ def build_step_spec(
 
 def launch_tasks(
     req: node_pb2.LaunchTasksRequest, node: str, spool_root: Path, kill_wait: float,
-    isolation: Isolation | None = None,
+    isolation: Isolation | None = None, gpu_cpus: Mapping[int, Sequence[int]] | None = None,
 ) -> None:
     """Start this node's tasks of the step under their own supervisor. Idempotent per step."""
-    spec = build_step_spec(req, node, kill_wait, isolation)
+    spec = build_step_spec(req, node, kill_wait, isolation, gpu_cpus)
     path = step_dir(spool_root, spec.job_id, spec.step_id)
     try:
         os.mkdir(path, 0o700)

@@ -17,7 +17,7 @@ def parse_gpu_bind(text: str) -> tuple[str, list[int]]:
         return kind or "none", []
     if kind in ("single", "per_task", "map_gpu") and args:
         try:
-            numbers = [int(a, 0) for a in args.split(",")]
+            numbers = [n for a in args.split(",") for n in _repeated(a)]
         except ValueError:
             raise GpuBindError(f"Invalid --gpu-bind argument: {text}") from None
         if kind != "map_gpu" and (len(numbers) != 1 or numbers[0] < 1):
@@ -26,3 +26,9 @@ def parse_gpu_bind(text: str) -> tuple[str, list[int]]:
             raise GpuBindError(f"Invalid --gpu-bind argument: {text}")
         return kind, numbers
     raise GpuBindError(f"Invalid --gpu-bind argument: {text}")
+
+
+def _repeated(item: str) -> list[int]:
+    """'3' -> [3]; '0*4' -> [0, 0, 0, 0] (Slurm's repetition in map lists)."""
+    value, star, count = item.partition("*")
+    return [int(value, 0)] * (int(count) if star else 1)

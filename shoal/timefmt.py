@@ -25,9 +25,15 @@ def parse_time_limit(text: str) -> int:
 
     Seconds round up to a whole minute, as Slurm does ("0:30" -> 1). "-1" means UNLIMITED, like Slurm.
     """
+    seconds = parse_time_seconds(text)
+    return UNLIMITED if seconds < 0 else (seconds + 59) // 60
+
+
+def parse_time_seconds(text: str) -> int:
+    """A Slurm time in the time-limit formats -> seconds (a bare number is minutes); -1 = UNLIMITED/-1."""
     value = text.strip()
     if value.lower() in _UNLIMITED_WORDS:
-        return UNLIMITED
+        return -1
     days = hours = minutes = seconds = 0
     match = _DAYS_FORM.fullmatch(value)
     if match:
@@ -45,8 +51,7 @@ def parse_time_limit(text: str) -> int:
             minutes, seconds = parts
         else:
             hours, minutes, seconds = parts
-    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    return (total + 59) // 60
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 def _d_hh_mm_ss(seconds: int) -> str:

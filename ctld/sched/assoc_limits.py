@@ -9,9 +9,21 @@ the account's association and its ancestors. Reasons are Slurm's words.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
-from ctld.sched.model import AccountingLimits, AssocLimits, JobRequest, QosLimits, RunningJob
+from ctld.sched.borrowing import CPU, GPU, Cohorts, borrowing_jobs, reclaim
+from ctld.sched.model import (
+    AccountingLimits,
+    AssocLimits,
+    JobRequest,
+    Partition,
+    QosLimits,
+    RunningJob,
+    Snapshot,
+)
+from ctld.sched.placement import Overlay
+from ctld.sched.preemption import Plan
+from ctld.sched.resources import job_cpus, job_gpus
 
 MAX_JOBS = "AssocMaxJobsLimit"
 GRP_JOBS = "AssocGrpJobsLimit"
@@ -27,15 +39,6 @@ QOS_MAX_GRES_PER_JOB = "QOSMaxGRESPerJob"
 SUBMIT_REFUSED = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 
 
-def job_cpus(job: JobRequest) -> int:
-    return max(job.num_tasks * job.cpus_per_task, job.min_nodes)
-
-
-def job_gpus(job: JobRequest) -> int:
-    g = job.gpus
-    return max(g.total, g.per_node * job.min_nodes, g.per_task * job.num_tasks)
-
-
 class AssocUsage:
     """Jobs, CPUs and GPUs in use per association (including descendants), updated as the cycle starts jobs."""
 
@@ -47,7 +50,11 @@ class AssocUsage:
         self.cpus: Counter[int] = Counter()
         self.gpus: Counter[int] = Counter()
         self.qos_user_jobs: Counter[tuple[str, int]] = Counter()
-        for run in running:
+        self.cohorts = Cohorts(limits.assocs)
+        self._used = {CPU: self.cpus, GPU: self.gpus}
+        self._running = tuple(running)
+        self._borrowing: dict[int, set[int]] | None = None
+        for run in self._running:
             cpus = sum(len(a.cpu_ids) for a in run.allocation)
             gpus = sum(len(a.gpu_indices) for a in run.allocation)
             self._count(run.assoc_id, cpus, gpus)
@@ -87,16 +94,40 @@ class AssocUsage:
                 return MAX_GRES_PER_JOB
             if 0 <= assoc.grp_jobs <= self.jobs[assoc.id]:
                 return GRP_JOBS
-            if 0 <= assoc.grp_cpus < self.cpus[assoc.id] + cpus:
-                return GRP_CPU
-            if gpus and 0 <= assoc.grp_gpus < self.gpus[assoc.id] + gpus:
-                return GRP_GRES
+            over = self.cohorts.cannot_borrow(assoc, {CPU: cpus, GPU: gpus}, self._used)
+            if over is not None:
+                return GRP_CPU if over == CPU else GRP_GRES
         return None
 
     def add(self, job: JobRequest) -> None:
         """`job` starts in this cycle: it counts against its association from now on."""
         self._count(job.assoc_id, job_cpus(job), job_gpus(job))
         self.qos_user_jobs[(job.qos, job.user_id)] += 1
+        self.cohorts.started(job.job_id)
+
+    # ---- quota borrowing (borrowing.py)
+    def wait_for(self, job: JobRequest) -> None:
+        """An eligible pending job, in queue order: the guaranteed quota it fits in is not lent out."""
+        self.cohorts.wait_for(job.job_id, list(self.chain(job.assoc_id)), _want(job), self._used)
+
+    def reclaim(
+        self, job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay, gone: frozenset[int],
+        now: int,
+    ) -> Plan | None:
+        """Borrowing jobs to requeue so that `job`, within its guarantee, starts (see borrowing.reclaim)."""
+        chain = list(self.chain(job.assoc_id))
+        if not self.cohorts.enabled or not self.cohorts.within_guarantee(chain, _want(job), self._used, job.job_id):
+            return None
+        if self._borrowing is None:
+            chains = {a.id: list(self.chain(a.id)) for a in self._limits.assocs}
+            self._borrowing = borrowing_jobs(self._running, chains)
+        if not self._borrowing:
+            return None
+        return reclaim(job, chain, parts, snap, overlay, self.cohorts, self._borrowing, gone, now)
+
+
+def _want(job: JobRequest) -> dict[str, int]:
+    return {CPU: job_cpus(job), GPU: job_gpus(job)}
 
 
 def _qos_reason(qos: QosLimits, job: JobRequest, cpus: int, gpus: int, user_jobs: int) -> str | None:

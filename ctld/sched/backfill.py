@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ctld.sched import limits
-from ctld.sched.model import UNLIMITED, JobRequest, Partition, Planned, Snapshot, Start
+from ctld.sched import limits, placement, reservations
+from ctld.sched.limits import FOREVER, job_end
+from ctld.sched.model import JobRequest, Partition, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
-from ctld.sched.resources import cpus_for, is_exclusive, node_count_range, total_tasks
+from ctld.sched.resources import is_exclusive, job_cpus
 
-FOREVER = 2**62  # the end of a job without a time limit
 PRIORITY = "Priority"
-WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY})  # reasons backfill may still act on
+# reasons backfill may still act on (a job waiting for its reservation gets a planned start)
+WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY}) | reservations.WAIT_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +45,6 @@ class BackfillResult:
     planned: dict[int, Planned] = field(default_factory=dict)
 
 
-def job_end(begin: int, limit_min: int) -> int:
-    """When a job started at `begin` with a limit of `limit_min` minutes must be over."""
-    return FOREVER if limit_min < 0 or limit_min == UNLIMITED else begin + limit_min * 60
-
-
 class Timeline:
     """What is held when, from `now` on: running jobs until their end, plus this pass's holds."""
 
@@ -61,41 +57,92 @@ class Timeline:
         self._release_times = [now + _round_up(max(0, r.end_time - now), resolution) for r in self._ends]
         self._resolution = resolution
         self._at: dict[int, Snapshot] = {0: snap}  # releases applied -> snapshot (cached per pass)
-        self.holds: list[Hold] = [Hold(now, job_end(now, s.time_limit_min), s) for s in starts]
-        self._times: list[int] | None = None
+        self._blank: dict[int, Overlay] = {}  # releases applied -> an empty overlay bound to that snapshot
+        self.holds: list[Hold] = []
+        self._cycle_holds = 0  # the first holds: the main pass's starts (kept apart, see _grown)
+        self._with_cycle: dict[tuple[int, tuple[int, ...]], Overlay] = {}  # (releases, those holds) -> overlay
+        # ... and the moments reservations start or end (the nodes they keep change then)
+        boundaries = reservations.boundaries(snap.reservations, now)
+        self._times: list[int] = sorted({now, *(t for t in self._release_times if t >= now), *boundaries})
         self._freed: dict[str, tuple[int, list[int]]] = {}  # partition -> (free now, CPUs released by count)
-        self._states: dict[tuple[int, tuple[int, ...]], tuple[Snapshot, Overlay]] = {}
+        # A state is an overlay of some holds over the snapshot after some releases; windows
+        # (releases, begin, end) point at one, and a state grown by the same holds is shared.
+        self._states: dict[int, Overlay] = {}
+        self._grown_to: dict[tuple[int, int, tuple[int, ...]], int] = {}  # (releases, state, holds added) -> state
+        self._users: Counter[int] = Counter()  # windows pointing at each state
+        self._made = 0  # states made so far (the next one's id)
+        self._windows: dict[tuple[int, int, int], tuple[int, int]] = {}  # window -> (holds seen, state)
+        for start in starts:
+            self.hold(now, start)
+        self._cycle_holds = len(self.holds)
 
     def hold(self, begin: int, start: Start) -> None:
-        self.holds.append(Hold(begin, job_end(begin, start.time_limit_min), start))
-        self._times = None
+        hold = Hold(begin, job_end(begin, start.time_limit_min), start)
+        self.holds.append(hold)
+        if hold.end < FOREVER:
+            moment = self.now + _round_up(hold.end - self.now, self._resolution)
+            at = bisect.bisect_left(self._times, moment)
+            if moment >= self.now and (at == len(self._times) or self._times[at] != moment):
+                self._times.insert(at, moment)
 
     def candidate_times(self) -> list[int]:
         """Now and every later moment something is released (availability only grows then)."""
-        if self._times is None:
-            ends = {self.now, *self._release_times}
-            ends.update(
-                self.now + _round_up(h.end - self.now, self._resolution) for h in self.holds if h.end < FOREVER
-            )
-            self._times = sorted(t for t in ends if t >= self.now)
         return self._times
 
     def state(self, begin: int, end: int) -> tuple[Snapshot, Overlay]:
         """The snapshot at `begin` and an overlay of every hold overlapping [begin, end).
 
-        Both are kept for the pass (callers never change them), so jobs that see the same
-        releases and holds share one overlay and its per-node Free.
+        Callers never change either. Windows that see the same releases and holds share one
+        overlay (and its per-node Free and indexes); when a new hold overlaps a window, its overlay
+        takes the hold in place if no other window shares it, else a copy does.
         """
         count = bisect.bisect_right(self._release_times, begin)
-        overlapping = tuple(i for i, h in enumerate(self.holds) if h.begin < end and h.end > begin)
-        key = (count, overlapping)
-        found = self._states.get(key)
-        if found is None:
-            overlay = Overlay()
-            for i in overlapping:
-                overlay.add(self.holds[i].start)
-            found = self._states[key] = (self._snapshot_at(count), overlay)
-        return found
+        if not placement.SHORTCUTS:  # the plain way, for tests to compare with: every overlapping hold afresh
+            plain = Overlay()
+            plain.add_all(h.start for h in self.holds if h.begin < end and h.end > begin)
+            return self._snapshot_at(count), plain
+        window = (count, begin, end)
+        seen, state = self._windows.get(window, (0, -1))
+        new = tuple(i for i in range(seen, len(self.holds)) if self._overlaps(i, begin, end))
+        if state >= 0 and not new:
+            return self._snapshot_at(count), self._states[state]
+        link = (count, state, new)
+        grown = self._grown_to.get(link, -1)
+        if grown not in self._states:
+            grown = self._grown_to[link] = self._made
+            self._made += 1
+            self._states[grown] = self._grown(count, state, new)
+        if state >= 0:
+            self._users[state] -= 1
+            if self._users[state] <= 0:
+                del self._states[state]
+        self._users[grown] += 1
+        self._windows[window] = (len(self.holds), grown)
+        return self._snapshot_at(count), self._states[grown]
+
+    def _overlaps(self, i: int, begin: int, end: int) -> bool:
+        hold = self.holds[i]
+        return hold.begin < end and hold.end > begin
+
+    def _grown(self, count: int, base: int, new: tuple[int, ...]) -> Overlay:
+        """State `base` (-1: no holds) plus the holds `new`: `base` itself when no other window uses it."""
+        if base >= 0:
+            overlay = self._states[base] if self._users[base] == 1 else self._states[base].copy()
+        else:
+            # a new window: the main pass's starts it overlaps (thousands) are added once per set
+            ours = tuple(i for i in new if i < self._cycle_holds)
+            seed = self._with_cycle.get((count, ours))
+            if seed is None:
+                blank = self._blank.get(count)
+                if blank is None:
+                    blank = self._blank[count] = Overlay()
+                    blank.order(self._snapshot_at(count))  # binds it: copies share its per-snapshot pools
+                seed = self._with_cycle[(count, ours)] = blank.copy()
+                seed.add_all(self.holds[i].start for i in ours)
+            overlay = seed.copy()
+            new = new[len(ours):]
+        overlay.add_all(self.holds[i].start for i in new)
+        return overlay
 
     def free_cpus_at_most(self, part: Partition, begin: int) -> int:
         """An upper bound of the CPUs free in `part` at `begin` (holds ignored), from counts alone.
@@ -104,11 +151,21 @@ class Timeline:
         """
         found = self._freed.get(part.name)
         if found is None:
-            members = set(part.nodes)
-            free = sum(n.cpus - len(n.usage.cpu_ids) for n in self.snap.nodes if n.name in members and n.available)
+            members = {n.name: n for n in self.snap.nodes if n.name in set(part.nodes) and n.available}
+            free = sum(n.cpus - len(n.usage.cpu_ids) for n in members.values())
+            # CPUs each release gives back, as release() does: a node's last holder frees all of it
+            used = {name: len(n.usage.cpu_ids) for name, n in members.items()}
+            holders = Counter(name for running in self.snap.running for name in running.nodes)
             released = [0]
             for running in self._ends:
-                cpus = sum(len(a.cpu_ids) for a in running.allocation if a.node in members)
+                held = {a.node: len(a.cpu_ids) for a in running.allocation}
+                cpus = 0
+                for name in running.nodes:
+                    holders[name] -= 1
+                    if name in used:
+                        back = used[name] if holders[name] <= 0 else min(used[name], held.get(name, 0))
+                        used[name] -= back
+                        cpus += back
                 released.append(released[-1] + cpus)
             found = self._freed[part.name] = (free, released)
         free, released = found
@@ -139,8 +196,13 @@ def run_backfill(
     starts: Sequence[Start],
     reasons: Mapping[int, str],
     active_tasks: Counter[int] | None = None,
+    admit: Callable[[JobRequest], bool] | None = None,
 ) -> BackfillResult:
-    """The backfill pass over `queue` (priority order) after the main pass started `starts`."""
+    """The backfill pass over `queue` (priority order) after the main pass started `starts`.
+
+    `admit` has the last word on a job that fits now (association/QOS limits, counted as jobs start);
+    a job it refuses neither starts nor holds anything.
+    """
     config = snap.config
     timeline = Timeline(snap, now, starts)
     horizon = now + max(0, config.bf_window_min) * 60
@@ -160,7 +222,7 @@ def run_backfill(
             continue
         if job.array_job_id and job.array_max_running and tasks[job.array_job_id] >= job.array_max_running:
             continue
-        parts = [p for p in _open_partitions(job, snap) if p.name not in blocked]
+        parts = [p for p in _open_partitions(job, snap) if p.name not in blocked or job.reservation]
         if not parts:
             continue
         tested += 1
@@ -170,10 +232,12 @@ def run_backfill(
             continue  # cannot start now, and gets no reservation: no need to place it
         found = _earliest(job, parts, timeline, horizon if may_reserve else now)
         if found is None:
-            if may_reserve:
+            if may_reserve and not job.reservation:
                 blocked.update(p.name for p in parts)
             continue
         begin, start = found
+        if begin <= now and admit is not None and not admit(job):
+            continue
         timeline.hold(begin, start)
         if begin <= now:
             result.starts.append(start)
@@ -199,7 +263,7 @@ def _earliest(
                 continue  # too few CPUs even before holds: place() would say Resources
             end = job_end(begin, limits.effective_time_limit(job, part))
             snap, overlay = timeline.state(begin, end)
-            found = place(job, part, snap, overlay)
+            found = place(job, part, snap, overlay, begin)
             if isinstance(found, Start):
                 return begin, found
     return None
@@ -213,8 +277,7 @@ def _cpus_needed(job: JobRequest, parts: list[Partition]) -> int:
     """The fewest CPUs the job could start with (0 = unknown: whole nodes)."""
     if any(is_exclusive(job, part) for part in parts):
         return 0
-    fewest, _ = node_count_range(job)
-    return cpus_for(job, total_tasks(job, fewest))
+    return job_cpus(job)
 
 
 def _round_up(seconds: int, step: int) -> int:

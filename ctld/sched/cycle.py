@@ -4,6 +4,12 @@ Pending jobs are tried in order (partition PriorityTier, priority, submit time, 
 cannot get resources blocks its partitions: every lower job there waits with reason Priority, so a
 big job is never starved by a stream of small ones. Under sched/backfill, `backfill()` then starts
 lower jobs that delay no higher one.
+
+With preemption on (PreemptType=preempt/qos or preempt/partition_prio), a job that cannot start for
+Resources may have running jobs preempted for it (see preemption.py): the cycle returns them in
+`CycleResult.preemptions` and holds the allocation the job will get, so that no lower job takes it.
+Quota reclaim (borrowing.py) ends borrowing jobs for a job within its guaranteed quota the same way,
+whatever PreemptType says.
 """
 
 from __future__ import annotations
@@ -11,11 +17,22 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
-from ctld.sched import dependency, limits
+from ctld.sched import dependency, limits, preemption, reservations, topology
 from ctld.sched.assoc_limits import AssocUsage
 from ctld.sched.backfill import run_backfill
-from ctld.sched.model import CycleResult, JobRequest, JobStatus, Partition, Phase, Planned, Snapshot, Start
+from ctld.sched.model import (
+    CycleResult,
+    JobRequest,
+    JobStatus,
+    Partition,
+    Phase,
+    Planned,
+    Preemption,
+    Snapshot,
+    Start,
+)
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place
 from ctld.sched.priority import all_priorities, job_priority
 
@@ -39,6 +56,8 @@ class _CycleState:
     active_tasks: Counter[int] = field(default_factory=Counter)
     tested: int = 0
     assoc: AssocUsage | None = None  # association/QOS usage when limits are enforced
+    preemptions: list[Preemption] = field(default_factory=list)
+    held: list[Start] = field(default_factory=list)  # where preemptors will start, kept from lower jobs
 
 
 def run_cycle(snap: Snapshot, now: int) -> CycleResult:
@@ -47,16 +66,42 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
     statuses = dependency.status_index(snap.jobs)
     priorities = all_priorities(snap, now)
     queue = sorted(snap.pending, key=lambda job: _queue_key(job, parts, priorities))
+    if snap.topology is not None:  # --switches=N holds only until the job has waited long enough
+        queue = [topology.switch_request(job, now, snap.config) for job in queue]
     state = _CycleState(active_tasks=_active_array_tasks(snap.jobs))
     if snap.accounting is not None:
         state.assoc = AssocUsage(snap.accounting, snap.running)
+        if state.assoc.cohorts.enabled:  # guaranteed quota that eligible jobs wait for is not lent out
+            for job in queue:
+                if _ineligible(job, now, statuses) is None:
+                    state.assoc.wait_for(job)
     reasons: dict[int, str] = {}
     for job in queue:
         reason = _schedule_one(job, snap, now, statuses, state)
         if reason is not None:
             reasons[job.job_id] = reason
     planned = backfill(snap, now, queue, state, reasons)
-    return CycleResult(starts=tuple(state.starts), reasons=reasons, priorities=priorities, planned=planned)
+    return CycleResult(
+        starts=tuple(state.starts),
+        reasons=reasons,
+        priorities=priorities,
+        planned=planned,
+        preemptions=tuple(state.preemptions),
+    )
+
+
+def _ineligible(job: JobRequest, now: int, statuses: Mapping[int, list[JobStatus]]) -> str | None:
+    """Why the job may not start whatever the resources (holds, begin time, dependencies), or None."""
+    if job.held_admin:
+        return HELD_ADMIN
+    if job.held_user:
+        return HELD_USER
+    if job.begin_time > now:
+        return BEGIN_TIME
+    verdict = dependency.evaluate(job, statuses)
+    if verdict != "ok":
+        return DEPENDENCY if verdict == "wait" else DEPENDENCY_NEVER
+    return None
 
 
 def _schedule_one(
@@ -68,15 +113,10 @@ def _schedule_one(
 ) -> str | None:
     """Try one job: None when it starts (its Start is recorded), else its pending reason."""
     # 1. Eligibility: holds, begin time, dependencies.
-    if job.held_admin:
-        return HELD_ADMIN
-    if job.held_user:
-        return HELD_USER
-    if job.begin_time > now:
-        return BEGIN_TIME
-    verdict = dependency.evaluate(job, statuses)
-    if verdict != "ok":
-        return DEPENDENCY if verdict == "wait" else DEPENDENCY_NEVER
+    if (why := _ineligible(job, now, statuses)) is not None:
+        return why
+    if (why := reservations.waiting_reason(job, snap.reservations, now)) is not None:
+        return why
     # 2. Partition limits: a partition that cannot take the job as asked is skipped.
     candidates = candidate_partitions(job, snap)
     if not candidates:
@@ -93,7 +133,8 @@ def _schedule_one(
     if state.assoc is not None and (why := state.assoc.reason(job)) is not None:
         return why
     # 4. Higher-priority jobs that could not start hold their partitions.
-    unblocked = [part for part in open_parts if part.name not in state.blocked]
+    # (a reservation's jobs use its own nodes: jobs waiting outside it hold them back from nothing)
+    unblocked = [part for part in open_parts if part.name not in state.blocked or job.reservation]
     if not unblocked:
         return PRIORITY
     if state.tested >= snap.config.max_job_test:
@@ -102,7 +143,7 @@ def _schedule_one(
     # 5. Placement against free resources plus this cycle's starts; all nodes or none.
     first_reason: str | None = None
     for part in unblocked:
-        found = place(job, part, snap, state.overlay)
+        found = place(job, part, snap, state.overlay, now)
         if isinstance(found, Start):
             state.overlay.add(found)
             state.starts.append(found)
@@ -113,8 +154,41 @@ def _schedule_one(
             return None
         first_reason = first_reason or found
     if first_reason == RESOURCES:
-        state.blocked.update(part.name for part in unblocked)
+        # 6. Room made by ending other jobs (quota reclaim, then preemption) is held for the job;
+        #    otherwise it blocks its partitions (not a reservation's job: it waits for its own nodes).
+        if not (_reclaim(job, unblocked, snap, now, state)
+                or (preemption.enabled(snap) and _preempt_for(job, unblocked, snap, now, state))):
+            if not job.reservation:
+                state.blocked.update(part.name for part in unblocked)
     return first_reason or RESOURCES
+
+
+def _preempt_for(job: JobRequest, parts: list[Partition], snap: Snapshot, now: int, state: _CycleState) -> bool:
+    """Preempt what `job` needs and hold where it will start (it stays pending); False when nothing helps.
+
+    The held room keeps lower jobs off it, so the job need not block its partitions.
+    """
+    chosen = {p.job_id for p in state.preemptions}
+    return _hold(preemption.plan(job, parts, snap, state.overlay, now, chosen), state)
+
+
+def _reclaim(job: JobRequest, parts: list[Partition], snap: Snapshot, now: int, state: _CycleState) -> bool:
+    """A job within its guaranteed quota takes it back from borrowing siblings (borrowing.py): the
+    victims are requeued through preemption (after their QOS's GraceTime) and the room is held."""
+    if state.assoc is None:
+        return False
+    gone = frozenset(p.job_id for p in state.preemptions).union(r.job_id for r in snap.running if r.releasing)
+    return _hold(state.assoc.reclaim(job, parts, snap, state.overlay, gone, now), state)
+
+
+def _hold(found: preemption.Plan | None, state: _CycleState) -> bool:
+    """Record a plan's victims and hold where its job will start; False without a plan."""
+    if found is None:
+        return False
+    state.preemptions.extend(found.victims)
+    state.overlay.add(found.start)
+    state.held.append(found.start)
+    return True
 
 
 def backfill(
@@ -126,12 +200,26 @@ def backfill(
     """
     if snap.config.scheduler != "sched/backfill":
         return {}
-    found = run_backfill(snap, now, queue, state.starts, reasons, state.active_tasks)
+    held = {start.job_id for start in state.held}  # preemptors already hold where they will start
+    waiting = [job for job in queue if job.job_id not in held] if held else queue
+    admit = partial(_within_limits, state.assoc, reasons) if state.assoc is not None else None
+    found = run_backfill(snap, now, waiting, [*state.starts, *state.held], reasons, state.active_tasks, admit)
     for start in found.starts:
         state.overlay.add(start)
         state.starts.append(start)
         reasons.pop(start.job_id, None)
     return found.planned
+
+
+def _within_limits(usage: AssocUsage, reasons: dict[int, str], job: JobRequest) -> bool:
+    """A job backfill would start now: association/QOS limits (and quota borrowing) count the jobs
+    started so far in this cycle; over a limit, it waits with that reason."""
+    why = usage.reason(job)
+    if why is not None:
+        reasons[job.job_id] = why
+        return False
+    usage.add(job)
+    return True
 
 
 def queue_order_key(job: JobRequest, parts: Mapping[str, Partition], now: int) -> tuple[int, int, int, int]:

@@ -58,12 +58,44 @@ def referenced_ids(spec: DependencySpec) -> set[int]:
     return {job_id for term in spec.terms for job_id in term.job_ids}
 
 
-def status_index(statuses: Iterable[JobStatus]) -> dict[int, list[JobStatus]]:
+class StatusIndex(dict[int, list[JobStatus]]):
+    """Job id (and array master id) -> statuses, as `status_index` builds it.
+
+    It also answers singleton's question per (user, name) from one pass over the statuses, made
+    the first time a singleton job asks (scanning every known job for each such job was quadratic).
+    """
+
+    def __init__(self, statuses: Iterable[JobStatus]) -> None:
+        super().__init__()
+        self._statuses = tuple(statuses)
+        self._owners: dict[tuple[int, str], tuple[set[int], int]] | None = None
+
+    def same_name(self, user_id: int, name: str) -> tuple[set[int], int]:
+        """(ids of the user's active jobs of that name, the smallest id of their pending ones or 0)."""
+        if self._owners is None:
+            owners: dict[tuple[int, str], tuple[set[int], int]] = {}
+            seen: set[int] = set()
+            for status in self._statuses:
+                if status.job_id in seen:
+                    continue
+                seen.add(status.job_id)
+                active, first = owners.get((status.user_id, status.name), (set(), 0))
+                if status.phase is Phase.ACTIVE:
+                    active.add(status.job_id)
+                elif status.phase is Phase.PENDING and (first == 0 or status.job_id < first):
+                    first = status.job_id
+                owners[(status.user_id, status.name)] = (active, first)
+            self._owners = owners
+        return self._owners.get((user_id, name), (set(), 0))
+
+
+def status_index(statuses: Iterable[JobStatus]) -> StatusIndex:
     """Map each job id, and each array master id, to the statuses it stands for.
 
     An array master id stands for all its tasks (the first task shares the master's id).
     """
-    index: dict[int, list[JobStatus]] = {}
+    statuses = tuple(statuses)
+    index = StatusIndex(statuses)
     for status in statuses:
         if status.array_job_id:
             index.setdefault(status.array_job_id, []).append(status)
@@ -121,16 +153,8 @@ def _one(kind: str, phase: Phase) -> Verdict:
 
 def _singleton(job: JobRequest, jobs: Mapping[int, list[JobStatus]]) -> Verdict:
     """No other job of the same user and name is running, or pending ahead of this one."""
-    seen: set[int] = set()
-    for statuses in jobs.values():
-        for other in statuses:
-            if other.job_id in seen or other.job_id == job.job_id:
-                continue
-            seen.add(other.job_id)
-            if other.user_id != job.user_id or other.name != job.name:
-                continue
-            if other.phase is Phase.ACTIVE:
-                return "wait"
-            if other.phase is Phase.PENDING and other.job_id < job.job_id:
-                return "wait"
+    index = jobs if isinstance(jobs, StatusIndex) else StatusIndex(s for statuses in jobs.values() for s in statuses)
+    active, first_pending = index.same_name(job.user_id, job.name)
+    if active - {job.job_id} or 0 < first_pending < job.job_id:
+        return "wait"
     return "ok"

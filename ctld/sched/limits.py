@@ -9,6 +9,12 @@ PARTITION_DOWN = "PartitionDown"
 PARTITION_INACTIVE = "PartitionInactive"
 PARTITION_NODE_LIMIT = "PartitionNodeLimit"
 PARTITION_TIME_LIMIT = "PartitionTimeLimit"
+FOREVER = 2**62  # the end of a job without a time limit
+
+
+def job_end(begin: int, limit_min: int) -> int:
+    """When a job started at `begin` with a limit of `limit_min` minutes must be over."""
+    return FOREVER if limit_min < 0 or limit_min == UNLIMITED else begin + limit_min * 60
 
 
 def effective_time_limit(job: JobRequest, part: Partition) -> int:

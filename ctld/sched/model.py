@@ -44,6 +44,8 @@ class NodeUsage:
     gpu_indices: frozenset[int] = frozenset()
     exclusive: bool = False  # a job holds the whole node (--exclusive / OverSubscribe=EXCLUSIVE)
     jobs: int = 0
+    users: frozenset[int] = frozenset()  # uids of the jobs on it (ExclusiveUser needs them)
+    user_exclusive: bool = False  # a job of an ExclusiveUser partition is on it: its user's jobs only
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,17 @@ class Partition:
     priority_job_factor: int = 1
     exclusive: bool = False  # OverSubscribe=EXCLUSIVE
     def_mem_per_cpu_mb: int = 0  # 0 = use the cluster default
+    def_mem_per_gpu_mb: int = 0  # DefMemPerGPU; 0 = use the cluster default
+    # who may use it (access.py); None = everyone. Names are lower case.
+    allow_accounts: frozenset[str] | None = None
+    deny_accounts: frozenset[str] = frozenset()
+    allow_uids: frozenset[int] | None = None  # AllowGroups resolved to users (root and SlurmUser included)
+    allow_qos: frozenset[str] | None = None
+    deny_qos: frozenset[str] = frozenset()
+    root_only: bool = False
+    exclusive_user: bool = False  # ExclusiveUser=YES: its jobs' nodes are not shared with other users
+    preempt_mode: str = ""  # PreemptMode= of the partition ("" = the cluster's; see preemption.py)
+    grace_time_s: int = 0  # GraceTime= (preempt/partition_prio)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +151,10 @@ class JobRequest:
     array_max_running: int = 0  # the %N throttle, 0 = none
     assoc_id: int = 0  # accounting association (0 = none; see assoc_limits.py)
     qos: str = ""
+    reservation: str = ""  # --reservation (access was checked at submit)
+    account: str = ""
+    max_switches: int = 0  # --switches=N: at most N leaf switches (0 = any; see topology.py)
+    switch_wait_s: int = -1  # --switches=N@time: how long to wait for them (-1 = max_switch_wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +181,28 @@ class RunningJob:
     allocation: tuple[NodeAllocation, ...] = ()  # what it holds; () = unknown (whole nodes freed at its end)
     assoc_id: int = 0  # accounting association (0 = none)
     qos: str = ""
+    priority: int = 0  # for preemption: the lowest priority goes first
+    start_time: int = 0  # when it started (quota reclaim takes the youngest borrowers first)
+    releasing: bool = False  # already ending (COMPLETING, or being preempted): never preempted twice
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptConfig:
+    """PreemptType, the cluster's PreemptMode and PreemptExemptTime (see preemption.py)."""
+
+    type: str = "preempt/none"  # or preempt/qos, preempt/partition_prio
+    mode: str = "OFF"  # OFF, CANCEL or REQUEUE
+    exempt_time_s: int = 0  # a job runs at least this long before it may be preempted
+
+
+@dataclass(frozen=True, slots=True)
+class QosPreempt:
+    """A QOS's preemption settings from accounting (sacctmgr): whom it preempts, how its jobs end."""
+
+    name: str
+    preempt: frozenset[str] = frozenset()  # QOS whose jobs this QOS's jobs may preempt
+    mode: str = ""  # "" = the cluster's PreemptMode; OFF, CANCEL or REQUEUE
+    grace_time_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +228,9 @@ class Config:
 
     def_mem_per_cpu_mb: int = 0  # 0 = unset
     def_mem_per_node_mb: int = 0  # 0 = unset: a job without --mem gets the whole node's memory
+    def_mem_per_gpu_mb: int = 0  # DefMemPerGPU; 0 = unset
     max_job_test: int = 10000
+    enforce_part_limits: str = "NO"  # EnforcePartLimits: NO, ANY (= YES) or ALL
     scheduler: str = "sched/builtin"  # or sched/backfill
     # sched/backfill (SchedulerParameters; Slurm's defaults)
     bf_window_min: int = 1440  # how far ahead reservations are planned
@@ -197,7 +238,9 @@ class Config:
     bf_max_job_test: int = 500  # jobs the backfill pass considers
     bf_max_job_user: int = 0  # 0 = no per-user limit on jobs considered
     bf_reservations: int = 0  # shoal: top jobs that get a reservation; 0 = every job tested, 1 = EASY
+    max_switch_wait_s: int = 300  # the longest a job waits for its --switches count
     priority: PriorityConfig = PriorityConfig()
+    preempt: PreemptConfig = PreemptConfig()
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +253,39 @@ class Snapshot:
     config: Config = Config()
     accounting: AccountingLimits | None = None  # association/QOS limits to enforce (None = not enforced)
     priority_inputs: PriorityInputs | None = None  # accounting's part of multifactor priority
+    reservations: tuple[Reservation, ...] = ()  # advance reservations not yet over (see reservations.py)
+    topology: Topology | None = None  # topology/tree switches (None = flat network)
+    qos_preempt: tuple[QosPreempt, ...] = ()  # preempt/qos: each QOS's Preempt list, PreemptMode, GraceTime
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """An advance reservation: its nodes are kept for its own jobs over [start_time, end_time).
+
+    A DAILY one repeats every day from its start; flags are upper case (MAINT, FLEX, DAILY ...).
+    """
+
+    name: str
+    start_time: int
+    end_time: int
+    nodes: frozenset[str]
+    flags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """One switch of topology/tree: every node below it and the leaf switches those hang from."""
+
+    name: str
+    level: int  # 0 = leaf
+    nodes: frozenset[str]
+    leaves: tuple[str, ...]  # leaf switches below (itself for a leaf)
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    switches: tuple[Switch, ...]
+    leaf_nodes: dict[str, frozenset[str]] = field(default_factory=dict)  # leaf switch -> its nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +314,10 @@ class AssocLimits:
     max_cpus_per_job: int = -1
     max_gpus_per_job: int = -1
     max_wall_min: int = -1
+    # MaxBorrowTRES (beyond Slurm, see borrowing.py): how far past grp_cpus/grp_gpus it may borrow the
+    # idle guaranteed quota of its siblings; -1 = no borrowing
+    max_borrow_cpus: int = -1
+    max_borrow_gpus: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +362,8 @@ class Start:
     time_limit_min: int  # effective limit (partition default/max applied)
     allocation: tuple[NodeAllocation, ...]
     exclusive: bool = False
+    user_id: int = -1  # whose job: with `user_exclusive`, no other user's job may share its nodes
+    user_exclusive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +372,22 @@ class CycleResult:
     reasons: dict[int, str] = field(default_factory=dict)  # pending job -> Slurm reason word
     priorities: dict[int, int] = field(default_factory=dict)
     planned: dict[int, Planned] = field(default_factory=dict)  # pending job -> backfill's plan
+    preemptions: tuple[Preemption, ...] = ()  # running jobs to end so that waiting ones can start
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """End a running job to free its resources: the one decision every preemption producer emits.
+
+    `mode` is CANCEL (the job ends PREEMPTED) or REQUEUE (it goes back to pending); the job gets
+    SIGCONT+SIGTERM at once and SIGKILL after `grace_time_s` (0 = the cluster's KillWait).
+    """
+
+    job_id: int
+    mode: str  # CANCEL or REQUEUE
+    grace_time_s: int = 0
+    reason: str = ""  # for the log ("preempted by job 12", "quota reclaimed ...")
+    preemptor: int = 0  # the waiting job it makes room for (0 = none)
 
 
 @dataclass(frozen=True, slots=True)

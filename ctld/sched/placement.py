@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ctld.sched import gpu_select, limits
+from ctld.sched import access, gpu_select, limits, reservations, topology
+from ctld.sched.freeindex import Live, Need, Pool
 from ctld.sched.model import (
     Gpu,
     JobRequest,
@@ -32,6 +34,7 @@ from ctld.sched.resources import (
     even_spread,
     gpus_for,
     is_exclusive,
+    job_cpus,
     mem_for,
     node_count_range,
     sockets_for,
@@ -56,6 +59,8 @@ class _Taken:
     gpu_indices: frozenset[int] = frozenset()
     exclusive: bool = False
     jobs: int = 0
+    users: frozenset[int] = frozenset()
+    user_exclusive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,34 +72,71 @@ class Free:
     gpus: tuple[Gpu, ...]
     idle: bool  # nothing allocated at all: an exclusive job may take it
     shareable: bool  # not held exclusively by anyone
+    users: frozenset[int] = frozenset()  # uids of the jobs on it
+    user_exclusive: bool = False  # held by an ExclusiveUser partition's job: no other user may join
 
 
 class Overlay:
     """Tentative allocations on top of a Snapshot (Volcano's Statement).
 
-    A cycle adds each Start it decides; `copy()` is cheap (one dict of immutable values), so a
+    A cycle adds each Start it decides; `copy()` is cheap (dicts of immutable values), so a
     what-if can be tried on a copy and kept or dropped whole. What a node can still give is
     computed once per node state and kept until a Start touches that node (a cycle asks for the
     same node's Free for every job it tries).
+
+    For the snapshot it is used with, it also keeps what spares placement a scan of every node
+    (freeindex.py): each partition's usable nodes and their free CPUs in all, the nodes each job
+    shape may still fit, and the shapes that already failed since the last Start (the same request
+    on the same state gets the same answer: Slurm's "same request already failed" memo).
     """
 
-    __slots__ = ("_taken", "_free")
+    __slots__ = ("_taken", "_free", "_snap", "_order", "_pools", "_pool_cpus", "_live", "_failed")
 
     def __init__(self) -> None:
         self._taken: dict[str, _Taken] = {}
         self._free: dict[str, tuple[Node, Free]] = {}
+        self._snap: Snapshot | None = None
+        self._order: dict[str, int] = {}
+        self._pools: dict[tuple[str, frozenset[str], frozenset[str]], Pool] = {}
+        self._pool_cpus: dict[int, tuple[Pool, int]] = {}
+        self._live: dict[tuple[int, Need], Live] = {}
+        self._failed: dict[tuple[object, ...], str] = {}
 
     def add(self, start: Start) -> None:
-        for alloc in start.allocation:
-            before = self._taken.get(alloc.node, _Taken())
-            self._taken[alloc.node] = _Taken(
-                cpu_ids=before.cpu_ids | frozenset(alloc.cpu_ids),
-                mem_mb=before.mem_mb + alloc.mem_mb,
-                gpu_indices=before.gpu_indices | frozenset(alloc.gpu_indices),
-                exclusive=before.exclusive or start.exclusive,
-                jobs=before.jobs + 1,
+        self.add_all((start,))
+
+    def add_all(self, starts: Iterable[Start]) -> None:
+        """Add several Starts at once: one update per node they touch."""
+        touched: dict[str, list[tuple[NodeAllocation, Start]]] = {}
+        for start in starts:
+            for alloc in start.allocation:
+                touched.setdefault(alloc.node, []).append((alloc, start))
+        if not touched:
+            return
+        self._failed.clear()
+        counted = [
+            (key, pool, [pool.nodes[pool.position[name]] for name in touched if name in pool.position])
+            for key, (pool, _) in self._pool_cpus.items()
+        ]
+        before = [sum(len(self.free(node).cpu_ids) for node in nodes) for _, _, nodes in counted]
+        for name, allocs in touched.items():
+            taken = self._taken.get(name, _Taken())
+            self._taken[name] = _Taken(
+                cpu_ids=taken.cpu_ids.union(*(alloc.cpu_ids for alloc, _ in allocs)),
+                mem_mb=taken.mem_mb + sum(alloc.mem_mb for alloc, _ in allocs),
+                gpu_indices=taken.gpu_indices.union(*(alloc.gpu_indices for alloc, _ in allocs)),
+                exclusive=taken.exclusive or any(start.exclusive for _, start in allocs),
+                jobs=taken.jobs + len(allocs),
+                users=taken.users.union(start.user_id for _, start in allocs),
+                user_exclusive=taken.user_exclusive or any(start.user_exclusive for _, start in allocs),
             )
-            self._free.pop(alloc.node, None)
+            self._free.pop(name, None)
+        for (key, pool, nodes), old in zip(counted, before, strict=True):
+            after = sum(len(self.free(node).cpu_ids) for node in nodes)
+            self._pool_cpus[key] = (pool, self._pool_cpus[key][1] - old + after)
+        for live in self._live.values():
+            for name in touched:
+                live.refresh(name, self.free, self.free_gpu_count)
 
     def free_gpu_count(self, node: Node, gpu_type: str) -> int:
         """Free GPUs of `gpu_type` ("" = any) on `node`: a cheap part of free() for node ordering."""
@@ -108,6 +150,12 @@ class Overlay:
         twin = Overlay()
         twin._taken = dict(self._taken)
         twin._free = dict(self._free)
+        twin._snap = self._snap
+        twin._order = self._order
+        twin._pools = self._pools
+        twin._pool_cpus = dict(self._pool_cpus)
+        twin._live = {key: live.copy() for key, live in self._live.items()}
+        twin._failed = dict(self._failed)
         return twin
 
     def free(self, node: Node) -> Free:
@@ -123,9 +171,64 @@ class Overlay:
             gpus=tuple(g for g in node.gpus if g.index not in used_gpus),
             idle=_usage_empty(usage) and taken.jobs == 0,
             shareable=not (usage.exclusive or taken.exclusive),
+            users=usage.users | taken.users if taken.users else usage.users,
+            user_exclusive=usage.user_exclusive or taken.user_exclusive,
         )
         self._free[node.name] = (node, free)
         return free
+
+    # ---- per-snapshot indexes (freeindex.py)
+
+    def _bind(self, snap: Snapshot) -> None:
+        """Start the indexes afresh when used with another snapshot than last time."""
+        if self._snap is snap:
+            return
+        self._snap = snap
+        self._order = {node.name: i for i, node in enumerate(snap.nodes)}
+        self._pools = {}
+        self._pool_cpus = {}
+        self._live = {}
+        self._failed = {}
+
+    def order(self, snap: Snapshot) -> dict[str, int]:
+        """Each node's position in the snapshot (allocations are listed in this order)."""
+        self._bind(snap)
+        return self._order
+
+    def pool(self, job: JobRequest, part: Partition, snap: Snapshot) -> Pool:
+        """The usable nodes of `part` for a job without -w, in the order they are tried."""
+        self._bind(snap)
+        key = (part.name, job.excluded_nodes, job.features)
+        found = self._pools.get(key)
+        if found is None:
+            nodes = _candidates(job, part, snap)
+            assert not isinstance(nodes, str)  # only -w nodes can be missing
+            found = self._pools[key] = Pool.of(nodes)
+        return found
+
+    def pool_free_cpus(self, pool: Pool) -> int:
+        """Free CPUs over the pool's nodes, kept up to date by add()."""
+        found = self._pool_cpus.get(id(pool))
+        if found is None:
+            found = self._pool_cpus[id(pool)] = (pool, sum(len(self.free(node).cpu_ids) for node in pool.nodes))
+        return found[1]
+
+    def live(self, pool: Pool, need: Need) -> Live:
+        """The pool's nodes that may still fit `need`, kept up to date by add()."""
+        key = (id(pool), need)
+        found = self._live.get(key)
+        if found is None:
+            found = self._live[key] = Live(pool, need, self.free, self.free_gpu_count)
+        return found
+
+    def failed(self, snap: Snapshot, shape: tuple[object, ...]) -> str | None:
+        """The reason `shape` failed with since the last Start (None: not tried, or it fitted)."""
+        self._bind(snap)
+        return self._failed.get(shape)
+
+    def remember_failure(self, snap: Snapshot, shape: tuple[object, ...], reason: str) -> None:
+        self._bind(snap)
+        self._failed[shape] = reason
 
 
 _ALL_CPUS: dict[int, frozenset[int]] = {}
@@ -146,34 +249,86 @@ def _usage_empty(usage: NodeUsage) -> bool:
 # ---------------------------------------------------------------- now
 
 
-def place(job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay) -> Start | str:
-    """Allocate every node the job needs in `part` now, or say why not (a Slurm reason word)."""
-    nodes = _candidates(job, part, snap)
-    if isinstance(nodes, str):
-        return nodes
+SHORTCUTS = True  # the indexes and the failure memo (tests turn them off to compare decisions)
+
+# JobRequest fields place() does not read: jobs equal in every other field are one request shape.
+_NOT_SHAPE = frozenset(
+    {"job_id", "name", "submit_time", "priority", "admin_priority", "nice", "begin_time", "held_user",
+     "held_admin", "dependency", "array_job_id", "array_task_id", "array_max_running"}
+)
+_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(JobRequest) if f.name not in _NOT_SHAPE)
+
+
+def place(
+    job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, at: int | None = None
+) -> Start | str:
+    """Allocate every node the job needs in `part`, or say why not (a Slurm reason word).
+
+    `at` is when the job would start: reservations then decide which nodes it may use over its
+    whole run (None = ignore reservations, for the configured-capacity question).
+    """
+    gate = None
+    if at is not None and snap.reservations:
+        end = limits.job_end(at, limits.effective_time_limit(job, part))
+        gate = reservations.gate(job, snap.reservations, at, end)
+    if not SHORTCUTS:
+        return _place(job, part, snap, overlay, gate)
+    shape = (part.name, gate, *(getattr(job, name) for name in _SHAPE_FIELDS))
+    known = overlay.failed(snap, shape)
+    if known is not None:
+        return known
+    found = _place(job, part, snap, overlay, gate)
+    if isinstance(found, str):
+        overlay.remember_failure(snap, shape, found)
+    return found
+
+
+def _place(
+    job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, gate: reservations.Gate | None
+) -> Start | str:
     fewest, most = node_count_range(job)
+    placer = _Placer(job, part, snap, overlay)
+    nodes: Iterable[Node]
+    busy = RESOURCES
+    if SHORTCUTS and gate is None and not job.required_nodes and snap.topology is None:
+        # the indexes: nodes that cannot hold the job's smallest slot are never looked at
+        pool = overlay.pool(job, part, snap)
+        free_cpus = overlay.pool_free_cpus(pool)
+        nodes = overlay.live(pool, placer.need(fewest, most)).nodes()
+    else:
+        candidates = _candidates(job, part, snap, gate)
+        if isinstance(candidates, str):
+            return candidates
+        if gate is not None and len(candidates) < fewest and gate.closed.intersection(part.nodes):
+            busy = reservations.RESERVED_FOR_MAINT  # Slurm's word whenever reserved nodes leave too few
+        free_cpus = sum(len(overlay.free(node).cpu_ids) for node in candidates)
+        nodes = placer.gpu_packing_order(candidates) if wants_gpus(job) else candidates
     if not is_exclusive(job, part):
         # fewer free CPUs than the job needs in all: nothing to try (Free is kept per overlay)
-        needed = cpus_for(job, total_tasks(job, fewest))
-        if sum(len(overlay.free(node).cpu_ids) for node in nodes) < needed:
-            return RESOURCES
-    placer = _Placer(job, part, snap, overlay)
-    if wants_gpus(job):
-        nodes = placer.gpu_packing_order(nodes)
-    allocs = placer.fixed(nodes, fewest) if fewest == most else placer.flexible(nodes, fewest, most)
+        if free_cpus < job_cpus(job):
+            return busy
+    allocs = None
+    for group in _switch_groups(job, snap, placer, nodes, fewest):
+        allocs = placer.fixed(group, fewest) if fewest == most else placer.flexible(group, fewest, most)
+        if allocs is not None:
+            break
     if allocs is None:
-        return RESOURCES
-    order = {node.name: i for i, node in enumerate(snap.nodes)}
+        return busy
+    order = overlay.order(snap)
     return Start(
         job_id=job.job_id,
         partition=part.name,
         time_limit_min=limits.effective_time_limit(job, part),
         allocation=tuple(sorted(allocs, key=lambda a: order[a.node])),
         exclusive=is_exclusive(job, part),
+        user_id=job.user_id,
+        user_exclusive=part.exclusive_user,
     )
 
 
-def _candidates(job: JobRequest, part: Partition, snap: Snapshot) -> list[Node] | str:
+def _candidates(
+    job: JobRequest, part: Partition, snap: Snapshot, gate: reservations.Gate | None = None
+) -> list[Node] | str:
     """Usable nodes in the order they are tried: -w nodes first, then by weight, then as configured."""
     in_part = set(part.nodes)
     usable = [
@@ -183,12 +338,28 @@ def _candidates(job: JobRequest, part: Partition, snap: Snapshot) -> list[Node] 
         and node.available
         and node.name not in job.excluded_nodes
         and job.features <= node.features
+        and (gate is None or gate.admits(node.name))
     ]
     usable_names = {node.name for node in usable}
     if not job.required_nodes <= usable_names:
-        return REQ_NODE_NOT_AVAIL
+        return (gate.reason_for(job.required_nodes) if gate else None) or REQ_NODE_NOT_AVAIL
     usable.sort(key=lambda node: (node.name not in job.required_nodes, node.weight))
     return usable
+
+
+def _switch_groups(
+    job: JobRequest, snap: Snapshot, placer: _Placer, nodes: Iterable[Node], fewest: int
+) -> Iterator[Iterable[Node]]:
+    """The node lists to try (topology.py): one list, unless topology/tree narrows a multi-node job."""
+    if snap.topology is None or job.required_nodes:
+        return iter((nodes,))
+    tasks = even_spread(total_tasks(job, fewest), fewest)[-1]
+    gpus = even_spread(job.gpus.total, fewest)[-1]
+
+    def usable(node: Node) -> bool:
+        return placer.allocate(node, placer.overlay.free(node), tasks, gpus) is not None
+
+    return topology.node_groups(list(nodes), fewest, snap.topology, usable, job.max_switches)
 
 
 class _Placer:
@@ -201,7 +372,18 @@ class _Placer:
         self.overlay = overlay
         self.exclusive = is_exclusive(job, part)
 
-    def fixed(self, nodes: list[Node], count: int) -> list[NodeAllocation] | None:
+    def need(self, fewest: int, most: int) -> Need:
+        """The least any slot of the job needs on one node (freeindex.py), and the GPU best-fit count."""
+        job = self.job
+        if fewest == most:
+            tasks = even_spread(total_tasks(job, fewest), fewest)[-1]
+            gpus = gpus_for(job, tasks, even_spread(job.gpus.total, fewest)[-1])
+        else:
+            tasks, gpus = 1, gpus_for(job, 1, 0)
+        best_fit = (gpus_for(job, 1, 0) or 1) if wants_gpus(job) else 0
+        return Need(self.exclusive, cpus_for(job, tasks, gpus), gpus, job.gpus.type, best_fit)
+
+    def fixed(self, nodes: Iterable[Node], count: int) -> list[NodeAllocation] | None:
         """Exactly `count` nodes; tasks and -G GPUs spread evenly, the remainder on the first slots.
 
         Slots are nested (each is at least as big as the next), so giving each node the biggest
@@ -234,7 +416,7 @@ class _Placer:
             return None
         return [a for a in filled if a is not None]
 
-    def flexible(self, nodes: list[Node], fewest: int, most: int) -> list[NodeAllocation] | None:
+    def flexible(self, nodes: Iterable[Node], fewest: int, most: int) -> list[NodeAllocation] | None:
         """Between `fewest` and `most` nodes: fill each node in turn (as few nodes as fit)."""
         job = self.job
         tasks_left = total_tasks(job, fewest)
@@ -298,7 +480,7 @@ class _Placer:
         cpus = cpus_for(job, tasks, gpus_needed)
         mem = mem_for(job, cpus, node, self.part, self.snap.config, gpus_needed)
         typed = self.typed(node, free)
-        if gpus_needed > len(typed):
+        if gpus_needed > len(typed) or not self.user_may_join(free):
             return None
         if self.exclusive:
             if not free.idle or cpus > node.cpus or mem > node.real_memory_mb:
@@ -322,6 +504,13 @@ class _Placer:
             gpu_indices=tuple(sorted(g.index for g in chosen)),
             tasks=tasks,
         )
+
+    def user_may_join(self, free: Free) -> bool:
+        """ExclusiveUser: a node is shared only among one user's jobs once such a job is on it."""
+        users = free.users
+        if not users or (len(users) == 1 and self.job.user_id in users):
+            return True  # nobody else's job is on it
+        return not (self.part.exclusive_user or free.user_exclusive)
 
     def choose_gpus(self, typed: list[Gpu], count: int, sockets: int) -> tuple[Gpu, ...] | None:
         """`count` GPUs; with --gpus-per-socket, that many from each of `sockets` sockets first."""
@@ -367,9 +556,9 @@ def pick_cpus_near(node: Node, free_ids: frozenset[int], count: int, near: froze
 
 
 def candidate_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
-    """The job's partitions that exist, in the user's order."""
+    """The job's partitions that exist and admit it (access.py), in the user's order."""
     by_name = {part.name: part for part in snap.partitions}
-    return [by_name[name] for name in job.partitions if name in by_name]
+    return [by_name[name] for name in job.partitions if name in by_name and access.admits(job, by_name[name])]
 
 
 def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
@@ -380,6 +569,8 @@ def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
     """
     if job.min_nodes < 0 or (job.max_nodes and job.max_nodes < job.min_nodes):
         return Refusal(INVALID_NODE_COUNT)
+    if job.max_switches:  # --switches only delays a job (topology.py): it never makes one impossible
+        job = dataclasses.replace(job, max_switches=0)
     parts = candidate_partitions(job, snap)
     if not parts:
         return Refusal(INVALID_PARTITION)
@@ -428,7 +619,7 @@ def earliest_start(job: JobRequest, snap: Snapshot, now: int) -> tuple[int, Star
     if not parts:
         return None
     earliest = max(now, job.begin_time)
-    start = _first_fit(job, parts, snap)
+    start = _first_fit(job, parts, snap, earliest)
     if start is not None:
         return earliest, start
     nodes = {node.name: node for node in snap.nodes}
@@ -436,15 +627,18 @@ def earliest_start(job: JobRequest, snap: Snapshot, now: int) -> tuple[int, Star
     for running in sorted((r for r in snap.running if r.end_time > 0), key=lambda r: r.end_time):
         release(running, nodes, holders)
         later = dataclasses.replace(snap, nodes=tuple(nodes[node.name] for node in snap.nodes))
-        start = _first_fit(job, parts, later)
+        begin = max(earliest, running.end_time)
+        start = _first_fit(job, parts, later, begin)
         if start is not None:
-            return max(earliest, running.end_time), start
+            return begin, start
+    if job.max_switches:  # never within its switches: once it has waited, it takes any nodes
+        return earliest_start(dataclasses.replace(job, max_switches=0), snap, now)
     return None
 
 
-def _first_fit(job: JobRequest, parts: list[Partition], snap: Snapshot) -> Start | None:
+def _first_fit(job: JobRequest, parts: list[Partition], snap: Snapshot, at: int) -> Start | None:
     for part in parts:
-        found = place(job, part, snap, Overlay())
+        found = place(job, part, snap, Overlay(), at)
         if isinstance(found, Start):
             return found
     return None

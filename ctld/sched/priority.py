@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ctld.sched.model import UNLIMITED, JobRequest, Partition, PriorityConfig, PriorityInputs, Snapshot
+from ctld.sched.resources import job_cpus, job_gpus
 
 BASE_PRIORITY = 4_294_901_760  # priority/basic: older jobs (smaller ids) rank higher
 MAX_PRIORITY = 0xFFFFFFFF
@@ -161,7 +162,7 @@ def weigh(factors: Factors, conf: PriorityConfig) -> Weighted:
 
 def job_tres(job: JobRequest, name: str) -> int:
     """How much of one TRES a pending job asks for (cpu, mem in MB, node, gres/gpu)."""
-    cpus = job.num_tasks * job.cpus_per_task
+    cpus = job_cpus(job)
     if name == "cpu":
         return cpus
     if name == "node":
@@ -171,13 +172,12 @@ def job_tres(job: JobRequest, name: str) -> int:
             return job.mem_per_cpu_mb * cpus
         return max(job.mem_per_node_mb, 0) * job.min_nodes
     if name == "gres/gpu":
-        gpus = job.gpus
-        return max(gpus.total, gpus.per_node * job.min_nodes, gpus.per_task * job.num_tasks)
+        return job_gpus(job)
     return 0
 
 
 def _job_size(job: JobRequest, partition: Partition, conf: PriorityConfig, ctx: Cluster) -> float:
-    cpus = job.num_tasks * job.cpus_per_task
+    cpus = job_cpus(job)
     if ctx.nodes <= 0 or ctx.cpus <= 0:
         return 0.0
     if "SMALL_RELATIVE_TO_TIME" in conf.flags:

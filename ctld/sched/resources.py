@@ -56,9 +56,10 @@ def cpus_for(job: JobRequest, tasks: int, gpus: int = 0) -> int:
 def mem_for(job: JobRequest, cpus: int, node: Node, part: Partition, config: Config, gpus: int = 0) -> int:
     """Memory (MB) the job takes on `node` when it uses `cpus` CPUs and `gpus` GPUs there.
 
-    --mem, else --mem-per-cpu x CPUs, else --mem-per-gpu x GPUs (when it has GPUs there), else
-    DefMemPerCPU (partition, then cluster) x CPUs, else DefMemPerNode, else the whole node (Slurm
-    with CR_*_Memory and no default does the same).
+    --mem, else --mem-per-cpu x CPUs, else --mem-per-gpu x GPUs (when it has GPUs there), else the
+    partition's default (DefMemPerGPU x GPUs for a GPU job, DefMemPerCPU x CPUs), else the cluster's
+    (the same two), else DefMemPerNode, else the whole node (Slurm with CR_*_Memory and no default
+    does the same).
     """
     if job.mem_per_node_mb == MEM_WHOLE_NODE:
         return node.real_memory_mb
@@ -68,9 +69,12 @@ def mem_for(job: JobRequest, cpus: int, node: Node, part: Partition, config: Con
         return job.mem_per_cpu_mb * cpus
     if job.mem_per_gpu_mb > 0 and gpus > 0:
         return job.mem_per_gpu_mb * gpus
-    per_cpu = part.def_mem_per_cpu_mb or config.def_mem_per_cpu_mb
-    if per_cpu > 0:
-        return per_cpu * cpus
+    for per_gpu, per_cpu in ((part.def_mem_per_gpu_mb, part.def_mem_per_cpu_mb),
+                             (config.def_mem_per_gpu_mb, config.def_mem_per_cpu_mb)):
+        if per_gpu > 0 and gpus > 0:
+            return per_gpu * gpus
+        if per_cpu > 0:
+            return per_cpu * cpus
     if config.def_mem_per_node_mb > 0:
         return config.def_mem_per_node_mb
     return node.real_memory_mb
@@ -86,6 +90,22 @@ def sockets_for(node: Node, cpus: int) -> int:
     sockets = max(1, node.sockets)
     per_socket = max(1, node.cpus // sockets)
     return min(sockets, max(1, -(-cpus // per_socket)))
+
+
+def job_gpus(job: JobRequest) -> int:
+    """GPUs the job asks in all on its fewest nodes (--gpus, --gpus-per-node, --gpus-per-task,
+    --gpus-per-socket counted as one socket per node)."""
+    fewest, _ = node_count_range(job)
+    g = job.gpus
+    return g.total + (g.per_node + g.per_socket) * fewest + g.per_task * total_tasks(job, fewest)
+
+
+def job_cpus(job: JobRequest) -> int:
+    """The fewest CPUs the job needs in all: tasks x --cpus-per-task, or --cpus-per-gpu (or
+    DefCpuPerGPU, already in the request) x its GPUs when that is more. The one estimate that
+    placement, backfill, limits, priority and the simulator share."""
+    fewest, _ = node_count_range(job)
+    return cpus_for(job, total_tasks(job, fewest), job_gpus(job))
 
 
 def wants_gpus(job: JobRequest) -> bool:

@@ -5,6 +5,10 @@ ids they get (block or cyclic), with Slurm's refusals. CPUs held by other runnin
 unless the step overlaps (22.05: steps are exclusive by default, --overlap opts out); a step that
 does not fit *now* but would fit the allocation is told to retry (srun waits), one that could
 never fit is refused.
+
+Which CPUs (Slurm 22.05): without --exact a step gets *all* the job's CPUs on each of its nodes, so
+it waits until no other step holds any of them there; with --exact (implied by -c and --exclusive)
+it gets tasks x cpus-per-task of the free ones.
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ class AllocNode:
     name: str
     cpus: int
     gpus: tuple[int, ...] = ()  # the job's GPU indices on the node
+    cpu_ids: tuple[int, ...] = ()  # the job's abstract cpu ids on the node (() = 0..cpus-1)
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(sorted(self.cpu_ids)) if self.cpu_ids else tuple(range(self.cpus))
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,7 @@ class StepRequest:
     distribution: str = ""      # "block", "cyclic" ("" = block); ":..." suffixes ignored
     overlap: bool = False       # share every resource with all other steps; hold none (opt-out)
     exclusive: bool = False     # dedicated CPUs/GPUs: the 22.05 default for steps, said explicitly
+    exact: bool = False         # only tasks x cpus-per-task CPUs (else all the job's on each node)
     overcommit: bool = False
     gpus_per_node: int = 0      # --gres=gpu:N / --gpus-per-node
     gpus_total: int = 0         # --gpus (spread over the step's nodes)
@@ -53,6 +63,7 @@ class StepLayout:
     task_ids: tuple[tuple[int, ...], ...]  # global task ids per node, in node order
     cpus: tuple[int, ...]                  # CPUs the step uses per node
     distribution: str
+    cpu_ids: tuple[tuple[int, ...], ...] = ()  # which of the job's cpu ids, per node
     # GPUs the step takes per node; () on a node = no GPU request: the step sees all the job's GPUs there
     gpus: tuple[tuple[int, ...], ...] = ()
     gpus_requested: bool = False
@@ -145,20 +156,22 @@ def take_gpus(
 
 def layout_step(
     alloc: Sequence[AllocNode],
-    busy: Mapping[str, int],
+    busy: Mapping[str, frozenset[int]],
     req: StepRequest,
     busy_gpus: Mapping[str, frozenset[int]] | None = None,
 ) -> StepLayout:
-    """Choose the step's nodes and tasks; StepRefused with Slurm's words when it cannot run.
+    """Choose the step's nodes, tasks and CPUs; StepRefused with Slurm's words when it cannot run.
 
-    As in Slurm 22.05, a step gets dedicated CPUs and GPUs whether or not --exclusive is given:
-    it waits while other running steps hold them. --overlap is the opt-out: such a step ignores
-    what others hold and holds nothing itself (`busy` never counts it). The two cannot be combined.
+    `busy` holds the cpu ids other running steps hold on each node. As in Slurm 22.05, a step gets
+    dedicated CPUs and GPUs whether or not --exclusive is given: it waits while other running steps
+    hold them. --overlap is the opt-out: such a step ignores what others hold and holds nothing
+    itself (`busy` never counts it). The two cannot be combined.
     """
     if req.exclusive and req.overlap:
         raise StepRefused(EXCLUSIVE_AND_OVERLAP)
     kind = distribution_kind(req.distribution)
     cpt = max(1, req.cpus_per_task)
+    exact = req.exact or req.exclusive
     names = [a.name for a in alloc]
     if any(n not in names for n in req.nodelist):
         raise StepRefused(NODES_UNAVAILABLE)
@@ -178,7 +191,17 @@ def layout_step(
         raise StepRefused(NODES_UNAVAILABLE)
     num_tasks = req.num_tasks or want * (req.ntasks_per_node or 1)
     want = min(want, num_tasks)  # fewer tasks than nodes: one task per node, fewer nodes
-    chosen = required + [a for a in candidates if a not in required][: want - len(required)]
+    held = {} if req.overlap else busy
+
+    def free_ids(a: AllocNode) -> list[int]:
+        taken = held.get(a.name, frozenset())
+        return [c for c in a.ids if c not in taken]
+
+    def busy_now(a: AllocNode) -> bool:
+        return len(free_ids(a)) < (cpt if exact else a.cpus)
+
+    others = sorted((a for a in candidates if a not in required), key=busy_now)  # stable: idle nodes first
+    chosen = required + others[: max(0, want - len(required))]
     chosen.sort(key=lambda a: names.index(a.name))
     if req.ntasks_per_node:
         caps = [req.ntasks_per_node] * len(chosen)
@@ -187,19 +210,28 @@ def layout_step(
     else:
         caps = [max(1, a.cpus // cpt) for a in chosen]
     counts = task_counts(caps, num_tasks)
-    cpus = [c * cpt for c in counts]
-    if not req.overcommit and any(c > a.cpus for c, a in zip(cpus, chosen, strict=True)):
+    needed = [c * cpt for c in counts]
+    if not req.overcommit and any(c > a.cpus for c, a in zip(needed, chosen, strict=True)):
         raise StepRefused(TOO_MANY_CPUS)
-    if not req.overlap:
-        if any(c > a.cpus - busy.get(a.name, 0) for c, a in zip(cpus, chosen, strict=True)):
-            raise StepRefused(NODES_BUSY, retry=True)
+    cpu_ids: list[tuple[int, ...]] = []
+    for a, n in zip(chosen, needed, strict=True):
+        free = free_ids(a)
+        if not exact:
+            if len(free) < a.cpus:
+                raise StepRefused(NODES_BUSY, retry=True)
+            cpu_ids.append(a.ids)
+        else:
+            if min(n, a.cpus) > len(free):
+                raise StepRefused(NODES_BUSY, retry=True)
+            cpu_ids.append(tuple(free[: min(n, a.cpus)]))
     gpus = take_gpus(chosen, counts, busy_gpus or {}, req)
     ids = assign_task_ids(counts, kind)
     return StepLayout(
         nodes=tuple(a.name for a in chosen),
         task_ids=tuple(tuple(t) for t in ids),
-        cpus=tuple(min(c, a.cpus) for c, a in zip(cpus, chosen, strict=True)),
+        cpus=tuple(len(c) for c in cpu_ids),
         distribution=kind,
+        cpu_ids=tuple(cpu_ids),
         gpus=gpus,
         gpus_requested=bool(req.gpus_per_node or req.gpus_total or req.gpus_per_task),
     )

@@ -29,7 +29,7 @@ from ctld.sched.model import (
     Snapshot,
     Start,
 )
-from ctld.sched.resources import cpus_for, node_count_range, total_tasks
+from ctld.sched.resources import job_cpus
 from ctld.sim.swf import TraceJob
 
 FOREVER = 2**62
@@ -209,7 +209,7 @@ class Simulation:
             if job.exclusive or limits.partition_limit_reason(job, part) is not None:
                 kept.append(job)
                 continue
-            too_big = cpus_for(job, total_tasks(job, node_count_range(job)[0])) > free
+            too_big = job_cpus(job) > free
             if not too_big or not seen_too_big:
                 kept.append(job)
             seen_too_big = seen_too_big or too_big

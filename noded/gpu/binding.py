@@ -8,8 +8,9 @@ the batch step call the same code:
 
 Binding forms: "" / "none" (every GPU of the job on the node); "closest" (the GPUs whose affine
 CPUs overlap the task's CPUs, all when none do); "single:N" (each GPU shared by N consecutive
-tasks); "map_gpu:a,b,..." (task i gets GPU number list[i % len]; numbers count the job's GPUs on
-the node from 0); "per_task:N" (task i gets the i-th block of N). --gpus-per-task=N without
+tasks); "map_gpu:a,b,..." (task i gets GPU list[i % len]; "a*n" repeats; as Slurm, the numbers
+count the step's GPUs on the node from 0 when devices are constrained, else they are the GPUs'
+own indices); "per_task:N" (task i gets the i-th block of N). --gpus-per-task=N without
 --gpu-bind acts as per_task:N, as in Slurm.
 """
 
@@ -19,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from shoal.gpubind import GpuBindError, parse_gpu_bind
 
-__all__ = ["GpuBindError", "parse_gpu_bind", "task_gpus", "visible_devices"]
+__all__ = ["GpuBindError", "parse_gpu_bind", "split_cpus", "task_gpus", "visible_devices"]
 
 
 def task_gpus(
@@ -30,8 +31,12 @@ def task_gpus(
     bind: str = "",
     task_cpus: Sequence[int] = (),
     gpu_cpus: Mapping[int, Sequence[int]] | None = None,
+    map_relative: bool = True,
 ) -> list[int]:
-    """The GPU indices (minor numbers) task `local_task` of `tasks_on_node` sees on this node."""
+    """The GPU indices (minor numbers) task `local_task` of `tasks_on_node` sees on this node.
+
+    `job_gpus` are the GPUs the step uses there; map_gpu numbers are positions among them when
+    `map_relative` (devices constrained), else GPU indices (one the step lacks gives all of them)."""
     gpus = sorted(job_gpus)
     if not gpus:
         return []
@@ -46,11 +51,24 @@ def task_gpus(
         return [gpus[min(local_task // numbers[0], len(gpus) - 1)]]
     if kind == "map_gpu":
         position = numbers[local_task % len(numbers)]
+        if not map_relative:
+            return [position] if position in gpus else gpus
         return [gpus[position]] if position < len(gpus) else gpus
     if kind == "closest" and task_cpus and gpu_cpus:
         near = [g for g in gpus if set(gpu_cpus.get(g, ())) & set(task_cpus)]
         return near or gpus
     return gpus
+
+
+def split_cpus(cpus: Sequence[int], tasks: int) -> list[list[int]]:
+    """The step's CPUs on a node dealt to its tasks in consecutive blocks (what --gpu-bind=closest
+    compares with each GPU's affine CPUs); a task beyond the CPUs shares the last block."""
+    ordered = sorted(cpus)
+    if tasks <= 0 or not ordered:
+        return [[] for _ in range(max(0, tasks))]
+    per = max(1, len(ordered) // tasks)
+    blocks = [ordered[i * per : (i + 1) * per] for i in range(tasks)]
+    return [block or ordered[-per:] for block in blocks]
 
 
 def visible_devices(job_gpus: Sequence[int], seen: Sequence[int], devices_constrained: bool) -> str:

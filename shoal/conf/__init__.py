@@ -1,7 +1,7 @@
 """Slurm-syntax configuration files as typed, frozen objects; errors cite "file:line".
 
-slurm.conf (with gres.conf beside it) is here. cgroup.conf, topology.conf and slurmdbd.conf are
-later issues: they will use the same reader (shoal.conf.reader) and error type.
+slurm.conf (with gres.conf beside it, and topology.conf with TopologyPlugin=topology/tree) is here.
+cgroup.conf and slurmdbd.conf use the same reader (shoal.conf.reader) and error type.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from shoal.conf.slurm import (
     load_slurm_conf,
     parse_slurm_conf,
 )
+from shoal.conf.topology import SwitchConf, TopologyConf, load_topology_conf, parse_topology_conf
 
 __all__ = [
     "ConfigError",
@@ -33,11 +34,15 @@ __all__ = [
     "NodeConf",
     "PartitionConf",
     "SlurmConfig",
+    "SwitchConf",
+    "TopologyConf",
     "format_gres",
     "load_gres_conf",
     "load_slurm_conf",
+    "load_topology_conf",
     "parse_gres",
     "parse_gres_conf",
     "parse_gres_count",
     "parse_slurm_conf",
+    "parse_topology_conf",
 ]

@@ -24,6 +24,7 @@ from shoal.conf.keys import (
     canonical,
 )
 from shoal.conf.reader import ConfLine, parse_config_text, read_config_file
+from shoal.conf.topology import TopologyConf, load_topology_conf
 from shoal.conf.values import Values
 
 DEFAULT_PATH = "/etc/slurm/slurm.conf"
@@ -39,6 +40,9 @@ _NODE_STATES = ("UNKNOWN", "FUTURE", "CLOUD", "DOWN", "DRAIN", "FAIL", "FAILING"
 _PARTITION_STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
 _OVERSUBSCRIBE = re.compile(r"NO|EXCLUSIVE|(?:YES|FORCE)(?::\d+)?")
 _CONTROL_HOST = re.compile(r"([^()\s]+)(?:\(([^()\s]+)\))?")
+_PREEMPT_TYPES = ("preempt/none", "preempt/qos", "preempt/partition_prio")
+_PREEMPT_MODES = ("OFF", "CANCEL", "REQUEUE")
+_PREEMPT_UNSUPPORTED = ("SUSPEND", "GANG", "WITHIN", "CHECKPOINT")
 
 
 @dataclass(frozen=True)
@@ -105,9 +109,13 @@ class PartitionConf:
     root_only: bool = False
     def_mem_per_cpu: int = 0
     def_mem_per_node: int = 0
+    def_mem_per_gpu: int = 0            # DefMemPerGPU (MB)
+    def_cpu_per_gpu: int = 0            # DefCpuPerGPU
     max_mem_per_cpu: int = 0
     max_mem_per_node: int = 0
     grace_time: int = 0
+    preempt_mode: str = ""
+    """OFF, CANCEL or REQUEUE; "" = the cluster's PreemptMode."""
     tres_billing_weights: str = ""
     source: str = ""
 
@@ -137,6 +145,11 @@ class SlurmConfig:
     scheduler_type: str = "sched/backfill"
     scheduler_parameters: tuple[str, ...] = ()
     priority_type: str = "priority/basic"
+    preempt_type: str = "preempt/none"
+    preempt_mode: str = "OFF"
+    """OFF, CANCEL or REQUEUE (SUSPEND and GANG are refused at load)."""
+    preempt_exempt_time: int = 0
+    """Seconds a job runs before it may be preempted."""
     kill_wait: int = 30
     min_job_age: int = 300
     slurmd_timeout: int = 300
@@ -148,6 +161,8 @@ class SlurmConfig:
     first_job_id: int = 1
     def_mem_per_cpu: int = 0
     def_mem_per_node: int = 0
+    def_mem_per_gpu: int = 0            # DefMemPerGPU (MB)
+    def_cpu_per_gpu: int = 0            # DefCpuPerGPU
     max_mem_per_cpu: int = 0
     max_mem_per_node: int = 0
     task_plugin: str = "task/none"
@@ -168,6 +183,8 @@ class SlurmConfig:
     nodes: tuple[NodeConf, ...] = ()
     partitions: tuple[PartitionConf, ...] = ()
     gres_conf: GresConf = field(default_factory=lambda: GresConf(""))
+    topology: TopologyConf | None = None
+    """topology.conf, read when TopologyPlugin=topology/tree."""
     entries: tuple[tuple[str, str], ...] = ()
     """Every known top-level key as written (Slurm's spelling), for `scontrol show config`."""
     warnings: tuple[str, ...] = ()
@@ -210,7 +227,11 @@ def load_slurm_conf(path: str | os.PathLike[str] | None = None) -> SlurmConfig:
     name = os.fspath(path)
     gres_path = os.path.join(os.path.dirname(name), "gres.conf")
     gres_conf = load_gres_conf(gres_path) if os.path.exists(gres_path) else GresConf(gres_path)
-    return _Builder(name).build(read_config_file(name), gres_conf)
+    cfg = _Builder(name).build(read_config_file(name), gres_conf)
+    if cfg.topology_plugin != "topology/tree":
+        return cfg
+    topology = load_topology_conf(os.path.join(os.path.dirname(name), "topology.conf"), (n.name for n in cfg.nodes))
+    return replace(cfg, topology=topology, warnings=cfg.warnings + topology.warnings)
 
 
 def parse_slurm_conf(text: str, path: str = "slurm.conf", gres_conf: GresConf | None = None) -> SlurmConfig:
@@ -456,9 +477,12 @@ class _Builder:
             root_only=values.flag("RootOnly", False),
             def_mem_per_cpu=values.megabytes("DefMemPerCPU", 0),
             def_mem_per_node=values.megabytes("DefMemPerNode", 0),
+            def_mem_per_gpu=values.megabytes("DefMemPerGPU", 0),
+            def_cpu_per_gpu=values.integer("DefCpuPerGPU", 0),
             max_mem_per_cpu=values.megabytes("MaxMemPerCPU", 0),
             max_mem_per_node=values.megabytes("MaxMemPerNode", 0),
             grace_time=values.integer("GraceTime", 0),
+            preempt_mode=_preempt_mode(values, ""),
             tres_billing_weights=values.text("TRESBillingWeights", ""),
             source=source,
         )
@@ -545,6 +569,9 @@ class _Builder:
             scheduler_type=top.text("SchedulerType", "sched/backfill"),
             scheduler_parameters=top.words("SchedulerParameters"),
             priority_type=top.text("PriorityType", "priority/basic"),
+            preempt_type=_preempt_type(top),
+            preempt_mode=_preempt_mode(top, "OFF"),
+            preempt_exempt_time=_seconds(top, "PreemptExemptTime"),
             kill_wait=top.integer("KillWait", 30),
             min_job_age=top.integer("MinJobAge", 300),
             slurmd_timeout=top.integer("SlurmdTimeout", 300),
@@ -556,6 +583,8 @@ class _Builder:
             first_job_id=top.integer("FirstJobId", 1),
             def_mem_per_cpu=top.megabytes("DefMemPerCPU", 0),
             def_mem_per_node=top.megabytes("DefMemPerNode", 0),
+            def_mem_per_gpu=top.megabytes("DefMemPerGPU", 0),
+            def_cpu_per_gpu=top.integer("DefCpuPerGPU", 0),
             max_mem_per_cpu=top.megabytes("MaxMemPerCPU", 0),
             max_mem_per_node=top.megabytes("MaxMemPerNode", 0),
             task_plugin=top.text("TaskPlugin", "task/none"),
@@ -579,3 +608,37 @@ class _Builder:
             entries=tuple(self.entries),
             warnings=tuple(self.warnings) + gres_conf.warnings,
         )
+
+
+def _preempt_type(values: Values) -> str:
+    value = values.text("PreemptType", "preempt/none").lower()
+    if value not in _PREEMPT_TYPES:
+        raise values.invalid("PreemptType", "one of " + ", ".join(_PREEMPT_TYPES))
+    return value
+
+
+def _preempt_mode(values: Values, default: str) -> str:
+    """PreemptMode: OFF, CANCEL or REQUEUE; SUSPEND and GANG (gang scheduling) are refused."""
+    words = [word.upper() for word in values.words("PreemptMode")]
+    if not words:
+        return default
+    unsupported = [word for word in words if word in _PREEMPT_UNSUPPORTED]
+    if unsupported:
+        raise ConfigError(
+            f"{values.source('PreemptMode')}: PreemptMode={unsupported[0]} is not supported by shoal "
+            "(use OFF, CANCEL or REQUEUE)"
+        )
+    if len(words) != 1 or words[0] not in _PREEMPT_MODES:
+        raise values.invalid("PreemptMode", "OFF, CANCEL or REQUEUE")
+    return words[0]
+
+
+def _seconds(values: Values, key: str) -> int:
+    """A time in Slurm's time-limit formats, in seconds (-1/UNLIMITED/unset: 0)."""
+    value = values.text(key, "")
+    if not value:
+        return 0
+    try:
+        return max(0, timefmt.parse_time_seconds(value))
+    except ValueError:
+        raise values.invalid(key, "a time such as 10:00 or 1-0") from None

@@ -381,6 +381,7 @@ class Association(_message.Message):
     QOS_FIELD_NUMBER: _builtins.int
     DEFAULT_QOS_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
+    MAX_BORROW_TRES_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     cluster: _builtins.str
     account: _builtins.str
@@ -400,6 +401,8 @@ class Association(_message.Message):
     max_wall_min: _builtins.int
     default_qos: _builtins.str
     priority: _builtins.int
+    max_borrow_tres: _builtins.str
+    """MaxBorrowTRES (beyond Slurm): "gres/gpu=4"; "" = no borrowing"""
     @_builtins.property
     def qos(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -422,10 +425,11 @@ class Association(_message.Message):
         qos: _abc.Iterable[_builtins.str] | None = ...,
         default_qos: _builtins.str = ...,
         priority: _builtins.int = ...,
+        max_borrow_tres: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "cluster", b"cluster", "default_qos", b"default_qos", "grp_jobs", b"grp_jobs", "grp_submit_jobs", b"grp_submit_jobs", "grp_tres", b"grp_tres", "id", b"id", "max_jobs", b"max_jobs", "max_submit_jobs", b"max_submit_jobs", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "parent", b"parent", "partition", b"partition", "priority", b"priority", "qos", b"qos", "shares", b"shares", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "cluster", b"cluster", "default_qos", b"default_qos", "grp_jobs", b"grp_jobs", "grp_submit_jobs", b"grp_submit_jobs", "grp_tres", b"grp_tres", "id", b"id", "max_borrow_tres", b"max_borrow_tres", "max_jobs", b"max_jobs", "max_submit_jobs", b"max_submit_jobs", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "parent", b"parent", "partition", b"partition", "priority", b"priority", "qos", b"qos", "shares", b"shares", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -177,6 +177,7 @@ class NodeInfo(_message.Message):
     COMPLETING_FIELD_NUMBER: _builtins.int
     TMP_DISK_MB_FIELD_NUMBER: _builtins.int
     REASON_USER_FIELD_NUMBER: _builtins.int
+    MAINT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     addr: _builtins.str
     hostname: _builtins.str
@@ -214,6 +215,8 @@ class NodeInfo(_message.Message):
     completing: _builtins.bool
     tmp_disk_mb: _builtins.int
     reason_user: _builtins.str
+    maint: _builtins.bool
+    """in an active MAINT reservation (IDLE+MAINTENANCE+RESERVED, sinfo "maint")"""
     @_builtins.property
     def features(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -259,10 +262,11 @@ class NodeInfo(_message.Message):
         completing: _builtins.bool = ...,
         tmp_disk_mb: _builtins.int = ...,
         reason_user: _builtins.str = ...,
+        maint: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hardware", b"hardware"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "alloc_cpus", b"alloc_cpus", "alloc_gpus", b"alloc_gpus", "alloc_mem_mb", b"alloc_mem_mb", "base_state", b"base_state", "boards", b"boards", "boot_time", b"boot_time", "completing", b"completing", "cores_per_socket", b"cores_per_socket", "cpus", b"cpus", "drain", b"drain", "features", b"features", "gres", b"gres", "gres_used", b"gres_used", "hardware", b"hardware", "hostname", b"hostname", "last_busy_time", b"last_busy_time", "name", b"name", "noded_start_time", b"noded_start_time", "not_responding", b"not_responding", "partitions", b"partitions", "port", b"port", "real_memory_mb", b"real_memory_mb", "reason", b"reason", "reason_time", b"reason_time", "reason_uid", b"reason_uid", "reason_user", b"reason_user", "sockets", b"sockets", "state", b"state", "threads_per_core", b"threads_per_core", "tmp_disk_mb", b"tmp_disk_mb", "total_gpus", b"total_gpus", "version", b"version", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "alloc_cpus", b"alloc_cpus", "alloc_gpus", b"alloc_gpus", "alloc_mem_mb", b"alloc_mem_mb", "base_state", b"base_state", "boards", b"boards", "boot_time", b"boot_time", "completing", b"completing", "cores_per_socket", b"cores_per_socket", "cpus", b"cpus", "drain", b"drain", "features", b"features", "gres", b"gres", "gres_used", b"gres_used", "hardware", b"hardware", "hostname", b"hostname", "last_busy_time", b"last_busy_time", "maint", b"maint", "name", b"name", "noded_start_time", b"noded_start_time", "not_responding", b"not_responding", "partitions", b"partitions", "port", b"port", "real_memory_mb", b"real_memory_mb", "reason", b"reason", "reason_time", b"reason_time", "reason_uid", b"reason_uid", "reason_user", b"reason_user", "sockets", b"sockets", "state", b"state", "threads_per_core", b"threads_per_core", "tmp_disk_mb", b"tmp_disk_mb", "total_gpus", b"total_gpus", "version", b"version", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -292,6 +296,11 @@ class PartitionInfo(_message.Message):
     ALLOW_QOS_FIELD_NUMBER: _builtins.int
     DEF_MEM_PER_CPU_MB_FIELD_NUMBER: _builtins.int
     MAX_MEM_PER_CPU_MB_FIELD_NUMBER: _builtins.int
+    EXCLUSIVE_USER_FIELD_NUMBER: _builtins.int
+    ROOT_ONLY_FIELD_NUMBER: _builtins.int
+    DENY_QOS_FIELD_NUMBER: _builtins.int
+    PREEMPT_MODE_FIELD_NUMBER: _builtins.int
+    GRACE_TIME_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     nodes: _builtins.str
     """hostlist"""
@@ -319,6 +328,13 @@ class PartitionInfo(_message.Message):
     allow_qos: _builtins.str
     def_mem_per_cpu_mb: _builtins.int
     max_mem_per_cpu_mb: _builtins.int
+    exclusive_user: _builtins.bool
+    root_only: _builtins.bool
+    deny_qos: _builtins.str
+    preempt_mode: _builtins.str
+    """OFF, CANCEL, REQUEUE: the partition's, else the cluster's"""
+    grace_time: _builtins.int
+    """seconds (preempt/partition_prio)"""
     def __init__(
         self,
         *,
@@ -342,10 +358,15 @@ class PartitionInfo(_message.Message):
         allow_qos: _builtins.str = ...,
         def_mem_per_cpu_mb: _builtins.int = ...,
         max_mem_per_cpu_mb: _builtins.int = ...,
+        exclusive_user: _builtins.bool = ...,
+        root_only: _builtins.bool = ...,
+        deny_qos: _builtins.str = ...,
+        preempt_mode: _builtins.str = ...,
+        grace_time: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_accounts", b"allow_accounts", "allow_groups", b"allow_groups", "allow_qos", b"allow_qos", "def_mem_per_cpu_mb", b"def_mem_per_cpu_mb", "default_time_min", b"default_time_min", "deny_accounts", b"deny_accounts", "hidden", b"hidden", "is_default", b"is_default", "max_mem_per_cpu_mb", b"max_mem_per_cpu_mb", "max_nodes", b"max_nodes", "max_time_min", b"max_time_min", "min_nodes", b"min_nodes", "name", b"name", "nodes", b"nodes", "oversubscribe", b"oversubscribe", "priority_job_factor", b"priority_job_factor", "priority_tier", b"priority_tier", "state", b"state", "total_cpus", b"total_cpus", "total_nodes", b"total_nodes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_accounts", b"allow_accounts", "allow_groups", b"allow_groups", "allow_qos", b"allow_qos", "def_mem_per_cpu_mb", b"def_mem_per_cpu_mb", "default_time_min", b"default_time_min", "deny_accounts", b"deny_accounts", "deny_qos", b"deny_qos", "exclusive_user", b"exclusive_user", "grace_time", b"grace_time", "hidden", b"hidden", "is_default", b"is_default", "max_mem_per_cpu_mb", b"max_mem_per_cpu_mb", "max_nodes", b"max_nodes", "max_time_min", b"max_time_min", "min_nodes", b"min_nodes", "name", b"name", "nodes", b"nodes", "oversubscribe", b"oversubscribe", "preempt_mode", b"preempt_mode", "priority_job_factor", b"priority_job_factor", "priority_tier", b"priority_tier", "root_only", b"root_only", "state", b"state", "total_cpus", b"total_cpus", "total_nodes", b"total_nodes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -56,6 +56,7 @@ class SubmitJobResponse(_message.Message):
     TEST_CPUS_FIELD_NUMBER: _builtins.int
     TEST_NODES_FIELD_NUMBER: _builtins.int
     TEST_PARTITION_FIELD_NUMBER: _builtins.int
+    PENDING_NOTE_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     user_message: _builtins.str
     """extra text for the user (sbatch prints it)"""
@@ -64,6 +65,10 @@ class SubmitJobResponse(_message.Message):
     test_cpus: _builtins.int
     test_nodes: _builtins.str
     test_partition: _builtins.str
+    pending_note: _builtins.str
+    """The job pends because it exceeds its partition's size ("Requested partition configuration not
+    available now"); srun and salloc print it, sbatch does not (as Slurm).
+    """
     def __init__(
         self,
         *,
@@ -73,10 +78,11 @@ class SubmitJobResponse(_message.Message):
         test_cpus: _builtins.int = ...,
         test_nodes: _builtins.str = ...,
         test_partition: _builtins.str = ...,
+        pending_note: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "test_cpus", b"test_cpus", "test_nodes", b"test_nodes", "test_partition", b"test_partition", "test_start_time", b"test_start_time", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "pending_note", b"pending_note", "test_cpus", b"test_cpus", "test_nodes", b"test_nodes", "test_partition", b"test_partition", "test_start_time", b"test_start_time", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -90,8 +96,11 @@ class GetJobsRequest(_message.Message):
     JOB_ID_STRS_FIELD_NUMBER: _builtins.int
     INCLUDE_FINISHED_FIELD_NUMBER: _builtins.int
     USER_IDS_FIELD_NUMBER: _builtins.int
+    SHOW_ALL_FIELD_NUMBER: _builtins.int
     include_finished: _builtins.bool
-    """also jobs kept by MinJobAge (always on; kept for -t all)"""
+    """also finished jobs kept by MinJobAge (always when jobs are named)"""
+    show_all: _builtins.bool
+    """also jobs of Hidden partitions (squeue -a)"""
     @_builtins.property
     def job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """empty = all (array ids match every task)"""
@@ -109,10 +118,11 @@ class GetJobsRequest(_message.Message):
         job_id_strs: _abc.Iterable[_builtins.str] | None = ...,
         include_finished: _builtins.bool = ...,
         user_ids: _abc.Iterable[_builtins.int] | None = ...,
+        show_all: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "job_id_strs", b"job_id_strs", "job_ids", b"job_ids", "user_ids", b"user_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "job_id_strs", b"job_id_strs", "job_ids", b"job_ids", "show_all", b"show_all", "user_ids", b"user_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -249,11 +259,16 @@ class GetConfigResponse(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
     CLUSTER_NAME_FIELD_NUMBER: _builtins.int
+    SWITCHES_FIELD_NUMBER: _builtins.int
     now: _builtins.int
     cluster_name: _builtins.str
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.KeyValue]:
         """in Slurm's `scontrol show config` order and spelling"""
+
+    @_builtins.property
+    def switches(self) -> _containers.RepeatedCompositeFieldContainer[Global___SwitchInfo]:
+        """topology/tree, for `scontrol show topology`"""
 
     def __init__(
         self,
@@ -261,14 +276,48 @@ class GetConfigResponse(_message.Message):
         entries: _abc.Iterable[_common_pb2.KeyValue] | None = ...,
         now: _builtins.int = ...,
         cluster_name: _builtins.str = ...,
+        switches: _abc.Iterable[Global___SwitchInfo] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "entries", b"entries", "now", b"now"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "entries", b"entries", "now", b"now", "switches", b"switches"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetConfigResponse: _TypeAlias = GetConfigResponse  # noqa: Y015
+
+@_typing.final
+class SwitchInfo(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    LEVEL_FIELD_NUMBER: _builtins.int
+    LINK_SPEED_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    SWITCHES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    level: _builtins.int
+    link_speed: _builtins.int
+    nodes: _builtins.str
+    """hostlist of every node below"""
+    switches: _builtins.str
+    """hostlist of the child switches ("" for a leaf)"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        level: _builtins.int = ...,
+        link_speed: _builtins.int = ...,
+        nodes: _builtins.str = ...,
+        switches: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["level", b"level", "link_speed", b"link_speed", "name", b"name", "nodes", b"nodes", "switches", b"switches"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SwitchInfo: _TypeAlias = SwitchInfo  # noqa: Y015
 
 @_typing.final
 class SignalJobsRequest(_message.Message):
@@ -664,6 +713,7 @@ class CreateStepRequest(_message.Message):
     GPUS_FIELD_NUMBER: _builtins.int
     GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
     GPUS_PER_TASK_FIELD_NUMBER: _builtins.int
+    EXACT_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     min_nodes: _builtins.int
     """0 = not given"""
@@ -690,6 +740,8 @@ class CreateStepRequest(_message.Message):
     """--gpus ("[type:]n", the whole step)"""
     gpus_per_node: _builtins.str
     gpus_per_task: _builtins.str
+    exact: _builtins.bool
+    """--exact (or -c, --exclusive): only the CPUs asked; else all the job's on each node"""
     @_builtins.property
     def launch(self) -> _jobs_pb2.StepLaunch: ...
     def __init__(
@@ -713,10 +765,11 @@ class CreateStepRequest(_message.Message):
         gpus: _builtins.str = ...,
         gpus_per_node: _builtins.str = ...,
         gpus_per_task: _builtins.str = ...,
+        exact: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exact", b"exact", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1116,3 +1169,237 @@ class GetSharesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetSharesResponse: _TypeAlias = GetSharesResponse  # noqa: Y015
+
+@_typing.final
+class ReservationInfo(_message.Message):
+    """An advance reservation as ctld keeps it (and saves it in its state store)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    FLAGS_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    CORE_CNT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    start_time: _builtins.int
+    end_time: _builtins.int
+    partition: _builtins.str
+    core_cnt: _builtins.int
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def flags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """MAINT, FLEX, IGNORE_JOBS, DAILY ...; SPEC_NODES when Nodes= named them"""
+
+    @_builtins.property
+    def users(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        start_time: _builtins.int = ...,
+        end_time: _builtins.int = ...,
+        nodes: _abc.Iterable[_builtins.str] | None = ...,
+        partition: _builtins.str = ...,
+        flags: _abc.Iterable[_builtins.str] | None = ...,
+        users: _abc.Iterable[_builtins.str] | None = ...,
+        accounts: _abc.Iterable[_builtins.str] | None = ...,
+        core_cnt: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "core_cnt", b"core_cnt", "end_time", b"end_time", "flags", b"flags", "name", b"name", "nodes", b"nodes", "partition", b"partition", "start_time", b"start_time", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReservationInfo: _TypeAlias = ReservationInfo  # noqa: Y015
+
+@_typing.final
+class ListChange(_message.Message):
+    """Users=, Users+=, Users-= (and the same for Accounts and Flags)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GIVEN_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    given: _builtins.bool
+    op: _builtins.str
+    """"" = set, "+" = add, "-" = remove"""
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        given: _builtins.bool = ...,
+        op: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["given", b"given", "op", b"op", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListChange: _TypeAlias = ListChange  # noqa: Y015
+
+@_typing.final
+class ReservationRequest(_message.Message):
+    """scontrol create/update reservation, times already parsed by the command (Slurm's client does too)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    DURATION_MIN_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    NODE_CNT_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    FLAGS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    start_time: _builtins.int
+    """0 = not given"""
+    end_time: _builtins.int
+    """0 = not given"""
+    duration_min: _builtins.int
+    """-1 = not given, -2 = UNLIMITED"""
+    nodes: _builtins.str
+    """hostlist or ALL; "" = not given"""
+    node_cnt: _builtins.int
+    """0 = not given"""
+    partition: _builtins.str
+    @_builtins.property
+    def users(self) -> Global___ListChange: ...
+    @_builtins.property
+    def accounts(self) -> Global___ListChange: ...
+    @_builtins.property
+    def flags(self) -> Global___ListChange: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        start_time: _builtins.int = ...,
+        end_time: _builtins.int = ...,
+        duration_min: _builtins.int = ...,
+        nodes: _builtins.str = ...,
+        node_cnt: _builtins.int = ...,
+        partition: _builtins.str = ...,
+        users: Global___ListChange | None = ...,
+        accounts: Global___ListChange | None = ...,
+        flags: Global___ListChange | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "flags", b"flags", "users", b"users"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "duration_min", b"duration_min", "end_time", b"end_time", "flags", b"flags", "name", b"name", "node_cnt", b"node_cnt", "nodes", b"nodes", "partition", b"partition", "start_time", b"start_time", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReservationRequest: _TypeAlias = ReservationRequest  # noqa: Y015
+
+@_typing.final
+class ReservationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReservationResponse: _TypeAlias = ReservationResponse  # noqa: Y015
+
+@_typing.final
+class DeleteReservationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteReservationRequest: _TypeAlias = DeleteReservationRequest  # noqa: Y015
+
+@_typing.final
+class DeleteReservationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteReservationResponse: _TypeAlias = DeleteReservationResponse  # noqa: Y015
+
+@_typing.final
+class GetReservationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """empty = all"""
+
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReservationsRequest: _TypeAlias = GetReservationsRequest  # noqa: Y015
+
+@_typing.final
+class GetReservationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESERVATIONS_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    now: _builtins.int
+    @_builtins.property
+    def reservations(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReservationInfo]: ...
+    def __init__(
+        self,
+        *,
+        reservations: _abc.Iterable[Global___ReservationInfo] | None = ...,
+        now: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["now", b"now", "reservations", b"reservations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReservationsResponse: _TypeAlias = GetReservationsResponse  # noqa: Y015

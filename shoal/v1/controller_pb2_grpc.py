@@ -119,6 +119,26 @@ class ControllerStub:
                 request_serializer=shoal_dot_v1_dot_controller__pb2.GetSharesRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.GetSharesResponse.FromString,
                 _registered_method=True)
+        self.CreateReservation = channel.unary_unary(
+                '/shoal.v1.Controller/CreateReservation',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.ReservationRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.ReservationResponse.FromString,
+                _registered_method=True)
+        self.UpdateReservation = channel.unary_unary(
+                '/shoal.v1.Controller/UpdateReservation',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.ReservationRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.ReservationResponse.FromString,
+                _registered_method=True)
+        self.DeleteReservation = channel.unary_unary(
+                '/shoal.v1.Controller/DeleteReservation',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.DeleteReservationRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.DeleteReservationResponse.FromString,
+                _registered_method=True)
+        self.GetReservations = channel.unary_unary(
+                '/shoal.v1.Controller/GetReservations',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.GetReservationsRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.GetReservationsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -230,6 +250,31 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateReservation(self, request, context):
+        """advance reservations (scontrol create/update/delete/show reservation, sinfo -T)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateReservation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteReservation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetReservations(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -317,6 +362,26 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.GetShares,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.GetSharesRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.GetSharesResponse.SerializeToString,
+            ),
+            'CreateReservation': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateReservation,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.ReservationRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.ReservationResponse.SerializeToString,
+            ),
+            'UpdateReservation': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateReservation,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.ReservationRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.ReservationResponse.SerializeToString,
+            ),
+            'DeleteReservation': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteReservation,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.DeleteReservationRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.DeleteReservationResponse.SerializeToString,
+            ),
+            'GetReservations': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReservations,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.GetReservationsRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.GetReservationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -778,6 +843,114 @@ class Controller:
             '/shoal.v1.Controller/GetShares',
             shoal_dot_v1_dot_controller__pb2.GetSharesRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.GetSharesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateReservation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/CreateReservation',
+            shoal_dot_v1_dot_controller__pb2.ReservationRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.ReservationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateReservation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/UpdateReservation',
+            shoal_dot_v1_dot_controller__pb2.ReservationRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.ReservationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteReservation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/DeleteReservation',
+            shoal_dot_v1_dot_controller__pb2.DeleteReservationRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.DeleteReservationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReservations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/GetReservations',
+            shoal_dot_v1_dot_controller__pb2.GetReservationsRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.GetReservationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

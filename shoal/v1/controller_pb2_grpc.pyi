@@ -54,6 +54,11 @@ class ControllerStub:
     GetPriorities: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetPrioritiesRequest, _controller_pb2.GetPrioritiesResponse]
     """sprio, sshare"""
     GetShares: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetSharesRequest, _controller_pb2.GetSharesResponse]
+    CreateReservation: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ReservationRequest, _controller_pb2.ReservationResponse]
+    """advance reservations (scontrol create/update/delete/show reservation, sinfo -T)"""
+    UpdateReservation: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ReservationRequest, _controller_pb2.ReservationResponse]
+    DeleteReservation: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DeleteReservationRequest, _controller_pb2.DeleteReservationResponse]
+    GetReservations: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetReservationsRequest, _controller_pb2.GetReservationsResponse]
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -79,6 +84,11 @@ class ControllerAsyncStub(ControllerStub):
     GetPriorities: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetPrioritiesRequest, _controller_pb2.GetPrioritiesResponse]  # type: ignore[assignment]
     """sprio, sshare"""
     GetShares: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetSharesRequest, _controller_pb2.GetSharesResponse]  # type: ignore[assignment]
+    CreateReservation: _aio.UnaryUnaryMultiCallable[_controller_pb2.ReservationRequest, _controller_pb2.ReservationResponse]  # type: ignore[assignment]
+    """advance reservations (scontrol create/update/delete/show reservation, sinfo -T)"""
+    UpdateReservation: _aio.UnaryUnaryMultiCallable[_controller_pb2.ReservationRequest, _controller_pb2.ReservationResponse]  # type: ignore[assignment]
+    DeleteReservation: _aio.UnaryUnaryMultiCallable[_controller_pb2.DeleteReservationRequest, _controller_pb2.DeleteReservationResponse]  # type: ignore[assignment]
+    GetReservations: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetReservationsRequest, _controller_pb2.GetReservationsResponse]  # type: ignore[assignment]
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -203,5 +213,34 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.GetSharesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.GetSharesResponse, _abc.Awaitable[_controller_pb2.GetSharesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreateReservation(
+        self,
+        request: _controller_pb2.ReservationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ReservationResponse, _abc.Awaitable[_controller_pb2.ReservationResponse]]:
+        """advance reservations (scontrol create/update/delete/show reservation, sinfo -T)"""
+
+    @_abc_1.abstractmethod
+    def UpdateReservation(
+        self,
+        request: _controller_pb2.ReservationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ReservationResponse, _abc.Awaitable[_controller_pb2.ReservationResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteReservation(
+        self,
+        request: _controller_pb2.DeleteReservationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.DeleteReservationResponse, _abc.Awaitable[_controller_pb2.DeleteReservationResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetReservations(
+        self,
+        request: _controller_pb2.GetReservationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetReservationsResponse, _abc.Awaitable[_controller_pb2.GetReservationsResponse]]: ...
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -146,6 +146,8 @@ class JobSpec(_message.Message):
     MEM_WHOLE_NODE_FIELD_NUMBER: _builtins.int
     GPU_BIND_FIELD_NUMBER: _builtins.int
     GPUS_PER_SOCKET_FIELD_NUMBER: _builtins.int
+    SWITCHES_FIELD_NUMBER: _builtins.int
+    SWITCH_WAIT_S_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     script: _builtins.bytes
     """batch script text (stored at submit)"""
@@ -236,6 +238,10 @@ class JobSpec(_message.Message):
     """--gpu-bind as given ("closest", "single:1", "map_gpu:0,1", "per_task:1")"""
     gpus_per_socket: _builtins.str
     """--gpus-per-socket ("[type:]n")"""
+    switches: _builtins.int
+    """--switches=N: at most N leaf switches (0 = any)"""
+    switch_wait_s: _builtins.int
+    """--switches=N@time: seconds to wait for them (-1 = max_switch_wait)"""
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """arguments after the script"""
@@ -307,10 +313,12 @@ class JobSpec(_message.Message):
         mem_whole_node: _builtins.bool = ...,
         gpu_bind: _builtins.str = ...,
         gpus_per_socket: _builtins.str = ...,
+        switches: _builtins.int = ...,
+        switch_wait_s: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "argv", b"argv", "array", b"array", "batch", b"batch", "begin_time", b"begin_time", "command", b"command", "comment", b"comment", "constraint", b"constraint", "contiguous", b"contiguous", "cpus_per_gpu", b"cpus_per_gpu", "cpus_per_task", b"cpus_per_task", "deadline", b"deadline", "dependency", b"dependency", "environment", b"environment", "exclude", b"exclude", "exclusive", b"exclusive", "export_spec", b"export_spec", "gpu_bind", b"gpu_bind", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_socket", b"gpus_per_socket", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "hold", b"hold", "kill_on_invalid_dep", b"kill_on_invalid_dep", "licenses", b"licenses", "mail_type", b"mail_type", "mail_user", b"mail_user", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_gpu_mb", b"mem_per_gpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "mem_whole_node", b"mem_whole_node", "min_nodes", b"min_nodes", "name", b"name", "nice", b"nice", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "open_mode", b"open_mode", "overcommit", b"overcommit", "partition", b"partition", "qos", b"qos", "requeue", b"requeue", "reservation", b"reservation", "script", b"script", "signal_batch_only", b"signal_batch_only", "signal_num", b"signal_num", "signal_secs", b"signal_secs", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "submit_dir", b"submit_dir", "submit_host", b"submit_host", "threads_per_core", b"threads_per_core", "time_limit_min", b"time_limit_min", "time_min_min", b"time_min_min", "wait", b"wait", "wckey", b"wckey", "work_dir", b"work_dir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "argv", b"argv", "array", b"array", "batch", b"batch", "begin_time", b"begin_time", "command", b"command", "comment", b"comment", "constraint", b"constraint", "contiguous", b"contiguous", "cpus_per_gpu", b"cpus_per_gpu", "cpus_per_task", b"cpus_per_task", "deadline", b"deadline", "dependency", b"dependency", "environment", b"environment", "exclude", b"exclude", "exclusive", b"exclusive", "export_spec", b"export_spec", "gpu_bind", b"gpu_bind", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_socket", b"gpus_per_socket", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "hold", b"hold", "kill_on_invalid_dep", b"kill_on_invalid_dep", "licenses", b"licenses", "mail_type", b"mail_type", "mail_user", b"mail_user", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_gpu_mb", b"mem_per_gpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "mem_whole_node", b"mem_whole_node", "min_nodes", b"min_nodes", "name", b"name", "nice", b"nice", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "open_mode", b"open_mode", "overcommit", b"overcommit", "partition", b"partition", "qos", b"qos", "requeue", b"requeue", "reservation", b"reservation", "script", b"script", "signal_batch_only", b"signal_batch_only", "signal_num", b"signal_num", "signal_secs", b"signal_secs", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "submit_dir", b"submit_dir", "submit_host", b"submit_host", "switch_wait_s", b"switch_wait_s", "switches", b"switches", "threads_per_core", b"threads_per_core", "time_limit_min", b"time_limit_min", "time_min_min", b"time_min_min", "wait", b"wait", "wckey", b"wckey", "work_dir", b"work_dir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -430,6 +438,7 @@ class JobInfo(_message.Message):
     MAX_NODES_REQ_FIELD_NUMBER: _builtins.int
     BATCH_USAGE_FIELD_NUMBER: _builtins.int
     PRIORITY_SET_FIELD_NUMBER: _builtins.int
+    PREEMPT_ELIGIBLE_TIME_FIELD_NUMBER: _builtins.int
     STEPS_FIELD_NUMBER: _builtins.int
     NEXT_STEP_ID_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
@@ -524,6 +533,8 @@ class JobInfo(_message.Message):
     """scheduling policy (issue 6)
     an admin set Priority=: the scheduler keeps that value
     """
+    preempt_eligible_time: _builtins.int
+    """start + PreemptExemptTime while preemption is on (0 = off)"""
     next_step_id: _builtins.int
     @_builtins.property
     def spec(self) -> Global___JobSpec: ...
@@ -609,12 +620,13 @@ class JobInfo(_message.Message):
         max_nodes_req: _builtins.int = ...,
         batch_usage: Global___Usage | None = ...,
         priority_set: _builtins.bool = ...,
+        preempt_eligible_time: _builtins.int = ...,
         steps: _abc.Iterable[Global___JobStep] | None = ...,
         next_step_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["batch_usage", b"batch_usage", "spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "accrue_time", b"accrue_time", "alloc_node_sid", b"alloc_node_sid", "allocation", b"allocation", "array_job_id", b"array_job_id", "array_max_tasks", b"array_max_tasks", "array_task_id", b"array_task_id", "array_task_str", b"array_task_str", "batch_flag", b"batch_flag", "batch_host", b"batch_host", "batch_usage", b"batch_usage", "cancelled_by", b"cancelled_by", "cancelled_by_uid", b"cancelled_by_uid", "derived_exit_code", b"derived_exit_code", "derived_exit_signal", b"derived_exit_signal", "eligible_time", b"eligible_time", "end_time", b"end_time", "exc_nodes", b"exc_nodes", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "final_state", b"final_state", "group_id", b"group_id", "group_name", b"group_name", "held", b"held", "held_by_admin", b"held_by_admin", "job_id", b"job_id", "last_sched_eval", b"last_sched_eval", "launch_node_ip", b"launch_node_ip", "max_nodes_req", b"max_nodes_req", "mem_mb", b"mem_mb", "min_cpus_node", b"min_cpus_node", "min_memory_cpu_mb", b"min_memory_cpu_mb", "min_memory_node_mb", b"min_memory_node_mb", "min_nodes_req", b"min_nodes_req", "next_step_id", b"next_step_id", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "oversubscribe", b"oversubscribe", "partition", b"partition", "preempt_time", b"preempt_time", "priority", b"priority", "priority_set", b"priority_set", "qos", b"qos", "req_nodes", b"req_nodes", "requeue", b"requeue", "restarts", b"restarts", "sched_nodes", b"sched_nodes", "spec", b"spec", "start_time", b"start_time", "state", b"state", "state_reason", b"state_reason", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "steps", b"steps", "submit_time", b"submit_time", "suspend_time", b"suspend_time", "time_limit_min", b"time_limit_min", "tres_alloc", b"tres_alloc", "tres_per_node", b"tres_per_node", "tres_req", b"tres_req", "user_id", b"user_id", "user_name", b"user_name", "warn_signal_sent", b"warn_signal_sent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "accrue_time", b"accrue_time", "alloc_node_sid", b"alloc_node_sid", "allocation", b"allocation", "array_job_id", b"array_job_id", "array_max_tasks", b"array_max_tasks", "array_task_id", b"array_task_id", "array_task_str", b"array_task_str", "batch_flag", b"batch_flag", "batch_host", b"batch_host", "batch_usage", b"batch_usage", "cancelled_by", b"cancelled_by", "cancelled_by_uid", b"cancelled_by_uid", "derived_exit_code", b"derived_exit_code", "derived_exit_signal", b"derived_exit_signal", "eligible_time", b"eligible_time", "end_time", b"end_time", "exc_nodes", b"exc_nodes", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "final_state", b"final_state", "group_id", b"group_id", "group_name", b"group_name", "held", b"held", "held_by_admin", b"held_by_admin", "job_id", b"job_id", "last_sched_eval", b"last_sched_eval", "launch_node_ip", b"launch_node_ip", "max_nodes_req", b"max_nodes_req", "mem_mb", b"mem_mb", "min_cpus_node", b"min_cpus_node", "min_memory_cpu_mb", b"min_memory_cpu_mb", "min_memory_node_mb", b"min_memory_node_mb", "min_nodes_req", b"min_nodes_req", "next_step_id", b"next_step_id", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "oversubscribe", b"oversubscribe", "partition", b"partition", "preempt_eligible_time", b"preempt_eligible_time", "preempt_time", b"preempt_time", "priority", b"priority", "priority_set", b"priority_set", "qos", b"qos", "req_nodes", b"req_nodes", "requeue", b"requeue", "restarts", b"restarts", "sched_nodes", b"sched_nodes", "spec", b"spec", "start_time", b"start_time", "state", b"state", "state_reason", b"state_reason", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "steps", b"steps", "submit_time", b"submit_time", "suspend_time", b"suspend_time", "time_limit_min", b"time_limit_min", "tres_alloc", b"tres_alloc", "tres_per_node", b"tres_per_node", "tres_req", b"tres_req", "user_id", b"user_id", "user_name", b"user_name", "warn_signal_sent", b"warn_signal_sent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -760,6 +772,7 @@ class StepNode(_message.Message):
     TASK_IDS_FIELD_NUMBER: _builtins.int
     CPUS_FIELD_NUMBER: _builtins.int
     GPU_INDICES_FIELD_NUMBER: _builtins.int
+    CPU_IDS_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     addr: _builtins.str
     """NodeAddr (MASTER_ADDR for the first node)"""
@@ -770,6 +783,10 @@ class StepNode(_message.Message):
     def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """the job's GPUs on this node that the step uses"""
 
+    @_builtins.property
+    def cpu_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the job's abstract cpu ids on this node that the step uses"""
+
     def __init__(
         self,
         *,
@@ -778,10 +795,11 @@ class StepNode(_message.Message):
         task_ids: _abc.Iterable[_builtins.int] | None = ...,
         cpus: _builtins.int = ...,
         gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
+        cpu_ids: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "cpus", b"cpus", "gpu_indices", b"gpu_indices", "node", b"node", "task_ids", b"task_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "cpu_ids", b"cpu_ids", "cpus", b"cpus", "gpu_indices", b"gpu_indices", "node", b"node", "task_ids", b"task_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

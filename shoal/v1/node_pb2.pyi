@@ -68,6 +68,8 @@ class LaunchBatchRequest(_message.Message):
     CTLD_ADDR_FIELD_NUMBER: _builtins.int
     KILL_WAIT_FIELD_NUMBER: _builtins.int
     SLURM_CONF_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_ADDR_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_ADDR_PATTERN_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     """which emulated node"""
     cluster_name: _builtins.str
@@ -77,6 +79,10 @@ class LaunchBatchRequest(_message.Message):
     """seconds between SIGTERM and SIGKILL"""
     slurm_conf: _builtins.str
     """SLURM_CONF as the job should see it"""
+    topology_addr: _builtins.str
+    """SLURM_TOPOLOGY_ADDR of the batch host ("" = its name)"""
+    topology_addr_pattern: _builtins.str
+    """SLURM_TOPOLOGY_ADDR_PATTERN ("" = "node")"""
     @_builtins.property
     def job(self) -> _jobs_pb2.JobInfo:
         """the whole job (allocation included)"""
@@ -93,10 +99,12 @@ class LaunchBatchRequest(_message.Message):
         ctld_addr: _builtins.str = ...,
         kill_wait: _builtins.int = ...,
         slurm_conf: _builtins.str = ...,
+        topology_addr: _builtins.str = ...,
+        topology_addr_pattern: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential", "job", b"job"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "credential", b"credential", "ctld_addr", b"ctld_addr", "job", b"job", "kill_wait", b"kill_wait", "node", b"node", "slurm_conf", b"slurm_conf"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "credential", b"credential", "ctld_addr", b"ctld_addr", "job", b"job", "kill_wait", b"kill_wait", "node", b"node", "slurm_conf", b"slurm_conf", "topology_addr", b"topology_addr", "topology_addr_pattern", b"topology_addr_pattern"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -265,11 +273,17 @@ class LaunchTasksRequest(_message.Message):
     CTLD_ADDR_FIELD_NUMBER: _builtins.int
     KILL_WAIT_FIELD_NUMBER: _builtins.int
     SLURM_CONF_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_ADDR_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_ADDR_PATTERN_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     cluster_name: _builtins.str
     ctld_addr: _builtins.str
     kill_wait: _builtins.int
     slurm_conf: _builtins.str
+    topology_addr: _builtins.str
+    """SLURM_TOPOLOGY_ADDR of this node ("" = its name)"""
+    topology_addr_pattern: _builtins.str
+    """SLURM_TOPOLOGY_ADDR_PATTERN ("" = "node")"""
     @_builtins.property
     def job(self) -> _jobs_pb2.JobInfo: ...
     @_builtins.property
@@ -291,10 +305,12 @@ class LaunchTasksRequest(_message.Message):
         ctld_addr: _builtins.str = ...,
         kill_wait: _builtins.int = ...,
         slurm_conf: _builtins.str = ...,
+        topology_addr: _builtins.str = ...,
+        topology_addr_pattern: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential", "job", b"job", "step", b"step"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "credential", b"credential", "ctld_addr", b"ctld_addr", "job", b"job", "kill_wait", b"kill_wait", "node", b"node", "slurm_conf", b"slurm_conf", "step", b"step"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "credential", b"credential", "ctld_addr", b"ctld_addr", "job", b"job", "kill_wait", b"kill_wait", "node", b"node", "slurm_conf", b"slurm_conf", "step", b"step", "topology_addr", b"topology_addr", "topology_addr_pattern", b"topology_addr_pattern"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -150,6 +150,9 @@ def test_exit_code_and_failed_state(cluster: Cluster) -> None:
     assert cluster.wait_state(job, {"FAILED", "COMPLETED"}) == "FAILED"
     show = cluster.ok("scontrol", "show", "job", str(job))
     assert "ExitCode=7:0" in show
+    # a finished job leaves the default listing but stays in -t all until MinJobAge
+    assert str(job) not in cluster.ok("squeue", "-h", "-o", "%i").split()
+    assert f"{job} FAILED" in cluster.ok("squeue", "-h", "-t", "all", "-o", "%i %T").splitlines()
 
 
 def test_hold_release_and_update(cluster: Cluster) -> None:

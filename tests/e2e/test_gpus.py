@@ -175,3 +175,16 @@ def test_srun_allocation_tasks_are_confined_and_cleaned_up(gpu_cluster: Cluster,
     assert (task, cuda) == ("0", "0") and "/job_" in cgroup and step_gpus.isdigit()
     assert len(cpus.strip().strip("[]").split(",")) == 2
     assert not _job_cgroups(gpu_cluster)
+
+
+def test_exact_step_is_bound_to_its_own_cpus(gpu_cluster: Cluster, workdir: Path) -> None:
+    """Without --exact a step's tasks run on all the job's CPUs; with it, on the step's share."""
+    script = "python3 -c 'import os; print(\"job\", len(os.sched_getaffinity(0)))'\n" + "".join(
+        f"srun -n1 {flag} python3 -c 'import os; print(\"{tag}\", len(os.sched_getaffinity(0)), "
+        "os.environ[\"SLURM_CPUS_ON_NODE\"])'\n"
+        for tag, flag in (("whole", ""), ("exact", "--exact"))
+    )
+    state, out, err = _run(gpu_cluster, workdir, "-n1", "-c2", script=script)
+    assert state == "COMPLETED", err
+    assert out.splitlines() == ["job 2", "whole 2 2", "exact 1 1"]
+    assert not _job_cgroups(gpu_cluster)

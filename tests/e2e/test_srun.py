@@ -111,6 +111,25 @@ def test_srun_inside_a_batch_job_uses_the_job_shape(cluster: Cluster, workdir: P
     assert f"StepId={job}.0 " in shown and "State=COMPLETED" in shown and "Tasks=4" in shown
 
 
+def test_step_cpus_whole_unless_exact(cluster: Cluster, workdir: Path) -> None:
+    """Slurm 22.05 inside `sbatch -N2 -n4 -c2` (here 4 CPUs on each node): a step gets all the job's
+    CPUs on its nodes unless --exact (or -c); the job's -c is not inherited by srun; a whole-node
+    step waits while an --exact one holds part of the node."""
+    show = "srun -n2 -l {} bash -c 'echo $SLURM_CPUS_ON_NODE' | sort; scontrol show step $SLURM_JOB_ID.{} | grep -o 'CPUs=[0-9]*'"
+    script = workdir / "cpus.sh"
+    script.write_text("#!/bin/bash\n" + "\n".join([
+        show.format("", 0), show.format("--exact", 1), show.format("-c1", 2),
+        "srun -n1 --exact sleep 3 &", "sleep 1",
+        "srun -N1 -n1 -w node1 bash -c 'echo whole-after-exact $SLURM_CPUS_ON_NODE' 2>&1", "wait",
+    ]) + "\n")
+    job = cluster.submit("-N2", "-n4", "-c2", "-o", str(workdir / "cpus.out"), str(script))
+    cluster.wait_state(job, {"COMPLETED", "FAILED"})
+    out = (workdir / "cpus.out").read_text().splitlines()
+    assert out[:9] == ["0: 4", "1: 4", "CPUs=8", "0: 1", "1: 1", "CPUs=2", "0: 1", "1: 1", "CPUs=2"]
+    assert f"srun: Job {job} step creation temporarily disabled, retrying (Requested nodes are busy)" in out
+    assert "whole-after-exact 4" in out
+
+
 def _srun_process(cluster: Cluster, *argv: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "cli.srun", *argv], env=cluster.env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -149,6 +168,29 @@ def test_scancel_kills_every_step(cluster: Cluster) -> None:
     proc.communicate(timeout=30)
     assert proc.returncode != 0
     assert cluster.state(step.split(".")[0]) == "CANCELLED"
+
+
+@pytest.mark.parametrize("prog", ["srun", "salloc"])
+def test_more_nodes_than_the_partition_pends_as_slurm(cluster: Cluster, prog: str) -> None:
+    """Slurm 22.05 (EnforcePartLimits=NO) queues `srun -N 99` on a smaller partition with a note."""
+    proc = subprocess.Popen([sys.executable, "-m", f"cli.{prog}", "-N", "99", "true"], env=cluster.env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    first = proc.stderr.readline().strip()
+    assert first == f"{prog}: Requested partition configuration not available now"
+    queued = proc.stderr.readline().strip()
+    if prog == "salloc":
+        queued = proc.stderr.readline().strip()
+    job = queued.split()[2]
+    assert queued == f"{prog}: job {job} queued and waiting for resources"
+    deadline = time.monotonic() + 10
+    while cluster.job_field(job, "%r") != "PartitionNodeLimit" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert cluster.job_field(job, "%r") == "PartitionNodeLimit"
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert cluster.state(job) == "CANCELLED"
 
 
 def test_salloc_runs_the_command_in_its_allocation(cluster: Cluster) -> None:

@@ -87,6 +87,13 @@ def test_running_job() -> None:
     assert show.format_job(fill1(), NOW) == REF_66
 
 
+def test_switches_line_after_stdout_as_slurm() -> None:
+    job = fill1()
+    job.spec.switches, job.spec.switch_wait_s = 1, 90
+    lines = show.format_job(job, NOW).splitlines()
+    assert lines[lines.index(f"   StdOut={job.std_out}") + 1 :][:2] == ["   Switches=1@00:01:30", "   Power="]
+
+
 def test_cancelled_job() -> None:
     job = fill1(jobs_pb2.CANCELLED)
     job.end_time = ts(21, 40, 1)
@@ -285,6 +292,14 @@ def test_partition_with_nodes() -> None:
     assert debug[-1] == "   TRES=cpu=32,mem=125G,node=2,billing=32,gres/gpu=16"
 
 
+def test_partition_shows_its_preemption_settings() -> None:
+    part = partitions()[1]
+    part.preempt_mode, part.grace_time = "REQUEUE", 30
+    lines = show.format_partition(part).splitlines()
+    assert lines[3] == "   DefaultTime=00:30:00 DisableRootJobs=NO ExclusiveUser=NO GraceTime=30 Hidden=NO"
+    assert lines[7] == "   OverTimeLimit=NONE PreemptMode=REQUEUE"
+
+
 def test_partition_without_nodes_has_no_memory_tres() -> None:
     assert show.format_partition(partitions()[0]).splitlines()[-1] == "   TRES=cpu=64,node=4,billing=64"
 
@@ -309,3 +324,14 @@ AuthType                = auth/munge
 BOOT_TIME               = 2026-11-29T21:39:42
 """
     )
+
+
+def test_preempt_times_follow_the_start_time_while_preemption_is_on() -> None:
+    job = fill1()
+    assert not any(line.startswith("   PreemptEligibleTime") for line in show.format_job(job, NOW).splitlines())
+    job.preempt_eligible_time = ts(21, 49, 56)
+    lines = show.format_job(job, NOW).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("   StartTime="))
+    assert lines[start + 1] == "   PreemptEligibleTime=2026-11-29T21:49:56 PreemptTime=None"
+    job.preempt_time = ts(21, 50, 10)
+    assert "   PreemptEligibleTime=2026-11-29T21:49:56 PreemptTime=2026-11-29T21:50:10" in show.format_job(job, NOW)

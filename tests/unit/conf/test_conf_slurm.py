@@ -202,6 +202,11 @@ def test_unknown_keys_warn_with_file_and_line(tmp_path: Path) -> None:
         ("just words\n", "slurm.conf:3: cannot parse 'just'"),
         ("NodeName=\n", "slurm.conf:3: NodeName needs a name"),
         ("DownNodes=n7\n", "slurm.conf:3: DownNodes names unknown node n7"),
+        ("PreemptType=preempt/job\n", "slurm.conf:3: invalid value for PreemptType: 'preempt/job'"),
+        ("PreemptMode=SUSPEND,GANG\n", "slurm.conf:3: PreemptMode=SUSPEND is not supported by shoal"),
+        ("PreemptMode=sometimes\n", "slurm.conf:3: invalid value for PreemptMode: 'sometimes'"),
+        ("PreemptExemptTime=soon\n", "slurm.conf:3: invalid value for PreemptExemptTime: 'soon'"),
+        ("PartitionName=p PreemptMode=GANG\n", "slurm.conf:3: PreemptMode=GANG is not supported by shoal"),
     ],
     ids=lambda v: v.split("\n")[0][:40],
 )
@@ -398,3 +403,15 @@ def test_parsing_many_nodes_is_fast(tmp_path: Path) -> None:
     config = load(tmp_path, "".join(lines))
     assert len(config.nodes) == 2000
     assert time.perf_counter() - start < 1.0
+
+
+def test_preemption_settings(tmp_path: Path) -> None:
+    config = load(tmp_path, HEAD + "PreemptType=preempt/QOS\nPreemptMode=requeue\nPreemptExemptTime=00:10:30\n"
+                  "NodeName=n1\nPartitionName=low Nodes=n1 PreemptMode=cancel GraceTime=20\n"
+                  "PartitionName=high Nodes=n1\n")
+    assert (config.preempt_type, config.preempt_mode, config.preempt_exempt_time) == ("preempt/qos", "REQUEUE", 630)
+    low, high = config.partitions
+    assert (low.preempt_mode, low.grace_time) == ("CANCEL", 20)
+    assert high.preempt_mode == ""
+    plain = load(tmp_path, HEAD)
+    assert (plain.preempt_type, plain.preempt_mode, plain.preempt_exempt_time) == ("preempt/none", "OFF", 0)

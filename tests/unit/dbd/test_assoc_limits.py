@@ -8,7 +8,7 @@ import pytest
 
 from ctld.sched.assoc_limits import SUBMIT_REFUSED, submit_refusal
 from ctld.sched.cycle import run_cycle
-from ctld.sched.model import AccountingLimits, AssocLimits, NodeAllocation, QosLimits
+from ctld.sched.model import AccountingLimits, AssocLimits, Config, NodeAllocation, NodeUsage, QosLimits
 from tests.unit.sched.builders import cluster, job, running, snapshot
 
 ACCOUNT = AssocLimits(id=1, account="physics")
@@ -58,6 +58,21 @@ def test_running_jobs_count_against_the_limit() -> None:
     snap = dataclasses.replace(snapshot(cluster(2), [mine(1)], running=[run]),
                                accounting=limits(account={"grp_cpus": 2}))
     assert run_cycle(snap, now=100).reasons == {1: "AssocGrpCpuLimit"}
+
+
+def test_backfill_counts_the_limits_of_the_jobs_it_starts() -> None:
+    """node1 is busy until t=5000 and a 2-node job holds the reservation; two short 2-GPU jobs of an
+    association with GrpTRES=gres/gpu=2 could both backfill on node2, but only one may run."""
+    nodes = list(cluster(2))
+    nodes[0] = dataclasses.replace(nodes[0], usage=NodeUsage(frozenset(range(16)), 1000, frozenset(range(8)), False, 1))
+    busy = running(9, ["node1"], 5000, allocation=(NodeAllocation("node1", tuple(range(16)), 1000, tuple(range(8))),))
+    big = job(1).nodes(2).gpus_per_node(8).time(10).obj()
+    config = Config(def_mem_per_cpu_mb=1000, scheduler="sched/backfill")
+    snap = dataclasses.replace(snapshot(nodes, [big, mine(2, gpus=2, minutes=1), mine(3, gpus=2, minutes=1)],
+                                        running=[busy], config=config), accounting=limits(account={"grp_gpus": 2}))
+    result = run_cycle(snap, now=100)
+    assert [s.job_id for s in result.starts] == [2]
+    assert result.reasons == {1: "Resources", 3: "AssocGrpGRES"}
 
 
 def test_no_accounting_no_limits() -> None:

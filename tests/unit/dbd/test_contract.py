@@ -189,6 +189,8 @@ REFUSALS = [
     ("user without account", ("add", "user", ["carol"]), {}, "specify an account"),
     ("unknown account", ("add", "user", ["carol"]), {"account": "nope"}, "There is no account nope"),
     ("bad limit", ("modify", "user", ["bob"]), {"maxjobs": "many"}, "Invalid value for maxjobs"),
+    ("memory cannot be borrowed", ("modify", "account", ["physics"]), {"maxborrowtres": "mem=4G"},
+     "Invalid value for maxborrowtres"),
 ]
 
 
@@ -289,3 +291,51 @@ def test_modify_qos_list_item_by_item(sessions: sessionmaker[Session], values: d
     rows = {(r["account"], r["user"]): r["qos"] for r in show(sessions, "association")}
     assert rows[("physics", "bob")] == expected
     assert rows[("physics", "alice")] == "normal"
+
+
+def _assoc_columns(engine: Engine) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns("associations")}
+
+
+def test_borrow_migration_adds_and_drops_its_column(engine: Engine) -> None:
+    schema.upgrade(engine, "0003")
+    assert "max_borrow_tres" not in _assoc_columns(engine)
+    schema.upgrade(engine)
+    assert "max_borrow_tres" in _assoc_columns(engine)
+    schema.downgrade(engine, "0003")
+    assert "max_borrow_tres" not in _assoc_columns(engine) and "grp_tres" in _assoc_columns(engine)
+
+
+def test_max_borrow_tres_add_modify_show_and_reaches_ctld(sessions: sessionmaker[Session]) -> None:
+    build_tree(sessions)
+    modify(sessions, "add", "account", ["chem"], parent="research", grptres="gres/gpu=4",
+           maxborrowtres="gres/gpu=2")
+    modify(sessions, "modify", "account", ["physics"], grptres="gres/gpu=4", MaxBorrowTRES="gres/gpu=4,cpu=8")
+    rows = {(r["account"], r["user"]): r for r in show(sessions, "association")}
+    assert rows[("chem", "")]["maxborrowtres"] == "gres/gpu=2"
+    assert rows[("physics", "")]["maxborrowtres"] == "gres/gpu=4,cpu=8"
+    assert rows[("physics", "alice")]["maxborrowtres"] == ""  # users keep their own (none)
+    with sessions() as session:
+        sent = {(a.account, a.user): a.max_borrow_tres for a in admin.limits(session, "c1", 0).associations}
+    assert sent[("physics", "")] == "gres/gpu=4,cpu=8" and sent[("research", "")] == ""
+    modify(sessions, "modify", "account", ["physics"], maxborrowtres="-1")  # -1 clears it: no borrowing
+    assert {r["account"]: r["maxborrowtres"] for r in show(sessions, "association") if not r["user"]}["physics"] == ""
+
+
+def test_qos_preemption_settings_round_trip(sessions: sessionmaker[Session]) -> None:
+    modify(sessions, "add", "qos", ["low"])
+    modify(sessions, "add", "qos", ["high"], preempt="low", preemptmode="Requeue", gracetime="10")
+    modify(sessions, "modify", "qos", ["low"], preemptmode="off")
+    rows = {r["name"]: r for r in show(sessions, "qos")}
+    assert [rows["high"][k] for k in ("preempt", "preemptmode", "gracetime")] == ["low", "requeue", "00:00:10"]
+    assert rows["low"]["preemptmode"] == "cluster"  # OFF on a QOS means the cluster's PreemptMode, as Slurm
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"preemptmode": "sometimes"}, "Bad Preempt Mode given: PreemptMode=sometimes"),
+    ({"preempt": "nosuch"}, "You gave a bad qos 'nosuch'. Valid QOS's are"),
+], ids=["bad mode", "unknown qos"])
+def test_qos_preemption_settings_are_checked(sessions: sessionmaker[Session], values: dict[str, str],
+                                              message: str) -> None:
+    with pytest.raises(admin.AdminError, match=message):
+        modify(sessions, "add", "qos", ["high"], **values)

@@ -148,6 +148,9 @@ class JobBuilder:
     def priority(self, value: int) -> JobBuilder:
         return self._set(admin_priority=value)
 
+    def switches(self, count: int, wait_s: int = -1) -> JobBuilder:
+        return self._set(max_switches=count, switch_wait_s=wait_s)
+
     def submitted(self, when: int) -> JobBuilder:
         return self._set(submit_time=when)
 

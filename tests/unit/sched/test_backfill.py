@@ -108,3 +108,13 @@ def test_reservation_nodes_follow_the_cluster() -> None:
     result = run_cycle(snap, NOW)
     assert [s.job_id for s in result.starts] == [1]
     assert result.planned == {}
+
+
+def test_a_running_job_of_unknown_allocation_frees_its_whole_node_at_its_end() -> None:
+    """Its release counts (the CPU-count shortcut once counted nothing and planned no start)."""
+    nodes = (node("n1").cpus(4).used(cpus=range(4), mem=400).obj(), node("n2").cpus(4).used(cpus=range(4)).obj())
+    runs = [RunningJob(98, ("n1",), NOW + 3600), RunningJob(99, ("n2",), NOW + 7200)]
+    result = run_cycle(snapshot(nodes, pending=[job(1).tasks(4).time(60).obj()], running=runs, config=BACKFILL), NOW)
+    assert result.reasons == {1: "Resources"}
+    assert result.planned[1].start_time == NOW + 3600
+    assert result.planned[1].nodes == ("n1",)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ctld.sched.limits import effective_time_limit, partition_limit_reason
-from ctld.sched.model import UNLIMITED, JobRequest, Node, Partition
+from ctld.sched.model import UNLIMITED, Config, JobRequest, Node, Partition
 from ctld.sched.placement import could_ever_run
-from ctld.sched.submit import candidate_partitions, check_submission
+from ctld.sched.submit import candidate_partitions, check_submission, pending_note
 from tests.unit.sched.builders import cluster, job, node, partition, snapshot
 
 NODES = (
@@ -124,3 +124,26 @@ TIME = [
 @pytest.mark.parametrize("req,part,want", [c[1:] for c in TIME], ids=[c[0] for c in TIME])
 def test_effective_time_limit(req: JobRequest, part: Partition, want: int) -> None:
     assert effective_time_limit(req, part) == want
+
+
+@pytest.mark.parametrize(
+    ("enforce", "req", "refusal", "note"),
+    [
+        ("NO", job(1).nodes(99).obj(), None, "Requested partition configuration not available now"),
+        ("NO", job(1).nodes(2).obj(), None, ""),
+        ("ANY", job(1).nodes(99).obj(), "Node count specification invalid", ""),
+        ("YES", job(1).nodes(99).obj(), "Node count specification invalid", ""),
+        ("ANY", job(1).nodes(3).partition("batch", "both").obj(), None, ""),
+        ("ALL", job(1).nodes(3).partition("batch", "both").obj(), "Node count specification invalid", ""),
+    ],
+    ids=["queued-with-a-note", "fits-no-note", "any-refuses", "yes-is-any", "any-one-partition-allows",
+         "all-needs-every-partition"],
+)
+def test_node_count_beyond_the_partition(enforce: str, req: JobRequest, refusal: str | None, note: str) -> None:
+    """Slurm 22.05 (EnforcePartLimits=NO, its default) queues `srun -N 99` on a 4-node partition:
+    srun prints `Requested partition configuration not available now` and waits."""
+    snap = snapshot(NODES, partitions=PARTS, config=Config(enforce_part_limits=enforce))
+    got = check_submission(req, snap)
+    assert (got.message if got else None) == refusal
+    if got is None:
+        assert pending_note(req, snap) == note

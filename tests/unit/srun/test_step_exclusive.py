@@ -31,6 +31,8 @@ def second(job: jobs_pb2.JobInfo, req: StepRequest) -> str:
     ("first", "req", "outcome"),
     [
         (running(3), StepRequest(num_tasks=2), "waits"),
+        (running(1), StepRequest(num_tasks=1), "waits"),
+        (running(1), StepRequest(num_tasks=1, exact=True), "runs"),
         (running(3), StepRequest(num_tasks=2, exclusive=True), "waits"),
         (running(3), StepRequest(num_tasks=1, exclusive=True), "runs"),
         (running(3), StepRequest(num_tasks=2, overlap=True), "runs"),
@@ -44,6 +46,8 @@ def second(job: jobs_pb2.JobInfo, req: StepRequest) -> str:
     ],
     ids=[
         "default-waits-for-held-cpus",
+        "default-takes-all-the-job-cpus-so-waits-for-any-held",
+        "exact-takes-a-free-cpu",
         "exclusive-waits-for-held-cpus",
         "exclusive-takes-the-free-cpu",
         "overlap-shares-held-cpus",

@@ -70,8 +70,13 @@ GPU_VARS = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_STEP_GPUS", "SL
          {0: ("2", "2", "2,3", "2", None), 1: ("3", "3", "2,3", "2", None)}),
         (_request([2, 3, 6, 7], [6, 7], [0, 1], bind="single:1"), True,
          {0: ("2", "2", "6,7", "2", None), 1: ("3", "3", "6,7", "2", None)}),
-        (_request([2, 3, 6, 7], [], [0, 1], bind="map_gpu:3,0"), False,
+        (_request([2, 3, 6, 7], [], [0, 1], bind="map_gpu:3,0"), True,
+         {0: ("3", "3", "2,3,6,7", "4", None), 1: ("0", "0", "2,3,6,7", "4", None)}),
+        (_request([2, 3, 6, 7], [], [0, 1], bind="map_gpu:7,2"), False,
          {0: ("7", "7", "2,3,6,7", "4", None), 1: ("2", "2", "2,3,6,7", "4", None)}),
+        (_request([2, 3, 6, 7], [6, 7], [0, 1], bind="map_gpu:1,0"), True,
+         {0: ("3", "3", "6,7", "2", None), 1: ("2", "2", "6,7", "2", None)}),
+        (_request([2, 3], [], [0], bind="map_gpu:1"), True, {0: ("0,1", "0,1", "2,3", "2", None)}),
         (_request([2, 3, 6, 7], [], [0, 1], bind="per_task:2"), True,
          {0: ("0,1", "0,1", "2,3,6,7", "4", None), 1: ("2,3", "2,3", "2,3,6,7", "4", None)}),
         (_request([2, 3], [], [0], user_env={"SLURM_JOB_GPUS": "2,3", "CUDA_VISIBLE_DEVICES": "0,1"}), True,
@@ -79,9 +84,20 @@ GPU_VARS = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_STEP_GPUS", "SL
         (_request([], [], [0], user_env={"CUDA_VISIBLE_DEVICES": "mine"}), True, {0: ("mine", None, None, None, None)}),
     ],
     ids=["reference-gpu1", "per-task-constrained", "per-task-minor-numbers", "step-subset-single",
-         "map-gpu", "per-task-2", "inside-batch-job", "no-gpus-untouched"],
+         "map-gpu-relative-when-constrained", "map-gpu-global-ids-otherwise", "map-gpu-counts-the-step-gpus",
+         "one-task-ignores-gpu-bind", "per-task-2", "inside-batch-job", "no-gpus-untouched"],
 )
 def test_task_gpu_environment(req: node_pb2.LaunchTasksRequest, constrained: bool,
                               want: dict[int, tuple[str | None, ...]]) -> None:
     envs = task_environments(req, "node1", {}, devices_constrained=constrained)
     assert {t: tuple(env.get(v) for v in GPU_VARS) for t, env in envs.items()} == want
+
+
+def test_closest_uses_the_step_cpus_and_the_node_gpu_affinity() -> None:
+    """Two tasks of a step on CPUs 0-1 and 56-57 of a DGX H100 (GPUs 0-3 near 0-55, 4-7 near 56-111)."""
+    req = _request([0, 1, 4, 5], [], [0, 1], bind="closest")
+    del req.step.layout[0].cpu_ids[:]
+    req.step.layout[0].cpu_ids.extend([0, 1, 56, 57])
+    affinity = {g: range(0, 56) if g < 4 else range(56, 112) for g in range(8)}
+    envs = task_environments(req, "node1", {}, devices_constrained=True, gpu_cpus=affinity)
+    assert [envs[t]["CUDA_VISIBLE_DEVICES"] for t in (0, 1)] == ["0,1", "2,3"]

@@ -37,12 +37,12 @@ def test_layout(alloc: list[AllocNode], req: StepRequest, nodes: tuple[str, ...]
         (StepRequest(num_tasks=99), {}, "More processors requested than permitted", False),
         (StepRequest(min_nodes=3), {}, "Requested node configuration is not available", False),
         (StepRequest(nodelist=("node9",)), {}, "Requested node configuration is not available", False),
-        (StepRequest(min_nodes=2, num_tasks=4), {"node1": 1}, "Requested nodes are busy", True),
+        (StepRequest(min_nodes=2, num_tasks=4), {"node1": frozenset({0})}, "Requested nodes are busy", True),
         (StepRequest(distribution="plane"), {}, "Invalid --distribution specification", False),
     ],
     ids=["too-many-tasks", "too-many-nodes", "foreign-node", "busy", "bad-distribution"],
 )
-def test_refusals(req: StepRequest, busy: dict[str, int], message: str, retry: bool) -> None:
+def test_refusals(req: StepRequest, busy: dict[str, frozenset[int]], message: str, retry: bool) -> None:
     with pytest.raises(StepRefused) as info:
         layout_step(TWO_BY_TWO, busy, req)
     assert info.value.message == message
@@ -50,5 +50,5 @@ def test_refusals(req: StepRequest, busy: dict[str, int], message: str, retry: b
 
 
 def test_overlap_ignores_busy_cpus() -> None:
-    got = layout_step(TWO_BY_TWO, {"node1": 2, "node2": 2}, StepRequest(min_nodes=2, num_tasks=4, overlap=True))
+    got = layout_step(TWO_BY_TWO, {"node1": frozenset({0, 1}), "node2": frozenset({0, 1})}, StepRequest(min_nodes=2, num_tasks=4, overlap=True))
     assert got.num_tasks == 4
