@@ -39,12 +39,13 @@ NOW = 100_000
 
 @contextmanager
 def shortcuts(on: bool) -> Iterator[None]:
-    before = placement.SHORTCUTS
-    placement.SHORTCUTS = on
+    """All shortcuts on (the indexes even for these few nodes), or all off."""
+    before = placement.SHORTCUTS, placement.INDEX_MIN_NODES
+    placement.SHORTCUTS, placement.INDEX_MIN_NODES = on, 1
     try:
         yield
     finally:
-        placement.SHORTCUTS = before
+        placement.SHORTCUTS, placement.INDEX_MIN_NODES = before
 
 
 @st.composite
