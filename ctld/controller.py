@@ -65,6 +65,7 @@ log = logging.getLogger("shoal.ctld")
 PENDING = jobs_pb2.PENDING
 RUNNING = jobs_pb2.RUNNING
 COMPLETING = jobs_pb2.COMPLETING
+PREEMPT_REQUEUE_DELAY_S = 5  # a requeued preempted job's BeginTime: after this many seconds
 
 
 @dataclass(frozen=True)
@@ -570,7 +571,8 @@ class Controller:
             job.batch_usage.CopyFrom(req.usage)  # the .batch step's MaxRSS/TotalCPU in accounting
             # final_state: what the controller ended it as (cancel, time limit, requeue, preemption)
             if job.final_state == jobs_pb2.REQUEUED:
-                self._requeue(job, now, ended_as=jobs_pb2.PREEMPTED if job.preempt_time else jobs_pb2.REQUEUED)
+                ended_as = jobs_pb2.PREEMPTED if job.preempt_time else jobs_pb2.REQUEUED
+                self._requeue(job, self._now(), ended_as=ended_as, ended_at=now)
             elif job.final_state:
                 self._finish(job, job.final_state, req.exit_code, req.exit_signal, now)
             elif req.launch_failed:
@@ -607,22 +609,25 @@ class Controller:
         job.state_reason = reason
         jobsteps.end_job_steps(job, state, now)
 
-    def _requeue(self, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0) -> None:
+    def _requeue(self, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0, ended_at: int = 0) -> None:
         """Back to pending (reason BeginTime, Restarts+1) with a new submit time, as Slurm: accounting
         then keeps each run as its own record (`sacct -D`); `ended_as` is the state of the run that
-        just ended (REQUEUED, PREEMPTED, NODE_FAIL; 0 = it was already recorded as finished)."""
+        just ended at `ended_at` (REQUEUED, PREEMPTED, NODE_FAIL; 0 = it was already recorded as finished).
+        A preempted job waits PREEMPT_REQUEUE_DELAY_S before it may start again (Slurm waits longer), so
+        the job that preempted it, even if it ranks lower, takes the room first."""
         self._requests.pop(job.job_id, None)
+        delay = PREEMPT_REQUEUE_DELAY_S if ended_as == jobs_pb2.PREEMPTED else 1
         if ended_as:
-            jobsteps.end_job_steps(job, jobs_pb2.CANCELLED, now)
+            jobsteps.end_job_steps(job, jobs_pb2.CANCELLED, ended_at or now)
             run = jobs_pb2.JobInfo()
             run.CopyFrom(job)
             run.state = ended_as  # type: ignore[assignment]
             run.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
-            run.end_time = now
+            run.end_time = ended_at or now
             self._ended_runs.append(run)
         del job.steps[:]
         job.next_step_id = 0
-        job.submit_time = now
+        job.submit_time = max(now, job.submit_time + 1)  # a new accounting record even within the second
         job.preempt_time = 0
         job.preempt_eligible_time = 0
         job.state = PENDING
@@ -631,7 +636,7 @@ class Controller:
         job.state_reason = "BeginTime"
         job.eligible_time = now
         job.warn_signal_sent = False
-        job.spec.begin_time = now + 1
+        job.spec.begin_time = now + delay
         jobrec.clear_allocation(job)
 
     # ------------------------------------------------------------------ steps (ctld.steps)
