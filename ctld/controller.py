@@ -43,7 +43,7 @@ from ctld.sched import cycle as sched_cycle
 from ctld.sched import model as m
 from ctld.sched import placement as sched_placement
 from ctld.sched import submit as sched_submit
-from ctld.sched.dependency import parse_dependency
+from ctld.sched.dependency import parse_dependency, status_index
 from ctld.sched.limits import effective_time_limit
 from ctld.sched.priority import MULTIFACTOR
 from ctld.sched.resources import job_cpus, job_gpus, mem_for
@@ -318,6 +318,10 @@ class Controller:
                 )
             self.accounting.admit(job, count, self.jobs.values())
             resv.check_job_access(self, job)  # after admit: the job's account is known
+            if req.dependency.terms and not job.held and spec.begin_time <= now:
+                # squeue shows why the job waits from the start, as Slurm, not after the first cycle
+                statuses = status_index(_status(j) for j in self.jobs.values())
+                job.state_reason = sched_cycle.dependency_reason(req, statuses) or job.state_reason
             first = self.next_job_id
             snap_partitions = {p.name: p for p in snap.partitions}
             mem_per_node = self._mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)
