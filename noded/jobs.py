@@ -7,6 +7,7 @@ A stepd that died without a status (killed, machine trouble) makes its job finis
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -17,6 +18,8 @@ from pathlib import Path
 
 from noded import spool
 
+log = logging.getLogger("shoal.noded")
+
 # How long a job directory may exist without a stepd.pid before it counts as lost.
 STARTING_GRACE_S = 30.0
 # How long a cancel marker waits for a launch that may still be on its way.
@@ -25,10 +28,6 @@ CANCEL_MARKER_TTL_S = 3600.0
 # Held while a job directory is created, judged lost or removed: the reporter thread removes a
 # reported run while an RPC thread may be launching the next run of the same (requeued) job.
 DIRS_LOCK = threading.Lock()
-
-
-class EarlierRunRunning(Exception):
-    """A launch came for a job whose earlier run still runs on this node; str() is the message."""
 
 
 @dataclass(frozen=True)
@@ -182,10 +181,12 @@ def _remove_finished(spool_root: Path, job_id: int, path: Path) -> None:
 
 
 def make_way_for_run(spool_root: Path, job_id: int, run: int) -> bool:
-    """Before launching run `run` of a job (DIRS_LOCK held): False if this run is here already.
+    """Before launching run `run` of a job (DIRS_LOCK held): False if the job is here already.
 
     A finished earlier run whose directory is still here (ctld acknowledged its end and requeued
     the job before the reporter removed it) is removed: ctld has recorded it and moved on.
+    An earlier run that still runs (its launch outlasted ctld's timeout, so ctld requeued it)
+    goes on as the job's run, as a retried launch of the same run would.
     """
     path = spool.job_dir(spool_root, job_id)
     if not path.exists():
@@ -193,7 +194,8 @@ def make_way_for_run(spool_root: Path, job_id: int, run: int) -> bool:
     if run_of(path) >= run:
         return False
     if spool.read_json(path / spool.STATUS) is None and _is_running(path, time.time()):
-        raise EarlierRunRunning(f"an earlier run of job {job_id} is still running on this node")
+        log.warning("job %d: run %d still runs here; it stands for run %d", job_id, run_of(path), run)
+        return False
     _remove_finished(spool_root, job_id, path)
     return True
 

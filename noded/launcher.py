@@ -102,10 +102,8 @@ def start_stepd(spec: LaunchSpec, script: bytes, spool_root: Path) -> None:
     with jobs.DIRS_LOCK:
         try:
             if not jobs.make_way_for_run(spool_root, spec.job_id, spec.run):
-                return  # this run is launched already (a retried RPC): it runs or has finished
+                return  # launched already (a retried RPC): it runs or has finished
             os.mkdir(job_dir, 0o711)
-        except jobs.EarlierRunRunning as exc:
-            raise LaunchFailed(str(exc)) from exc
         except OSError as exc:
             raise LaunchFailed(f"cannot create {job_dir}: {exc.strerror}") from exc
         try:
