@@ -21,6 +21,7 @@ from cli.sacct import group_rows, needed_fields, parse_format, render
 from dbd import ingest, queries
 from dbd.db import open_database
 from dbd.models import Job, Step
+from shoal.acct_records import decode, gc_paused
 from shoal.v1 import accounting_pb2 as pb
 
 
@@ -68,16 +69,17 @@ def sacct_time(url: str, jobs: int) -> tuple[float, float, int]:
     fields = parse_format("JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode")  # sacct's default
     started, cpu = time.perf_counter(), time.process_time()
     with sessions() as session:
-        found = queries.find_jobs(session, pb.JobQuery(users=["alice"], fields=needed_fields(fields)))
-        response = pb.AcctJobsResponse(jobs=found).SerializeToString()
+        response = queries.find_jobs(session, pb.JobQuery(users=["alice"], fields=needed_fields(fields)))
+        data = response.SerializeToString()
     queried, query_cpu = time.perf_counter() - started, time.process_time() - cpu
     started, cpu = time.perf_counter(), time.process_time()
-    parsed = pb.AcctJobsResponse.FromString(response)
-    lines = render(group_rows(parsed.jobs, with_steps=True), fields, parsable="", header=True, now=10**9)
+    with gc_paused():  # as sacct does
+        parsed = decode(pb.AcctJobsResponse.FromString(data))
+        lines = render(group_rows(parsed, with_steps=True), fields, parsable="", header=True, now=10**9)
     formatted, format_cpu = time.perf_counter() - started, time.process_time() - cpu
     sessions.kw["bind"].dispose()
     print(f"  (this process's CPU: query {query_cpu:.2f} s, format {format_cpu:.2f} s; the rest of the wall time"
-          " is the database server and the other processes on the machine)")
+          f" is the database server and the other processes on the machine; answer {len(data) / 1e6:.1f} MB)")
     return queried, formatted, len(lines)
 
 

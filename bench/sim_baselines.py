@@ -2,7 +2,8 @@
 
 Each row: 10 windows of 1,024 consecutive jobs (seed 1), empty machine per window, run time as the
 estimate, bounded slowdown with a 10 s threshold, utilization up to the last start. Prints a
-Markdown table; every row is also `shoal sim TRACE --policy P --windows 10x1024 --seed 1`.
+Markdown table; every row is also `shoal sim TRACE --policy P --windows 10x1024 --seed 1`. NASA has
+no published figures (BASELINES.md); it is there to see whether a policy tuned on Lublin holds up.
 
     python bench/sim_baselines.py [--traces DIR] [--policies fcfs easy sjf] [--speed]
 """
@@ -29,12 +30,12 @@ PUBLISHED = {  # (trace, policy) -> (avg bsld, utilization) from BASELINES.md
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--traces", default="/work/shared/traces")
-    p.add_argument("--policies", nargs="+", default=["fcfs", "easy", "sjf", "sjbf"])
+    p.add_argument("--policies", nargs="+", default=["fcfs", "easy", "sjf", "sjbf", "shoal"])
     p.add_argument("--speed", action="store_true", help="also replay whole traces and report jobs/s")
     args = p.parse_args()
     print("| trace | policy | avg bsld (published) | utilization (published) | max wait s | wall s | command |")
     print("|---|---|---|---|---|---|---|")
-    for name in ("lublin_256.swf", "lublin_256_new2.swf"):
+    for name in ("lublin_256.swf", "lublin_256_new2.swf", "NASA-iPSC-1993-3.1-cln.swf.gz"):
         trace = read_swf(Path(args.traces) / name)
         for policy in args.policies:
             started = time.perf_counter()
@@ -50,7 +51,7 @@ def main() -> None:
         print("\n| trace (whole) | policy | jobs | jobs/s (CPU) | CPU s | wall s |\n|---|---|---|---|---|---|")
         for name in ("NASA-iPSC-1993-3.1-cln.swf.gz", "lublin_256.swf", "lublin_256_new2.swf"):
             trace = read_swf(Path(args.traces) / name)
-            for policy in ("fcfs", "easy", "sjbf"):
+            for policy in ("fcfs", "easy", "sjbf", "shoal"):
                 started, cpu = time.perf_counter(), time.process_time()
                 s = evaluate(trace, default_machine(trace), policy).summary
                 wall, cpu = time.perf_counter() - started, time.process_time() - cpu

@@ -133,6 +133,9 @@ def create(args: Sequence[str]) -> int:
     try:
         resp = ctld("CreateReservation", request, controller_pb2.ReservationResponse)
     except CommandError as exc:
+        if request.node_cnt and not request.nodes and exc.message == "Requested nodes are busy":
+            print("Note, unless nodes are directly requested a reservation must exist in a single partition.")
+            print("If no partition is requested the default partition is assumed.")
         raise ReservationError(f"Error creating the reservation: {exc.message}") from exc
     print(f"Reservation created: {resp.name}")
     return 0
@@ -154,12 +157,11 @@ def update(pairs: Sequence[tuple[str, str]]) -> int:
 
 
 def delete(word: str, names: Sequence[str]) -> int:
+    """Delete the first of `names`; `word` is what the user typed after `delete` (Slurm's message tag)."""
     from cli.common import CommandError, ctld
     from shoal.v1 import controller_pb2
 
-    if not names:
-        raise ReservationError(f"too few arguments for keyword:delete {word}")
-    name = names[0].split("=", 1)[1] if "=" in names[0] else names[0]
+    name = names[0]
     try:
         ctld("DeleteReservation", controller_pb2.DeleteReservationRequest(name=name),
              controller_pb2.DeleteReservationResponse)

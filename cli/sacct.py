@@ -1,7 +1,8 @@
 """sacct: job history from the accounting daemon, formatted as Slurm 22.05 prints it.
 
 It asks shoal-dbd (through the local agent, target "dbd") and never the controller, so it works while
-ctld is down. Rendering is pure: `rows()` turns AcctJob messages into lines, so tests build messages.
+ctld is down. dbd answers in columns (shoal.acct_records), decoded into one tuple per job and step.
+Rendering is pure: `group_rows()` and `render()` turn those records into lines, so tests build records.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from cli.common import CommandError, run_main
+from shoal.acct_records import AcctEntry, Record, decode, gc_paused
 from shoal.timefmt import format_hms, format_time_limit, format_timestamp
 from shoal.v1 import accounting_pb2 as pb
 
@@ -42,8 +44,8 @@ class Row:
 
     __slots__ = ("job", "step", "job_id", "steps")
 
-    def __init__(self, job: pb.JobRecord, step: pb.StepRecord | None = None, job_id: str = "",
-                 steps: Sequence[pb.StepRecord] = ()) -> None:
+    def __init__(self, job: Record, step: Record | None = None, job_id: str = "",
+                 steps: Sequence[Record] = ()) -> None:
         self.job = job
         self.step = step
         self.job_id = job_id or _job_id(job)
@@ -55,7 +57,7 @@ class Row:
         return sum(step.cpu_time_s for step in self.steps)
 
 
-def _job_id(job: pb.JobRecord) -> str:
+def _job_id(job: Record) -> str:
     if job.array_job_id and job.array_task_id >= 0:
         return f"{job.array_job_id}_{job.array_task_id}"
     return str(job.job_id)
@@ -79,8 +81,8 @@ def _mem(mb: int, units: str) -> str:
     return f"{mb}M" if mb % 1024 or not mb else f"{mb // 1024}G"
 
 
-JobColumn = Callable[[Row, pb.JobRecord], str]
-StepColumn = Callable[[Row, pb.StepRecord], str]
+JobColumn = Callable[[Row, Record], str]
+StepColumn = Callable[[Row, Record], str]
 
 
 def _job_columns(now: int, units: str) -> dict[str, JobColumn]:
@@ -208,7 +210,7 @@ def parse_format(text: str) -> list[tuple[str, int]]:
     return out
 
 
-def group_rows(jobs: Iterable[pb.AcctJob], with_steps: bool) -> list[Row]:
+def group_rows(jobs: Iterable[AcctEntry], with_steps: bool) -> list[Row]:
     """One row per job and step; an array's never-started tasks in one state fold into `A_[1-3]`."""
     from shoal.arrayspec import format_task_ids
 
@@ -424,18 +426,17 @@ def main(argv: list[str] | None = None) -> int:
                         target="dbd")
         except AgentError as exc:
             raise CommandError(exc.message) from exc
-        jobs = list(resp.jobs)
-        if wanted_steps:
-            for acct in jobs:
-                want = wanted_steps.get(_job_id(acct.job)) or wanted_steps.get(str(acct.job.job_id))
-                if want:
-                    kept = [s for s in acct.steps if _step_suffix(s.step_id) in want]
-                    del acct.steps[:]
-                    acct.steps.extend(kept)
-        rows = group_rows(jobs, with_steps=not args.allocations)
-        parsable = "P" if args.parsable2 else ("p" if args.parsable else "")
-        for line in render(rows, fields, parsable=parsable, header=not args.noheader, now=now, units=args.units):
-            sys.stdout.write(line + "\n")
+        with gc_paused():
+            jobs = decode(resp)
+            if wanted_steps:
+                for acct in jobs:
+                    want = wanted_steps.get(_job_id(acct.job)) or wanted_steps.get(str(acct.job.job_id))
+                    if want:
+                        acct.steps[:] = [s for s in acct.steps if _step_suffix(s.step_id) in want]
+            rows = group_rows(jobs, with_steps=not args.allocations)
+            parsable = "P" if args.parsable2 else ("p" if args.parsable else "")
+            lines = render(rows, fields, parsable=parsable, header=not args.noheader, now=now, units=args.units)
+            sys.stdout.write("".join(line + "\n" for line in lines))
         return 0
 
     return run_main(PROG, body)

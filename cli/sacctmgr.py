@@ -35,7 +35,8 @@ FORMATS = {
 ALIASES = {"defacct": "defaultaccount", "admin": "adminlevel", "fairshare": "share", "maxtresperjob": "maxtres",
            "grpsubmitjobs": "grpsubmit", "maxsubmitjobs": "maxsubmit", "defaultqos": "defqos",
            "maxwalldurationperjob": "maxwall", "description": "descr", "organization": "org",
-           "parent": "parentname", "par name": "parentname", "parname": "parentname"}
+           "parent": "parentname", "par name": "parentname", "parname": "parentname",
+           "grptresrunmins": "grptresrunmin", "maxtresminsperjob": "maxtresmins", "maxtresminsperjobs": "maxtresmins"}
 HEADERS = {"share": "Share", "defqos": "Def QOS", "defaultaccount": "Def Acct", "adminlevel": "Admin"}
 VERBS = {"add": "Adding", "modify": "Modified", "delete": "Deleting"}
 

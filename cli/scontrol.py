@@ -623,11 +623,16 @@ def cmd_create(args: list[str], flags: Flags) -> int:
 
 
 def cmd_delete(args: list[str], flags: Flags) -> int:
+    """`delete reservation R`, or `delete ReservationName=R` (Slurm takes both)."""
     from cli import reservations
 
-    if not args or not matches(args[0], "reservation", 3):
-        raise Failure(f"invalid entity:{args[0] if args else ''} for keyword:delete ")
-    return _reservation_call(lambda: reservations.delete(args[0], args[1:]))
+    entity, eq, name = (args[0] if args else "").partition("=")
+    if not matches(entity, "reservationname" if eq else "reservation", 3):
+        raise Failure(f"invalid entity:{entity} for keyword:delete ")
+    names = [name] if eq else args[1:]
+    if not names or not names[0]:
+        raise Failure(f"{PROG}: error: Proper format is 'delete <ENTITY>=<ID>' or 'delete <ENTITY> <ID>'")
+    return _reservation_call(lambda: reservations.delete(args[0], names))
 
 
 # --- ping ------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ctld.sim.swf import Trace
 
 PROG = "shoal sim"
-POLICIES = ("fcfs", "easy", "sjf", "sjbf", "conf")
+POLICIES = ("fcfs", "easy", "sjf", "sjbf", "shoal", "conf")
 COLUMNS = (
     ("jobs", "jobs", "{:d}"),
     ("utilization", "util", "{:.3f}"),
@@ -35,7 +35,10 @@ COLUMNS = (
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Replay an SWF trace through shoal's scheduler.")
-    p.add_argument("trace", help="SWF trace (plain or .gz), or lublin:N[:SEED] for a synthetic one")
+    p.add_argument(
+        "trace", help="SWF trace (plain or .gz), an `sacct -P` export, or lublin:N[:SEED] for a synthetic one"
+    )
+    p.add_argument("--format", choices=("auto", "swf", "sacct"), default="auto", help="the trace's format")
     p.add_argument("--conf", help="slurm.conf: its nodes, partitions and scheduler settings")
     p.add_argument("--policy", choices=POLICIES, help="queue policy (default: conf with --conf, else easy)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -57,14 +60,17 @@ def _windows(text: str | None) -> tuple[int, int] | None:
     return int(found.group(1)), int(found.group(2))
 
 
-def _trace(spec: str, seed: int) -> Trace:
+def _trace(spec: str, seed: int, form: str = "auto") -> Trace:
+    from ctld.sim.sacct import looks_like_sacct, read_sacct
     from ctld.sim.swf import read_swf
 
-    if spec.startswith("lublin:"):
+    if spec.startswith("lublin:") and form == "auto":
         from ctld.sim.generator import lublin_trace
 
         parts = spec.split(":")
         return lublin_trace(int(parts[1]), int(parts[2]) if len(parts) > 2 else seed)
+    if form == "sacct" or (form == "auto" and looks_like_sacct(spec)):
+        return read_sacct(spec)
     return read_swf(spec)
 
 
@@ -110,27 +116,32 @@ def _table(trace: Trace, outcomes: list[Outcome]) -> str:
     width = max(16, *(len(o.label) for o in outcomes))
     head = f"{'':<{width}}" + "".join(f"{title:>15}" for _, title, _ in COLUMNS)
     lines = [f"trace {trace.name}: {len(trace.jobs)} jobs, {trace.max_procs} processors", head]
+    if int(trace.header.get("Unreplayable", "0")):
+        lines.insert(1, f"({trace.header['Unreplayable']} jobs that never ran or never ended are not replayed)")
     for o in outcomes:
         values = o.summary.as_dict()
         lines.append(f"{o.label:<{width}}" + "".join(f"{fmt.format(values[key]):>15}" for key, _, fmt in COLUMNS))
         if o.summary.skipped:
             lines.append(f"{'':<{width}}  ({o.summary.skipped} jobs larger than the machine were skipped)")
+        if o.summary.timeouts:
+            lines.append(f"{'':<{width}}  ({o.summary.timeouts} jobs ran past their time limit: ended there, TIMEOUT)")
     return "\n".join(lines)
 
 
 def _write_csv(path: str, outcome: Outcome) -> None:
     with open(path, "w", newline="") as stream:
         out = csv.writer(stream)
-        out.writerow(["id", "submit", "start", "end", "cpus", "nodes", "wait"])
+        out.writerow(["id", "submit", "start", "end", "cpus", "nodes", "wait", "state"])
         for r in outcome.results:
-            out.writerow([r.job_id, r.submit, r.start, r.end, r.cpus, r.nodes, r.wait])
+            state = "TIMEOUT" if r.timed_out else "COMPLETED"
+            out.writerow([r.job_id, r.submit, r.start, r.end, r.cpus, r.nodes, r.wait, state])
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         windows = _windows(args.windows)
-        trace = _trace(args.trace, args.seed)
+        trace = _trace(args.trace, args.seed, args.format)
         runs = _runs(args, trace)
     except (OSError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

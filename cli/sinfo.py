@@ -623,11 +623,14 @@ def _show_reservations(header: bool) -> int:
     from cli import reservations
 
     try:
-        lines = reservations.sinfo_lines(reservations.load(), header)
+        found = reservations.load()
     except reservations.ReservationError as exc:
         print(*exc.lines, sep="\n", file=sys.stderr)
         return 1
-    reservations.print_lines(lines)
+    if not found.reservations:
+        print("No reservations in the system")  # as Slurm, with or without -h
+        return 0
+    reservations.print_lines(reservations.sinfo_lines(found, header))
     return 0
 
 

@@ -29,6 +29,7 @@ from cli.options import (
     check_gpu_bind,
     export_environment,
     parse_count,
+    parse_mb,
     parse_node_range,
     parse_positive,
     version_line,
@@ -71,6 +72,8 @@ SRUN_ENV = {
     "SLURM_JOB_NAME": "job_name",
     "SLURM_KILL_BAD_EXIT": "kill_on_bad_exit",
     "SLURM_LABELIO": "label",
+    "SLURM_MEM_PER_CPU": "mem_per_cpu",  # the job's, inside an allocation: such a step holds it all
+    "SLURM_MEM_PER_NODE": "mem",
     "SLURM_OVERLAP": "overlap",
     "SLURM_PARTITION": "partition",
     "SLURM_QOS": "qos",
@@ -130,6 +133,8 @@ def _ranges(ids: list[int]) -> str:
 
 
 def describe_exit(ended: TaskExit) -> str:
+    if ended.oom:
+        return "Out Of Memory"
     if ended.signal:
         try:
             return signal.strsignal(ended.signal) or f"Signal {ended.signal}"
@@ -192,6 +197,12 @@ def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], 
             req.ntasks_per_node = parse_count(v("ntasks_per_node") or "", "--ntasks-per-node")
         if opts.has("cpus_per_task"):
             req.cpus_per_task = parse_positive(v("cpus_per_task") or "", "--cpus-per-task")
+        # --mem/--mem-per-cpu on the command line win over either from the environment.
+        mem_cli = {"mem", "mem_per_cpu"} & cli_given
+        if opts.has("mem") and ("mem" in cli_given or not mem_cli):
+            req.mem_per_node_mb = parse_mb(v("mem") or "", "--mem")
+        elif opts.has("mem_per_cpu") and ("mem_per_cpu" in cli_given or not mem_cli):
+            req.mem_per_cpu_mb = parse_mb(v("mem_per_cpu") or "", "--mem-per-cpu")
     except SpecError as exc:
         raise CommandError(exc.message) from exc
     # Inside an allocation the job's shape is the default (SLURM_NTASKS, SLURM_NNODES ...), as Slurm.

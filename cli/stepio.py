@@ -19,6 +19,8 @@ from typing import BinaryIO
 
 from shoal import taskio
 
+SIG_OOM_SIGNAL = 125
+
 
 @dataclass(frozen=True)
 class TaskExit:
@@ -27,10 +29,14 @@ class TaskExit:
     signal: int
     max_rss_kb: int = 0   # the task's peak RSS (with the children it waited for)
     cpu_time_us: int = 0  # its user + system CPU time
+    oom: bool = False     # killed by the kernel for exceeding the step's (or job's) memory
 
     @property
     def status(self) -> int:
-        """srun's exit status for this task: the code, or 128+n for a signal."""
+        """srun's exit status for this task: the code, or 128+n for a signal (Slurm reports an
+        OOM kill as its dummy signal 125, SIG_OOM 253 & 0x7f)."""
+        if self.oom:
+            return 128 + SIG_OOM_SIGNAL
         return 128 + self.signal if self.signal else self.code
 
 
@@ -113,7 +119,8 @@ class StepIO:
             elif kind == taskio.EXIT:
                 data = json.loads(payload)
                 ended = TaskExit(node, int(data.get("code", 0)), int(data.get("signal", 0)),
-                                 int(data.get("max_rss_kb", 0)), int(data.get("cpu_time_us", 0)))
+                                 int(data.get("max_rss_kb", 0)), int(data.get("cpu_time_us", 0)),
+                                 bool(data.get("oom", False)))
                 with self.lock:
                     self.exits[task] = ended
                 for callback in list(self.on_exit):

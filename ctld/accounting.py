@@ -45,6 +45,7 @@ BATCH_STEP = -4
 BATCH_SIZE = 500
 SEND = "/shoal.v1.Accounting/SendRecords"
 GET_LIMITS = "/shoal.v1.Accounting/GetLimits"
+GET_USAGE = "/shoal.v1.Accounting/GetUsage"
 
 
 # Ended by the controller (the script was signalled): the job's own exit code is 0:0, its .batch CANCELLED.
@@ -131,6 +132,7 @@ class Accounting:
         self.enforce_assoc = self.enabled and bool(enforce & {"associations", "limits", "qos", "safe"})
         self.enforce_limits = self.enabled and bool(enforce & {"limits", "qos", "safe"})
         self.enforce_qos = self.enabled and bool(enforce & {"qos", "safe"})
+        self.safe = self.enabled and "safe" in enforce
         self.cluster = cfg.cluster_name
         self._cluster_cpus = sum(n.cpus for n in cfg.nodes)
         self._cluster_gpus = sum(n.gres_count("gpu") for n in cfg.nodes)
@@ -149,6 +151,8 @@ class Accounting:
         self._qos_preempt: tuple[m.QosPreempt, ...] = ()
         self._assoc_index: dict[tuple[str, str, str], int] = {}
         self._default_account: dict[str, str] = {}
+        self._usage_wanted: pb.GetUsageRequest | None = None  # see request_usage
+        self._usage_found: list[pb.AssocUsage] | None = None
         self._epoch = store.get_meta("acct_epoch") or ""
         if self.enabled:
             if not self._epoch:
@@ -272,6 +276,11 @@ class Accounting:
         with self._cache_lock:
             return share_tree(self._cache)
 
+    def usage_factors(self) -> dict[str, float]:
+        """QOS name -> UsageFactor (usage is charged times it; Slurm's default 1)."""
+        with self._cache_lock:
+            return {q.name: q.usage_factor for q in self._cache.qos if q.usage_factor >= 0}
+
     def qos_preempt(self) -> tuple[m.QosPreempt, ...]:
         """Each QOS's Preempt list, PreemptMode and GraceTime, for preempt/qos."""
         with self._cache_lock:
@@ -293,13 +302,14 @@ class Accounting:
                 grp_gpus=_tres(a.grp_tres, "gres/gpu"), max_cpus_per_job=_tres(a.max_tres_per_job, "cpu"),
                 max_gpus_per_job=_tres(a.max_tres_per_job, "gres/gpu"), max_wall_min=a.max_wall_min,
                 max_borrow_cpus=_tres(a.max_borrow_tres, "cpu"), max_borrow_gpus=_tres(a.max_borrow_tres, "gres/gpu"),
+                usage=_usage_limits(a),
             )
             for a in resp.associations
         )
         qos = tuple(
             m.QosLimits(name=q.name, max_wall_min=q.max_wall_min, max_jobs_per_user=q.max_jobs_per_user,
                         max_submit_per_user=q.max_submit_per_user, max_cpus_per_job=_tres(q.max_tres_per_job, "cpu"),
-                        max_gpus_per_job=_tres(q.max_tres_per_job, "gres/gpu"))
+                        max_gpus_per_job=_tres(q.max_tres_per_job, "gres/gpu"), usage=_usage_limits(q))
             for q in resp.qos
         )
         qos_preempt = tuple(_qos_preempt(q) for q in resp.qos)
@@ -308,11 +318,13 @@ class Accounting:
             self._qos_preempt = qos_preempt
             self._assoc_index = by_key
             self._default_account = {u.name: u.default_account for u in resp.users}
-            self._limits = m.AccountingLimits(assocs=assocs, qos=qos, enforce_qos=self.enforce_qos)
+            self._limits = m.AccountingLimits(assocs=assocs, qos=qos, enforce_qos=self.enforce_qos,
+                                              safe=self.safe)
 
     # ------------------------------------------------------------------ the sender
     def run(self, stop: threading.Event) -> None:
-        """Send queued records and refresh the cache until `stop` is set (a daemon thread)."""
+        """Refresh the cache, fetch the usage asked for (request_usage) and send queued records until `stop`
+        is set (a daemon thread)."""
         if not self.enabled:
             return
         from shoal.rpc.client import Stub
@@ -321,8 +333,9 @@ class Accounting:
         down = False
         while not stop.is_set():
             try:
-                sent = self._send_batch(stub)
                 self._refresh(stub)
+                self._fetch_usage(stub)  # before any record: dbd's answer holds only jobs ended before
+                sent = self._send_batch(stub)
                 if down:
                     log.info("accounting storage at %s is back", self._target)
                 down = False
@@ -336,6 +349,38 @@ class Accounting:
                 down = True
                 stop.wait(2.0)
         stub.close()
+
+    # ------------------------------------------------------------------ usage of finished jobs
+    def request_usage(self, half_life_s: int, since: int, now: int) -> None:
+        """Ask dbd (once, before any record is sent) for the decayed usage per association since the
+        last reset: the controller's ledger starts from it when it has none of its own."""
+        if self.enabled:
+            self._usage_wanted = pb.GetUsageRequest(cluster=self.cluster, now=now, half_life_s=half_life_s,
+                                                    since=since)
+
+    def _fetch_usage(self, stub: Stub) -> None:
+        want = self._usage_wanted
+        if want is None:
+            return
+        resp = stub.call(GET_USAGE, want, pb.GetUsageResponse, timeout=30.0)
+        with self._cache_lock:
+            self._usage_found = list(resp.usage)
+            self._usage_wanted = None
+        log.info("usage of %d associations loaded from accounting storage", len(resp.usage))
+
+    def take_usage(self) -> dict[int, tuple[float, float]] | None:
+        """dbd's answer to request_usage as (CPU-, GPU-seconds) per association id, once; None before it."""
+        with self._cache_lock:
+            found, self._usage_found = self._usage_found, None
+            if found is None:
+                return None
+            out: dict[int, tuple[float, float]] = {}
+            for row in found:
+                assoc = self._find(row.account, row.user, "")
+                if assoc:
+                    cpu, gpu = out.get(assoc, (0.0, 0.0))
+                    out[assoc] = (cpu + row.cpu_seconds, gpu + row.gpu_seconds)
+            return out
 
     def _send_batch(self, stub: Stub) -> int:
         queued = self._store.queued_records(BATCH_SIZE)
@@ -361,6 +406,18 @@ class Accounting:
         with self._store.transaction() as tx:
             tx.set_meta("acct_limits", base64.b64encode(resp.SerializeToString()).decode())
         log.info("association/QOS cache loaded (version %d, %d associations)", resp.version, len(resp.associations))
+
+
+def _usage_limits(row: pb.Association | pb.Qos) -> m.UsageLimits:
+    """GrpTRESMins, GrpTRESRunMins, GrpWall and MaxTRESMinsPerJob of an association or QOS."""
+    limits = m.UsageLimits(
+        grp_cpu_mins=_tres(row.grp_tres_mins, "cpu"), grp_gpu_mins=_tres(row.grp_tres_mins, "gres/gpu"),
+        grp_cpu_run_mins=_tres(row.grp_tres_run_mins, "cpu"),
+        grp_gpu_run_mins=_tres(row.grp_tres_run_mins, "gres/gpu"), grp_wall_min=row.grp_wall_min,
+        max_cpu_mins_per_job=_tres(row.max_tres_mins_per_job, "cpu"),
+        max_gpu_mins_per_job=_tres(row.max_tres_mins_per_job, "gres/gpu"),
+    )
+    return m.NO_USAGE_LIMITS if limits == m.NO_USAGE_LIMITS else limits  # the shared "none" the core skips
 
 
 def _tres(text: str, name: str) -> int:

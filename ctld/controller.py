@@ -36,7 +36,7 @@ from ctld.errors import (
     SlurmError,
 )
 from ctld.fairshare_usage import META_KEY as SHARES_META_KEY
-from ctld.fairshare_usage import UsageLedger, job_tres
+from ctld.fairshare_usage import Charge, UsageLedger, job_tres
 from ctld.gpus import snapshot_gpus
 from ctld.nodes import NodeRuntime, gres_used, long_state, new_runtime, registration_problems
 from ctld.sched import cycle as sched_cycle
@@ -44,6 +44,7 @@ from ctld.sched import model as m
 from ctld.sched import placement as sched_placement
 from ctld.sched import submit as sched_submit
 from ctld.sched.dependency import parse_dependency, status_index
+from ctld.sched.fairshare import last_reset
 from ctld.sched.limits import effective_time_limit
 from ctld.sched.priority import MULTIFACTOR
 from ctld.sched.resources import job_cpus, job_gpus, mem_for
@@ -113,7 +114,12 @@ class Controller:
         self._topology = sched_topology(cfg)
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
-        self.shares.load(store.get_meta(SHARES_META_KEY))
+        saved_shares = store.get_meta(SHARES_META_KEY)
+        self.shares.load(saved_shares)
+        if not saved_shares or self.shares.awaits_seed:  # no ledger (a lost StateSaveLocation): start from dbd's
+            now = self._now()
+            self.shares.awaits_seed = self.accounting.enabled
+            self.accounting.request_usage(self.shares.half_life_s, last_reset(now, self.shares.reset_period), now)
         self._shares_saved = 0
         self._recover()
         self.reservations = resv.load(store)  # advance reservations by name (ctld/reservations.py)
@@ -245,7 +251,7 @@ class Controller:
             running=running,
             jobs=statuses,
             config=self._sched_config,
-            accounting=self.accounting.limits(),
+            accounting=self._limits_with_usage(),
             priority_inputs=self._priority_inputs() if self._sched_config.priority.type == MULTIFACTOR else None,
             reservations=resv.for_snapshot(self),
             topology=self._topology,
@@ -257,11 +263,32 @@ class Controller:
         self._accrue_usage()
         return replace(self.accounting.priority_inputs(), fairshare=self.shares.factors(self.accounting.share_tree()))
 
+    def _limits_with_usage(self) -> m.AccountingLimits | None:
+        """The enforced association/QOS limits with the usage accrued up to now (GrpTRESMins, GrpWall)."""
+        limits = self.accounting.limits()
+        if limits is None:
+            return None
+        self._accrue_usage()
+        assoc_used, qos_used = self.shares.used_minutes()
+        return replace(limits, assoc_used=assoc_used, qos_used=qos_used)
+
     def _accrue_usage(self) -> None:
-        """Charge running jobs' billing to their associations; save the ledger at most once a minute."""
+        """Charge the jobs that ran since the last pass to their associations and QOS; save the ledger
+        at most once a minute."""
         now = self._now()
-        running = ((self.accounting.assoc_id(j), job_tres(j)) for j in self.jobs.values() if j.state == RUNNING)
-        self.shares.accrue(now, running)
+        since = self.shares.last
+        factors = self.accounting.usage_factors()
+        charges = (
+            Charge(assoc_id=self.accounting.assoc_id(j), qos=j.qos, tres=job_tres(j), start=j.start_time,
+                   end=0 if j.state == RUNNING else j.end_time, usage_factor=factors.get(j.qos, 1.0))
+            for j in self.jobs.values()
+            if j.start_time and j.allocation and (j.state == RUNNING or j.end_time > since)
+        )
+        self.shares.accrue(now, charges)
+        seed = self.accounting.take_usage()
+        if seed is not None:
+            self.shares.seed(seed)
+            log.info("fair-share usage of %d associations seeded from accounting storage", len(seed))
         if now - self._shares_saved >= 60:
             with self.store.transaction() as tx:
                 tx.set_meta(SHARES_META_KEY, self.shares.dump())

@@ -1,9 +1,10 @@
-"""The controller's fair-share usage: billing seconds per association, accrued for running jobs and decayed.
+"""The controller's usage ledger: billing seconds per association (fair-share) and CPU/GPU/wall seconds
+per association and QOS (GrpTRESMins, GrpWall), accrued for the jobs that ran and decayed.
 
 Each scheduling pass (accrue) first decays what is recorded by the time elapsed since the last pass
-(PriorityDecayHalfLife) and then adds each running job's billing for that time to its association
-(TRESBillingWeights; CPUs without weights); PriorityUsageResetPeriod clears everything at its
-boundaries. The ledger is kept in the state store's meta table, so a restart keeps the usage.
+(PriorityDecayHalfLife) and then adds each job's usage for the part of that time it ran, times its
+QOS's UsageFactor (billing: TRESBillingWeights; CPUs without weights); PriorityUsageResetPeriod clears
+everything at its boundaries. The ledger is kept in the state store's meta table, so a restart keeps the usage.
 The factors themselves are computed by the pure ctld.sched.fairshare.
 """
 
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from ctld.sched import fairshare
 from ctld.sched.fairshare import ShareAssoc, ShareRow
+from ctld.sched.model import UsedMinutes
 from shoal.conf import SlurmConfig
 from shoal.timefmt import parse_time_limit
 from shoal.v1 import accounting_pb2 as pb
@@ -67,8 +70,21 @@ def job_tres(job: jobs_pb2.JobInfo) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """A job the ledger charges for the part of [start, end) since its last pass (end 0: still running)."""
+
+    assoc_id: int
+    qos: str
+    tres: Mapping[str, float]
+    start: int
+    end: int = 0
+    usage_factor: float = 1.0  # the QOS's UsageFactor
+
+
 class UsageLedger:
-    """Decayed billing seconds per association id (not thread-safe: the controller's lock guards it)."""
+    """Decayed usage per association id: billing seconds (fair-share) and CPU-, GPU- and wall-seconds
+    (GrpTRESMins, GrpWall), the latter per QOS too. Not thread-safe: the controller's lock guards it."""
 
     def __init__(self, cfg: SlurmConfig) -> None:
         self.half_life_s = _minutes(cfg.get("PriorityDecayHalfLife"), 7 * 1440) * 60
@@ -78,20 +94,64 @@ class UsageLedger:
         self.max_tres = "MAX_TRES" in flags
         self.fair_tree = "NO_FAIR_TREE" not in flags
         self.usage: dict[int, float] = {}
+        self.tres: dict[int, list[float]] = {}  # association -> [cpu, gpu, wall] seconds, decayed
+        self.qos_tres: dict[str, list[float]] = {}
         self.last = 0
+        self.awaits_seed = False  # asked dbd for the usage of finished jobs, not yet added (see seed)
 
-    def accrue(self, now: int, running: Iterable[tuple[int, Mapping[str, float]]]) -> None:
-        """Decay to `now`, then charge each (association, TRES) for the time since the last call."""
+    def accrue(self, now: int, jobs: Iterable[Charge]) -> None:
+        """Decay to `now`, then charge each job for the time it ran since the last call."""
         if self.last and fairshare.reset_due(self.last, now, self.reset_period):
-            self.usage.clear()
+            self.clear()
         elapsed = now - self.last if self.last else 0
         if elapsed > 0:
-            self.usage = {k: fairshare.decayed(v, elapsed, self.half_life_s) for k, v in self.usage.items()}
-            for assoc, tres in running:
-                if assoc:
-                    charge = fairshare.billing(tres, self.weights, self.max_tres) * elapsed
-                    self.usage[assoc] = self.usage.get(assoc, 0.0) + charge
+            self._decay(elapsed)
+            for job in jobs:
+                seconds = min(job.end or now, now) - max(job.start, self.last)
+                if job.assoc_id and job.start and seconds > 0:
+                    self._charge(job, seconds * job.usage_factor)
         self.last = max(self.last, now)
+
+    def clear(self) -> None:
+        self.usage.clear()
+        self.tres.clear()
+        self.qos_tres.clear()
+
+    def _decay(self, elapsed: int) -> None:
+        def down(v: float) -> float:
+            return fairshare.decayed(v, elapsed, self.half_life_s)
+
+        self.usage = {k: down(v) for k, v in self.usage.items()}
+        self.tres = {k: [down(x) for x in v] for k, v in self.tres.items()}
+        self.qos_tres = {k: [down(x) for x in v] for k, v in self.qos_tres.items()}
+
+    def _charge(self, job: Charge, seconds: float) -> None:
+        self.usage[job.assoc_id] = self.usage.get(job.assoc_id, 0.0) + \
+            fairshare.billing(job.tres, self.weights, self.max_tres) * seconds
+        for totals in (self.tres.setdefault(job.assoc_id, [0.0, 0.0, 0.0]),
+                       self.qos_tres.setdefault(job.qos, [0.0, 0.0, 0.0])):
+            totals[0] += job.tres.get("cpu", 0.0) * seconds
+            totals[1] += job.tres.get("gres/gpu", 0.0) * seconds
+            totals[2] += seconds
+
+    def seed(self, usage: Mapping[int, tuple[float, float]]) -> None:
+        """Add dbd's decayed CPU- and GPU-seconds of finished jobs per association: what a ledger that
+        started empty (a lost StateSaveLocation) would have accrued. Billing counts CPUs and GPUs only
+        (dbd keeps no memory or node usage)."""
+        for assoc, (cpu, gpu) in usage.items():
+            tres = {"cpu": cpu, "gres/gpu": gpu}
+            self.usage[assoc] = self.usage.get(assoc, 0.0) + fairshare.billing(tres, self.weights, self.max_tres)
+            totals = self.tres.setdefault(assoc, [0.0, 0.0, 0.0])
+            totals[0] += cpu
+            totals[1] += gpu
+        self.awaits_seed = False
+
+    def used_minutes(self) -> tuple[dict[int, UsedMinutes], dict[str, UsedMinutes]]:
+        """The decayed CPU-, GPU- and wall-minutes per association and per QOS (GrpTRESMins, GrpWall)."""
+        def minutes(v: list[float]) -> UsedMinutes:
+            return UsedMinutes(cpu=v[0] / 60, gpu=v[1] / 60, wall=v[2] / 60)
+
+        return ({k: minutes(v) for k, v in self.tres.items()}, {k: minutes(v) for k, v in self.qos_tres.items()})
 
     def factors(self, tree: list[ShareAssoc]) -> dict[int, float]:
         return fairshare.factors(tree, self.usage, self.fair_tree)
@@ -100,16 +160,21 @@ class UsageLedger:
         return fairshare.share_rows(tree, self.usage, self.fair_tree)
 
     def dump(self) -> str:
-        return json.dumps({"last": self.last, "usage": {str(k): v for k, v in self.usage.items()}})
+        return json.dumps({"last": self.last, "usage": {str(k): v for k, v in self.usage.items()},
+                           "tres": {str(k): v for k, v in self.tres.items()}, "qos_tres": self.qos_tres,
+                           "awaits_seed": self.awaits_seed})
 
     def load(self, text: str | None) -> None:
         """Restore a dump(); anything unreadable starts from no usage."""
         try:
             data = json.loads(text or "{}")
             self.usage = {int(k): float(v) for k, v in data.get("usage", {}).items()}
+            self.tres = {int(k): [float(x) for x in v] for k, v in data.get("tres", {}).items()}
+            self.qos_tres = {str(k): [float(x) for x in v] for k, v in data.get("qos_tres", {}).items()}
             self.last = int(data.get("last", 0))
+            self.awaits_seed = bool(data.get("awaits_seed", False))
         except (ValueError, TypeError, AttributeError):
-            self.usage, self.last = {}, 0
+            self.usage, self.tres, self.qos_tres, self.last, self.awaits_seed = {}, {}, {}, 0, False
 
 
 def _minutes(text: str | None, default: int) -> int:

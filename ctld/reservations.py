@@ -292,13 +292,16 @@ def _set_nodes(ctl: Controller, info: pb.ReservationInfo, names: Iterable[str]) 
 
 
 def _pick_nodes(ctl: Controller, info: pb.ReservationInfo, count: int) -> list[str]:
-    """NodeCnt=N: the first N usable nodes of the partition free of other reservations (and jobs)."""
+    """NodeCnt=N: the first N usable nodes of the partition free of other reservations (and jobs).
+
+    As Slurm 22.05, fewer than N free nodes give a smaller reservation; none at all is refused.
+    """
     part = next((p for p in ctl.cfg.partitions if p.name == info.partition), None)
     members = list(part.nodes) if part is not None else list(ctl.nodes)
     taken = _reserved_nodes(ctl, info)
     busy = set() if "IGNORE_JOBS" in info.flags else _busy_nodes(ctl, info)
     free = [n for n in members if n in ctl.nodes and ctl.nodes[n].available and n not in taken and n not in busy]
-    if len(free) < count:
+    if not free:
         raise SlurmError(NODES_BUSY)
     return free[:count]
 

@@ -65,6 +65,16 @@ def _busy_gpus(job: jobs_pb2.JobInfo) -> dict[str, frozenset[int]]:
     return {name: frozenset(gpus) for name, gpus in busy.items()}
 
 
+def _busy_mem(job: jobs_pb2.JobInfo) -> dict[str, int]:
+    """Memory (MB) that running steps hold per node (a step that asked none holds none)."""
+    busy: dict[str, int] = {}
+    for step in job.steps:
+        if step.state == jobs_pb2.RUNNING and not step.overlap:
+            for n in step.layout:
+                busy[n.node] = busy.get(n.node, 0) + n.mem_mb
+    return busy
+
+
 def _gpu_counts(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> tuple[int, int, int]:
     """(per node, total, per task) GPUs the step asks; a type must be the job's."""
     per_node = total = per_task = 0
@@ -110,6 +120,8 @@ def _request(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> la
         exclusive=req.exclusive,
         overcommit=req.overcommit,
         exact=req.exact,
+        mem_per_node_mb=req.mem_per_node_mb,
+        mem_per_cpu_mb=req.mem_per_cpu_mb,
     )
 
 
@@ -128,9 +140,10 @@ def create_step(
             raise SlurmError(JOB_PENDING, FAILED_PRECONDITION)
         if job.state != jobs_pb2.RUNNING:
             raise SlurmError(ALREADY_DONE, FAILED_PRECONDITION)
-        alloc = [layout.AllocNode(a.node, a.cpus, tuple(a.gpu_indices), tuple(a.cpu_ids)) for a in job.allocation]
+        alloc = [layout.AllocNode(a.node, a.cpus, tuple(a.gpu_indices), tuple(a.cpu_ids), a.mem_mb)
+                 for a in job.allocation]
         try:
-            found = layout.layout_step(alloc, _busy(job), _request(req, job), _busy_gpus(job))
+            found = layout.layout_step(alloc, _busy(job), _request(req, job), _busy_gpus(job), _busy_mem(job))
         except layout.StepRefused as exc:
             if exc.retry:
                 return controller_pb2.CreateStepResponse(retry=True, message=exc.message)
@@ -157,10 +170,11 @@ def create_step(
         step.overlap = req.overlap
         step.launch.CopyFrom(req.launch)
         held = {a.node: len(a.gpu_indices) for a in job.allocation}
-        for name, ids, cpu_ids, gpus in zip(found.nodes, found.task_ids, found.cpu_ids, found.gpus, strict=True):
+        for name, ids, cpu_ids, gpus, mem in zip(found.nodes, found.task_ids, found.cpu_ids, found.gpus,
+                                                 found.mem_mb, strict=True):
             node = ctl.nodes[name].info
             step.layout.add(node=name, addr=node.addr or name, task_ids=ids, cpus=len(cpu_ids), cpu_ids=cpu_ids,
-                            gpu_indices=gpus)
+                            gpu_indices=gpus, mem_mb=mem)
             step.num_gpus += len(gpus) if found.gpus_requested else held.get(name, 0)
         ctl._save(job)
         launches = [(ctl.nodes[n].info, _launch_request(ctl, job, step, n)) for n in found.nodes]

@@ -18,6 +18,12 @@ from shoal.v1 import accounting_pb2 as pb
 
 ADMIN_LEVELS = {"none": "None", "operator": "Operator", "admin": "Administrator", "administrator": "Administrator"}
 
+# usage limits, the same for associations and QOS
+USAGE_KEYS: dict[str, tuple[str, str]] = {
+    "grptresmins": ("grp_tres_mins", "tres"), "grptresrunmins": ("grp_tres_run_mins", "tres"),
+    "maxtresminsperjob": ("max_tres_mins_per_job", "tres"), "maxtresmins": ("max_tres_mins_per_job", "tres"),
+    "grpwall": ("grp_wall_min", "time"),
+}
 # sacctmgr key -> Association column, and its kind
 ASSOC_KEYS: dict[str, tuple[str, str]] = {
     "fairshare": ("shares", "int"), "share": ("shares", "int"), "shares": ("shares", "int"),
@@ -28,6 +34,7 @@ ASSOC_KEYS: dict[str, tuple[str, str]] = {
     "maxwall": ("max_wall_min", "time"), "maxwalldurationperjob": ("max_wall_min", "time"),
     "qos": ("qos", "text"), "defaultqos": ("default_qos", "text"),
     "maxborrowtres": ("max_borrow_tres", "borrow"),
+    **USAGE_KEYS,
 }
 QOS_KEYS: dict[str, tuple[str, str]] = {
     "description": ("description", "text"), "priority": ("priority", "int"), "preempt": ("preempt", "text"),
@@ -38,6 +45,7 @@ QOS_KEYS: dict[str, tuple[str, str]] = {
     "grptres": ("grp_tres", "tres"), "grpjobs": ("grp_jobs", "int"),
     "maxjobsperuser": ("max_jobs_per_user", "int"), "maxjobspu": ("max_jobs_per_user", "int"),
     "maxsubmitjobsperuser": ("max_submit_per_user", "int"), "maxsubmitpu": ("max_submit_per_user", "int"),
+    **USAGE_KEYS,
 }
 ACCOUNT_KEYS = {"description": "description", "organization": "organization", "parent": "parent"}
 USER_KEYS = {"defaultaccount": "default_account", "adminlevel": "admin_level"}
@@ -379,7 +387,9 @@ def assoc_message(row: Association, parents: dict[str, str]) -> pb.Association:
         shares=row.shares, grp_jobs=row.grp_jobs, grp_submit_jobs=row.grp_submit_jobs, max_jobs=row.max_jobs,
         max_submit_jobs=row.max_submit_jobs, grp_tres=row.grp_tres, max_tres_per_job=row.max_tres_per_job,
         max_wall_min=row.max_wall_min, qos=[q for q in row.qos.split(",") if q], default_qos=row.default_qos,
-        priority=row.priority, max_borrow_tres=row.max_borrow_tres,
+        priority=row.priority, max_borrow_tres=row.max_borrow_tres, grp_tres_mins=row.grp_tres_mins,
+        grp_tres_run_mins=row.grp_tres_run_mins, max_tres_mins_per_job=row.max_tres_mins_per_job,
+        grp_wall_min=row.grp_wall_min,
     )
 
 
@@ -389,6 +399,8 @@ def qos_message(row: Qos) -> pb.Qos:
         preempt_mode=row.preempt_mode, grace_time=row.grace_time, flags=row.flags, usage_factor=row.usage_factor,
         max_wall_min=row.max_wall_min, max_tres_per_job=row.max_tres_per_job, grp_tres=row.grp_tres,
         grp_jobs=row.grp_jobs, max_jobs_per_user=row.max_jobs_per_user, max_submit_per_user=row.max_submit_per_user,
+        grp_tres_mins=row.grp_tres_mins, grp_tres_run_mins=row.grp_tres_run_mins,
+        max_tres_mins_per_job=row.max_tres_mins_per_job, grp_wall_min=row.grp_wall_min,
     )
 
 
@@ -425,6 +437,8 @@ def assoc_fields(row: pb.Association) -> dict[str, str]:
         "maxtres": row.max_tres_per_job, "maxsubmit": _limit(row.max_submit_jobs),
         "maxwall": _wall(row.max_wall_min), "qos": ",".join(row.qos), "defqos": row.default_qos,
         "parentname": row.parent if not row.user else "", "id": str(row.id), "maxborrowtres": row.max_borrow_tres,
+        "grpwall": _wall(row.grp_wall_min), "grptresmins": row.grp_tres_mins, "maxtresmins": row.max_tres_mins_per_job,
+        "grptresrunmin": row.grp_tres_run_mins,
     }
 
 
@@ -446,7 +460,9 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
                          "usagefactor": f"{q.usage_factor:.6f}", "maxwall": _wall(q.max_wall_min),
                          "maxtres": q.max_tres_per_job, "grptres": q.grp_tres, "grpjobs": _limit(q.grp_jobs),
                          "maxjobspu": _limit(q.max_jobs_per_user), "maxsubmitpu": _limit(q.max_submit_per_user),
-                         "description": q.description})
+                         "description": q.description, "grpwall": _wall(q.grp_wall_min),
+                         "grptresmins": q.grp_tres_mins, "maxtresmins": q.max_tres_mins_per_job,
+                         "grptresrunmin": q.grp_tres_run_mins})
         return rows
     if kind == "account":
         accounts = [a for a in session.scalars(select(Account).order_by(Account.name)) if not names or a.name in names]

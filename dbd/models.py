@@ -16,6 +16,9 @@ LongText = Annotated[str, mapped_column(Text, nullable=False, default="")]
 Limit = Annotated[int, mapped_column(BigInteger, nullable=False, default=-1)]
 Time = Annotated[int, mapped_column(BigInteger, nullable=False, default=0)]
 Num = Annotated[int, mapped_column(BigInteger, nullable=False, default=0)]
+# columns added by a later migration carry a server default, so existing rows get one
+UsageText = Annotated[str, mapped_column(String(128), nullable=False, default="", server_default="")]
+UsageLimit = Annotated[int, mapped_column(BigInteger, nullable=False, default=-1, server_default="-1")]
 Id = Annotated[int, mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)]
 
 
@@ -80,6 +83,10 @@ class Association(Base):
     default_qos: Mapped[Name]
     # MaxBorrowTRES (beyond Slurm): how far past grp_tres it may borrow idle quota of sibling associations
     max_borrow_tres: Mapped[str] = mapped_column(String(128), nullable=False, default="", server_default="")
+    grp_tres_mins: Mapped[UsageText]
+    grp_tres_run_mins: Mapped[UsageText]
+    max_tres_mins_per_job: Mapped[UsageText]
+    grp_wall_min: Mapped[UsageLimit]
 
 
 class Qos(Base):
@@ -98,6 +105,10 @@ class Qos(Base):
     grp_jobs: Mapped[Limit]
     max_jobs_per_user: Mapped[Limit]
     max_submit_per_user: Mapped[Limit]
+    grp_tres_mins: Mapped[UsageText]
+    grp_tres_run_mins: Mapped[UsageText]
+    max_tres_mins_per_job: Mapped[UsageText]
+    grp_wall_min: Mapped[UsageLimit]
 
 
 class Job(Base):

@@ -11,16 +11,22 @@ from sqlalchemy.orm import Session
 
 from dbd.ingest import JOB_FIELDS, STEP_FIELDS, tres_count
 from dbd.models import Cluster, Job, NodeEvent, Step, Usage
+from shoal import acct_records
 from shoal.v1 import accounting_pb2 as pb
 
 
-def find_jobs(session: Session, q: pb.JobQuery) -> list[pb.AcctJob]:
-    """Jobs matching `q` in (cluster, job id) order, each with its steps.
+def find_jobs(session: Session, q: pb.JobQuery) -> pb.AcctJobsResponse:
+    """Jobs matching `q` in (cluster, job id) order, and their steps, as columns (shoal.acct_records).
 
-    Only the fields the caller asked for are read; plain Core rows go straight into protobuf
-    constructors (no ORM objects), and the steps of all the selected jobs come in one range scan or
-    a few IN queries (no per-job loads).
+    Only the fields the caller asked for are read; plain Core rows go column by column into the
+    answer (no ORM objects, no message per record), and the steps of all the selected jobs come in
+    one range scan or a few IN queries (no per-job loads).
     """
+    with acct_records.gc_paused():
+        return _find_jobs(session, q)
+
+
+def _find_jobs(session: Session, q: pb.JobQuery) -> pb.AcctJobsResponse:
     job_fields, step_fields = _wanted(q)
     rows = _job_rows(session, q, job_fields)
     if q.nodes:
@@ -34,15 +40,14 @@ def find_jobs(session: Session, q: pb.JobQuery) -> list[pb.AcctJob]:
             latest[(row[1], row[2])] = row[0]  # ordered by submit time: the last one wins
         rows = [r for r in rows if latest[(r[1], r[2])] == r[0]]
     steps = _steps_of(session, [r[0] for r in rows], step_fields)
-    out = []
-    for r in rows:
-        job_id, submit = r[2], r[3]
+    step_rows: list[tuple[Any, ...]] = []
+    for index, r in enumerate(rows):
         mine = steps.get(r[0])
-        job = pb.JobRecord(job_id=job_id, cluster=r[1], submit_time=submit, **dict(zip(job_fields, r[4:], strict=True)))
-        out.append(pb.AcctJob(job=job, steps=[
-            pb.StepRecord(job_id=job_id, submit_time=submit, step_id=s[1], **dict(zip(step_fields, s[2:], strict=True)))
-            for s in sorted(mine, key=_step_order)
-        ] if mine else ()))
+        if mine:
+            step_rows.extend((index, *s[1:]) for s in sorted(mine, key=_step_order))
+    out = pb.AcctJobsResponse()
+    acct_records.encode(out.jobs, ("cluster", "job_id", "submit_time", *job_fields), [r[1:] for r in rows])
+    acct_records.encode(out.steps, (acct_records.JOB_INDEX, "step_id", *step_fields), step_rows)
     return out
 
 
@@ -64,7 +69,7 @@ def _wanted(q: pb.JobQuery) -> tuple[list[str], list[str]]:
 def _job_rows(session: Session, q: pb.JobQuery, fields: list[str]) -> list[tuple[Any, ...]]:
     """(row id, cluster, job id, submit time, *fields) of the matching jobs, read through Core."""
     conn = session.connection()
-    stmt = _select(conn, [Job.id, Job.cluster, Job.job_id, Job.submit_time, *(getattr(Job, f) for f in fields)])
+    stmt = select(Job.id, Job.cluster, Job.job_id, Job.submit_time, *(getattr(Job, f) for f in fields))
     if q.clusters:
         stmt = stmt.where(Job.cluster.in_(list(q.clusters)))
     id_terms: list[ColumnElement[bool]] = []
@@ -93,29 +98,36 @@ def _job_rows(session: Session, q: pb.JobQuery, fields: list[str]) -> list[tuple
         stmt = stmt.where(or_(Job.end_time == 0, Job.end_time >= q.start))
     if q.end:
         stmt = stmt.where(Job.submit_time < q.end)
-    stmt = stmt.order_by(Job.cluster, Job.job_id, Job.submit_time)
-    if q.limit:
-        stmt = stmt.limit(q.limit)
-    return _fetch(conn, stmt)
+    rows = _fetch(conn, stmt, Job.id)
+    rows.sort(key=_job_order)
+    return rows[: q.limit] if q.limit else rows
 
 
-def _select(conn: Connection, columns: list[Any]) -> Select[Any]:
-    """SELECT of `columns`; on MySQL/MariaDB as one JSON array per row.
+def _job_order(row: tuple[Any, ...]) -> tuple[str, int, int]:
+    return (row[1], row[2], row[3])  # cluster, job id, submit time
 
-    PyMySQL parses every field of every row in pure Python (~10 us each, most of a 100,000-job
-    sacct); one JSON text per row is one field, decoded in C by json.loads.
+
+ROWS_PER_TEXT = 500  # MySQL/MariaDB rows folded into one JSON text (see _fetch)
+
+
+def _fetch(conn: Connection, stmt: Select[Any], bucket: Any) -> list[tuple[Any, ...]]:
+    """The rows of `stmt`, in no particular order.
+
+    On MySQL/MariaDB, PyMySQL parses every field of every row in pure Python (~10 us each, most of a
+    100,000-job sacct), so the rows come folded: ROWS_PER_TEXT of them (grouped by `bucket`, an
+    integer key, DIV ROWS_PER_TEXT) as one JSON array text, decoded in C by json.loads.
     """
-    if conn.dialect.name in ("mysql", "mariadb"):
-        return select(func.json_array(*columns))
-    return select(*columns)
-
-
-def _fetch(conn: Connection, stmt: Select[Any]) -> list[tuple[Any, ...]]:
-    result = conn.execute(stmt)
-    if conn.dialect.name in ("mysql", "mariadb"):
-        loads = json.loads
-        return [tuple(loads(text)) for (text,) in result]
-    return [tuple(r) for r in result]
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        return [tuple(r) for r in conn.execute(stmt)]
+    conn.exec_driver_sql("SET SESSION group_concat_max_len = 1073741824")  # MariaDB caps JSON_ARRAYAGG by it
+    rows = stmt.with_only_columns(
+        func.json_array(*stmt.selected_columns).label("r"), bucket.op("DIV")(ROWS_PER_TEXT).label("b")
+    ).order_by(None).subquery()
+    loads = json.loads
+    out: list[tuple[Any, ...]] = []
+    for (text,) in conn.execute(select(func.json_arrayagg(rows.c.r)).group_by(rows.c.b)):
+        out.extend(map(tuple, loads(text)))
+    return out
 
 
 def _steps_of(session: Session, job_rows: list[int], fields: list[str]) -> dict[int, list[tuple[Any, ...]]]:
@@ -124,16 +136,16 @@ def _steps_of(session: Session, job_rows: list[int], fields: list[str]) -> dict[
     if not job_rows:
         return steps
     conn = session.connection()
-    query = _select(conn, [Step.job_row, Step.step_id, *(getattr(Step, f) for f in fields)])
+    query = select(Step.job_row, Step.step_id, *(getattr(Step, f) for f in fields))
     wanted = set(job_rows)
     lo, hi = min(job_rows), max(job_rows)
     if len(job_rows) > 5000 and hi - lo < 4 * len(job_rows):
-        for step in _fetch(conn, query.where(Step.job_row.between(lo, hi))):  # one range scan, filtered here
+        for step in _fetch(conn, query.where(Step.job_row.between(lo, hi)), Step.id):  # one range scan, filtered
             if step[0] in wanted:
                 steps[step[0]].append(step)
         return steps
     for chunk in range(0, len(job_rows), 900):
-        for step in _fetch(conn, query.where(Step.job_row.in_(job_rows[chunk : chunk + 900]))):
+        for step in _fetch(conn, query.where(Step.job_row.in_(job_rows[chunk : chunk + 900])), Step.id):
             steps[step[0]].append(step)
     return steps
 
@@ -165,6 +177,24 @@ def report(session: Session, req: pb.ReportRequest) -> pb.ReportResponse:
     if req.report == "cluster_utilization" and req.cluster:
         out.totals.update(_node_time(session, req))
         out.totals.update(_planned_time(session, req))
+    return out
+
+
+def decayed_usage(session: Session, req: pb.GetUsageRequest) -> pb.GetUsageResponse:
+    """CPU- and GPU-seconds per (account, user) since `req.since`, each hour decayed from its middle to
+    `req.now` with the half-life ctld uses (the seed of its fair-share ledger after a lost state)."""
+    stmt = select(Usage.account, Usage.user, Usage.hour, Usage.cpu_seconds, Usage.gpu_seconds).where(
+        Usage.cluster == req.cluster, Usage.hour + 3600 > req.since)
+    totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for account, user, hour, cpu, gpu in session.execute(stmt):
+        age = max(0, req.now - hour - 1800)
+        factor = 0.5 ** (age / req.half_life_s) if req.half_life_s > 0 else 1.0
+        row = totals[(account, user)]
+        row[0] += cpu * factor
+        row[1] += gpu * factor
+    out = pb.GetUsageResponse()
+    for (account, user), (cpu_s, gpu_s) in sorted(totals.items()):
+        out.usage.add(account=account, user=user, cpu_seconds=cpu_s, gpu_seconds=gpu_s)
     return out
 
 

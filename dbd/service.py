@@ -55,7 +55,7 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
 
     def GetJobs(self, request: pb.AcctJobsRequest, context: grpc.ServicerContext) -> pb.AcctJobsResponse:
         with self._sessions() as session:
-            return pb.AcctJobsResponse(jobs=queries.find_jobs(session, request.query))
+            return queries.find_jobs(session, request.query)
 
     def Modify(self, request: pb.ModifyRequest, context: grpc.ServicerContext) -> pb.ModifyResponse:
         uid = current_caller().uid
@@ -81,6 +81,10 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
         except admin.AdminError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return pb.ShowResponse(rows=[pb.AcctRow(fields=r) for r in rows])
+
+    def GetUsage(self, request: pb.GetUsageRequest, context: grpc.ServicerContext) -> pb.GetUsageResponse:
+        with self._sessions() as session:
+            return queries.decayed_usage(session, request)
 
     def Report(self, request: pb.ReportRequest, context: grpc.ServicerContext) -> pb.ReportResponse:
         with self._sessions() as session:

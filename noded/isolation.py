@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from noded.cgroup import CgroupRequest, detect_version
+from noded.cgroup import CgroupRequest, detect_version, step_name
 from noded.cgroup.bpf import DEV_CHAR
 from shoal.conf.cgroup import CgroupConf, load_cgroup_conf
 from shoal.v1 import jobs_pb2, node_pb2
@@ -66,8 +66,8 @@ def real_cpus(cpu_ids: list[int], machine: list[int]) -> list[int]:
 
 
 def step_cpus(isolation: Isolation, req: node_pb2.LaunchTasksRequest, node: str) -> list[int]:
-    """This machine's CPUs a step's tasks are bound to on `node` when cores are constrained and the
-    step uses only part of the job's (--exact); [] = the job's cpuset as it is."""
+    """This machine's CPUs of a step's cpuset on `node` when cores are constrained and the step uses
+    only part of the job's (--exact, -c); [] = the job's cpuset as it is."""
     layout = next((n for n in req.step.layout if n.node == node), None)
     alloc = next((a for a in req.job.allocation if a.node == node), None)
     if not isolation.conf.constrain_cores or layout is None or alloc is None or not layout.cpu_ids:
@@ -85,20 +85,26 @@ def _device(path: str) -> list[int] | None:
     return [DEV_CHAR, os.major(st.st_rdev), os.minor(st.st_rdev)]
 
 
+def memory_limits(conf: CgroupConf, mem_mb: int) -> tuple[int, int]:
+    """(RAM, RAM + swap) limits in bytes for `mem_mb` allocated (cgroup.conf's percentages and
+    floor); (0, 0) = not constrained."""
+    if not conf.constrain_ram_space or not mem_mb:
+        return 0, 0
+    mem = max(conf.min_ram_space_mb, int(mem_mb * conf.allowed_ram_space / 100)) << 20
+    memsw = 0
+    if conf.constrain_swap_space:
+        memsw = max(int(mem_mb * (conf.allowed_ram_space + conf.allowed_swap_space) / 100) << 20, mem)
+    return mem, memsw
+
+
 def cgroup_request(isolation: Isolation, node: str, job_id: int, alloc: jobs_pb2.NodeAlloc | None) -> CgroupRequest:
     """The cgroup of job `job_id` on `node` for its allocation there."""
     conf = isolation.conf
     cpus: list[int] = []
-    mem = memsw = 0
     denied: list[list[int]] = []
     if alloc is not None and conf.constrain_cores and alloc.cpu_ids:
         cpus = real_cpus(list(alloc.cpu_ids), _machine_cpus())
-    if alloc is not None and conf.constrain_ram_space and alloc.mem_mb:
-        mb = max(conf.min_ram_space_mb, int(alloc.mem_mb * conf.allowed_ram_space / 100))
-        mem = mb << 20
-        if conf.constrain_swap_space:
-            memsw = int(alloc.mem_mb * (conf.allowed_ram_space + conf.allowed_swap_space) / 100) << 20
-            memsw = max(memsw, mem)
+    mem, memsw = memory_limits(conf, alloc.mem_mb if alloc is not None else 0)
     if conf.constrain_devices:
         mine = set(alloc.gpu_indices) if alloc is not None else set()
         allowed = {tuple(d) for i in mine if (d := _device(isolation.gpu_files.get(i, ""))) is not None}
@@ -117,3 +123,20 @@ def cgroup_request(isolation: Isolation, node: str, job_id: int, alloc: jobs_pb2
         memsw_bytes=memsw,
         deny_devices=denied,
     )
+
+
+def step_cgroup_request(isolation: Isolation, req: node_pb2.LaunchTasksRequest, node: str) -> CgroupRequest:
+    """A step's group inside its job's on `node`: its CPUs (--exact/-c), its memory (--mem,
+    --mem-per-cpu; else the job's applies), and of the job's GPUs only the ones it asked for."""
+    alloc = next((a for a in req.job.allocation if a.node == node), None)
+    layout = next((n for n in req.step.layout if n.node == node), None)
+    job = cgroup_request(isolation, node, req.job.job_id, alloc)
+    mem, memsw = memory_limits(isolation.conf, layout.mem_mb if layout is not None else 0)
+    denied: list[list[int]] = []
+    if isolation.conf.constrain_devices and alloc is not None and layout is not None and layout.gpu_indices:
+        for index in sorted(set(alloc.gpu_indices) - set(layout.gpu_indices)):
+            dev = _device(isolation.gpu_files.get(index, ""))
+            if dev is not None:
+                denied.append(dev)
+    return job.child(step_name(req.step.step_id), cpus=step_cpus(isolation, req, node), mem_bytes=mem,
+                     memsw_bytes=memsw, deny_devices=denied)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from noded import spool
-from noded.cgroup import CgroupError, CgroupRequest, JobCgroup
+from noded.cgroup import BATCH, CgroupError, CgroupRequest, StepCgroup, oom_note
 from noded.launchspec import LaunchSpec
 from noded.workdir import enter_workdir
 
@@ -147,24 +147,29 @@ def _open_stream(path: str, flags: int, what: str) -> int:
         raise LaunchError(f"Could not open {what} file {path}: {exc.strerror}") from exc
 
 
-def make_cgroup(spec: LaunchSpec) -> JobCgroup | None:
-    """The job's cgroup, created before the job starts (None when the node enforces none)."""
+def make_cgroup(spec: LaunchSpec) -> StepCgroup | None:
+    """The job's cgroup and the script's step_batch in it, created before the job starts (None
+    when the node enforces none)."""
     if not spec.cgroup:
         return None
-    cgroup = JobCgroup(CgroupRequest.from_dict(spec.cgroup))
+    job = CgroupRequest.from_dict(spec.cgroup)
+    cgroup = StepCgroup(job, job.child(BATCH))
     cgroup.create()
     return cgroup
 
 
-def finish_cgroup(cgroup: JobCgroup | None, spec: LaunchSpec) -> dict[str, object]:
-    """After the job: whether it was OOM-killed (also told on its stderr), its usage; the cgroup goes."""
+def finish_cgroup(cgroup: StepCgroup | None, spec: LaunchSpec) -> dict[str, object]:
+    """After the job: whether it was OOM-killed (also told on its stderr), its usage (the whole
+    job's: its steps included); the job's cgroup goes, with whatever is left in it."""
     if cgroup is None:
         return {}
-    oom = cgroup.oom_killed()
-    usage = cgroup.usage()
+    count = cgroup.oom_count()
+    oom = count > 0
+    usage = cgroup.job.usage()
     cgroup.remove()
+    cgroup.job.remove()
     if oom:
-        note = f"slurmstepd: error: StepId={spec.job_id}.batch: oom_kill event: a task used more than the job's memory\n"
+        note = oom_note(f"{spec.job_id}.batch", count)
         try:
             with open(spec.stderr, "a", encoding="utf-8") as fh:
                 fh.write(note)
@@ -173,8 +178,8 @@ def finish_cgroup(cgroup: JobCgroup | None, spec: LaunchSpec) -> dict[str, objec
     return {"oom": oom, "usage": usage}
 
 
-def _exec_job(spec: LaunchSpec, err_w: int, cgroup: JobCgroup | None = None) -> None:
-    """In the forked child: join the job's cgroup, become the user, wire the streams, chdir and exec."""
+def _exec_job(spec: LaunchSpec, err_w: int, cgroup: StepCgroup | None = None) -> None:
+    """In the forked child: join the job's step_batch cgroup, become the user, wire the streams, chdir and exec."""
     try:
         os.setpgid(0, 0)
         if cgroup is not None:

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from noded.cgroup.step import oom_note
 from noded.workdir import enter_workdir
 from shoal import taskio
 
 if TYPE_CHECKING:
-    from noded.cgroup import JobCgroup
+    from noded.cgroup import StepCgroup
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -83,6 +84,8 @@ class StepSupervisor:
         self.stdin_fds: dict[int, int] = {}
         self.terminating = False
         self.connection_lost = False
+        self.cgroup: StepCgroup | None = None
+        self.ooms = 0  # OOM kills in the step's cgroup seen so far
 
     # -- sending ------------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -204,7 +207,7 @@ class StepSupervisor:
             in_r, in_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            _exec_task(spec, task, in_r, out_w, err_w)  # never returns
+            _exec_task(spec, task, in_r, out_w, err_w, self.cgroup)  # never returns
         try:
             os.setpgid(pid, pid)
         except OSError:
@@ -223,6 +226,31 @@ class StepSupervisor:
                 threads.append(t)
         return threads
 
+    def make_cgroup(self) -> bool:
+        """The step's cgroup, before any task starts; on failure every task fails with the reason."""
+        if not self.spec.extra.get("step_cgroup"):
+            return True
+        from noded.cgroup import CgroupError
+
+        try:
+            self.cgroup = _step_cgroup(self.spec)
+            self.cgroup.create()
+            return True
+        except CgroupError as exc:
+            self.cgroup = None
+            for task in self.spec.tasks:
+                self.send(taskio.frame(taskio.ERR, task.gtid, f"slurmstepd: error: task/cgroup: {exc}\n".encode()))
+                self.send(taskio.json_frame(taskio.EXIT, task.gtid, {"code": 1, "signal": 0}))
+            return False
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel's OOM killer struck in the step since last asked."""
+        if self.cgroup is None:
+            return False
+        count = self.cgroup.oom_count()
+        new, self.ooms = count > self.ooms, max(count, self.ooms)
+        return new
+
     def run(self) -> None:
         """Start the tasks, relay them, wait for them.
 
@@ -232,6 +260,9 @@ class StepSupervisor:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         signal.signal(signal.SIGTERM, self.on_sigterm)
         self.connect()
+        if not self.make_cgroup():
+            self.finish()
+            return
         readers: dict[int, list[threading.Thread]] = {}
         if signal.SIGTERM in signal.sigpending():
             self.terminating = True
@@ -257,8 +288,15 @@ class StepSupervisor:
             sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
             _killpg(pid, signal.SIGKILL)  # what the task left running ends with it
             cpu_us = int((rusage.ru_utime + rusage.ru_stime) * 1_000_000)
-            ended = {"code": code, "signal": sig, "max_rss_kb": rusage.ru_maxrss, "cpu_time_us": cpu_us}
+            ended = {"code": code, "signal": sig, "max_rss_kb": rusage.ru_maxrss, "cpu_time_us": cpu_us,
+                     "oom": sig == signal.SIGKILL and self.oom_killed()}
             self.send(taskio.json_frame(taskio.EXIT, gtid, ended))
+        if self.cgroup is not None and self.ooms:
+            note = oom_note(f"{self.spec.job_id}.{self.spec.step_id}", self.ooms)
+            self.send(taskio.frame(taskio.ERR, self.spec.tasks[0].gtid, note.encode()))
+        self.finish()
+
+    def finish(self) -> None:
         self.send(taskio.frame(taskio.DONE, 0))
         if self.sock is not None:
             try:
@@ -274,7 +312,9 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def _exec_task(spec: StepSpec, task: TaskSpec, in_r: int, out_w: int, err_w: int) -> None:
+def _exec_task(
+    spec: StepSpec, task: TaskSpec, in_r: int, out_w: int, err_w: int, cgroup: StepCgroup | None
+) -> None:
     """In the forked child: become the user, wire stdio, exec argv (exit 2 if it cannot)."""
     code = 1
     try:
@@ -282,10 +322,8 @@ def _exec_task(spec: StepSpec, task: TaskSpec, in_r: int, out_w: int, err_w: int
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        if spec.extra.get("cgroup"):
-            _job_cgroup(spec).join(os.getpid())  # the job's cgroup: its cpuset, memory and devices
-        if spec.extra.get("cpus"):
-            os.sched_setaffinity(0, spec.extra["cpus"])  # an --exact step: its own CPUs within the job's
+        if cgroup is not None:
+            cgroup.attach(os.getpid())  # the step's cgroup: its cpuset, memory and devices
         if os.geteuid() == 0:
             os.setgroups(spec.groups)
             os.setgid(spec.gid)
@@ -320,10 +358,10 @@ def _exec_task(spec: StepSpec, task: TaskSpec, in_r: int, out_w: int, err_w: int
         os._exit(code)
 
 
-def _job_cgroup(spec: StepSpec) -> JobCgroup:
-    from noded.cgroup import CgroupRequest, JobCgroup
+def _step_cgroup(spec: StepSpec) -> StepCgroup:
+    from noded.cgroup import CgroupRequest, StepCgroup
 
-    return JobCgroup(CgroupRequest.from_dict(spec.extra["cgroup"]))
+    return StepCgroup(CgroupRequest.from_dict(spec.extra["cgroup"]), CgroupRequest.from_dict(spec.extra["step_cgroup"]))
 
 
 def supervise_step(launch_path: Path) -> int:
@@ -331,12 +369,13 @@ def supervise_step(launch_path: Path) -> int:
     spec = StepSpec.load(launch_path)
     for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
+    supervisor = StepSupervisor(spec)
     try:
-        StepSupervisor(spec).run()
+        supervisor.run()
     except OSError:
         pass  # srun unreachable: nothing was started, nobody to tell
     finally:
         shutil.rmtree(launch_path.parent, ignore_errors=True)
-        if spec.extra.get("cgroup"):
-            _job_cgroup(spec).remove_if_unused()
+        if supervisor.cgroup is not None:
+            supervisor.cgroup.remove()
     return 0

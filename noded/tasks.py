@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from noded import spool
-from noded.isolation import Isolation, cgroup_request, step_cpus
+from noded.isolation import Isolation, cgroup_request, step_cgroup_request
 from noded.launcher import DEFAULT_PATH, LaunchFailed, LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
 from noded.taskenv import task_environments
@@ -91,10 +91,10 @@ def build_step_spec(
     except GpuBindError as exc:
         raise LaunchRefused(str(exc)) from None
     extra: dict[str, object] = {}
-    if isolation is not None:  # tasks join the job's cgroup on this node (made here if no batch script did)
+    if isolation is not None:  # the step's cgroup inside the job's (which is made if no batch script did)
         alloc = next((a for a in job.allocation if a.node == node), None)
         extra["cgroup"] = cgroup_request(isolation, node, job.job_id, alloc).to_dict()
-        extra["cpus"] = step_cpus(isolation, req, node)
+        extra["step_cgroup"] = step_cgroup_request(isolation, req, node).to_dict()
     cwd = launch.cwd or job.spec.work_dir or pw.pw_dir
     index = next(i for i, n in enumerate(step.layout) if n.node == node)
     tasks = []

@@ -1,18 +1,23 @@
 """Association and QOS limits (AccountingStorageEnforce=limits,qos): which jobs wait, and why.
 
-Pure: the cycle asks `AssocUsage.reason(job)` before placing a job and `AssocUsage.add(start)` after
-starting one, so two jobs of a MaxJobs=1 association never start in the same cycle. Group limits
-(GrpJobs, GrpTRES) count every job under the association, i.e. a user's jobs also count against
-the account's association and its ancestors. Reasons are Slurm's words.
+Pure: the cycle asks `AssocUsage.reason(job, minutes)` before placing a job and `AssocUsage.add(job,
+minutes)` after starting one, so two jobs of a MaxJobs=1 association never start in the same cycle.
+Group limits (GrpJobs, GrpTRES, GrpTRESMins, GrpTRESRunMins, GrpWall) count every job under the
+association, i.e. a user's jobs also count against the account's association and its ancestors.
+GrpTRESMins and GrpWall compare the decayed usage the controller accrued (`AccountingLimits.assoc_used`,
+`qos_used`); with AccountingStorageEnforce=safe a job also needs room to run to its time limit.
+GrpTRESRunMins counts running jobs' remaining minutes (CPUs x time left). Reasons are Slurm's words.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
 from ctld.sched.borrowing import CPU, GPU, Cohorts, borrowing_jobs, reclaim
 from ctld.sched.model import (
+    NO_USAGE_LIMITS,
     AccountingLimits,
     AssocLimits,
     JobRequest,
@@ -20,6 +25,8 @@ from ctld.sched.model import (
     QosLimits,
     RunningJob,
     Snapshot,
+    UsageLimits,
+    UsedMinutes,
 )
 from ctld.sched.placement import Overlay
 from ctld.sched.preemption import Plan
@@ -36,13 +43,24 @@ QOS_MAX_WALL = "QOSMaxWallDurationPerJobLimit"
 QOS_MAX_JOBS_PER_USER = "QOSMaxJobsPerUserLimit"
 QOS_MAX_CPU_PER_JOB = "QOSMaxCpuPerJobLimit"
 QOS_MAX_GRES_PER_JOB = "QOSMaxGRESPerJob"
+# usage-limit reasons: (association's, QOS's) per check
+USAGE_REASONS = {
+    "max_cpu_mins": ("AssocMaxCpuMinutesPerJobLimit", "QOSMaxCpuMinutesPerJobLimit"),
+    "max_gpu_mins": ("AssocMaxGRESMinutesPerJob", "QOSMaxGRESMinutesPerJob"),
+    "grp_cpu_mins": ("AssocGrpCPUMinutesLimit", "QOSGrpCPUMinutesLimit"),
+    "grp_gpu_mins": ("AssocGrpGRESMinutes", "QOSGrpGRESMinutes"),
+    "grp_cpu_run_mins": ("AssocGrpCPURunMinutesLimit", "QOSGrpCPURunMinutesLimit"),
+    "grp_gpu_run_mins": ("AssocGrpGRESRunMinutes", "QOSGrpGRESRunMinutes"),
+    "grp_wall": ("AssocGrpWallLimit", "QOSGrpWallLimit"),
+}
 SUBMIT_REFUSED = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 
 
 class AssocUsage:
-    """Jobs, CPUs and GPUs in use per association (including descendants), updated as the cycle starts jobs."""
+    """Jobs, CPUs, GPUs and TRES-minutes in use per association (including descendants) and per QOS,
+    updated as the cycle starts jobs."""
 
-    def __init__(self, limits: AccountingLimits, running: Iterable[RunningJob]) -> None:
+    def __init__(self, limits: AccountingLimits, running: Iterable[RunningJob], now: int = 0) -> None:
         self._limits = limits
         self._assocs = {a.id: a for a in limits.assocs}
         self._qos = {q.name: q for q in limits.qos}
@@ -50,6 +68,15 @@ class AssocUsage:
         self.cpus: Counter[int] = Counter()
         self.gpus: Counter[int] = Counter()
         self.qos_user_jobs: Counter[tuple[str, int]] = Counter()
+        self.used_mins: dict[int, list[float]] = {}  # association -> [cpu, gpu, wall] minutes of its subtree
+        self.run: dict[int, list[float]] = {}  # association -> [cpu, gpu] remaining minutes of running jobs
+        self.qos_run: dict[str, list[float]] = {}
+        for assoc_id, used in limits.assoc_used.items():
+            for assoc in self.chain(assoc_id):
+                totals = self.used_mins.setdefault(assoc.id, [0.0, 0.0, 0.0])
+                totals[0] += used.cpu
+                totals[1] += used.gpu
+                totals[2] += used.wall
         self.cohorts = Cohorts(limits.assocs)
         self._used = {CPU: self.cpus, GPU: self.gpus}
         self._running = tuple(running)
@@ -58,6 +85,8 @@ class AssocUsage:
             cpus = sum(len(a.cpu_ids) for a in run.allocation)
             gpus = sum(len(a.gpu_indices) for a in run.allocation)
             self._count(run.assoc_id, cpus, gpus)
+            left = max(0, run.end_time - now) / 60 if run.end_time else 0.0
+            self._count_run(run.assoc_id, run.qos, cpus * left, gpus * left)
 
     def chain(self, assoc_id: int) -> Iterator[AssocLimits]:
         """The association and its ancestors."""
@@ -74,12 +103,26 @@ class AssocUsage:
             self.cpus[assoc.id] += cpus
             self.gpus[assoc.id] += gpus
 
-    def reason(self, job: JobRequest) -> str | None:
-        """Why `job` must wait for its association or QOS, or None when it may start."""
+    def _count_run(self, assoc_id: int, qos: str, cpu_mins: float, gpu_mins: float) -> None:
+        for totals in [*(self.run.setdefault(a.id, [0.0, 0.0]) for a in self.chain(assoc_id)),
+                       self.qos_run.setdefault(qos, [0.0, 0.0])]:
+            totals[0] += cpu_mins
+            totals[1] += gpu_mins
+
+    def reason(self, job: JobRequest, minutes: int | None = None) -> str | None:
+        """Why `job` must wait for its association or QOS, or None when it may start.
+
+        `minutes`: the job's effective time limit (negative: unlimited; None: its own --time).
+        """
         cpus, gpus = job_cpus(job), job_gpus(job)
+        minutes = job.time_limit_min if minutes is None else minutes
+        safe = self._limits.safe
         qos = self._qos.get(job.qos) if self._limits.enforce_qos else None
         if qos is not None:
             why = _qos_reason(qos, job, cpus, gpus, self.qos_user_jobs[(qos.name, job.user_id)])
+            used = self._limits.qos_used.get(qos.name, UsedMinutes())
+            why = why or usage_reason(qos.usage, (used.cpu, used.gpu, used.wall),
+                                      self.qos_run.get(qos.name, (0.0, 0.0)), cpus, gpus, minutes, safe, 1)
             if why:
                 return why
         for depth, assoc in enumerate(self.chain(job.assoc_id)):
@@ -97,12 +140,21 @@ class AssocUsage:
             over = self.cohorts.cannot_borrow(assoc, {CPU: cpus, GPU: gpus}, self._used)
             if over is not None:
                 return GRP_CPU if over == CPU else GRP_GRES
+            why = usage_reason(assoc.usage, self.used_mins.get(assoc.id, (0.0, 0.0, 0.0)),
+                               self.run.get(assoc.id, (0.0, 0.0)), cpus, gpus, minutes, safe, 0)
+            if why:
+                return why
         return None
 
-    def add(self, job: JobRequest) -> None:
-        """`job` starts in this cycle: it counts against its association from now on."""
-        self._count(job.assoc_id, job_cpus(job), job_gpus(job))
+    def add(self, job: JobRequest, minutes: int | None = None) -> None:
+        """`job` starts in this cycle (with `minutes` as its time limit): it counts against its
+        association and QOS from now on."""
+        cpus, gpus = job_cpus(job), job_gpus(job)
+        self._count(job.assoc_id, cpus, gpus)
         self.qos_user_jobs[(job.qos, job.user_id)] += 1
+        minutes = job.time_limit_min if minutes is None else minutes
+        if minutes > 0:
+            self._count_run(job.assoc_id, job.qos, cpus * minutes, gpus * minutes)
         self.cohorts.started(job.job_id)
 
     # ---- quota borrowing (borrowing.py)
@@ -128,6 +180,40 @@ class AssocUsage:
 
 def _want(job: JobRequest) -> dict[str, int]:
     return {CPU: job_cpus(job), GPU: job_gpus(job)}
+
+
+def usage_reason(
+    lim: UsageLimits, used: Iterable[float], run: Iterable[float], cpus: int, gpus: int, minutes: int,
+    safe: bool, side: int,
+) -> str | None:
+    """Slurm's reason when a job of `cpus`/`gpus` for `minutes` (negative: unlimited) passes a usage
+    limit, given the decayed `used` (cpu, gpu, wall minutes) and the running jobs' remaining `run`
+    (cpu, gpu minutes); `side` 0 names the association's reason, 1 the QOS's."""
+    if lim is NO_USAGE_LIMITS:  # most associations: nothing to check
+        return None
+    used_cpu, used_gpu, used_wall = used
+    run_cpu, run_gpu = run
+    span = float(minutes) if minutes >= 0 else math.inf
+    job_cpu = cpus * span
+    job_gpu = gpus * span if gpus else 0.0
+    checks = (
+        ("max_cpu_mins", lim.max_cpu_mins_per_job, job_cpu > lim.max_cpu_mins_per_job),
+        ("max_gpu_mins", lim.max_gpu_mins_per_job, job_gpu > lim.max_gpu_mins_per_job),
+        ("grp_cpu_mins", lim.grp_cpu_mins, _over(used_cpu, job_cpu, lim.grp_cpu_mins, safe)),
+        ("grp_gpu_mins", lim.grp_gpu_mins, gpus > 0 and _over(used_gpu, job_gpu, lim.grp_gpu_mins, safe)),
+        ("grp_cpu_run_mins", lim.grp_cpu_run_mins, run_cpu + job_cpu > lim.grp_cpu_run_mins),
+        ("grp_gpu_run_mins", lim.grp_gpu_run_mins, gpus > 0 and run_gpu + job_gpu > lim.grp_gpu_run_mins),
+        ("grp_wall", lim.grp_wall_min, _over(used_wall, span, lim.grp_wall_min, safe)),
+    )
+    for name, limit, exceeded in checks:
+        if limit >= 0 and exceeded:
+            return USAGE_REASONS[name][side]
+    return None
+
+
+def _over(used: float, job: float, limit: int, safe: bool) -> bool:
+    """Past a GrpTRESMins/GrpWall limit: the usage reached it, or (safe) the job could not finish within it."""
+    return used + job > limit if safe else used >= limit
 
 
 def _qos_reason(qos: QosLimits, job: JobRequest, cpus: int, gpus: int, user_jobs: int) -> str | None:

@@ -70,7 +70,7 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
         queue = [topology.switch_request(job, now, snap.config) for job in queue]
     state = _CycleState(active_tasks=_active_array_tasks(snap.jobs))
     if snap.accounting is not None:
-        state.assoc = AssocUsage(snap.accounting, snap.running)
+        state.assoc = AssocUsage(snap.accounting, snap.running, now)
         if state.assoc.cohorts.enabled:  # guaranteed quota that eligible jobs wait for is not lent out
             for job in queue:
                 if _ineligible(job, now, statuses) is None:
@@ -135,8 +135,10 @@ def _schedule_one(
         if state.active_tasks[job.array_job_id] >= job.array_max_running:
             return ARRAY_TASK_LIMIT
     # 3b. Association and QOS limits (AccountingStorageEnforce=limits).
-    if state.assoc is not None and (why := state.assoc.reason(job)) is not None:
-        return why
+    if state.assoc is not None:
+        why = state.assoc.reason(job, limits.effective_time_limit(job, open_parts[0]))
+        if why is not None:
+            return why
     # 4. Higher-priority jobs that could not start hold their partitions.
     # (a reservation's jobs use its own nodes: jobs waiting outside it hold them back from nothing)
     unblocked = [part for part in open_parts if part.name not in state.blocked or job.reservation]
@@ -155,7 +157,7 @@ def _schedule_one(
             if job.array_job_id:
                 state.active_tasks[job.array_job_id] += 1
             if state.assoc is not None:
-                state.assoc.add(job)
+                state.assoc.add(job, found.time_limit_min)
             return None
         first_reason = first_reason or found
     if first_reason == RESOURCES:

@@ -15,6 +15,7 @@ Pure: the tree and the usage in, numbers out.
 
 from __future__ import annotations
 
+import calendar
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -86,6 +87,21 @@ def reset_due(last: int, now: int, period: str) -> bool:
     if period == "YEARLY":
         return a.tm_year != b.tm_year
     return False
+
+
+def last_reset(now: int, period: str) -> int:
+    """The latest PriorityUsageResetPeriod boundary at or before `now` (0 when usage is never reset;
+    `now` for NOW), in UTC, the calendar periods as reset_due counts them."""
+    period = period.upper()
+    if period == "NOW":
+        return now
+    if period == "DAILY":
+        return now - now % 86400
+    if period == "WEEKLY":
+        return now // (7 * 86400) * 7 * 86400
+    t = time.gmtime(now)
+    month = {"MONTHLY": t.tm_mon, "QUARTERLY": (t.tm_mon - 1) // 3 * 3 + 1, "YEARLY": 1}.get(period)
+    return 0 if month is None else calendar.timegm((t.tm_year, month, 1, 0, 0, 0, 0, 0, 0))
 
 
 def share_rows(assocs: Iterable[ShareAssoc], usage: Mapping[int, float], fair_tree: bool = True) -> list[ShareRow]:

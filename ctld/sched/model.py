@@ -298,6 +298,35 @@ class PriorityInputs:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageLimits:
+    """Limits on TRES-minutes and wall minutes (-1 = none), the same for an association and a QOS.
+
+    grp_*_mins: GrpTRESMins, against decayed past usage; grp_*_run_mins: GrpTRESRunMins, against
+    running jobs' remaining minutes; grp_wall_min: GrpWall; max_*_mins_per_job: MaxTRESMinsPerJob.
+    """
+
+    grp_cpu_mins: int = -1
+    grp_gpu_mins: int = -1
+    grp_cpu_run_mins: int = -1
+    grp_gpu_run_mins: int = -1
+    grp_wall_min: int = -1
+    max_cpu_mins_per_job: int = -1
+    max_gpu_mins_per_job: int = -1
+
+
+NO_USAGE_LIMITS = UsageLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class UsedMinutes:
+    """Decayed usage of an association (or QOS): CPU-, GPU- and wall-minutes."""
+
+    cpu: float = 0.0
+    gpu: float = 0.0
+    wall: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class AssocLimits:
     """One association's limits (-1 = none); `parent_id` links a user's association to its account's."""
 
@@ -318,6 +347,7 @@ class AssocLimits:
     # idle guaranteed quota of its siblings; -1 = no borrowing
     max_borrow_cpus: int = -1
     max_borrow_gpus: int = -1
+    usage: UsageLimits = NO_USAGE_LIMITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,15 +358,20 @@ class QosLimits:
     max_submit_per_user: int = -1
     max_cpus_per_job: int = -1
     max_gpus_per_job: int = -1
+    usage: UsageLimits = NO_USAGE_LIMITS
 
 
 @dataclass(frozen=True, slots=True)
 class AccountingLimits:
-    """AccountingStorageEnforce=limits[,qos]: the associations and QOS the cycle checks."""
+    """AccountingStorageEnforce=limits[,qos][,safe]: the associations and QOS the cycle checks, and
+    the decayed usage (per association and per QOS) the GrpTRESMins/GrpWall limits compare against."""
 
     assocs: tuple[AssocLimits, ...] = ()
     qos: tuple[QosLimits, ...] = ()
     enforce_qos: bool = False
+    safe: bool = False  # start a job under a GrpTRESMins/GrpWall limit only if it can run to its time limit
+    assoc_used: dict[int, UsedMinutes] = field(default_factory=dict)  # the association's own jobs only
+    qos_used: dict[str, UsedMinutes] = field(default_factory=dict)
 
 
 # ---- decisions ----

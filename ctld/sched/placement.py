@@ -11,6 +11,7 @@ reason word; nothing is recorded until the caller adds the Start to its overlay.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -250,13 +251,14 @@ def _usage_empty(usage: NodeUsage) -> bool:
 
 
 SHORTCUTS = True  # the indexes and the failure memo (tests turn them off to compare decisions)
+INDEX_MIN_NODES = 16  # below this many nodes a plain scan is cheaper than keeping the indexes
 
 # JobRequest fields place() does not read: jobs equal in every other field are one request shape.
 _NOT_SHAPE = frozenset(
     {"job_id", "name", "submit_time", "priority", "admin_priority", "nice", "begin_time", "held_user",
      "held_admin", "dependency", "array_job_id", "array_task_id", "array_max_running"}
 )
-_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(JobRequest) if f.name not in _NOT_SHAPE)
+_shape_of = operator.attrgetter(*(f.name for f in dataclasses.fields(JobRequest) if f.name not in _NOT_SHAPE))
 
 
 def place(
@@ -273,7 +275,7 @@ def place(
         gate = reservations.gate(job, snap.reservations, at, end)
     if not SHORTCUTS:
         return _place(job, part, snap, overlay, gate)
-    shape = (part.name, gate, *(getattr(job, name) for name in _SHAPE_FIELDS))
+    shape = (part.name, gate, _shape_of(job))
     known = overlay.failed(snap, shape)
     if known is not None:
         return known
@@ -290,8 +292,16 @@ def _place(
     placer = _Placer(job, part, snap, overlay)
     nodes: Iterable[Node]
     busy = RESOURCES
-    if SHORTCUTS and gate is None and not job.required_nodes and snap.topology is None:
-        # the indexes: nodes that cannot hold the job's smallest slot are never looked at
+    if (
+        SHORTCUTS
+        and gate is None
+        and len(snap.nodes) >= INDEX_MIN_NODES
+        and not job.required_nodes
+        and snap.topology is None
+    ):
+        # the indexes: nodes that cannot hold the job's smallest slot are never looked at. A Pool is
+        # _candidates() for a job without -w, kept per (partition, -x, -C): a filter that depends on
+        # anything else (the job's user, its start time, a reservation) must take the plain path below.
         pool = overlay.pool(job, part, snap)
         free_cpus = overlay.pool_free_cpus(pool)
         nodes = overlay.live(pool, placer.need(fewest, most)).nodes()

@@ -130,16 +130,17 @@ def job_factors(job: JobRequest, partition: Partition, now: int, conf: PriorityC
     age = 1.0 if conf.max_age_s <= 0 or waited >= conf.max_age_s else waited / conf.max_age_s
     assoc_prio = ctx.inputs.assoc_priority.get(job.assoc_id, 0)
     qos_prio = ctx.inputs.qos_priority.get(job.qos, 0)
+    cpus = job_cpus(job)  # once per job: job size and TRES both read it
     return Factors(
         age=age,
         assoc=_normal(assoc_prio, ctx.max_assoc_priority, "NO_NORMAL_ASSOC" in flags),
         fairshare=ctx.inputs.fairshare.get(job.assoc_id, 0.0),
-        job_size=_job_size(job, partition, conf, ctx),
+        job_size=_job_size(job, partition, conf, ctx, cpus),
         partition=_normal(partition.priority_job_factor, ctx.max_part_factor, "NO_NORMAL_PART" in flags),
         qos=_normal(qos_prio, ctx.max_qos_priority, "NO_NORMAL_QOS" in flags),
         tres=tuple(
             (name, _normal(count, (ctx.tres_total or {}).get(name, 0), "NO_NORMAL_TRES" in flags))
-            for name, count in ((name, job_tres(job, name)) for name, _ in conf.weight_tres)
+            for name, count in ((name, _tres(job, name, cpus)) for name, _ in conf.weight_tres)
         ),
         nice=job.nice,
     )
@@ -162,7 +163,10 @@ def weigh(factors: Factors, conf: PriorityConfig) -> Weighted:
 
 def job_tres(job: JobRequest, name: str) -> int:
     """How much of one TRES a pending job asks for (cpu, mem in MB, node, gres/gpu)."""
-    cpus = job_cpus(job)
+    return _tres(job, name, job_cpus(job))
+
+
+def _tres(job: JobRequest, name: str, cpus: int) -> int:
     if name == "cpu":
         return cpus
     if name == "node":
@@ -176,8 +180,7 @@ def job_tres(job: JobRequest, name: str) -> int:
     return 0
 
 
-def _job_size(job: JobRequest, partition: Partition, conf: PriorityConfig, ctx: Cluster) -> float:
-    cpus = job_cpus(job)
+def _job_size(job: JobRequest, partition: Partition, conf: PriorityConfig, ctx: Cluster, cpus: int) -> float:
     if ctx.nodes <= 0 or ctx.cpus <= 0:
         return 0.0
     if "SMALL_RELATIVE_TO_TIME" in conf.flags:

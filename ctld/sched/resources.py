@@ -96,6 +96,10 @@ def job_gpus(job: JobRequest) -> int:
     """GPUs the job asks in all on its fewest nodes (--gpus, --gpus-per-node, --gpus-per-task,
     --gpus-per-socket counted as one socket per node)."""
     fewest, _ = node_count_range(job)
+    return _gpus_on(job, fewest)
+
+
+def _gpus_on(job: JobRequest, fewest: int) -> int:
     g = job.gpus
     return g.total + (g.per_node + g.per_socket) * fewest + g.per_task * total_tasks(job, fewest)
 
@@ -105,7 +109,7 @@ def job_cpus(job: JobRequest) -> int:
     DefCpuPerGPU, already in the request) x its GPUs when that is more. The one estimate that
     placement, backfill, limits, priority and the simulator share."""
     fewest, _ = node_count_range(job)
-    return cpus_for(job, total_tasks(job, fewest), job_gpus(job))
+    return cpus_for(job, total_tasks(job, fewest), _gpus_on(job, fewest))
 
 
 def wants_gpus(job: JobRequest) -> bool:

@@ -9,6 +9,10 @@ never fit is refused.
 Which CPUs (Slurm 22.05): without --exact a step gets *all* the job's CPUs on each of its nodes, so
 it waits until no other step holds any of them there; with --exact (implied by -c and --exclusive)
 it gets tasks x cpus-per-task of the free ones.
+
+Memory (Slurm 22.05): a step that asks for some (--mem per node, --mem-per-cpu per task's CPU)
+holds it out of the job's memory on each node; more than the job has there is refused, more than
+is free now waits. A step that asks none uses the job's memory and holds none.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ NODES_BUSY = "Requested nodes are busy"
 BAD_DISTRIBUTION = "Invalid --distribution specification"
 INVALID_GRES = "Invalid generic resource (gres) specification"
 EXCLUSIVE_AND_OVERLAP = "--exclusive and --overlap are mutually exclusive"
+MEMORY_NOT_AVAILABLE = "Memory required by task is not available"
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ class AllocNode:
     cpus: int
     gpus: tuple[int, ...] = ()  # the job's GPU indices on the node
     cpu_ids: tuple[int, ...] = ()  # the job's abstract cpu ids on the node (() = 0..cpus-1)
+    mem_mb: int = 0  # the job's memory on the node; 0 = not tracked
 
     @property
     def ids(self) -> tuple[int, ...]:
@@ -55,6 +61,8 @@ class StepRequest:
     gpus_per_node: int = 0      # --gres=gpu:N / --gpus-per-node
     gpus_total: int = 0         # --gpus (spread over the step's nodes)
     gpus_per_task: int = 0
+    mem_per_node_mb: int = 0    # --mem (0 = none asked)
+    mem_per_cpu_mb: int = 0     # --mem-per-cpu
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ class StepLayout:
     # GPUs the step takes per node; () on a node = no GPU request: the step sees all the job's GPUs there
     gpus: tuple[tuple[int, ...], ...] = ()
     gpus_requested: bool = False
+    mem_mb: tuple[int, ...] = ()  # memory the step holds per node (0 = none asked)
 
     @property
     def num_tasks(self) -> int:
@@ -154,15 +163,34 @@ def take_gpus(
     return tuple(taken)
 
 
+def take_memory(
+    chosen: Sequence[AllocNode], counts: Sequence[int], busy_mem: Mapping[str, int], req: StepRequest
+) -> tuple[int, ...]:
+    """Memory the step holds on each node (MB): --mem, or --mem-per-cpu x its tasks' CPUs there.
+    More than the job has on a node is refused; more than other steps leave free waits."""
+    cpt = max(1, req.cpus_per_task)
+    wants = [req.mem_per_node_mb or req.mem_per_cpu_mb * c * cpt for c in counts]
+    for a, want in zip(chosen, wants, strict=True):
+        if not want or not a.mem_mb:
+            continue
+        if want > a.mem_mb:
+            raise StepRefused(MEMORY_NOT_AVAILABLE)
+        if not req.overlap and want > a.mem_mb - busy_mem.get(a.name, 0):
+            raise StepRefused(NODES_BUSY, retry=True)
+    return tuple(wants)
+
+
 def layout_step(
     alloc: Sequence[AllocNode],
     busy: Mapping[str, frozenset[int]],
     req: StepRequest,
     busy_gpus: Mapping[str, frozenset[int]] | None = None,
+    busy_mem: Mapping[str, int] | None = None,
 ) -> StepLayout:
     """Choose the step's nodes, tasks and CPUs; StepRefused with Slurm's words when it cannot run.
 
-    `busy` holds the cpu ids other running steps hold on each node. As in Slurm 22.05, a step gets
+    `busy` holds the cpu ids other running steps hold on each node (`busy_gpus` their GPUs,
+    `busy_mem` their memory in MB). As in Slurm 22.05, a step gets
     dedicated CPUs and GPUs whether or not --exclusive is given: it waits while other running steps
     hold them. --overlap is the opt-out: such a step ignores what others hold and holds nothing
     itself (`busy` never counts it). The two cannot be combined.
@@ -224,6 +252,7 @@ def layout_step(
             if min(n, a.cpus) > len(free):
                 raise StepRefused(NODES_BUSY, retry=True)
             cpu_ids.append(tuple(free[: min(n, a.cpus)]))
+    mem = take_memory(chosen, counts, busy_mem or {}, req)
     gpus = take_gpus(chosen, counts, busy_gpus or {}, req)
     ids = assign_task_ids(counts, kind)
     return StepLayout(
@@ -234,4 +263,5 @@ def layout_step(
         cpu_ids=tuple(cpu_ids),
         gpus=gpus,
         gpus_requested=bool(req.gpus_per_node or req.gpus_total or req.gpus_per_task),
+        mem_mb=mem,
     )

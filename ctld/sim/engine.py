@@ -44,6 +44,7 @@ class JobResult:
     run: int
     cpus: int
     nodes: int
+    timed_out: bool = False  # ran into its time limit: ended there (Slurm's TIMEOUT)
 
     @property
     def wait(self) -> int:
@@ -51,6 +52,14 @@ class JobResult:
 
 
 Progress = Callable[[int, int], None]  # (jobs finished, jobs in all)
+
+
+def capped_run(run_s: int, time_limit_min: int) -> tuple[int, bool]:
+    """How long a job runs: its trace run time, or its time limit when the run would pass it
+    (the controller ends it there, as TIMEOUT). True when it was cut short."""
+    if time_limit_min >= 0 and run_s > time_limit_min * 60:
+        return time_limit_min * 60, True
+    return run_s, False
 
 
 class Simulation:
@@ -154,12 +163,12 @@ class Simulation:
                 started = {s.job_id for s in result.starts}
                 for start in result.starts:
                     tj = trace[start.job_id]
-                    end = now + tj.run
+                    run, timed_out = capped_run(tj.run, start.time_limit_min)
                     running[start.job_id] = self._hold(start, now, tj)
-                    heapq.heappush(ends, (end, start.job_id))
+                    heapq.heappush(ends, (now + run, start.job_id))
                     cpus = sum(a.cpus for a in start.allocation)
                     results[start.job_id] = JobResult(
-                        tj.job_id, tj.submit, now, end, tj.run, cpus, len(start.allocation)
+                        tj.job_id, tj.submit, now, now + run, run, cpus, len(start.allocation), timed_out
                     )
                     del requests[start.job_id]
                 if started:

@@ -22,6 +22,7 @@ class Summary:
     max_wait: int
     makespan: int
     jobs_per_second: float
+    timeouts: int = 0  # ended at their time limit (run time past the requested time)
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -54,6 +55,7 @@ def summarize(
         max_wait=waits[-1],
         makespan=max(r.end for r in results) - first,
         jobs_per_second=len(results) / wall_s if wall_s > 0 else 0.0,
+        timeouts=sum(r.timed_out for r in results),
     )
 
 
@@ -72,6 +74,7 @@ def combine(parts: Sequence[Summary], wall_s: float) -> Summary:
         max_wait=max((p.max_wait for p in parts), default=0),
         makespan=max((p.makespan for p in parts), default=0),
         jobs_per_second=jobs / wall_s if wall_s > 0 else 0.0,
+        timeouts=sum(p.timeouts for p in parts),
     )
 
 

@@ -39,7 +39,7 @@ def replay(
         machine.nodes,
         machine.partitions,
         config,
-        lambda tj: job_request(tj, policy, machine.partition),
+        lambda tj: job_request(tj, policy, machine),
         promote=promoted_priority if promotes_oldest(policy) else None,
     )
     started = time.perf_counter()

@@ -25,6 +25,8 @@ class TraceJob:
     estimate: int  # seconds: requested time, else the run time
     user: int = -1
     status: int = -1
+    nodes: int = 0  # nodes it ran on, when the input says (sacct's NNodes); 0: any
+    partition: str = ""  # where it ran, when the input says (sacct's Partition)
 
 
 @dataclass

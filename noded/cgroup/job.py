@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,15 @@ class CgroupRequest:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CgroupRequest:
         return cls(**data)
+
+    def child(
+        self, name: str, cpus: list[int] | None = None, mem_bytes: int = 0, memsw_bytes: int = 0,
+        deny_devices: list[list[int]] | None = None,
+    ) -> CgroupRequest:
+        """A step's group inside this one (<job>/step_<id>): its own limits, or the job's when unset
+        (v1 and v2 limits are hierarchical, and a child inherits its parent's device rules)."""
+        return replace(self, relpath=f"{self.relpath}/{name}", cpus=list(cpus or []), mem_bytes=mem_bytes,
+                       memsw_bytes=memsw_bytes, deny_devices=list(deny_devices or []))
 
 
 def detect_version(plugin: str = "autodetect", mount: str = MOUNT) -> str | None:
@@ -83,9 +92,12 @@ def _cpu_list(cpus: list[int]) -> str:
 class JobCgroup:
     """Create, join, inspect and remove one job's cgroup."""
 
-    def __init__(self, req: CgroupRequest) -> None:
+    def __init__(self, req: CgroupRequest, make_parents: bool = True) -> None:
+        """`make_parents` False: only the last level is made here (a step's group, whose job group
+        must exist with its limits; a missing one is FileNotFoundError for the caller to redo)."""
         self.req = req
         self.root = Path(req.mount)
+        self.make_parents = make_parents
 
     def dirs(self) -> list[Path]:
         if self.req.version == "v2":
@@ -109,8 +121,11 @@ class JobCgroup:
         """Create every level of the job's path. `on_new` runs for levels this call created, `on_each`
         for every level (created here or by a concurrent job that may not have finished setting it up)."""
         path = base
-        for part in Path(self.req.relpath).parts:
+        parts = Path(self.req.relpath).parts
+        for depth, part in enumerate(parts):
             path = path / part
+            if not self.make_parents and depth < len(parts) - 1 and not path.is_dir():
+                raise FileNotFoundError(str(path))
             try:
                 path.mkdir()
             except FileExistsError:
@@ -179,18 +194,8 @@ class JobCgroup:
                 raise CgroupError(f"cannot attach the device filter to {path}: {exc}") from exc
 
     # -- join --------------------------------------------------------------------------------
-    def join(self, pid: int, attempts: int = 3) -> None:
-        """Move `pid` into the cgroup, creating it first when it is not there (a step's task on a
-        node where no batch script made it, or after another step's cleanup removed it)."""
-        for attempt in range(attempts):
-            try:
-                if not all(path.is_dir() for path in self.dirs()):
-                    self.create()
-                self.attach(pid)
-                return
-            except CgroupError:
-                if attempt == attempts - 1:
-                    raise
+    def exists(self) -> bool:
+        return all(path.is_dir() for path in self.dirs())
 
     def attach(self, pid: int) -> None:
         """Move `pid` (the job's first process, before exec) into every directory of the cgroup."""
@@ -201,16 +206,20 @@ class JobCgroup:
     def _memory_dir(self) -> Path:
         return self.dirs()[0] if self.req.version == "v2" else self.root / "memory" / self.req.relpath
 
-    def oom_killed(self) -> bool:
-        """Whether the kernel killed a process of the job for exceeding its memory."""
+    def oom_count(self) -> int:
+        """How many times the kernel killed a process here for exceeding this group's memory."""
         memory = self._memory_dir()
         if self.req.version == "v2":
-            return _keyed(_read(memory / "memory.events")).get("oom_kill", 0) > 0
+            return _keyed(_read(memory / "memory.events")).get("oom_kill", 0)
         control = _keyed(_read(memory / "memory.oom_control"))
         if "oom_kill" in control:
-            return control["oom_kill"] > 0
-        failcnt = _read(memory / "memory.failcnt").strip()
-        return failcnt.isdigit() and int(failcnt) > 0
+            return control["oom_kill"]
+        failcnt = _read(memory / "memory.failcnt").strip()  # old kernels: hitting the limit at all
+        return int(failcnt) if failcnt.isdigit() else 0
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of the job for exceeding its memory."""
+        return self.oom_count() > 0
 
     def usage(self) -> dict[str, int]:
         """Peak memory (bytes) and CPU time (microseconds) of the whole job."""
@@ -225,16 +234,6 @@ class JobCgroup:
         return {"max_rss_bytes": int(peak) if peak.isdigit() else 0, "cpu_time_us": cpu_us}
 
     # -- remove ------------------------------------------------------------------------------
-    def remove_if_unused(self) -> None:
-        """Remove the directories no process uses any more (after a step; the batch script or
-        another step keeps them busy otherwise). Never kills anything."""
-        for path in self.dirs():
-            for level in [path, *list(path.parents)[: len(Path(self.req.relpath).parts) - 1]]:
-                try:
-                    level.rmdir()
-                except OSError:
-                    break
-
     def remove(self, timeout: float = 60.0) -> None:
         """Remove the job's directories (killing what is left in them), then empty parents.
 
@@ -242,7 +241,8 @@ class JobCgroup:
         while to leave, and one slow controller must not leave the others behind.
         """
         deadline = time.monotonic() + timeout
-        left = [p for p in self.dirs() if p.exists()]
+        # Steps' groups inside first (deepest first): a directory with children cannot go.
+        left = [Path(d) for top in self.dirs() if top.exists() for d, _, _ in os.walk(top, topdown=False)]
         while left:
             for path in list(left):
                 for pid in _read(path / "cgroup.procs").split():

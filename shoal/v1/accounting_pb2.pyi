@@ -382,6 +382,10 @@ class Association(_message.Message):
     DEFAULT_QOS_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
     MAX_BORROW_TRES_FIELD_NUMBER: _builtins.int
+    GRP_TRES_MINS_FIELD_NUMBER: _builtins.int
+    GRP_TRES_RUN_MINS_FIELD_NUMBER: _builtins.int
+    MAX_TRES_MINS_PER_JOB_FIELD_NUMBER: _builtins.int
+    GRP_WALL_MIN_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     cluster: _builtins.str
     account: _builtins.str
@@ -403,6 +407,14 @@ class Association(_message.Message):
     priority: _builtins.int
     max_borrow_tres: _builtins.str
     """MaxBorrowTRES (beyond Slurm): "gres/gpu=4"; "" = no borrowing"""
+    grp_tres_mins: _builtins.str
+    """GrpTRESMins "cpu=6000,gres/gpu=600": decayed usage cap"""
+    grp_tres_run_mins: _builtins.str
+    """GrpTRESRunMins: running jobs' remaining TRES-minutes"""
+    max_tres_mins_per_job: _builtins.str
+    """MaxTRESMinsPerJob: TRES x time limit of one job"""
+    grp_wall_min: _builtins.int
+    """GrpWall: decayed wall minutes of all jobs; -1 = none"""
     @_builtins.property
     def qos(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -426,10 +438,14 @@ class Association(_message.Message):
         default_qos: _builtins.str = ...,
         priority: _builtins.int = ...,
         max_borrow_tres: _builtins.str = ...,
+        grp_tres_mins: _builtins.str = ...,
+        grp_tres_run_mins: _builtins.str = ...,
+        max_tres_mins_per_job: _builtins.str = ...,
+        grp_wall_min: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "cluster", b"cluster", "default_qos", b"default_qos", "grp_jobs", b"grp_jobs", "grp_submit_jobs", b"grp_submit_jobs", "grp_tres", b"grp_tres", "id", b"id", "max_borrow_tres", b"max_borrow_tres", "max_jobs", b"max_jobs", "max_submit_jobs", b"max_submit_jobs", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "parent", b"parent", "partition", b"partition", "priority", b"priority", "qos", b"qos", "shares", b"shares", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "cluster", b"cluster", "default_qos", b"default_qos", "grp_jobs", b"grp_jobs", "grp_submit_jobs", b"grp_submit_jobs", "grp_tres", b"grp_tres", "grp_tres_mins", b"grp_tres_mins", "grp_tres_run_mins", b"grp_tres_run_mins", "grp_wall_min", b"grp_wall_min", "id", b"id", "max_borrow_tres", b"max_borrow_tres", "max_jobs", b"max_jobs", "max_submit_jobs", b"max_submit_jobs", "max_tres_mins_per_job", b"max_tres_mins_per_job", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "parent", b"parent", "partition", b"partition", "priority", b"priority", "qos", b"qos", "shares", b"shares", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -453,6 +469,10 @@ class Qos(_message.Message):
     GRP_JOBS_FIELD_NUMBER: _builtins.int
     MAX_JOBS_PER_USER_FIELD_NUMBER: _builtins.int
     MAX_SUBMIT_PER_USER_FIELD_NUMBER: _builtins.int
+    GRP_TRES_MINS_FIELD_NUMBER: _builtins.int
+    GRP_TRES_RUN_MINS_FIELD_NUMBER: _builtins.int
+    MAX_TRES_MINS_PER_JOB_FIELD_NUMBER: _builtins.int
+    GRP_WALL_MIN_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     description: _builtins.str
     priority: _builtins.int
@@ -468,6 +488,11 @@ class Qos(_message.Message):
     grp_jobs: _builtins.int
     max_jobs_per_user: _builtins.int
     max_submit_per_user: _builtins.int
+    grp_tres_mins: _builtins.str
+    """as Association's"""
+    grp_tres_run_mins: _builtins.str
+    max_tres_mins_per_job: _builtins.str
+    grp_wall_min: _builtins.int
     def __init__(
         self,
         *,
@@ -485,10 +510,14 @@ class Qos(_message.Message):
         grp_jobs: _builtins.int = ...,
         max_jobs_per_user: _builtins.int = ...,
         max_submit_per_user: _builtins.int = ...,
+        grp_tres_mins: _builtins.str = ...,
+        grp_tres_run_mins: _builtins.str = ...,
+        max_tres_mins_per_job: _builtins.str = ...,
+        grp_wall_min: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "flags", b"flags", "grace_time", b"grace_time", "grp_jobs", b"grp_jobs", "grp_tres", b"grp_tres", "max_jobs_per_user", b"max_jobs_per_user", "max_submit_per_user", b"max_submit_per_user", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "name", b"name", "preempt", b"preempt", "preempt_mode", b"preempt_mode", "priority", b"priority", "usage_factor", b"usage_factor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "flags", b"flags", "grace_time", b"grace_time", "grp_jobs", b"grp_jobs", "grp_tres", b"grp_tres", "grp_tres_mins", b"grp_tres_mins", "grp_tres_run_mins", b"grp_tres_run_mins", "grp_wall_min", b"grp_wall_min", "max_jobs_per_user", b"max_jobs_per_user", "max_submit_per_user", b"max_submit_per_user", "max_tres_mins_per_job", b"max_tres_mins_per_job", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "name", b"name", "preempt", b"preempt", "preempt_mode", b"preempt_mode", "priority", b"priority", "usage_factor", b"usage_factor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -684,44 +713,89 @@ class AcctJobsRequest(_message.Message):
 Global___AcctJobsRequest: _TypeAlias = AcctJobsRequest  # noqa: Y015
 
 @_typing.final
-class AcctJob(_message.Message):
+class RecordColumn(_message.Message):
+    """Records as columns: one repeated field per record field instead of one message per job and step
+    (building and reading 100,000s of small messages was most of a large sacct's time).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
-    JOB_FIELD_NUMBER: _builtins.int
-    STEPS_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    INTS_FIELD_NUMBER: _builtins.int
+    TEXTS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """the JobRecord/StepRecord field (or job_index)"""
     @_builtins.property
-    def job(self) -> Global___JobRecord: ...
+    def ints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """a value per row for an integer field"""
+
     @_builtins.property
-    def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepRecord]: ...
+    def texts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """a value per row for a string field"""
+
     def __init__(
         self,
         *,
-        job: Global___JobRecord | None = ...,
-        steps: _abc.Iterable[Global___StepRecord] | None = ...,
+        name: _builtins.str = ...,
+        ints: _abc.Iterable[_builtins.int] | None = ...,
+        texts: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "steps", b"steps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ints", b"ints", "name", b"name", "texts", b"texts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___AcctJob: _TypeAlias = AcctJob  # noqa: Y015
+Global___RecordColumn: _TypeAlias = RecordColumn  # noqa: Y015
+
+@_typing.final
+class RecordTable(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROWS_FIELD_NUMBER: _builtins.int
+    COLUMNS_FIELD_NUMBER: _builtins.int
+    rows: _builtins.int
+    @_builtins.property
+    def columns(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecordColumn]:
+        """fields not asked for are absent (their default on every row)"""
+
+    def __init__(
+        self,
+        *,
+        rows: _builtins.int = ...,
+        columns: _abc.Iterable[Global___RecordColumn] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["columns", b"columns", "rows", b"rows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordTable: _TypeAlias = RecordTable  # noqa: Y015
 
 @_typing.final
 class AcctJobsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     JOBS_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___AcctJob]: ...
+    def jobs(self) -> Global___RecordTable:
+        """JobRecord fields, in (cluster, job id, submit time) order"""
+
+    @_builtins.property
+    def steps(self) -> Global___RecordTable:
+        """StepRecord fields plus job_index (the row of its job), in job order"""
+
     def __init__(
         self,
         *,
-        jobs: _abc.Iterable[Global___AcctJob] | None = ...,
+        jobs: Global___RecordTable | None = ...,
+        steps: Global___RecordTable | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs", "steps", b"steps"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs", "steps", b"steps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1028,3 +1102,87 @@ class ReportResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReportResponse: _TypeAlias = ReportResponse  # noqa: Y015
+
+@_typing.final
+class GetUsageRequest(_message.Message):
+    """ctld's start without its usage ledger (a lost StateSaveLocation): the decayed usage of finished jobs
+    per association, from the hourly usage records.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLUSTER_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    HALF_LIFE_S_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    cluster: _builtins.str
+    now: _builtins.int
+    """decay to this time"""
+    half_life_s: _builtins.int
+    """PriorityDecayHalfLife; 0 = no decay"""
+    since: _builtins.int
+    """the last PriorityUsageResetPeriod boundary; 0 = all"""
+    def __init__(
+        self,
+        *,
+        cluster: _builtins.str = ...,
+        now: _builtins.int = ...,
+        half_life_s: _builtins.int = ...,
+        since: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "half_life_s", b"half_life_s", "now", b"now", "since", b"since"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetUsageRequest: _TypeAlias = GetUsageRequest  # noqa: Y015
+
+@_typing.final
+class AssocUsage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    CPU_SECONDS_FIELD_NUMBER: _builtins.int
+    GPU_SECONDS_FIELD_NUMBER: _builtins.int
+    account: _builtins.str
+    user: _builtins.str
+    cpu_seconds: _builtins.float
+    """decayed"""
+    gpu_seconds: _builtins.float
+    def __init__(
+        self,
+        *,
+        account: _builtins.str = ...,
+        user: _builtins.str = ...,
+        cpu_seconds: _builtins.float = ...,
+        gpu_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "cpu_seconds", b"cpu_seconds", "gpu_seconds", b"gpu_seconds", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssocUsage: _TypeAlias = AssocUsage  # noqa: Y015
+
+@_typing.final
+class GetUsageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USAGE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def usage(self) -> _containers.RepeatedCompositeFieldContainer[Global___AssocUsage]: ...
+    def __init__(
+        self,
+        *,
+        usage: _abc.Iterable[Global___AssocUsage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetUsageResponse: _TypeAlias = GetUsageResponse  # noqa: Y015

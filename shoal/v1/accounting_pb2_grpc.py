@@ -64,6 +64,11 @@ class AccountingStub:
                 request_serializer=shoal_dot_v1_dot_accounting__pb2.ReportRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_accounting__pb2.ReportResponse.FromString,
                 _registered_method=True)
+        self.GetUsage = channel.unary_unary(
+                '/shoal.v1.Accounting/GetUsage',
+                request_serializer=shoal_dot_v1_dot_accounting__pb2.GetUsageRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_accounting__pb2.GetUsageResponse.FromString,
+                _registered_method=True)
 
 
 class AccountingServicer:
@@ -105,6 +110,12 @@ class AccountingServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetUsage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AccountingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +148,11 @@ def add_AccountingServicer_to_server(servicer, server):
                     servicer.Report,
                     request_deserializer=shoal_dot_v1_dot_accounting__pb2.ReportRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_accounting__pb2.ReportResponse.SerializeToString,
+            ),
+            'GetUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUsage,
+                    request_deserializer=shoal_dot_v1_dot_accounting__pb2.GetUsageRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_accounting__pb2.GetUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +317,33 @@ class Accounting:
             '/shoal.v1.Accounting/Report',
             shoal_dot_v1_dot_accounting__pb2.ReportRequest.SerializeToString,
             shoal_dot_v1_dot_accounting__pb2.ReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Accounting/GetUsage',
+            shoal_dot_v1_dot_accounting__pb2.GetUsageRequest.SerializeToString,
+            shoal_dot_v1_dot_accounting__pb2.GetUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

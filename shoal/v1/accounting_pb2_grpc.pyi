@@ -39,6 +39,7 @@ class AccountingStub:
     Modify: _grpc.UnaryUnaryMultiCallable[_accounting_pb2.ModifyRequest, _accounting_pb2.ModifyResponse]
     Show: _grpc.UnaryUnaryMultiCallable[_accounting_pb2.ShowRequest, _accounting_pb2.ShowResponse]
     Report: _grpc.UnaryUnaryMultiCallable[_accounting_pb2.ReportRequest, _accounting_pb2.ReportResponse]
+    GetUsage: _grpc.UnaryUnaryMultiCallable[_accounting_pb2.GetUsageRequest, _accounting_pb2.GetUsageResponse]
 
 @_typing.type_check_only
 class AccountingAsyncStub(AccountingStub):
@@ -49,6 +50,7 @@ class AccountingAsyncStub(AccountingStub):
     Modify: _aio.UnaryUnaryMultiCallable[_accounting_pb2.ModifyRequest, _accounting_pb2.ModifyResponse]  # type: ignore[assignment]
     Show: _aio.UnaryUnaryMultiCallable[_accounting_pb2.ShowRequest, _accounting_pb2.ShowResponse]  # type: ignore[assignment]
     Report: _aio.UnaryUnaryMultiCallable[_accounting_pb2.ReportRequest, _accounting_pb2.ReportResponse]  # type: ignore[assignment]
+    GetUsage: _aio.UnaryUnaryMultiCallable[_accounting_pb2.GetUsageRequest, _accounting_pb2.GetUsageResponse]  # type: ignore[assignment]
 
 class AccountingServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -92,5 +94,12 @@ class AccountingServicer(metaclass=_abc_1.ABCMeta):
         request: _accounting_pb2.ReportRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_accounting_pb2.ReportResponse, _abc.Awaitable[_accounting_pb2.ReportResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetUsage(
+        self,
+        request: _accounting_pb2.GetUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_accounting_pb2.GetUsageResponse, _abc.Awaitable[_accounting_pb2.GetUsageResponse]]: ...
 
 def add_AccountingServicer_to_server(servicer: AccountingServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -714,6 +714,8 @@ class CreateStepRequest(_message.Message):
     GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
     GPUS_PER_TASK_FIELD_NUMBER: _builtins.int
     EXACT_FIELD_NUMBER: _builtins.int
+    MEM_PER_NODE_MB_FIELD_NUMBER: _builtins.int
+    MEM_PER_CPU_MB_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     min_nodes: _builtins.int
     """0 = not given"""
@@ -742,6 +744,10 @@ class CreateStepRequest(_message.Message):
     gpus_per_task: _builtins.str
     exact: _builtins.bool
     """--exact (or -c, --exclusive): only the CPUs asked; else all the job's on each node"""
+    mem_per_node_mb: _builtins.int
+    """srun --mem (0 = not given)"""
+    mem_per_cpu_mb: _builtins.int
+    """srun --mem-per-cpu (0 = not given)"""
     @_builtins.property
     def launch(self) -> _jobs_pb2.StepLaunch: ...
     def __init__(
@@ -766,10 +772,12 @@ class CreateStepRequest(_message.Message):
         gpus_per_node: _builtins.str = ...,
         gpus_per_task: _builtins.str = ...,
         exact: _builtins.bool = ...,
+        mem_per_node_mb: _builtins.int = ...,
+        mem_per_cpu_mb: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exact", b"exact", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exact", b"exact", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -773,10 +773,13 @@ class StepNode(_message.Message):
     CPUS_FIELD_NUMBER: _builtins.int
     GPU_INDICES_FIELD_NUMBER: _builtins.int
     CPU_IDS_FIELD_NUMBER: _builtins.int
+    MEM_MB_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     addr: _builtins.str
     """NodeAddr (MASTER_ADDR for the first node)"""
     cpus: _builtins.int
+    mem_mb: _builtins.int
+    """memory the step holds on this node (--mem/--mem-per-cpu); 0 = none asked"""
     @_builtins.property
     def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
@@ -796,10 +799,11 @@ class StepNode(_message.Message):
         cpus: _builtins.int = ...,
         gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
         cpu_ids: _abc.Iterable[_builtins.int] | None = ...,
+        mem_mb: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "cpu_ids", b"cpu_ids", "cpus", b"cpus", "gpu_indices", b"gpu_indices", "node", b"node", "task_ids", b"task_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "cpu_ids", b"cpu_ids", "cpus", b"cpus", "gpu_indices", b"gpu_indices", "mem_mb", b"mem_mb", "node", b"node", "task_ids", b"task_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -57,7 +57,7 @@ def test_only_admins_change_accounting(acct: Cluster, workdir: Path) -> None:
 
 
 def test_max_jobs_keeps_the_second_job_pending(acct: Cluster, workdir: Path) -> None:
-    first = acct.submit("--wrap", "sleep 3", user=NOBODY, cwd=workdir)
+    first = acct.submit("--wrap", "sleep 8", user=NOBODY, cwd=workdir)  # outlives slow squeue polls under load
     second = acct.submit("--wrap", "true", user=NOBODY, cwd=workdir)
     acct.wait_state(first, {"RUNNING"})
     deadline = time.monotonic() + 10
@@ -67,6 +67,25 @@ def test_max_jobs_keeps_the_second_job_pending(acct: Cluster, workdir: Path) -> 
         time.sleep(0.2)
     assert reason == "AssocMaxJobsLimit"
     acct.wait_state(second, {"COMPLETED"}, timeout=60)
+
+
+def test_grp_tres_mins_stops_an_account_that_used_its_cpu_minutes(acct: Cluster, workdir: Path) -> None:
+    acct.ok("sacctmgr", "-i", "add", "account", "budget", "grptresmins=cpu=1")  # one CPU-minute in all
+    acct.ok("sacctmgr", "-i", "add", "user", "root", "account=budget")
+    out = acct.ok("sacctmgr", "-P", "-n", "show", "assoc", "where", "account=budget", "format=Account,User,GrpTRESMins")
+    assert "budget||cpu=1" in out.splitlines()
+    time.sleep(2.5)  # ctld reloads the associations
+    first = acct.submit("-A", "budget", "-N2", "-n8", "-t", "1", "--wrap", "sleep 9", cwd=workdir)  # 72 CPU-s
+    acct.wait_state(first, {"COMPLETED"}, timeout=60)
+    second = acct.submit("-A", "budget", "-n1", "-t", "1", "--wrap", "true", cwd=workdir)
+    deadline = time.monotonic() + 10
+    reason = ""
+    while time.monotonic() < deadline and reason != "AssocGrpCPUMinutesLimit":
+        reason = acct.job_field(second, "%r")
+        time.sleep(0.2)
+    assert reason == "AssocGrpCPUMinutesLimit" and acct.state(second) == "PENDING"
+    acct.ok("sacctmgr", "-i", "modify", "account", "budget", "set", "grptresmins=cpu=10")  # a bigger budget
+    acct.wait_state(second, {"COMPLETED"}, timeout=30)
 
 
 def test_sacct_shows_jobs_steps_and_array_tasks(acct: Cluster, workdir: Path) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,3 +48,35 @@ def test_user_with_usage_gets_the_lower_fairshare_factor(fs: Cluster, workdir: P
     assert "sleep" not in fs.ok("sprio", "-w")  # the weights row, no jobs
     fs.ok("scancel", str(mine))
     fs.run("scancel", str(theirs), user=NOBODY, cwd=workdir)
+
+
+def test_usage_survives_a_lost_state_save_location(tmp_path: Path) -> None:
+    c = start_cluster(tmp_path / "c", accounting=True, extra=("PriorityType=priority/multifactor",))
+    try:
+        c.ok("sacctmgr", "-i", "add", "account", "physics")
+        c.ok("sacctmgr", "-i", "add", "user", "root", "account=physics")
+        c.ok("sacctmgr", "-i", "add", "user", "nobody", "account=physics")
+        time.sleep(2.5)
+        job = c.submit("-A", "physics", "-n4", "--wrap", "sleep 3", cwd=tmp_path)
+        deadline = time.monotonic() + 60
+        while "COMPLETED" not in c.ok("sacct", "-n", "-X", "-P", "-o", "State", "-j", str(job)):
+            assert time.monotonic() < deadline, "the job never reached accounting"
+            time.sleep(0.3)
+        pid = int((c.dir / "run" / "ctld.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        for lost in (c.dir / "state").glob("ctld_state.db*"):  # the controller's own state, not dbd's
+            lost.unlink()
+        log = open(c.dir / "log" / "ctld.restart.out", "ab")  # noqa: SIM115 - the daemon keeps it
+        subprocess.Popen([sys.executable, "-m", "ctld.main", "-f", str(c.conf)], env=c.env, stdout=log,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        usage: dict[str, int] = {}
+        deadline = time.monotonic() + 30
+        while usage.get("root", 0) == 0 and time.monotonic() < deadline:
+            out = c.run("sshare", "-a", "-P", "-n", "-A", "physics")
+            rows = [line.split("|") for line in out.stdout.splitlines()] if out.returncode == 0 else []
+            usage = {r[1]: int(r[4]) for r in rows if r[1]}
+            time.sleep(0.5)
+        assert usage["root"] >= 4 * 2 and usage["nobody"] == 0  # 4 CPUs for about 3 s, from dbd's records
+    finally:
+        stop_cluster(c)

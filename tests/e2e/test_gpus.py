@@ -97,8 +97,9 @@ def test_memory_limit_kills_and_job_ends_out_of_memory(gpu_cluster: Cluster, wor
     script = "python3 -c \"b = b'x' * (200 << 20); print(len(b))\"\n"
     state, _, err = _run(gpu_cluster, workdir, "--mem=50M", script=script)
     assert state == "OUT_OF_MEMORY"
-    assert "oom_kill" in err
-    assert "JobState=OUT_OF_MEMORY" in gpu_cluster.ok("scontrol", "-o", "show", "job", *_last_job(gpu_cluster))
+    job_id = _last_job(gpu_cluster)[0]
+    assert f"Detected 1 oom-kill event(s) in StepId={job_id}.batch cgroup" in err
+    assert "JobState=OUT_OF_MEMORY" in gpu_cluster.ok("scontrol", "-o", "show", "job", job_id)
     assert not _job_cgroups(gpu_cluster)
 
 
@@ -152,18 +153,20 @@ WHERE = (
 )
 
 
-def test_step_tasks_get_their_gpus_and_join_the_job_cgroup(gpu_cluster: Cluster, workdir: Path) -> None:
+def test_step_tasks_get_their_gpus_and_their_step_cgroup(gpu_cluster: Cluster, workdir: Path) -> None:
     (workdir / "where.py").write_text(WHERE)
     script = f"WHERE_TAG=batch python3 {workdir}/where.py\nsrun -n2 --gpus-per-task=1 python3 {workdir}/where.py\n"
     state, out, err = _run(gpu_cluster, workdir, "-n2", "--gres=gpu:2", script=script)
     assert state == "COMPLETED", err
     rows = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.splitlines()}
     batch = rows["batch"].split(" ", 3)
-    assert batch[0] == "0,1" and "/job_" in batch[2]
+    assert batch[0] == "0,1" and batch[2].endswith("/step_batch")  # the script in the job's step_batch
+    job_cgroup = batch[2].rsplit("/", 1)[0]
+    assert job_cgroup.rsplit("/", 1)[1].startswith("job_")
     for task, visible in (("0", "0"), ("1", "1")):  # one GPU each, numbered among the job's two
         cuda, step_gpus, cgroup, cpus = rows[task].split(" ", 3)
         assert cuda == visible and len(step_gpus.split(",")) == 2
-        assert cgroup == batch[2] and cpus == batch[3]  # the job's cgroup and cpuset
+        assert cgroup == f"{job_cgroup}/step_0" and cpus == batch[3]  # the step's group; all the job's CPUs
     assert not _job_cgroups(gpu_cluster)
 
 
@@ -187,4 +190,73 @@ def test_exact_step_is_bound_to_its_own_cpus(gpu_cluster: Cluster, workdir: Path
     state, out, err = _run(gpu_cluster, workdir, "-n1", "-c2", script=script)
     assert state == "COMPLETED", err
     assert out.splitlines() == ["job 2", "whole 2 2", "exact 1 1"]
+    assert not _job_cgroups(gpu_cluster)
+
+
+STEP_CPUSET = (
+    "import os, re\n"
+    "status = open('/proc/self/status').read()\n"
+    "allowed = re.search(r'Cpus_allowed_list:\\s*(\\S+)', status).group(1)\n"
+    "rel = [l.split(':', 2)[2] for l in open('/proc/self/cgroup').read().splitlines() if ':cpuset:' in l][0]\n"
+    "print(os.environ.get('SLURM_STEP_ID', 'batch'), allowed, open('/sys/fs/cgroup/cpuset' + rel + '/cpuset.cpus').read().strip(), rel)\n"
+)
+
+
+def _cpus(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def test_exact_step_cpuset_holds_exactly_its_cpus(gpu_cluster: Cluster, workdir: Path) -> None:
+    """The step's own cpuset (not only its affinity): a task cannot widen itself back to the job's."""
+    (workdir / "cpuset.py").write_text(STEP_CPUSET)
+    script = (f"python3 {workdir}/cpuset.py\n"
+              f"srun -n1 --exact python3 {workdir}/cpuset.py\n"
+              f"srun -n1 --exact python3 -c 'import os; os.sched_setaffinity(0, range(os.cpu_count()));"
+              f" print(\"widened\", len(os.sched_getaffinity(0)))'\n")
+    state, out, err = _run(gpu_cluster, workdir, "-n2", script=script)
+    assert state == "COMPLETED", err
+    lines = out.splitlines()
+    assert len(lines) == 3, out + err
+    batch, step, widened = lines[0].split(), lines[1].split(), lines[2]
+    assert batch[3].endswith("/step_batch") and len(_cpus(batch[2])) == 2
+    assert step[0] == "0" and step[3].endswith("/step_0")
+    assert _cpus(step[1]) == _cpus(step[2]) and len(_cpus(step[2])) == 1  # its CPU, in the kernel's words
+    assert _cpus(step[2]) <= _cpus(batch[2])
+    assert widened == "widened 1"
+    assert not _job_cgroups(gpu_cluster)
+
+
+def test_one_gpu_step_opens_its_gpu_and_not_the_jobs_other(gpu_cluster: Cluster, workdir: Path) -> None:
+    (workdir / "open.py").write_text(OPEN_DEVICE)
+    dev = gpu_cluster.env["GPU_DEV_DIR"]
+    script = (f"echo JOB $SLURM_JOB_GPUS\n"
+              f"srun --gres=gpu:1 bash -c 'echo STEP $SLURM_STEP_GPUS; "
+              f"for i in ${{SLURM_JOB_GPUS//,/ }}; do python3 {workdir}/open.py {dev}/nvidia$i; done'\n")
+    state, out, err = _run(gpu_cluster, workdir, "--gres=gpu:2", script=script)
+    assert state == "COMPLETED", err
+    lines = out.splitlines()
+    job_gpus = next(line.split()[1] for line in lines if line.startswith("JOB ")).split(",")
+    step_gpus = next(line.split()[1] for line in lines if line.startswith("STEP ")).split(",")
+    assert len(job_gpus) == 2 and len(step_gpus) == 1 and set(step_gpus) < set(job_gpus)
+    for index in job_gpus:
+        expected = "ENXIO" if index in step_gpus else "EPERM"  # the step's GPU allowed; the job's other denied
+        assert f"{dev}/nvidia{index} {expected}" in lines
+    assert not _job_cgroups(gpu_cluster)
+
+
+def test_step_over_its_memory_is_oom_killed_and_the_job_goes_on(gpu_cluster: Cluster, workdir: Path) -> None:
+    script = ("srun --mem=50M python3 -c \"b = b'x' * (200 << 20); print(len(b))\"\n"
+              "echo srun exited $?\n"
+              "srun --mem=50M echo small step fine\n")
+    state, out, err = _run(gpu_cluster, workdir, "--mem=400M", script=script)
+    assert state == "COMPLETED", err
+    job_id = _last_job(gpu_cluster)[0]
+    assert "srun exited 253" in out  # 128 + Slurm's OOM "signal" 125
+    assert "small step fine" in out
+    assert f"Detected 1 oom-kill event(s) in StepId={job_id}.0 cgroup" in err
+    assert "srun: error: node" in err and ": task 0: Out Of Memory" in err
     assert not _job_cgroups(gpu_cluster)

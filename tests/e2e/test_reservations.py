@@ -33,7 +33,8 @@ def _clean(cluster: Cluster) -> Iterator[None]:
     while cluster.ok("squeue", "-h", "-o", "%i").strip() and time.monotonic() < deadline:
         time.sleep(0.2)
     for line in cluster.ok("sinfo", "-T", "-h").splitlines():
-        cluster.run("scontrol", "delete", "reservation", line.split()[0])
+        if not line.startswith("No reservations"):
+            cluster.run("scontrol", "delete", "reservation", line.split()[0])
 
 
 def _create(cluster: Cluster, *words: str, user: int | None = None) -> tuple[int, str, str]:
@@ -77,8 +78,13 @@ def test_create_show_update_delete_round_trip(cluster: Cluster) -> None:
     gone = cluster.run("scontrol", "show", "reservation", "R1")
     assert (gone.returncode, gone.stderr) == (1, "Reservation R1 not found\n")
     assert cluster.ok("scontrol", "show", "reservation") == "No reservations in the system\n"
+    assert cluster.ok("sinfo", "-T", "-h") == "No reservations in the system\n"
     again = cluster.run("scontrol", "delete", "reservation", "R1")
     assert (again.returncode, again.stderr) == (1, "delete_reservation reservation: Requested reservation is invalid\n")
+    other = cluster.run("scontrol", "delete", "ReservationName=R1")
+    assert (other.returncode, other.stderr) == (1, "delete_reservation ReservationName=R1: Requested reservation is invalid\n")
+    bare = cluster.run("scontrol", "delete", "reservation")
+    assert bare.stderr == "scontrol: error: Proper format is 'delete <ENTITY>=<ID>' or 'delete <ENTITY> <ID>'\n"
 
 
 def test_only_operators_change_reservations(cluster: Cluster) -> None:
@@ -134,9 +140,13 @@ def test_busy_nodes_and_overlaps_are_refused(cluster: Cluster, workdir: Path) ->
     code, _, err = _create(cluster, "ReservationName=B1", "StartTime=now+1day", "Duration=10", "NodeCnt=1",
                            "Users=root")
     assert (code, err) == (1, "Error creating the reservation: Duplicate reservation name\n")
-    code, out, err = _create(cluster, "ReservationName=B3", "StartTime=now", "Duration=10", "NodeCnt=1", "Users=root")
+    # NodeCnt: the free nodes of the default partition; fewer than asked give a smaller one (as Slurm 22.05)
+    code, out, err = _create(cluster, "ReservationName=B3", "StartTime=now", "Duration=10", "NodeCnt=2", "Users=root")
     assert code == 0, err
     assert "Nodes=node2 NodeCnt=1" in _show(cluster, "B3") and "PartitionName=batch" in _show(cluster, "B3")
+    code, out, err = _create(cluster, "ReservationName=B4", "StartTime=now", "Duration=10", "NodeCnt=1", "Users=root")
+    assert (code, err) == (1, "Error creating the reservation: Requested nodes are busy\n")
+    assert out.startswith("Note, unless nodes are directly requested a reservation must exist in a single partition.")
 
 
 def test_a_reservation_keeps_others_off_its_nodes_while_its_user_runs_there(cluster: Cluster, workdir: Path) -> None:

@@ -102,6 +102,29 @@ def test_step_larger_than_its_allocation_is_refused(cluster: Cluster, workdir: P
     assert "rc=1" in text and "still-usable" in text
 
 
+def test_step_memory_is_held_out_of_the_jobs(cluster: Cluster, workdir: Path) -> None:
+    """Slurm 22.05 in `sbatch -n2 --mem=100M`: a step asking more than the job has is refused; one
+    asking more than other steps leave waits; srun takes the job's SLURM_MEM_PER_NODE as its --mem."""
+    script = workdir / "mem.sh"
+    script.write_text("#!/bin/bash\n" + "\n".join([
+        "srun -n1 --mem=200M true", "echo rc=$?",
+        "srun -n1 --exact --mem=60M sleep 3 &", "sleep 1",
+        "srun -n1 --exact --mem=40M echo fits-beside", "srun -n1 --exact --mem=60M echo after-wait", "wait",
+        "srun -n1 --exact sleep 3 &", "sleep 1",  # holds the job's 100M through SLURM_MEM_PER_NODE
+        "srun -n1 --exact --mem=10M echo after-the-whole-job-step", "wait",
+    ]) + "\n")
+    job = cluster.submit("-N1", "-n2", "--mem=100M", "-o", str(workdir / "mem.out"), str(script))
+    cluster.wait_state(job, {"COMPLETED", "FAILED"})
+    out = (workdir / "mem.out").read_text().splitlines()
+    assert out[:2] == [
+        f"srun: error: Unable to create step for job {job}: Memory required by task is not available", "rc=1"]
+    busy = f"srun: Job {job} step creation temporarily disabled, retrying (Requested nodes are busy)"
+    created = f"srun: Step created for job {job}"  # printed as the tasks start: either side of their output
+    assert [line for line in out[2:] if line != created] == [
+        "fits-beside", busy, "after-wait", busy, "after-the-whole-job-step"]
+    assert out.count(created) == 2
+
+
 def test_srun_inside_a_batch_job_uses_the_job_shape(cluster: Cluster, workdir: Path) -> None:
     job = cluster.submit("-N2", "--ntasks-per-node=2", "-o", str(workdir / "b.out"),
                          "--wrap", "srun -l bash -c 'echo $SLURMD_NODENAME'")

@@ -8,7 +8,17 @@ import pytest
 
 from ctld.sched.assoc_limits import SUBMIT_REFUSED, submit_refusal
 from ctld.sched.cycle import run_cycle
-from ctld.sched.model import AccountingLimits, AssocLimits, Config, NodeAllocation, NodeUsage, QosLimits
+from ctld.sched.model import (
+    UNLIMITED,
+    AccountingLimits,
+    AssocLimits,
+    Config,
+    NodeAllocation,
+    NodeUsage,
+    QosLimits,
+    UsageLimits,
+    UsedMinutes,
+)
 from tests.unit.sched.builders import cluster, job, running, snapshot
 
 ACCOUNT = AssocLimits(id=1, account="physics")
@@ -92,3 +102,76 @@ SUBMITS = [
 def test_submit_limits(acct: AccountingLimits, count: int, expected: str | None) -> None:
     queued = [(2, "normal", 1000)]  # one job of alice already queued
     assert submit_refusal(acct, 2, "normal", 1000, count, queued) == expected
+
+
+def usage(account: dict[str, int] | None = None, user: dict[str, int] | None = None,
+          qos: dict[str, int] | None = None, used: UsedMinutes | None = None, qos_used: UsedMinutes | None = None,
+          safe: bool = False) -> AccountingLimits:
+    """Usage limits (GrpTRESMins ...) on the account, the user or the QOS, with alice's decayed usage."""
+    return AccountingLimits(
+        assocs=(dataclasses.replace(ACCOUNT, usage=UsageLimits(**(account or {}))),
+                dataclasses.replace(USER, usage=UsageLimits(**(user or {})))),
+        qos=(QosLimits(name="normal", usage=UsageLimits(**(qos or {}))),),
+        enforce_qos=True, safe=safe,
+        assoc_used={2: used} if used else {}, qos_used={"normal": qos_used} if qos_used else {},
+    )
+
+
+USAGE_CASES = [
+    ("grp cpu mins reached on the account", usage(account={"grp_cpu_mins": 100}, used=UsedMinutes(cpu=100)),
+     [mine(1)], {1: "AssocGrpCPUMinutesLimit"}),
+    ("grp cpu mins not reached", usage(account={"grp_cpu_mins": 100}, used=UsedMinutes(cpu=99)), [mine(1)], {}),
+    ("safe: the job must fit in what is left", usage(account={"grp_cpu_mins": 100}, used=UsedMinutes(cpu=95),
+                                                     safe=True),
+     [mine(1, cpus=1, minutes=10)], {1: "AssocGrpCPUMinutesLimit"}),
+    ("safe: a job that fits starts", usage(account={"grp_cpu_mins": 100}, used=UsedMinutes(cpu=80), safe=True),
+     [mine(1, cpus=2, minutes=10)], {}),
+    ("grp gres mins stop only gpu jobs", usage(user={"grp_gpu_mins": 600}, used=UsedMinutes(gpu=600)),
+     [mine(1, gpus=1), mine(2)], {1: "AssocGrpGRESMinutes"}),
+    ("qos grp cpu mins", usage(qos={"grp_cpu_mins": 10}, qos_used=UsedMinutes(cpu=10)), [mine(1)],
+     {1: "QOSGrpCPUMinutesLimit"}),
+    ("qos grp gres mins", usage(qos={"grp_gpu_mins": 10}, qos_used=UsedMinutes(gpu=12)), [mine(1, gpus=2)],
+     {1: "QOSGrpGRESMinutes"}),
+    ("grp wall", usage(account={"grp_wall_min": 60}, used=UsedMinutes(wall=61)), [mine(1)],
+     {1: "AssocGrpWallLimit"}),
+    ("qos grp wall", usage(qos={"grp_wall_min": 60}, qos_used=UsedMinutes(wall=60)), [mine(1)],
+     {1: "QOSGrpWallLimit"}),
+    ("max cpu mins per job: cpus x time limit", usage(user={"max_cpu_mins_per_job": 40}),
+     [mine(1, cpus=4, minutes=10), mine(2, cpus=5, minutes=10)], {2: "AssocMaxCpuMinutesPerJobLimit"}),
+    ("max gres mins per job", usage(account={"max_gpu_mins_per_job": 60}), [mine(1, gpus=2, minutes=31)],
+     {1: "AssocMaxGRESMinutesPerJob"}),
+    ("qos max cpu mins per job", usage(qos={"max_cpu_mins_per_job": 5}), [mine(1, cpus=1, minutes=6)],
+     {1: "QOSMaxCpuMinutesPerJobLimit"}),
+    ("grp cpu run mins: the second job's minutes do not fit", usage(account={"grp_cpu_run_mins": 100}),
+     [mine(1, cpus=4, minutes=20), mine(2, cpus=2, minutes=20)], {2: "AssocGrpCPURunMinutesLimit"}),
+    ("grp gres run mins", usage(user={"grp_gpu_run_mins": 60}),
+     [mine(1, gpus=1, minutes=60), mine(2, gpus=1, minutes=1)], {2: "AssocGrpGRESRunMinutes"}),
+    ("qos grp cpu run mins", usage(qos={"grp_cpu_run_mins": 10}), [mine(1, cpus=1, minutes=11)],
+     {1: "QOSGrpCPURunMinutesLimit"}),
+]
+
+
+@pytest.mark.parametrize("acct,pending,reasons", [c[1:] for c in USAGE_CASES], ids=[c[0] for c in USAGE_CASES])
+def test_usage_limits(acct: AccountingLimits, pending: list, reasons: dict[int, str]) -> None:  # type: ignore[type-arg]
+    snap = dataclasses.replace(snapshot(cluster(2), pending), accounting=acct)
+    result = run_cycle(snap, now=100)
+    assert result.reasons == reasons
+    assert {s.job_id for s in result.starts} == {j.job_id for j in pending} - set(reasons)
+
+
+def test_run_minutes_count_what_running_jobs_have_left() -> None:
+    # 2 CPUs until t=100+30*60: 60 CPU-minutes left of a 100 limit; a 2-CPU 20-minute job needs 40 more
+    run = running(9, ["node1"], 100 + 30 * 60, assoc_id=2, qos="normal",
+                  allocation=(NodeAllocation("node1", (0, 1), 100),))
+    acct = usage(account={"grp_cpu_run_mins": 100})
+    fits = dataclasses.replace(snapshot(cluster(2), [mine(1, cpus=2, minutes=20)], running=[run]), accounting=acct)
+    assert run_cycle(fits, now=100).reasons == {}
+    later = dataclasses.replace(fits, pending=(mine(1, cpus=2, minutes=21),))
+    assert run_cycle(later, now=100).reasons == {1: "AssocGrpCPURunMinutesLimit"}
+    assert run_cycle(later, now=100 + 60).reasons == {}  # a minute on, the running job has 2 CPU-minutes less
+
+
+def test_unlimited_job_never_fits_a_minutes_limit() -> None:
+    unlimited = dataclasses.replace(mine(1), time_limit_min=UNLIMITED)
+    snap = dataclasses.replace(snapshot(cluster(2), [unlimited]), accounting=usage(user={"max_cpu_mins_per_job": 10**6}))
+    assert run_cycle(snap, now=100).reasons == {1: "AssocMaxCpuMinutesPerJobLimit"}

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from dbd import admin, ingest, queries, schema
 from dbd.purge import purge_jobs
+from shoal.acct_records import AcctEntry, decode
 from shoal.v1 import accounting_pb2 as pb
 
 TABLES = {"accounts", "associations", "clusters", "jobs", "steps", "node_events", "qos", "users",
@@ -39,9 +40,11 @@ def send(sessions: sessionmaker[Session], records: list[pb.AcctRecord], start: i
         return ingest.apply_records(session, pb.SendRecordsRequest(cluster=cluster, epoch=epoch, records=records))
 
 
-def find(sessions: sessionmaker[Session], **kw: object) -> list[pb.AcctJob]:
+def find(sessions: sessionmaker[Session], **kw: object) -> list[AcctEntry]:
+    """What sacct gets: the GetJobs answer, serialized and decoded."""
     with sessions() as session:
-        return queries.find_jobs(session, pb.JobQuery(**kw))  # type: ignore[arg-type]
+        data = queries.find_jobs(session, pb.JobQuery(**kw)).SerializeToString()  # type: ignore[arg-type]
+    return decode(pb.AcctJobsResponse.FromString(data))
 
 
 def test_migrations_upgrade_downgrade_upgrade(engine: Engine) -> None:
@@ -76,6 +79,19 @@ def test_finished_job_adds_hourly_usage_once(sessions: sessionmaker[Session]) ->
     assert [dict(r.fields) for r in rows] == [
         {"cluster": "c1", "account": "physics", "user": "alice", "cpu_seconds": str(200 * 2), "gpu_seconds": "0"}
     ]
+
+
+def test_decayed_usage_per_association_for_a_ctld_without_its_ledger(sessions: sessionmaker[Session]) -> None:
+    # hour 0: 800 CPU-s (alice), hour 2: 3600 CPU-s and GPU-s (bob); decayed from each hour's middle
+    send(sessions, [job(1, start_time=100, end_time=500, submit_time=0),
+                    job(2, user="bob", start_time=7200, end_time=10800, submit_time=0, alloc_cpus=1,
+                        tres_alloc="cpu=1,gres/gpu=1")])
+    with sessions() as session:
+        got = queries.decayed_usage(session, pb.GetUsageRequest(cluster="c1", now=16200, half_life_s=7200))
+        assert [(u.user, round(u.cpu_seconds), round(u.gpu_seconds)) for u in got.usage] == [
+            ("alice", 800 // 4, 0), ("bob", 3600 // 2, 3600 // 2)]  # two half-lives old, one
+        after_reset = queries.decayed_usage(session, pb.GetUsageRequest(cluster="c1", now=9000, since=3600))
+        assert [(u.user, u.cpu_seconds) for u in after_reset.usage] == [("bob", 3600.0)]
 
 
 QUERIES = [
@@ -167,6 +183,24 @@ def test_modify_bumps_the_version_ctld_polls(sessions: sessionmaker[Session]) ->
     limits = {(a.account, a.user): a.max_jobs for a in after.associations}
     assert limits[("physics", "alice")] == 3 and limits[("research", "alice")] == -1
     assert {u.name: u.default_account for u in after.users}["alice"] == "physics"
+
+
+def test_usage_limits_set_show_and_reach_ctld(sessions: sessionmaker[Session]) -> None:
+    build_tree(sessions)
+    modify(sessions, "modify", "account", ["physics"], grptresmins="cpu=6000,gres/gpu=600", grpwall="10:00:00",
+           grptresrunmins="cpu=100", maxtresminsperjob="cpu=50")
+    modify(sessions, "add", "qos", ["short"], grptresmins="cpu=60", maxtresmins="gres/gpu=5", grpwall="30")
+    row = next(r for r in show(sessions, "association") if (r["account"], r["user"]) == ("physics", ""))
+    assert (row["grptresmins"], row["grpwall"], row["grptresrunmin"], row["maxtresmins"]) == (
+        "cpu=6000,gres/gpu=600", "10:00:00", "cpu=100", "cpu=50")
+    qos = {r["name"]: r for r in show(sessions, "qos")}["short"]
+    assert (qos["grptresmins"], qos["maxtresmins"], qos["grpwall"]) == ("cpu=60", "gres/gpu=5", "00:30:00")
+    with sessions() as session:
+        sent = admin.limits(session, "c1", 0)
+    physics = next(a for a in sent.associations if (a.account, a.user) == ("physics", ""))
+    assert (physics.grp_tres_mins, physics.grp_wall_min, physics.grp_tres_run_mins, physics.max_tres_mins_per_job) \
+        == ("cpu=6000,gres/gpu=600", 600, "cpu=100", "cpu=50")
+    assert {q.name: q.grp_wall_min for q in sent.qos}["short"] == 30
 
 
 def test_without_commit_nothing_changes(sessions: sessionmaker[Session]) -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ctld.sched.fairshare import ShareAssoc, billing, decayed, factors, reset_due, share_rows
+from ctld.sched.fairshare import ShareAssoc, billing, decayed, factors, last_reset, reset_due, share_rows
 
 # root -> acct(1) -> u1(1), u2(1)
 SIBLINGS = [
@@ -103,3 +103,18 @@ def test_billing(weights: tuple[tuple[str, float], ...], max_tres: bool, expecte
 )
 def test_reset(last: int, now: int, period: str, expected: bool) -> None:
     assert reset_due(last, now, period) is expected
+
+
+NOW = 1_764_500_000  # 2025-11-30 10:53:20 UTC, a Sunday
+
+
+@pytest.mark.parametrize(
+    "period,expected",
+    [("NONE", 0), ("", 0), ("NOW", NOW), ("DAILY", 1_764_460_800), ("WEEKLY", NOW // 604_800 * 604_800),
+     ("MONTHLY", 1_761_955_200), ("QUARTERLY", 1_759_276_800), ("YEARLY", 1_735_689_600)],
+    ids=["none", "empty", "now", "daily", "weekly", "monthly", "quarterly", "yearly"],
+)
+def test_last_reset_boundary(period: str, expected: int) -> None:
+    assert last_reset(NOW, period) == expected
+    if expected and period != "NOW":  # the boundary is one reset_due sees crossed
+        assert reset_due(expected - 1, NOW, period) and not reset_due(expected, NOW, period)

@@ -5,7 +5,7 @@ and backfill's incrementally grown timeline states.
 backfill builds each window's overlay afresh from every hold; on, nodes that cannot hold the job's
 smallest slot are skipped, a request shape that failed on an unchanged overlay is answered from
 the memo, and windows share and grow their overlays. Over random clusters (GPU types, weights, features,
-down nodes, partly used nodes, running jobs with ends, ExclusiveUser) and queues of many identical shapes (so the
+down nodes, partly used nodes, running jobs with ends, ExclusiveUser, a reservation) and queues of many identical shapes (so the
 memo is hit), both schedulers must give the same starts, reasons and planned starts.
 """
 
@@ -29,6 +29,7 @@ from ctld.sched.model import (
     NodeAllocation,
     NodeUsage,
     Partition,
+    Reservation,
     RunningJob,
     Snapshot,
 )
@@ -39,12 +40,13 @@ NOW = 100_000
 
 @contextmanager
 def shortcuts(on: bool) -> Iterator[None]:
-    before = placement.SHORTCUTS
-    placement.SHORTCUTS = on
+    """All shortcuts on (the indexes even for these few nodes), or all off."""
+    before = placement.SHORTCUTS, placement.INDEX_MIN_NODES
+    placement.SHORTCUTS, placement.INDEX_MIN_NODES = on, 1
     try:
         yield
     finally:
-        placement.SHORTCUTS = before
+        placement.SHORTCUTS, placement.INDEX_MIN_NODES = before
 
 
 @st.composite
@@ -139,6 +141,19 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         scheduler=draw(st.sampled_from(["sched/builtin", "sched/backfill"])),
         bf_reservations=draw(st.sampled_from([0, 1])),
     )
+    reservations = tuple(
+        Reservation(
+            name="r",
+            start_time=(begin := NOW + draw(st.sampled_from([-600, 0, 1800, 7200]))),
+            end_time=begin + draw(st.sampled_from([600, 3600, 86400])),
+            nodes=frozenset(names[: draw(st.integers(1, len(names)))]),
+            flags=frozenset(draw(st.sampled_from([(), ("MAINT",), ("FLEX",)]))),
+        )
+        for _ in range(draw(st.integers(0, 1)))
+    )
+    pending = requests(draw, draw(st.integers(1, 20)), names)
+    if reservations:
+        pending = [dataclasses.replace(j, reservation=draw(st.sampled_from(["", "", "r"]))) for j in pending]
     return Snapshot(
         nodes=cluster,
         partitions=(
@@ -150,10 +165,11 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                 exclusive_user=draw(st.booleans()),
             ),
         ),
-        pending=tuple(requests(draw, draw(st.integers(1, 20)), names)),
+        pending=tuple(pending),
         running=running,
         jobs=(),
         config=config,
+        reservations=reservations,
     )
 
 

@@ -104,8 +104,8 @@ def test_table_compare_and_csv(small_trace: Path, tmp_path: Path, capsys: pytest
     table = capsys.readouterr().out
     assert "avg bsld" in table and "fcfs" in table and "easy" in table
     rows = out_csv.read_text().splitlines()
-    assert rows[0] == "id,submit,start,end,cpus,nodes,wait"
-    assert rows[3] == "3,10,200,250,2,2,190"  # 2 processors = 2 one-CPU nodes
+    assert rows[0] == "id,submit,start,end,cpus,nodes,wait,state"
+    assert rows[3] == "3,10,200,250,2,2,190,COMPLETED"  # 2 processors = 2 one-CPU nodes
 
 
 def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,8 +122,9 @@ def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str
         ("lublin_256_new2.swf", "easy", 0, 800),
         ("lublin_256.swf", "fcfs", 0, 600),
         ("lublin_256.swf", "sjbf", 3000, 3500),
+        ("lublin_256.swf", "shoal", 5000, 5600),
     ],
-    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjbf"],
+    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjbf", "l1-shoal"],
 )
 def test_shortcuts_change_no_decision(name: str, policy: str, first: int, last: int) -> None:
     """Skipping fruitless cycles and pruning jobs too big to start leave every start time as it was."""
@@ -141,7 +142,7 @@ def test_shortcuts_change_no_decision(name: str, policy: str, first: int, last: 
             machine.nodes,
             machine.partitions,
             config,
-            lambda tj: job_request(tj, policy, machine.partition),
+            lambda tj: job_request(tj, policy, machine),
             shortcuts=shortcuts,
         )
         return [(r.job_id, r.start, r.cpus) for r in sim.run(jobs)]
@@ -180,7 +181,7 @@ def test_sjbf_runs_the_oldest_waiting_job_first(tmp_path: Path, policy: str, sta
     assert {r.job_id: r.start for r in outcome.results} == starts
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "easy"])
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "sjf"])
 def test_pool_decides_as_one_cpu_nodes(policy: str) -> None:
     """The pool node (the sim's default machine) starts every job when MaxProcs one-CPU nodes would."""
     from ctld.sched.model import UNLIMITED, Node, Partition
@@ -188,7 +189,7 @@ def test_pool_decides_as_one_cpu_nodes(policy: str) -> None:
     from ctld.sim.run import SIM_DEFAULTS, replay
 
     trace = read_swf(TRACES / "lublin_256_new2.swf")
-    jobs = trace.jobs[:150]
+    jobs = trace.jobs[:300]  # sjf once started job 113 at 41309 on the pool, 40677 on nodes
     names = tuple(f"n{i}" for i in range(trace.max_procs))
     nodes = tuple(Node(name=n, cpus=1, real_memory_mb=1, partitions=frozenset({SIM_PARTITION})) for n in names)
     part = Partition(name=SIM_PARTITION, nodes=names, max_time_min=UNLIMITED)
@@ -197,3 +198,114 @@ def test_pool_decides_as_one_cpu_nodes(policy: str) -> None:
     on_pool = [(r.job_id, r.start, r.nodes) for r in replay(jobs, pool, policy)[0]]
     on_nodes = [(r.job_id, r.start, r.nodes) for r in replay(jobs, one_cpu, policy)[0]]
     assert on_pool == on_nodes
+
+
+# Job 1 asks for 2 minutes but would run 10: it ends at its limit (120), so job 2, which needs the
+# whole machine, starts then. Job 3 has no requested time: its run time is its estimate.
+OVERRUN = """; MaxProcs: 4
+1 0 -1 600 4 -1 -1 4 120 -1 1 1 1 -1 1 -1 -1 -1
+2 10 -1 100 4 -1 -1 4 300 -1 1 1 1 -1 1 -1 -1 -1
+3 20 -1 500 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+"""
+
+
+def test_a_job_running_past_its_time_limit_ends_there_as_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "overrun.swf"
+    path.write_text(OVERRUN)
+    out_csv = tmp_path / "jobs.csv"
+    assert shoal_sim.main([str(path), "--policy", "fcfs", "--csv", str(out_csv), "--json"]) == 0
+    rows = out_csv.read_text().splitlines()
+    assert rows[0] == "id,submit,start,end,cpus,nodes,wait,state"
+    assert rows[1:] == ["1,0,0,120,4,4,0,TIMEOUT", "2,10,120,220,4,4,110,COMPLETED", "3,20,220,720,4,4,200,COMPLETED"]
+    outcome = evaluate(read_swf(path), default_machine(read_swf(path)), "fcfs")
+    assert outcome.summary.timeouts == 1
+    assert outcome.summary.makespan == 720
+
+
+def _sacct_export(tmp_path: Path, *, parsable: str = "P") -> Path:
+    """An export in shoal's own `sacct -a -X -P -o ...` format (rendered by cli.sacct)."""
+    from cli.sacct import Row, parse_format, render
+    from shoal.v1 import accounting_pb2 as pb
+
+    t0 = 1_800_000_000
+    records = [
+        # job 7: 4 CPUs for 100 s, limit 10 min; job 8: the whole machine, waits for job 7
+        pb.JobRecord(job_id=7, partition="gpu", alloc_cpus=4, alloc_nodes=1, submit_time=t0, start_time=t0,
+                     end_time=t0 + 100, time_limit_min=10, state="COMPLETED", cancelled_by=-1, array_task_id=-1),
+        pb.JobRecord(job_id=8, partition="gpu", alloc_cpus=8, alloc_nodes=2, submit_time=t0 + 5,
+                     start_time=t0 + 100, end_time=t0 + 400, time_limit_min=-2, state="COMPLETED",
+                     cancelled_by=-1, array_task_id=-1),
+        # job 9: 50 s of its 1-minute limit (cancelled jobs that ran replay too)
+        pb.JobRecord(job_id=9, partition="gpu", alloc_cpus=2, alloc_nodes=1, submit_time=t0 + 20,
+                     start_time=t0 + 400, end_time=t0 + 450, time_limit_min=1, state="CANCELLED",
+                     cancelled_by=0, array_task_id=-1),
+        # job 10 never started, job 11 is still running: neither can be replayed
+        pb.JobRecord(job_id=10, partition="gpu", req_cpus=2, req_nodes=1, submit_time=t0 + 30,
+                     time_limit_min=5, state="PENDING", cancelled_by=-1, array_task_id=-1),
+        pb.JobRecord(job_id=11, partition="gpu", alloc_cpus=1, alloc_nodes=1, submit_time=t0 + 40,
+                     start_time=t0 + 450, time_limit_min=5, state="RUNNING", cancelled_by=-1, array_task_id=-1),
+    ]
+    fields = parse_format("JobID,Submit,Start,End,AllocCPUS,NNodes,Timelimit,State,Partition")
+    lines = render([Row(r) for r in records], fields, parsable=parsable, header=True, now=t0 + 500)
+    path = tmp_path / "history.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("parsable", ["P", "p"])
+def test_sacct_export_is_read_as_a_trace(tmp_path: Path, parsable: str) -> None:
+    from ctld.sim.sacct import looks_like_sacct, read_sacct
+
+    path = _sacct_export(tmp_path, parsable=parsable)
+    assert looks_like_sacct(path)
+    trace = read_sacct(path)
+    got = [(j.job_id, j.submit, j.run, j.procs, j.estimate, j.nodes, j.partition) for j in trace.jobs]
+    assert got == [(7, 0, 100, 4, 600, 1, "gpu"), (8, 5, 300, 8, 300, 2, "gpu"), (9, 20, 50, 2, 60, 1, "gpu")]
+    assert trace.header["Unreplayable"] == "2"
+
+
+def test_sim_replays_an_sacct_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _sacct_export(tmp_path)
+    out_csv = tmp_path / "jobs.csv"
+    # detected without --format; on the default machine (8 one-CPU nodes: the largest job)
+    assert shoal_sim.main([str(path), "--policy", "easy", "--csv", str(out_csv)]) == 0
+    table = capsys.readouterr().out
+    assert "3 jobs, 8 processors" in table
+    assert "(2 jobs that never ran or never ended are not replayed)" in table
+    # job 8 waits for job 7's 4 CPUs (reserved at job 7's limit, 600); job 9 (2 CPUs, 1 minute)
+    # fits on the 4 free CPUs and ends before 600: EASY backfills it at its submit time.
+    rows = out_csv.read_text().splitlines()[1:]
+    assert rows == ["7,0,0,100,4,4,0,COMPLETED", "8,5,100,400,8,8,95,COMPLETED", "9,20,20,70,2,2,0,COMPLETED"]
+    assert shoal_sim.main([str(path), "--format", "swf"]) == 1  # not SWF: an error, not a traceback
+    assert capsys.readouterr().err.startswith("shoal sim: error: ")
+
+
+# Every job needs the whole 4-processor machine. When job 1 ends at 100, `shoal` runs the short
+# jobs (under 10 minutes) first, shortest first (4, then 3), then the long ones in submit order
+# (2 before 5, though 5 is shorter): easy keeps submit order throughout, sjf lets 5 pass 2.
+SHORT_FIRST = """; MaxProcs: 4
+1 0 -1 100 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+2 10 -1 3600 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+3 20 -1 300 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+4 30 -1 60 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+5 40 -1 1200 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "starts"),
+    [
+        ("shoal", {1: 0, 4: 100, 3: 160, 2: 460, 5: 4060}),
+        ("easy", {1: 0, 2: 100, 3: 3700, 4: 4000, 5: 4060}),
+        ("sjf", {1: 0, 4: 100, 3: 160, 5: 460, 2: 1660}),
+    ],
+    ids=["shoal", "easy", "sjf"],
+)
+def test_shoal_policy_runs_short_jobs_first_and_long_ones_in_order(
+    tmp_path: Path, policy: str, starts: dict[int, int]
+) -> None:
+    path = tmp_path / "short_first.swf"
+    path.write_text(SHORT_FIRST)
+    trace = read_swf(path)
+    outcome = evaluate(trace, default_machine(trace), policy)
+    assert {r.job_id: r.start for r in outcome.results} == starts

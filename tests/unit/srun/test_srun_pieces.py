@@ -19,6 +19,12 @@ def test_exit_messages_group_tasks_per_node() -> None:
     assert step_exit_status(exits) == 137
 
 
+def test_an_oom_killed_task_is_reported_as_slurm_does() -> None:
+    exits = {0: TaskExit("node1", 0, 9, oom=True), 1: TaskExit("node1", 0, 0)}
+    assert exit_messages(exits) == ["srun: error: node1: task 0: Out Of Memory"]
+    assert step_exit_status(exits) == 253  # 128 + 125, Slurm's SIG_OOM as a signal number
+
+
 @pytest.mark.parametrize(
     ("spec", "env", "want"),
     [
