@@ -280,7 +280,8 @@ class Controller:
         factors = self.accounting.usage_factors()
         charges = (
             Charge(assoc_id=self.accounting.assoc_id(j), qos=j.qos, tres=job_tres(j), start=j.start_time,
-                   end=0 if j.state == RUNNING else j.end_time, usage_factor=factors.get(j.qos, 1.0))
+                   end=0 if j.state == RUNNING else j.end_time, usage_factor=factors.get(j.qos, 1.0),
+                   partition=j.partition)
             for j in self.jobs.values()
             if j.start_time and j.allocation and (j.state == RUNNING or j.end_time > since)
         )
