@@ -43,7 +43,7 @@ from ctld.sched import cycle as sched_cycle
 from ctld.sched import model as m
 from ctld.sched import placement as sched_placement
 from ctld.sched import submit as sched_submit
-from ctld.sched.dependency import parse_dependency
+from ctld.sched.dependency import parse_dependency, status_index
 from ctld.sched.fairshare import last_reset
 from ctld.sched.limits import effective_time_limit
 from ctld.sched.priority import MULTIFACTOR
@@ -281,7 +281,8 @@ class Controller:
         factors = self.accounting.usage_factors()
         charges = (
             Charge(assoc_id=self.accounting.assoc_id(j), qos=j.qos, tres=job_tres(j), start=j.start_time,
-                   end=0 if j.state == RUNNING else j.end_time, usage_factor=factors.get(j.qos, 1.0))
+                   end=0 if j.state == RUNNING else j.end_time, usage_factor=factors.get(j.qos, 1.0),
+                   partition=j.partition)
             for j in self.jobs.values()
             if j.start_time and j.allocation and (j.state == RUNNING or j.end_time > since)
         )
@@ -346,6 +347,10 @@ class Controller:
                 )
             self.accounting.admit(job, count, self.jobs.values())
             resv.check_job_access(self, job)  # after admit: the job's account is known
+            if req.dependency.terms and not job.held and spec.begin_time <= now:
+                # squeue shows why the job waits from the start, as Slurm, not after the first cycle
+                statuses = status_index(_status(j) for j in self.jobs.values())
+                job.state_reason = sched_cycle.dependency_reason(req, statuses) or job.state_reason
             first = self.next_job_id
             snap_partitions = {p.name: p for p in snap.partitions}
             mem_per_node = self._mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)

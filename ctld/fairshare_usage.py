@@ -3,7 +3,7 @@ per association and QOS (GrpTRESMins, GrpWall), accrued for the jobs that ran an
 
 Each scheduling pass (accrue) first decays what is recorded by the time elapsed since the last pass
 (PriorityDecayHalfLife) and then adds each job's usage for the part of that time it ran, times its
-QOS's UsageFactor (billing: TRESBillingWeights; CPUs without weights); PriorityUsageResetPeriod clears
+QOS's UsageFactor (billing: the partition's TRESBillingWeights; CPUs without weights); PriorityUsageResetPeriod clears
 everything at its boundaries. The ledger is kept in the state store's meta table, so a restart keeps the usage.
 The factors themselves are computed by the pure ctld.sched.fairshare.
 """
@@ -80,6 +80,7 @@ class Charge:
     start: int
     end: int = 0
     usage_factor: float = 1.0  # the QOS's UsageFactor
+    partition: str = ""  # whose TRESBillingWeights price the job
 
 
 class UsageLedger:
@@ -89,7 +90,10 @@ class UsageLedger:
     def __init__(self, cfg: SlurmConfig) -> None:
         self.half_life_s = _minutes(cfg.get("PriorityDecayHalfLife"), 7 * 1440) * 60
         self.reset_period = (cfg.get("PriorityUsageResetPeriod") or "NONE").strip()
-        self.weights = billing_weights(cfg.get("TRESBillingWeights") or "")
+        # TRESBillingWeights is a partition key in 22.05; a job is billed by its partition's weights
+        self.weights_by_partition = {p.name: billing_weights(p.tres_billing_weights) for p in cfg.partitions}
+        default = cfg.default_partition
+        self.weights = self.weights_by_partition.get(default.name, ()) if default else ()
         flags = {w.strip().upper() for w in (cfg.get("PriorityFlags") or "").split(",")}
         self.max_tres = "MAX_TRES" in flags
         self.fair_tree = "NO_FAIR_TREE" not in flags
@@ -127,7 +131,8 @@ class UsageLedger:
 
     def _charge(self, job: Charge, seconds: float) -> None:
         self.usage[job.assoc_id] = self.usage.get(job.assoc_id, 0.0) + \
-            fairshare.billing(job.tres, self.weights, self.max_tres) * seconds
+            fairshare.billing(job.tres, self.weights_by_partition.get(job.partition, self.weights), self.max_tres) \
+            * seconds
         for totals in (self.tres.setdefault(job.assoc_id, [0.0, 0.0, 0.0]),
                        self.qos_tres.setdefault(job.qos, [0.0, 0.0, 0.0])):
             totals[0] += job.tres.get("cpu", 0.0) * seconds
@@ -137,7 +142,7 @@ class UsageLedger:
     def seed(self, usage: Mapping[int, tuple[float, float]]) -> None:
         """Add dbd's decayed CPU- and GPU-seconds of finished jobs per association: what a ledger that
         started empty (a lost StateSaveLocation) would have accrued. Billing counts CPUs and GPUs only
-        (dbd keeps no memory or node usage)."""
+        (dbd keeps no memory or node usage), priced by the default partition's weights."""
         for assoc, (cpu, gpu) in usage.items():
             tres = {"cpu": cpu, "gres/gpu": gpu}
             self.usage[assoc] = self.usage.get(assoc, 0.0) + fairshare.billing(tres, self.weights, self.max_tres)

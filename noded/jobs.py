@@ -7,19 +7,27 @@ A stepd that died without a status (killed, machine trouble) makes its job finis
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from noded import spool
 
+log = logging.getLogger("shoal.noded")
+
 # How long a job directory may exist without a stepd.pid before it counts as lost.
 STARTING_GRACE_S = 30.0
 # How long a cancel marker waits for a launch that may still be on its way.
 CANCEL_MARKER_TTL_S = 3600.0
+
+# Held while a job directory is created, judged lost or removed: the reporter thread removes a
+# reported run while an RPC thread may be launching the next run of the same (requeued) job.
+DIRS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,7 @@ class FinishedJob:
     oom: bool = False  # the kernel killed part of the job for exceeding its memory
     max_rss_kb: int = 0  # peak memory of the script (cgroup, else rusage)
     cpu_time_us: int = 0
+    run: int = 0  # which run of a requeued job (its restart count at launch)
 
 
 def _job_dirs(spool_root: Path) -> list[tuple[int, Path]]:
@@ -55,7 +64,16 @@ def _is_running(path: Path, now: float) -> bool:
         return False
 
 
-def _finished(job_id: int, data: dict[str, object]) -> FinishedJob:
+def run_of(path: Path) -> int:
+    """The run a job directory holds (launch.json's restart count); -1 if it has no launch.json."""
+    data = spool.read_json(path / spool.LAUNCH)
+    if data is None:
+        return -1
+    run = data.get("run", 0)
+    return run if isinstance(run, int) else 0
+
+
+def _finished(job_id: int, data: dict[str, object], run: int) -> FinishedJob:
     def num(key: str) -> int:
         value = data.get(key, 0)
         return int(value) if isinstance(value, int | float | str) else 0
@@ -72,6 +90,7 @@ def _finished(job_id: int, data: dict[str, object]) -> FinishedJob:
         launch_failed=bool(data.get("launch_failed", False)),
         message=str(data.get("message", "")),
         oom=bool(data.get("oom", False)),
+        run=run,
     )
 
 
@@ -86,17 +105,34 @@ def scan(spool_root: Path, now: float | None = None) -> tuple[list[int], list[Fi
             running.append(job_id)
             continue
         if data is None:
-            data = {
-                "exit_code": 0,
-                "exit_signal": int(signal.SIGKILL),
-                "end_time": int(now),
-                "launch_failed": False,
-                "message": f"slurmstepd of job {job_id} ended without a status",
-            }
-            spool.write_json_atomic(path / spool.STATUS, data)
-        finished.append(_finished(job_id, data))
+            data = _mark_lost(job_id, path, now)
+            if data is None:
+                running.append(job_id)  # a launch was writing the directory; it runs now
+                continue
+        finished.append(_finished(job_id, data, run_of(path)))
     _prune_cancel_markers(spool_root, now)
     return running, finished
+
+
+def _mark_lost(job_id: int, path: Path, now: float) -> dict[str, object] | None:
+    """Record that the job's stepd ended without a status; None if the job turns out to run."""
+    with DIRS_LOCK:  # not while a launch is still writing this directory
+        if not path.exists():
+            return None
+        data = spool.read_json(path / spool.STATUS)
+        if data is not None:
+            return data
+        if _is_running(path, now):
+            return None
+        data = {
+            "exit_code": 0,
+            "exit_signal": int(signal.SIGKILL),
+            "end_time": int(now),
+            "launch_failed": False,
+            "message": f"slurmstepd of job {job_id} ended without a status",
+        }
+        spool.write_json_atomic(path / spool.STATUS, data)
+        return data
 
 
 def _prune_cancel_markers(spool_root: Path, now: float) -> None:
@@ -117,10 +153,51 @@ def running_jobs(spool_root: Path) -> list[int]:
     return scan(spool_root)[0]
 
 
-def remove_job(spool_root: Path, job_id: int) -> None:
-    """Forget a finished job once ctld has acknowledged it."""
-    shutil.rmtree(spool.job_dir(spool_root, job_id), ignore_errors=True)
-    spool.cancel_marker(spool_root, job_id).unlink(missing_ok=True)
+def remove_job(spool_root: Path, job_id: int, run: int = 0) -> None:
+    """Forget a finished run of a job once ctld has acknowledged it.
+
+    ctld may have requeued the job and launched its next run here already: that run's directory,
+    and a cancel marker newer than this run's end, are left alone.
+    """
+    with DIRS_LOCK:
+        path = spool.job_dir(spool_root, job_id)
+        if run_of(path) == run:
+            _remove_finished(spool_root, job_id, path)
+
+
+def _remove_finished(spool_root: Path, job_id: int, path: Path) -> None:
+    """Remove a finished run's directory and the cancel marker that ended it (not a later one)."""
+    marker = spool.cancel_marker(spool_root, job_id)
+    try:
+        ended = (path / spool.STATUS).stat().st_mtime
+    except OSError:
+        ended = time.time()
+    try:
+        if marker.stat().st_mtime <= ended:
+            marker.unlink()
+    except OSError:
+        pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def make_way_for_run(spool_root: Path, job_id: int, run: int) -> bool:
+    """Before launching run `run` of a job (DIRS_LOCK held): False if the job is here already.
+
+    A finished earlier run whose directory is still here (ctld acknowledged its end and requeued
+    the job before the reporter removed it) is removed: ctld has recorded it and moved on.
+    An earlier run that still runs (its launch outlasted ctld's timeout, so ctld requeued it)
+    goes on as the job's run, as a retried launch of the same run would.
+    """
+    path = spool.job_dir(spool_root, job_id)
+    if not path.exists():
+        return True
+    if run_of(path) >= run:
+        return False
+    if spool.read_json(path / spool.STATUS) is None and _is_running(path, time.time()):
+        log.warning("job %d: run %d still runs here; it stands for run %d", job_id, run_of(path), run)
+        return False
+    _remove_finished(spool_root, job_id, path)
+    return True
 
 
 def job_exists(spool_root: Path, job_id: int) -> bool:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from noded import spool
+from noded import jobs, spool
 from noded.env import NodeName, batch_environment
 from noded.isolation import Isolation, cgroup_request
 from noded.launchspec import LaunchSpec
@@ -92,26 +92,32 @@ def build_spec(
         umask=_umask(env),
         notify_socket=str(spool_root / spool.NOTIFY_SOCKET),
         cgroup=cgroup,
+        run=job.restarts,
     )
 
 
 def start_stepd(spec: LaunchSpec, script: bytes, spool_root: Path) -> None:
-    """Write the job's directory and start its stepd, detached. Idempotent per job id."""
+    """Write the job's directory and start its stepd, detached. Idempotent per run of a job."""
     job_dir = spool.job_dir(spool_root, spec.job_id)
+    with jobs.DIRS_LOCK:
+        try:
+            if not jobs.make_way_for_run(spool_root, spec.job_id, spec.run):
+                return  # launched already (a retried RPC): it runs or has finished
+            os.mkdir(job_dir, 0o711)
+        except OSError as exc:
+            raise LaunchFailed(f"cannot create {job_dir}: {exc.strerror}") from exc
+        try:
+            os.chmod(job_dir, 0o711)
+            fd = os.open(job_dir / spool.SCRIPT, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(script)
+                if os.geteuid() == 0:
+                    os.fchown(fh.fileno(), spec.uid, spec.gid)
+            spec.save(job_dir / spool.LAUNCH)
+        except OSError as exc:
+            shutil.rmtree(job_dir, ignore_errors=True)
+            raise LaunchFailed(f"cannot start slurmstepd for job {spec.job_id}: {exc}") from exc
     try:
-        os.mkdir(job_dir, 0o711)
-    except FileExistsError:
-        return  # already launched (a retried RPC): the job runs or has finished
-    except OSError as exc:
-        raise LaunchFailed(f"cannot create {job_dir}: {exc.strerror}") from exc
-    try:
-        os.chmod(job_dir, 0o711)
-        fd = os.open(job_dir / spool.SCRIPT, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(script)
-            if os.geteuid() == 0:
-                os.fchown(fh.fileno(), spec.uid, spec.gid)
-        spec.save(job_dir / spool.LAUNCH)
         result = subprocess.run(
             [sys.executable, "-m", "noded.stepd", str(job_dir / spool.LAUNCH)],
             stdin=subprocess.DEVNULL,

@@ -31,6 +31,7 @@ class LaunchSpec:
     umask: int = 0o022
     notify_socket: str = ""          # noded's datagram socket; "" = none
     cgroup: dict[str, Any] = field(default_factory=dict)  # noded.cgroup.CgroupRequest; {} = none
+    run: int = 0                     # the job's restart count: which run of a requeued job this is
 
     def save(self, path: Path) -> None:
         """Write the spec readable by root only (it holds the user's environment)."""

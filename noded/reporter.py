@@ -193,7 +193,7 @@ class Reporter:
                 self._unreachable(f"{node.name}: completion of job {job.job_id} not reported", exc)
                 return False
         log.info("%s: job %d finished (exit %d:%d)", node.name, job.job_id, job.exit_code, job.exit_signal)
-        jobs.remove_job(node.spool, job.job_id)
+        jobs.remove_job(node.spool, job.job_id, job.run)
         return True
 
     def _unreachable(self, what: str, exc: grpc.RpcError) -> None:

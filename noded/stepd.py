@@ -266,6 +266,8 @@ def daemonize_and_supervise(launch_path: Path, body: Callable[[Path], int] | Non
         os.setsid()
     except OSError:
         pass  # already a session leader
+    # A SIGTERM sent once the pid is on record waits until the supervisor can act on it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         spool.write_pid_file(launch_path.parent / spool.STEPD_PID, os.getpid())
         os.write(ready_w, b"1")

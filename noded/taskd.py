@@ -252,15 +252,27 @@ class StepSupervisor:
         return new
 
     def run(self) -> None:
-        self.connect()
+        """Start the tasks, relay them, wait for them.
+
+        SIGTERM (the job ends: scancel, time limit) stays blocked until every task's pid is known,
+        so it reaches them all; one that came before they started keeps them from starting.
+        """
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         signal.signal(signal.SIGTERM, self.on_sigterm)
+        self.connect()
         if not self.make_cgroup():
             self.finish()
             return
         readers: dict[int, list[threading.Thread]] = {}
-        for task in self.spec.tasks:
-            readers[task.gtid] = self.start_task(task)
+        if signal.SIGTERM in signal.sigpending():
+            self.terminating = True
+            for task in self.spec.tasks:  # ended by the terminate before they began
+                self.send(taskio.json_frame(taskio.EXIT, task.gtid, {"code": 0, "signal": int(signal.SIGTERM)}))
+        else:
+            for task in self.spec.tasks:
+                readers[task.gtid] = self.start_task(task)
         threading.Thread(target=self.listen, daemon=True).start()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         by_pid = {pid: gtid for gtid, pid in self.pids.items()}
         while by_pid:
             try:

@@ -98,10 +98,15 @@ def _ineligible(job: JobRequest, now: int, statuses: Mapping[int, list[JobStatus
         return HELD_USER
     if job.begin_time > now:
         return BEGIN_TIME
+    return dependency_reason(job, statuses)
+
+
+def dependency_reason(job: JobRequest, statuses: Mapping[int, list[JobStatus]]) -> str | None:
+    """Dependency or DependencyNeverSatisfied while the job's --dependency holds it back, else None."""
     verdict = dependency.evaluate(job, statuses)
-    if verdict != "ok":
-        return DEPENDENCY if verdict == "wait" else DEPENDENCY_NEVER
-    return None
+    if verdict == "ok":
+        return None
+    return DEPENDENCY if verdict == "wait" else DEPENDENCY_NEVER
 
 
 def _schedule_one(

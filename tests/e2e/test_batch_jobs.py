@@ -102,13 +102,15 @@ def test_array_throttle_never_exceeds_limit(cluster: Cluster, workdir: Path) -> 
 
 def test_afterok_chain_runs_in_order(cluster: Cluster, workdir: Path) -> None:
     log = workdir / "order.log"
-    a = cluster.submit("--wrap", f"sleep 3; echo a >> {log}", "-o", "/dev/null")
+    release = workdir / "release"
+    # a runs until the test releases it (a fixed sleep let a slow sbatch of c come after b ended)
+    a = cluster.submit("--wrap", f"while [ ! -e {release} ]; do sleep 0.1; done; echo a >> {log}", "-o", "/dev/null")
     b = cluster.submit(f"--dependency=afterok:{a}", "--wrap", f"echo b >> {log}", "-o", "/dev/null")
     c = cluster.submit(f"--dependency=afterok:{b}", "--wrap", f"echo c >> {log}", "-o", "/dev/null")
-    deadline = time.monotonic() + 20  # the reason is set by the first scheduling cycle after submit
-    while cluster.job_field(c, "%r") != "Dependency":
-        assert time.monotonic() < deadline, cluster.job_field(c, "%T %r")
-        time.sleep(0.1)
+    # the reason shows from submission on, as Slurm's, not only after a scheduling cycle
+    assert cluster.job_field(c, "%T %r") == "PENDING Dependency"
+    assert cluster.job_field(b, "%T %r") == "PENDING Dependency"
+    release.touch()
     cluster.wait_state(c, {"COMPLETED"})
     assert log.read_text().split() == ["a", "b", "c"]
 

@@ -62,3 +62,18 @@ def test_a_ledger_seeded_from_dbd_adds_its_cpu_and_gpu_seconds() -> None:
     led.seed({2: (600.0, 60.0)})
     assert led.usage == {2: 600.0} and not led.awaits_seed  # billing: CPUs without weights
     assert led.used_minutes()[0] == {2: UsedMinutes(cpu=10.0, gpu=1.0)}
+
+
+def test_fair_share_billing_uses_the_jobs_partition_weights() -> None:
+    """TRESBillingWeights is a partition key: a GPU partition can bill GPUs heavily, another only CPUs."""
+    led = UsageLedger(parse_slurm_conf(
+        "ClusterName=c\nPriorityDecayHalfLife=0\nNodeName=n1 CPUs=4\n"
+        "PartitionName=gpu Nodes=n1 TRESBillingWeights=CPU=1.0,GRES/gpu=10.0\n"
+        "PartitionName=cpu Nodes=n1 Default=YES\n"
+    ))
+    led.accrue(1000, [])
+    led.accrue(1100, [
+        Charge(assoc_id=2, qos="normal", tres=GPU_JOB, start=1000, partition="gpu"),
+        Charge(assoc_id=3, qos="normal", tres=GPU_JOB, start=1000, partition="cpu"),
+    ])
+    assert led.usage == {2: (4 + 2 * 10) * 100.0, 3: 4 * 100.0}

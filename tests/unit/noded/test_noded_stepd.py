@@ -31,14 +31,16 @@ def submit(
     job_id: int = 10,
     uid: int | None = None,
     kill_wait: float = 5,
+    run: int = 0,
     **spec: object,
 ) -> Path:
-    """Launch a batch job through noded's launcher; return its spool directory."""
+    """Launch run `run` (the restart count) of a batch job through noded's launcher; return its spool directory."""
     uid = os.geteuid() if uid is None else uid
     gid = os.getegid() if uid == os.geteuid() else NOBODY
     name = "nobody" if uid == NOBODY else "root"
     spec.setdefault("work_dir", str(work))
     builder = job(job_id).name("t").user(name, uid, gid).spec(script=script.encode(), **spec).node("n1", cpus=1)
+    builder.set(restarts=run, start_time=int(time.time()))
     launch_batch(launch(builder.obj()), Node(), spool_root, kill_wait)
     return spool.job_dir(spool_root, job_id)
 
@@ -221,3 +223,31 @@ def test_terminate_before_the_launch_arrives_never_runs_the_job(open_dirs: tuple
     assert not (work / "slurm-10.out").exists()
     jobs.remove_job(spool_root, 10)
     assert not spool.cancel_marker(spool_root, 10).exists()
+
+
+def test_requeued_job_runs_again_though_its_last_run_is_not_yet_removed(open_dirs: tuple[Path, Path]) -> None:
+    """scontrol requeue: ctld requeues on the first run's completion report and may launch the next
+    run before the reporter has removed the first run's directory (and the cancel marker that ended it)."""
+    spool_root, work = open_dirs
+    script = "#!/bin/bash\necho run >> runs\nsleep 300\n"
+    job_dir = submit(spool_root, work, script)
+    wait_for(work / "runs", "run")
+    assert jobs.terminate_job(spool_root, 10, kill_wait=1)
+    wait_status(job_dir)
+    [reported] = jobs.scan(spool_root)[1]  # the report ctld acknowledges by requeueing the job
+    submit(spool_root, work, script, run=1)
+    jobs.remove_job(spool_root, 10, reported.run)  # the reporter's removal comes after the launch
+    wait_for(work / "runs", "run\nrun\n")
+    assert jobs.scan(spool_root) == ([10], [])
+    assert jobs.terminate_job(spool_root, 10, kill_wait=1)
+    assert wait_status(job_dir)["exit_signal"] == signal.SIGTERM
+    assert [f.run for f in jobs.scan(spool_root)[1]] == [1]
+
+
+def test_a_retried_launch_of_a_finished_run_does_not_run_it_again(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    job_dir = submit(spool_root, work, "#!/bin/bash\necho run >> runs\n")
+    assert wait_status(job_dir)["exit_code"] == 0
+    submit(spool_root, work, "#!/bin/bash\necho run >> runs\n")
+    assert (work / "runs").read_text() == "run\n"
+    assert [f.job_id for f in jobs.scan(spool_root)[1]] == [10]
