@@ -81,7 +81,10 @@ def process_start_time(pid: int) -> int | None:
 
 
 def write_pid_file(path: Path, pid: int) -> None:
-    path.write_text(f"{pid} {process_start_time(pid) or 0}\n")
+    """Atomically: a job scan that read a half-written pid file would take a live stepd for lost."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{pid} {process_start_time(pid) or 0}\n")
+    os.replace(tmp, path)
 
 
 def live_pid(path: Path) -> int | None:

@@ -251,3 +251,25 @@ def test_a_retried_launch_of_a_finished_run_does_not_run_it_again(open_dirs: tup
     submit(spool_root, work, "#!/bin/bash\necho run >> runs\n")
     assert (work / "runs").read_text() == "run\n"
     assert [f.job_id for f in jobs.scan(spool_root)[1]] == [10]
+
+
+def test_a_pid_file_being_rewritten_always_reads_as_the_live_process(tmp_path: Path) -> None:
+    """noded's job scan reads stepd.pid while it is written: a half-written file made a live job 'lost'."""
+    import threading
+
+    path = tmp_path / spool.STEPD_PID
+    spool.write_pid_file(path, os.getpid())
+    stop = threading.Event()
+
+    def rewrite() -> None:
+        while not stop.is_set():
+            spool.write_pid_file(path, os.getpid())
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        misses = sum(spool.live_pid(path) is None for _ in range(20000))
+    finally:
+        stop.set()
+        writer.join()
+    assert misses == 0
