@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,6 +123,16 @@ def run_as(user: int, argv: tuple[str, ...], env: dict[str, str], cwd: Path | st
         stdout, stderr = out_f.read(), err_f.read()
     _, status = os.waitpid(pid, 0)
     return subprocess.CompletedProcess(list(argv), os.waitstatus_to_exitcode(status), stdout, stderr)
+
+
+def wait_until(what: str, check: Callable[[], object], timeout: float = 60) -> None:
+    """Poll `check` until it is true; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def start_cluster(directory: Path, nodes: int = 2, extra: tuple[str, ...] = (), cpus: int = 4,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
+from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster, wait_until
 
 pytestmark = pytest.mark.e2e
 GRACE = 2  # seconds: the QOS GraceTime of the borrowed job
@@ -33,15 +33,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     stop_cluster(c)
 
 
-def wait_for(what: str, check: object, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_sacctmgr_shows_the_borrowing_limit(lab: Cluster) -> None:
     out = lab.ok("sacctmgr", "-P", "-n", "show", "assoc", "format=Account,User,GrpTRES,MaxBorrowTRES")
     rows = [line.split("|") for line in out.splitlines()]
@@ -60,7 +51,7 @@ def test_a_sibling_borrows_idle_gpus_up_to_its_limit(lab: Cluster, workdir: Path
     borrowed = submit(lab, workdir, "teamb", 60)  # past teamb's 2 GPUs: borrows teama's idle ones
     lab.wait_state(borrowed, {"RUNNING"}, timeout=20)
     third = submit(lab, workdir, "teamb", 1)  # MaxBorrowTRES=2 is used up
-    wait_for("AssocGrpGRES", lambda: lab.job_field(third, "%r") == "AssocGrpGRES", timeout=10)
+    wait_until("AssocGrpGRES", lambda: lab.job_field(third, "%r") == "AssocGrpGRES", timeout=10)
     lab.ok("scancel", str(own), str(borrowed), str(third))
     for job in (own, borrowed, third):
         lab.wait_state(job, {"CANCELLED"})
@@ -85,7 +76,7 @@ def test_borrowed_gpus_are_reclaimed_for_their_owner(lab: Cluster, workdir: Path
     lab.wait_state(own, {"RUNNING"})
     borrowed = lab.submit("-A", "teamb", "--gres=gpu:2", "-o", "/dev/null", str(script), user=NOBODY, cwd=workdir)
     lab.wait_state(borrowed, {"RUNNING"}, timeout=20)
-    wait_for("the borrowed job's first run", lambda: lines(runs) == ["run"])
+    wait_until("the borrowed job's first run", lambda: lines(runs) == ["run"])
 
     asked = time.monotonic()
     owner = submit(lab, workdir, "teama", 3)  # within teama's guarantee: takes its GPUs back
@@ -101,7 +92,7 @@ def test_borrowed_gpus_are_reclaimed_for_their_owner(lab: Cluster, workdir: Path
     # teama is idle again: the requeued job borrows once more and completes
     assert lab.wait_state(borrowed, {"COMPLETED"}, timeout=60) == "COMPLETED"
     assert lines(runs) == ["run", "run"]
-    wait_for("sacct to show the reclaimed run", lambda: lab.ok(
+    wait_until("sacct to show the reclaimed run", lambda: lab.ok(
         "sacct", "-D", "-X", "-P", "-n", "-o", "JobID,Account,State", "-j", str(borrowed)).split()
         == [f"{borrowed}|teamb|PREEMPTED", f"{borrowed}|teamb|COMPLETED"])
     lab.ok("scancel", str(own))

@@ -16,7 +16,7 @@ from shoal.auth.key import load_key
 from shoal.conf import load_slurm_conf
 from shoal.rpc import METADATA_KEY
 from shoal.v1 import cluster_pb2, controller_pb2, controller_pb2_grpc
-from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
+from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -27,13 +27,6 @@ def _node_field(cluster: Cluster, node: str, key: str) -> str:
         if word.startswith(f"{key}="):
             return word.split("=", 1)[1]
     raise AssertionError(f"{key} not in {show}")
-
-
-def _wait(predicate, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.2)
 
 
 def test_node_reporting_less_than_configured_is_drained_with_reason(cluster: Cluster) -> None:
@@ -111,7 +104,7 @@ def test_unresponsive_node_goes_down_and_returns(tmp_path: Path) -> None:
         noded = int((c.dir / "run" / "noded.pid").read_text().split()[0])
         os.kill(noded, signal.SIGSTOP)  # alive but silent
         try:
-            _wait(lambda: _node_field(c, "node1", "State").startswith("DOWN"), timeout=30)
+            wait_until("node1 DOWN", lambda: _node_field(c, "node1", "State").startswith("DOWN"))
             assert "Reason=Not responding" in c.ok("scontrol", "show", "node", "node1")
             assert c.wait_state(job, {"NODE_FAIL"}) == "NODE_FAIL"
         finally:
@@ -121,6 +114,6 @@ def test_unresponsive_node_goes_down_and_returns(tmp_path: Path) -> None:
         log = open(c.dir / "log" / "noded.restart.out", "ab")
         subprocess.Popen([sys.executable, "-m", "noded.main", "-f", str(c.conf), "--no-agent", "-N", "node1"],
                          env=c.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        _wait(lambda: _node_field(c, "node1", "State") == "IDLE", timeout=30)
+        wait_until("node1 IDLE", lambda: _node_field(c, "node1", "State") == "IDLE")
     finally:
         stop_cluster(c)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
+from tests.e2e.conftest import Cluster, start_cluster, stop_cluster, wait_until
 
 pytestmark = pytest.mark.e2e
 GRACE = 4  # the low QOS's GraceTime: SIGTERM first, SIGKILL this many seconds later
@@ -38,15 +38,6 @@ def leftovers(qos_cluster: Cluster) -> Iterator[list[int]]:
     yield jobs
     if jobs:
         qos_cluster.run("scancel", *map(str, jobs))
-
-
-def wait_until(what: str, check: object, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _epoch(stamp: str) -> float:
