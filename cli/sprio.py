@@ -63,7 +63,7 @@ def cell(letter: str, job: pb.JobPriority | None, weights: pb.PriorityFactors, n
     if key == "y":
         return f"{job.priority / 0xFFFFFFFF:.7f}" if norm else str(job.priority)
     if key == "s":
-        return _number(0.0, normalized)
+        return str(job.weighted.site)  # the value an operator set, as Slurm shows it (also under -n)
     if key in FACTOR_FIELDS:
         return _number(getattr(factors, FACTOR_FIELDS[key]), norm)
     if key == "n":

@@ -1043,6 +1043,15 @@ class Controller:
                 raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
             job.spec.nice = nice
             return
+        if k == "sitefactor":
+            if not operator:
+                raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+            site = int(value) if value.lstrip("-").isdigit() else 0
+            if not job.priority_set and job.priority and self._sched_config.priority.type == MULTIFACTOR:
+                # as Slurm, the job's priority moves now (a pending one is recomputed next cycle anyway)
+                job.priority = min(max(1, job.priority + site - job.site_factor), 0xFFFFFFFE)
+            job.site_factor = site
+            return
         if k == "priority":
             if not operator:
                 raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)

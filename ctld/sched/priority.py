@@ -5,7 +5,7 @@ its PriorityWeight* and summed; the job's nice value is subtracted; the result i
 integer in 1..2^32-1 (0 is reserved for held jobs, which the controller sets itself):
 
     priority = Wage*age + Wassoc*assoc + Wfs*fairshare + Wjs*jobsize + Wpart*partition + Wqos*qos
-               + sum(Wtres[t] * tres[t]) - nice
+               + sum(Wtres[t] * tres[t]) + site - nice
 
 - age: time since the job became eligible (submit, or --begin if later) / PriorityMaxAge, at most 1;
 - assoc, qos, partition: the association's / QOS's Priority and the partition's PriorityJobFactor,
@@ -15,7 +15,8 @@ integer in 1..2^32-1 (0 is reserved for held jobs, which the controller sets its
   PriorityFavorSmall it is the average of the complements. SMALL_RELATIVE_TO_TIME instead takes the
   job's CPUs (at least its nodes' share of the cluster's CPUs) per minute of time limit over the
   cluster's CPUs;
-- tres: each weighted TRES the job asks for over the cluster's total of it.
+- tres: each weighted TRES the job asks for over the cluster's total of it;
+- site: the job's SiteFactor as an operator set it (weight 1, not normalized, may be negative).
 
 An admin's Priority= wins over all of it. Pure: the snapshot and `now` in, numbers out.
 """
@@ -59,6 +60,7 @@ class Factors:
     qos: float = 0.0
     tres: tuple[tuple[str, float], ...] = ()
     nice: int = 0
+    site: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,7 @@ class Weighted:
     tres: tuple[tuple[str, float], ...]
     nice: int
     priority: int
+    site: int = 0
 
 
 def cluster_context(snap: Snapshot) -> Cluster:
@@ -143,6 +146,7 @@ def job_factors(job: JobRequest, partition: Partition, now: int, conf: PriorityC
             for name, count in ((name, _tres(job, name, cpus)) for name, _ in conf.weight_tres)
         ),
         nice=job.nice,
+        site=job.site_factor,
     )
 
 
@@ -156,9 +160,10 @@ def weigh(factors: Factors, conf: PriorityConfig) -> Weighted:
     job_size = factors.job_size * conf.weight_job_size
     part = factors.partition * conf.weight_partition
     qos = factors.qos * conf.weight_qos
-    total = age + assoc + fairshare + job_size + part + qos + sum(value for _, value in tres) - factors.nice
+    total = age + assoc + fairshare + job_size + part + qos + sum(value for _, value in tres)
+    total += factors.site - factors.nice
     priority = int(min(max(total, 1.0), float(MAX_PRIORITY)))
-    return Weighted(age, assoc, fairshare, job_size, part, qos, tres, factors.nice, priority)
+    return Weighted(age, assoc, fairshare, job_size, part, qos, tres, factors.nice, priority, factors.site)
 
 
 def job_tres(job: JobRequest, name: str) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
+from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +61,24 @@ def test_bigger_job_first_then_admin_priority_and_top(prio_cluster: Cluster, tmp
     nice = {int(i): int(n) for i, n in (line.split() for line in c.ok("squeue", "-h", "-o", "%i %y").splitlines())}
     assert nice[small] < 0 < nice[big] and nice[small] + nice[big] == 0
     c.ok("scancel", str(blocker), str(small), str(big))
+
+
+def test_site_factor_is_added_and_shown_by_sprio(prio_cluster: Cluster, tmp_path: Path) -> None:
+    c = prio_cluster
+    common = ("-t", "1", "-D", str(tmp_path))
+    blocker = c.submit("-n4", *common, "--wrap", "sleep 30")
+    c.wait_state(blocker, {"RUNNING"})
+    job = c.submit("-n1", *common, "--wrap", "sleep 1")
+    before = _priority(c, job)
+    c.ok("scontrol", "update", f"JobId={job}", "SiteFactor=100000")
+    assert _priority(c, job) >= before + 100000
+    row = c.ok("sprio", "-h", "-j", str(job), "-o", "%i %S %Y").split()
+    assert row[:2] == [str(job), "100000"] and int(row[2]) >= before + 100000
+    # Slurm's bound is checked by scontrol; only operators may set it
+    out = c.run("scontrol", "update", f"JobId={job}", "SiteFactor=-3000000000")
+    assert out.returncode == 1 and "SiteFactor value out of range (+/- 2147483645). Value ignored" in out.stderr
+    mine = c.submit("-n1", "-t", "1", "--wrap", "sleep 1", "-o", "/dev/null", user=NOBODY, cwd="/tmp")
+    denied = c.run("scontrol", "update", f"JobId={mine}", "SiteFactor=5", user=NOBODY)
+    assert denied.returncode == 1 and "Access/permission denied" in denied.stderr
+    assert c.ok("sprio", "-h", "-j", str(mine), "-o", "%S").split() == ["0"]
+    c.ok("scancel", str(blocker), str(job), str(mine))

@@ -53,6 +53,13 @@ def test_sprio_normalized_and_weights() -> None:
         "        Weights                 10000"]
 
 
+def test_sprio_site_column_shows_the_operators_value() -> None:
+    job = pb.JobPriority(job_id=70, partition="batch", priority=1,
+                         weighted=pb.PriorityFactors(fairshare=10000, site=-2147483645))
+    assert sprio.render("%.15i %.10Y %.10S %.10F", [job], WEIGHTS, normalized=False) == [
+        "          JOBID   PRIORITY       SITE  FAIRSHARE", "             70          1 -214748364      10000"]
+
+
 def _share_rows() -> list[pb.ShareRow]:
     nan = float("nan")
     spec = [("root", "", 0, 0, 0.0, 1.0, nan), ("root", "root", 1, 1, 0.009901, 0.0, 1.0),

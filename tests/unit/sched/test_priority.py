@@ -95,6 +95,10 @@ CASES = [
      dataclasses.replace(job(1).submitted(_at(DAY // 2)).tasks(4).cpus_per_task(2).gpus_per_node(4)
                          .partition("prio").obj(), qos="mid"),
      2562),
+    # SiteFactor (operators) is added as is, weight 1; a large negative one clamps at 1
+    ("site", _conf(weight_age=1000), dataclasses.replace(job(1).submitted(_at(DAY // 2)).obj(), site_factor=700), 1200),
+    ("site-negative", _conf(weight_age=1000),
+     dataclasses.replace(job(1).submitted(_at(DAY // 2)).obj(), site_factor=-2_147_483_645), 1),
     # an admin's Priority= wins
     ("admin", _conf(weight_age=1000), job(1).submitted(_at(DAY)).priority(42).obj(), 42),
     # priority/basic: first in, first out
