@@ -18,12 +18,13 @@ integer in 1..2^32-1 (0 is reserved for held jobs, which the controller sets its
 - tres: each weighted TRES the job asks for over the cluster's total of it;
 - site: the job's SiteFactor as an operator set it (weight 1, not normalized, may be negative).
 
-An admin's Priority= wins over all of it. Pure: the snapshot and `now` in, numbers out.
+An admin's Priority= wins over all of it. Running jobs keep the priority they started with unless
+PriorityFlags=CALCULATE_RUNNING (running_priorities). Pure: the snapshot and `now` in, numbers out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ctld.sched.model import UNLIMITED, JobRequest, Partition, PriorityConfig, PriorityInputs, Snapshot
@@ -32,6 +33,7 @@ from ctld.sched.resources import job_cpus, job_gpus
 BASE_PRIORITY = 4_294_901_760  # priority/basic: older jobs (smaller ids) rank higher
 MAX_PRIORITY = 0xFFFFFFFF
 MULTIFACTOR = "priority/multifactor"
+CALCULATE_RUNNING = "CALCULATE_RUNNING"
 NO_NORMAL = ("NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES")
 
 
@@ -98,10 +100,25 @@ def cluster_context(snap: Snapshot) -> Cluster:
 
 def all_priorities(snap: Snapshot, now: int) -> dict[int, int]:
     """Every pending job's priority, computed against its first known partition."""
+    return priorities_of(snap, snap.pending, now)
+
+
+def running_priorities(snap: Snapshot, running: Sequence[JobRequest], now: int) -> dict[int, int]:
+    """PriorityFlags=CALCULATE_RUNNING under multifactor: the running jobs' priorities, recomputed as the
+    pending ones are (each request names the partition the job runs in). Empty otherwise: as Slurm, a
+    running job then keeps the priority it started with."""
+    conf = snap.config.priority
+    if conf.type != MULTIFACTOR or CALCULATE_RUNNING not in conf.flags:
+        return {}
+    return priorities_of(snap, running, now)
+
+
+def priorities_of(snap: Snapshot, jobs: Iterable[JobRequest], now: int) -> dict[int, int]:
+    """The priorities of `jobs` against the snapshot's cluster, each in its first known partition."""
     parts = {part.name: part for part in snap.partitions}
     ctx = cluster_context(snap) if snap.config.priority.type == MULTIFACTOR else None
     result: dict[int, int] = {}
-    for job in snap.pending:
+    for job in jobs:
         first = next((parts[name] for name in job.partitions if name in parts), None)
         if first is None:
             result[job.job_id] = job.admin_priority if job.admin_priority is not None else 0

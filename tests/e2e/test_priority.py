@@ -82,3 +82,34 @@ def test_site_factor_is_added_and_shown_by_sprio(prio_cluster: Cluster, tmp_path
     assert denied.returncode == 1 and "Access/permission denied" in denied.stderr
     assert c.ok("sprio", "-h", "-j", str(mine), "-o", "%S").split() == ["0"]
     c.ok("scancel", str(blocker), str(job), str(mine))
+
+
+@pytest.fixture(params=["CALCULATE_RUNNING", ""], ids=["calculate-running", "default"])
+def aging_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Age saturates in a minute, so a priority visibly grows by the second while it is recalculated."""
+    flags = (f"PriorityFlags={request.param}",) if request.param else ()
+    c = start_cluster(
+        tmp_path_factory.mktemp("aging"),
+        nodes=1,
+        extra=("PriorityType=priority/multifactor", "PriorityWeightAge=1000000", "PriorityMaxAge=1", *flags),
+    )
+    yield c
+    stop_cluster(c)
+
+
+def test_running_priority_recalculated_only_with_calculate_running(aging_cluster: Cluster, tmp_path: Path) -> None:
+    c = aging_cluster
+    blocker = c.submit("-n4", "-t", "1", "-D", str(tmp_path), "--wrap", "sleep 30")
+    c.wait_state(blocker, {"RUNNING"})
+    job = c.submit("-n1", "-t", "1", "-D", str(tmp_path), "--wrap", "sleep 30")
+    time.sleep(2)  # it ages while it waits
+    c.ok("scancel", str(blocker))
+    c.wait_state(job, {"RUNNING"})
+    started = _priority(c, job)
+    time.sleep(3)  # about 50,000 more of age, recalculated every cycle or not at all
+    later = _priority(c, job)
+    if "CALCULATE_RUNNING" in c.conf.read_text():
+        assert later >= started + 30000
+    else:
+        assert later == started
+    c.ok("scancel", str(job))
