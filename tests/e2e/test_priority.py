@@ -1,7 +1,10 @@
-"""priority/multifactor end to end: the bigger job goes first, an admin's Priority=, scontrol top."""
+"""priority/multifactor end to end: the bigger job goes first, an admin's Priority=, scontrol top, the site
+factor, CALCULATE_RUNNING."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
+from tests.e2e.test_resilience import _pid, _restart, _wait_ping
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +78,12 @@ def test_site_factor_is_added_and_shown_by_sprio(prio_cluster: Cluster, tmp_path
     assert _priority(c, job) >= before + 100000
     row = c.ok("sprio", "-h", "-j", str(job), "-o", "%i %S %Y").split()
     assert row[:2] == [str(job), "100000"] and int(row[2]) >= before + 100000
+    # kept in the job record: a killed and restarted ctld still has it
+    os.kill(_pid(c, "ctld"), signal.SIGKILL)
+    time.sleep(0.5)
+    _restart(c, "ctld.main")
+    _wait_ping(c)
+    assert c.ok("sprio", "-h", "-j", str(job), "-o", "%S").split() == ["100000"]
     # Slurm's bound is checked by scontrol; only operators may set it
     out = c.run("scontrol", "update", f"JobId={job}", "SiteFactor=-3000000000")
     assert out.returncode == 1 and "SiteFactor value out of range (+/- 2147483645). Value ignored" in out.stderr
