@@ -29,14 +29,15 @@ FORMATS = {
                   "MaxCPUs%8,MaxSubmit%9,MaxWall%11,MaxCPUMins%11,QOS%20,Def QOS%9",
     "account": "Account,Descr%20,Org%20",
     "qos": "Name,Priority,GraceTime,Preempt,PreemptMode%11,Flags%20,UsageFactor%11,MaxWall%11,MaxTRES%13,"
-           "MaxJobsPU%9,MaxSubmitPU%11",
+           "MaxTRESPU%13,MaxJobsPU%9,MaxSubmitPU%11",
     "cluster": "Cluster,ControlHost%15,Share%9,QOS%20",
 }
 ALIASES = {"defacct": "defaultaccount", "admin": "adminlevel", "fairshare": "share", "maxtresperjob": "maxtres",
            "grpsubmitjobs": "grpsubmit", "maxsubmitjobs": "maxsubmit", "defaultqos": "defqos",
            "maxwalldurationperjob": "maxwall", "description": "descr", "organization": "org",
            "parent": "parentname", "par name": "parentname", "parname": "parentname",
-           "grptresrunmins": "grptresrunmin", "maxtresminsperjob": "maxtresmins", "maxtresminsperjobs": "maxtresmins"}
+           "grptresrunmins": "grptresrunmin", "maxtresminsperjob": "maxtresmins", "maxtresminsperjobs": "maxtresmins",
+           "maxtresperuser": "maxtrespu"}
 HEADERS = {"share": "Share", "defqos": "Def QOS", "defaultaccount": "Def Acct", "adminlevel": "Admin"}
 VERBS = {"add": "Adding", "modify": "Modified", "delete": "Deleting"}
 

@@ -309,7 +309,10 @@ class Accounting:
         qos = tuple(
             m.QosLimits(name=q.name, max_wall_min=q.max_wall_min, max_jobs_per_user=q.max_jobs_per_user,
                         max_submit_per_user=q.max_submit_per_user, max_cpus_per_job=_tres(q.max_tres_per_job, "cpu"),
-                        max_gpus_per_job=_tres(q.max_tres_per_job, "gres/gpu"), usage=_usage_limits(q))
+                        max_gpus_per_job=_tres(q.max_tres_per_job, "gres/gpu"), grp_jobs=q.grp_jobs,
+                        grp_cpus=_tres(q.grp_tres, "cpu"), grp_gpus=_tres(q.grp_tres, "gres/gpu"),
+                        max_cpus_per_user=_tres(q.max_tres_per_user, "cpu"),
+                        max_gpus_per_user=_tres(q.max_tres_per_user, "gres/gpu"), usage=_usage_limits(q))
             for q in resp.qos
         )
         qos_preempt = tuple(_qos_preempt(q) for q in resp.qos)

@@ -237,6 +237,7 @@ class Controller:
                 assoc_id=self.accounting.assoc_id(j),
                 qos=j.qos,
                 priority=j.priority,
+                user_id=j.user_id,
                 start_time=j.start_time,
                 releasing=j.state == COMPLETING or bool(j.final_state),  # ending (or preempted, in grace)
             )

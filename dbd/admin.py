@@ -45,6 +45,7 @@ QOS_KEYS: dict[str, tuple[str, str]] = {
     "grptres": ("grp_tres", "tres"), "grpjobs": ("grp_jobs", "int"),
     "maxjobsperuser": ("max_jobs_per_user", "int"), "maxjobspu": ("max_jobs_per_user", "int"),
     "maxsubmitjobsperuser": ("max_submit_per_user", "int"), "maxsubmitpu": ("max_submit_per_user", "int"),
+    "maxtresperuser": ("max_tres_per_user", "tres"), "maxtrespu": ("max_tres_per_user", "tres"),
     **USAGE_KEYS,
 }
 ACCOUNT_KEYS = {"description": "description", "organization": "organization", "parent": "parent"}
@@ -401,6 +402,7 @@ def qos_message(row: Qos) -> pb.Qos:
         grp_jobs=row.grp_jobs, max_jobs_per_user=row.max_jobs_per_user, max_submit_per_user=row.max_submit_per_user,
         grp_tres_mins=row.grp_tres_mins, grp_tres_run_mins=row.grp_tres_run_mins,
         max_tres_mins_per_job=row.max_tres_mins_per_job, grp_wall_min=row.grp_wall_min,
+        max_tres_per_user=row.max_tres_per_user,
     )
 
 
@@ -462,7 +464,7 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
                          "maxjobspu": _limit(q.max_jobs_per_user), "maxsubmitpu": _limit(q.max_submit_per_user),
                          "description": q.description, "grpwall": _wall(q.grp_wall_min),
                          "grptresmins": q.grp_tres_mins, "maxtresmins": q.max_tres_mins_per_job,
-                         "grptresrunmin": q.grp_tres_run_mins})
+                         "grptresrunmin": q.grp_tres_run_mins, "maxtrespu": q.max_tres_per_user})
         return rows
     if kind == "account":
         accounts = [a for a in session.scalars(select(Account).order_by(Account.name)) if not names or a.name in names]

@@ -105,6 +105,7 @@ class Qos(Base):
     grp_jobs: Mapped[Limit]
     max_jobs_per_user: Mapped[Limit]
     max_submit_per_user: Mapped[Limit]
+    max_tres_per_user: Mapped[UsageText]  # MaxTRESPerUser
     grp_tres_mins: Mapped[UsageText]
     grp_tres_run_mins: Mapped[UsageText]
     max_tres_mins_per_job: Mapped[UsageText]

@@ -6,7 +6,8 @@ Group limits (GrpJobs, GrpTRES, GrpTRESMins, GrpTRESRunMins, GrpWall) count ever
 association, i.e. a user's jobs also count against the account's association and its ancestors.
 GrpTRESMins and GrpWall compare the decayed usage the controller accrued (`AccountingLimits.assoc_used`,
 `qos_used`); with AccountingStorageEnforce=safe a job also needs room to run to its time limit.
-GrpTRESRunMins counts running jobs' remaining minutes (CPUs x time left). Reasons are Slurm's words.
+GrpTRESRunMins counts running jobs' remaining minutes (CPUs x time left). A QOS's GrpJobs and GrpTRES
+count all its running jobs, its MaxJobsPerUser and MaxTRESPerUser one user's. Reasons are Slurm's words.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from ctld.sched.borrowing import CPU, GPU, Cohorts, borrowing_jobs, reclaim
 from ctld.sched.model import (
@@ -43,6 +45,11 @@ QOS_MAX_WALL = "QOSMaxWallDurationPerJobLimit"
 QOS_MAX_JOBS_PER_USER = "QOSMaxJobsPerUserLimit"
 QOS_MAX_CPU_PER_JOB = "QOSMaxCpuPerJobLimit"
 QOS_MAX_GRES_PER_JOB = "QOSMaxGRESPerJob"
+QOS_GRP_JOBS = "QOSGrpJobsLimit"
+QOS_GRP_CPU = "QOSGrpCpuLimit"
+QOS_GRP_GRES = "QOSGrpGRES"
+QOS_MAX_CPU_PER_USER = "QOSMaxCpuPerUserLimit"
+QOS_MAX_GRES_PER_USER = "QOSMaxGRESPerUser"
 # usage-limit reasons: (association's, QOS's) per check
 USAGE_REASONS = {
     "max_cpu_mins": ("AssocMaxCpuMinutesPerJobLimit", "QOSMaxCpuMinutesPerJobLimit"),
@@ -67,7 +74,12 @@ class AssocUsage:
         self.jobs: Counter[int] = Counter()
         self.cpus: Counter[int] = Counter()
         self.gpus: Counter[int] = Counter()
+        self.qos_jobs: Counter[str] = Counter()
+        self.qos_cpus: Counter[str] = Counter()
+        self.qos_gpus: Counter[str] = Counter()
         self.qos_user_jobs: Counter[tuple[str, int]] = Counter()
+        self.qos_user_cpus: Counter[tuple[str, int]] = Counter()
+        self.qos_user_gpus: Counter[tuple[str, int]] = Counter()
         self.used_mins: dict[int, list[float]] = {}  # association -> [cpu, gpu, wall] minutes of its subtree
         self.run: dict[int, list[float]] = {}  # association -> [cpu, gpu] remaining minutes of running jobs
         self.qos_run: dict[str, list[float]] = {}
@@ -85,6 +97,7 @@ class AssocUsage:
             cpus = sum(len(a.cpu_ids) for a in run.allocation)
             gpus = sum(len(a.gpu_indices) for a in run.allocation)
             self._count(run.assoc_id, cpus, gpus)
+            self._count_qos(run.qos, run.user_id, cpus, gpus)
             left = max(0, run.end_time - now) / 60 if run.end_time else 0.0
             self._count_run(run.assoc_id, run.qos, cpus * left, gpus * left)
 
@@ -103,6 +116,14 @@ class AssocUsage:
             self.cpus[assoc.id] += cpus
             self.gpus[assoc.id] += gpus
 
+    def _count_qos(self, qos: str, user_id: int, cpus: int, gpus: int) -> None:
+        self.qos_jobs[qos] += 1
+        self.qos_cpus[qos] += cpus
+        self.qos_gpus[qos] += gpus
+        self.qos_user_jobs[(qos, user_id)] += 1
+        self.qos_user_cpus[(qos, user_id)] += cpus
+        self.qos_user_gpus[(qos, user_id)] += gpus
+
     def _count_run(self, assoc_id: int, qos: str, cpu_mins: float, gpu_mins: float) -> None:
         for totals in [*(self.run.setdefault(a.id, [0.0, 0.0]) for a in self.chain(assoc_id)),
                        self.qos_run.setdefault(qos, [0.0, 0.0])]:
@@ -119,7 +140,7 @@ class AssocUsage:
         safe = self._limits.safe
         qos = self._qos.get(job.qos) if self._limits.enforce_qos else None
         if qos is not None:
-            why = _qos_reason(qos, job, cpus, gpus, self.qos_user_jobs[(qos.name, job.user_id)])
+            why = _qos_reason(qos, job, cpus, gpus, self._qos_in_use(qos.name, job.user_id))
             used = self._limits.qos_used.get(qos.name, UsedMinutes())
             why = why or usage_reason(qos.usage, (used.cpu, used.gpu, used.wall),
                                       self.qos_run.get(qos.name, (0.0, 0.0)), cpus, gpus, minutes, safe, 1)
@@ -151,11 +172,16 @@ class AssocUsage:
         association and QOS from now on."""
         cpus, gpus = job_cpus(job), job_gpus(job)
         self._count(job.assoc_id, cpus, gpus)
-        self.qos_user_jobs[(job.qos, job.user_id)] += 1
+        self._count_qos(job.qos, job.user_id, cpus, gpus)
         minutes = job.time_limit_min if minutes is None else minutes
         if minutes > 0:
             self._count_run(job.assoc_id, job.qos, cpus * minutes, gpus * minutes)
         self.cohorts.started(job.job_id)
+
+    def _qos_in_use(self, qos: str, user_id: int) -> _QosInUse:
+        key = (qos, user_id)
+        return _QosInUse(self.qos_jobs[qos], self.qos_cpus[qos], self.qos_gpus[qos], self.qos_user_jobs[key],
+                         self.qos_user_cpus[key], self.qos_user_gpus[key])
 
     # ---- quota borrowing (borrowing.py)
     def wait_for(self, job: JobRequest) -> None:
@@ -216,16 +242,38 @@ def _over(used: float, job: float, limit: int, safe: bool) -> bool:
     return used + job > limit if safe else used >= limit
 
 
-def _qos_reason(qos: QosLimits, job: JobRequest, cpus: int, gpus: int, user_jobs: int) -> str | None:
+@dataclass(frozen=True, slots=True)
+class _QosInUse:
+    """What a QOS's running jobs hold: in all (GrpJobs, GrpTRES) and the job's user's (per-user limits)."""
+
+    jobs: int
+    cpus: int
+    gpus: int
+    user_jobs: int
+    user_cpus: int
+    user_gpus: int
+
+
+def _qos_reason(qos: QosLimits, job: JobRequest, cpus: int, gpus: int, used: _QosInUse) -> str | None:
     if 0 <= qos.max_wall_min and job.time_limit_min != -1:
         if job.time_limit_min < 0 or job.time_limit_min > qos.max_wall_min:
             return QOS_MAX_WALL
-    if 0 <= qos.max_jobs_per_user <= user_jobs:
+    if 0 <= qos.max_jobs_per_user <= used.user_jobs:
         return QOS_MAX_JOBS_PER_USER
     if 0 <= qos.max_cpus_per_job < cpus:
         return QOS_MAX_CPU_PER_JOB
     if 0 <= qos.max_gpus_per_job < gpus:
         return QOS_MAX_GRES_PER_JOB
+    if 0 <= qos.grp_jobs <= used.jobs:
+        return QOS_GRP_JOBS
+    if 0 <= qos.grp_cpus < used.cpus + cpus:
+        return QOS_GRP_CPU
+    if gpus and 0 <= qos.grp_gpus < used.gpus + gpus:
+        return QOS_GRP_GRES
+    if 0 <= qos.max_cpus_per_user < used.user_cpus + cpus:
+        return QOS_MAX_CPU_PER_USER
+    if gpus and 0 <= qos.max_gpus_per_user < used.user_gpus + gpus:
+        return QOS_MAX_GRES_PER_USER
     return None
 
 

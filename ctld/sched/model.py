@@ -183,6 +183,7 @@ class RunningJob:
     assoc_id: int = 0  # accounting association (0 = none)
     qos: str = ""
     priority: int = 0  # for preemption: the lowest priority goes first
+    user_id: int = -1  # whose job: QOS per-user limits (MaxJobsPerUser, MaxTRESPerUser) count it
     start_time: int = 0  # when it started (quota reclaim takes the youngest borrowers first)
     releasing: bool = False  # already ending (COMPLETING, or being preempted): never preempted twice
 
@@ -353,12 +354,19 @@ class AssocLimits:
 
 @dataclass(frozen=True, slots=True)
 class QosLimits:
+    """One QOS's limits (-1 = none); grp_* count all its running jobs, max_*_per_user one user's."""
+
     name: str
     max_wall_min: int = -1
     max_jobs_per_user: int = -1
     max_submit_per_user: int = -1
     max_cpus_per_job: int = -1
     max_gpus_per_job: int = -1
+    grp_jobs: int = -1
+    grp_cpus: int = -1
+    grp_gpus: int = -1
+    max_cpus_per_user: int = -1
+    max_gpus_per_user: int = -1
     usage: UsageLimits = NO_USAGE_LIMITS
 
 

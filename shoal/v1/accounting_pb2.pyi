@@ -473,6 +473,7 @@ class Qos(_message.Message):
     GRP_TRES_RUN_MINS_FIELD_NUMBER: _builtins.int
     MAX_TRES_MINS_PER_JOB_FIELD_NUMBER: _builtins.int
     GRP_WALL_MIN_FIELD_NUMBER: _builtins.int
+    MAX_TRES_PER_USER_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     description: _builtins.str
     priority: _builtins.int
@@ -493,6 +494,8 @@ class Qos(_message.Message):
     grp_tres_run_mins: _builtins.str
     max_tres_mins_per_job: _builtins.str
     grp_wall_min: _builtins.int
+    max_tres_per_user: _builtins.str
+    """MaxTRESPerUser (MaxTRESPU): across one user's running jobs in the QOS"""
     def __init__(
         self,
         *,
@@ -514,10 +517,11 @@ class Qos(_message.Message):
         grp_tres_run_mins: _builtins.str = ...,
         max_tres_mins_per_job: _builtins.str = ...,
         grp_wall_min: _builtins.int = ...,
+        max_tres_per_user: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "flags", b"flags", "grace_time", b"grace_time", "grp_jobs", b"grp_jobs", "grp_tres", b"grp_tres", "grp_tres_mins", b"grp_tres_mins", "grp_tres_run_mins", b"grp_tres_run_mins", "grp_wall_min", b"grp_wall_min", "max_jobs_per_user", b"max_jobs_per_user", "max_submit_per_user", b"max_submit_per_user", "max_tres_mins_per_job", b"max_tres_mins_per_job", "max_tres_per_job", b"max_tres_per_job", "max_wall_min", b"max_wall_min", "name", b"name", "preempt", b"preempt", "preempt_mode", b"preempt_mode", "priority", b"priority", "usage_factor", b"usage_factor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "flags", b"flags", "grace_time", b"grace_time", "grp_jobs", b"grp_jobs", "grp_tres", b"grp_tres", "grp_tres_mins", b"grp_tres_mins", "grp_tres_run_mins", b"grp_tres_run_mins", "grp_wall_min", b"grp_wall_min", "max_jobs_per_user", b"max_jobs_per_user", "max_submit_per_user", b"max_submit_per_user", "max_tres_mins_per_job", b"max_tres_mins_per_job", "max_tres_per_job", b"max_tres_per_job", "max_tres_per_user", b"max_tres_per_user", "max_wall_min", b"max_wall_min", "name", b"name", "preempt", b"preempt", "preempt_mode", b"preempt_mode", "priority", b"priority", "usage_factor", b"usage_factor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

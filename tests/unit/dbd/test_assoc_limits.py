@@ -41,6 +41,11 @@ def mine(job_id: int, cpus: int = 1, gpus: int = 0, minutes: int = 10):  # type:
     return dataclasses.replace(builder.obj(), assoc_id=2, qos="normal")
 
 
+def bobs(job_id: int, cpus: int = 1, gpus: int = 0):  # type: ignore[no-untyped-def]
+    """A job of another user (uid 1001) in the same association and QOS."""
+    return dataclasses.replace(mine(job_id, cpus, gpus), user_id=1001)
+
+
 CASES = [
     ("max jobs: second waits", limits(user={"max_jobs": 1}), [mine(1), mine(2)], {2: "AssocMaxJobsLimit"}),
     ("grp jobs on the account", limits(account={"grp_jobs": 1}), [mine(1), mine(2)], {2: "AssocGrpJobsLimit"}),
@@ -52,6 +57,16 @@ CASES = [
     ("qos max jobs per user", limits(qos={"max_jobs_per_user": 1}), [mine(1), mine(2)],
      {2: "QOSMaxJobsPerUserLimit"}),
     ("within limits", limits(user={"max_jobs": 2}, account={"grp_cpus": 8}), [mine(1), mine(2)], {}),
+    ("qos grp jobs", limits(qos={"grp_jobs": 1}), [mine(1), bobs(2)], {2: "QOSGrpJobsLimit"}),
+    ("qos grp cpus: all users' jobs", limits(qos={"grp_cpus": 4}), [mine(1, cpus=3), bobs(2, cpus=2)],
+     {2: "QOSGrpCpuLimit"}),
+    ("qos grp gpus", limits(qos={"grp_gpus": 2}), [mine(1, gpus=2), bobs(2, gpus=1), bobs(3)],
+     {2: "QOSGrpGRES"}),
+    ("qos grp gpus fit exactly", limits(qos={"grp_gpus": 3}), [mine(1, gpus=2), bobs(2, gpus=1)], {}),
+    ("qos max cpus per user: another user's jobs do not count", limits(qos={"max_cpus_per_user": 4}),
+     [mine(1, cpus=3), bobs(2, cpus=4), mine(3, cpus=2)], {3: "QOSMaxCpuPerUserLimit"}),
+    ("qos max gpus per user", limits(qos={"max_gpus_per_user": 2}),
+     [mine(1, gpus=2), bobs(2, gpus=2), mine(3, gpus=1), mine(4)], {3: "QOSMaxGRESPerUser"}),
 ]
 
 
@@ -68,6 +83,44 @@ def test_running_jobs_count_against_the_limit() -> None:
     snap = dataclasses.replace(snapshot(cluster(2), [mine(1)], running=[run]),
                                accounting=limits(account={"grp_cpus": 2}))
     assert run_cycle(snap, now=100).reasons == {1: "AssocGrpCpuLimit"}
+
+
+QOS_RUNNING = [
+    ("grp gpus", {"grp_gpus": 2}, 1001, "QOSGrpGRES"),
+    ("grp jobs", {"grp_jobs": 1}, 1001, "QOSGrpJobsLimit"),
+    ("max gpus per user: the user's own", {"max_gpus_per_user": 2}, 1000, "QOSMaxGRESPerUser"),
+    ("max gpus per user: another user's", {"max_gpus_per_user": 2}, 1001, None),
+    ("max jobs per user", {"max_jobs_per_user": 1}, 1000, "QOSMaxJobsPerUserLimit"),
+]
+
+
+@pytest.mark.parametrize("qos,uid,reason", [c[1:] for c in QOS_RUNNING], ids=[c[0] for c in QOS_RUNNING])
+def test_running_jobs_count_against_the_qos(qos: dict[str, int], uid: int, reason: str | None) -> None:
+    """A running 2-GPU job of user `uid` in the QOS; alice's 1-GPU job waits, or starts."""
+    run = running(9, ["node1"], 0, assoc_id=2, qos="normal", user_id=uid,
+                  allocation=(NodeAllocation("node1", (0,), 100, (0, 1)),))
+    snap = dataclasses.replace(snapshot(cluster(2), [mine(1, gpus=1)], running=[run]), accounting=limits(qos=qos))
+    assert run_cycle(snap, now=100).reasons == ({1: reason} if reason else {})
+
+
+def test_a_qos_limit_is_not_enforced_without_qos_enforcement() -> None:
+    acct = dataclasses.replace(limits(qos={"grp_gpus": 2}), enforce_qos=False)
+    snap = dataclasses.replace(snapshot(cluster(2), [mine(1, gpus=2), mine(2, gpus=2)]), accounting=acct)
+    assert run_cycle(snap, now=100).reasons == {}
+
+
+def test_backfill_counts_the_qos_limits_of_the_jobs_it_starts() -> None:
+    """As below, with GrpTRES=gres/gpu=2 on the QOS: backfill starts one of the two 2-GPU jobs."""
+    nodes = list(cluster(2))
+    nodes[0] = dataclasses.replace(nodes[0], usage=NodeUsage(frozenset(range(16)), 1000, frozenset(range(8)), False, 1))
+    busy = running(9, ["node1"], 5000, allocation=(NodeAllocation("node1", tuple(range(16)), 1000, tuple(range(8))),))
+    big = job(1).nodes(2).gpus_per_node(8).time(10).obj()
+    config = Config(def_mem_per_cpu_mb=1000, scheduler="sched/backfill")
+    snap = dataclasses.replace(snapshot(nodes, [big, mine(2, gpus=2, minutes=1), bobs(3, gpus=2)],
+                                        running=[busy], config=config), accounting=limits(qos={"grp_gpus": 2}))
+    result = run_cycle(snap, now=100)
+    assert [s.job_id for s in result.starts] == [2]
+    assert result.reasons == {1: "Resources", 3: "QOSGrpGRES"}
 
 
 def test_backfill_counts_the_limits_of_the_jobs_it_starts() -> None:

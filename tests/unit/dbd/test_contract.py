@@ -373,3 +373,32 @@ def test_qos_preemption_settings_are_checked(sessions: sessionmaker[Session], va
                                               message: str) -> None:
     with pytest.raises(admin.AdminError, match=message):
         modify(sessions, "add", "qos", ["high"], **values)
+
+
+def _qos_columns(engine: Engine) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns("qos")}
+
+
+def test_max_tres_per_user_migration_adds_and_drops_its_column(engine: Engine) -> None:
+    schema.upgrade(engine, "0005")
+    assert "max_tres_per_user" not in _qos_columns(engine)
+    schema.upgrade(engine)
+    assert "max_tres_per_user" in _qos_columns(engine)
+    schema.downgrade(engine, "0005")
+    assert "max_tres_per_user" not in _qos_columns(engine) and "grp_tres" in _qos_columns(engine)
+
+
+def test_qos_group_and_per_user_tres_set_show_and_reach_ctld(sessions: sessionmaker[Session]) -> None:
+    modify(sessions, "add", "qos", ["gpu"], grptres="cpu=16,gres/gpu=2", grpjobs="3",
+           maxtresperuser="cpu=4,gres/gpu=2")
+    modify(sessions, "add", "qos", ["short"], maxtrespu="gres/gpu=1")
+    modify(sessions, "modify", "qos", ["gpu"], maxtrespu="cpu=8")
+    rows = {r["name"]: r for r in show(sessions, "qos")}
+    assert (rows["gpu"]["grptres"], rows["gpu"]["grpjobs"], rows["gpu"]["maxtrespu"]) == ("cpu=16,gres/gpu=2", "3",
+                                                                                          "cpu=8")
+    assert (rows["short"]["maxtrespu"], rows["normal"]["maxtrespu"]) == ("gres/gpu=1", "")
+    with sessions() as session:
+        sent = {q.name: q for q in admin.limits(session, "c1", 0).qos}
+    assert (sent["gpu"].grp_tres, sent["gpu"].grp_jobs, sent["gpu"].max_tres_per_user) == ("cpu=16,gres/gpu=2", 3,
+                                                                                           "cpu=8")
+    assert sent["short"].max_tres_per_user == "gres/gpu=1"
