@@ -88,6 +88,25 @@ def test_grp_tres_mins_stops_an_account_that_used_its_cpu_minutes(acct: Cluster,
     acct.wait_state(second, {"COMPLETED"}, timeout=30)
 
 
+def test_qos_grp_tres_keeps_the_second_job_pending(acct: Cluster, workdir: Path) -> None:
+    acct.ok("sacctmgr", "-i", "add", "qos", "pool", "GrpTRES=cpu=2", "MaxTRESPU=cpu=4")
+    out = acct.ok("sacctmgr", "-P", "-n", "show", "qos", "where", "name=pool", "format=Name,GrpTRES,MaxTRESPU")
+    assert out.splitlines() == ["pool|cpu=2|cpu=4"]
+    acct.ok("sacctmgr", "-i", "add", "account", "pooled")
+    acct.ok("sacctmgr", "-i", "add", "user", "root", "account=pooled", "qos=normal,pool")
+    time.sleep(2.5)  # ctld reloads the associations
+    first = acct.submit("-A", "pooled", "-q", "pool", "-n2", "--wrap", "sleep 8", cwd=workdir)
+    second = acct.submit("-A", "pooled", "-q", "pool", "-n1", "--wrap", "true", cwd=workdir)
+    acct.wait_state(first, {"RUNNING"})
+    deadline = time.monotonic() + 10
+    reason = ""
+    while time.monotonic() < deadline and reason != "QOSGrpCpuLimit":
+        reason = acct.job_field(second, "%r")
+        time.sleep(0.2)
+    assert reason == "QOSGrpCpuLimit" and acct.state(second) == "PENDING"
+    acct.wait_state(second, {"COMPLETED"}, timeout=60)  # once the first job ends
+
+
 def test_sacct_shows_jobs_steps_and_array_tasks(acct: Cluster, workdir: Path) -> None:
     ok = acct.submit("-J", "ok", "--wrap", "true", cwd=workdir)
     fails = acct.submit("-J", "fails", "--wrap", "exit 3", cwd=workdir)
