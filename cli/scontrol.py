@@ -73,9 +73,10 @@ JOB_KEYS = {
         "Dependency", "EligibleTime", "ExcNodeList", "Features", "Gres", "Licenses", "MailType",
         "MailUser", "MinCPUsNode", "MinMemoryCPU", "MinMemoryNode", "Name", "Nice", "NumCPUs",
         "NumNodes", "NumTasks", "Partition", "Priority", "QOS", "ReqNodeList", "Requeue",
-        "Reservation", "StartTime", "StdOut", "TimeLimit", "TimeMin", "WCKey", "WorkDir",
+        "Reservation", "SiteFactor", "StartTime", "StdOut", "TimeLimit", "TimeMin", "WCKey", "WorkDir",
     )
 }  # fmt: skip
+SITE_FACTOR_MAX = 2_147_483_645  # Slurm's bound on `update job SiteFactor=` (either sign)
 JOB_ALIASES = {"jobname": "Name", "reqnodes": "NumNodes", "nodelist": "ReqNodeList"}
 NODE_KEYS = {
     k.lower(): k
@@ -489,6 +490,8 @@ def update_job(pairs: list[tuple[str, str]], flags: Flags) -> int:
             raise Failure(f"Update of this parameter is not supported: {key}={value}", "Request aborted")
         if canon in ("TimeLimit", "TimeMin"):
             _check_time(canon, value)
+        if canon == "SiteFactor":
+            value = str(_site_factor(value))
         fields.append(common_pb2.KeyValue(key=canon, value=value))
     for job_id in job_ids:
         if not _JOB_ID.fullmatch(job_id):
@@ -499,6 +502,15 @@ def update_job(pairs: list[tuple[str, str]], flags: Flags) -> int:
     return _send_job_update(
         request, flags, lambda jid, msg: f"slurm_update error: {msg}", many=len(job_ids) > 1
     )
+
+
+def _site_factor(value: str) -> int:
+    """SiteFactor as Slurm's scontrol reads it: the leading integer (0 without one), within +/- 2^31-3."""
+    match = re.match(r"\s*([+-]?\d+)", value)
+    site = int(match.group(1)) if match else 0
+    if abs(site) > SITE_FACTOR_MAX:
+        raise Failure(f"{PROG}: error: SiteFactor value out of range (+/- {SITE_FACTOR_MAX}). Value ignored")
+    return site
 
 
 def _check_time(key: str, value: str) -> None:

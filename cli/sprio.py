@@ -17,6 +17,9 @@ from shoal.v1 import controller_pb2 as pb
 PROG = "sprio"
 DEFAULT = "%.15i %9r %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10Q %.20T"
 LONG = "%.15i %9r %.8u %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10Q %.11N %.20T"
+# -n: left-aligned normalized factors, and neither SITE nor NICE (as 22.05's sprio)
+NORM_DEFAULT = "%.15i %9r %10y %10a %10b %10f %10j %10p %10q %20t"
+NORM_LONG = "%.15i %9r %.8u %10y %10a %10b %10f %10j %10p %10q %20t"
 HEADERS = {"i": "JOBID", "r": "PARTITION", "u": "USER", "y": "PRIORITY", "s": "SITE", "a": "AGE", "b": "ASSOC",
            "f": "FAIRSHARE", "j": "JOBSIZE", "p": "PARTITION", "q": "QOS", "n": "NICE", "t": "TRES"}
 FACTOR_FIELDS = {"a": "age", "b": "assoc", "f": "fairshare", "j": "job_size", "p": "partition", "q": "qos"}
@@ -28,9 +31,9 @@ def _drop_unweighted(fmt: str, weights: pb.PriorityFactors) -> str:
     """The default formats show a factor's column only when its weight is set, as Slurm does."""
     for letter, name in FACTOR_FIELDS.items():
         if not getattr(weights, name):
-            fmt = re.sub(rf" %\.\d+{letter.upper()}", "", fmt)
+            fmt = re.sub(rf" %\.?\d+[{letter}{letter.upper()}]", "", fmt)
     if not weights.tres:
-        fmt = re.sub(r" %\.\d+T", "", fmt)
+        fmt = re.sub(r" %\.?\d+[tT]", "", fmt)
     return fmt
 
 
@@ -63,7 +66,7 @@ def cell(letter: str, job: pb.JobPriority | None, weights: pb.PriorityFactors, n
     if key == "y":
         return f"{job.priority / 0xFFFFFFFF:.7f}" if norm else str(job.priority)
     if key == "s":
-        return _number(0.0, normalized)
+        return str(job.weighted.site)  # the value an operator set, as Slurm shows it (also under -n)
     if key in FACTOR_FIELDS:
         return _number(getattr(factors, FACTOR_FIELDS[key]), norm)
     if key == "n":
@@ -143,7 +146,10 @@ def _run(args: list[str]) -> int:
               "Only 'priority/multifactor' is supported.", file=sys.stderr)
         return 1
     if fmt is None:
-        fmt = LONG if long else _drop_unweighted(DEFAULT, resp.weights)
+        if normalized:
+            fmt = NORM_LONG if long else _drop_unweighted(NORM_DEFAULT, resp.weights)
+        else:
+            fmt = LONG if long else _drop_unweighted(DEFAULT, resp.weights)
     rows: list[pb.JobPriority | None]
     if show_weights:
         rows = [None]

@@ -42,11 +42,12 @@ from ctld.nodes import NodeRuntime, gres_used, long_state, new_runtime, registra
 from ctld.sched import cycle as sched_cycle
 from ctld.sched import model as m
 from ctld.sched import placement as sched_placement
+from ctld.sched import priority as sched_priority
 from ctld.sched import submit as sched_submit
 from ctld.sched.dependency import parse_dependency, status_index
 from ctld.sched.fairshare import last_reset
 from ctld.sched.limits import effective_time_limit
-from ctld.sched.priority import MULTIFACTOR
+from ctld.sched.priority import CALCULATE_RUNNING, MULTIFACTOR
 from ctld.sched.resources import job_cpus, job_gpus, mem_for
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
@@ -471,8 +472,10 @@ class Controller:
                 pending.append(req)
                 by_id[job.job_id] = job
             if not pending:
+                self._recalculate_running(None, now)
                 return 0
             snap = self._snapshot(pending)
+            self._recalculate_running(snap, now)
             result = sched_cycle.run_cycle(snap, now)
             array_reason: dict[int, str] = {}
             for job_id in sorted(result.reasons):
@@ -518,6 +521,25 @@ class Controller:
         for effect in effects:
             effect()
         return len(launches)
+
+    def _recalculate_running(self, snap: m.Snapshot | None, now: int) -> None:
+        """PriorityFlags=CALCULATE_RUNNING: running jobs' priorities follow age and fair-share (see
+        priority.running_priorities); an admin's Priority= stays. Called under the lock."""
+        conf = self._sched_config.priority
+        if conf.type != MULTIFACTOR or CALCULATE_RUNNING not in conf.flags:
+            return
+        running = {j.job_id: j for j in self.jobs.values() if j.state == RUNNING and not j.priority_set}
+        reqs: list[m.JobRequest] = []
+        for job in running.values():
+            try:
+                reqs.append(jobrec.job_request(job, self.nodes, self.cfg))
+            except (SlurmError, ValueError):
+                continue
+        if not reqs:
+            return
+        snap = snap or self._snapshot([])
+        for job_id, prio in sched_priority.running_priorities(snap, reqs, now).items():
+            running[job_id].priority = prio
 
     def _launch_request(self, job: jobs_pb2.JobInfo) -> node_pb2.LaunchBatchRequest:
         from shoal.auth.job_credential import sign_job_credential
@@ -1042,6 +1064,15 @@ class Controller:
             if nice < 0 and not operator:
                 raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
             job.spec.nice = nice
+            return
+        if k == "sitefactor":
+            if not operator:
+                raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+            site = int(value) if value.lstrip("-").isdigit() else 0
+            if not job.priority_set and job.priority and self._sched_config.priority.type == MULTIFACTOR:
+                # as Slurm, the job's priority moves now (a pending one is recomputed next cycle anyway)
+                job.priority = min(max(1, job.priority + site - job.site_factor), 0xFFFFFFFE)
+            job.site_factor = site
             return
         if k == "priority":
             if not operator:

@@ -139,6 +139,7 @@ def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object], cfg: S
         qos=job.qos,
         account=job.account,
         nice=spec.nice,
+        site_factor=job.site_factor,
         min_nodes=min_nodes,
         max_nodes=max_nodes,
         num_tasks=tasks,

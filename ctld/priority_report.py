@@ -49,11 +49,13 @@ def get_priorities(ctl: Controller, req: pb.GetPrioritiesRequest) -> pb.GetPrior
                             age=weighted.age, assoc=weighted.assoc, fairshare=weighted.fairshare,
                             job_size=weighted.job_size, partition=weighted.partition, qos=weighted.qos,
                             nice=weighted.nice, tres=[f"{n}={v:g}" for n, v in weighted.tres],
+                            site=weighted.site,
                         ),
                         normalized=pb.PriorityFactors(
                             age=factors.age, assoc=factors.assoc, fairshare=factors.fairshare,
                             job_size=factors.job_size, partition=factors.partition, qos=factors.qos,
                             nice=factors.nice, tres=[f"{n}={v:g}" for n, v in factors.tres],
+                            site=factors.site,
                         ),
                     )
                 )

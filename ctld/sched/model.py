@@ -127,6 +127,7 @@ class JobRequest:
     priority: int = 0  # computed by priority.py unless the admin set one
     admin_priority: int | None = None
     nice: int = 0
+    site_factor: int = 0  # SiteFactor (scontrol update job, operators): added as is under multifactor
     min_nodes: int = 1
     max_nodes: int = 0  # 0 = same as min_nodes
     num_tasks: int = 1

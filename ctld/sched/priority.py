@@ -5,7 +5,7 @@ its PriorityWeight* and summed; the job's nice value is subtracted; the result i
 integer in 1..2^32-1 (0 is reserved for held jobs, which the controller sets itself):
 
     priority = Wage*age + Wassoc*assoc + Wfs*fairshare + Wjs*jobsize + Wpart*partition + Wqos*qos
-               + sum(Wtres[t] * tres[t]) - nice
+               + sum(Wtres[t] * tres[t]) + site - nice
 
 - age: time since the job became eligible (submit, or --begin if later) / PriorityMaxAge, at most 1;
 - assoc, qos, partition: the association's / QOS's Priority and the partition's PriorityJobFactor,
@@ -15,14 +15,16 @@ integer in 1..2^32-1 (0 is reserved for held jobs, which the controller sets its
   PriorityFavorSmall it is the average of the complements. SMALL_RELATIVE_TO_TIME instead takes the
   job's CPUs (at least its nodes' share of the cluster's CPUs) per minute of time limit over the
   cluster's CPUs;
-- tres: each weighted TRES the job asks for over the cluster's total of it.
+- tres: each weighted TRES the job asks for over the cluster's total of it;
+- site: the job's SiteFactor as an operator set it (weight 1, not normalized, may be negative).
 
-An admin's Priority= wins over all of it. Pure: the snapshot and `now` in, numbers out.
+An admin's Priority= wins over all of it. Running jobs keep the priority they started with unless
+PriorityFlags=CALCULATE_RUNNING (running_priorities). Pure: the snapshot and `now` in, numbers out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ctld.sched.model import UNLIMITED, JobRequest, Partition, PriorityConfig, PriorityInputs, Snapshot
@@ -31,6 +33,7 @@ from ctld.sched.resources import job_cpus, job_gpus
 BASE_PRIORITY = 4_294_901_760  # priority/basic: older jobs (smaller ids) rank higher
 MAX_PRIORITY = 0xFFFFFFFF
 MULTIFACTOR = "priority/multifactor"
+CALCULATE_RUNNING = "CALCULATE_RUNNING"
 NO_NORMAL = ("NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES")
 
 
@@ -59,6 +62,7 @@ class Factors:
     qos: float = 0.0
     tres: tuple[tuple[str, float], ...] = ()
     nice: int = 0
+    site: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,7 @@ class Weighted:
     tres: tuple[tuple[str, float], ...]
     nice: int
     priority: int
+    site: int = 0
 
 
 def cluster_context(snap: Snapshot) -> Cluster:
@@ -95,10 +100,25 @@ def cluster_context(snap: Snapshot) -> Cluster:
 
 def all_priorities(snap: Snapshot, now: int) -> dict[int, int]:
     """Every pending job's priority, computed against its first known partition."""
+    return priorities_of(snap, snap.pending, now)
+
+
+def running_priorities(snap: Snapshot, running: Sequence[JobRequest], now: int) -> dict[int, int]:
+    """PriorityFlags=CALCULATE_RUNNING under multifactor: the running jobs' priorities, recomputed as the
+    pending ones are (each request names the partition the job runs in). Empty otherwise: as Slurm, a
+    running job then keeps the priority it started with."""
+    conf = snap.config.priority
+    if conf.type != MULTIFACTOR or CALCULATE_RUNNING not in conf.flags:
+        return {}
+    return priorities_of(snap, running, now)
+
+
+def priorities_of(snap: Snapshot, jobs: Iterable[JobRequest], now: int) -> dict[int, int]:
+    """The priorities of `jobs` against the snapshot's cluster, each in its first known partition."""
     parts = {part.name: part for part in snap.partitions}
     ctx = cluster_context(snap) if snap.config.priority.type == MULTIFACTOR else None
     result: dict[int, int] = {}
-    for job in snap.pending:
+    for job in jobs:
         first = next((parts[name] for name in job.partitions if name in parts), None)
         if first is None:
             result[job.job_id] = job.admin_priority if job.admin_priority is not None else 0
@@ -143,6 +163,7 @@ def job_factors(job: JobRequest, partition: Partition, now: int, conf: PriorityC
             for name, count in ((name, _tres(job, name, cpus)) for name, _ in conf.weight_tres)
         ),
         nice=job.nice,
+        site=job.site_factor,
     )
 
 
@@ -156,9 +177,10 @@ def weigh(factors: Factors, conf: PriorityConfig) -> Weighted:
     job_size = factors.job_size * conf.weight_job_size
     part = factors.partition * conf.weight_partition
     qos = factors.qos * conf.weight_qos
-    total = age + assoc + fairshare + job_size + part + qos + sum(value for _, value in tres) - factors.nice
+    total = age + assoc + fairshare + job_size + part + qos + sum(value for _, value in tres)
+    total += factors.site - factors.nice
     priority = int(min(max(total, 1.0), float(MAX_PRIORITY)))
-    return Weighted(age, assoc, fairshare, job_size, part, qos, tres, factors.nice, priority)
+    return Weighted(age, assoc, fairshare, job_size, part, qos, tres, factors.nice, priority, factors.site)
 
 
 def job_tres(job: JobRequest, name: str) -> int:

@@ -145,6 +145,9 @@ class SlurmConfig:
     scheduler_type: str = "sched/backfill"
     scheduler_parameters: tuple[str, ...] = ()
     priority_type: str = "priority/basic"
+    priority_calc_period: int = 5
+    """PriorityCalcPeriod in minutes (at least 1; timefmt.UNLIMITED for INFINITE). Validated only: ctld
+    recomputes priorities every cycle (README, "Job priority")."""
     preempt_type: str = "preempt/none"
     preempt_mode: str = "OFF"
     """OFF, CANCEL or REQUEUE (SUSPEND and GANG are refused at load)."""
@@ -569,6 +572,7 @@ class _Builder:
             scheduler_type=top.text("SchedulerType", "sched/backfill"),
             scheduler_parameters=top.words("SchedulerParameters"),
             priority_type=top.text("PriorityType", "priority/basic"),
+            priority_calc_period=_calc_period(top),
             preempt_type=_preempt_type(top),
             preempt_mode=_preempt_mode(top, "OFF"),
             preempt_exempt_time=_seconds(top, "PreemptExemptTime"),
@@ -631,6 +635,14 @@ def _preempt_mode(values: Values, default: str) -> str:
     if len(words) != 1 or words[0] not in _PREEMPT_MODES:
         raise values.invalid("PreemptMode", "OFF, CANCEL or REQUEUE")
     return words[0]
+
+
+def _calc_period(values: Values) -> int:
+    """PriorityCalcPeriod: a time in minutes as Slurm reads it (default 5); under a minute is refused, as Slurm."""
+    minutes = values.minutes("PriorityCalcPeriod", 5)
+    if minutes < 1 and minutes != timefmt.UNLIMITED:
+        raise values.invalid("PriorityCalcPeriod", "a time of at least 1 minute, such as 5 or 0:10:00")
+    return minutes
 
 
 def _seconds(values: Values, key: str) -> int:

@@ -971,6 +971,7 @@ class PriorityFactors(_message.Message):
     QOS_FIELD_NUMBER: _builtins.int
     NICE_FIELD_NUMBER: _builtins.int
     TRES_FIELD_NUMBER: _builtins.int
+    SITE_FIELD_NUMBER: _builtins.int
     age: _builtins.float
     assoc: _builtins.float
     fairshare: _builtins.float
@@ -978,6 +979,8 @@ class PriorityFactors(_message.Message):
     partition: _builtins.float
     qos: _builtins.float
     nice: _builtins.int
+    site: _builtins.int
+    """the job's SiteFactor (weight 1, never normalized)"""
     @_builtins.property
     def tres(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """"cpu=12.5" """
@@ -993,10 +996,11 @@ class PriorityFactors(_message.Message):
         qos: _builtins.float = ...,
         nice: _builtins.int = ...,
         tres: _abc.Iterable[_builtins.str] | None = ...,
+        site: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["age", b"age", "assoc", b"assoc", "fairshare", b"fairshare", "job_size", b"job_size", "nice", b"nice", "partition", b"partition", "qos", b"qos", "tres", b"tres"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["age", b"age", "assoc", b"assoc", "fairshare", b"fairshare", "job_size", b"job_size", "nice", b"nice", "partition", b"partition", "qos", b"qos", "site", b"site", "tres", b"tres"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,14 +1,18 @@
-"""priority/multifactor end to end: the bigger job goes first, an admin's Priority=, scontrol top."""
+"""priority/multifactor end to end: the bigger job goes first, an admin's Priority=, scontrol top, the site
+factor, CALCULATE_RUNNING."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
+from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
+from tests.e2e.test_resilience import _pid, _restart, _wait_ping
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +65,61 @@ def test_bigger_job_first_then_admin_priority_and_top(prio_cluster: Cluster, tmp
     nice = {int(i): int(n) for i, n in (line.split() for line in c.ok("squeue", "-h", "-o", "%i %y").splitlines())}
     assert nice[small] < 0 < nice[big] and nice[small] + nice[big] == 0
     c.ok("scancel", str(blocker), str(small), str(big))
+
+
+def test_site_factor_is_added_and_shown_by_sprio(prio_cluster: Cluster, tmp_path: Path) -> None:
+    c = prio_cluster
+    common = ("-t", "1", "-D", str(tmp_path))
+    blocker = c.submit("-n4", *common, "--wrap", "sleep 30")
+    c.wait_state(blocker, {"RUNNING"})
+    job = c.submit("-n1", *common, "--wrap", "sleep 1")
+    before = _priority(c, job)
+    c.ok("scontrol", "update", f"JobId={job}", "SiteFactor=100000")
+    assert _priority(c, job) >= before + 100000
+    row = c.ok("sprio", "-h", "-j", str(job), "-o", "%i %S %Y").split()
+    assert row[:2] == [str(job), "100000"] and int(row[2]) >= before + 100000
+    # kept in the job record: a killed and restarted ctld still has it
+    os.kill(_pid(c, "ctld"), signal.SIGKILL)
+    time.sleep(0.5)
+    _restart(c, "ctld.main")
+    _wait_ping(c)
+    assert c.ok("sprio", "-h", "-j", str(job), "-o", "%S").split() == ["100000"]
+    # Slurm's bound is checked by scontrol; only operators may set it
+    out = c.run("scontrol", "update", f"JobId={job}", "SiteFactor=-3000000000")
+    assert out.returncode == 1 and "SiteFactor value out of range (+/- 2147483645). Value ignored" in out.stderr
+    mine = c.submit("-n1", "-t", "1", "--wrap", "sleep 1", "-o", "/dev/null", user=NOBODY, cwd="/tmp")
+    denied = c.run("scontrol", "update", f"JobId={mine}", "SiteFactor=5", user=NOBODY)
+    assert denied.returncode == 1 and "Access/permission denied" in denied.stderr
+    assert c.ok("sprio", "-h", "-j", str(mine), "-o", "%S").split() == ["0"]
+    c.ok("scancel", str(blocker), str(job), str(mine))
+
+
+@pytest.fixture(params=["CALCULATE_RUNNING", ""], ids=["calculate-running", "default"])
+def aging_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Age saturates in a minute, so a priority visibly grows by the second while it is recalculated."""
+    flags = (f"PriorityFlags={request.param}",) if request.param else ()
+    c = start_cluster(
+        tmp_path_factory.mktemp("aging"),
+        nodes=1,
+        extra=("PriorityType=priority/multifactor", "PriorityWeightAge=1000000", "PriorityMaxAge=1", *flags),
+    )
+    yield c
+    stop_cluster(c)
+
+
+def test_running_priority_recalculated_only_with_calculate_running(aging_cluster: Cluster, tmp_path: Path) -> None:
+    c = aging_cluster
+    blocker = c.submit("-n4", "-t", "1", "-D", str(tmp_path), "--wrap", "sleep 30")
+    c.wait_state(blocker, {"RUNNING"})
+    job = c.submit("-n1", "-t", "1", "-D", str(tmp_path), "--wrap", "sleep 30")
+    time.sleep(2)  # it ages while it waits
+    c.ok("scancel", str(blocker))
+    c.wait_state(job, {"RUNNING"})
+    started = _priority(c, job)
+    time.sleep(3)  # about 50,000 more of age, recalculated every cycle or not at all
+    later = _priority(c, job)
+    if "CALCULATE_RUNNING" in c.conf.read_text():
+        assert later >= started + 30000
+    else:
+        assert later == started
+    c.ok("scancel", str(job))

@@ -53,6 +53,25 @@ def test_sprio_normalized_and_weights() -> None:
         "        Weights                 10000"]
 
 
+def test_sprio_site_column_shows_the_operators_value() -> None:
+    job = pb.JobPriority(job_id=70, partition="batch", priority=1,
+                         weighted=pb.PriorityFactors(fairshare=10000, site=-2147483645))
+    assert sprio.render("%.15i %.10Y %.10S %.10F", [job], WEIGHTS, normalized=False) == [
+        "          JOBID   PRIORITY       SITE  FAIRSHARE", "             70          1 -214748364      10000"]
+
+
+def test_sprio_normalized_default_has_no_site_column() -> None:
+    """As 22.05's `sprio -n`: left-aligned factors, unweighted ones dropped, no SITE."""
+    job = pb.JobPriority(job_id=72, partition="batch", priority=11332,
+                         normalized=pb.PriorityFactors(fairshare=1.0, job_size=0.1328125, partition=0.5),
+                         weighted=pb.PriorityFactors(fairshare=10000))
+    fmt = sprio._drop_unweighted(sprio.NORM_DEFAULT, WEIGHTS)
+    lines = sprio.render(fmt, [job], WEIGHTS, normalized=True)
+    assert lines[0] == "          JOBID PARTITION PRIORITY   AGE        FAIRSHARE  JOBSIZE    PARTITION "
+    cells = lines[1].split()  # (22.05 prints PRIORITY with more digits, 0.00000263: not matched yet)
+    assert cells[:2] == ["72", "batch"] and cells[3:] == ["0.0000000", "1.0000000", "0.1328125", "0.5000000"]
+
+
 def _share_rows() -> list[pb.ShareRow]:
     nan = float("nan")
     spec = [("root", "", 0, 0, 0.0, 1.0, nan), ("root", "root", 1, 1, 0.009901, 0.0, 1.0),

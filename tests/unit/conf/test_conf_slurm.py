@@ -97,6 +97,8 @@ def test_defaults_follow_slurm(tmp_path: Path) -> None:
     assert (config.max_job_count, config.max_array_size, config.first_job_id) == (10000, 1001, 1)
     assert (config.msg_timeout, config.tcp_timeout) == (10, 2)
     assert config.scheduler_type == "sched/backfill"
+    assert config.priority_calc_period == 5
+    assert load(tmp_path, HEAD + "PriorityCalcPeriod=1:00:00\n").priority_calc_period == 60
     assert config.def_mem_per_cpu == 0
     assert config.auth_key_file == str(tmp_path / "shoal.key")
     assert config.agent_socket == "/run/shoal/agent.sock"
@@ -206,6 +208,9 @@ def test_unknown_keys_warn_with_file_and_line(tmp_path: Path) -> None:
         ("PreemptMode=SUSPEND,GANG\n", "slurm.conf:3: PreemptMode=SUSPEND is not supported by shoal"),
         ("PreemptMode=sometimes\n", "slurm.conf:3: invalid value for PreemptMode: 'sometimes'"),
         ("PreemptExemptTime=soon\n", "slurm.conf:3: invalid value for PreemptExemptTime: 'soon'"),
+        ("PriorityCalcPeriod=often\n", "slurm.conf:3: invalid value for PriorityCalcPeriod: 'often'"),
+        ("PriorityCalcPeriod=0\n", "slurm.conf:3: invalid value for PriorityCalcPeriod: '0' (expected a time"),
+        ("PriorityCalcPeriod=-5\n", "slurm.conf:3: invalid value for PriorityCalcPeriod: '-5'"),
         ("PartitionName=p PreemptMode=GANG\n", "slurm.conf:3: PreemptMode=GANG is not supported by shoal"),
     ],
     ids=lambda v: v.split("\n")[0][:40],

@@ -13,7 +13,7 @@ import pytest
 from ctld.priority_config import priority_config
 from ctld.sched.cycle import run_cycle
 from ctld.sched.model import UNLIMITED, Config, JobRequest, Partition, PriorityConfig, PriorityInputs
-from ctld.sched.priority import BASE_PRIORITY, all_priorities
+from ctld.sched.priority import BASE_PRIORITY, all_priorities, running_priorities
 from shoal.conf.slurm import parse_slurm_conf
 from tests.unit.sched.builders import cluster, job, snapshot
 
@@ -95,6 +95,10 @@ CASES = [
      dataclasses.replace(job(1).submitted(_at(DAY // 2)).tasks(4).cpus_per_task(2).gpus_per_node(4)
                          .partition("prio").obj(), qos="mid"),
      2562),
+    # SiteFactor (operators) is added as is, weight 1; a large negative one clamps at 1
+    ("site", _conf(weight_age=1000), dataclasses.replace(job(1).submitted(_at(DAY // 2)).obj(), site_factor=700), 1200),
+    ("site-negative", _conf(weight_age=1000),
+     dataclasses.replace(job(1).submitted(_at(DAY // 2)).obj(), site_factor=-2_147_483_645), 1),
     # an admin's Priority= wins
     ("admin", _conf(weight_age=1000), job(1).submitted(_at(DAY)).priority(42).obj(), 42),
     # priority/basic: first in, first out
@@ -155,3 +159,12 @@ CONF_CASES = [
 def test_priority_config(text: str, expected: PriorityConfig) -> None:
     cfg = parse_slurm_conf("ClusterName=c\nNodeName=n1 CPUs=4\nPartitionName=p Nodes=n1\n" + text)
     assert priority_config(cfg) == expected
+
+
+@pytest.mark.parametrize(("flags", "expected"), [(frozenset({"CALCULATE_RUNNING"}), {1: 500}), (frozenset(), {})],
+                         ids=["calculate-running", "default"])
+def test_running_priorities(flags: frozenset[str], expected: dict[int, int]) -> None:
+    conf = _conf(weight_age=1000, flags=flags)
+    snap = snapshot(NODES, [], partitions=PARTS, config=Config(def_mem_per_cpu_mb=1000, priority=conf))
+    running = job(1).submitted(_at(DAY // 2)).obj()
+    assert running_priorities(snap, [running], NOW) == expected
