@@ -162,9 +162,23 @@ def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
         "totalcpu": lambda r, s: format_hms(s.cpu_time_s),
         "avecpufreq": lambda r, s: "0", "reqcpufreqmin": lambda r, s: "0", "reqcpufreqmax": lambda r, s: "0",
         "reqcpufreqgov": lambda r, s: "0", "consumedenergy": lambda r, s: "0",
-        "tresusageinave": lambda r, s: "energy=0", "tresusageintot": lambda r, s: "energy=0",
+        "tresusageinave": lambda r, s: _usage_in(s, s.gpu_util_avg) or "energy=0",
+        "tresusageinmax": lambda r, s: _usage_in(s, s.gpu_util_max), "tresusageintot": lambda r, s: "energy=0",
         "tresusageoutave": lambda r, s: "energy=0", "tresusageouttot": lambda r, s: "energy=0",
     }
+
+
+def _usage_in(step: Record, gpu_util: int) -> str:
+    """TRESUsageInAve/Max of a step: its CPU time and peak RSS, and its GPUs' utilization and peak memory
+    (gres/gpuutil, gres/gpumem, as later Slurm versions print them); blank when nothing was measured.
+    The steps shoal measures have one task each on their node, so the peaks are also the averages over
+    tasks; gpuutil is the mean over time in Ave and the peak in Max."""
+    if not (step.cpu_time_s or step.max_rss_kb or step.gpu_util_max or step.gpu_mem_max_mb):
+        return ""
+    text = f"cpu={format_hms(step.cpu_time_s)},energy=0,mem={step.max_rss_kb}K"
+    if step.gpu_util_max or step.gpu_mem_max_mb:
+        text += f",gres/gpumem={step.gpu_mem_max_mb}M,gres/gpuutil={gpu_util}"
+    return text
 
 
 # The JobRecord/StepRecord fields each column reads (dbd sends only those); grouping always needs GROUPING.
@@ -181,6 +195,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "qos": ("qos",), "reason": ("reason",), "workdir": ("work_dir",), "eligible": ("eligible_time",),
     "end": ("end_time",), "timelimit": ("time_limit_min",), "reqmem": ("req_mem_mb",), "reqtres": ("tres_req",),
     "alloctres": ("tres_alloc",), "priority": ("priority",), "maxrss": ("max_rss_kb",),
+    "tresusageinave": ("cpu_time_s", "max_rss_kb", "gpu_util_avg", "gpu_util_max", "gpu_mem_max_mb"),
+    "tresusageinmax": ("cpu_time_s", "max_rss_kb", "gpu_util_max", "gpu_mem_max_mb"),
 }
 
 

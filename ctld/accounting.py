@@ -92,6 +92,8 @@ def batch_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
         exit_signal=sig, submit_time=job.submit_time,
         tres_alloc=f"cpu={cpus},mem={first.mem_mb if first else 0}M,node=1",
         max_rss_kb=job.batch_usage.max_rss_kb, cpu_time_s=_seconds(job.batch_usage.cpu_time_us),
+        gpu_util_avg=job.batch_usage.gpu_util_avg, gpu_util_max=job.batch_usage.gpu_util_max,
+        gpu_mem_max_mb=job.batch_usage.gpu_mem_max_mb,
     )
 
 

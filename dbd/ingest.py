@@ -31,7 +31,7 @@ JOB_FIELDS = (
 )
 STEP_FIELDS = (
     "name", "nodelist", "num_tasks", "num_cpus", "num_nodes", "start_time", "end_time", "state", "exit_code",
-    "exit_signal", "cpu_time_s", "max_rss_kb", "tres_alloc",
+    "exit_signal", "cpu_time_s", "max_rss_kb", "tres_alloc", "gpu_util_avg", "gpu_util_max", "gpu_mem_max_mb",
 )
 ROWS_PER_STATEMENT = 500  # rows per executemany / per IN list
 UsageKey = tuple[str, str, int]  # (account, user, hour)

@@ -18,6 +18,7 @@ Time = Annotated[int, mapped_column(BigInteger, nullable=False, default=0)]
 Num = Annotated[int, mapped_column(BigInteger, nullable=False, default=0)]
 # columns added by a later migration carry a server default, so existing rows get one
 UsageText = Annotated[str, mapped_column(String(128), nullable=False, default="", server_default="")]
+AddedNum = Annotated[int, mapped_column(BigInteger, nullable=False, default=0, server_default="0")]
 UsageLimit = Annotated[int, mapped_column(BigInteger, nullable=False, default=-1, server_default="-1")]
 Id = Annotated[int, mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)]
 
@@ -181,6 +182,9 @@ class Step(Base):
     cpu_time_s: Mapped[Num]
     max_rss_kb: Mapped[Num]
     tres_alloc: Mapped[Name]
+    gpu_util_avg: Mapped[AddedNum]  # the .batch step's GPUs (TRESUsageInAve/Max gres/gpuutil, gres/gpumem)
+    gpu_util_max: Mapped[AddedNum]
+    gpu_mem_max_mb: Mapped[AddedNum]
 
 
 class NodeEvent(Base):

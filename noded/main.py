@@ -21,6 +21,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 import grpc
 
@@ -29,6 +30,7 @@ from noded.discovery import discover_hardware, hardware_for
 from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
 from noded.gpu.fake_nvml import parse_cpu_list
+from noded.gpu.usage import GpuSampler
 from noded.isolation import load_isolation
 from noded.node import HostedNode, spool_root
 from noded.reporter import Reporter
@@ -182,12 +184,18 @@ def prepare_spools(nodes: list[HostedNode]) -> None:
             raise StartError(f"cannot create spool directory {node.spool}: {exc.strerror or exc}") from exc
 
 
-def discover_node_gpus(cfg: SlurmConfig, nodes: list[HostedNode]) -> dict[str, list[cluster_pb2.GpuDevice]]:
-    """Each served node's GPUs, found once at start: NVML (real, else $SHOAL_FAKE_NVML), else gres.conf."""
+def load_nvml() -> Any | None:
+    """NVML for discovery and GPU usage sampling: the real driver, else $SHOAL_FAKE_NVML, else None."""
     try:
-        nvml = load_backend()
+        return load_backend()
     except (OSError, ValueError) as exc:
         raise StartError(f"cannot load the fake NVML description: {exc}") from exc
+
+
+def discover_node_gpus(
+    cfg: SlurmConfig, nodes: list[HostedNode], nvml: Any | None
+) -> dict[str, list[cluster_pb2.GpuDevice]]:
+    """Each served node's GPUs, found once at start: NVML (real, else $SHOAL_FAKE_NVML), else gres.conf."""
     found = {n.name: [to_proto(g) for g in gpu_discovery.node_gpus(n.name, cfg.gres_conf, nvml)] for n in nodes}
     for name, gpus in found.items():
         if gpus:
@@ -224,7 +232,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         raise StartError(exc.message) from exc
     _setup_logging(cfg, nodes[0].name, args.verbose)
     prepare_spools(nodes)
-    node_gpus = discover_node_gpus(cfg, nodes)
+    nvml = load_nvml()
+    node_gpus = discover_node_gpus(cfg, nodes, nvml)
     try:
         nodes = [
             dataclasses.replace(n, isolation=load_isolation(cfg.path, gpu_files(node_gpus[n.name]), cgroup_scope(cfg, n)),
@@ -253,7 +262,10 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
             socket_path = args.agent_socket or cfg.agent_socket
             noded.agent = AgentServer(socket_path, key, {"ctld": ctld_target}, host=socket.gethostname())
             noded.agent.start()
-        noded.reporter = Reporter(nodes, Stub(ctld_target, key), hardware, shoal.__version__, start_time)
+        sampler = GpuSampler(nvml) if nvml is not None else None
+        noded.reporter = Reporter(
+            nodes, Stub(ctld_target, key), hardware, shoal.__version__, start_time, gpu_sampler=sampler
+        )
         noded.reporter.start()
     except AgentServerError as exc:
         noded.stop()

@@ -15,10 +15,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import grpc
 
 from noded import jobs, spool
+from noded.gpu.usage import GpuSampler, GpuUsage
 from noded.node import HostedNode
 from shoal.rpc.client import Stub
 from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2
@@ -47,6 +49,7 @@ class Reporter:
         version: str,
         start_time: int,
         timeout: float = 10.0,
+        gpu_sampler: GpuSampler | None = None,
     ) -> None:
         self._nodes = list(nodes)
         self._stub = stub
@@ -60,6 +63,7 @@ class Reporter:
         self._selector = selectors.DefaultSelector()
         self._sockets: list[socket.socket] = []
         self._backoff = 0.0
+        self._gpu_sampler = gpu_sampler
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -142,11 +146,21 @@ class Reporter:
             if not self._register_if_needed(node):
                 return False
         for node in self._nodes:
-            _, finished = jobs.scan(node.spool)
+            running, finished = jobs.scan(node.spool)
+            self._sample_gpus(node, running)
             for job in finished:
                 if not self._complete(node, job):
                     return False
         return True
+
+    def _sample_gpus(self, node: HostedNode, running: list[int]) -> None:
+        """One NVML sample of each running job's GPUs (with SCAN_INTERVAL_S or more between samples)."""
+        if self._gpu_sampler is None:
+            return
+        for job_id in running:
+            gpus = job_gpus(node.spool, job_id)
+            if gpus:
+                self._gpu_sampler.sample(job_id, gpus)
 
     def _register_if_needed(self, node: HostedNode) -> bool:
         last = self._registered.get(node.name)
@@ -182,7 +196,7 @@ class Reporter:
             message=job.message,
             end_time=job.end_time,
             oom=job.oom,
-            usage=jobs_pb2.Usage(max_rss_kb=job.max_rss_kb, cpu_time_us=job.cpu_time_us),
+            usage=self._usage(job),
         )
         try:
             self._stub.call(COMPLETE, request, controller_pb2.CompleteBatchResponse, timeout=self._timeout)
@@ -194,12 +208,29 @@ class Reporter:
                 return False
         log.info("%s: job %d finished (exit %d:%d)", node.name, job.job_id, job.exit_code, job.exit_signal)
         jobs.remove_job(node.spool, job.job_id, job.run)
+        if self._gpu_sampler is not None:
+            self._gpu_sampler.forget(job.job_id)
         return True
+
+    def _usage(self, job: jobs.FinishedJob) -> jobs_pb2.Usage:
+        gpu = self._gpu_sampler.usage(job.job_id) if self._gpu_sampler is not None else GpuUsage()
+        return jobs_pb2.Usage(
+            max_rss_kb=job.max_rss_kb, cpu_time_us=job.cpu_time_us,
+            gpu_util_avg=gpu.util_avg, gpu_util_max=gpu.util_max, gpu_mem_max_mb=gpu.mem_max_mb,
+        )
 
     def _unreachable(self, what: str, exc: grpc.RpcError) -> None:
         # Whatever ctld went through (a restart?), every node registers again once it answers.
         self._registered.clear()
         log.warning("%s: %s", what, exc.details() if hasattr(exc, "details") else exc)
+
+
+def job_gpus(spool_root: Path, job_id: int) -> list[int]:
+    """The GPUs (minor numbers) a running job was given here, from its launch environment."""
+    data = spool.read_json(spool.job_dir(spool_root, job_id) / spool.LAUNCH)
+    env = data.get("env") if data is not None else None
+    text = env.get("SLURM_JOB_GPUS", "") if isinstance(env, dict) else ""
+    return [int(part) for part in str(text).split(",") if part.strip().isdigit()]
 
 
 def _drain(sock: socket.socket) -> None:

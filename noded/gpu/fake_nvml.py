@@ -8,16 +8,22 @@ Descriptions ship with shoal (noded/gpu/descriptions/*.json): `dgx_h100` (8 H100
 JSON shape: {"driver_version", "gpus": [{"name", "uuid", "minor", "memory_mb", "pci_bus_id",
 "numa_node", "cpu_affinity" (cpu list "0-55"), "pcie_switch", "mig"}], "nvswitch": null or
 {"links_per_gpu", "bus_ids"}, "nvlinks": [[gpu_a, gpu_b, links], ...]}.
+
+What the GPUs are doing (for usage accounting) comes from optional per-GPU "utilization"
+(percent) and "memory_used_mb", overridden by the JSON file $SHOAL_FAKE_NVML_USAGE when set:
+{"<minor>": {"utilization": N, "memory_used_mb": M}}, read at every call so a test can change it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 DESCRIPTIONS = Path(__file__).parent / "descriptions"
+USAGE_ENV = "SHOAL_FAKE_NVML_USAGE"
 
 # pynvml's constant values, so callers may compare against either module's.
 NVML_SUCCESS = 0
@@ -145,9 +151,24 @@ class FakeNvml:
     def nvmlDeviceGetMinorNumber(self, handle: Handle) -> int:  # noqa: N802
         return int(self._gpu(handle)["minor"])
 
+    def _usage(self, handle: Handle, key: str) -> int:
+        """One usage value of a GPU: the override file's, else the description's, else 0."""
+        gpu = self._gpu(handle)
+        path = os.environ.get(USAGE_ENV, "")
+        if path:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    override = json.load(fh).get(str(gpu["minor"]), {})
+            except (OSError, ValueError, AttributeError):
+                override = {}
+            if key in override:
+                return int(override[key])
+        return int(gpu.get(key, 0))
+
     def nvmlDeviceGetMemoryInfo(self, handle: Handle) -> Memory:  # noqa: N802
         total = int(self._gpu(handle)["memory_mb"]) << 20
-        return Memory(total=total, free=total, used=0)
+        used = min(total, self._usage(handle, "memory_used_mb") << 20)
+        return Memory(total=total, free=total - used, used=used)
 
     def nvmlDeviceGetPciInfo(self, handle: Handle) -> PciInfo:  # noqa: N802
         bus_id = str(self._gpu(handle)["pci_bus_id"])
@@ -169,7 +190,7 @@ class FakeNvml:
         return [mode, mode]
 
     def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> Utilization:  # noqa: N802
-        return Utilization(gpu=0, memory=0)
+        return Utilization(gpu=self._usage(handle, "utilization"), memory=0)
 
     # -- links -------------------------------------------------------------------------------
     def _link_target(self, handle: Handle, link: int) -> tuple[int, str]:

@@ -169,6 +169,9 @@ class StepRecord(_message.Message):
     MAX_RSS_KB_FIELD_NUMBER: _builtins.int
     TRES_ALLOC_FIELD_NUMBER: _builtins.int
     SUBMIT_TIME_FIELD_NUMBER: _builtins.int
+    GPU_UTIL_AVG_FIELD_NUMBER: _builtins.int
+    GPU_UTIL_MAX_FIELD_NUMBER: _builtins.int
+    GPU_MEM_MAX_MB_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     step_id: _builtins.int
     """-4 = batch, -5 = extern"""
@@ -188,6 +191,11 @@ class StepRecord(_message.Message):
     tres_alloc: _builtins.str
     submit_time: _builtins.int
     """the job's submit time (identifies the job with its id)"""
+    gpu_util_avg: _builtins.int
+    """GPU utilization percent, mean and peak (sacct TRESUsageInAve/Max)"""
+    gpu_util_max: _builtins.int
+    gpu_mem_max_mb: _builtins.int
+    """peak used GPU memory, MiB"""
     def __init__(
         self,
         *,
@@ -207,10 +215,13 @@ class StepRecord(_message.Message):
         max_rss_kb: _builtins.int = ...,
         tres_alloc: _builtins.str = ...,
         submit_time: _builtins.int = ...,
+        gpu_util_avg: _builtins.int = ...,
+        gpu_util_max: _builtins.int = ...,
+        gpu_mem_max_mb: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_time_s", b"cpu_time_s", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "max_rss_kb", b"max_rss_kb", "name", b"name", "nodelist", b"nodelist", "num_cpus", b"num_cpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "start_time", b"start_time", "state", b"state", "step_id", b"step_id", "submit_time", b"submit_time", "tres_alloc", b"tres_alloc"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_time_s", b"cpu_time_s", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "gpu_mem_max_mb", b"gpu_mem_max_mb", "gpu_util_avg", b"gpu_util_avg", "gpu_util_max", b"gpu_util_max", "job_id", b"job_id", "max_rss_kb", b"max_rss_kb", "name", b"name", "nodelist", b"nodelist", "num_cpus", b"num_cpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "start_time", b"start_time", "state", b"state", "step_id", b"step_id", "submit_time", b"submit_time", "tres_alloc", b"tres_alloc"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

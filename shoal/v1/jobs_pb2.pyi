@@ -749,17 +749,31 @@ class Usage(_message.Message):
 
     MAX_RSS_KB_FIELD_NUMBER: _builtins.int
     CPU_TIME_US_FIELD_NUMBER: _builtins.int
+    GPU_UTIL_AVG_FIELD_NUMBER: _builtins.int
+    GPU_UTIL_MAX_FIELD_NUMBER: _builtins.int
+    GPU_MEM_MAX_MB_FIELD_NUMBER: _builtins.int
     max_rss_kb: _builtins.int
     cpu_time_us: _builtins.int
+    gpu_util_avg: _builtins.int
+    """the job's GPUs, sampled through NVML by noded while the batch job ran (0 = not sampled)
+    mean utilization, percent
+    """
+    gpu_util_max: _builtins.int
+    """peak utilization, percent"""
+    gpu_mem_max_mb: _builtins.int
+    """peak used memory of one GPU, MiB"""
     def __init__(
         self,
         *,
         max_rss_kb: _builtins.int = ...,
         cpu_time_us: _builtins.int = ...,
+        gpu_util_avg: _builtins.int = ...,
+        gpu_util_max: _builtins.int = ...,
+        gpu_mem_max_mb: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_time_us", b"cpu_time_us", "max_rss_kb", b"max_rss_kb"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_time_us", b"cpu_time_us", "gpu_mem_max_mb", b"gpu_mem_max_mb", "gpu_util_avg", b"gpu_util_avg", "gpu_util_max", b"gpu_util_max", "max_rss_kb", b"max_rss_kb"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

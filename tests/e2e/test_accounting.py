@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from noded.gpu.fake_nvml import DESCRIPTIONS
 from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.e2e
@@ -184,3 +186,24 @@ def test_sreport_counts_a_drained_node_as_down(acct: Cluster) -> None:
     cpu = dict(zip(["Allocated", "Down", "PLND Down", "Idle", "Planned", "Reported"], map(int, rows[0][2:]),
                    strict=True))
     assert cpu["Down"] >= 2 * 4 and cpu["Down"] <= cpu["Reported"]  # 4 CPUs drained for about 3 s
+
+
+def test_sacct_shows_the_batch_steps_gpu_utilization_and_memory(tmp_path: Path) -> None:
+    # an emulated DGX whose fake NVML says GPU 0 is 70% busy with 1000 MiB used, GPU 1 30% with 5000 MiB
+    description = json.loads((DESCRIPTIONS / "dgx_h100.json").read_text())
+    description["gpus"][0].update(utilization=70, memory_used_mb=1000)
+    description["gpus"][1].update(utilization=30, memory_used_mb=5000)
+    (tmp_path / "busy_dgx.json").write_text(json.dumps(description))
+    c = start_cluster(tmp_path / "c", nodes=1, accounting=True, up_args=(
+        "--gpus-per-node", "8", "--gpu-type", "h100", "--fake-nvml", str(tmp_path / "busy_dgx.json"), "--no-cgroups"))
+    try:
+        job = c.submit("-o", "/dev/null", "--gres=gpu:h100:2", "--wrap", "sleep 4")
+        wait_sacct(c, job, f"{job}.batch|COMPLETED", timeout=60)
+        out = c.ok("sacct", "-P", "-o", "JobID,TRESUsageInMax,TRESUsageInAve", "-j", str(job))
+        rows = {line.split("|")[0]: line.split("|")[1:] for line in out.splitlines()}
+        usage_max, usage_ave = rows[f"{job}.batch"]
+        assert usage_max.endswith(",gres/gpumem=5000M,gres/gpuutil=70"), usage_max
+        assert usage_ave.endswith(",gres/gpumem=5000M,gres/gpuutil=50"), usage_ave  # mean over its 2 GPUs
+        assert rows[str(job)] == ["", ""]  # the job line has no usage of its own, as in Slurm
+    finally:
+        stop_cluster(c)

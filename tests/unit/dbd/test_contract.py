@@ -380,11 +380,11 @@ def _qos_columns(engine: Engine) -> set[str]:
 
 
 def test_max_tres_per_user_migration_adds_and_drops_its_column(engine: Engine) -> None:
-    schema.upgrade(engine, "0005")
+    schema.upgrade(engine, "0006")
     assert "max_tres_per_user" not in _qos_columns(engine)
     schema.upgrade(engine)
     assert "max_tres_per_user" in _qos_columns(engine)
-    schema.downgrade(engine, "0005")
+    schema.downgrade(engine, "0006")
     assert "max_tres_per_user" not in _qos_columns(engine) and "grp_tres" in _qos_columns(engine)
 
 

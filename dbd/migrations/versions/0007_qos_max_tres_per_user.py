@@ -1,7 +1,7 @@
 """QOS MaxTRESPerUser (MaxTRESPU): the TRES one user's running jobs in the QOS may hold
 
-Revision ID: 0006_qos_max_tres_per_user
-Revises: 0005_limit_minutes
+Revision ID: 0007_qos_max_tres_per_user
+Revises: 0006_step_gpu_usage
 Create Date: 2026-11-30
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_qos_max_tres_per_user"
-down_revision = "0005_limit_minutes"
+revision = "0007_qos_max_tres_per_user"
+down_revision = "0006_step_gpu_usage"
 branch_labels = None
 depends_on = None
 
