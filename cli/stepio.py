@@ -58,7 +58,9 @@ class StepIO:
         self.server.bind(("0.0.0.0", 0))
         self.server.listen(256)
         self.port = self.server.getsockname()[1]
-        self.lock = threading.Lock()
+        # Reentrant: srun's Ctrl-C handler runs in the main thread, which may hold this lock at that
+        # very moment (waiting for the step's end); a plain Lock deadlocked srun there.
+        self.lock = threading.RLock()
         self.done = threading.Condition(self.lock)
         self.conns: dict[str, socket.socket] = {}
         self.task_node: dict[int, str] = {}

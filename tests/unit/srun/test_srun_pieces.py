@@ -48,3 +48,28 @@ def test_task_patterns() -> None:
     fields = {"j": "12", "t": "3", "n": "1", "N": "node2", "s": "0", "u": "alice", "x": "train"}
     assert expand_pattern("out-%j-%t-%N-%s-%u-%x-%n.txt", fields) == "out-12-3-node2-0-alice-train-1.txt"
     assert expand_pattern("o-%4t", fields) == "o-0003"
+
+
+CTRL_C_WHILE_SRUN_HOLDS_ITS_LOCK = """
+import signal, sys
+from cli.srun import Interrupts
+from cli.stepio import StepIO
+
+io = StepIO(label=False, stdin_targets="none")
+interrupts = Interrupts(io, "StepId=1.0", 2)
+with io.lock:  # where srun's main thread is when it checks whether the step has ended
+    interrupts.on_sigint(signal.SIGINT, None)  # Ctrl-C: the handler runs in that same thread
+    interrupts.on_sigint(signal.SIGINT, None)  # and again within a second: abort
+print("aborted" if interrupts.cancelled else "not aborted")
+"""
+
+
+def test_ctrl_c_while_srun_holds_its_io_lock_does_not_hang_srun() -> None:
+    """A Ctrl-C handler runs in srun's main thread, which may hold the step I/O lock at that moment."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_SRUN_HOLDS_ITS_LOCK], capture_output=True,
+                         text=True, timeout=30, check=False)
+    assert out.stdout.strip() == "aborted"
+    assert "srun: interrupt (one more within 1 sec to abort)" in out.stderr
