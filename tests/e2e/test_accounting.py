@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from noded.gpu.fake_nvml import DESCRIPTIONS
-from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
+from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster, wait_until
 
 pytestmark = pytest.mark.e2e
 DAEMON = 1  # a system user with no association
@@ -80,12 +80,8 @@ def test_grp_tres_mins_stops_an_account_that_used_its_cpu_minutes(acct: Cluster,
     first = acct.submit("-A", "budget", "-N2", "-n8", "-t", "1", "--wrap", "sleep 9", cwd=workdir)  # 72 CPU-s
     acct.wait_state(first, {"COMPLETED"}, timeout=60)
     second = acct.submit("-A", "budget", "-n1", "-t", "1", "--wrap", "true", cwd=workdir)
-    deadline = time.monotonic() + 10
-    reason = ""
-    while time.monotonic() < deadline and reason != "AssocGrpCPUMinutesLimit":
-        reason = acct.job_field(second, "%r")
-        time.sleep(0.2)
-    assert reason == "AssocGrpCPUMinutesLimit" and acct.state(second) == "PENDING"
+    wait_until("the reason AssocGrpCPUMinutesLimit", lambda: acct.job_field(second, "%r") == "AssocGrpCPUMinutesLimit", 10)
+    assert acct.state(second) == "PENDING"
     acct.ok("sacctmgr", "-i", "modify", "account", "budget", "set", "grptresmins=cpu=10")  # a bigger budget
     acct.wait_state(second, {"COMPLETED"}, timeout=30)
 
@@ -100,12 +96,8 @@ def test_qos_grp_tres_keeps_the_second_job_pending(acct: Cluster, workdir: Path)
     first = acct.submit("-A", "pooled", "-q", "pool", "-n2", "--wrap", "sleep 8", cwd=workdir)
     second = acct.submit("-A", "pooled", "-q", "pool", "-n1", "--wrap", "true", cwd=workdir)
     acct.wait_state(first, {"RUNNING"})
-    deadline = time.monotonic() + 10
-    reason = ""
-    while time.monotonic() < deadline and reason != "QOSGrpCpuLimit":
-        reason = acct.job_field(second, "%r")
-        time.sleep(0.2)
-    assert reason == "QOSGrpCpuLimit" and acct.state(second) == "PENDING"
+    wait_until("the reason QOSGrpCpuLimit", lambda: acct.job_field(second, "%r") == "QOSGrpCpuLimit", 10)
+    assert acct.state(second) == "PENDING"
     acct.wait_state(second, {"COMPLETED"}, timeout=60)  # once the first job ends
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
+from tests.e2e.conftest import Cluster, start_cluster, stop_cluster, wait_until
 
 pytestmark = pytest.mark.e2e
 JOBS = 100
@@ -35,27 +35,18 @@ def _start(cluster: Cluster, module: str, conf: Path) -> None:
                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def _until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     cluster = start_cluster(tmp_path / "c", nodes=2, cpus=4, accounting=True)
     try:
         os.kill(_pid(cluster, "dbd"), signal.SIGKILL)
         killed = time.monotonic()
         array = cluster.submit("-a", f"1-{JOBS}", "--wrap", "true", cwd=tmp_path)
-        _until(lambda: "RUNNING" in cluster.ok("squeue", "-h", "-o", "%T"), 60, "jobs to run")
+        wait_until("jobs to run", lambda: "RUNNING" in cluster.ok("squeue", "-h", "-o", "%T"))
         os.kill(_pid(cluster, "ctld"), signal.SIGKILL)  # records queued so far must survive
         time.sleep(1)
         _start(cluster, "ctld.main", cluster.conf)
-        _until(lambda: cluster.run("squeue", "-h").returncode == 0 and not cluster.ok("squeue", "-h").strip(),
-               240, "every job to finish")
+        wait_until("every job to finish",
+                   lambda: cluster.run("squeue", "-h").returncode == 0 and not cluster.ok("squeue", "-h").strip(), 240)
         time.sleep(max(0.0, killed + DBD_DOWN_S - time.monotonic()))
         _start(cluster, "dbd.main", cluster.dir / "slurmdbd.conf")
 
@@ -63,7 +54,7 @@ def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) ->
             out = cluster.run("sacct", "-a", "-P", "-n", "-D", "-o", "JobID,State", "-j", str(array))
             return out.returncode == 0 and out.stdout.count(".batch|") == JOBS
 
-        _until(all_arrived, 120, "every record in sacct")
+        wait_until("every record in sacct", all_arrived, 120)
         out = cluster.ok("sacct", "-a", "-P", "-n", "-D", "-o", "JobID,State", "-j", str(array))
         ids = [line.split("|")[0] for line in out.splitlines()]
         assert sorted(ids) == sorted([f"{array}_{t}" for t in range(1, JOBS + 1)]
