@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ctld.sched import limits, placement, reservations
+from ctld.sched import limits, placement, reservations, starve
 from ctld.sched.limits import FOREVER, job_end
 from ctld.sched.model import JobRequest, Partition, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
@@ -213,6 +213,8 @@ def run_backfill(
     per_user: Counter[int] = Counter()
     tasks = active_tasks if active_tasks is not None else Counter()
     tested = reserved = 0
+    # starving jobs (starve.py) are tested first, oldest first, and each may get a reservation
+    queue, starving = starve.starving_first(queue, {p.name: p for p in snap.partitions}, config, now)
     for job in queue:
         if reasons.get(job.job_id) not in WAITING_FOR_RESOURCES:
             continue
@@ -227,7 +229,7 @@ def run_backfill(
             continue
         tested += 1
         per_user[job.user_id] += 1
-        may_reserve = config.bf_reservations <= 0 or reserved < config.bf_reservations
+        may_reserve = config.bf_reservations <= 0 or reserved < config.bf_reservations or job.job_id in starving
         if not may_reserve and _cpus_needed(job, parts) > free_cpus:
             continue  # cannot start now, and gets no reservation: no need to place it
         found = _earliest(job, parts, timeline, horizon if may_reserve else now)
@@ -245,7 +247,7 @@ def run_backfill(
             if job.array_job_id:
                 tasks[job.array_job_id] += 1
         else:
-            reserved += 1
+            reserved += job.job_id not in starving
             result.planned[job.job_id] = Planned(begin, tuple(a.node for a in start.allocation))
     return result
 

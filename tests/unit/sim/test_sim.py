@@ -123,8 +123,10 @@ def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str
         ("lublin_256.swf", "fcfs", 0, 600),
         ("lublin_256.swf", "sjbf", 3000, 3500),
         ("lublin_256.swf", "shoal", 5000, 5600),
+        ("lublin_256_new2.swf", "shoal", 7966, 8400),
+        ("lublin_256.swf", "short", 5000, 5600),
     ],
-    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjbf", "l1-shoal"],
+    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjbf", "l1-shoal", "l2-shoal-starving", "l1-short"],
 )
 def test_shortcuts_change_no_decision(name: str, policy: str, first: int, last: int) -> None:
     """Skipping fruitless cycles and pruning jobs too big to start leave every start time as it was."""
