@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from ctld.sim.swf import Trace
 
 PROG = "shoal sim"
-POLICIES = ("fcfs", "easy", "sjf", "sjbf", "shoal", "conf")
 COLUMNS = (
     ("jobs", "jobs", "{:d}"),
     ("utilization", "util", "{:.3f}"),
@@ -34,6 +33,8 @@ COLUMNS = (
 
 
 def _parser() -> argparse.ArgumentParser:
+    from ctld.sim.run import POLICIES  # the one list (ctld/sched/policy.py), loaded when `shoal sim` runs
+
     p = argparse.ArgumentParser(prog=PROG, description="Replay an SWF trace through shoal's scheduler.")
     p.add_argument(
         "trace", help="SWF trace (plain or .gz), an `sacct -P` export, or lublin:N[:SEED] for a synthetic one"
@@ -77,7 +78,7 @@ def _trace(spec: str, seed: int, form: str = "auto") -> Trace:
 def _runs(args: argparse.Namespace, trace: Trace) -> list[tuple[str, Machine, str]]:
     """(label, machine, policy) for the main run and each --compare entry."""
     from ctld.sim.machine import conf_machine
-    from ctld.sim.run import default_machine
+    from ctld.sim.run import POLICIES, default_machine
 
     default = default_machine(trace)
     base = conf_machine(args.conf) if args.conf else default

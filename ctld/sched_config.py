@@ -21,6 +21,10 @@ _NUMERIC = {
     "default_queue_depth": "max_job_test",
     "bf_reservations": "bf_reservations",  # shoal's own: 1 = EASY, 0 = every tested job (Slurm)
     "max_switch_wait": "max_switch_wait_s",
+    # shoal's own (ctld/sched/starve.py; slurm.conf refuses a value that is not a whole number)
+    "shoal_short_first": "short_first_min",
+    "shoal_starve_wait": "starve_wait_min",
+    "shoal_starve_xfactor": "starve_xfactor",
 }
 
 

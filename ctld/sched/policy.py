@@ -52,14 +52,18 @@ def promoted_priority(submit_time: int) -> int:
 
 
 def policy_config(policy: str, base: Config) -> Config:
-    """The scheduler knobs a policy implies on top of `base` (the slurm.conf's, or the defaults)."""
+    """The scheduler knobs a policy implies on top of `base` (the slurm.conf's, or the defaults).
+
+    A named policy is that policy whatever the slurm.conf says: its shoal_* options are replaced.
+    """
     from dataclasses import replace
 
-    if policy == "fcfs":
-        return replace(base, scheduler="sched/builtin")
-    if policy not in ("easy", "sjf", "sjbf", "short", "shoal"):
+    if policy == "conf":
         return base
-    easy = replace(base, scheduler="sched/backfill", bf_reservations=1)
+    plain = replace(base, short_first_min=0, starve_wait_min=0, starve_xfactor=0)
+    if policy == "fcfs":
+        return replace(plain, scheduler="sched/builtin")
+    easy = replace(plain, scheduler="sched/backfill", bf_reservations=1)
     if policy == "short":
         return replace(easy, short_first_min=SHORT_FIRST_MIN)
     if policy == "shoal":

@@ -117,6 +117,10 @@ class Simulation:
                 arrivals[next_arrival].submit if next_arrival < len(arrivals) else ends[0][0],
                 ends[0][0] if ends else arrivals[next_arrival].submit,
             )
+            while starves and starves[0][1] not in requests:
+                heapq.heappop(starves)  # started before it starved
+            if starves:
+                now = min(now, starves[0][0])  # a cycle when a job starts starving, as ctld's periodic one
             while ends and ends[0][0] <= now:
                 _, job_id = heapq.heappop(ends)
                 self._release(running.pop(job_id))
@@ -191,10 +195,6 @@ class Simulation:
                 if len(started) < len(batch):
                     if not started and self.shortcuts:
                         quiet_until = self._quiet_until(now, running, pending)
-                        while starves and starves[0][1] not in requests:
-                            heapq.heappop(starves)  # started before it starved
-                        if starves:
-                            quiet_until = min(quiet_until, starves[0][0])
                     break
             if progress is not None:
                 progress(done, len(arrivals))
