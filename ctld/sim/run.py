@@ -81,5 +81,5 @@ def evaluate(
     return Outcome(label or policy, combine(parts, wall), everything)
 
 
-def with_config(machine: Machine, **changes: int | str) -> Machine:
+def with_config(machine: Machine, **changes: int | str | bool) -> Machine:
     return replace(machine, config=replace(machine.config, **changes))  # type: ignore[arg-type]
