@@ -60,6 +60,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     agent = parser.add_mutually_exclusive_group()
     agent.add_argument("--agent-socket", metavar="PATH", help="serve the local agent on PATH")
     agent.add_argument("--no-agent", action="store_true", help="do not start the local agent")
+    parser.add_argument("--no-command-runner", action="store_true",
+                        help="do not start the agent's warm command runner (commands then start Python each time)")
     parser.add_argument(
         "--report-config", action="store_true", help="report the configured hardware instead of the real one"
     )
@@ -260,7 +262,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         ctld_target = f"{cfg.control_addr}:{cfg.slurmctld_port}"
         if not args.no_agent:
             socket_path = args.agent_socket or cfg.agent_socket
-            noded.agent = AgentServer(socket_path, key, {"ctld": ctld_target}, host=socket.gethostname())
+            noded.agent = AgentServer(socket_path, key, {"ctld": ctld_target}, host=socket.gethostname(),
+                                      command_runner=not args.no_command_runner)
             noded.agent.start()
         sampler = GpuSampler(nvml) if nvml is not None else None
         noded.reporter = Reporter(
