@@ -9,7 +9,9 @@ supplies its own table of specifiers, headers and values.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
+
+T = TypeVar("T")
 
 # Width placeholder for `%#P` / `%#N`: the command fills it in from the values it will print.
 AUTO_WIDTH = -1
@@ -133,6 +135,32 @@ def render(fields: Iterable[Field], value: Callable[[str], str]) -> str:
         else:
             parts.append(pad(value(field.key), field.width, field.right))
     return "".join(parts)
+
+
+def row_renderer(fields: Iterable[Field], getter: Callable[[str], Callable[[T], str]]) -> Callable[[T], str]:
+    """A function rendering one row like `render`, with each column's getter and fit decided once.
+
+    For listings of hundreds of rows: `render` looks every value up by key on every row.
+    """
+    cells = [_cell(field, getter) for field in fields]
+
+    def render_row(row: T) -> str:
+        return "".join([cell(row) for cell in cells])
+
+    return render_row
+
+
+def _cell(field: Field, getter: Callable[[str], Callable[[T], str]]) -> Callable[[T], str]:
+    if not field.key:
+        text = field.literal
+        return lambda row: text
+    get = getter(field.key)
+    width = field.width
+    if width is None or width < 0:
+        return get
+    if field.right:
+        return lambda row: get(row)[:width].rjust(width)
+    return lambda row: get(row)[:width].ljust(width)
 
 
 def render_header(fields: Iterable[Field], headers: Mapping[str, str]) -> str:
