@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 
 import shoal
+from noded import stepd_spawn
 from noded.discovery import discover_hardware, hardware_for
 from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
@@ -152,6 +153,7 @@ class Noded:
             server.stop(grace=1).wait()
         if self.agent is not None:
             self.agent.stop()
+        stepd_spawn.stop_fork_server()
         if self.pid_file:
             try:
                 os.unlink(self.pid_file)
@@ -254,6 +256,7 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
     service = NodeAgentService(
         {n.name: n for n in nodes}, key, admin_uids(cfg), float(cfg.kill_wait), start_time
     )
+    stepd_spawn.start_fork_server()  # before the gRPC servers: jobs may arrive at once
     servers = start_servers(nodes, service, key)
     noded = Noded(servers)
     if cfg.slurmd_pid_file:

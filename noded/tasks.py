@@ -13,11 +13,10 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from noded import spool
+from noded import spool, stepd_spawn
 from noded.isolation import Isolation, cgroup_request, step_cgroup_request
 from noded.launcher import DEFAULT_PATH, LaunchFailed, LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
@@ -27,7 +26,6 @@ from shoal.v1 import node_pb2
 
 STEP_PREFIX = "step"
 _TOKEN = re.compile(r"%(\d*)([%AaJjNnstux])")
-SPAWN_TIMEOUT_S = 30
 
 
 def step_dir(spool_root: Path, job_id: int, step_id: int) -> Path:
@@ -135,15 +133,11 @@ def launch_tasks(
         raise LaunchFailed(f"cannot create {path}: {exc.strerror}") from exc
     try:
         spec.save(path / "tasks.json")
-        result = subprocess.run(
-            [sys.executable, "-m", "noded.stepd", str(path / "tasks.json")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True, cwd="/", timeout=SPAWN_TIMEOUT_S, check=False,
-        )
+        code = stepd_spawn.spawn(path / "tasks.json")
     except (OSError, subprocess.SubprocessError) as exc:
         shutil.rmtree(path, ignore_errors=True)
         raise LaunchFailed(f"cannot start slurmstepd for StepId={spec.job_id}.{spec.step_id}: {exc}") from exc
-    if result.returncode != 0:
+    if code != 0:
         shutil.rmtree(path, ignore_errors=True)
         raise LaunchFailed(f"slurmstepd for StepId={spec.job_id}.{spec.step_id} did not start")
 
