@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import errno
+import gc
 import importlib
 import io
 import logging
@@ -171,7 +172,7 @@ def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
 
 def become(uid: int, gid: int) -> bool:
     """Take the caller's identity; False when this runner cannot (it is not root)."""
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or (uid == 0 and gid == os.getegid()):
         return uid == os.geteuid() and gid == os.getegid()
     try:
         groups = os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
@@ -245,9 +246,14 @@ def run_child(conn: socket.socket, close_fds: list[int]) -> int:
         return 0
     conn.settimeout(None)
     os.umask(request.umask)
-    os.environ.clear()
-    os.environ.update(request.env)
-    time.tzset()
+    tz_changed = request.env.get("TZ") != os.environ.get("TZ")
+    for key in [k for k in os.environ if k not in request.env]:
+        del os.environ[key]
+    for key, value in request.env.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
+    if tz_changed:
+        time.tzset()
     random.seed()
     _install_stdio(request.fds)
     sys.argv = [request.name, *request.argv]
@@ -420,6 +426,9 @@ def preload() -> None:
             importlib.import_module(module)
         except ImportError as exc:  # a command that cannot import still runs (and fails) in its child
             log.warning("cannot preload %s: %s", module, exc)
+    # Children share the preloaded objects' pages with the runner until written: keep the cyclic
+    # garbage collector (which writes to every object it scans) off them.
+    gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> int:
