@@ -43,6 +43,7 @@ static const char *const COMMANDS[] = {
 };
 
 static volatile sig_atomic_t child_pid = 0;
+static volatile sig_atomic_t early_signal = 0; /* arrived before the runner named its child */
 
 /* ---- the Python fallback ------------------------------------------------------------------- */
 
@@ -227,6 +228,8 @@ static void forward(int sig) {
     pid_t pid = (pid_t)child_pid;
     if (pid > 0)
         kill(pid, sig);
+    else
+        early_signal = sig;
 }
 
 static void forward_signals(void) {
@@ -336,8 +339,11 @@ int main(int argc, char **argv) {
             close(sock);
             exec_python(name, argc, argv);
         }
-        if (tag == 'P')
+        if (tag == 'P') {
             child_pid = (sig_atomic_t)value;
+            if (early_signal != 0)
+                kill((pid_t)value, early_signal);
+        }
         else if (tag == 'X')
             exit_like((int)value);
     }

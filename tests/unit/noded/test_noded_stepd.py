@@ -287,21 +287,3 @@ def test_a_pid_file_being_rewritten_always_reads_as_the_live_process(tmp_path: P
         writer.join()
     assert misses == 0
 
-
-def test_the_fork_server_starts_supervisors_and_is_restarted_when_it_dies(
-    open_dirs: tuple[Path, Path], stepd_start: str
-) -> None:
-    if stepd_start != "fork-server":
-        pytest.skip("about the fork server")
-    spool_root, work = open_dirs
-    server = stepd_spawn._server
-    assert server._proc is not None
-    first = server._proc.pid
-    answered = server._next_id
-    assert wait_status(submit(spool_root, work, "#!/bin/sh\necho one\n", job_id=21))["exit_code"] == 0
-    assert server._next_id == answered + 1  # the fork server answered, not a new interpreter
-    os.kill(first, signal.SIGKILL)
-    server._proc.wait()
-    assert wait_status(submit(spool_root, work, "#!/bin/sh\necho two\n", job_id=22))["exit_code"] == 0
-    assert server._proc is not None and server._proc.pid != first and server._proc.poll() is None
-    assert (work / "slurm-22.out").read_text() == "two\n"
