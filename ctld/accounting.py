@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import replace
@@ -43,6 +44,7 @@ INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
 INVALID_QOS = "Invalid qos specification"
 BATCH_STEP = -4
 BATCH_SIZE = 500
+REFRESH_EVERY_S = 0.5
 SEND = "/shoal.v1.Accounting/SendRecords"
 GET_LIMITS = "/shoal.v1.Accounting/GetLimits"
 GET_USAGE = "/shoal.v1.Accounting/GetUsage"
@@ -336,9 +338,14 @@ class Accounting:
 
         stub = Stub(self._target, self._key)
         down = False
+        refreshed = float("-inf")
         while not stop.is_set():
             try:
-                self._refresh(stub)
+                # the association/QOS cache: at most every REFRESH_EVERY_S (a burst of records does not
+                # ask dbd again for each one), and at once after dbd was away
+                if down or time.monotonic() - refreshed >= REFRESH_EVERY_S:
+                    self._refresh(stub)
+                    refreshed = time.monotonic()
                 self._fetch_usage(stub)  # before any record: dbd's answer holds only jobs ended before
                 sent = self._send_batch(stub)
                 if down:
