@@ -12,9 +12,11 @@ import os
 import shutil
 import subprocess
 import sys
-from distutils.command.build_scripts import build_scripts  # setuptools' own distutils
 
-from setuptools import setup
+from setuptools import Distribution, setup
+
+# the build_scripts command setuptools itself uses (its own distutils' one; no distutils import here)
+_BuildScripts = Distribution().get_command_class("build_scripts")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join("cli", "native", "command.c")
@@ -56,7 +58,7 @@ def command_scripts() -> list[str]:
     return scripts
 
 
-class BuildScripts(build_scripts):
+class BuildScripts(_BuildScripts):  # type: ignore[misc,valid-type]
     """distutils rewrites a script's #!python line; the native launcher is copied as it is."""
 
     def _copy_script(self, script, outfiles, updated_files):  # type: ignore[no-untyped-def]
