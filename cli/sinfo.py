@@ -372,7 +372,7 @@ def group_nodes(
     for part in partitions:
         if flt.partitions is not None and part.name not in flt.partitions:
             continue
-        if part.hidden and not flt.show_hidden and flt.partitions is None:
+        if (part.hidden or part.unavailable) and not flt.show_hidden and flt.partitions is None:
             continue
         for name in expand(part.nodes):
             node = by_name.get(name)

@@ -683,7 +683,14 @@ class Controller:
         jobsteps.complete_allocation(self, req, caller)
 
     # ------------------------------------------------------------------ queries
-    def get_jobs(self, req: controller_pb2.GetJobsRequest) -> controller_pb2.GetJobsResponse:
+    def unavailable_partitions(self, caller: Caller | None) -> set[str]:
+        """Partitions whose AllowGroups leave the caller out: sinfo, squeue and scontrol show them (and
+        their jobs) only with -a or when named, as Slurm does. Root and SlurmUser pass every AllowGroups."""
+        if caller is None:
+            return set()
+        return {p.name for p in self._partitions_view if p.allow_uids is not None and caller.uid not in p.allow_uids}
+
+    def get_jobs(self, req: controller_pb2.GetJobsRequest, caller: Caller | None = None) -> controller_pb2.GetJobsResponse:
         with self.lock:
             wanted = set(req.job_ids)
             users = set(req.user_ids)
@@ -691,7 +698,8 @@ class Controller:
             candidates: Iterable[jobs_pb2.JobInfo] = self.jobs.values()
             if req.job_id_strs:
                 candidates = [j for _, found in self._select(req.job_id_strs) for j in found]
-            hidden = set() if req.show_all else {p.name for p in self.cfg.partitions if p.hidden}
+            hidden = set() if req.show_all else (
+                {p.name for p in self.cfg.partitions if p.hidden} | self.unavailable_partitions(caller))
             # jobs kept by MinJobAge go to listings that ask for them (squeue -t all, scontrol) and to
             # whoever names jobs (squeue -j, sbatch --wait, salloc): a plain squeue does not need them
             finished_too = req.include_finished or bool(req.job_ids or req.job_id_strs)
@@ -736,8 +744,10 @@ class Controller:
                 info.base_state, info.state = long_state(info, info.alloc_cpus, info.completing)
             return out
 
-    def get_partitions(self, req: controller_pb2.GetPartitionsRequest) -> controller_pb2.GetPartitionsResponse:
+    def get_partitions(self, req: controller_pb2.GetPartitionsRequest,
+                       caller: Caller | None = None) -> controller_pb2.GetPartitionsResponse:
         names = set(req.names)
+        unavailable = self.unavailable_partitions(caller)
         out = controller_pb2.GetPartitionsResponse()
         for p in self.cfg.partitions:
             if names and p.name not in names:
@@ -768,6 +778,7 @@ class Controller:
                 max_mem_per_cpu_mb=p.max_mem_per_cpu or 0,
                 preempt_mode=p.preempt_mode or self.cfg.preempt_mode,
                 grace_time=p.grace_time,
+                unavailable=p.name in unavailable,
             )
         return out
 

@@ -39,7 +39,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     def GetJobs(self, request, context):  # type: ignore[no-untyped-def]
         try:
-            return self.ctl.get_jobs(request)
+            return self.ctl.get_jobs(request, _caller())
         except SlurmError as exc:
             _abort(context, exc)
 
@@ -47,7 +47,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return self.ctl.get_nodes(request)
 
     def GetPartitions(self, request, context):  # type: ignore[no-untyped-def]
-        return self.ctl.get_partitions(request)
+        return self.ctl.get_partitions(request, _caller())
 
     def GetConfig(self, request, context):  # type: ignore[no-untyped-def]
         return self.ctl.get_config()
