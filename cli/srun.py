@@ -388,7 +388,8 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     try:
         ctld("CompleteStep", controller_pb2.CompleteStepRequest(
             job_id=step.job_id, step_id=step.step_id, exit_code=min(status, 255),
-            cancelled=interrupts.cancelled, usage=step_usage(exits)), controller_pb2.CompleteStepResponse)
+            cancelled=interrupts.cancelled, usage=step_usage(exits), oom=any(e.oom for e in exits.values())),
+            controller_pb2.CompleteStepResponse)
     except CommandError:
         pass
     return status

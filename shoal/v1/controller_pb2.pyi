@@ -824,12 +824,15 @@ class CompleteStepRequest(_message.Message):
     EXIT_SIGNAL_FIELD_NUMBER: _builtins.int
     CANCELLED_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    OOM_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     step_id: _builtins.int
     exit_code: _builtins.int
     """highest task exit code"""
     exit_signal: _builtins.int
     cancelled: _builtins.bool
+    oom: _builtins.bool
+    """a task was killed for exceeding the step's memory"""
     @_builtins.property
     def usage(self) -> _jobs_pb2.Usage:
         """peak RSS (max over tasks) and CPU time (sum over tasks)"""
@@ -843,10 +846,11 @@ class CompleteStepRequest(_message.Message):
         exit_signal: _builtins.int = ...,
         cancelled: _builtins.bool = ...,
         usage: _jobs_pb2.Usage | None = ...,
+        oom: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "step_id", b"step_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "oom", b"oom", "step_id", b"step_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
