@@ -720,7 +720,8 @@ class Controller:
                 view.spec.ClearField("script")
             return out
 
-    def get_nodes(self, req: controller_pb2.GetNodesRequest) -> controller_pb2.GetNodesResponse:
+    def get_nodes(self, req: controller_pb2.GetNodesRequest,
+                  caller: Caller | None = None) -> controller_pb2.GetNodesResponse:
         with self.lock:
             usage = self._usage()
             names = set(req.names)
@@ -742,6 +743,8 @@ class Controller:
                 info.completing = name in completing
                 info.maint = name in maint
                 info.base_state, info.state = long_state(info, info.alloc_cpus, info.completing)
+            if req.with_partitions:
+                out.partitions.extend(self.get_partitions(controller_pb2.GetPartitionsRequest(), caller).partitions)
             return out
 
     def get_partitions(self, req: controller_pb2.GetPartitionsRequest,

@@ -44,7 +44,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             _abort(context, exc)
 
     def GetNodes(self, request, context):  # type: ignore[no-untyped-def]
-        return self.ctl.get_nodes(request)
+        return self.ctl.get_nodes(request, _caller())
 
     def GetPartitions(self, request, context):  # type: ignore[no-untyped-def]
         return self.ctl.get_partitions(request, _caller())

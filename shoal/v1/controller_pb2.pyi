@@ -157,6 +157,9 @@ class GetNodesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NAMES_FIELD_NUMBER: _builtins.int
+    WITH_PARTITIONS_FIELD_NUMBER: _builtins.int
+    with_partitions: _builtins.bool
+    """also every partition (sinfo: one round trip, not two)"""
     @_builtins.property
     def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """empty = all"""
@@ -165,10 +168,11 @@ class GetNodesRequest(_message.Message):
         self,
         *,
         names: _abc.Iterable[_builtins.str] | None = ...,
+        with_partitions: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names", "with_partitions", b"with_partitions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -180,18 +184,24 @@ class GetNodesResponse(_message.Message):
 
     NODES_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
     now: _builtins.int
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.NodeInfo]: ...
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.PartitionInfo]:
+        """when with_partitions"""
+
     def __init__(
         self,
         *,
         nodes: _abc.Iterable[_cluster_pb2.NodeInfo] | None = ...,
         now: _builtins.int = ...,
+        partitions: _abc.Iterable[_cluster_pb2.PartitionInfo] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes", "now", b"now"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes", "now", b"now", "partitions", b"partitions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
