@@ -45,6 +45,7 @@ INVALID_QOS = "Invalid qos specification"
 BATCH_STEP = -4
 BATCH_SIZE = 500
 REFRESH_EVERY_S = 0.5
+LINGER_S = 0.05  # records of a burst (a stream of submissions) travel together: fewer dbd transactions
 SEND = "/shoal.v1.Accounting/SendRecords"
 GET_LIMITS = "/shoal.v1.Accounting/GetLimits"
 GET_USAGE = "/shoal.v1.Accounting/GetUsage"
@@ -351,8 +352,9 @@ class Accounting:
                 if down:
                     log.info("accounting storage at %s is back", self._target)
                 down = False
-                if not sent:
-                    self.wake.wait(1.0)
+                if sent < BATCH_SIZE:  # drained: wait for more, then let a burst gather into one batch
+                    if self.wake.wait(1.0):
+                        stop.wait(LINGER_S)
                     self.wake.clear()
             except Exception as exc:  # dbd away (grpc.RpcError) or a bug: keep the records, retry
                 if not down:
