@@ -41,8 +41,10 @@ import struct
 import sys
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from cli.command import COMMANDS
+from shoal.forking import fork_child
 
 log = logging.getLogger("shoal.runner")
 
@@ -116,15 +118,15 @@ class _Reader:
         return os.fsdecode(self.raw(self.u32()))
 
 
-class Request:
-    def __init__(self, name: str, cwd: str, umask: int, argv: list[str], env: dict[str, str],
-                 fds: list[int]) -> None:
-        self.name = name
-        self.cwd = cwd
-        self.umask = umask
-        self.argv = argv
-        self.env = env
-        self.fds = fds
+class Request(NamedTuple):
+    """What the launcher asked for, and the caller's stdin, stdout and stderr (received fds)."""
+
+    name: str
+    cwd: str
+    umask: int
+    argv: list[str]
+    env: dict[str, str]
+    fds: list[int]
 
 
 def read_request(conn: socket.socket) -> Request:
@@ -370,13 +372,7 @@ class Runner:
             raise
         conn.setblocking(True)
         close_fds = [self.listener.fileno(), *self._own_fds, *self.by_fd]
-        pid = os.fork()
-        if pid == 0:
-            code = 2
-            try:
-                code = run_child(conn, close_fds)
-            finally:
-                os._exit(code)
+        pid = fork_child(lambda: run_child(conn, close_fds), failure=2)
         self.children[pid] = conn
         self.by_fd[conn.fileno()] = pid
         _send(conn, b"P", pid)

@@ -24,7 +24,10 @@ import socket
 import subprocess
 import sys
 import threading
+from functools import partial
 from pathlib import Path
+
+from shoal.forking import fork_child
 
 log = logging.getLogger("shoal.noded.stepd_spawn")
 
@@ -170,13 +173,7 @@ def serve(sock_fd: int) -> int:
             request_id, path = line.decode().rstrip("\n").split(" ", 1)
         except (UnicodeDecodeError, ValueError):
             continue
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = _run_one(path, sock)
-            finally:
-                os._exit(code)
+        pid = fork_child(partial(_run_one, path, sock))
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
         try:
