@@ -247,3 +247,11 @@ def _children(pid: int) -> set[int]:
             return {int(p) for p in fh.read().split()}
     except FileNotFoundError:
         return set()
+
+
+def test_the_runner_loads_what_the_short_commands_load_and_nothing_heavier() -> None:
+    code = ("import sys, cli.runner as r; r.preload(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'sqlalchemy', 'alembic', 'ctld', "
+            "'noded', 'dbd')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
