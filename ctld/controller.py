@@ -595,6 +595,11 @@ class Controller:
             job = self.jobs.get(req.job_id)
             if job is None or job.state not in ACTIVE_STATES:
                 return  # already handled (a replayed report after a noded restart)
+            if req.run != job.restarts:
+                # a late report of an earlier run (it was requeued meanwhile, e.g. as NODE_FAIL): the
+                # run now going on is not the one that ended
+                log.info("job %d: ignoring the end of run %d (run %d is current)", job.job_id, req.run, job.restarts)
+                return
             now = req.end_time or self._now()
             job.batch_usage.CopyFrom(req.usage)  # the .batch step's MaxRSS/TotalCPU in accounting
             # final_state: what the controller ended it as (cancel, time limit, requeue, preemption)
