@@ -88,6 +88,7 @@ class Partition:
     exclusive_user: bool = False  # ExclusiveUser=YES: its jobs' nodes are not shared with other users
     preempt_mode: str = ""  # PreemptMode= of the partition ("" = the cluster's; see preemption.py)
     grace_time_s: int = 0  # GraceTime= (preempt/partition_prio)
+    total_cpus: int = 0  # the CPUs of its nodes as configured; 0 = not known (no PartitionConfig check)
 
 
 @dataclass(frozen=True, slots=True)

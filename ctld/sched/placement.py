@@ -574,8 +574,9 @@ def candidate_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
 def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
     """None when the job fits the configured capacity of at least one candidate partition.
 
-    Usage and availability are ignored (a busy or down node may come back). A node count beyond
-    the partition's is not refused here: Slurm queues such a job with PartitionNodeLimit.
+    Usage and availability are ignored (a busy or down node may come back). A node count or a CPU
+    total beyond the partition's is not refused here: Slurm queues such a job (PartitionNodeLimit,
+    PartitionConfig).
     """
     if job.min_nodes < 0 or (job.max_nodes and job.max_nodes < job.min_nodes):
         return Refusal(INVALID_NODE_COUNT)
@@ -602,6 +603,8 @@ def _as_configured(snap: Snapshot) -> Snapshot:
 
 
 def _fits_capacity(job: JobRequest, part: Partition, capacity: Snapshot) -> bool:
+    if limits.cpu_limit_exceeded(job, part):
+        return True  # more CPUs than the partition has: 22.05 queues it (PartitionConfig), unchecked
     if not limits.node_limit_exceeded(job, part):
         return isinstance(place(job, part, capacity, Overlay()), Start)
     # Too many nodes for this partition: the job will pend, but each node's share must still fit.
