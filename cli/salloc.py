@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
-from cli.common import CommandError, ctld, error, run_main
+from cli.common import CommandError, ctld, error, run_main, submit_failure
 from cli.options import (
     OPTIONAL,
     SBATCH_OPTIONS,
@@ -115,7 +115,9 @@ def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False,
     try:
         reply = ctld("SubmitJob", controller_pb2.SubmitJobRequest(spec=spec), controller_pb2.SubmitJobResponse)
     except CommandError as exc:
-        raise CommandError(f"Unable to allocate resources: {exc.message}") from exc
+        # salloc's words differ from srun's (both as 22.05)
+        failed = "Job submit/allocate failed" if prog == "salloc" else "Unable to allocate resources"
+        raise CommandError(f"{failed}: {submit_failure(prog, exc.message)}") from exc
     job_id = reply.job_id
     if reply.pending_note and not quiet:
         print(f"{prog}: {reply.pending_note}", file=sys.stderr)

@@ -328,8 +328,8 @@ class Controller:
             self._check_dependencies(spec)
             snap = self._snapshot([req], capacity_only=not test_only)
             refusal = sched_submit.check_submission(req, snap)
-            if refusal is not None:
-                raise SlurmError(refusal.message)
+            if refusal is not None:  # Slurm's first lines, then its message (the commands split them)
+                raise SlurmError("\n".join((*refusal.details, refusal.message)))
             if test_only:
                 resv.check_job_access(self, job)
                 return self._test_only(req, snap, now)

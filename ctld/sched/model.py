@@ -448,3 +448,4 @@ class Refusal:
     """A job that could never run, refused at submit with Slurm's message."""
 
     message: str
+    details: tuple[str, ...] = ()  # what Slurm says first, each on its own "error:" line

@@ -47,6 +47,8 @@ RESOURCES = "Resources"
 REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
 
 NODE_CONFIG_UNAVAILABLE = "Requested node configuration is not available"
+CPUS_PER_NODE_UNSATISFIABLE = "CPU count per node can not be satisfied"
+MEMORY_UNSATISFIABLE = "Memory specification can not be satisfied"
 INVALID_GRES = "Invalid generic resource (gres) specification"
 INVALID_NODE_NAME = "Invalid node name specified"
 INVALID_NODE_COUNT = "Node count specification invalid"
@@ -593,7 +595,19 @@ def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
     capacity = _as_configured(snap)
     if any(_fits_capacity(job, part, capacity) for part in parts):
         return None
-    return Refusal(NODE_CONFIG_UNAVAILABLE)
+    return Refusal(NODE_CONFIG_UNAVAILABLE, _unsatisfiable(job, [n for n in snap.nodes if n.name in in_parts]))
+
+
+def _unsatisfiable(job: JobRequest, nodes: list[Node]) -> tuple[str, ...]:
+    """Slurm's first lines for a per-node request no node of the job's partitions can hold."""
+    details = []
+    per_node_cpus = job.cpus_per_task * max(1, job.ntasks_per_node)
+    if nodes and per_node_cpus > max(node.cpus for node in nodes):
+        details.append(CPUS_PER_NODE_UNSATISFIABLE)
+    per_node_mem = job.mem_per_node_mb or job.mem_per_cpu_mb * per_node_cpus
+    if nodes and per_node_mem > max(node.real_memory_mb for node in nodes):
+        details.append(MEMORY_UNSATISFIABLE)
+    return tuple(details)
 
 
 def _as_configured(snap: Snapshot) -> Snapshot:

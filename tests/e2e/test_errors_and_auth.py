@@ -43,6 +43,17 @@ def test_sbatch_refusals(cluster: Cluster, argv: tuple[str, ...], message: str) 
     assert cluster.ok("squeue", "-h", "-t", "all", "-o", "%i").split() == before
 
 
+def test_a_request_no_node_can_hold_says_why_first(cluster: Cluster) -> None:
+    out = cluster.run("sbatch", "-c", "5", "--wrap", "true")  # the nodes have 4 CPUs
+    assert (out.returncode, out.stderr) == (1, "sbatch: error: CPU count per node can not be satisfied\n"
+                                               "sbatch: error: Batch job submission failed: Requested node "
+                                               "configuration is not available\n")
+    out = cluster.run("salloc", "--mem", "900G", "true")
+    assert (out.returncode, out.stderr) == (1, "salloc: error: Memory specification can not be satisfied\n"
+                                               "salloc: error: Job submit/allocate failed: Requested node "
+                                               "configuration is not available\n")
+
+
 def test_malformed_directive_is_refused(cluster: Cluster, tmp_path: Path) -> None:
     script = tmp_path / "bad.sh"
     script.write_text("#!/bin/bash\n#SBATCH --nodes=lots\necho hi\n")

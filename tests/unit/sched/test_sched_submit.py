@@ -156,3 +156,15 @@ def test_node_count_beyond_the_partition(enforce: str, req: JobRequest, refusal:
     assert (got.message if got else None) == refusal
     if got is None:
         assert pending_note(req, snap) == note
+
+
+@pytest.mark.parametrize(("req", "details"), [
+    (job(1).cpus_per_task(17).obj(), ("CPU count per node can not be satisfied",)),
+    (job(1).tasks_per_node(5).cpus_per_task(4).obj(), ("CPU count per node can not be satisfied",)),
+    (job(1).mem(64001).obj(), ("Memory specification can not be satisfied",)),
+    (job(1).tasks(17).obj(), ()),  # 17 tasks on one node: refused, but Slurm says only the message
+], ids=["cpus-per-task", "tasks-per-node", "memory", "tasks-on-one-node"])
+def test_refusals_say_first_what_no_node_can_hold(req: JobRequest, details: tuple[str, ...]) -> None:
+    refusal = check_submission(req, snapshot(cluster(2), partitions=[partition("batch", ["node1", "node2"])]))
+    assert refusal is not None
+    assert (refusal.details, refusal.message) == (details, NOT_AVAILABLE)
