@@ -265,7 +265,9 @@ class Snapshot:
 class Reservation:
     """An advance reservation: its nodes are kept for its own jobs over [start_time, end_time).
 
-    A DAILY one repeats every day from its start; flags are upper case (MAINT, FLEX, DAILY ...).
+    DAILY repeats it every day from its start, WEEKLY every week, WEEKDAY on Monday to Friday and
+    WEEKEND on Saturday and Sunday (days of the site's local time, `utc_offset_s` east of UTC);
+    flags are upper case (MAINT, FLEX, DAILY ...).
     """
 
     name: str
@@ -273,6 +275,7 @@ class Reservation:
     end_time: int
     nodes: frozenset[str]
     flags: frozenset[str] = frozenset()
+    utc_offset_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)
