@@ -24,7 +24,7 @@ REPO="$(dirname "$HERE")"
 PY="${PYTHON:-$(command -v python3)}"
 # The console scripts live next to the real interpreter (not pyenv's shims, which are
 # shell scripts that would add ~50 ms to every command).
-PYBIN="$("$PY" -c 'import sys, os; print(os.path.dirname(os.path.realpath(sys.executable)))')"
+PYBIN="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
 if [[ -z "${SHOAL_BENCH_AS_IS:-}" ]]; then
   unset PYTHONDONTWRITEBYTECODE
   export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/shoal-bench/pycache}"

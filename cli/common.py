@@ -35,6 +35,15 @@ def ctld(method: str, request: Message, response_type: type[M], *, timeout: floa
         raise CommandError(exc.message) from exc
 
 
+def submit_failure(prog: str, message: str) -> str:
+    """A refused submission's message may start with lines Slurm prints first (`CPU count per node can
+    not be satisfied`): print those as `<prog>: error:` lines, return the message proper."""
+    *details, last = message.split("\n")
+    for line in details:
+        error(prog, line)
+    return last
+
+
 def error(prog: str, message: str) -> None:
     print(f"{prog}: error: {message}", file=sys.stderr)
 

@@ -709,7 +709,11 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
         if spec.nodelist:
             from shoal.hostlist import expand
 
-            spec.min_nodes = max(spec.min_nodes, len(set(expand(spec.nodelist))))
+            listed = len(set(expand(spec.nodelist)))
+            if not opts.has("nodes") and spec.num_tasks > listed:
+                # -w names nodes the job must have, not all it may get (Slurm adds nodes for -n)
+                spec.max_nodes = spec.num_tasks
+            spec.min_nodes = max(spec.min_nodes, listed)
     # --ntasks-per-node with a fixed node count and no --ntasks fixes the task count (as Slurm).
     if (
         spec.ntasks_per_node

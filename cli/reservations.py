@@ -200,9 +200,13 @@ def _null(text: str) -> str:
 
 
 def state(info: controller_pb2.ReservationInfo, now: int) -> str:
-    """ACTIVE while the reservation (today's occurrence, for DAILY) holds its nodes."""
-    if "DAILY" in info.flags and now >= info.start_time:
-        into = (now - info.start_time) % 86400
+    """ACTIVE while the reservation (its current occurrence, for a recurring one) holds its nodes.
+
+    The controller moves a recurring reservation to its next occurrence once one ends (WEEKDAY and
+    WEEKEND skipping the other days), so between occurrences start_time is already the next one."""
+    period = 7 * 86400 if "WEEKLY" in info.flags else 86400 if {"DAILY", "WEEKDAY", "WEEKEND"} & set(info.flags) else 0
+    if period and now >= info.start_time:
+        into = (now - info.start_time) % period
         return "ACTIVE" if into < info.end_time - info.start_time else "INACTIVE"
     return "ACTIVE" if info.start_time <= now < info.end_time else "INACTIVE"
 

@@ -279,8 +279,8 @@ def render(rows: Sequence[Row], fields: list[tuple[str, int]], *, parsable: str,
             value = value[: width - 1] + "+"
         return value.ljust(width) if name.lower() in ("jobid", "jobidraw") else value.rjust(width)
 
-    if header:
-        lines.append(" ".join(cell(n, n, w) for n, w in fields) + " ")
+    if header:  # a title is cut to its column, without the "+" that marks a cut value
+        lines.append(" ".join(cell(n[:w], n, w) for n, w in fields) + " ")
         lines.append(" ".join("-" * w for _, w in fields) + " ")
     # one format string for the whole line; a line longer than the widths allow has a value to truncate
     template = " ".join(("{:<%d}" if n.lower() in ("jobid", "jobidraw") else "{:>%d}") % w for n, w in fields) + " "

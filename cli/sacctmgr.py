@@ -23,13 +23,17 @@ ACTIONS = {"add": "add", "create": "add", "modify": "modify", "update": "modify"
 FORMATS = {
     "association": "Cluster,Account,User,Partition,Share%9,Priority,GrpJobs%7,GrpTRES%13,GrpSubmit%9,"
                    "GrpWall%11,GrpTRESMins%13,MaxJobs%7,MaxTRES%13,MaxTRESPerNode%14,MaxSubmit%9,MaxWall%11,"
-                   "MaxTRESMins%13,QOS%20,Def QOS%9,GrpTRESRunMin%13",
+                   "MaxTRESMins%13,QOS%20,Def QOS%9,GrpTRESRunMins%13",
     "user": "User,Def Acct,Admin%9",
     "user_assoc": "User,Def Acct,Admin%9,Cluster,Account,Partition,Share%9,Priority,MaxJobs%7,MaxNodes%8,"
                   "MaxCPUs%8,MaxSubmit%9,MaxWall%11,MaxCPUMins%11,QOS%20,Def QOS%9",
     "account": "Account,Descr%20,Org%20",
-    "qos": "Name,Priority,GraceTime,Preempt,PreemptMode%11,Flags%20,UsageFactor%11,MaxWall%11,MaxTRES%13,"
-           "MaxTRESPU%13,MaxJobsPU%9,MaxSubmitPU%11",
+    # 22.05's default columns; those shoal does not keep (PreemptExemptTime, UsageThres, GrpSubmit,
+    # MaxTRESPerNode, the per-account limits, MinTRES) stay empty, as they are for a QOS without them
+    "qos": "Name,Priority,GraceTime,Preempt,PreemptExemptTime%19,PreemptMode%11,Flags%40,UsageThres,UsageFactor%11,"
+           "GrpTRES%13,GrpTRESMins%13,GrpTRESRunMins%13,GrpJobs%7,GrpSubmit%9,GrpWall%11,MaxTRES%13,"
+           "MaxTRESPerNode%14,MaxTRESMins%13,MaxWall%11,MaxTRESPU%13,MaxJobsPU%9,MaxSubmitPU%11,MaxTRESPA%13,"
+           "MaxJobsPA%9,MaxSubmitPA%11,MinTRES%13",
     "cluster": "Cluster,ControlHost%15,Share%9,QOS%20",
 }
 ALIASES = {"defacct": "defaultaccount", "admin": "adminlevel", "fairshare": "share", "maxtresperjob": "maxtres",
@@ -95,8 +99,21 @@ def parse_format(text: str) -> list[tuple[str, str, int]]:
         key = name.lower().replace(" ", "")
         key = ALIASES.get(key, key)
         header = HEADERS.get(key, name) if name.lower().replace(" ", "") == key else name
-        out.append((header, key, int(width) if width.isdigit() else 10))
+        out.append((header, key, int(width) if width.isdigit() else _default_width(key)))
     return out
+
+
+def _default_width(key: str) -> int:
+    """A column's width when format= gives none: the one the default layouts use for it, else 10
+    (QOS Flags: 20, though the default QOS listing gives it 40, as Slurm's)."""
+    if key == "flags":
+        return 20
+    for layout in FORMATS.values():
+        for item in layout.split(","):
+            name, _, width = item.partition("%")
+            if width.isdigit() and ALIASES.get(name.lower().replace(" ", ""), name.lower().replace(" ", "")) == key:
+                return int(width)
+    return 10
 
 
 def render(rows: Sequence[dict[str, str]], fields: list[tuple[str, str, int]], *, parsable: str,
@@ -112,8 +129,8 @@ def render(rows: Sequence[dict[str, str]], fields: list[tuple[str, str, int]], *
     def cell(value: str, width: int) -> str:
         return (value[: width - 1] + "+" if len(value) > width else value).rjust(width)
 
-    if header:
-        lines.append(" ".join(cell(h, w) for h, _, w in fields) + " ")
+    if header:  # a title is cut to its column, without the "+" that marks a cut value
+        lines.append(" ".join(h[:w].rjust(w) for h, _, w in fields) + " ")
         lines.append(" ".join("-" * w for _, _, w in fields) + " ")
     lines.extend(" ".join(cell(r.get(k, ""), w) for _, k, w in fields) + " " for r in rows)
     return lines
@@ -139,11 +156,12 @@ def _confirm() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     def body() -> int:
-        words = list(sys.argv[1:] if argv is None else argv)
+        given = list(sys.argv[1:] if argv is None else argv)
         immediate = parsable = ""
         header = True
-        while words and words[0].startswith("-"):
-            opt = words.pop(0)
+        # options may come anywhere, as with Slurm's getopt (`sacctmgr show qos -P`)
+        words = [w for w in given if not w.startswith("-") or len(w) == 1]
+        for opt in (w for w in given if w.startswith("-") and len(w) > 1):
             if opt in ("-i", "--immediate"):
                 immediate = "i"
             elif opt in ("-n", "--noheader"):

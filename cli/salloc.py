@@ -15,8 +15,9 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
-from cli.common import CommandError, ctld, run_main
+from cli.common import CommandError, ctld, error, run_main, submit_failure
 from cli.options import (
+    OPTIONAL,
     SBATCH_OPTIONS,
     JobOptions,
     Opt,
@@ -43,12 +44,14 @@ SALLOC_ENV = {
     "SALLOC_GRES": "gres",
     "SALLOC_GPUS": "gpus",
     "SALLOC_EXCLUSIVE": "exclusive",
+    "SALLOC_IMMEDIATE": "immediate",
 }
 
 _SKIP = {"array", "wrap", "parsable", "test_only", "wait", "requeue", "no_requeue", "open_mode", "output",
          "error", "input", "signal", "kill_on_invalid_dep"}
 SALLOC_OPTIONS: tuple[Opt, ...] = tuple(o for o in SBATCH_OPTIONS if o.dest not in _SKIP) + (
     Opt("no_shell", ("no-shell",), arg=0),
+    Opt("immediate", ("immediate",), "I", OPTIONAL),
 )
 
 
@@ -87,15 +90,40 @@ def get_job(job_id: int) -> jobs_pb2.JobInfo | None:
     return next((j for j in reply.jobs if j.job_id == job_id), None)
 
 
-def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False) -> jobs_pb2.JobInfo:
-    """Submit an interactive job and wait until it runs (Slurm's messages while it waits)."""
+class AllocationBusy(CommandError):
+    """--immediate ran out before the job could start; the job was cancelled."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__("Unable to allocate resources: Requested nodes are busy")
+        self.job_id = job_id
+
+
+def immediate_seconds(opts: JobOptions, prog: str) -> float | None:
+    """-I/--immediate[=secs]: how long the allocation may wait (1 s when no value is given)."""
+    if not opts.has("immediate"):
+        return None
+    value = opts.get("immediate") or "1"
+    if not value.isdigit():
+        raise CommandError(f"Invalid --immediate specification: {value}")
+    return float(value)
+
+
+def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False,
+             immediate: float | None = None) -> jobs_pb2.JobInfo:
+    """Submit an interactive job and wait until it runs (Slurm's messages while it waits); with
+    `immediate`, give up (cancelling the job) when it has not started within that many seconds."""
     try:
         reply = ctld("SubmitJob", controller_pb2.SubmitJobRequest(spec=spec), controller_pb2.SubmitJobResponse)
     except CommandError as exc:
-        raise CommandError(f"Unable to allocate resources: {exc.message}") from exc
+        # salloc's words differ from srun's (both as 22.05)
+        failed = "Job submit/allocate failed" if prog == "salloc" else "Unable to allocate resources"
+        raise CommandError(f"{failed}: {submit_failure(prog, exc.message)}") from exc
     job_id = reply.job_id
     if reply.pending_note and not quiet:
         print(f"{prog}: {reply.pending_note}", file=sys.stderr)
+    deadline = None if immediate is None else time.monotonic() + immediate
+    # `--immediate` alone means "now": Slurm says nothing of queueing then
+    announce = immediate is None or immediate > 1
     announced = False
     try:
         while True:
@@ -108,7 +136,10 @@ def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False) -> jobs_pb2
                 return job
             if job.state != jobs_pb2.PENDING:
                 raise CommandError(f"Job allocation {job_id} has been revoked.")
-            if not announced and not quiet:
+            if deadline is not None and time.monotonic() >= deadline:
+                release(job_id, 0, 0, cancel=True)
+                raise AllocationBusy(job_id)
+            if announce and not announced and not quiet:
                 if prog == "salloc":
                     print(f"salloc: Pending job allocation {job_id}", file=sys.stderr)
                 print(f"{prog}: job {job_id} queued and waiting for resources", file=sys.stderr)
@@ -196,7 +227,12 @@ def body(argv: list[str]) -> int:
         raise CommandError(exc.message) from exc
     if not opts.has("job_name"):
         spec.name = os.path.basename(command[0]) if command else "interactive"
-    job = allocate(PROG, spec, quiet=opts.has("quiet"))
+    try:
+        job = allocate(PROG, spec, quiet=opts.has("quiet"), immediate=immediate_seconds(opts, PROG))
+    except AllocationBusy as exc:
+        error(PROG, exc.message)
+        print(f"salloc: Job allocation {exc.job_id} has been revoked.", file=sys.stderr)
+        return 1
     print(f"salloc: Granted job allocation {job.job_id}", file=sys.stderr)
     if not command:
         print(f"salloc: Allocation {job.job_id} held (--no-shell); release it with scancel", file=sys.stderr)

@@ -197,14 +197,14 @@ def prepare(
 
 
 def submit(spec: jobs_pb2.JobSpec, test_only: bool) -> controller_pb2.SubmitJobResponse:
-    from cli.common import CommandError, ctld
+    from cli.common import CommandError, ctld, submit_failure
     from shoal.v1 import controller_pb2
 
     request = controller_pb2.SubmitJobRequest(spec=spec, test_only=test_only)
     try:
         return ctld("SubmitJob", request, controller_pb2.SubmitJobResponse)
     except CommandError as exc:
-        raise Failure(f"Batch job submission failed: {exc.message}") from exc
+        raise Failure(f"Batch job submission failed: {submit_failure(PROG, exc.message)}") from exc
 
 
 def test_only_line(resp: controller_pb2.SubmitJobResponse) -> str:

@@ -371,7 +371,7 @@ def show_partitions(name: str, flags: Flags) -> int:
         resp = ctld("GetPartitions", request, controller_pb2.GetPartitionsResponse)
     except CommandError as exc:
         raise Failure(f"slurm_load_partitions error: {exc.message}") from exc
-    partitions = [p for p in resp.partitions if flags.all or not p.hidden]
+    partitions = [p for p in resp.partitions if flags.all or not (p.hidden or p.unavailable)]
     if not partitions:
         if name:
             raise Failure(f"Partition {name} not found")

@@ -372,7 +372,7 @@ def group_nodes(
     for part in partitions:
         if flt.partitions is not None and part.name not in flt.partitions:
             continue
-        if part.hidden and not flt.show_hidden and flt.partitions is None:
+        if (part.hidden or part.unavailable) and not flt.show_hidden and flt.partitions is None:
             continue
         for name in expand(part.nodes):
             node = by_name.get(name)
@@ -549,22 +549,16 @@ def _query() -> tuple[list[cluster_pb2.PartitionInfo], list[cluster_pb2.NodeInfo
     from cli.common import CommandError, ctld
     from shoal.v1 import controller_pb2
 
-    try:
-        parts = ctld(
-            "GetPartitions", controller_pb2.GetPartitionsRequest(), controller_pb2.GetPartitionsResponse
-        )
+    try:  # nodes and partitions in one round trip
+        nodes = ctld("GetNodes", controller_pb2.GetNodesRequest(with_partitions=True), controller_pb2.GetNodesResponse)
     except CommandError as exc:
         raise _LoadError(f"slurm_load_partitions: {exc.message}") from exc
-    try:
-        nodes = ctld("GetNodes", controller_pb2.GetNodesRequest(), controller_pb2.GetNodesResponse)
-    except CommandError as exc:
-        raise _LoadError(f"slurm_load_node: {exc.message}") from exc
     now = nodes.now
     if not now:
         import time
 
         now = int(time.time())
-    return list(parts.partitions), list(nodes.nodes), now
+    return list(nodes.partitions), list(nodes.nodes), now
 
 
 class _LoadError(Exception):

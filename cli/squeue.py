@@ -478,9 +478,16 @@ def format_rows(rows: Iterable[Row], fields: list[fmt.Field], now: int, header: 
     lines: list[str] = []
     if header:
         lines.append(fmt.render(fields, header_of))
-    for row in rows:
-        lines.append(fmt.render(fields, lambda key, row=row: job_value(row, key, now)))  # type: ignore[misc]
+    render_row = fmt.row_renderer(fields, lambda key: _getter(key, now))
+    lines.extend(render_row(row) for row in rows)
     return lines
+
+
+def _getter(key: str, now: int) -> Callable[[Row], str]:
+    value = _VALUES.get(key)
+    if value is None:
+        return lambda row: ""
+    return lambda row: value(row, now)
 
 
 def build_fields(format_str: str | None, long_format: str | None) -> list[fmt.Field]:

@@ -34,7 +34,7 @@ from cli.options import (
     parse_positive,
     version_line,
 )
-from cli.salloc import allocate, get_job, job_environment, parse_options, release
+from cli.salloc import allocate, get_job, immediate_seconds, job_environment, parse_options, release
 from cli.stepio import StepIO, TaskExit
 from shoal.v1 import controller_pb2, jobs_pb2
 
@@ -59,6 +59,7 @@ SRUN_OPTIONS: tuple[Opt, ...] = tuple(o for o in SBATCH_OPTIONS if o.dest not in
     Opt("exact", ("exact",), arg=NO_ARG),
     Opt("whole", ("whole",), arg=NO_ARG),
     Opt("slurmd_debug", ("slurmd-debug",)),
+    Opt("immediate", ("immediate",), "I", OPTIONAL),
 )
 
 SRUN_ENV = {
@@ -68,6 +69,7 @@ SRUN_ENV = {
     "SLURM_DISTRIBUTION": "distribution",
     "SLURM_EXACT": "exact",
     "SLURM_EXCLUSIVE": "exclusive",
+    "SLURM_IMMEDIATE": "immediate",
     "SLURM_GRES": "gres",
     "SLURM_JOB_NAME": "job_name",
     "SLURM_KILL_BAD_EXIT": "kill_on_bad_exit",
@@ -388,7 +390,8 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     try:
         ctld("CompleteStep", controller_pb2.CompleteStepRequest(
             job_id=step.job_id, step_id=step.step_id, exit_code=min(status, 255),
-            cancelled=interrupts.cancelled, usage=step_usage(exits)), controller_pb2.CompleteStepResponse)
+            cancelled=interrupts.cancelled, usage=step_usage(exits), oom=any(e.oom for e in exits.values())),
+            controller_pb2.CompleteStepResponse)
     except CommandError:
         pass
     return status
@@ -430,7 +433,7 @@ def body(argv: list[str]) -> int:
         raise CommandError(exc.message) from exc
     if not opts.has("job_name"):
         spec.name = os.path.basename(command[0])
-    job = allocate(PROG, spec, quiet=opts.has("quiet"))
+    job = allocate(PROG, spec, quiet=opts.has("quiet"), immediate=immediate_seconds(opts, PROG))
     environ.update(job_environment(job))
     status = 1
     try:

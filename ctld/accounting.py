@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import replace
@@ -43,6 +44,8 @@ INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
 INVALID_QOS = "Invalid qos specification"
 BATCH_STEP = -4
 BATCH_SIZE = 500
+REFRESH_EVERY_S = 0.5
+LINGER_S = 0.05  # records of a burst (a stream of submissions) travel together: fewer dbd transactions
 SEND = "/shoal.v1.Accounting/SendRecords"
 GET_LIMITS = "/shoal.v1.Accounting/GetLimits"
 GET_USAGE = "/shoal.v1.Accounting/GetUsage"
@@ -336,16 +339,22 @@ class Accounting:
 
         stub = Stub(self._target, self._key)
         down = False
+        refreshed = float("-inf")
         while not stop.is_set():
             try:
-                self._refresh(stub)
+                # the association/QOS cache: at most every REFRESH_EVERY_S (a burst of records does not
+                # ask dbd again for each one), and at once after dbd was away
+                if down or time.monotonic() - refreshed >= REFRESH_EVERY_S:
+                    self._refresh(stub)
+                    refreshed = time.monotonic()
                 self._fetch_usage(stub)  # before any record: dbd's answer holds only jobs ended before
                 sent = self._send_batch(stub)
                 if down:
                     log.info("accounting storage at %s is back", self._target)
                 down = False
-                if not sent:
-                    self.wake.wait(1.0)
+                if sent < BATCH_SIZE:  # drained: wait for more, then let a burst gather into one batch
+                    if self.wake.wait(1.0):
+                        stop.wait(LINGER_S)
                     self.wake.clear()
             except Exception as exc:  # dbd away (grpc.RpcError) or a bug: keep the records, retry
                 if not down:

@@ -328,8 +328,8 @@ class Controller:
             self._check_dependencies(spec)
             snap = self._snapshot([req], capacity_only=not test_only)
             refusal = sched_submit.check_submission(req, snap)
-            if refusal is not None:
-                raise SlurmError(refusal.message)
+            if refusal is not None:  # Slurm's first lines, then its message (the commands split them)
+                raise SlurmError("\n".join((*refusal.details, refusal.message)))
             if test_only:
                 resv.check_job_access(self, job)
                 return self._test_only(req, snap, now)
@@ -595,6 +595,11 @@ class Controller:
             job = self.jobs.get(req.job_id)
             if job is None or job.state not in ACTIVE_STATES:
                 return  # already handled (a replayed report after a noded restart)
+            if req.run != job.restarts:
+                # a late report of an earlier run (it was requeued meanwhile, e.g. as NODE_FAIL): the
+                # run now going on is not the one that ended
+                log.info("job %d: ignoring the end of run %d (run %d is current)", job.job_id, req.run, job.restarts)
+                return
             now = req.end_time or self._now()
             job.batch_usage.CopyFrom(req.usage)  # the .batch step's MaxRSS/TotalCPU in accounting
             # final_state: what the controller ended it as (cancel, time limit, requeue, preemption)
@@ -683,7 +688,14 @@ class Controller:
         jobsteps.complete_allocation(self, req, caller)
 
     # ------------------------------------------------------------------ queries
-    def get_jobs(self, req: controller_pb2.GetJobsRequest) -> controller_pb2.GetJobsResponse:
+    def unavailable_partitions(self, caller: Caller | None) -> set[str]:
+        """Partitions whose AllowGroups leave the caller out: sinfo, squeue and scontrol show them (and
+        their jobs) only with -a or when named, as Slurm does. Root and SlurmUser pass every AllowGroups."""
+        if caller is None:
+            return set()
+        return {p.name for p in self._partitions_view if p.allow_uids is not None and caller.uid not in p.allow_uids}
+
+    def get_jobs(self, req: controller_pb2.GetJobsRequest, caller: Caller | None = None) -> controller_pb2.GetJobsResponse:
         with self.lock:
             wanted = set(req.job_ids)
             users = set(req.user_ids)
@@ -691,7 +703,8 @@ class Controller:
             candidates: Iterable[jobs_pb2.JobInfo] = self.jobs.values()
             if req.job_id_strs:
                 candidates = [j for _, found in self._select(req.job_id_strs) for j in found]
-            hidden = set() if req.show_all else {p.name for p in self.cfg.partitions if p.hidden}
+            hidden = set() if req.show_all else (
+                {p.name for p in self.cfg.partitions if p.hidden} | self.unavailable_partitions(caller))
             # jobs kept by MinJobAge go to listings that ask for them (squeue -t all, scontrol) and to
             # whoever names jobs (squeue -j, sbatch --wait, salloc): a plain squeue does not need them
             finished_too = req.include_finished or bool(req.job_ids or req.job_id_strs)
@@ -712,7 +725,8 @@ class Controller:
                 view.spec.ClearField("script")
             return out
 
-    def get_nodes(self, req: controller_pb2.GetNodesRequest) -> controller_pb2.GetNodesResponse:
+    def get_nodes(self, req: controller_pb2.GetNodesRequest,
+                  caller: Caller | None = None) -> controller_pb2.GetNodesResponse:
         with self.lock:
             usage = self._usage()
             names = set(req.names)
@@ -734,10 +748,14 @@ class Controller:
                 info.completing = name in completing
                 info.maint = name in maint
                 info.base_state, info.state = long_state(info, info.alloc_cpus, info.completing)
+            if req.with_partitions:
+                out.partitions.extend(self.get_partitions(controller_pb2.GetPartitionsRequest(), caller).partitions)
             return out
 
-    def get_partitions(self, req: controller_pb2.GetPartitionsRequest) -> controller_pb2.GetPartitionsResponse:
+    def get_partitions(self, req: controller_pb2.GetPartitionsRequest,
+                       caller: Caller | None = None) -> controller_pb2.GetPartitionsResponse:
         names = set(req.names)
+        unavailable = self.unavailable_partitions(caller)
         out = controller_pb2.GetPartitionsResponse()
         for p in self.cfg.partitions:
             if names and p.name not in names:
@@ -768,6 +786,7 @@ class Controller:
                 max_mem_per_cpu_mb=p.max_mem_per_cpu or 0,
                 preempt_mode=p.preempt_mode or self.cfg.preempt_mode,
                 grace_time=p.grace_time,
+                unavailable=p.name in unavailable,
             )
         return out
 

@@ -11,6 +11,7 @@ IGNORE_JOBS. Errors carry Slurm's words.
 from __future__ import annotations
 
 import pwd
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,7 @@ def to_core(info: pb.ReservationInfo) -> m.Reservation:
         end_time=info.end_time,
         nodes=frozenset(info.nodes),
         flags=frozenset(info.flags),
+        utc_offset_s=time.localtime(info.start_time).tm_gmtoff,  # WEEKDAY/WEEKEND: the site's days
     )
 
 
@@ -151,7 +153,8 @@ def delete(ctl: Controller, req: pb.DeleteReservationRequest, caller: Caller) ->
 
 
 def expire(ctl: Controller, now: int) -> None:
-    """Reservations past their end go away (as Slurm deletes them); DAILY ones move to their next day."""
+    """Reservations past their end go away (as Slurm deletes them); recurring ones move to their next
+    occurrence."""
     for name, info in list(ctl.reservations.items()):
         rolled = roll(to_core(info), now)
         if rolled is None:

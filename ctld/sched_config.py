@@ -86,6 +86,7 @@ def partitions(cfg: SlurmConfig, group_members: Callable[[str], Iterable[int]] |
             exclusive_user=p.exclusive_user,
             preempt_mode=p.preempt_mode,
             grace_time_s=p.grace_time,
+            total_cpus=sum(node.cpus for node in (cfg.node(name) for name in p.nodes) if node is not None),
         )
         for p in cfg.partitions
     )

@@ -39,15 +39,15 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     def GetJobs(self, request, context):  # type: ignore[no-untyped-def]
         try:
-            return self.ctl.get_jobs(request)
+            return self.ctl.get_jobs(request, _caller())
         except SlurmError as exc:
             _abort(context, exc)
 
     def GetNodes(self, request, context):  # type: ignore[no-untyped-def]
-        return self.ctl.get_nodes(request)
+        return self.ctl.get_nodes(request, _caller())
 
     def GetPartitions(self, request, context):  # type: ignore[no-untyped-def]
-        return self.ctl.get_partitions(request)
+        return self.ctl.get_partitions(request, _caller())
 
     def GetConfig(self, request, context):  # type: ignore[no-untyped-def]
         return self.ctl.get_config()

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("shoal.ctld.steps")
 
 BATCH_STEP = -4
+OOM_SIGNAL = 125  # Slurm's dummy signal for a task killed for memory (SIG_OOM)
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="step-launch")
 
 
@@ -236,14 +237,17 @@ def complete_step(ctl: Controller, req: controller_pb2.CompleteStepRequest, call
         step = _find(job, req.step_id)
         if step is None or step.state != jobs_pb2.RUNNING:
             return
+        exit_code, exit_signal = req.exit_code, req.exit_signal
         if req.cancelled:
             state = jobs_pb2.CANCELLED
+        elif req.oom:  # sacct shows Slurm's OUT_OF_MEMORY 0:125 (its dummy OOM signal)
+            state, exit_code, exit_signal = jobs_pb2.OUT_OF_MEMORY, 0, OOM_SIGNAL
         elif req.exit_code or req.exit_signal:
             state = jobs_pb2.FAILED
         else:
             state = jobs_pb2.COMPLETED
         step.usage.CopyFrom(req.usage)
-        _end(step, state, req.exit_code, req.exit_signal, ctl._now())
+        _end(step, state, exit_code, exit_signal, ctl._now())
         ctl._save(job)
 
 

@@ -64,7 +64,7 @@ def _convert(kind: str, key: str, value: str) -> object:
     if kind == "text":
         return "" if value == "-1" else value
     if kind == "tres":
-        return "" if value == "-1" else value
+        return "" if value == "-1" else _check_tres(value)
     if kind == "borrow":  # MaxBorrowTRES: only what GrpTRES guarantees and ctld counts
         if value == "-1":
             return ""
@@ -88,6 +88,27 @@ def _convert(kind: str, key: str, value: str) -> object:
     if not value.lstrip("-").isdigit():
         raise AdminError(f"Invalid value for {key}: {value}")
     return int(value)
+
+
+TRES_TYPES = ("cpu", "mem", "node", "billing", "energy", "gres/gpu")
+
+
+def _check_tres(value: str) -> str:
+    """A TRES list (`cpu=4,gres/gpu=2,mem=10G`) with sacctmgr's complaints about a bad one."""
+    for item in value.split(","):
+        name, sep, count = item.partition("=")
+        base = name.lower()
+        if base.startswith("gres/gpu:"):
+            base = "gres/gpu"  # a typed GPU count (gres/gpu:h100=2)
+        if base not in TRES_TYPES:
+            raise AdminError(f"slurmdb_format_tres_str: no TRES known by type {name}")
+        if not sep:
+            raise AdminError(f"slurmdb_format_tres_str: no TRES id found for {name}")
+        digits = count.rstrip("KMGTPkmgtp") if count != "-1" else "1"
+        if not digits.isdigit() or len(count) - len(digits) > 1:
+            unit = next((c for c in count if not c.isdigit()), count[:1])
+            raise AdminError(f"Invalid unit type '{unit}'. Possible options are 'KMGTP'")
+    return value
 
 
 PREEMPT_MODES = ("cluster", "off", "cancel", "requeue", "suspend", "gang", "within")

@@ -9,10 +9,9 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from noded import jobs, spool
+from noded import jobs, spool, stepd_spawn
 from noded.env import NodeName, batch_environment
 from noded.isolation import Isolation, cgroup_request
 from noded.launchspec import LaunchSpec
@@ -20,7 +19,6 @@ from shoal.outpath import resolve_streams
 from shoal.v1 import jobs_pb2, node_pb2
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-SPAWN_TIMEOUT_S = 30
 
 
 class LaunchRefused(Exception):
@@ -118,25 +116,15 @@ def start_stepd(spec: LaunchSpec, script: bytes, spool_root: Path) -> None:
             shutil.rmtree(job_dir, ignore_errors=True)
             raise LaunchFailed(f"cannot start slurmstepd for job {spec.job_id}: {exc}") from exc
     try:
-        result = subprocess.run(
-            [sys.executable, "-m", "noded.stepd", str(job_dir / spool.LAUNCH)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-            cwd="/",
-            timeout=SPAWN_TIMEOUT_S,
-            check=False,
-        )
+        code = stepd_spawn.spawn(job_dir / spool.LAUNCH)
     except (OSError, subprocess.SubprocessError) as exc:
         shutil.rmtree(job_dir, ignore_errors=True)
         raise LaunchFailed(f"cannot start slurmstepd for job {spec.job_id}: {exc}") from exc
     # Exit 0 means stepd recorded its pid. (A quick job may be finished, reported and its
     # directory removed already: ctld can see CompleteBatch before LaunchBatch returns.)
-    if result.returncode != 0:
+    if code != 0:
         shutil.rmtree(job_dir, ignore_errors=True)
-        raise LaunchFailed(f"slurmstepd for job {spec.job_id} did not start (exit {result.returncode})")
+        raise LaunchFailed(f"slurmstepd for job {spec.job_id} did not start (exit {code})")
 
 
 def launch_batch(

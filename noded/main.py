@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 
 import shoal
+from noded import stepd_spawn
 from noded.discovery import discover_hardware, hardware_for
 from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
@@ -60,6 +61,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     agent = parser.add_mutually_exclusive_group()
     agent.add_argument("--agent-socket", metavar="PATH", help="serve the local agent on PATH")
     agent.add_argument("--no-agent", action="store_true", help="do not start the local agent")
+    parser.add_argument("--no-command-runner", action="store_true",
+                        help="do not start the agent's warm command runner (commands then start Python each time)")
     parser.add_argument(
         "--report-config", action="store_true", help="report the configured hardware instead of the real one"
     )
@@ -150,6 +153,7 @@ class Noded:
             server.stop(grace=1).wait()
         if self.agent is not None:
             self.agent.stop()
+        stepd_spawn.stop_fork_server()
         if self.pid_file:
             try:
                 os.unlink(self.pid_file)
@@ -252,6 +256,7 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
     service = NodeAgentService(
         {n.name: n for n in nodes}, key, admin_uids(cfg), float(cfg.kill_wait), start_time
     )
+    stepd_spawn.start_fork_server()  # before the gRPC servers: jobs may arrive at once
     servers = start_servers(nodes, service, key)
     noded = Noded(servers)
     if cfg.slurmd_pid_file:
@@ -260,7 +265,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         ctld_target = f"{cfg.control_addr}:{cfg.slurmctld_port}"
         if not args.no_agent:
             socket_path = args.agent_socket or cfg.agent_socket
-            noded.agent = AgentServer(socket_path, key, {"ctld": ctld_target}, host=socket.gethostname())
+            noded.agent = AgentServer(socket_path, key, {"ctld": ctld_target}, host=socket.gethostname(),
+                                      command_runner=not args.no_command_runner)
             noded.agent.start()
         sampler = GpuSampler(nvml) if nvml is not None else None
         noded.reporter = Reporter(

@@ -197,6 +197,7 @@ class Reporter:
             end_time=job.end_time,
             oom=job.oom,
             usage=self._usage(job),
+            run=job.run,
         )
         try:
             self._stub.call(COMPLETE, request, controller_pb2.CompleteBatchResponse, timeout=self._timeout)

@@ -13,21 +13,21 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from noded import spool
+from noded import spool, stepd_spawn
 from noded.isolation import Isolation, cgroup_request, step_cgroup_request
 from noded.launcher import DEFAULT_PATH, LaunchFailed, LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
 from noded.taskenv import task_environments
 from shoal.gpubind import GpuBindError
-from shoal.v1 import node_pb2
+from shoal.v1 import jobs_pb2, node_pb2
 
 STEP_PREFIX = "step"
+# What srun says when its step lands on a node after the job was told to end there (Slurm's words)
+STEP_OF_ENDED_JOB = "Job/step already completing or completed"
 _TOKEN = re.compile(r"%(\d*)([%AaJjNnstux])")
-SPAWN_TIMEOUT_S = 30
 
 
 def step_dir(spool_root: Path, job_id: int, step_id: int) -> Path:
@@ -124,8 +124,13 @@ def launch_tasks(
     req: node_pb2.LaunchTasksRequest, node: str, spool_root: Path, kill_wait: float,
     isolation: Isolation | None = None, gpu_cpus: Mapping[int, Sequence[int]] | None = None,
 ) -> None:
-    """Start this node's tasks of the step under their own supervisor. Idempotent per step."""
+    """Start this node's tasks of the step under their own supervisor. Idempotent per step.
+
+    A job this node was told to end (TerminateJob's cancel marker, newer than this run's start)
+    starts no more steps, even when the launch arrives after the terminate."""
     spec = build_step_spec(req, node, kill_wait, isolation, gpu_cpus)
+    if _job_ended_here(spool_root, req.job):
+        raise LaunchRefused(STEP_OF_ENDED_JOB)
     path = step_dir(spool_root, spec.job_id, spec.step_id)
     try:
         os.mkdir(path, 0o700)
@@ -135,17 +140,25 @@ def launch_tasks(
         raise LaunchFailed(f"cannot create {path}: {exc.strerror}") from exc
     try:
         spec.save(path / "tasks.json")
-        result = subprocess.run(
-            [sys.executable, "-m", "noded.stepd", str(path / "tasks.json")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True, cwd="/", timeout=SPAWN_TIMEOUT_S, check=False,
-        )
+        code = stepd_spawn.spawn(path / "tasks.json")
     except (OSError, subprocess.SubprocessError) as exc:
         shutil.rmtree(path, ignore_errors=True)
         raise LaunchFailed(f"cannot start slurmstepd for StepId={spec.job_id}.{spec.step_id}: {exc}") from exc
-    if result.returncode != 0:
+    if code != 0:
         shutil.rmtree(path, ignore_errors=True)
         raise LaunchFailed(f"slurmstepd for StepId={spec.job_id}.{spec.step_id} did not start")
+    if _job_ended_here(spool_root, req.job):
+        # TerminateJob arrived while the supervisor started (it found no pid to signal): end it now
+        signal_steps(spool_root, spec.job_id, spec.step_id, 0)
+        raise LaunchRefused(STEP_OF_ENDED_JOB)
+
+
+def _job_ended_here(spool_root: Path, job: jobs_pb2.JobInfo) -> bool:
+    """A cancel marker from this run of the job (an older one belongs to a run before a requeue)."""
+    try:
+        return spool.cancel_marker(spool_root, job.job_id).stat().st_mtime >= job.start_time - 1
+    except OSError:
+        return False
 
 
 def _step_dirs(spool_root: Path, job_id: int) -> list[Path]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ctld.sched.model import UNLIMITED, JobRequest, Partition
-from ctld.sched.resources import node_count_range
+from ctld.sched.resources import job_cpus, node_count_range
 
+PARTITION_CONFIG = "PartitionConfig"
 PARTITION_DOWN = "PartitionDown"
 PARTITION_INACTIVE = "PartitionInactive"
 PARTITION_NODE_LIMIT = "PartitionNodeLimit"
@@ -34,6 +35,8 @@ def partition_limit_reason(job: JobRequest, part: Partition) -> str | None:
         return PARTITION_INACTIVE
     if node_limit_exceeded(job, part):
         return PARTITION_NODE_LIMIT
+    if cpu_limit_exceeded(job, part):
+        return PARTITION_CONFIG
     if time_limit_exceeded(job, part):
         return PARTITION_TIME_LIMIT
     return None
@@ -45,6 +48,12 @@ def node_limit_exceeded(job: JobRequest, part: Partition) -> bool:
     if part.max_nodes and wanted > part.max_nodes:
         return True
     return wanted > len(part.nodes) or wanted < part.min_nodes
+
+
+def cpu_limit_exceeded(job: JobRequest, part: Partition) -> bool:
+    """More CPUs in all than the partition's nodes have (`-n 65` on 64 CPUs): Slurm queues such a job
+    with PartitionConfig rather than refusing it, as long as each node's share could fit."""
+    return part.total_cpus > 0 and job_cpus(job) > part.total_cpus
 
 
 def time_limit_exceeded(job: JobRequest, part: Partition) -> bool:

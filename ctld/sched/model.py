@@ -88,6 +88,7 @@ class Partition:
     exclusive_user: bool = False  # ExclusiveUser=YES: its jobs' nodes are not shared with other users
     preempt_mode: str = ""  # PreemptMode= of the partition ("" = the cluster's; see preemption.py)
     grace_time_s: int = 0  # GraceTime= (preempt/partition_prio)
+    total_cpus: int = 0  # the CPUs of its nodes as configured; 0 = not known (no PartitionConfig check)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +270,9 @@ class Snapshot:
 class Reservation:
     """An advance reservation: its nodes are kept for its own jobs over [start_time, end_time).
 
-    A DAILY one repeats every day from its start; flags are upper case (MAINT, FLEX, DAILY ...).
+    DAILY repeats it every day from its start, WEEKLY every week, WEEKDAY on Monday to Friday and
+    WEEKEND on Saturday and Sunday (days of the site's local time, `utc_offset_s` east of UTC);
+    flags are upper case (MAINT, FLEX, DAILY ...).
     """
 
     name: str
@@ -277,6 +280,7 @@ class Reservation:
     end_time: int
     nodes: frozenset[str]
     flags: frozenset[str] = frozenset()
+    utc_offset_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,3 +456,4 @@ class Refusal:
     """A job that could never run, refused at submit with Slurm's message."""
 
     message: str
+    details: tuple[str, ...] = ()  # what Slurm says first, each on its own "error:" line

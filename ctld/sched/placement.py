@@ -47,6 +47,8 @@ RESOURCES = "Resources"
 REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
 
 NODE_CONFIG_UNAVAILABLE = "Requested node configuration is not available"
+CPUS_PER_NODE_UNSATISFIABLE = "CPU count per node can not be satisfied"
+MEMORY_UNSATISFIABLE = "Memory specification can not be satisfied"
 INVALID_GRES = "Invalid generic resource (gres) specification"
 INVALID_NODE_NAME = "Invalid node name specified"
 INVALID_NODE_COUNT = "Node count specification invalid"
@@ -574,8 +576,9 @@ def candidate_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
 def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
     """None when the job fits the configured capacity of at least one candidate partition.
 
-    Usage and availability are ignored (a busy or down node may come back). A node count beyond
-    the partition's is not refused here: Slurm queues such a job with PartitionNodeLimit.
+    Usage and availability are ignored (a busy or down node may come back). A node count or a CPU
+    total beyond the partition's is not refused here: Slurm queues such a job (PartitionNodeLimit,
+    PartitionConfig).
     """
     if job.min_nodes < 0 or (job.max_nodes and job.max_nodes < job.min_nodes):
         return Refusal(INVALID_NODE_COUNT)
@@ -592,7 +595,19 @@ def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
     capacity = _as_configured(snap)
     if any(_fits_capacity(job, part, capacity) for part in parts):
         return None
-    return Refusal(NODE_CONFIG_UNAVAILABLE)
+    return Refusal(NODE_CONFIG_UNAVAILABLE, _unsatisfiable(job, [n for n in snap.nodes if n.name in in_parts]))
+
+
+def _unsatisfiable(job: JobRequest, nodes: list[Node]) -> tuple[str, ...]:
+    """Slurm's first lines for a per-node request no node of the job's partitions can hold."""
+    details = []
+    per_node_cpus = job.cpus_per_task * max(1, job.ntasks_per_node)
+    if nodes and per_node_cpus > max(node.cpus for node in nodes):
+        details.append(CPUS_PER_NODE_UNSATISFIABLE)
+    per_node_mem = job.mem_per_node_mb or job.mem_per_cpu_mb * per_node_cpus
+    if nodes and per_node_mem > max(node.real_memory_mb for node in nodes):
+        details.append(MEMORY_UNSATISFIABLE)
+    return tuple(details)
 
 
 def _as_configured(snap: Snapshot) -> Snapshot:
@@ -602,6 +617,8 @@ def _as_configured(snap: Snapshot) -> Snapshot:
 
 
 def _fits_capacity(job: JobRequest, part: Partition, capacity: Snapshot) -> bool:
+    if limits.cpu_limit_exceeded(job, part):
+        return True  # more CPUs than the partition has: 22.05 queues it (PartitionConfig), unchecked
     if not limits.node_limit_exceeded(job, part):
         return isinstance(place(job, part, capacity, Overlay()), Start)
     # Too many nodes for this partition: the job will pend, but each node's share must still fit.

@@ -1,6 +1,7 @@
 """Advance reservations in the core: which nodes a job may use over one run window, and when.
 
-A reservation keeps its nodes for its own jobs over [start, end) (every day for DAILY). A job
+A reservation keeps its nodes for its own jobs over [start, end), again and again for the recurring
+ones (DAILY, WEEKLY, WEEKDAY, WEEKEND: occurrence k covers [start + k*period, end + k*period)). A job
 without it may not use those nodes for any part of its run, so a long job never starts on nodes a
 reservation needs before it ends; a job in it (`--reservation`) runs only on its nodes and only
 while it is active, unless FLEX lets it use other nodes and start early. The gate is asked for a
@@ -15,6 +16,8 @@ from dataclasses import dataclass, replace
 from ctld.sched.model import JobRequest, Reservation
 
 DAY = 86400
+WEEK = 7 * DAY
+DAY_FLAGS = frozenset({"DAILY", "WEEKDAY", "WEEKEND"})
 RESERVATION = "Reservation"  # the job's reservation has not started yet
 RESERVATION_DELETED = "ReservationDeleted"
 RESERVED_FOR_MAINT = "ReqNodeNotAvail, Reserved for maintenance"  # Slurm says so for any reservation
@@ -45,18 +48,37 @@ def find(reservations: Iterable[Reservation], name: str) -> Reservation | None:
     return next((r for r in reservations if r.name == name), None)
 
 
+def _period(resv: Reservation) -> int:
+    """Seconds between occurrences of a recurring reservation; 0 for a one-off."""
+    if "WEEKLY" in resv.flags:
+        return WEEK
+    if resv.flags & DAY_FLAGS:
+        return DAY
+    return 0
+
+
+def _occurs(resv: Reservation, k: int) -> bool:
+    """Whether occurrence k takes place (WEEKDAY/WEEKEND skip the other days)."""
+    if not resv.flags & {"WEEKDAY", "WEEKEND"}:
+        return True
+    local_day = (resv.start_time + k * DAY + resv.utc_offset_s) // DAY
+    weekday = (local_day + 3) % 7  # 1970-01-01 was a Thursday; Monday = 0
+    return weekday < 5 if "WEEKDAY" in resv.flags else weekday >= 5
+
+
 def overlaps(resv: Reservation, begin: int, end: int) -> bool:
-    """Whether the reservation (any day of a DAILY one) holds its nodes during [begin, end)."""
+    """Whether the reservation (any occurrence of a recurring one) holds its nodes during [begin, end)."""
     if end <= begin or end <= resv.start_time:
         return False
-    if "DAILY" not in resv.flags:
+    period = _period(resv)
+    if not period:
         return begin < resv.end_time
-    if end - begin >= DAY:
+    # occurrence k overlaps [begin, end) when start + k*period < end and end_time + k*period > begin
+    first = max(0, (begin - resv.end_time) // period + 1)
+    last = (end - resv.start_time - 1) // period
+    if last - first >= 7:  # a week of occurrences: one of them takes place
         return True
-    day = max(0, (begin - resv.start_time) // DAY)
-    return any(
-        begin < resv.end_time + k * DAY and end > resv.start_time + k * DAY for k in (day, day + 1)
-    )
+    return any(_occurs(resv, k) for k in range(first, last + 1))
 
 
 def is_active(resv: Reservation, at: int) -> bool:
@@ -95,19 +117,24 @@ def boundaries(reservations: Iterable[Reservation], now: int) -> set[int]:
     """The moments after `now` when some reservation starts or ends (backfill tries these)."""
     times: set[int] = set()
     for resv in reservations:
-        days = (0, DAY) if "DAILY" in resv.flags else (0,)
-        for k in days:
-            for t in (resv.start_time + k, resv.end_time + k):
+        period = _period(resv)
+        upcoming = [k for k in range(8) if _occurs(resv, k)][:2] if period else [0]
+        for k in upcoming:
+            for t in (resv.start_time + k * period, resv.end_time + k * period):
                 if t > now:
                     times.add(t)
     return times
 
 
 def roll(resv: Reservation, now: int) -> Reservation | None:
-    """The reservation as it stands at `now`: None once over, a DAILY one moved to its next day."""
-    if now < resv.end_time:
+    """The reservation as it stands at `now`: None once over, a recurring one moved to its next
+    occurrence that has not ended (and takes place: WEEKDAY/WEEKEND skip the other days)."""
+    period = _period(resv)
+    if now < resv.end_time and (not period or _occurs(resv, 0)):
         return resv
-    if "DAILY" not in resv.flags:
+    if not period:
         return None
-    days = (now - resv.end_time) // DAY + 1
-    return replace(resv, start_time=resv.start_time + days * DAY, end_time=resv.end_time + days * DAY)
+    k = max(1, (now - resv.end_time) // period + 1)
+    while not _occurs(resv, k):
+        k += 1
+    return replace(resv, start_time=resv.start_time + k * period, end_time=resv.end_time + k * period)

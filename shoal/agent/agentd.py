@@ -40,6 +40,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("-f", "--conf", metavar="PATH", help="slurm.conf to read (default: $SLURM_CONF)")
     parser.add_argument("--socket", metavar="PATH", help="unix socket to serve (default: AgentSocket)")
     parser.add_argument("-D", dest="foreground", action="store_true", help="run in the foreground (always)")
+    parser.add_argument("--no-command-runner", action="store_true",
+                        help="do not start the warm command runner (commands then start Python each time)")
     parser.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
@@ -70,7 +72,8 @@ def _build_server(args: argparse.Namespace) -> AgentServer:
     except AuthError as exc:
         raise _StartError(exc.message) from exc
     socket_path = args.socket or cfg.agent_socket
-    return AgentServer(socket_path, key, targets_from_config(cfg), host=socket.gethostname())
+    return AgentServer(socket_path, key, targets_from_config(cfg), host=socket.gethostname(),
+                       command_runner=not args.no_command_runner)
 
 
 def _write_pidfile(path: str) -> None:

@@ -12,7 +12,10 @@ import os
 import socket
 import stat
 import struct
+import subprocess
+import sys
 import threading
+import time
 from typing import Any
 
 import grpc
@@ -32,6 +35,10 @@ IDLE_TIMEOUT = 120.0
 ACCEPT_POLL = 0.2
 # how long a request waits for a daemon that is between connection attempts before "Unable to contact"
 CONNECT_GRACE = 3.0
+
+# The command runner listens beside the agent, on the agent's path plus this (cli/native/command.c).
+RUNNER_SUFFIX = ".run"
+RUNNER_RESTART_DELAY = 5.0
 
 UNAVAILABLE_MESSAGES = {
     "ctld": "Unable to contact slurm controller (connect failure)",
@@ -57,8 +64,13 @@ def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
 class AgentServer:
     """Serve AgentRequests on `socket_path`, forwarding to `targets` ({"ctld": "host:port", ...})."""
 
-    def __init__(self, socket_path: str, key: bytes, targets: dict[str, str], host: str) -> None:
+    def __init__(self, socket_path: str, key: bytes, targets: dict[str, str], host: str,
+                 command_runner: bool = False) -> None:
         self.socket_path = socket_path
+        self._command_runner = command_runner
+        self._runner: subprocess.Popen[bytes] | None = None
+        self._runner_pipe: int | None = None
+        self._runner_started = 0.0
         self._key = key
         self._targets = dict(targets)
         self._host = host
@@ -97,10 +109,60 @@ class AgentServer:
         )
         self._thread.start()
         log.info("agent listening on %s, targets %s", self.socket_path, self._targets)
+        if self._command_runner:
+            self._start_runner()
+
+    def _start_runner(self) -> None:
+        """Start the warm command runner (cli/runner.py) on `<socket>.run`; it exits when we do.
+
+        Without it the native commands fall back to starting Python each time: slower, same result.
+        """
+        self._runner_started = time.monotonic()
+        watch, keep = os.pipe()  # the runner exits when `keep` closes: our exit, even by SIGKILL
+        try:
+            self._runner = subprocess.Popen(
+                [sys.executable, "-P", "-m", "cli.runner", "--socket", self.socket_path + RUNNER_SUFFIX,
+                 "--parent-fd", str(watch)],
+                pass_fds=(watch,), stdin=subprocess.DEVNULL, close_fds=True,
+            )
+        except OSError as exc:
+            os.close(keep)
+            log.warning("cannot start the command runner: %s", exc)
+        else:
+            self._runner_pipe = keep
+        finally:
+            os.close(watch)
+
+    def _check_runner(self) -> None:
+        """Restart a runner that died (at most every RUNNER_RESTART_DELAY seconds)."""
+        runner = self._runner
+        if runner is None or runner.poll() is None or self._stop.is_set():
+            return
+        if time.monotonic() - self._runner_started < RUNNER_RESTART_DELAY:
+            return
+        log.warning("the command runner exited (status %s); restarting it", runner.returncode)
+        if self._runner_pipe is not None:
+            os.close(self._runner_pipe)
+            self._runner_pipe = None
+        self._start_runner()
+
+    def _stop_runner(self) -> None:
+        if self._runner_pipe is not None:
+            os.close(self._runner_pipe)
+            self._runner_pipe = None
+        if self._runner is not None:
+            self._runner.terminate()
+            try:
+                self._runner.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._runner.kill()
+                self._runner.wait()
+            self._runner = None
 
     def stop(self) -> None:
         """Stop accepting, remove the socket file (if still ours) and close the channels."""
         self._stop.set()
+        self._stop_runner()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -140,6 +202,7 @@ class AgentServer:
 
     def _accept_loop(self, listener: socket.socket) -> None:
         while not self._stop.is_set():
+            self._check_runner()
             try:
                 conn, _ = listener.accept()
             except TimeoutError:

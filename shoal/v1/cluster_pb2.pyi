@@ -301,6 +301,7 @@ class PartitionInfo(_message.Message):
     DENY_QOS_FIELD_NUMBER: _builtins.int
     PREEMPT_MODE_FIELD_NUMBER: _builtins.int
     GRACE_TIME_FIELD_NUMBER: _builtins.int
+    UNAVAILABLE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     nodes: _builtins.str
     """hostlist"""
@@ -335,6 +336,8 @@ class PartitionInfo(_message.Message):
     """OFF, CANCEL, REQUEUE: the partition's, else the cluster's"""
     grace_time: _builtins.int
     """seconds (preempt/partition_prio)"""
+    unavailable: _builtins.bool
+    """AllowGroups leaves the caller out: listings hide it without -a"""
     def __init__(
         self,
         *,
@@ -363,10 +366,11 @@ class PartitionInfo(_message.Message):
         deny_qos: _builtins.str = ...,
         preempt_mode: _builtins.str = ...,
         grace_time: _builtins.int = ...,
+        unavailable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_accounts", b"allow_accounts", "allow_groups", b"allow_groups", "allow_qos", b"allow_qos", "def_mem_per_cpu_mb", b"def_mem_per_cpu_mb", "default_time_min", b"default_time_min", "deny_accounts", b"deny_accounts", "deny_qos", b"deny_qos", "exclusive_user", b"exclusive_user", "grace_time", b"grace_time", "hidden", b"hidden", "is_default", b"is_default", "max_mem_per_cpu_mb", b"max_mem_per_cpu_mb", "max_nodes", b"max_nodes", "max_time_min", b"max_time_min", "min_nodes", b"min_nodes", "name", b"name", "nodes", b"nodes", "oversubscribe", b"oversubscribe", "preempt_mode", b"preempt_mode", "priority_job_factor", b"priority_job_factor", "priority_tier", b"priority_tier", "root_only", b"root_only", "state", b"state", "total_cpus", b"total_cpus", "total_nodes", b"total_nodes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_accounts", b"allow_accounts", "allow_groups", b"allow_groups", "allow_qos", b"allow_qos", "def_mem_per_cpu_mb", b"def_mem_per_cpu_mb", "default_time_min", b"default_time_min", "deny_accounts", b"deny_accounts", "deny_qos", b"deny_qos", "exclusive_user", b"exclusive_user", "grace_time", b"grace_time", "hidden", b"hidden", "is_default", b"is_default", "max_mem_per_cpu_mb", b"max_mem_per_cpu_mb", "max_nodes", b"max_nodes", "max_time_min", b"max_time_min", "min_nodes", b"min_nodes", "name", b"name", "nodes", b"nodes", "oversubscribe", b"oversubscribe", "preempt_mode", b"preempt_mode", "priority_job_factor", b"priority_job_factor", "priority_tier", b"priority_tier", "root_only", b"root_only", "state", b"state", "total_cpus", b"total_cpus", "total_nodes", b"total_nodes", "unavailable", b"unavailable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

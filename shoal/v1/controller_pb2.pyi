@@ -157,6 +157,9 @@ class GetNodesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NAMES_FIELD_NUMBER: _builtins.int
+    WITH_PARTITIONS_FIELD_NUMBER: _builtins.int
+    with_partitions: _builtins.bool
+    """also every partition (sinfo: one round trip, not two)"""
     @_builtins.property
     def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """empty = all"""
@@ -165,10 +168,11 @@ class GetNodesRequest(_message.Message):
         self,
         *,
         names: _abc.Iterable[_builtins.str] | None = ...,
+        with_partitions: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names", "with_partitions", b"with_partitions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -180,18 +184,24 @@ class GetNodesResponse(_message.Message):
 
     NODES_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
     now: _builtins.int
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.NodeInfo]: ...
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.PartitionInfo]:
+        """when with_partitions"""
+
     def __init__(
         self,
         *,
         nodes: _abc.Iterable[_cluster_pb2.NodeInfo] | None = ...,
         now: _builtins.int = ...,
+        partitions: _abc.Iterable[_cluster_pb2.PartitionInfo] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes", "now", b"now"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes", "now", b"now", "partitions", b"partitions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -636,6 +646,7 @@ class CompleteBatchRequest(_message.Message):
     OOM_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    RUN_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     job_id: _builtins.int
     exit_code: _builtins.int
@@ -647,6 +658,8 @@ class CompleteBatchRequest(_message.Message):
     """why the launch failed"""
     oom: _builtins.bool
     end_time: _builtins.int
+    run: _builtins.int
+    """which run of the job ended (its restart count at launch)"""
     @_builtins.property
     def usage(self) -> _jobs_pb2.Usage:
         """the script's peak RSS and CPU time"""
@@ -663,10 +676,11 @@ class CompleteBatchRequest(_message.Message):
         oom: _builtins.bool = ...,
         end_time: _builtins.int = ...,
         usage: _jobs_pb2.Usage | None = ...,
+        run: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "launch_failed", b"launch_failed", "message", b"message", "node", b"node", "oom", b"oom", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "launch_failed", b"launch_failed", "message", b"message", "node", b"node", "oom", b"oom", "run", b"run", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -824,12 +838,15 @@ class CompleteStepRequest(_message.Message):
     EXIT_SIGNAL_FIELD_NUMBER: _builtins.int
     CANCELLED_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    OOM_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     step_id: _builtins.int
     exit_code: _builtins.int
     """highest task exit code"""
     exit_signal: _builtins.int
     cancelled: _builtins.bool
+    oom: _builtins.bool
+    """a task was killed for exceeding the step's memory"""
     @_builtins.property
     def usage(self) -> _jobs_pb2.Usage:
         """peak RSS (max over tasks) and CPU time (sum over tasks)"""
@@ -843,10 +860,11 @@ class CompleteStepRequest(_message.Message):
         exit_signal: _builtins.int = ...,
         cancelled: _builtins.bool = ...,
         usage: _jobs_pb2.Usage | None = ...,
+        oom: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "step_id", b"step_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "oom", b"oom", "step_id", b"step_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from cli.command import COMMANDS as NATIVE_COMMANDS
 
 NOBODY = 65534
 _next_block = [0]
@@ -39,7 +42,7 @@ class Cluster:
         full_env = dict(self.env, **(env or {}))
         if user is not None:
             return run_as(user, argv, full_env, cwd, input, timeout)
-        cmd = [sys.executable, "-m", f"cli.{argv[0]}", *argv[1:]]
+        cmd = [*_command(argv[0]), *argv[1:]]
         return subprocess.run(cmd, env=full_env, cwd=cwd, input=input, capture_output=True, text=True,
                               timeout=timeout)
 
@@ -70,6 +73,17 @@ class Cluster:
     def log(self, name: str = "ctld") -> str:
         path = self.dir / "log" / f"{name}.log"
         return path.read_text() if path.exists() else ""
+
+
+# SHOAL_TEST_COMMANDS=native runs the short commands as installed (the native launcher and the
+# cluster's command runner) instead of `python -m cli.X`: the whole suite then checks that path too.
+_NATIVE = Path(sysconfig.get_path("scripts"))
+
+
+def _command(name: str) -> list[str]:
+    if os.environ.get("SHOAL_TEST_COMMANDS") == "native" and name in NATIVE_COMMANDS:
+        return [str(_NATIVE / name)]
+    return [sys.executable, "-m", f"cli.{name}"]
 
 
 def run_as(user: int, argv: tuple[str, ...], env: dict[str, str], cwd: Path | str | None,

@@ -90,6 +90,8 @@ def test_qos_grp_tres_keeps_the_second_job_pending(acct: Cluster, workdir: Path)
     acct.ok("sacctmgr", "-i", "add", "qos", "pool", "GrpTRES=cpu=2", "MaxTRESPU=cpu=4")
     out = acct.ok("sacctmgr", "-P", "-n", "show", "qos", "where", "name=pool", "format=Name,GrpTRES,MaxTRESPU")
     assert out.splitlines() == ["pool|cpu=2|cpu=4"]
+    # options may follow the words, as with Slurm's sacctmgr
+    assert acct.ok("sacctmgr", "show", "qos", "pool", "format=Name,GrpTRES", "-P", "-n").splitlines() == ["pool|cpu=2"]
     acct.ok("sacctmgr", "-i", "add", "account", "pooled")
     acct.ok("sacctmgr", "-i", "add", "user", "root", "account=pooled", "qos=normal,pool")
     time.sleep(2.5)  # ctld reloads the associations

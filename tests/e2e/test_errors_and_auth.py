@@ -22,7 +22,8 @@ pytestmark = pytest.mark.e2e
     ("argv", "message"),
     [
         (("-p", "nosuch", "--wrap", "true"), "Batch job submission failed: Invalid partition name specified"),
-        (("-c", "512", "--wrap", "true"), "Requested node configuration is not available"),
+        # more than a node has (4), within the cluster's 8: refused (more than 8 pends, PartitionConfig)
+        (("-c", "5", "--wrap", "true"), "Requested node configuration is not available"),
         (("--mem", "900G", "--wrap", "true"), "Requested node configuration is not available"),
         (("--gres", "gpu:1", "--wrap", "true"), "Invalid generic resource (gres) specification"),
         (("-t", "bogus", "--wrap", "true"), "Invalid --time specification"),
@@ -42,6 +43,17 @@ def test_sbatch_refusals(cluster: Cluster, argv: tuple[str, ...], message: str) 
     assert cluster.ok("squeue", "-h", "-t", "all", "-o", "%i").split() == before
 
 
+def test_a_request_no_node_can_hold_says_why_first(cluster: Cluster) -> None:
+    out = cluster.run("sbatch", "-c", "5", "--wrap", "true")  # the nodes have 4 CPUs
+    assert (out.returncode, out.stderr) == (1, "sbatch: error: CPU count per node can not be satisfied\n"
+                                               "sbatch: error: Batch job submission failed: Requested node "
+                                               "configuration is not available\n")
+    out = cluster.run("salloc", "--mem", "900G", "true")
+    assert (out.returncode, out.stderr) == (1, "salloc: error: Memory specification can not be satisfied\n"
+                                               "salloc: error: Job submit/allocate failed: Requested node "
+                                               "configuration is not available\n")
+
+
 def test_malformed_directive_is_refused(cluster: Cluster, tmp_path: Path) -> None:
     script = tmp_path / "bad.sh"
     script.write_text("#!/bin/bash\n#SBATCH --nodes=lots\necho hi\n")
@@ -54,10 +66,12 @@ def test_malformed_directive_is_refused(cluster: Cluster, tmp_path: Path) -> Non
 def test_partition_limits_pend_with_slurm_reasons(cluster: Cluster) -> None:
     too_many = cluster.submit("-N", "10", "--wrap", "true", "-o", "/dev/null")
     too_long = cluster.submit("-p", "debug", "-t", "2:00:00", "--wrap", "true", "-o", "/dev/null")
+    too_wide = cluster.submit("-n", "9", "--wrap", "true", "-o", "/dev/null")  # 2 nodes x 4 CPUs
     time.sleep(1.5)
     assert cluster.job_field(too_many, "%T %r") == "PENDING PartitionNodeLimit"
     assert cluster.job_field(too_long, "%T %r") == "PENDING PartitionTimeLimit"
-    cluster.ok("scancel", str(too_many), str(too_long))
+    assert cluster.job_field(too_wide, "%T %r") == "PENDING PartitionConfig"
+    cluster.ok("scancel", str(too_many), str(too_long), str(too_wide))
 
 
 def test_dead_controller_message(tmp_path: Path) -> None:

@@ -82,3 +82,23 @@ def test_exclusive_user_keeps_other_users_off(parts: Cluster, workdir: Path) -> 
     assert parts.job_field(theirs, "%T %r") == "PENDING Resources"
     parts.ok("scancel", str(mine))
     assert parts.wait_state(theirs, {"COMPLETED"}) == "COMPLETED"
+
+
+def test_a_partition_the_users_group_may_not_use_is_hidden_from_them(parts: Cluster, workdir: Path) -> None:
+    job = parts.submit("-p", "grp", "-H", "--wrap", "true", cwd=workdir)
+
+    def as_nobody(*argv: str) -> list[str]:
+        return parts.ok(*argv, user=NOBODY, cwd=workdir).split()
+
+    assert "grp" in parts.ok("sinfo", "-h", "-o", "%P").split()  # root passes every AllowGroups
+    assert str(job) in parts.ok("squeue", "-h", "-o", "%i").split()
+    assert "grp" not in as_nobody("sinfo", "-h", "-o", "%P")
+    assert "grp" in as_nobody("sinfo", "-a", "-h", "-o", "%P")
+    assert as_nobody("sinfo", "-p", "grp", "-h", "-o", "%P") == ["grp"]
+    assert str(job) not in as_nobody("squeue", "-h", "-o", "%i")
+    assert str(job) in as_nobody("squeue", "-a", "-h", "-o", "%i")
+    assert str(job) in as_nobody("squeue", "-j", str(job), "-h", "-o", "%i")
+    hidden = parts.run("scontrol", "show", "partition", "grp", user=NOBODY, cwd=workdir)
+    assert (hidden.returncode, hidden.stderr) == (1, "Partition grp not found\n")
+    assert as_nobody("scontrol", "-a", "show", "partition", "grp")[0] == "PartitionName=grp"
+    parts.ok("scancel", str(job))

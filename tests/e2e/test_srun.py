@@ -224,3 +224,24 @@ def test_salloc_runs_the_command_in_its_allocation(cluster: Cluster) -> None:
     assert lines(out.stdout) == [f"0: {granted[0]}", f"1: {granted[0]}"]
     assert f"salloc: Relinquishing job allocation {granted[0]}" in out.stderr
     assert cluster.state(granted[0]) == "FAILED"
+
+
+def test_immediate_gives_up_when_the_nodes_are_busy(cluster: Cluster) -> None:
+    """As the real 22.05 does: no queueing line for a bare -I, the queueing line for -I<secs>,
+    salloc also says the allocation is revoked; the job does not stay queued."""
+    busy = cluster.submit("-N2", "--exclusive", "--wrap", "sleep 120")
+    cluster.wait_state(busy, {"RUNNING"})
+    now = cluster.run("srun", "--immediate", "-N1", "true")
+    assert (now.returncode, now.stderr) == (1, "srun: error: Unable to allocate resources: Requested nodes are busy\n")
+    alloc = cluster.run("salloc", "-I", "-N1", "true")
+    assert alloc.returncode == 1
+    job = alloc.stderr.split()[-4]
+    assert alloc.stderr == ("salloc: error: Unable to allocate resources: Requested nodes are busy\n"
+                            f"salloc: Job allocation {job} has been revoked.\n")
+    waited = cluster.run("srun", "-I2", "-N1", "true")
+    job = waited.stderr.split()[2]
+    assert waited.stderr == (f"srun: job {job} queued and waiting for resources\n"
+                             "srun: error: Unable to allocate resources: Requested nodes are busy\n")
+    assert cluster.state(job) == "CANCELLED"
+    cluster.ok("scancel", str(busy))
+    assert cluster.ok("srun", "--immediate=20", "-N1", "echo", "free").strip() == "free"

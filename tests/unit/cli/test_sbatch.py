@@ -90,6 +90,8 @@ def run_sbatch(args: Any, *, stdin: Any = "", env: Any = None, cwd: Any = None) 
         (["-d", "afterok:12:13"], "dependency", "afterok:12:13"),
         (["-w", "node[1-3]"], "nodelist", "node[1-3]"),
         (["-w", "node[1-3]"], "min_nodes", 3),
+        (["-w", "node1", "-n", "9"], "max_nodes", 9),  # -w nodes are a minimum: -n may need more (22.05)
+        (["-w", "node1", "-N", "1", "-n", "9"], "max_nodes", 0),  # -N fixes the count: not widened
         (["-x", "node4"], "exclude", "node4"),
         (["-C", "h100"], "constraint", "h100"),
         (["--exclusive"], "exclusive", True),

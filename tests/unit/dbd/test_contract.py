@@ -225,6 +225,12 @@ REFUSALS = [
     ("bad limit", ("modify", "user", ["bob"]), {"maxjobs": "many"}, "Invalid value for maxjobs"),
     ("memory cannot be borrowed", ("modify", "account", ["physics"]), {"maxborrowtres": "mem=4G"},
      "Invalid value for maxborrowtres"),
+    # TRES limits, in the words of 22.05's sacctmgr (checked on the real one)
+    ("unknown TRES", ("modify", "account", ["physics"]), {"grptres": "foo=1"},
+     "no TRES known by type foo"),
+    ("TRES without a count", ("modify", "user", ["bob"]), {"maxtres": "cpu"}, "no TRES id found for cpu"),
+    ("TRES count not a number", ("modify", "account", ["physics"]), {"grptresmins": "cpu=abc"},
+     r"Invalid unit type 'a'\. Possible options are 'KMGTP'"),
 ]
 
 

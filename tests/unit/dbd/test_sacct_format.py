@@ -172,3 +172,28 @@ def test_sacctmgr_list_operators(words: str, values: dict[str, str]) -> None:
     from cli.sacctmgr import parse_args
 
     assert parse_args(words.split())[4] == values
+
+
+# `sacctmgr show qos` of 22.05 (the real one on this machine) for the stock "normal" QOS
+QOS_HEADER = ("      Name   Priority  GraceTime    Preempt   PreemptExemptTime PreemptMode                         "
+              "           Flags UsageThres UsageFactor       GrpTRES   GrpTRESMins GrpTRESRunMin GrpJobs GrpSubmit  "
+              "   GrpWall       MaxTRES MaxTRESPerNode   MaxTRESMins     MaxWall     MaxTRESPU MaxJobsPU MaxSubmitPU  "
+              "   MaxTRESPA MaxJobsPA MaxSubmitPA       MinTRES ")
+QOS_PARSABLE = ("Name|Priority|GraceTime|Preempt|PreemptExemptTime|PreemptMode|Flags|UsageThres|UsageFactor|GrpTRES|"
+                "GrpTRESMins|GrpTRESRunMins|GrpJobs|GrpSubmit|GrpWall|MaxTRES|MaxTRESPerNode|MaxTRESMins|MaxWall|"
+                "MaxTRESPU|MaxJobsPU|MaxSubmitPU|MaxTRESPA|MaxJobsPA|MaxSubmitPA|MinTRES")
+NORMAL = {"name": "normal", "priority": "0", "gracetime": "00:00:00", "preemptmode": "cluster",
+          "usagefactor": "1.000000"}
+
+
+def test_sacctmgr_show_qos_default_layout_as_slurm() -> None:
+    from cli.sacctmgr import FORMATS, parse_format
+    from cli.sacctmgr import render as render_table
+
+    fields = parse_format(FORMATS["qos"])
+    assert render_table([NORMAL], fields, parsable="", header=True)[0] == QOS_HEADER
+    assert render_table([NORMAL], fields, parsable="P", header=True) == [
+        QOS_PARSABLE, "normal|0|00:00:00|||cluster|||1.000000|||||||||||||||||"]
+    # a format= without widths takes each column's usual width (Flags 20 there)
+    assert render_table([NORMAL], parse_format("Name,Flags,GrpTRESRunMins"), parsable="", header=True)[0] == (
+        "      Name                Flags GrpTRESRunMin ")

@@ -203,6 +203,9 @@ def test_noded_registers_reports_completion_and_stops_cleanly(open_dirs: tuple[P
         while ("n1", 40, 4) not in ctld.completed and time.monotonic() < deadline:
             time.sleep(0.05)
         assert ctld.completed == [("n1", 40, 4)]
+        # noded removes the run's directory once ctld has answered the report (just after we saw it)
+        while spool.job_dir(root / "spool" / "n1", 40).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert not spool.job_dir(root / "spool" / "n1", 40).exists()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0

@@ -8,11 +8,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from noded import jobs, spool
+from noded import jobs, spool, stepd_spawn
 from noded.launcher import LaunchRefused, build_spec, launch_batch
 from tests.unit.noded.noded_builders import job, launch
 
@@ -22,6 +23,16 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="running jobs as anoth
 
 class Node:
     name = "n1"
+
+
+@pytest.fixture(autouse=True, params=["new-interpreter", "fork-server"])
+def stepd_start(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs twice: supervisors started as `python -m noded.stepd`, and forked by the
+    warm fork server noded runs (noded.stepd_spawn)."""
+    if request.param == "fork-server":
+        stepd_spawn.start_fork_server()
+    yield request.param
+    stepd_spawn.stop_fork_server()
 
 
 def submit(
@@ -177,18 +188,20 @@ def test_finished_jobs_are_listed_until_removed_and_noded_is_notified(open_dirs:
     assert jobs.scan(spool_root) == ([], [])
 
 
-def test_stepd_outlives_a_killed_noded(open_dirs: tuple[Path, Path]) -> None:
+def test_stepd_outlives_a_killed_noded(open_dirs: tuple[Path, Path], stepd_start: str) -> None:
     """Launch from a separate process, kill -9 it, and the job still finishes and reports."""
     spool_root, work = open_dirs
     repo = Path(__file__).parents[3]
     code = (
         "import sys, time; sys.path.insert(0, sys.argv[1]);"
+        "from noded import stepd_spawn; sys.argv[4] == 'fork-server' and stepd_spawn.start_fork_server();"
         "from pathlib import Path; from tests.unit.noded.test_noded_stepd import submit;"
         "submit(Path(sys.argv[2]), Path(sys.argv[3]), '#!/bin/bash\\necho start\\nsleep 1\\necho end\\n');"
         "print('launched', flush=True); time.sleep(60)"
     )
     fake_noded = subprocess.Popen(
-        [sys.executable, "-c", code, str(repo), str(spool_root), str(work)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code, str(repo), str(spool_root), str(work), stepd_start], stdout=subprocess.PIPE,
+        text=True
     )
     assert fake_noded.stdout is not None and fake_noded.stdout.readline() == "launched\n"
     fake_noded.kill()
@@ -273,3 +286,4 @@ def test_a_pid_file_being_rewritten_always_reads_as_the_live_process(tmp_path: P
         stop.set()
         writer.join()
     assert misses == 0
+

@@ -8,11 +8,16 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from noded import tasks
+import pytest
+
+from noded import jobs, spool, tasks
+from noded.launcher import LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
 from shoal import taskio
+from shoal.v1 import jobs_pb2, node_pb2
 
 
 def _free_port() -> int:
@@ -49,3 +54,37 @@ def test_a_terminate_before_the_tasks_start_keeps_them_from_starting(open_dirs: 
     exits = [(task, json.loads(payload)) for kind, task, payload in frames if kind == taskio.EXIT]
     assert exits == [(0, {"code": 0, "signal": signal.SIGTERM})]
     assert not (work / "started").exists()
+
+
+def _launch_request(work: Path, start_time: int) -> node_pb2.LaunchTasksRequest:
+    job = jobs_pb2.JobInfo(job_id=11, nodes="n1", num_nodes=1, user_id=os.geteuid(), group_id=os.getegid(),
+                           start_time=start_time)
+    job.spec.work_dir = str(work)
+    job.allocation.add(node="n1", cpus=1)
+    step = jobs_pb2.JobStep(job_id=11, step_id=0, nodes="n1", num_nodes=1, num_tasks=1)
+    step.layout.add(node="n1", addr="127.0.0.1", task_ids=[0], cpus=1)
+    step.launch.argv.extend(["/bin/sh", "-c", f"touch {work / 'started'}"])
+    step.launch.io_host, step.launch.io_port = "127.0.0.1", _free_port()
+    return node_pb2.LaunchTasksRequest(node="n1", job=job, step=step, cluster_name="c", ctld_addr="h:6817")
+
+
+def test_a_step_launch_that_arrives_after_the_jobs_terminate_is_refused(open_dirs: tuple[Path, Path]) -> None:
+    """TerminateJob (scancel) and LaunchTasks (an srun in the job) cross: the terminate reaches this node
+    first, so there is no step to end yet. The late launch must not start tasks that outlive the job."""
+    spool_root, work = open_dirs
+    now = int(time.time())
+    assert not jobs.terminate_job(spool_root, 11, kill_wait=None)  # nothing ran here: only the marker
+    with pytest.raises(LaunchRefused, match="Job/step already completing or completed"):
+        tasks.launch_tasks(_launch_request(work, start_time=now), "n1", spool_root, kill_wait=1)
+    assert not list(spool_root.glob("step11.*"))
+    assert not (work / "started").exists()
+
+
+def test_a_cancel_from_a_run_before_a_requeue_does_not_refuse_the_next_run(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    jobs.terminate_job(spool_root, 11, kill_wait=None)
+    marker = spool.cancel_marker(spool_root, 11)
+    os.utime(marker, (time.time() - 600, time.time() - 600))  # that run was cancelled ten minutes ago
+    tasks.launch_tasks(_launch_request(work, start_time=int(time.time())), "n1", spool_root, kill_wait=1)
+    # its supervisor started (and waits for srun, which is not listening): a terminate now reaches it
+    assert tasks.terminate_steps(spool_root, 11) == 1

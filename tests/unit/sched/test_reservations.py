@@ -14,6 +14,7 @@ from tests.unit.sched.builders import job, node, running, snapshot
 
 NOW = 100_000
 HOUR = 3600
+WEEK = 7 * DAY
 BACKFILL = Config(def_mem_per_cpu_mb=100, scheduler="sched/backfill", bf_resolution_s=1)
 
 
@@ -144,6 +145,12 @@ ROLL = [
      (NOW - 120 + DAY, NOW + DAY)),
     ("DAILY skips missed days", resv("R", NOW - 120, NOW, ("n1",), "DAILY"), NOW + 2 * DAY + 5,
      (NOW - 120 + 3 * DAY, NOW + 3 * DAY)),
+    # NOW is a Friday (1970-01-02, UTC)
+    ("WEEKLY moves a week", resv("R", NOW - 120, NOW, ("n1",), "WEEKLY"), NOW, (NOW - 120 + WEEK, NOW + WEEK)),
+    ("WEEKDAY goes from Friday to Monday", resv("R", NOW - 120, NOW, ("n1",), "WEEKDAY"), NOW,
+     (NOW - 120 + 3 * DAY, NOW + 3 * DAY)),
+    ("WEEKEND made on a Friday starts on Saturday", resv("R", NOW - 120, NOW + 60, ("n1",), "WEEKEND"), NOW,
+     (NOW - 120 + DAY, NOW + 60 + DAY)),
 ]
 
 
@@ -153,6 +160,26 @@ def test_expired_reservations_go_and_daily_ones_roll_forward(
 ) -> None:
     got = roll(reservation, now)
     assert (None if got is None else (got.start_time, got.end_time)) == want
+
+
+def test_weekly_and_weekday_reservations_hold_their_nodes_on_their_days_only() -> None:
+    weekly = resv("R", NOW, NOW + HOUR, ("n1",), "WEEKLY")
+    assert is_active(weekly, NOW + 10) and is_active(weekly, NOW + 2 * WEEK + 10)
+    assert not is_active(weekly, NOW + DAY + 10)
+    assert not overlaps(weekly, NOW + HOUR, NOW + WEEK)
+    assert overlaps(weekly, NOW + HOUR, NOW + WEEK + 1)
+    weekday = resv("R", NOW, NOW + HOUR, ("n1",), "WEEKDAY")  # Friday
+    assert is_active(weekday, NOW + 10)
+    assert not is_active(weekday, NOW + DAY + 10) and not is_active(weekday, NOW + 2 * DAY + 10)  # the weekend
+    assert is_active(weekday, NOW + 3 * DAY + 10)  # Monday
+    assert not overlaps(weekday, NOW + HOUR, NOW + 3 * DAY)  # a run over the weekend does not meet it
+    weekend = resv("R", NOW, NOW + HOUR, ("n1",), "WEEKEND")
+    assert [is_active(weekend, NOW + k * DAY + 10) for k in range(4)] == [False, True, True, False]
+    # days are the site's: at UTC-5, Friday 03:46 UTC is Thursday 22:46, so the weekend comes a day later
+    west = Reservation(name="R", start_time=NOW, end_time=NOW + HOUR, nodes=frozenset({"n1"}),
+                       flags=frozenset({"WEEKDAY"}), utc_offset_s=-5 * HOUR)  # Thursday 22:46 in UTC-5
+    assert is_active(west, NOW + 10) and is_active(west, NOW + DAY + 10)  # Thursday, Friday there
+    assert not is_active(west, NOW + 2 * DAY + 10)  # Saturday there
 
 
 def test_daily_reservation_is_active_every_day_from_its_start() -> None:
