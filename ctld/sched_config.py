@@ -26,6 +26,7 @@ _NUMERIC = {
     "shoal_short_first": "short_first_min",
     "shoal_starve_wait": "starve_wait_min",
     "shoal_starve_xfactor": "starve_xfactor",
+    "shoal_starve_max": "starve_max",
 }
 
 

@@ -10,8 +10,9 @@ The simulator gives the oldest waiting job `promoted_priority` before each cycle
 `short` and `shoal` are slurm.conf settings (starve.py), so a live controller runs them as they
 are: `short` = FCFS with jobs of a time limit up to 10 minutes first, shortest first
 (SchedulerParameters=shoal_short_first=10), EASY backfill; `shoal` = the same plus a reservation of
-its own for every job that has waited a day or 10x its time limit (shoal_starve_wait=1440,
-shoal_starve_xfactor=10), which bounds what short-jobs-first costs the wide jobs. bench/README.md
+its own for each of the 10 oldest jobs that have waited a day or 10x their time limit
+(shoal_starve_wait=1440, shoal_starve_xfactor=10, shoal_starve_max=10), which bounds what
+short-jobs-first costs the wide jobs. bench/README.md
 has the measurements behind both.
 
 Larger priority runs first, as in the core. `conf` leaves the priority to priority.py, as a live
@@ -24,10 +25,11 @@ from ctld.sched.model import Config
 
 POLICIES = ("fcfs", "easy", "sjf", "sjbf", "short", "shoal", "conf")
 TOP = 2**62
-# SchedulerParameters=shoal_short_first=10,shoal_starve_wait=1440,shoal_starve_xfactor=10
+# SchedulerParameters=shoal_short_first=10,shoal_starve_wait=1440,shoal_starve_xfactor=10,shoal_starve_max=10
 SHORT_FIRST_MIN = 10
 STARVE_WAIT_MIN = 1440
 STARVE_XFACTOR = 10
+STARVE_MAX = 10
 
 
 def policy_priority(policy: str, submit_time: int, estimate_s: int) -> int | None:
@@ -60,7 +62,7 @@ def policy_config(policy: str, base: Config) -> Config:
 
     if policy == "conf":
         return base
-    plain = replace(base, short_first_min=0, starve_wait_min=0, starve_xfactor=0)
+    plain = replace(base, short_first_min=0, starve_wait_min=0, starve_xfactor=0, starve_max=0)
     if policy == "fcfs":
         return replace(plain, scheduler="sched/builtin")
     easy = replace(plain, scheduler="sched/backfill", bf_reservations=1)
@@ -68,6 +70,10 @@ def policy_config(policy: str, base: Config) -> Config:
         return replace(easy, short_first_min=SHORT_FIRST_MIN)
     if policy == "shoal":
         return replace(
-            easy, short_first_min=SHORT_FIRST_MIN, starve_wait_min=STARVE_WAIT_MIN, starve_xfactor=STARVE_XFACTOR
+            easy,
+            short_first_min=SHORT_FIRST_MIN,
+            starve_wait_min=STARVE_WAIT_MIN,
+            starve_xfactor=STARVE_XFACTOR,
+            starve_max=STARVE_MAX,
         )
     return easy

@@ -10,7 +10,8 @@ give a *starving* job (one that has waited M minutes, or whose expansion factor
 (wait + limit) / limit has reached X) a backfill reservation of its own, oldest first and before
 the queue head's, so no later job is backfilled into the room it needs (selective reservations,
 Srinivasan, Kettimuthu, Subramani and Sadayappan 2002). Starving jobs keep their place in the main
-pass, so they never block the partition for the jobs above them. Only what a controller knows is
+pass, so they never block the partition for the jobs above them. `shoal_starve_max=N` keeps it to
+the N oldest starving jobs per pass (each reservation costs backfill work; 0 = all). Only what a controller knows is
 used: the time limit, when the job became eligible, and now.
 """
 
@@ -65,12 +66,15 @@ def starves_at(job: JobRequest, parts: Mapping[str, Partition], config: Config) 
 def starving_first(
     queue: Sequence[JobRequest], parts: Mapping[str, Partition], config: Config, now: int
 ) -> tuple[list[JobRequest], frozenset[int]]:
-    """`queue` with its starving jobs moved to the front, oldest first; and their ids."""
+    """`queue` with its starving jobs (the oldest shoal_starve_max) moved to the front, oldest first;
+    and their ids."""
     if not enabled(config):
         return list(queue), frozenset()
     starving = [job for job in queue if starves_at(job, parts, config) <= now]
     if not starving:
         return list(queue), frozenset()
-    ids = frozenset(job.job_id for job in starving)
     starving.sort(key=lambda job: (waiting_since(job), job.job_id))
+    if config.starve_max > 0:
+        starving = starving[: config.starve_max]  # the oldest: each reservation costs backfill work
+    ids = frozenset(job.job_id for job in starving)
     return starving + [job for job in queue if job.job_id not in ids], ids

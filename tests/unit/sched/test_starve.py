@@ -97,3 +97,14 @@ def test_a_starving_job_gets_a_reservation_of_its_own(
     result = _cycle([LATE_LONG, OLD_WIDE, SHORT_HEAD], config)
     assert [s.job_id for s in result.starts] == started
     assert {j: p.start_time for j, p in result.planned.items()} == planned
+
+
+@pytest.mark.parametrize(("cap", "first"), [(0, [3, 2, 1]), (2, [3, 2]), (1, [3])])
+def test_starve_max_keeps_the_oldest_starving_jobs(cap: int, first: list[int]) -> None:
+    """shoal_starve_max=N: only the N oldest starving jobs move to the front (and get a reservation)."""
+    config = Config(starve_wait_min=60, starve_max=cap)
+    queue = [job(i).submitted(NOW - 7200 - 100 * i).obj() for i in (1, 2, 3)] + [job(4).submitted(NOW).obj()]
+    ordered, starving = starve.starving_first(queue, PARTS, config, NOW)
+    assert [j.job_id for j in ordered[: len(first)]] == first
+    assert starving == frozenset(first)
+    assert sorted(j.job_id for j in ordered) == [1, 2, 3, 4]

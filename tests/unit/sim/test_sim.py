@@ -361,7 +361,7 @@ SchedulerParameters=bf_resolution=1,bf_reservations=1,{options}
 @pytest.mark.parametrize(
     ("options", "policy"),
     [
-        ("shoal_short_first=10,shoal_starve_wait=1440,shoal_starve_xfactor=10", "shoal"),
+        ("shoal_short_first=10,shoal_starve_wait=1440,shoal_starve_xfactor=10,shoal_starve_max=10", "shoal"),
         ("shoal_short_first=10", "short"),
     ],
 )
@@ -387,6 +387,7 @@ def test_policy_conf_honours_the_slurm_conf_knobs(
     [
         ("shoal_short_first=10", {"short_first_min": 10, "starve_wait_min": 0, "starve_xfactor": 0}),
         ("shoal_starve_wait=1440,shoal_starve_xfactor=10", {"starve_wait_min": 1440, "starve_xfactor": 10}),
+        ("shoal_starve_max=3", {"starve_max": 3, "starve_wait_min": 0}),
         ("bf_window=60", {"short_first_min": 0, "starve_wait_min": 0, "starve_xfactor": 0}),
     ],
 )
