@@ -67,7 +67,7 @@ def passes(snap: Snapshot, reps: int, profile: bool) -> tuple[float, float, Cycl
     main_s, main = cpu_seconds(lambda: run_cycle(builtin, NOW), reps)
     assert isinstance(main, CycleResult)
     parts = {part.name: part for part in snap.partitions}
-    queue = sorted(snap.pending, key=lambda job: queue_order_key(job, parts, NOW))
+    queue = sorted(snap.pending, key=lambda job: queue_order_key(job, parts, NOW, snap.config))
 
     def backfill() -> object:
         return run_backfill(snap, NOW, queue, main.starts, main.reasons, Counter())

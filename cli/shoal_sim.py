@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from ctld.sim.swf import Trace
 
 PROG = "shoal sim"
-POLICIES = ("fcfs", "easy", "sjf", "sjbf", "shoal", "conf")
 COLUMNS = (
     ("jobs", "jobs", "{:d}"),
     ("utilization", "util", "{:.3f}"),
@@ -34,6 +33,8 @@ COLUMNS = (
 
 
 def _parser() -> argparse.ArgumentParser:
+    from ctld.sim.run import POLICIES  # the one list (ctld/sched/policy.py), loaded when `shoal sim` runs
+
     p = argparse.ArgumentParser(prog=PROG, description="Replay an SWF trace through shoal's scheduler.")
     p.add_argument(
         "trace", help="SWF trace (plain or .gz), an `sacct -P` export, or lublin:N[:SEED] for a synthetic one"
@@ -41,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("auto", "swf", "sacct"), default="auto", help="the trace's format")
     p.add_argument("--conf", help="slurm.conf: its nodes, partitions and scheduler settings")
     p.add_argument("--policy", choices=POLICIES, help="queue policy (default: conf with --conf, else easy)")
+    p.add_argument(
+        "--backfill-rule",
+        choices=("easy", "strict"),
+        default="easy",
+        help="easy: textbook EASY; strict: backfill only jobs that end before the first reservation (RLScheduler)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--csv", metavar="FILE", help="write one line per job")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots (needs matplotlib)")
@@ -77,7 +84,7 @@ def _trace(spec: str, seed: int, form: str = "auto") -> Trace:
 def _runs(args: argparse.Namespace, trace: Trace) -> list[tuple[str, Machine, str]]:
     """(label, machine, policy) for the main run and each --compare entry."""
     from ctld.sim.machine import conf_machine
-    from ctld.sim.run import default_machine
+    from ctld.sim.run import POLICIES, default_machine, with_config
 
     default = default_machine(trace)
     base = conf_machine(args.conf) if args.conf else default
@@ -87,6 +94,8 @@ def _runs(args: argparse.Namespace, trace: Trace) -> list[tuple[str, Machine, st
             runs.append((item, base, item))
         else:
             runs.append((os.path.basename(item), conf_machine(item), "conf"))
+    if args.backfill_rule == "strict":
+        runs = [(label, with_config(machine, bf_strict=True), policy) for label, machine, policy in runs]
     return runs
 
 

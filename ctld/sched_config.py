@@ -7,6 +7,7 @@ A SchedulerParameters value that is not a number is ignored (the default stays),
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ctld.priority_config import priority_config
 from ctld.sched.model import Config, Partition, PreemptConfig, Switch, Topology
@@ -21,6 +22,10 @@ _NUMERIC = {
     "default_queue_depth": "max_job_test",
     "bf_reservations": "bf_reservations",  # shoal's own: 1 = EASY, 0 = every tested job (Slurm)
     "max_switch_wait": "max_switch_wait_s",
+    # shoal's own (ctld/sched/starve.py; slurm.conf refuses a value that is not a whole number)
+    "shoal_short_first": "short_first_min",
+    "shoal_starve_wait": "starve_wait_min",
+    "shoal_starve_xfactor": "starve_xfactor",
 }
 
 
@@ -35,7 +40,7 @@ def scheduler_parameters(words: Iterable[str]) -> dict[str, str]:
 
 def sched_config(cfg: SlurmConfig) -> Config:
     """The core's Config for this slurm.conf."""
-    numbers: dict[str, int] = {}
+    numbers: dict[str, Any] = {}  # Config's integer fields only (_NUMERIC)
     for option, value in scheduler_parameters(cfg.scheduler_parameters).items():
         name = _NUMERIC.get(option)
         if name is not None and value.isdigit():

@@ -9,7 +9,9 @@ what a reservation needs before that reservation ends. A job that fits now start
 top jobs get a reservation at their earliest start (all tested jobs, as Slurm, or only the first
 `bf_reservations`: 1 is EASY). A job that cannot be planned within bf_window (or whose start
 depends on jobs without an end) blocks its partitions for the rest of the pass, so it is never
-starved by a stream of small jobs.
+starved by a stream of small jobs. Starving jobs (starve.py) are tested first and each gets a
+reservation. `bf_strict` (the simulator's RLScheduler rule) backfills only jobs that end by the
+first reservation, even when they would use only processors the reservations leave free.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ctld.sched import limits, placement, reservations
+from ctld.sched import limits, placement, reservations, starve
 from ctld.sched.limits import FOREVER, job_end
 from ctld.sched.model import JobRequest, Partition, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
@@ -213,6 +215,9 @@ def run_backfill(
     per_user: Counter[int] = Counter()
     tasks = active_tasks if active_tasks is not None else Counter()
     tested = reserved = 0
+    first_reservation = FOREVER  # bf_strict: no job that ends after it is backfilled
+    # starving jobs (starve.py) are tested first, oldest first, and each may get a reservation
+    queue, starving = starve.starving_first(queue, {p.name: p for p in snap.partitions}, config, now)
     for job in queue:
         if reasons.get(job.job_id) not in WAITING_FOR_RESOURCES:
             continue
@@ -227,7 +232,7 @@ def run_backfill(
             continue
         tested += 1
         per_user[job.user_id] += 1
-        may_reserve = config.bf_reservations <= 0 or reserved < config.bf_reservations
+        may_reserve = config.bf_reservations <= 0 or reserved < config.bf_reservations or job.job_id in starving
         if not may_reserve and _cpus_needed(job, parts) > free_cpus:
             continue  # cannot start now, and gets no reservation: no need to place it
         found = _earliest(job, parts, timeline, horizon if may_reserve else now)
@@ -236,6 +241,8 @@ def run_backfill(
                 blocked.update(p.name for p in parts)
             continue
         begin, start = found
+        if begin <= now and config.bf_strict and job_end(now, start.time_limit_min) > first_reservation:
+            continue  # fits beside the reservations, but ends after the first (RLScheduler's rule)
         if begin <= now and admit is not None and not admit(job):
             continue
         timeline.hold(begin, start)
@@ -245,7 +252,8 @@ def run_backfill(
             if job.array_job_id:
                 tasks[job.array_job_id] += 1
         else:
-            reserved += 1
+            reserved += job.job_id not in starving
+            first_reservation = min(first_reservation, begin)
             result.planned[job.job_id] = Planned(begin, tuple(a.node for a in start.allocation))
     return result
 

@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
-from ctld.sched import dependency, limits, preemption, reservations, topology
+from ctld.sched import dependency, limits, preemption, reservations, starve, topology
 from ctld.sched.assoc_limits import AssocUsage
 from ctld.sched.backfill import run_backfill
 from ctld.sched.model import (
+    Config,
     CycleResult,
     JobRequest,
     JobStatus,
@@ -65,7 +66,7 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
     parts = {part.name: part for part in snap.partitions}
     statuses = dependency.status_index(snap.jobs)
     priorities = all_priorities(snap, now)
-    queue = sorted(snap.pending, key=lambda job: _queue_key(job, parts, priorities))
+    queue = sorted(snap.pending, key=lambda job: _queue_key(job, parts, priorities, snap.config))
     if snap.topology is not None:  # --switches=N holds only until the job has waited long enough
         queue = [topology.switch_request(job, now, snap.config) for job in queue]
     state = _CycleState(active_tasks=_active_array_tasks(snap.jobs))
@@ -229,9 +230,11 @@ def _within_limits(usage: AssocUsage, reasons: dict[int, str], job: JobRequest) 
     return True
 
 
-def queue_order_key(job: JobRequest, parts: Mapping[str, Partition], now: int) -> tuple[int, int, int, int]:
+def queue_order_key(
+    job: JobRequest, parts: Mapping[str, Partition], now: int, config: Config
+) -> tuple[int, int, int, int, int]:
     """A pending job's place in the queue, as run_cycle sorts it (lower first); for `shoal sim`."""
-    return _queue_key(job, parts, {job.job_id: _priority(job, parts, now)})
+    return _queue_key(job, parts, {job.job_id: _priority(job, parts, now)}, config)
 
 
 def _priority(job: JobRequest, parts: Mapping[str, Partition], now: int) -> int:
@@ -242,10 +245,11 @@ def _priority(job: JobRequest, parts: Mapping[str, Partition], now: int) -> int:
 
 
 def _queue_key(
-    job: JobRequest, parts: Mapping[str, Partition], priorities: Mapping[int, int]
-) -> tuple[int, int, int, int]:
+    job: JobRequest, parts: Mapping[str, Partition], priorities: Mapping[int, int], config: Config
+) -> tuple[int, int, int, int, int]:
+    """PriorityTier, then short jobs first (shoal_short_first), priority, submit time, job id."""
     tier = max((parts[name].priority_tier for name in job.partitions if name in parts), default=0)
-    return (-tier, -priorities[job.job_id], job.submit_time, job.job_id)
+    return (-tier, starve.short_rank(job, parts, config), -priorities[job.job_id], job.submit_time, job.job_id)
 
 
 def _active_array_tasks(jobs: tuple[JobStatus, ...]) -> Counter[int]:

@@ -241,6 +241,11 @@ class Config:
     bf_max_job_test: int = 500  # jobs the backfill pass considers
     bf_max_job_user: int = 0  # 0 = no per-user limit on jobs considered
     bf_reservations: int = 0  # shoal: top jobs that get a reservation; 0 = every job tested, 1 = EASY
+    # shoal's own (starve.py): short jobs first; a reservation for each starving job (0 = off)
+    short_first_min: int = 0  # jobs with a time limit of at most this many minutes go first
+    starve_wait_min: int = 0  # a job waiting this long starves
+    starve_xfactor: int = 0  # ... or once (wait + limit) / limit reaches this
+    bf_strict: bool = False  # `shoal sim --backfill-rule strict`: backfill only jobs ending by the first reservation
     max_switch_wait_s: int = 300  # the longest a job waits for its --switches count
     priority: PriorityConfig = PriorityConfig()
     preempt: PreemptConfig = PreemptConfig()

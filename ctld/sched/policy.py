@@ -7,13 +7,12 @@ so it is the one that holds EASY's reservation (no job waits behind younger ones
 oldest), and every other job is ordered shortest estimate first, so short jobs backfill first.
 The simulator gives the oldest waiting job `promoted_priority` before each cycle.
 
-`shoal` is the configuration shoal ships for small-job-heavy workloads: jobs estimated under
-`SHORT_S` go first, shortest first; every other job follows in submit order; EASY backfill. Nearly
-all bounded slowdown comes from jobs that run minutes (bench/README.md measures it), and their
-processor-time is small, so letting them pass costs the long jobs little, while long jobs keep
-first-come-first-served order among themselves (pure sjf lets a long job wait behind every shorter
-one). The priority depends only on what a live controller knows at submit (time limit, submit
-time), so priority.py could compute it as well.
+`short` and `shoal` are slurm.conf settings (starve.py), so a live controller runs them as they
+are: `short` = FCFS with jobs of a time limit up to 10 minutes first, shortest first
+(SchedulerParameters=shoal_short_first=10), EASY backfill; `shoal` = the same plus a reservation of
+its own for every job that has waited a day or 10x its time limit (shoal_starve_wait=1440,
+shoal_starve_xfactor=10), which bounds what short-jobs-first costs the wide jobs. bench/README.md
+has the measurements behind both.
 
 Larger priority runs first, as in the core. `conf` leaves the priority to priority.py, as a live
 cluster would.
@@ -23,24 +22,22 @@ from __future__ import annotations
 
 from ctld.sched.model import Config
 
-POLICIES = ("fcfs", "easy", "sjf", "sjbf", "shoal", "conf")
+POLICIES = ("fcfs", "easy", "sjf", "sjbf", "short", "shoal", "conf")
 TOP = 2**62
-SHORT_S = 600  # `shoal`: jobs estimated under this many seconds go first
-LONG = 2**50  # below every short job's priority (estimates up to years)
+# SchedulerParameters=shoal_short_first=10,shoal_starve_wait=1440,shoal_starve_xfactor=10
+SHORT_FIRST_MIN = 10
+STARVE_WAIT_MIN = 1440
+STARVE_XFACTOR = 10
 
 
 def policy_priority(policy: str, submit_time: int, estimate_s: int) -> int | None:
     """The admin priority a trace job gets under `policy` (None: the core computes it)."""
-    if policy in ("fcfs", "easy"):
+    if policy in ("fcfs", "easy", "short", "shoal"):
         return TOP - submit_time
     if policy == "sjf":
         return TOP - estimate_s * 2**32 - submit_time
     if policy == "sjbf":
         return policy_priority("sjf", submit_time, estimate_s)
-    if policy == "shoal":
-        if estimate_s < SHORT_S:
-            return policy_priority("sjf", submit_time, estimate_s)
-        return TOP - LONG - submit_time
     return None
 
 
@@ -55,11 +52,22 @@ def promoted_priority(submit_time: int) -> int:
 
 
 def policy_config(policy: str, base: Config) -> Config:
-    """The scheduler knobs a policy implies on top of `base` (the slurm.conf's, or the defaults)."""
+    """The scheduler knobs a policy implies on top of `base` (the slurm.conf's, or the defaults).
+
+    A named policy is that policy whatever the slurm.conf says: its shoal_* options are replaced.
+    """
     from dataclasses import replace
 
+    if policy == "conf":
+        return base
+    plain = replace(base, short_first_min=0, starve_wait_min=0, starve_xfactor=0)
     if policy == "fcfs":
-        return replace(base, scheduler="sched/builtin")
-    if policy in ("easy", "sjf", "sjbf", "shoal"):
-        return replace(base, scheduler="sched/backfill", bf_reservations=1)
-    return base
+        return replace(plain, scheduler="sched/builtin")
+    easy = replace(plain, scheduler="sched/backfill", bf_reservations=1)
+    if policy == "short":
+        return replace(easy, short_first_min=SHORT_FIRST_MIN)
+    if policy == "shoal":
+        return replace(
+            easy, short_first_min=SHORT_FIRST_MIN, starve_wait_min=STARVE_WAIT_MIN, starve_xfactor=STARVE_XFACTOR
+        )
+    return easy

@@ -7,6 +7,8 @@ nodes a start or an end touches, and the queue is kept in the core's order, so a
 the jobs it could consider (the first `depth` = max(default_queue_depth, bf_max_job_test) jobs);
 when every one of them starts, the cycle runs again at the same moment, so nothing is lost.
 Priorities are taken as fixed from submit (true of priority/basic and the sim's policies).
+Starving jobs (starve.py: shoal_starve_*) join the batch wherever they are in the queue, since
+backfill tests them first; the moment each starts starving is known at submit.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ctld.sched import cycle, limits
+from ctld.sched import cycle, limits, starve
 from ctld.sched.model import (
     UNLIMITED,
     Config,
@@ -87,6 +89,7 @@ class Simulation:
             not self.backfill or (config.bf_reservations == 1 and config.bf_max_job_user == 0)
         )
         self.shortcuts = shortcuts
+        self.starve = starve.enabled(config)
         if config.scheduler != "sched/backfill":
             # strict order: jobs behind the first that waits cannot start; the rerun below keeps
             # a small batch exact
@@ -96,22 +99,28 @@ class Simulation:
         """Replay `jobs` (sorted by submit) on an empty machine; one result per job that started."""
         arrivals = sorted(jobs, key=lambda j: (j.submit, j.job_id))
         trace = {j.job_id: j for j in arrivals}
-        queue_keys: list[tuple[tuple[int, int, int, int], int]] = []
+        queue_keys: list[tuple[tuple[int, int, int, int, int], int]] = []
         requests: dict[int, JobRequest] = {}
         running: dict[int, RunningJob] = {}
         ends: list[tuple[int, int]] = []
         results: dict[int, JobResult] = {}
         next_arrival = 0
         done = 0
-        keys: dict[int, tuple[tuple[int, int, int, int], int]] = {}
+        keys: dict[int, tuple[tuple[int, int, int, int, int], int]] = {}
         oldest: list[tuple[int, int]] = []  # (submit, job id) of waiting jobs, when promoting
         promoted = -1  # the waiting job that holds the promoted priority
         quiet_until = 0  # the last cycle started nothing; until then nothing it saw changes by itself
+        starves: list[tuple[int, int]] = []  # (moment it starves, job id) of jobs not starving yet
+        starving: set[int] = set()  # waiting jobs that starve
         while next_arrival < len(arrivals) or ends:
             now = min(
                 arrivals[next_arrival].submit if next_arrival < len(arrivals) else ends[0][0],
                 ends[0][0] if ends else arrivals[next_arrival].submit,
             )
+            while starves and starves[0][1] not in requests:
+                heapq.heappop(starves)  # started before it starved
+            if starves:
+                now = min(now, starves[0][0])  # a cycle when a job starts starving, as ctld's periodic one
             while ends and ends[0][0] <= now:
                 _, job_id = heapq.heappop(ends)
                 self._release(running.pop(job_id))
@@ -122,13 +131,20 @@ class Simulation:
                 next_arrival += 1
                 req = self.request(tj)
                 requests[tj.job_id] = req
-                key = keys[tj.job_id] = (cycle.queue_order_key(req, self._parts, now), tj.job_id)
+                key = keys[tj.job_id] = (cycle.queue_order_key(req, self._parts, now, self.config), tj.job_id)
                 at = bisect.bisect(queue_keys, key)
                 queue_keys.insert(at, key)
                 if at < self.depth or req.admin_priority is None:
                     quiet_until = 0  # the next cycle sees a new job (or priorities that may age)
                 if self.promote is not None:
                     heapq.heappush(oldest, (tj.submit, tj.job_id))
+                if self.starve:
+                    heapq.heappush(starves, (starve.starves_at(req, self._parts, self.config), tj.job_id))
+            while starves and starves[0][0] <= now:
+                _, job_id = heapq.heappop(starves)
+                if job_id in requests:
+                    starving.add(job_id)
+                    quiet_until = 0  # backfill now gives it a reservation of its own
             if now < quiet_until:
                 # Same running jobs, same first `depth` queued jobs, nothing past its limit since
                 # the last cycle, which started nothing: this one would start nothing either.
@@ -147,14 +163,16 @@ class Simulation:
                             requests[promoted], admin_priority=self.promote(requests[promoted].submit_time)
                         )
                         requests[promoted] = req
-                        keys[promoted] = (cycle.queue_order_key(req, self._parts, now), promoted)
+                        keys[promoted] = (cycle.queue_order_key(req, self._parts, now, self.config), promoted)
                         bisect.insort(queue_keys, keys[promoted])
                 batch = queue_keys[: self.depth]
+                if starving and len(queue_keys) > self.depth:
+                    batch = batch + sorted(keys[j] for j in starving if keys[j] > batch[-1])
                 pending = [requests[job_id] for _, job_id in batch]
                 snap = Snapshot(
                     nodes=tuple(self.nodes[name] for name in self.order),
                     partitions=self.partitions,
-                    pending=tuple(self._prune(pending)) if self.prune else tuple(pending),
+                    pending=tuple(self._prune(pending, starving)) if self.prune else tuple(pending),
                     running=tuple(running.values()),
                     jobs=(),
                     config=self.config,
@@ -171,6 +189,7 @@ class Simulation:
                         tj.job_id, tj.submit, now, now + run, run, cpus, len(start.allocation), timed_out
                     )
                     del requests[start.job_id]
+                    starving.discard(start.job_id)
                 if started:
                     queue_keys = [k for k in queue_keys if k[1] not in started]
                 if len(started) < len(batch):
@@ -181,7 +200,7 @@ class Simulation:
                 progress(done, len(arrivals))
         return [results[j.job_id] for j in arrivals if j.job_id in results]
 
-    def _prune(self, batch: list[JobRequest]) -> list[JobRequest]:
+    def _prune(self, batch: list[JobRequest], starving: set[int]) -> list[JobRequest]:
         """The batch less the jobs the cycle would only pass over: the same decisions, sooner.
 
         When every job waits on the same one partition, with fixed priorities, a job asking for
@@ -189,7 +208,8 @@ class Simulation:
         one) blocks the partition in the main pass and takes EASY's one reservation in backfill,
         after which any later job that big is skipped by both passes without a trace (the batch
         is within max_job_test and bf_max_job_test, and nothing counts tests per user). Jobs a
-        partition limit holds back, and exclusive ones, are always kept.
+        partition limit holds back, exclusive ones and starving ones (a reservation each) are
+        always kept.
         tests/unit/sim checks a replay with and without pruning decides the same.
         """
         first = batch[0].partitions if batch else ()
@@ -206,7 +226,7 @@ class Simulation:
         kept: list[JobRequest] = []
         seen_too_big = False
         for job in batch:
-            if job.exclusive or limits.partition_limit_reason(job, part) is not None:
+            if job.exclusive or job.job_id in starving or limits.partition_limit_reason(job, part) is not None:
                 kept.append(job)
                 continue
             too_big = job_cpus(job) > free

@@ -8,11 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ctld.sched.model import Config
-from ctld.sched.policy import policy_config, promoted_priority, promotes_oldest
+from ctld.sched.policy import POLICIES, policy_config, promoted_priority, promotes_oldest
 from ctld.sim.engine import JobResult, Progress, Simulation
 from ctld.sim.machine import Machine, job_request, pool_machine
 from ctld.sim.metrics import Summary, combine, summarize
 from ctld.sim.swf import Trace, TraceJob
+
+__all__ = ["POLICIES", "Outcome", "default_machine", "evaluate", "replay", "with_config"]
 
 # The sim's own policies plan far ahead at one-second resolution and test the whole queue they see.
 SIM_DEFAULTS = Config(bf_window_min=10**7, bf_resolution_s=1, bf_max_job_test=100, max_job_test=100)
@@ -79,5 +81,5 @@ def evaluate(
     return Outcome(label or policy, combine(parts, wall), everything)
 
 
-def with_config(machine: Machine, **changes: int | str) -> Machine:
+def with_config(machine: Machine, **changes: int | str | bool) -> Machine:
     return replace(machine, config=replace(machine.config, **changes))  # type: ignore[arg-type]

@@ -570,7 +570,7 @@ class _Builder:
             select_type=top.text("SelectType", "select/cons_tres"),
             select_type_parameters=top.words("SelectTypeParameters"),
             scheduler_type=top.text("SchedulerType", "sched/backfill"),
-            scheduler_parameters=top.words("SchedulerParameters"),
+            scheduler_parameters=_scheduler_parameters(top),
             priority_type=top.text("PriorityType", "priority/basic"),
             priority_calc_period=_calc_period(top),
             preempt_type=_preempt_type(top),
@@ -635,6 +635,29 @@ def _preempt_mode(values: Values, default: str) -> str:
     if len(words) != 1 or words[0] not in _PREEMPT_MODES:
         raise values.invalid("PreemptMode", "OFF, CANCEL or REQUEUE")
     return words[0]
+
+
+# shoal's own SchedulerParameters options (README, "Backfill"): whole numbers, 0 = off
+_SHOAL_SCHED_OPTIONS = {
+    "shoal_short_first": "minutes, a whole number such as 10",
+    "shoal_starve_wait": "minutes, a whole number such as 1440",
+    "shoal_starve_xfactor": "a whole number such as 10",
+}
+
+
+def _scheduler_parameters(values: Values) -> tuple[str, ...]:
+    """SchedulerParameters: Slurm's options are read by ctld (a bad number keeps the default, as
+    Slurm); shoal's own are refused at file:line when their value is not a whole number."""
+    words = values.words("SchedulerParameters")
+    for word in words:
+        key, _, value = (part.strip() for part in word.partition("="))
+        expected = _SHOAL_SCHED_OPTIONS.get(key.lower())
+        if expected is not None and not value.isdigit():
+            raise ConfigError(
+                f"{values.source('SchedulerParameters')}: invalid value for SchedulerParameters option "
+                f"{key}: {value!r} (expected {expected}; 0 = off)"
+            )
+    return words
 
 
 def _calc_period(values: Values) -> int:

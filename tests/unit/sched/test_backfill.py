@@ -93,12 +93,14 @@ def test_easy_reserves_only_for_the_first_job() -> None:
     assert 2 not in easy.planned
 
 
-def test_small_job_uses_spare_cpus_beside_a_reservation() -> None:
-    """The big job leaves one CPU per node: a long 1-CPU job may use it now (textbook backfill)."""
+@pytest.mark.parametrize(("strict", "limit", "started"), [(False, 600, [2]), (True, 600, []), (True, 60, [2])])
+def test_small_job_uses_spare_cpus_beside_a_reservation(strict: bool, limit: int, started: list[int]) -> None:
+    """The big job leaves one CPU per node: a long 1-CPU job may use it now (textbook backfill);
+    under bf_strict (RLScheduler's rule) only a job that ends by the reservation may start."""
     big = job(1).nodes(2).tasks(6).time(60).obj()
-    long_small = job(2).tasks(1).time(600).obj()
-    result = run_cycle(_snap(NOW + 3600, [big, long_small]), NOW)
-    assert [s.job_id for s in result.starts] == [2]
+    small = job(2).tasks(1).time(limit).obj()
+    result = run_cycle(_snap(NOW + 3600, [big, small], dataclasses.replace(BACKFILL, bf_strict=strict)), NOW)
+    assert [s.job_id for s in result.starts] == started
     assert result.planned[1].start_time == NOW + 3600
 
 

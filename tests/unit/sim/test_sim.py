@@ -123,8 +123,10 @@ def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str
         ("lublin_256.swf", "fcfs", 0, 600),
         ("lublin_256.swf", "sjbf", 3000, 3500),
         ("lublin_256.swf", "shoal", 5000, 5600),
+        ("lublin_256_new2.swf", "shoal", 7966, 8400),
+        ("lublin_256.swf", "short", 5000, 5600),
     ],
-    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjbf", "l1-shoal"],
+    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjbf", "l1-shoal", "l2-shoal-starving", "l1-short"],
 )
 def test_shortcuts_change_no_decision(name: str, policy: str, first: int, last: int) -> None:
     """Skipping fruitless cycles and pruning jobs too big to start leave every start time as it was."""
@@ -309,3 +311,108 @@ def test_shoal_policy_runs_short_jobs_first_and_long_ones_in_order(
     trace = read_swf(path)
     outcome = evaluate(trace, default_machine(trace), policy)
     assert {r.job_id: r.start for r in outcome.results} == starts
+
+
+# A 4-processor machine; job 1 holds 2 processors until 3600. Job 2 (all 4, 2 h) waits; job 3
+# (3 processors, 5 min) is short, so it heads the queue under short-jobs-first and holds EASY's one
+# reservation (3600); job 4 (1 processor, 10 h) then fits beside it and starts at 200, so job 2
+# waits until 36200. With starve_wait=1 (minute) job 2 starves at 70, gets a reservation of its own,
+# and job 4 may not start into it; job 3 still goes first (short jobs keep their place), job 2 starts
+# when it ends. easy keeps submit order throughout.
+STARVING = """; MaxProcs: 4
+1 0 -1 3600 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1
+2 10 -1 7200 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
+3 100 -1 300 3 -1 -1 3 -1 -1 1 1 1 -1 1 -1 -1 -1
+4 200 -1 36000 1 -1 -1 1 -1 -1 1 1 1 -1 1 -1 -1 -1
+"""
+
+
+@pytest.mark.parametrize(
+    ("options", "starts"),
+    [
+        ({"short_first_min": 10}, {1: 0, 4: 200, 3: 3600, 2: 36200}),
+        ({"short_first_min": 10, "starve_wait_min": 1}, {1: 0, 3: 3600, 2: 3900, 4: 11100}),
+        ({}, {1: 0, 2: 3600, 3: 10800, 4: 10800}),
+    ],
+    ids=["short-first", "short-first-starve", "easy"],
+)
+def test_a_starving_wide_job_keeps_long_jobs_from_backfilling_ahead(
+    tmp_path: Path, options: dict[str, int], starts: dict[int, int]
+) -> None:
+    """The knobs as slurm.conf's `conf` policy reads them (FIFO priority, EASY backfill)."""
+    from ctld.sim.run import with_config
+
+    path = tmp_path / "starving.swf"
+    path.write_text(STARVING)
+    trace = read_swf(path)
+    machine = with_config(default_machine(trace), scheduler="sched/backfill", bf_reservations=1, **options)
+    outcome = evaluate(trace, machine, "conf")
+    assert {r.job_id: r.start for r in outcome.results} == starts
+
+
+CONF = """ClusterName=sim
+SlurmctldHost=head
+NodeName=n[1-4] CPUs=1 RealMemory=1000
+PartitionName=batch Nodes=n[1-4] Default=YES MaxTime=INFINITE
+SchedulerParameters=bf_resolution=1,bf_reservations=1,{options}
+"""
+
+
+@pytest.mark.parametrize(
+    ("options", "policy"),
+    [
+        ("shoal_short_first=10,shoal_starve_wait=1440,shoal_starve_xfactor=10", "shoal"),
+        ("shoal_short_first=10", "short"),
+    ],
+)
+def test_policy_conf_honours_the_slurm_conf_knobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: str, policy: str
+) -> None:
+    """`--policy conf` with the SchedulerParameters decides as the named policy on the same machine."""
+    trace = tmp_path / "starving.swf"
+    trace.write_text(STARVING)
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(CONF.format(options=options))
+    rows = {}
+    for name in ("conf", policy, "easy"):
+        out = tmp_path / f"{name}.csv"
+        assert shoal_sim.main([str(trace), "--conf", str(conf), "--policy", name, "--csv", str(out)]) == 0
+        rows[name] = out.read_text()
+    assert rows["conf"] == rows[policy]
+    assert rows["conf"] != rows["easy"]
+
+
+@pytest.mark.parametrize(
+    ("options", "fields"),
+    [
+        ("shoal_short_first=10", {"short_first_min": 10, "starve_wait_min": 0, "starve_xfactor": 0}),
+        ("shoal_starve_wait=1440,shoal_starve_xfactor=10", {"starve_wait_min": 1440, "starve_xfactor": 10}),
+        ("bf_window=60", {"short_first_min": 0, "starve_wait_min": 0, "starve_xfactor": 0}),
+    ],
+)
+def test_scheduler_parameters_set_the_shoal_knobs(tmp_path: Path, options: str, fields: dict[str, int]) -> None:
+    from ctld.sim.machine import conf_machine
+
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(CONF.format(options=options))
+    config = conf_machine(str(conf)).config
+    assert {name: getattr(config, name) for name in fields} == fields
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("shoal_starve_wait=1d", "invalid value for SchedulerParameters option shoal_starve_wait: '1d'"),
+        ("shoal_short_first", "invalid value for SchedulerParameters option shoal_short_first: ''"),
+        ("shoal_starve_xfactor=-2", "invalid value for SchedulerParameters option shoal_starve_xfactor: '-2'"),
+    ],
+)
+def test_a_bad_shoal_knob_is_a_file_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: str, message: str
+) -> None:
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(CONF.format(options=options))
+    trace = tmp_path / "small.swf"
+    trace.write_text(SMALL)
+    assert shoal_sim.main([str(trace), "--conf", str(conf)]) == 1
+    assert capsys.readouterr().err.strip().startswith(f"shoal sim: error: {conf}:5: {message}")
