@@ -460,6 +460,11 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sim"]:  # all of it is shoal sim's (REMAINDER would take `sim --help` for ours)
+        from cli import shoal_sim
+
+        return shoal_sim.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "up" and args.nodes < 1:
         print(f"{PROG}: error: --nodes must be at least 1", file=sys.stderr)

@@ -416,3 +416,13 @@ def test_a_bad_shoal_knob_is_a_file_line_error(
     trace.write_text(SMALL)
     assert shoal_sim.main([str(trace), "--conf", str(conf)]) == 1
     assert capsys.readouterr().err.strip().startswith(f"shoal sim: error: {conf}:5: {message}")
+
+
+def test_shoal_sim_help_is_shoal_sims(capsys: pytest.CaptureFixture[str]) -> None:
+    """`shoal sim --help` shows shoal sim's options (the dispatcher used to refuse --help first)."""
+    from cli import shoal_admin
+
+    with pytest.raises(SystemExit) as done:
+        shoal_admin.main(["sim", "--help"])
+    assert done.value.code == 0
+    assert "--backfill-rule" in capsys.readouterr().out
