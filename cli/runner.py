@@ -52,6 +52,7 @@ REQUEST_MAGIC = b"SHR1"
 RUNNER_SUFFIX = ".run"
 MAX_REQUEST = 16 * 1024 * 1024  # argv + environment; Linux's own limit for exec is far lower
 REQUEST_TIMEOUT = 10.0
+CANNOT_LISTEN = 3  # exit status that tells the agent not to start the runner again
 _U32 = struct.Struct("<I")
 _UCRED = struct.Struct("3i")
 
@@ -439,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         runner.bind()
     except OSError as exc:
         print(f"shoal-runner: error: cannot listen on {args.socket}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return CANNOT_LISTEN
     runner.serve()
     return 0
 

@@ -41,6 +41,7 @@ from shoal.v1 import controller_pb2, jobs_pb2
 PROG = "srun"
 RETRY_S = 0.5
 JOB_CHECK_S = 3.0
+ABORT_WAIT_S = 32  # KillWait + 2 with Slurm's default KillWait; the step's reply gives the real one
 
 _SKIP = {"array", "wrap", "parsable", "test_only", "wait", "requeue", "no_requeue", "kill_on_invalid_dep",
          "signal", "get_user_env"}
@@ -277,11 +278,14 @@ class Interrupts:
         self.last = 0.0
         self.cancelled = False
         self.announced = False
+        self.aborted_at = 0.0
+        self.abort_wait = ABORT_WAIT_S
 
     def on_sigint(self, signum: int, frame: object) -> None:
         now = time.monotonic()
         if now - self.last <= 1.0:
             self.cancelled = True
+            self.aborted_at = self.aborted_at or now
             if self.step_text:  # else run_step says it once the step's id is known
                 self.announce_abort()
             self.io.signal(0)
@@ -301,10 +305,16 @@ class Interrupts:
             return
         self.announced = True
         print(f"srun: sending Ctrl-C to {self.step_text}", file=sys.stderr)
-        print("srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", file=sys.stderr)
+        print(f"srun: Job step aborted: Waiting up to {self.abort_wait} seconds for job step to finish.",
+              file=sys.stderr)
+
+    def abort_expired(self) -> bool:
+        """The step was aborted and did not end within the time announced: stop waiting for it."""
+        return bool(self.aborted_at) and time.monotonic() - self.aborted_at > self.abort_wait
 
     def on_sigterm(self, signum: int, frame: object) -> None:
         self.cancelled = True
+        self.aborted_at = self.aborted_at or time.monotonic()
         self.io.signal(0)
 
 
@@ -363,11 +373,16 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     io.forward_stdin(sys.stdin.buffer)
     interrupts.step_text = step_text
     interrupts.num_tasks = step.num_tasks
+    if reply.kill_wait:
+        interrupts.abort_wait = reply.kill_wait + 2  # as Slurm: KillWait + 2 (32 s by default)
     if interrupts.cancelled:  # aborted with two Ctrl-C while the step was being created
         interrupts.announce_abort()
     wait_secs = int(opts.get("wait_secs") or 0) if (opts.get("wait_secs") or "").isdigit() else 0
     first_exit: float | None = None
-    while not io.wait(step.num_nodes, timeout=JOB_CHECK_S):
+    while not io.wait(step.num_nodes, timeout=1.0 if interrupts.aborted_at else JOB_CHECK_S):
+        if interrupts.abort_expired():
+            print("srun: error: Timed out waiting for job step to complete", file=sys.stderr)
+            break
         if wait_secs and io.exits and first_exit is None:
             first_exit = time.monotonic()
         if first_exit is not None and time.monotonic() - first_exit > wait_secs:

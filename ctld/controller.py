@@ -364,7 +364,7 @@ class Controller:
                 if task_ids:
                     rec.array_job_id = first
                     rec.array_task_id = task_ids[k]
-                jobrec.describe_request(rec, req, mem_per_node)
+                jobrec.describe_request(rec, req, mem_per_node, self._largest_node_cpus(req.partitions[0]))
                 if not (rec.min_memory_cpu_mb or rec.min_memory_node_mb or req.mem_per_node_mb):
                     rec.min_memory_cpu_mb = self.cfg.def_mem_per_cpu  # what the job gets by default
                 rec.time_limit_min = effective_time_limit(req, snap_partitions[req.partitions[0]])
@@ -1168,7 +1168,14 @@ class Controller:
                 raise
         else:
             raise SlurmError(f"Update of this parameter is not supported: {key}")
-        jobrec.describe_request(job, jobrec.job_request(job, self.nodes, self.cfg), job.mem_mb // max(1, job.num_nodes))
+        req = jobrec.job_request(job, self.nodes, self.cfg)
+        jobrec.describe_request(job, req, job.mem_mb // max(1, job.num_nodes), self._largest_node_cpus(req.partitions[0]))
+
+    def _largest_node_cpus(self, partition: str) -> int:
+        """CPUs of the partition's largest node as configured (for a pending job's NumNodes)."""
+        part = self.cfg.partition(partition)
+        names = part.nodes if part is not None else ()
+        return max((self.nodes[n].conf.cpus for n in names if n in self.nodes), default=0)
 
     # ------------------------------------------------------------------ nodes
     def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:

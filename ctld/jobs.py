@@ -183,21 +183,28 @@ def tres_per_node(req: JobRequest) -> str:
     return ""
 
 
-def describe_request(job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: int) -> None:
-    """Fill the requested-size fields squeue/scontrol show for a pending job."""
+def describe_request(job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: int, node_cpus: int = 0) -> None:
+    """Fill the requested-size fields squeue/scontrol show for a pending job.
+
+    NumNodes is Slurm's estimate until the job starts: its minimum, or as many of the partition's
+    largest nodes (`node_cpus` CPUs) as its CPUs need, one task never spanning two (-n 20 on 16-CPU
+    nodes shows 2)."""
     gpus = job_gpus(req)
     cpus = job_cpus(req)
-    job.num_nodes = req.min_nodes
+    nodes = req.min_nodes
+    if node_cpus > 0:
+        nodes = max(nodes, min(max(1, req.num_tasks), -(-cpus // node_cpus)))
+    job.num_nodes = nodes
     job.min_nodes_req = req.min_nodes
     job.max_nodes_req = req.max_nodes
     job.num_cpus = cpus
     job.num_tasks = req.num_tasks
     job.num_gpus = gpus
-    job.mem_mb = mem_per_node_mb * req.min_nodes
+    job.mem_mb = mem_per_node_mb * nodes
     job.min_cpus_node = req.cpus_per_task * (req.ntasks_per_node or 1)
     job.min_memory_cpu_mb = req.mem_per_cpu_mb
     job.min_memory_node_mb = req.mem_per_node_mb
-    job.tres_req = tres_string(cpus, job.mem_mb, req.min_nodes, gpus)
+    job.tres_req = tres_string(cpus, job.mem_mb, nodes, gpus)
     job.tres_per_node = tres_per_node(req)
 
 

@@ -196,7 +196,7 @@ def create_step(
         )
         name, message = failed[0]
         raise SlurmError(f"Task launch for StepId={answer_step.job_id}.{answer_step.step_id} failed on node {name}: {message}")
-    return controller_pb2.CreateStepResponse(step=answer_step, job=answer_job)
+    return controller_pb2.CreateStepResponse(step=answer_step, job=answer_job, kill_wait=ctl.cfg.kill_wait)
 
 
 def _launch_request(

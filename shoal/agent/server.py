@@ -39,6 +39,7 @@ CONNECT_GRACE = 3.0
 # The command runner listens beside the agent, on the agent's path plus this (cli/native/command.c).
 RUNNER_SUFFIX = ".run"
 RUNNER_RESTART_DELAY = 5.0
+RUNNER_CANNOT_LISTEN = 3  # cli/runner.py's exit status when it cannot bind its socket
 
 UNAVAILABLE_MESSAGES = {
     "ctld": "Unable to contact slurm controller (connect failure)",
@@ -137,6 +138,11 @@ class AgentServer:
         """Restart a runner that died (at most every RUNNER_RESTART_DELAY seconds)."""
         runner = self._runner
         if runner is None or runner.poll() is None or self._stop.is_set():
+            return
+        if runner.returncode == RUNNER_CANNOT_LISTEN:  # its socket path is unusable: trying again won't help
+            log.error("the command runner cannot listen beside %s; commands will start Python each time",
+                      self.socket_path)
+            self._stop_runner()
             return
         if time.monotonic() - self._runner_started < RUNNER_RESTART_DELAY:
             return

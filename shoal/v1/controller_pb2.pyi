@@ -805,9 +805,12 @@ class CreateStepResponse(_message.Message):
     JOB_FIELD_NUMBER: _builtins.int
     RETRY_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    KILL_WAIT_FIELD_NUMBER: _builtins.int
     retry: _builtins.bool
     """resources busy: ask again later (message says why)"""
     message: _builtins.str
+    kill_wait: _builtins.int
+    """KillWait: an aborted srun waits KillWait + 2 s for the step"""
     @_builtins.property
     def step(self) -> _jobs_pb2.JobStep: ...
     @_builtins.property
@@ -819,10 +822,11 @@ class CreateStepResponse(_message.Message):
         job: _jobs_pb2.JobInfo | None = ...,
         retry: _builtins.bool = ...,
         message: _builtins.str = ...,
+        kill_wait: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "step", b"step"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "message", b"message", "retry", b"retry", "step", b"step"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job", "kill_wait", b"kill_wait", "message", b"message", "retry", b"retry", "step", b"step"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

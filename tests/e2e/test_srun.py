@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -245,3 +246,26 @@ def test_immediate_gives_up_when_the_nodes_are_busy(cluster: Cluster) -> None:
     assert cluster.state(job) == "CANCELLED"
     cluster.ok("scancel", str(busy))
     assert cluster.ok("srun", "--immediate=20", "-N1", "echo", "free").strip() == "free"
+
+
+def test_an_aborted_step_that_does_not_end_is_waited_for_killwait_plus_two_seconds(cluster: Cluster) -> None:
+    """Two Ctrl-C abort the step; if its node never confirms (here its supervisor is stopped) srun
+    gives up after the time it announced (KillWait=2 in these clusters: 4 s), as Slurm does."""
+    proc = _srun_process(cluster, "-N1", "-n1", "-J", "frozen", "sleep", "300")
+    step = _wait_running_step(cluster, "frozen")
+    job_id, step_id = step.split(".")
+    pid_files = list((cluster.dir / "spool").glob(f"*/step{job_id}.{step_id}/stepd.pid"))
+    assert len(pid_files) == 1
+    supervisor = int(pid_files[0].read_text().split()[0])
+    os.kill(supervisor, signal.SIGSTOP)
+    try:
+        proc.send_signal(signal.SIGINT)
+        assert proc.stderr is not None
+        proc.stderr.readline()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+    assert "srun: Job step aborted: Waiting up to 4 seconds for job step to finish." in err
+    assert "srun: error: Timed out waiting for job step to complete" in err
+    assert proc.returncode != 0

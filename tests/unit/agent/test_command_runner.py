@@ -255,3 +255,17 @@ def test_the_runner_loads_what_the_short_commands_load_and_nothing_heavier() -> 
             "'noded', 'dbd')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_runner_that_cannot_listen_is_not_started_again(ctld: str, public_dir: str) -> None:
+    # the agent's path fits a unix socket address (108 bytes), the runner's (".run" more) does not
+    base = os.path.join(public_dir, "run")
+    path = os.path.join(base, "a" * (105 - len(base) - 1))
+    assert len(path) == 105
+    server = AgentServer(path, KEY, {"ctld": ctld}, host=AGENT_HOST, command_runner=True)
+    server.start()
+    try:
+        _wait_for(lambda: server._runner is None)  # it exited (cannot listen) and the agent gave up
+        assert os.path.exists(path)  # the agent itself serves on
+    finally:
+        server.stop()
