@@ -142,7 +142,7 @@ def tiers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def test_a_higher_priority_tier_partition_requeues_a_lower_one(tiers: Cluster, workdir: Path) -> None:
     runs = workdir / "runs"
     low = tiers.submit("-c", "4", "-o", "/dev/null", "--wrap", f"echo run >> {runs}; sleep 300")
-    tiers.wait_state(low, {"RUNNING"})
+    wait_until("the low job's first run", lambda: lines(runs) == ["run"])  # before it can be preempted
     urgent = tiers.submit("-p", "urgent", "-c", "4", "-o", "/dev/null", "--wrap", "sleep 10")
     tiers.wait_state(urgent, {"RUNNING"}, timeout=40)
     assert tiers.state(low) == "PENDING"
