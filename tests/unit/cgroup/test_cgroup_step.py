@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -80,7 +81,8 @@ def test_v1_step_inside_job_limits_oom_and_removal() -> None:
         assert _int(root / "memory" / node / "job_1/step_0/memory.limit_in_bytes") == 40 << 20
         assert (root / "cpuset" / node / "job_1/step_batch/cpuset.cpus").read_text().strip()
         sleeper = _start_in(batch, ["sleep", "60"])
-        hog = _start_in(step, ["python3", "-c", "b = b'x' * (200 << 20)"])
+        # -I -S: no site hooks, so the interpreter starts well inside the 40 MB before it allocates
+        hog = _start_in(step, [sys.executable, "-I", "-S", "-c", "b = b'x' * (200 << 20)"])
         assert hog.wait(timeout=60) == -signal.SIGKILL
         assert step.oom_count() >= 1 and batch.oom_count() == 0  # the step's kill, not the script's
         step.remove()
