@@ -82,17 +82,28 @@ class Supervisor:
             status.update(exit_code=1, launch_failed=True, message=f"task/cgroup: {exc}", end_time=int(time.time()))
             return status
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        # The script starts only once its pid is on record: a signal sent the moment it prints
+        # (scancel -s, SignalJob) must find it, not "not running".
+        go_r, go_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
             os.close(err_r)
+            os.close(go_w)
+            os.read(go_r, 1)
+            os.close(go_r)
             _exec_job(self.spec, err_w, cgroup)  # never returns
         os.close(err_w)
+        os.close(go_r)
         try:
             os.setpgid(pid, pid)
         except OSError:
             pass  # the child already did it (or already exec'd)
         self.job_pid = pid
-        spool.write_pid_file(self.job_dir / spool.JOB_PID, pid)
+        try:
+            spool.write_pid_file(self.job_dir / spool.JOB_PID, pid)
+        finally:
+            os.write(go_w, b"1")
+            os.close(go_w)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         error = _read_all(err_r)
         _, wait_status, rusage = os.wait4(pid, 0)

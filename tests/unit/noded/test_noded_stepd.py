@@ -287,3 +287,14 @@ def test_a_pid_file_being_rewritten_always_reads_as_the_live_process(tmp_path: P
         writer.join()
     assert misses == 0
 
+
+
+def test_the_script_starts_with_its_pid_already_on_record(open_dirs: tuple[Path, Path]) -> None:
+    """A signal sent the moment the script runs (it printed "ready") must find its pid: the
+    supervisor records it before the script may start (this was a race the signal test lost)."""
+    spool_root, work = open_dirs
+    job_dir = spool.job_dir(spool_root, 10)
+    script = f"#!/bin/sh\ncat {job_dir / spool.JOB_PID} > {work / 'seen'} 2>&1\necho $$ >> {work / 'seen'}\n"
+    assert wait_status(submit(spool_root, work, script))["exit_code"] == 0
+    recorded, own = (work / "seen").read_text().split("\n")[:2]
+    assert recorded.split()[0] == own
