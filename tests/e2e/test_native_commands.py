@@ -43,15 +43,10 @@ def native(cluster: Cluster) -> Iterator[Path]:
 def _run(native: Path, cluster: Cluster, *argv: str, user: int | None = None, cwd: Path | None = None,
          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = dict(cluster.env, PATH="/usr/bin:/bin", **(env or {}))
-
-    def become() -> None:
-        if user is not None:
-            os.setgroups([])
-            os.setgid(user)
-            os.setuid(user)
-
+    # user/group/extra_groups, not a preexec_fn: Python code in a fork of this gRPC-threaded process can abort
+    ids = {} if user is None else {"user": user, "group": user, "extra_groups": []}
     return subprocess.run([str(native / argv[0]), *argv[1:]], env=full_env, cwd=cwd, capture_output=True,
-                          text=True, timeout=60, preexec_fn=become)
+                          text=True, timeout=60, **ids)  # type: ignore[call-overload]
 
 
 def test_listings_match_the_python_commands(native: Path, cluster: Cluster) -> None:

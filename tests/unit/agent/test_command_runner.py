@@ -80,14 +80,10 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _native(launcher_dir: Path, *argv: str, user: int | None = None, **kw: object) -> subprocess.CompletedProcess[str]:
-    preexec = None
-    if user is not None:
-        def preexec() -> None:
-            os.setgroups([])
-            os.setgid(user)
-            os.setuid(user)
+    # user/group/extra_groups, not a preexec_fn: Python code in a fork of this gRPC-threaded process can abort
+    ids = {} if user is None else {"user": user, "group": user, "extra_groups": []}
     return subprocess.run([str(launcher_dir / argv[0]), *argv[1:]], capture_output=True, text=True,
-                          timeout=60, preexec_fn=preexec, **kw)  # type: ignore[call-overload]
+                          timeout=60, **ids, **kw)  # type: ignore[call-overload]
 
 
 def _python(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:

@@ -60,7 +60,16 @@ def test_step_request_takes_its_cpus_memory_and_only_its_gpus(tmp_path: Path) ->
 
 
 def _start_in(cg: StepCgroup, argv: list[str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(argv, preexec_fn=lambda: cg.attach(os.getpid()))  # noqa: PLW1509 - test only
+    """Start argv inside the group. The child stops itself, is attached, then continues into argv: no
+    preexec_fn, whose Python code in a fork of this (gRPC-threaded) test process can abort."""
+    proc = subprocess.Popen(["/bin/sh", "-c", 'kill -STOP $$; exec "$@"', "sh", *argv])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{proc.pid}/stat").read_text().split(")")[-1].split()[0] != "T":
+        assert time.monotonic() < deadline, "the child never stopped"
+        time.sleep(0.01)
+    cg.attach(proc.pid)
+    os.kill(proc.pid, signal.SIGCONT)
+    return proc
 
 
 def _int(path: Path) -> int:
