@@ -44,15 +44,14 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from cli.command import COMMANDS
+from shoal.agent.protocol import RUNNER_CANNOT_LISTEN
 from shoal.forking import fork_child
 
 log = logging.getLogger("shoal.runner")
 
 REQUEST_MAGIC = b"SHR1"
-RUNNER_SUFFIX = ".run"
 MAX_REQUEST = 16 * 1024 * 1024  # argv + environment; Linux's own limit for exec is far lower
 REQUEST_TIMEOUT = 10.0
-CANNOT_LISTEN = 3  # exit status that tells the agent not to start the runner again
 _U32 = struct.Struct("<I")
 _UCRED = struct.Struct("3i")
 
@@ -69,11 +68,6 @@ PRELOAD = (
 
 class RequestError(Exception):
     """A malformed or oversized request: the child exits without running anything."""
-
-
-def runner_socket_path(agent_socket: str) -> str:
-    """Where the runner listens, derived from the agent's socket (the launcher derives it the same way)."""
-    return agent_socket + RUNNER_SUFFIX
 
 
 # -- the request ----------------------------------------------------------------------------------
@@ -440,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         runner.bind()
     except OSError as exc:
         print(f"shoal-runner: error: cannot listen on {args.socket}: {exc.strerror or exc}", file=sys.stderr)
-        return CANNOT_LISTEN
+        return RUNNER_CANNOT_LISTEN
     runner.serve()
     return 0
 

@@ -9,6 +9,11 @@ import socket
 import struct
 
 MAX_FRAME = 64 * 1024 * 1024
+# The agent's command runner (cli/runner.py) listens on the agent's socket path plus this suffix
+# (cli/native/command.c derives it the same way), and exits with RUNNER_CANNOT_LISTEN when it cannot
+# bind there: the agent then stops starting it again.
+RUNNER_SUFFIX = ".run"
+RUNNER_CANNOT_LISTEN = 3
 _HEADER = struct.Struct(">I")
 
 

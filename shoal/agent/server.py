@@ -22,7 +22,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from shoal.agent import client as codes
-from shoal.agent.protocol import recv_frame, send_frame
+from shoal.agent.protocol import RUNNER_CANNOT_LISTEN, RUNNER_SUFFIX, recv_frame, send_frame
 from shoal.auth.credential import encode, mint
 from shoal.rpc import METADATA_KEY
 from shoal.rpc.client import channel
@@ -36,10 +36,7 @@ ACCEPT_POLL = 0.2
 # how long a request waits for a daemon that is between connection attempts before "Unable to contact"
 CONNECT_GRACE = 3.0
 
-# The command runner listens beside the agent, on the agent's path plus this (cli/native/command.c).
-RUNNER_SUFFIX = ".run"
 RUNNER_RESTART_DELAY = 5.0
-RUNNER_CANNOT_LISTEN = 3  # cli/runner.py's exit status when it cannot bind its socket
 
 UNAVAILABLE_MESSAGES = {
     "ctld": "Unable to contact slurm controller (connect failure)",

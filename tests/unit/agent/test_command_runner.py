@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from cli.command import COMMANDS
-from shoal.agent.server import RUNNER_SUFFIX, AgentServer
+from shoal.agent.protocol import RUNNER_SUFFIX
+from shoal.agent.server import AgentServer
 from tests.unit.agent.conftest import AGENT_HOST, KEY
 
 NOBODY = 65534
