@@ -8,6 +8,7 @@ are installed as plain Python scripts instead: every command still works, only s
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -21,7 +22,18 @@ _BuildScripts = Distribution().get_command_class("build_scripts")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join("cli", "native", "command.c")
 OUT = os.path.join("build", "shoal-commands")
-COMMANDS = ("sbatch", "squeue", "sinfo", "scontrol", "scancel", "sacct", "sacctmgr", "sprio", "sshare", "sreport")
+
+
+def _commands() -> tuple[str, ...]:
+    """cli/command.py's COMMANDS (read, not imported: the build environment has no dependencies)."""
+    with open(os.path.join(HERE, "cli", "command.py"), encoding="utf-8") as fh:
+        for node in ast.parse(fh.read()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "COMMANDS" for t in node.targets):
+                return tuple(ast.literal_eval(node.value))
+    raise RuntimeError("cli/command.py defines no COMMANDS")
+
+
+COMMANDS = _commands()
 PYTHON_SCRIPT = "#!python\nimport sys\nfrom cli.{name} import main\nsys.exit(main())\n"
 
 

@@ -266,3 +266,10 @@ def test_a_runner_that_cannot_listen_is_not_started_again(ctld: str, public_dir:
         assert os.path.exists(path)  # the agent itself serves on
     finally:
         server.stop()
+
+
+def test_the_launcher_knows_the_same_commands_as_shoal_command() -> None:
+    text = SOURCE.read_text()
+    block = text[text.index("COMMANDS[] = {"):text.index("};", text.index("COMMANDS[] = {"))]
+    assert tuple(part.strip().strip('"') for part in block.split("{", 1)[1].split(",")
+                 if part.strip() and part.strip() != "NULL") == COMMANDS
