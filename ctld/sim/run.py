@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -13,6 +12,7 @@ from ctld.sim.engine import JobResult, Progress, Simulation
 from ctld.sim.machine import Machine, job_request, pool_machine
 from ctld.sim.metrics import Summary, combine, summarize
 from ctld.sim.swf import Trace, TraceJob
+from ctld.sim.windows import start_indices
 
 __all__ = ["POLICIES", "Outcome", "default_machine", "evaluate", "replay", "with_config"]
 
@@ -61,18 +61,16 @@ def evaluate(
     progress: Progress | None = None,
     label: str = "",
 ) -> Outcome:
-    """The whole trace, or `windows` = (count, size) windows of consecutive jobs drawn with `seed`."""
+    """The whole trace, or `windows` = (count, size) windows of consecutive jobs drawn with `seed`
+    as the published baselines drew theirs (windows.py)."""
     if windows is None:
         results, skipped, wall = replay(trace.jobs, machine, policy, progress)
         return Outcome(label or policy, summarize(results, machine.cpus, skipped, wall), results)
     count, size = windows
-    rng = random.Random(seed)
     parts: list[Summary] = []
     everything: list[JobResult] = []
     wall = 0.0
-    n = len(trace.jobs)
-    for _ in range(count):
-        first = rng.randrange(size, max(size + 1, n - size - 1)) if n > 2 * size + 1 else 0
+    for first in start_indices(seed, len(trace.jobs), size, count):
         window = trace.jobs[first : first + size]
         results, skipped, took = replay(window, machine, policy, progress)
         wall += took

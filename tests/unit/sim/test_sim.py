@@ -427,3 +427,32 @@ def test_shoal_sim_help_is_shoal_sims(capsys: pytest.CaptureFixture[str]) -> Non
         shoal_admin.main(["sim", "--help"])
     assert done.value.code == 0
     assert "--backfill-rule" in capsys.readouterr().out
+
+
+def test_windows_are_the_ones_the_published_baselines_drew() -> None:
+    """gym's np_random(1) + numpy RandomState.randint(1024, 10000 - 1024 - 1), ten times: the list
+    numpy 2.4 gives for it (checked on a machine with numpy), reproduced without numpy."""
+    from ctld.sim.windows import start_indices
+
+    assert start_indices(1, 10_000, 1024, 10) == [1981, 2756, 4299, 8850, 3316, 2714, 5228, 7762, 4022, 7085]
+    assert start_indices(1, 10_000, 1024, 3) == start_indices(1, 10_000, 1024, 10)[:3]
+    assert start_indices(2, 10_000, 1024, 10) != start_indices(1, 10_000, 1024, 10)
+    assert all(1024 <= s < 10_000 - 1024 - 1 for s in start_indices(7, 10_000, 1024, 200))
+    assert start_indices(1, 100, 1024, 2) == [0, 0]  # too short: the one window is the start
+
+
+@pytest.mark.parametrize(
+    ("name", "bsld", "utilization"),
+    [("lublin_256.swf", 7273.77, 0.657), ("lublin_256_new2.swf", 7842.47, 0.404)],
+    ids=["lublin-1", "lublin-2"],
+)
+def test_fcfs_reproduces_the_published_baseline(name: str, bsld: float, utilization: float) -> None:
+    """BASELINES.md's FCFS column (no backfill) depends only on the trace and the protocol: with
+    the same windows the figures are the published ones to the last digit."""
+    path = TRACES / name
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    trace = read_swf(path)
+    summary = evaluate(trace, default_machine(trace), "fcfs", (10, 1024), 1).summary
+    assert round(summary.avg_bounded_slowdown, 2) == bsld
+    assert round(summary.utilization, 3) == utilization
