@@ -67,6 +67,9 @@ class Timeline:
         boundaries = reservations.boundaries(snap.reservations, now)
         self._times: list[int] = sorted({now, *(t for t in self._release_times if t >= now), *boundaries})
         self._freed: dict[str, tuple[int, list[int]]] = {}  # partition -> (free now, CPUs released by count)
+        self._members: dict[str, frozenset[str]] = {}  # partition -> its node names
+        self._nodes_now = {n.name: n for n in snap.nodes}
+        self._held: dict[str, list[tuple[int, int, int]]] = {}  # partition -> (begin, end, CPUs there) per hold
         # A state is an overlay of some holds over the snapshot after some releases; windows
         # (releases, begin, end) point at one, and a state grown by the same holds is shared.
         self._states: dict[int, Overlay] = {}
@@ -146,11 +149,48 @@ class Timeline:
         overlay.add_all(self.holds[i].start for i in new)
         return overlay
 
-    def free_cpus_at_most(self, part: Partition, begin: int) -> int:
-        """An upper bound of the CPUs free in `part` at `begin` (holds ignored), from counts alone.
+    def free_cpus_at_most(self, part: Partition, begin: int, end: int) -> int:
+        """An upper bound of the CPUs free in `part` all through [begin, end), from counts alone.
 
-        It lets a job skip the moments it cannot fit at without building their snapshot.
+        At any one moment the running jobs and the holds then use distinct CPUs, and place()
+        sees no more than what neither uses, so a job asking for more CPUs than this cannot be
+        placed at `begin`. It lets a job skip the moments it cannot fit at without building their
+        state. Free CPUs only grow between hold begins, so the moments to check are `begin` and
+        the begins of the holds within the window.
         """
+        held = self._held_in(part)
+        least = self._released_by(part, begin) - _used(held, begin)
+        for hold_begin, _, _ in held:
+            if begin < hold_begin < end:
+                least = min(least, self._released_by(part, hold_begin) - _used(held, hold_begin))
+        return least
+
+    def _held_in(self, part: Partition) -> list[tuple[int, int, int]]:
+        """(begin, end, CPUs in `part`) of every hold so far; none when shortcuts are off.
+
+        A hold of the main pass on CPUs a running job still has (a preemptor's room, kept while
+        its victims end) counts 0: the running job already counts them.
+        """
+        if not placement.SHORTCUTS:
+            return []
+        members = self._members.get(part.name)
+        if members is None:
+            members = self._members[part.name] = frozenset(part.nodes)
+        held = self._held.setdefault(part.name, [])
+        for i in range(len(held), len(self.holds)):
+            hold = self.holds[i]
+            mine = [a for a in hold.start.allocation if a.node in members]
+            if i < self._cycle_holds and any(self._busy_now(a.node) & set(a.cpu_ids) for a in mine):
+                mine = []
+            held.append((hold.begin, hold.end, sum(a.cpus for a in mine)))
+        return held
+
+    def _busy_now(self, name: str) -> frozenset[int]:
+        node = self._nodes_now.get(name)
+        return node.usage.cpu_ids if node is not None else frozenset()
+
+    def _released_by(self, part: Partition, begin: int) -> int:
+        """An upper bound of the CPUs free in `part` at `begin` (holds ignored), from counts alone."""
         found = self._freed.get(part.name)
         if found is None:
             members = {n.name: n for n in self.snap.nodes if n.name in set(part.nodes) and n.available}
@@ -267,9 +307,9 @@ def _earliest(
         if begin > until:
             return None
         for part in parts:
-            if needed[part.name] > timeline.free_cpus_at_most(part, begin):
-                continue  # too few CPUs even before holds: place() would say Resources
             end = job_end(begin, limits.effective_time_limit(job, part))
+            if needed[part.name] > timeline.free_cpus_at_most(part, begin, end):
+                continue  # too few CPUs by count: place() would say Resources
             snap, overlay = timeline.state(begin, end)
             found = place(job, part, snap, overlay, begin)
             if isinstance(found, Start):
@@ -286,6 +326,11 @@ def _cpus_needed(job: JobRequest, parts: list[Partition]) -> int:
     if any(is_exclusive(job, part) for part in parts):
         return 0
     return job_cpus(job)
+
+
+def _used(held: list[tuple[int, int, int]], moment: int) -> int:
+    """CPUs the holds use at `moment`."""
+    return sum(cpus for begin, end, cpus in held if begin <= moment < end)
 
 
 def _round_up(seconds: int, step: int) -> int:

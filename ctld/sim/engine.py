@@ -144,7 +144,8 @@ class Simulation:
                 _, job_id = heapq.heappop(starves)
                 if job_id in requests:
                     starving.add(job_id)
-                    quiet_until = 0  # backfill now gives it a reservation of its own
+                    if self._reserves(job_id, starving, requests):
+                        quiet_until = 0  # backfill now gives it a reservation of its own
             if now < quiet_until:
                 # Same running jobs, same first `depth` queued jobs, nothing past its limit since
                 # the last cycle, which started nothing: this one would start nothing either.
@@ -167,7 +168,8 @@ class Simulation:
                         bisect.insort(queue_keys, keys[promoted])
                 batch = queue_keys[: self.depth]
                 if starving and len(queue_keys) > self.depth:
-                    batch = batch + sorted(keys[j] for j in starving if keys[j] > batch[-1])
+                    reserving = self._reserving(starving, requests)
+                    batch = batch + sorted(keys[j] for j in reserving if keys[j] > batch[-1])
                 pending = [requests[job_id] for _, job_id in batch]
                 snap = Snapshot(
                     nodes=tuple(self.nodes[name] for name in self.order),
@@ -199,6 +201,30 @@ class Simulation:
             if progress is not None:
                 progress(done, len(arrivals))
         return [results[j.job_id] for j in arrivals if j.job_id in results]
+
+    def _reserving(self, starving: set[int], requests: dict[int, JobRequest]) -> list[int]:
+        """The starving jobs backfill gives a reservation: the shoal_starve_max oldest (0: all).
+
+        Only they need to join a batch from beyond its depth: backfill tests them first and the
+        others keep their place in the queue, where the batch's depth already ends the pass.
+        """
+        cap = self.config.starve_max
+        if cap <= 0 or len(starving) <= cap:
+            return list(starving)
+        return heapq.nsmallest(cap, starving, key=lambda j: (starve.waiting_since(requests[j]), j))
+
+    def _reserves(self, job_id: int, starving: set[int], requests: dict[int, JobRequest]) -> bool:
+        """Whether a job that has just started starving is one backfill gives a reservation.
+
+        When it is not (shoal_starve_max older jobs starve), the next cycle is the last one again:
+        it can be skipped like any fruitless repeat.
+        """
+        cap = self.config.starve_max
+        if cap <= 0:
+            return True
+        mine = (starve.waiting_since(requests[job_id]), job_id)
+        older = sum(1 for j in starving if (starve.waiting_since(requests[j]), j) < mine)
+        return older < cap
 
     def _prune(self, batch: list[JobRequest], starving: set[int]) -> list[JobRequest]:
         """The batch less the jobs the cycle would only pass over: the same decisions, sooner.
