@@ -10,7 +10,9 @@ top jobs get a reservation at their earliest start (all tested jobs, as Slurm, o
 `bf_reservations`: 1 is EASY). A job that cannot be planned within bf_window (or whose start
 depends on jobs without an end) blocks its partitions for the rest of the pass, so it is never
 starved by a stream of small jobs. Starving jobs (starve.py) are tested first and each gets a
-reservation. `bf_strict` (the simulator's RLScheduler rule) backfills only jobs that end by the
+reservation. Moments at which a job cannot have enough CPUs by count (free now, plus what running
+jobs release by then, less what holds use at any moment of its run) are skipped before any
+placement is tried. `bf_strict` (the simulator's RLScheduler rule) backfills only jobs that end by the
 first reservation, even when they would use only processors the reservations leave free.
 """
 
@@ -69,7 +71,7 @@ class Timeline:
         self._freed: dict[str, tuple[int, list[int]]] = {}  # partition -> (free now, CPUs released by count)
         self._members: dict[str, frozenset[str]] = {}  # partition -> its node names
         self._nodes_now = {n.name: n for n in snap.nodes}
-        self._held: dict[str, list[tuple[int, int, int]]] = {}  # partition -> (begin, end, CPUs there) per hold
+        self._held: dict[str, _HoldCounts] = {}  # partition -> the CPUs holds use there, by moment
         # A state is an overlay of some holds over the snapshot after some releases; windows
         # (releases, begin, end) point at one, and a state grown by the same holds is shared.
         self._states: dict[int, Overlay] = {}
@@ -158,36 +160,47 @@ class Timeline:
         state. Free CPUs only grow between hold begins, so the moments to check are `begin` and
         the begins of the holds within the window.
         """
-        held = self._held_in(part)
-        least = self._released_by(part, begin) - _used(held, begin)
-        for hold_begin, _, _ in held:
+        counts = self._held.get(part.name)
+        if counts is None or counts.seen != len(self.holds):
+            counts = self._held_in(part)
+        least = self._released_by(part, begin) - counts.used(begin)
+        for hold_begin, _, _ in counts.later:
             if begin < hold_begin < end:
-                least = min(least, self._released_by(part, hold_begin) - _used(held, hold_begin))
+                least = min(least, self._released_by(part, hold_begin) - counts.used(hold_begin))
         return least
 
-    def _held_in(self, part: Partition) -> list[tuple[int, int, int]]:
-        """(begin, end, CPUs in `part`) of every hold so far; none when shortcuts are off.
+    def _held_in(self, part: Partition) -> _HoldCounts:
+        """The CPUs the holds so far use in `part`; none when shortcuts are off.
 
         A hold of the main pass on CPUs a running job still has (a preemptor's room, kept while
         its victims end) counts 0: the running job already counts them.
         """
+        counts = self._held.get(part.name)
+        if counts is None:
+            counts = self._held[part.name] = _HoldCounts(self.now, frozenset(part.nodes))
         if not placement.SHORTCUTS:
-            return []
-        members = self._members.get(part.name)
-        if members is None:
-            members = self._members[part.name] = frozenset(part.nodes)
-        held = self._held.setdefault(part.name, [])
-        for i in range(len(held), len(self.holds)):
+            return counts
+        for i in range(counts.seen, len(self.holds)):
             hold = self.holds[i]
-            mine = [a for a in hold.start.allocation if a.node in members]
+            mine = [a for a in hold.start.allocation if a.node in counts.members]
             if i < self._cycle_holds and any(self._busy_now(a.node) & set(a.cpu_ids) for a in mine):
                 mine = []
-            held.append((hold.begin, hold.end, sum(a.cpus for a in mine)))
-        return held
+            counts.add(hold.begin, hold.end, sum(a.cpus for a in mine))
+        counts.seen = len(self.holds)
+        return counts
 
     def _busy_now(self, name: str) -> frozenset[int]:
         node = self._nodes_now.get(name)
         return node.usage.cpu_ids if node is not None else frozenset()
+
+    def released_enough_at(self, part: Partition, cpus: int) -> int:
+        """The first moment `_released_by` reaches `cpus` (FOREVER: never): free CPUs only grow
+        with releases, so no earlier moment can give a job that many."""
+        if self._released_by(part, self.now) >= cpus:
+            return self.now
+        free, released = self._freed[part.name]
+        count = bisect.bisect_left(released, cpus - free)  # releases needed
+        return self._release_times[count - 1] if count < len(released) else FOREVER
 
     def _released_by(self, part: Partition, begin: int) -> int:
         """An upper bound of the CPUs free in `part` at `begin` (holds ignored), from counts alone."""
@@ -273,9 +286,10 @@ def run_backfill(
         tested += 1
         per_user[job.user_id] += 1
         may_reserve = config.bf_reservations <= 0 or reserved < config.bf_reservations or job.job_id in starving
-        if not may_reserve and _cpus_needed(job, parts) > free_cpus:
+        cpus = job_cpus(job)
+        if not may_reserve and _cpus_needed(job, parts, cpus) > free_cpus:
             continue  # cannot start now, and gets no reservation: no need to place it
-        found = _earliest(job, parts, timeline, horizon if may_reserve else now)
+        found = _earliest(job, parts, timeline, horizon if may_reserve else now, cpus)
         if found is None:
             if may_reserve and not job.reservation:
                 blocked.update(p.name for p in parts)
@@ -299,15 +313,20 @@ def run_backfill(
 
 
 def _earliest(
-    job: JobRequest, parts: list[Partition], timeline: Timeline, until: int
+    job: JobRequest, parts: list[Partition], timeline: Timeline, until: int, cpus: int
 ) -> tuple[int, Start] | None:
-    """The first candidate time (not after `until`) at which the job fits for its whole run."""
-    needed = {part.name: _cpus_needed(job, [part]) for part in parts}
-    for begin in timeline.candidate_times():
+    """The first candidate time (not after `until`) at which the job fits for its whole run
+    (`cpus`: job_cpus(job))."""
+    needed = {part.name: _cpus_needed(job, [part], cpus) for part in parts}
+    times = timeline.candidate_times()
+    # before enough CPUs are released in any partition nothing fits: go straight there
+    first = min(timeline.released_enough_at(part, needed[part.name]) for part in parts)
+    limit = {part.name: limits.effective_time_limit(job, part) for part in parts}
+    for begin in times[bisect.bisect_left(times, first):]:
         if begin > until:
             return None
         for part in parts:
-            end = job_end(begin, limits.effective_time_limit(job, part))
+            end = job_end(begin, limit[part.name])
             if needed[part.name] > timeline.free_cpus_at_most(part, begin, end):
                 continue  # too few CPUs by count: place() would say Resources
             snap, overlay = timeline.state(begin, end)
@@ -321,16 +340,55 @@ def _open_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
     return [p for p in candidate_partitions(job, snap) if limits.partition_limit_reason(job, p) is None]
 
 
-def _cpus_needed(job: JobRequest, parts: list[Partition]) -> int:
-    """The fewest CPUs the job could start with (0 = unknown: whole nodes)."""
+def _cpus_needed(job: JobRequest, parts: list[Partition], cpus: int) -> int:
+    """The fewest CPUs the job could start with (0 = unknown: whole nodes); `cpus` = job_cpus(job)."""
     if any(is_exclusive(job, part) for part in parts):
         return 0
-    return job_cpus(job)
+    return cpus
 
 
-def _used(held: list[tuple[int, int, int]], moment: int) -> int:
-    """CPUs the holds use at `moment`."""
-    return sum(cpus for begin, end, cpus in held if begin <= moment < end)
+class _HoldCounts:
+    """The CPUs a partition's holds use at any moment from `now` on, by count.
+
+    Holds that begin by `now` (this cycle's starts) are many and all in use until their ends: a
+    sorted list of ends with running sums answers for them; the few that begin later
+    (reservations) are summed directly.
+    """
+
+    def __init__(self, now: int, members: frozenset[str]) -> None:
+        self.now = now
+        self.members = members
+        self.seen = 0  # holds of the timeline counted so far
+        self._ends: list[int] = []  # ends of the holds in use from now, sorted
+        self._cpus: list[int] = []  # ... and their CPUs, in the same order
+        self._from: list[int] | None = None  # CPUs of the holds from index i on (None: to rebuild)
+        self.later: list[tuple[int, int, int]] = []  # (begin, end, CPUs) of holds beginning after now
+
+    def add(self, begin: int, end: int, cpus: int) -> None:
+        if cpus <= 0 or end <= begin:
+            return
+        if begin > self.now:
+            self.later.append((begin, end, cpus))
+            return
+        at = bisect.bisect_right(self._ends, end)
+        self._ends.insert(at, end)
+        self._cpus.insert(at, cpus)
+        self._from = None
+
+    def used(self, moment: int) -> int:
+        """CPUs the holds use at `moment` (not before now)."""
+        after = self._from
+        if after is None:
+            after, total = [0] * (len(self._cpus) + 1), 0
+            for i in range(len(self._cpus) - 1, -1, -1):
+                total += self._cpus[i]
+                after[i] = total
+            self._from = after
+        in_use = after[bisect.bisect_right(self._ends, moment)]
+        for begin, end, cpus in self.later:
+            if begin <= moment < end:
+                in_use += cpus
+        return in_use
 
 
 def _round_up(seconds: int, step: int) -> int:

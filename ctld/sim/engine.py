@@ -112,6 +112,7 @@ class Simulation:
         quiet_until = 0  # the last cycle started nothing; until then nothing it saw changes by itself
         starves: list[tuple[int, int]] = []  # (moment it starves, job id) of jobs not starving yet
         starving: set[int] = set()  # waiting jobs that starve
+        cpus_of: dict[int, int] = {}  # the fewest CPUs each job can start with
         while next_arrival < len(arrivals) or ends:
             now = min(
                 arrivals[next_arrival].submit if next_arrival < len(arrivals) else ends[0][0],
@@ -131,6 +132,7 @@ class Simulation:
                 next_arrival += 1
                 req = self.request(tj)
                 requests[tj.job_id] = req
+                cpus_of[tj.job_id] = job_cpus(req)
                 key = keys[tj.job_id] = (cycle.queue_order_key(req, self._parts, now, self.config), tj.job_id)
                 at = bisect.bisect(queue_keys, key)
                 queue_keys.insert(at, key)
@@ -170,6 +172,8 @@ class Simulation:
                 if starving and len(queue_keys) > self.depth:
                     reserving = self._reserving(starving, requests)
                     batch = batch + sorted(keys[j] for j in reserving if keys[j] > batch[-1])
+                if self.shortcuts and min(cpus_of[job_id] for _, job_id in batch) > self._free_cpus():
+                    break  # every job asks for more CPUs than are free: nothing can start
                 pending = [requests[job_id] for _, job_id in batch]
                 snap = Snapshot(
                     nodes=tuple(self.nodes[name] for name in self.order),
@@ -201,6 +205,10 @@ class Simulation:
             if progress is not None:
                 progress(done, len(arrivals))
         return [results[j.job_id] for j in arrivals if j.job_id in results]
+
+    def _free_cpus(self) -> int:
+        """CPUs free on available nodes: no job asking for more can start (so no cycle is needed)."""
+        return sum(n.cpus - len(n.usage.cpu_ids) for n in self.nodes.values() if n.available)
 
     def _reserving(self, starving: set[int], requests: dict[int, JobRequest]) -> list[int]:
         """The starving jobs backfill gives a reservation: the shoal_starve_max oldest (0: all).
