@@ -1,6 +1,7 @@
 """Reproduce the published baselines (../shared/traces/BASELINES.md) with `shoal sim`'s protocol.
 
-Each row: 10 windows of 1,024 consecutive jobs (seed 1), empty machine per window, run time as the
+Each row: 10 windows of 1,024 consecutive jobs (seed 1: the very windows the published figures
+used, ctld/sim/windows.py), empty machine per window, run time as the
 estimate, bounded slowdown with a 10 s threshold, utilization up to the last start. Prints a
 Markdown table; every row is also `shoal sim TRACE --policy P --windows 10x1024 --seed 1`. NASA has
 no published figures (BASELINES.md); it is there to see whether a policy tuned on Lublin holds up.

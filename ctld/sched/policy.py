@@ -9,11 +9,10 @@ The simulator gives the oldest waiting job `promoted_priority` before each cycle
 
 `short` and `shoal` are slurm.conf settings (starve.py), so a live controller runs them as they
 are: `short` = FCFS with jobs of a time limit up to 10 minutes first, shortest first
-(SchedulerParameters=shoal_short_first=10), EASY backfill; `shoal` = the same plus a reservation of
-its own for each of the 10 oldest jobs that have waited a day or 10x their time limit
-(shoal_starve_wait=1440, shoal_starve_xfactor=10, shoal_starve_max=10), which bounds what
-short-jobs-first costs the wide jobs. bench/README.md
-has the measurements behind both.
+(SchedulerParameters=shoal_short_first=10), EASY backfill; `shoal` = jobs of up to 30 minutes
+first (shoal_short_first=30), plus a reservation of its own for each of the 10 oldest jobs that
+have waited two days (shoal_starve_wait=2880, shoal_starve_max=10), which bounds what short-jobs-
+first costs the wide jobs. bench/README.md has the measurements behind both.
 
 Larger priority runs first, as in the core. `conf` leaves the priority to priority.py, as a live
 cluster would.
@@ -25,10 +24,11 @@ from ctld.sched.model import Config
 
 POLICIES = ("fcfs", "easy", "sjf", "sjbf", "short", "shoal", "conf")
 TOP = 2**62
-# SchedulerParameters=shoal_short_first=10,shoal_starve_wait=1440,shoal_starve_xfactor=10,shoal_starve_max=10
-SHORT_FIRST_MIN = 10
-STARVE_WAIT_MIN = 1440
-STARVE_XFACTOR = 10
+SHORT_MIN = 10  # `short`: SchedulerParameters=shoal_short_first=10
+# `shoal`: SchedulerParameters=shoal_short_first=30,shoal_starve_wait=2880,shoal_starve_max=10
+SHORT_FIRST_MIN = 30
+STARVE_WAIT_MIN = 2880
+STARVE_XFACTOR = 0
 STARVE_MAX = 10
 
 
@@ -67,7 +67,7 @@ def policy_config(policy: str, base: Config) -> Config:
         return replace(plain, scheduler="sched/builtin")
     easy = replace(plain, scheduler="sched/backfill", bf_reservations=1)
     if policy == "short":
-        return replace(easy, short_first_min=SHORT_FIRST_MIN)
+        return replace(easy, short_first_min=SHORT_MIN)
     if policy == "shoal":
         return replace(
             easy,

@@ -282,9 +282,10 @@ def test_sim_replays_an_sacct_export(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert capsys.readouterr().err.startswith("shoal sim: error: ")
 
 
-# Every job needs the whole 4-processor machine. When job 1 ends at 100, `shoal` runs the short
-# jobs (under 10 minutes) first, shortest first (4, then 3), then the long ones in submit order
-# (2 before 5, though 5 is shorter): easy keeps submit order throughout, sjf lets 5 pass 2.
+# Every job needs the whole 4-processor machine. When job 1 ends at 100, `short` runs the short
+# jobs (up to 10 minutes) first, shortest first (4, then 3), then the long ones in submit order
+# (2 before 5, though 5 is shorter); `shoal` counts up to 30 minutes as short, so 5 (20 min) goes
+# before 2 too; easy keeps submit order throughout, sjf lets 5 pass 2.
 SHORT_FIRST = """; MaxProcs: 4
 1 0 -1 100 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
 2 10 -1 3600 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1
@@ -297,11 +298,12 @@ SHORT_FIRST = """; MaxProcs: 4
 @pytest.mark.parametrize(
     ("policy", "starts"),
     [
-        ("shoal", {1: 0, 4: 100, 3: 160, 2: 460, 5: 4060}),
+        ("short", {1: 0, 4: 100, 3: 160, 2: 460, 5: 4060}),
+        ("shoal", {1: 0, 4: 100, 3: 160, 5: 460, 2: 1660}),
         ("easy", {1: 0, 2: 100, 3: 3700, 4: 4000, 5: 4060}),
         ("sjf", {1: 0, 4: 100, 3: 160, 5: 460, 2: 1660}),
     ],
-    ids=["shoal", "easy", "sjf"],
+    ids=["short", "shoal", "easy", "sjf"],
 )
 def test_shoal_policy_runs_short_jobs_first_and_long_ones_in_order(
     tmp_path: Path, policy: str, starts: dict[int, int]
@@ -361,7 +363,7 @@ SchedulerParameters=bf_resolution=1,bf_reservations=1,{options}
 @pytest.mark.parametrize(
     ("options", "policy"),
     [
-        ("shoal_short_first=10,shoal_starve_wait=1440,shoal_starve_xfactor=10,shoal_starve_max=10", "shoal"),
+        ("shoal_short_first=30,shoal_starve_wait=2880,shoal_starve_max=10", "shoal"),
         ("shoal_short_first=10", "short"),
     ],
 )
