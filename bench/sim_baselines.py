@@ -50,7 +50,7 @@ def main() -> None:
             started = time.perf_counter()
             s = evaluate(trace, machine, policy, (10, 1024), 1).summary
             wall = time.perf_counter() - started
-            bsld, util = PUBLISHED.get((name, policy), (float("nan"), float("nan")))
+            bsld, util = PUBLISHED.get((name, policy), ("-", "-"))
             print(
                 f"| {name} | {policy} | {s.avg_bounded_slowdown:.2f} ({bsld}) | {s.utilization:.3f} ({util}) |"
                 f" {s.max_wait} | {wall:.1f} | `shoal sim {name} --policy {policy} --windows 10x1024 --seed 1{rule}` |",
