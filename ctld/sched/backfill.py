@@ -164,13 +164,13 @@ class Timeline:
         if counts is None or counts.seen != len(self.holds):
             counts = self._held_in(part)
         least = self._released_by(part, begin) - counts.used(begin)
-        for hold_begin, _, _ in counts.later:
+        for hold_begin, _, _ in counts.extra:
             if begin < hold_begin < end:
                 least = min(least, self._released_by(part, hold_begin) - counts.used(hold_begin))
         return least
 
     def _held_in(self, part: Partition) -> _HoldCounts:
-        """The CPUs the holds so far use in `part`; none when shortcuts are off.
+        """The CPUs holds use in `part`, as far as counted; none when shortcuts are off.
 
         A hold of the main pass on CPUs a running job still has (a preemptor's room, kept while
         its victims end) counts 0: the running job already counts them.
@@ -180,12 +180,16 @@ class Timeline:
             counts = self._held[part.name] = _HoldCounts(self.now, frozenset(part.nodes))
         if not placement.SHORTCUTS:
             return counts
-        for i in range(counts.seen, len(self.holds)):
-            hold = self.holds[i]
-            mine = [a for a in hold.start.allocation if a.node in counts.members]
-            if i < self._cycle_holds and any(self._busy_now(a.node) & set(a.cpu_ids) for a in mine):
-                mine = []
-            counts.add(hold.begin, hold.end, sum(a.cpus for a in mine))
+        if counts.seen < 0:
+            base = []
+            for hold in self.holds[: self._cycle_holds]:
+                mine = [a for a in hold.start.allocation if a.node in counts.members]
+                if mine and all(self._busy_now(a.node).isdisjoint(a.cpu_ids) for a in mine):
+                    base.append((hold.end, sum(a.cpus for a in mine)))
+            counts.set_base(base)
+            counts.seen = self._cycle_holds
+        for hold in self.holds[counts.seen:]:
+            counts.add(hold.begin, hold.end, sum(a.cpus for a in hold.start.allocation if a.node in counts.members))
         counts.seen = len(self.holds)
         return counts
 
@@ -206,7 +210,8 @@ class Timeline:
         """An upper bound of the CPUs free in `part` at `begin` (holds ignored), from counts alone."""
         found = self._freed.get(part.name)
         if found is None:
-            members = {n.name: n for n in self.snap.nodes if n.name in set(part.nodes) and n.available}
+            names = frozenset(part.nodes)
+            members = {n.name: n for n in self.snap.nodes if n.name in names and n.available}
             free = sum(n.cpus - len(n.usage.cpu_ids) for n in members.values())
             # CPUs each release gives back, as release() does: a node's last holder frees all of it
             used = {name: len(n.usage.cpu_ids) for name, n in members.items()}
@@ -348,44 +353,43 @@ def _cpus_needed(job: JobRequest, parts: list[Partition], cpus: int) -> int:
 
 
 class _HoldCounts:
-    """The CPUs a partition's holds use at any moment from `now` on, by count.
+    """The CPUs a partition's holds use at any moment from `now` on, by count: a lower bound.
 
-    Holds that begin by `now` (this cycle's starts) are many and all in use until their ends: a
-    sorted list of ends with running sums answers for them; the few that begin later
-    (reservations) are summed directly.
+    The main pass's starts (thousands on a big cluster) are all in use from now until their ends:
+    a sorted list of ends with running sums answers for them. Holds made later in the pass are
+    summed directly, the first EXTRA_COUNTED of them; any more are left out, which only loosens
+    the bound (a live pass that plans hundreds of reservations would otherwise pay for each one
+    at every moment it checks).
     """
+
+    EXTRA_COUNTED = 12
 
     def __init__(self, now: int, members: frozenset[str]) -> None:
         self.now = now
         self.members = members
-        self.seen = 0  # holds of the timeline counted so far
-        self._ends: list[int] = []  # ends of the holds in use from now, sorted
-        self._cpus: list[int] = []  # ... and their CPUs, in the same order
-        self._from: list[int] | None = None  # CPUs of the holds from index i on (None: to rebuild)
-        self.later: list[tuple[int, int, int]] = []  # (begin, end, CPUs) of holds beginning after now
+        self.seen = -1  # holds of the timeline looked at so far (-1: not even the main pass's)
+        self._ends: list[int] = []  # ends of the main pass's holds, sorted
+        self._after: list[int] = [0]  # CPUs of the main pass's holds from index i of _ends on
+        self.extra: list[tuple[int, int, int]] = []  # (begin, end, CPUs) of holds made since
+
+    def set_base(self, holds: list[tuple[int, int]]) -> None:
+        """The main pass's holds as (end, CPUs)."""
+        holds.sort()
+        self._ends = [end for end, _ in holds]
+        after, total = [0] * (len(holds) + 1), 0
+        for i in range(len(holds) - 1, -1, -1):
+            total += holds[i][1]
+            after[i] = total
+        self._after = after
 
     def add(self, begin: int, end: int, cpus: int) -> None:
-        if cpus <= 0 or end <= begin:
-            return
-        if begin > self.now:
-            self.later.append((begin, end, cpus))
-            return
-        at = bisect.bisect_right(self._ends, end)
-        self._ends.insert(at, end)
-        self._cpus.insert(at, cpus)
-        self._from = None
+        if cpus > 0 and end > begin and len(self.extra) < self.EXTRA_COUNTED:
+            self.extra.append((begin, end, cpus))
 
     def used(self, moment: int) -> int:
-        """CPUs the holds use at `moment` (not before now)."""
-        after = self._from
-        if after is None:
-            after, total = [0] * (len(self._cpus) + 1), 0
-            for i in range(len(self._cpus) - 1, -1, -1):
-                total += self._cpus[i]
-                after[i] = total
-            self._from = after
-        in_use = after[bisect.bisect_right(self._ends, moment)]
-        for begin, end, cpus in self.later:
+        """CPUs the counted holds use at `moment` (not before now)."""
+        in_use = self._after[bisect.bisect_right(self._ends, moment)]
+        for begin, end, cpus in self.extra:
             if begin <= moment < end:
                 in_use += cpus
         return in_use
