@@ -120,3 +120,29 @@ def test_a_running_job_of_unknown_allocation_frees_its_whole_node_at_its_end() -
     assert result.reasons == {1: "Resources"}
     assert result.planned[1].start_time == NOW + 3600
     assert result.planned[1].nodes == ("n1",)
+
+
+def test_the_cpu_count_bound_counts_each_cpu_once() -> None:
+    """Backfill skips a moment when too few CPUs are free there by count: free now, plus what running
+    jobs release by then, less what holds use. n1's CPUs 0-3 are busy until NOW + 3600; this cycle
+    holds CPU 0 again for a preemptor (its victim still has it) and CPU 4 of n2 for a start, and a
+    reservation takes CPUs 5-7 from NOW + 600. The bound must count CPU 0 once, and each hold only
+    while it lasts."""
+    from ctld.sched.backfill import Timeline
+    from ctld.sched.model import Start
+
+    nodes, run = _busy_n1(NOW + 3600)
+    snap = snapshot(nodes, running=[run], config=BACKFILL)
+    part = snap.partitions[0]
+
+    def start(job_id: int, node_name: str, cpus: tuple[int, ...], minutes: int) -> Start:
+        alloc = NodeAllocation(node_name, cpus, 100 * len(cpus))
+        return Start(job_id=job_id, partition="batch", allocation=(alloc,), time_limit_min=minutes)
+
+    timeline = Timeline(snap, NOW, [start(1, "n1", (0,), 120), start(2, "n2", (0,), 30)])
+    assert timeline.free_cpus_at_most(part, NOW, NOW + 60) == 3  # n2's 4 less job 2's 1
+    timeline.hold(NOW + 600, start(3, "n2", (1, 2, 3), 60))
+    assert timeline.free_cpus_at_most(part, NOW, NOW + 60) == 3  # the reservation is not yet
+    assert timeline.free_cpus_at_most(part, NOW, NOW + 900) == 0  # ... but comes within the run
+    assert timeline.free_cpus_at_most(part, NOW + 1800, NOW + 1900) == 1  # job 2 ended, job 3 holds 3
+    assert timeline.free_cpus_at_most(part, NOW + 7200, NOW + 7300) == 8  # everything ended
