@@ -69,7 +69,6 @@ class Timeline:
         boundaries = reservations.boundaries(snap.reservations, now)
         self._times: list[int] = sorted({now, *(t for t in self._release_times if t >= now), *boundaries})
         self._freed: dict[str, tuple[int, list[int]]] = {}  # partition -> (free now, CPUs released by count)
-        self._members: dict[str, frozenset[str]] = {}  # partition -> its node names
         self._nodes_now = {n.name: n for n in snap.nodes}
         self._held: dict[str, _HoldCounts] = {}  # partition -> the CPUs holds use there, by moment
         # A state is an overlay of some holds over the snapshot after some releases; windows
@@ -177,7 +176,7 @@ class Timeline:
         """
         counts = self._held.get(part.name)
         if counts is None:
-            counts = self._held[part.name] = _HoldCounts(self.now, frozenset(part.nodes))
+            counts = self._held[part.name] = _HoldCounts(frozenset(part.nodes))
         if not placement.SHORTCUTS:
             return counts
         if counts.seen < 0:
@@ -364,8 +363,7 @@ class _HoldCounts:
 
     EXTRA_COUNTED = 12
 
-    def __init__(self, now: int, members: frozenset[str]) -> None:
-        self.now = now
+    def __init__(self, members: frozenset[str]) -> None:
         self.members = members
         self.seen = -1  # holds of the timeline looked at so far (-1: not even the main pass's)
         self._ends: list[int] = []  # ends of the main pass's holds, sorted

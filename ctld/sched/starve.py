@@ -57,7 +57,7 @@ def starves_at(job: JobRequest, parts: Mapping[str, Partition], config: Config) 
     if config.starve_wait_min > 0:
         moments.append(waiting_since(job) + 60 * config.starve_wait_min)
     limit = _limit_min(job, parts) if config.starve_xfactor > 0 else UNLIMITED
-    if config.starve_xfactor > 0 and limit != UNLIMITED and limit >= 0:
+    if limit != UNLIMITED and limit >= 0:
         # (wait + limit) / limit >= X  <=>  wait >= (X - 1) * limit; a limit under a minute counts as one
         moments.append(waiting_since(job) + (config.starve_xfactor - 1) * 60 * max(1, limit))
     return min(moments, default=FOREVER)
