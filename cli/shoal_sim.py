@@ -147,7 +147,12 @@ def _write_csv(path: str, outcome: Outcome) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse printed the usage and "shoal sim: error: ..." (or --help)
+        if exc.code in (0, None):
+            raise
+        return 1
     try:
         windows = _windows(args.windows)
         trace = _trace(args.trace, args.seed, args.format)

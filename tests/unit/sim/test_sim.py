@@ -112,6 +112,9 @@ def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert shoal_sim.main([os.fspath(tmp_path / "missing.swf")]) == 1
     assert capsys.readouterr().err.startswith("shoal sim: error: ")
     assert shoal_sim.main([os.fspath(tmp_path / "x"), "--windows", "ten"]) == 1
+    capsys.readouterr()
+    assert shoal_sim.main([os.fspath(tmp_path / "x"), "--seed", "x"]) == 1  # an option argparse refuses
+    assert "shoal sim: error: argument --seed: invalid int value: 'x'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
