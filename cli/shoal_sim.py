@@ -48,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
         default="easy",
         help="easy: textbook EASY; strict: backfill only jobs that end before the first reservation (RLScheduler)",
     )
+    p.add_argument(
+        "--sched-params",
+        metavar="OPT=N,...",
+        help="SchedulerParameters (numeric ones: bf_*, default_queue_depth, shoal_*) set over the policy's",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--csv", metavar="FILE", help="write one line per job")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots (needs matplotlib)")
@@ -84,7 +89,7 @@ def _trace(spec: str, seed: int, form: str = "auto") -> Trace:
 def _runs(args: argparse.Namespace, trace: Trace) -> list[tuple[str, Machine, str]]:
     """(label, machine, policy) for the main run and each --compare entry."""
     from ctld.sim.machine import conf_machine
-    from ctld.sim.run import POLICIES, default_machine, with_config
+    from ctld.sim.run import POLICIES, default_machine, with_config, with_sched_params
 
     default = default_machine(trace)
     base = conf_machine(args.conf) if args.conf else default
@@ -96,6 +101,8 @@ def _runs(args: argparse.Namespace, trace: Trace) -> list[tuple[str, Machine, st
             runs.append((os.path.basename(item), conf_machine(item), "conf"))
     if args.backfill_rule == "strict":
         runs = [(label, with_config(machine, bf_strict=True), policy) for label, machine, policy in runs]
+    if args.sched_params:
+        runs = [(label, with_sched_params(machine, args.sched_params), policy) for label, machine, policy in runs]
     return runs
 
 

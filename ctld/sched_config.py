@@ -39,6 +39,21 @@ def scheduler_parameters(words: Iterable[str]) -> dict[str, str]:
     return params
 
 
+def numeric_parameters(text: str) -> dict[str, int]:
+    """`shoal_starve_wait=1440,bf_max_job_test=200` -> Config fields and values, for `shoal sim
+    --sched-params`; an option that is not one of the numeric ones, or a value that is not a whole
+    number, is a ValueError naming it."""
+    fields: dict[str, int] = {}
+    for option, value in scheduler_parameters(w for w in text.split(",") if w.strip()).items():
+        name = _NUMERIC.get(option)
+        if name is None:
+            raise ValueError(f"--sched-params: unknown option {option!r} (known: {', '.join(sorted(_NUMERIC))})")
+        if not value.isdigit():
+            raise ValueError(f"--sched-params: {option} needs a whole number, not {value!r}")
+        fields[name] = int(value)
+    return fields
+
+
 def sched_config(cfg: SlurmConfig) -> Config:
     """The core's Config for this slurm.conf."""
     numbers: dict[str, Any] = {}  # Config's integer fields only (_NUMERIC)

@@ -34,6 +34,8 @@ class Machine:
     config: Config
     partition: str  # where trace jobs go
     pool: bool = False  # one node standing for as many one-CPU nodes as it has CPUs
+    # SchedulerParameters set over any policy's (`shoal sim --sched-params`): Config field -> value
+    knobs: tuple[tuple[str, int], ...] = ()
 
     @property
     def cpus(self) -> int:

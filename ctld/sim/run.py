@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ctld.sched.model import Config
 from ctld.sched.policy import POLICIES, policy_config, promoted_priority, promotes_oldest
@@ -14,7 +15,7 @@ from ctld.sim.metrics import Summary, combine, summarize
 from ctld.sim.swf import Trace, TraceJob
 from ctld.sim.windows import start_indices
 
-__all__ = ["POLICIES", "Outcome", "default_machine", "evaluate", "replay", "with_config"]
+__all__ = ["POLICIES", "Outcome", "default_machine", "evaluate", "replay", "with_config", "with_sched_params"]
 
 # The sim's own policies plan far ahead at one-second resolution and test the whole queue they see.
 SIM_DEFAULTS = Config(bf_window_min=10**7, bf_resolution_s=1, bf_max_job_test=100, max_job_test=100)
@@ -35,7 +36,8 @@ def replay(
     jobs: Sequence[TraceJob], machine: Machine, policy: str, progress: Progress | None = None
 ) -> tuple[list[JobResult], int, float]:
     """Start an empty machine, replay `jobs`; (results, jobs skipped as too large, wall seconds)."""
-    config = policy_config(policy, machine.config)
+    knobs: dict[str, Any] = dict(machine.knobs)  # Config's integer fields (sched_config.numeric_parameters)
+    config = replace(policy_config(policy, machine.config), **knobs)
     fits = [j for j in jobs if 0 < j.procs <= machine.cpus] if machine.cpus else list(jobs)
     sim = Simulation(
         machine.nodes,
@@ -81,3 +83,11 @@ def evaluate(
 
 def with_config(machine: Machine, **changes: int | str | bool) -> Machine:
     return replace(machine, config=replace(machine.config, **changes))  # type: ignore[arg-type]
+
+
+def with_sched_params(machine: Machine, text: str) -> Machine:
+    """The machine with SchedulerParameters (`shoal_starve_wait=1440,...`, numeric ones) set over
+    whatever policy it runs: what-if for a slurm.conf change. ValueError names a bad option."""
+    from ctld.sched_config import numeric_parameters
+
+    return replace(machine, knobs=tuple(numeric_parameters(text).items()))

@@ -461,3 +461,26 @@ def test_fcfs_reproduces_the_published_baseline(name: str, bsld: float, utilizat
     summary = evaluate(trace, default_machine(trace), "fcfs", (10, 1024), 1).summary
     assert round(summary.avg_bounded_slowdown, 2) == bsld
     assert round(summary.utilization, 3) == utilization
+
+
+def test_sched_params_set_knobs_over_the_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--sched-params: what a SchedulerParameters change would do, without writing a slurm.conf.
+    On STARVING, `short` lets job 4 (10 h) backfill ahead of the wide job 2; with
+    shoal_starve_wait=1 job 2 starves after a minute and gets its own reservation (the starts of
+    the "short-first-starve" case above)."""
+    trace = tmp_path / "starving.swf"
+    trace.write_text(STARVING)
+    out = tmp_path / "out.csv"
+
+    def starts(*extra: str) -> dict[int, int]:
+        assert shoal_sim.main([str(trace), "--policy", "short", "--csv", str(out), *extra]) == 0
+        rows = [line.split(",") for line in out.read_text().splitlines()[1:]]
+        return {int(row[0]): int(row[2]) for row in rows}
+
+    assert starts() == {1: 0, 4: 200, 3: 3600, 2: 36200}
+    assert starts("--sched-params", "shoal_starve_wait=1") == {1: 0, 3: 3600, 2: 3900, 4: 11100}
+    capsys.readouterr()
+    assert shoal_sim.main([str(trace), "--sched-params", "shoal_starve=1"]) == 1
+    assert "shoal sim: error: --sched-params: unknown option 'shoal_starve'" in capsys.readouterr().err
+    assert shoal_sim.main([str(trace), "--sched-params", "bf_window=1d"]) == 1
+    assert "shoal sim: error: --sched-params: bf_window needs a whole number, not '1d'" in capsys.readouterr().err
