@@ -135,6 +135,9 @@ class Controller:
             job = jobs_pb2.JobInfo()
             job.ParseFromString(blob)
             self.jobs[job.job_id] = job
+        # batch jobs a previous ctld started: the first registration of their node says whether
+        # the node ever got them (see _reconcile_after_register)
+        self._unconfirmed = {j.job_id for j in self.jobs.values() if j.state == RUNNING and j.batch_flag}
         saved_next = self.store.get_meta("next_job_id")
         highest = max(self.jobs, default=0)
         self.next_job_id = max(self.cfg.first_job_id, int(saved_next or 0), highest + 1)
@@ -642,10 +645,13 @@ class Controller:
         job.state_reason = reason
         jobsteps.end_job_steps(job, state, now)
 
-    def _requeue(self, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0, ended_at: int = 0) -> None:
+    def _requeue(
+        self, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0, ended_at: int = 0, ran: bool = True
+    ) -> None:
         """Back to pending (reason BeginTime, Restarts+1) with a new submit time, as Slurm: accounting
         then keeps each run as its own record (`sacct -D`); `ended_as` is the state of the run that
-        just ended at `ended_at` (REQUEUED, PREEMPTED, NODE_FAIL; 0 = it was already recorded as finished).
+        just ended at `ended_at` (REQUEUED, PREEMPTED, NODE_FAIL; 0 = it was already recorded as finished);
+        `ran=False`: that run never reached its node (no start, no `.batch` in its record).
         A preempted job waits PREEMPT_REQUEUE_DELAY_S before it may start again (Slurm waits longer), so
         the job that preempted it, even if it ranks lower, takes the room first."""
         self._requests.pop(job.job_id, None)
@@ -657,6 +663,8 @@ class Controller:
             run.state = ended_as  # type: ignore[assignment]
             run.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
             run.end_time = ended_at or now
+            if not ran:
+                run.start_time = 0
             self._ended_runs.append(run)
         del job.steps[:]
         job.next_step_id = 0
@@ -1284,7 +1292,10 @@ class Controller:
         A node that rebooted lost its jobs (NODE_FAIL, as Slurm's "node unexpectedly rebooted"); a job
         the node still runs but the controller has already ended (cancelled or failed while the node
         was unreachable) is terminated there. Jobs that merely finished while nobody listened are left
-        alone: their supervisors' reports are still on the way.
+        alone: their supervisors' reports are still on the way. A batch job a previous controller
+        started on this node that the node neither runs nor has finished never got there (that
+        controller stopped between the start and the launch): it is requeued, or ends NODE_FAIL with
+        --no-requeue, as Slurm's "batch job missing from batch node".
         """
         effects: list[Callable[[], None]] = []
         rebooted = previous_boot and req.hardware.boot_time and abs(req.hardware.boot_time - previous_boot) > 60
@@ -1299,6 +1310,35 @@ class Controller:
             known = self.jobs.get(job_id)
             if known is None or known.state in FINISHED_STATES:
                 effects.append(partial(self.actions.terminate, node.info, job_id, self.cfg.kill_wait, "orphan"))
+        if req.reports_finished:
+            effects.extend(self._requeue_missing(req, now))
+        return effects
+
+    def _requeue_missing(self, req: controller_pb2.RegisterNodeRequest, now: int) -> list[Callable[[], None]]:
+        """Recovered batch jobs of this node that it never got (see _reconcile_after_register)."""
+        effects: list[Callable[[], None]] = []
+        known = set(req.running_jobs) | set(req.finished_jobs)
+        for job_id in sorted(self._unconfirmed):
+            job = self.jobs.get(job_id)
+            if job is None or job.state != RUNNING:
+                self._unconfirmed.discard(job_id)
+                continue
+            if job.batch_host != req.name:
+                continue
+            self._unconfirmed.discard(job_id)
+            if job_id in known:
+                continue
+            log.warning("batch job %d missing from its node %s: %s", job_id, req.name,
+                        "requeued" if job.requeue else "NODE_FAIL")
+            for a in job.allocation:
+                other = self.nodes.get(a.node)
+                if a.node != req.name and other is not None and other.available:
+                    effects.append(partial(self.actions.terminate, other.info, job_id, 0, "missing"))
+            if job.requeue:
+                self._requeue(job, now, jobs_pb2.NODE_FAIL, now, ran=False)
+            else:
+                self._finish(job, jobs_pb2.NODE_FAIL, 0, 0, now)
+            self._save(job)
         return effects
 
     def node_contact(self, name: str, ok: bool) -> None:

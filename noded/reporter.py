@@ -166,13 +166,16 @@ class Reporter:
         last = self._registered.get(node.name)
         if last is not None and time.monotonic() - last < REREGISTER_S:
             return True
+        running, finished = jobs.scan(node.spool)
         request = controller_pb2.RegisterNodeRequest(
             name=node.name,
             hardware=self._hardware(node),
-            running_jobs=jobs.running_jobs(node.spool),
+            running_jobs=running,
             version=self._version,
             start_time=self._start_time,
             port=node.port,
+            finished_jobs=[f.job_id for f in finished],
+            reports_finished=True,
         )
         try:
             reply = self._stub.call(REGISTER, request, controller_pb2.RegisterNodeResponse, timeout=self._timeout)

@@ -583,15 +583,23 @@ class RegisterNodeRequest(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     START_TIME_FIELD_NUMBER: _builtins.int
     PORT_FIELD_NUMBER: _builtins.int
+    FINISHED_JOBS_FIELD_NUMBER: _builtins.int
+    REPORTS_FINISHED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     version: _builtins.str
     start_time: _builtins.int
     port: _builtins.int
+    reports_finished: _builtins.bool
+    """finished_jobs is filled in (a node that knows the field)"""
     @_builtins.property
     def hardware(self) -> _cluster_pb2.NodeHardware: ...
     @_builtins.property
     def running_jobs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """jobs with a live supervisor on this node"""
+
+    @_builtins.property
+    def finished_jobs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """finished runs whose completion ctld has not acknowledged yet"""
 
     def __init__(
         self,
@@ -602,10 +610,12 @@ class RegisterNodeRequest(_message.Message):
         version: _builtins.str = ...,
         start_time: _builtins.int = ...,
         port: _builtins.int = ...,
+        finished_jobs: _abc.Iterable[_builtins.int] | None = ...,
+        reports_finished: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hardware", b"hardware"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hardware", b"hardware", "name", b"name", "port", b"port", "running_jobs", b"running_jobs", "start_time", b"start_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished_jobs", b"finished_jobs", "hardware", b"hardware", "name", b"name", "port", b"port", "reports_finished", b"reports_finished", "running_jobs", b"running_jobs", "start_time", b"start_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
