@@ -44,7 +44,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from cli.command import COMMANDS
-from shoal.agent.protocol import RUNNER_CANNOT_LISTEN
+from shoal.agent.protocol import RUNNER_CANNOT_LISTEN, remove_socket_if_ours
 from shoal.forking import fork_child
 
 log = logging.getLogger("shoal.runner")
@@ -404,11 +404,7 @@ class Runner:
         if self.listener is not None:
             self.listener.close()
             self.listener = None
-            try:
-                if os.stat(self.path).st_ino == self.inode:
-                    os.unlink(self.path)
-            except OSError:
-                pass
+            remove_socket_if_ours(self.path, self.inode)
 
 
 def preload() -> None:

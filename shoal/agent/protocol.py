@@ -5,6 +5,7 @@ Stdlib only: the short commands import this, and they must start in tens of mill
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 
@@ -15,6 +16,18 @@ MAX_FRAME = 64 * 1024 * 1024
 RUNNER_SUFFIX = ".run"
 RUNNER_CANNOT_LISTEN = 3
 _HEADER = struct.Struct(">I")
+
+
+def remove_socket_if_ours(path: str, inode: int | None) -> None:
+    """Unlink a unix socket we bound at `path` (inode None: we did not), unless another process
+    has bound there since."""
+    if inode is None:
+        return
+    try:
+        if os.stat(path).st_ino == inode:
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 class FrameError(ConnectionError):

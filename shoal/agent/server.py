@@ -22,7 +22,13 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from shoal.agent import client as codes
-from shoal.agent.protocol import RUNNER_CANNOT_LISTEN, RUNNER_SUFFIX, recv_frame, send_frame
+from shoal.agent.protocol import (
+    RUNNER_CANNOT_LISTEN,
+    RUNNER_SUFFIX,
+    recv_frame,
+    remove_socket_if_ours,
+    send_frame,
+)
 from shoal.auth.credential import encode, mint
 from shoal.rpc import METADATA_KEY
 from shoal.rpc.client import channel
@@ -172,11 +178,7 @@ class AgentServer:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-            try:
-                if os.stat(self.socket_path).st_ino == self._inode:
-                    os.unlink(self.socket_path)
-            except OSError:
-                pass
+            remove_socket_if_ours(self.socket_path, self._inode)
         with self._lock:
             for chan in self._channels.values():
                 chan.close()
