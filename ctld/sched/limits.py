@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ctld.sched import memo
 from ctld.sched.model import UNLIMITED, JobRequest, Partition
 from ctld.sched.resources import job_cpus, node_count_range
 
@@ -27,6 +28,7 @@ def effective_time_limit(job: JobRequest, part: Partition) -> int:
     return part.max_time_min
 
 
+@memo.by_identity
 def partition_limit_reason(job: JobRequest, part: Partition) -> str | None:
     """Slurm's pending reason when `part` cannot take the job as asked, else None."""
     if part.state == "DOWN":

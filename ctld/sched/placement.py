@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ctld.sched import access, gpu_select, limits, reservations, topology
+from ctld.sched import access, gpu_select, limits, memo, reservations, topology
 from ctld.sched.freeindex import Live, Need, Pool
 from ctld.sched.model import (
     Gpu,
@@ -569,8 +569,17 @@ def pick_cpus_near(node: Node, free_ids: frozenset[int], count: int, near: froze
 
 def candidate_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
     """The job's partitions that exist and admit it (access.py), in the user's order."""
-    by_name = {part.name: part for part in snap.partitions}
-    return [by_name[name] for name in job.partitions if name in by_name and access.admits(job, by_name[name])]
+    if isinstance(snap.partitions, tuple):  # immutable: remembered per (job, partitions)
+        return list(_remembered_candidates(job, snap.partitions))
+    return list(_admitting(job, snap.partitions))
+
+
+def _admitting(job: JobRequest, partitions: Sequence[Partition]) -> tuple[Partition, ...]:
+    by_name = {part.name: part for part in partitions}
+    return tuple(by_name[name] for name in job.partitions if name in by_name and access.admits(job, by_name[name]))
+
+
+_remembered_candidates = memo.by_identity(_admitting)
 
 
 def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:

@@ -10,6 +10,7 @@ Conventions the controller follows when it builds a JobRequest:
 
 from __future__ import annotations
 
+from ctld.sched import memo
 from ctld.sched.model import Config, JobRequest, Node, Partition
 
 MEM_WHOLE_NODE = -1
@@ -104,6 +105,7 @@ def _gpus_on(job: JobRequest, fewest: int) -> int:
     return g.total + (g.per_node + g.per_socket) * fewest + g.per_task * total_tasks(job, fewest)
 
 
+@memo.by_identity
 def job_cpus(job: JobRequest) -> int:
     """The fewest CPUs the job needs in all: tasks x --cpus-per-task, or --cpus-per-gpu (or
     DefCpuPerGPU, already in the request) x its GPUs when that is more. The one estimate that

@@ -111,7 +111,7 @@ class Simulation:
         promoted = -1  # the waiting job that holds the promoted priority
         quiet_until = 0  # the last cycle started nothing; until then nothing it saw changes by itself
         starves: list[tuple[int, int]] = []  # (moment it starves, job id) of jobs not starving yet
-        starving: set[int] = set()  # waiting jobs that starve
+        starving = _StarvingJobs()  # waiting jobs that starve
         cpus_of: dict[int, int] = {}  # the fewest CPUs each job can start with
         while next_arrival < len(arrivals) or ends:
             now = min(
@@ -145,9 +145,11 @@ class Simulation:
             while starves and starves[0][0] <= now:
                 _, job_id = heapq.heappop(starves)
                 if job_id in requests:
-                    starving.add(job_id)
-                    if self._reserves(job_id, starving, requests):
-                        quiet_until = 0  # backfill now gives it a reservation of its own
+                    starving.add(job_id, starve.waiting_since(requests[job_id]))
+                    if self.config.starve_max <= 0 or starving.rank(job_id) < self.config.starve_max:
+                        # backfill now tests it first; a job past the cap changes nothing, and the
+                        # next cycle may be skipped like any fruitless repeat
+                        quiet_until = 0
             if now < quiet_until:
                 # Same running jobs, same first `depth` queued jobs, nothing past its limit since
                 # the last cycle, which started nothing: this one would start nothing either.
@@ -169,8 +171,10 @@ class Simulation:
                         keys[promoted] = (cycle.queue_order_key(req, self._parts, now, self.config), promoted)
                         bisect.insort(queue_keys, keys[promoted])
                 batch = queue_keys[: self.depth]
-                if starving and len(queue_keys) > self.depth:
-                    reserving = self._reserving(starving, requests)
+                # backfill tests the shoal_starve_max oldest first (0: all); the others keep their
+                # place in the queue, where the batch's depth already ends the pass
+                reserving = set(starving.oldest(self.config.starve_max))
+                if reserving and len(queue_keys) > self.depth:
                     batch = batch + sorted(keys[j] for j in reserving if keys[j] > batch[-1])
                 if self.shortcuts and min(cpus_of[job_id] for _, job_id in batch) > self._free_cpus():
                     break  # every job asks for more CPUs than are free: nothing can start
@@ -178,7 +182,7 @@ class Simulation:
                 snap = Snapshot(
                     nodes=tuple(self.nodes[name] for name in self.order),
                     partitions=self.partitions,
-                    pending=tuple(self._prune(pending, starving)) if self.prune else tuple(pending),
+                    pending=tuple(self._prune(pending, reserving)) if self.prune else tuple(pending),
                     running=tuple(running.values()),
                     jobs=(),
                     config=self.config,
@@ -210,31 +214,7 @@ class Simulation:
         """CPUs free on available nodes: no job asking for more can start (so no cycle is needed)."""
         return sum(n.cpus - len(n.usage.cpu_ids) for n in self.nodes.values() if n.available)
 
-    def _reserving(self, starving: set[int], requests: dict[int, JobRequest]) -> list[int]:
-        """The starving jobs backfill gives a reservation: the shoal_starve_max oldest (0: all).
-
-        Only they need to join a batch from beyond its depth: backfill tests them first and the
-        others keep their place in the queue, where the batch's depth already ends the pass.
-        """
-        cap = self.config.starve_max
-        if cap <= 0 or len(starving) <= cap:
-            return list(starving)
-        return heapq.nsmallest(cap, starving, key=lambda j: (starve.waiting_since(requests[j]), j))
-
-    def _reserves(self, job_id: int, starving: set[int], requests: dict[int, JobRequest]) -> bool:
-        """Whether a job that has just started starving is one backfill gives a reservation.
-
-        When it is not (shoal_starve_max older jobs starve), the next cycle is the last one again:
-        it can be skipped like any fruitless repeat.
-        """
-        cap = self.config.starve_max
-        if cap <= 0:
-            return True
-        mine = (starve.waiting_since(requests[job_id]), job_id)
-        older = sum(1 for j in starving if (starve.waiting_since(requests[j]), j) < mine)
-        return older < cap
-
-    def _prune(self, batch: list[JobRequest], starving: set[int]) -> list[JobRequest]:
+    def _prune(self, batch: list[JobRequest], reserving: set[int]) -> list[JobRequest]:
         """The batch less the jobs the cycle would only pass over: the same decisions, sooner.
 
         When every job waits on the same one partition, with fixed priorities, a job asking for
@@ -242,8 +222,8 @@ class Simulation:
         one) blocks the partition in the main pass and takes EASY's one reservation in backfill,
         after which any later job that big is skipped by both passes without a trace (the batch
         is within max_job_test and bf_max_job_test, and nothing counts tests per user). Jobs a
-        partition limit holds back, exclusive ones and starving ones (a reservation each) are
-        always kept.
+        partition limit holds back, exclusive ones and the starving ones that may get a reservation
+        of their own (`reserving`: the shoal_starve_max oldest) are always kept.
         tests/unit/sim checks a replay with and without pruning decides the same.
         """
         first = batch[0].partitions if batch else ()
@@ -260,7 +240,7 @@ class Simulation:
         kept: list[JobRequest] = []
         seen_too_big = False
         for job in batch:
-            if job.exclusive or job.job_id in starving or limits.partition_limit_reason(job, part) is not None:
+            if job.exclusive or job.job_id in reserving or limits.partition_limit_reason(job, part) is not None:
                 kept.append(job)
                 continue
             too_big = job_cpus(job) > free
@@ -329,3 +309,29 @@ class Simulation:
                 if left > 0
                 else NodeUsage(),
             )
+
+
+class _StarvingJobs:
+    """The waiting jobs that starve, oldest first (by when they became eligible, then job id)."""
+
+    def __init__(self) -> None:
+        self._order: list[tuple[int, int]] = []
+        self._key: dict[int, tuple[int, int]] = {}
+
+    def add(self, job_id: int, since: int) -> None:
+        key = self._key[job_id] = (since, job_id)
+        bisect.insort(self._order, key)
+
+    def discard(self, job_id: int) -> None:
+        key = self._key.pop(job_id, None)
+        if key is not None:
+            del self._order[bisect.bisect_left(self._order, key)]
+
+    def rank(self, job_id: int) -> int:
+        """How many starving jobs are older."""
+        return bisect.bisect_left(self._order, self._key[job_id])
+
+    def oldest(self, count: int) -> list[int]:
+        """The `count` oldest (0: all)."""
+        chosen = self._order[:count] if count > 0 else self._order
+        return [job_id for _, job_id in chosen]
