@@ -27,6 +27,7 @@ _NUMERIC = {
     "shoal_starve_wait": "starve_wait_min",
     "shoal_starve_xfactor": "starve_xfactor",
     "shoal_starve_max": "starve_max",
+    "shoal_wait_target": "wait_target_min",
 }
 
 

@@ -23,7 +23,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ctld.sched import limits, placement, reservations, starve
+from ctld.sched import limits, placement, reservations, starve, wait_target
+from ctld.sched.free_profile import FreeProfile
 from ctld.sched.limits import FOREVER, job_end
 from ctld.sched.model import JobRequest, Partition, Planned, Snapshot, Start
 from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
@@ -70,7 +71,7 @@ class Timeline:
         self._times: list[int] = sorted({now, *(t for t in self._release_times if t >= now), *boundaries})
         self._freed: dict[str, tuple[int, list[int]]] = {}  # partition -> (free now, CPUs released by count)
         self._nodes_now = {n.name: n for n in snap.nodes}
-        self._held: dict[str, _HoldCounts] = {}  # partition -> the CPUs holds use there, by moment
+        self._profiles: dict[str, FreeProfile] = {}  # partition -> its CPUs free by count, by moment
         # A state is an overlay of some holds over the snapshot after some releases; windows
         # (releases, begin, end) point at one, and a state grown by the same holds is shared.
         self._states: dict[int, Overlay] = {}
@@ -85,11 +86,18 @@ class Timeline:
     def hold(self, begin: int, start: Start) -> None:
         hold = Hold(begin, job_end(begin, start.time_limit_min), start)
         self.holds.append(hold)
+        moment = FOREVER
         if hold.end < FOREVER:
-            moment = self.now + _round_up(hold.end - self.now, self._resolution)
+            moment = self.rounded(hold.end)
             at = bisect.bisect_left(self._times, moment)
-            if moment >= self.now and (at == len(self._times) or self._times[at] != moment):
+            if at == len(self._times) or self._times[at] != moment:
                 self._times.insert(at, moment)
+        for profile in self._profiles.values():
+            cpus = sum(a.cpus for a in start.allocation if a.node in profile.nodes)
+            if cpus:
+                profile.take(begin, hold.end, cpus)
+            if moment < FOREVER:
+                profile.add_moment(moment)
 
     def candidate_times(self) -> list[int]:
         """Now and every later moment something is released (availability only grows then)."""
@@ -150,47 +158,50 @@ class Timeline:
         overlay.add_all(self.holds[i].start for i in new)
         return overlay
 
+    def rounded(self, moment: int) -> int:
+        """`moment` as the timeline plans it: rounded up to bf_resolution from now."""
+        return self.now + _round_up(max(0, moment - self.now), self._resolution)
+
+    def profile(self, part: Partition) -> FreeProfile:
+        """The CPUs free in `part` by count at each candidate moment (free now, plus what running
+        jobs release by then, less what holds use then); kept up to date as holds are made.
+
+        At any one moment the running jobs and the holds then use distinct CPUs, and place() sees
+        no more than what neither uses. A hold of the main pass on CPUs a running job still has (a
+        preemptor's room, kept while its victims end) counts 0: the running job already counts them.
+        """
+        found = self._profiles.get(part.name)
+        if found is not None:
+            return found
+        nodes = frozenset(part.nodes)
+        gives_back: Counter[int] = Counter()  # moment -> CPUs the main pass's holds free then
+        in_use = 0
+        for hold in self.holds[: self._cycle_holds]:  # thousands on a big cluster: one sweep
+            mine = [a for a in hold.start.allocation if a.node in nodes]
+            if mine and all(self._busy_now(a.node).isdisjoint(a.cpu_ids) for a in mine):
+                cpus = sum(a.cpus for a in mine)
+                in_use += cpus
+                gives_back[hold.end] += cpus
+        candidates = self._times
+        times = sorted({*candidates, *(t for t in gives_back if t < FOREVER)})
+        free = []
+        for moment in times:
+            in_use -= gives_back.get(moment, 0)
+            free.append(self._released_by(part, moment) - in_use)
+        found = self._profiles[part.name] = FreeProfile(nodes, times, free)
+        if len(times) > len(candidates):
+            member = set(candidates)
+            found.begins = [t in member for t in times]
+        for hold in self.holds[self._cycle_holds :]:
+            cpus = sum(a.cpus for a in hold.start.allocation if a.node in nodes)
+            if cpus:
+                found.take(hold.begin, hold.end, cpus)
+        return found
+
     def free_cpus_at_most(self, part: Partition, begin: int, end: int) -> int:
-        """An upper bound of the CPUs free in `part` all through [begin, end), from counts alone.
-
-        At any one moment the running jobs and the holds then use distinct CPUs, and place()
-        sees no more than what neither uses, so a job asking for more CPUs than this cannot be
-        placed at `begin`. It lets a job skip the moments it cannot fit at without building their
-        state. Free CPUs only grow between hold begins, so the moments to check are `begin` and
-        the begins of the holds within the window.
-        """
-        counts = self._held.get(part.name)
-        if counts is None or counts.seen != len(self.holds):
-            counts = self._held_in(part)
-        least = self._released_by(part, begin) - counts.used(begin)
-        for hold_begin, _, _ in counts.extra:
-            if begin < hold_begin < end:
-                least = min(least, self._released_by(part, hold_begin) - counts.used(hold_begin))
-        return least
-
-    def _held_in(self, part: Partition) -> _HoldCounts:
-        """The CPUs holds use in `part`, as far as counted; none when shortcuts are off.
-
-        A hold of the main pass on CPUs a running job still has (a preemptor's room, kept while
-        its victims end) counts 0: the running job already counts them.
-        """
-        counts = self._held.get(part.name)
-        if counts is None:
-            counts = self._held[part.name] = _HoldCounts(frozenset(part.nodes))
-        if not placement.SHORTCUTS:
-            return counts
-        if counts.seen < 0:
-            base = []
-            for hold in self.holds[: self._cycle_holds]:
-                mine = [a for a in hold.start.allocation if a.node in counts.members]
-                if mine and all(self._busy_now(a.node).isdisjoint(a.cpu_ids) for a in mine):
-                    base.append((hold.end, sum(a.cpus for a in mine)))
-            counts.set_base(base)
-            counts.seen = self._cycle_holds
-        for hold in self.holds[counts.seen:]:
-            counts.add(hold.begin, hold.end, sum(a.cpus for a in hold.start.allocation if a.node in counts.members))
-        counts.seen = len(self.holds)
-        return counts
+        """An upper bound of the CPUs free in `part` all through [begin, end), from counts alone
+        (see profile)."""
+        return self.profile(part).least(begin, end)
 
     def _busy_now(self, name: str) -> frozenset[int]:
         node = self._nodes_now.get(name)
@@ -274,7 +285,11 @@ def run_backfill(
     tested = reserved = 0
     first_reservation = FOREVER  # bf_strict: no job that ends after it is backfilled
     # starving jobs (starve.py) are tested first, oldest first, and each may get a reservation
-    queue, starving = starve.starving_first(queue, {p.name: p for p in snap.partitions}, config, now)
+    if config.wait_target_min > 0 and starve.enabled(config):
+        waiting = [job for job in queue if reasons.get(job.job_id) in WAITING_FOR_RESOURCES]
+        queue, starving = wait_target.urgent_first(timeline, waiting, _open_partitions)
+    else:
+        queue, starving = starve.starving_first(queue, {p.name: p for p in snap.partitions}, config, now)
     for job in queue:
         if reasons.get(job.job_id) not in WAITING_FOR_RESOURCES:
             continue
@@ -320,23 +335,40 @@ def _earliest(
     job: JobRequest, parts: list[Partition], timeline: Timeline, until: int, cpus: int
 ) -> tuple[int, Start] | None:
     """The first candidate time (not after `until`) at which the job fits for its whole run
-    (`cpus`: job_cpus(job))."""
+    (`cpus`: job_cpus(job)). Only moments with enough CPUs free by count through the whole run
+    (Timeline.profile) are tried: at any other, place() would say Resources."""
     needed = {part.name: _cpus_needed(job, [part], cpus) for part in parts}
-    times = timeline.candidate_times()
-    # before enough CPUs are released in any partition nothing fits: go straight there
-    first = min(timeline.released_enough_at(part, needed[part.name]) for part in parts)
+    if not placement.SHORTCUTS:  # the plain way, for tests to compare with: every candidate moment
+        needed = dict.fromkeys(needed, 0)
     limit = {part.name: limits.effective_time_limit(job, part) for part in parts}
-    for begin in times[bisect.bisect_left(times, first):]:
-        if begin > until:
-            return None
-        for part in parts:
-            end = job_end(begin, limit[part.name])
-            if needed[part.name] > timeline.free_cpus_at_most(part, begin, end):
-                continue  # too few CPUs by count: place() would say Resources
-            snap, overlay = timeline.state(begin, end)
+
+    if len(parts) == 1:  # the common case, without the bookkeeping for several partitions
+        part = parts[0]
+        need, minutes, profile = needed[part.name], limit[part.name], timeline.profile(part)
+        begin = profile.first_fit(need, lambda t: job_end(t, minutes), timeline.released_enough_at(part, need), until)
+        while begin < FOREVER:
+            snap, overlay = timeline.state(begin, job_end(begin, minutes))
             found = place(job, part, snap, overlay, begin)
             if isinstance(found, Start):
                 return begin, found
+            begin = profile.first_fit(need, lambda t: job_end(t, minutes), begin + 1, until)
+        return None
+
+    def next_fit(part: Partition, earliest: int) -> int:
+        minutes = limit[part.name]
+        return timeline.profile(part).first_fit(needed[part.name], lambda t: job_end(t, minutes), earliest, until)
+
+    # before enough CPUs are released nothing fits: start there
+    fits = {p.name: next_fit(p, timeline.released_enough_at(p, needed[p.name])) for p in parts}
+    while (begin := min(fits.values())) < FOREVER:
+        for part in parts:
+            if fits[part.name] != begin:
+                continue
+            snap, overlay = timeline.state(begin, job_end(begin, limit[part.name]))
+            found = place(job, part, snap, overlay, begin)
+            if isinstance(found, Start):
+                return begin, found
+            fits[part.name] = next_fit(part, begin + 1)
     return None
 
 
@@ -349,48 +381,6 @@ def _cpus_needed(job: JobRequest, parts: list[Partition], cpus: int) -> int:
     if any(is_exclusive(job, part) for part in parts):
         return 0
     return cpus
-
-
-class _HoldCounts:
-    """The CPUs a partition's holds use at any moment from `now` on, by count: a lower bound.
-
-    The main pass's starts (thousands on a big cluster) are all in use from now until their ends:
-    a sorted list of ends with running sums answers for them. Holds made later in the pass are
-    summed directly, the first EXTRA_COUNTED of them; any more are left out, which only loosens
-    the bound (a live pass that plans hundreds of reservations would otherwise pay for each one
-    at every moment it checks).
-    """
-
-    EXTRA_COUNTED = 12
-
-    def __init__(self, members: frozenset[str]) -> None:
-        self.members = members
-        self.seen = -1  # holds of the timeline looked at so far (-1: not even the main pass's)
-        self._ends: list[int] = []  # ends of the main pass's holds, sorted
-        self._after: list[int] = [0]  # CPUs of the main pass's holds from index i of _ends on
-        self.extra: list[tuple[int, int, int]] = []  # (begin, end, CPUs) of holds made since
-
-    def set_base(self, holds: list[tuple[int, int]]) -> None:
-        """The main pass's holds as (end, CPUs)."""
-        holds.sort()
-        self._ends = [end for end, _ in holds]
-        after, total = [0] * (len(holds) + 1), 0
-        for i in range(len(holds) - 1, -1, -1):
-            total += holds[i][1]
-            after[i] = total
-        self._after = after
-
-    def add(self, begin: int, end: int, cpus: int) -> None:
-        if cpus > 0 and end > begin and len(self.extra) < self.EXTRA_COUNTED:
-            self.extra.append((begin, end, cpus))
-
-    def used(self, moment: int) -> int:
-        """CPUs the counted holds use at `moment` (not before now)."""
-        in_use = self._after[bisect.bisect_right(self._ends, moment)]
-        for begin, end, cpus in self.extra:
-            if begin <= moment < end:
-                in_use += cpus
-        return in_use
 
 
 def _round_up(seconds: int, step: int) -> int:

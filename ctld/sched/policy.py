@@ -7,12 +7,14 @@ so it is the one that holds EASY's reservation (no job waits behind younger ones
 oldest), and every other job is ordered shortest estimate first, so short jobs backfill first.
 The simulator gives the oldest waiting job `promoted_priority` before each cycle.
 
-`short` and `shoal` are slurm.conf settings (starve.py), so a live controller runs them as they
-are: `short` = FCFS with jobs of a time limit up to 10 minutes first, shortest first
+`short` and `shoal` are slurm.conf settings (starve.py, wait_target.py), so a live controller runs
+them as they are: `short` = FCFS with jobs of a time limit up to 10 minutes first, shortest first
 (SchedulerParameters=shoal_short_first=10), EASY backfill; `shoal` = jobs of up to 30 minutes
-first (shoal_short_first=30), plus a reservation of its own for each of the 10 oldest jobs that
-have waited two days (shoal_starve_wait=2880, shoal_starve_max=10), which bounds what short-jobs-
-first costs the wide jobs. bench/README.md has the measurements behind both.
+first (shoal_short_first=30), and the 10 oldest jobs that have waited 6 hours are planned by CPU
+count; whenever one of them would start more than 2.5 days after it became eligible, it and the
+older ones get a reservation each (shoal_starve_wait=360, shoal_wait_target=3600,
+shoal_starve_max=10), which bounds what short-jobs-first costs the wide jobs.
+bench/README.md has the measurements behind both.
 
 Larger priority runs first, as in the core. `conf` leaves the priority to priority.py, as a live
 cluster would.
@@ -25,11 +27,13 @@ from ctld.sched.model import Config
 POLICIES = ("fcfs", "easy", "sjf", "sjbf", "short", "shoal", "conf")
 TOP = 2**62
 SHORT_MIN = 10  # `short`: SchedulerParameters=shoal_short_first=10
-# `shoal`: SchedulerParameters=shoal_short_first=30,shoal_starve_wait=2880,shoal_starve_max=10
+# `shoal`: SchedulerParameters=shoal_short_first=30,shoal_starve_wait=360,shoal_wait_target=3600,
+# shoal_starve_max=10
 SHORT_FIRST_MIN = 30
-STARVE_WAIT_MIN = 2880
+STARVE_WAIT_MIN = 360
 STARVE_XFACTOR = 0
 STARVE_MAX = 10
+WAIT_TARGET_MIN = 3600
 
 
 def policy_priority(policy: str, submit_time: int, estimate_s: int) -> int | None:
@@ -62,7 +66,7 @@ def policy_config(policy: str, base: Config) -> Config:
 
     if policy == "conf":
         return base
-    plain = replace(base, short_first_min=0, starve_wait_min=0, starve_xfactor=0, starve_max=0)
+    plain = replace(base, short_first_min=0, starve_wait_min=0, starve_xfactor=0, starve_max=0, wait_target_min=0)
     if policy == "fcfs":
         return replace(plain, scheduler="sched/builtin")
     easy = replace(plain, scheduler="sched/backfill", bf_reservations=1)
@@ -75,5 +79,6 @@ def policy_config(policy: str, base: Config) -> Config:
             starve_wait_min=STARVE_WAIT_MIN,
             starve_xfactor=STARVE_XFACTOR,
             starve_max=STARVE_MAX,
+            wait_target_min=WAIT_TARGET_MIN,
         )
     return easy

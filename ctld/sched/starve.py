@@ -11,8 +11,10 @@ give a *starving* job (one that has waited M minutes, or whose expansion factor
 the queue head's, so no later job is backfilled into the room it needs (selective reservations,
 Srinivasan, Kettimuthu, Subramani and Sadayappan 2002). Starving jobs keep their place in the main
 pass, so they never block the partition for the jobs above them. `shoal_starve_max=N` keeps it to
-the N oldest starving jobs per pass (each reservation costs backfill work; 0 = all). Only what a controller knows is
-used: the time limit, when the job became eligible, and now.
+the N oldest starving jobs per pass (each reservation costs backfill work; 0 = all). With
+`shoal_wait_target`, starving jobs get their reservations only while one of them would miss that
+target (wait_target.py). Only what a controller knows is used: the time limit, when the job became
+eligible, and now.
 """
 
 from __future__ import annotations

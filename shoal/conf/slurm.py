@@ -643,6 +643,7 @@ _SHOAL_SCHED_OPTIONS = {
     "shoal_starve_wait": "minutes, a whole number such as 1440",
     "shoal_starve_xfactor": "a whole number such as 10",
     "shoal_starve_max": "a whole number such as 10",
+    "shoal_wait_target": "minutes, a whole number such as 3600",
 }
 
 

@@ -12,7 +12,7 @@ from ctld.sched.limits import FOREVER
 from ctld.sched.model import UNLIMITED, Config, CycleResult, JobRequest, NodeAllocation, RunningJob
 from tests.unit.sched.builders import job, node, partition, snapshot
 
-NOW = 100_000
+NOW = 1_000_000  # after two days of waiting: a submit time is never negative
 BACKFILL = Config(def_mem_per_cpu_mb=100, scheduler="sched/backfill", bf_resolution_s=1, bf_reservations=1)
 PARTS = {"batch": partition("batch", nodes=["n1", "n2"], default_time_min=30)}
 
@@ -108,3 +108,46 @@ def test_starve_max_keeps_the_oldest_starving_jobs(cap: int, first: list[int]) -
     assert [j.job_id for j in ordered[: len(first)]] == first
     assert starving == frozenset(first)
     assert sorted(j.job_id for j in ordered) == [1, 2, 3, 4]
+
+
+# shoal_wait_target: the old wide job (waited two days) is planned by count at NOW+3600, when n2's
+# job ends. With a target it would miss, it gets its reservation (and the late long job waits); with
+# one its plan meets, nothing is held for it and the cycle decides as EASY.
+@pytest.mark.parametrize(
+    ("target_min", "started", "planned"),
+    [
+        (2 * 1440, [], {2: NOW + 3600, 1: NOW + 600}),  # planned wait 2 d + 1 h > 2 d: urgent
+        (3 * 1440, [3], {1: NOW + 600}),  # 2 d + 1 h <= 3 d: no reservation
+    ],
+    ids=["misses-target", "meets-target"],
+)
+def test_wait_target_reserves_only_for_a_job_that_would_miss_it(
+    target_min: int, started: list[int], planned: dict[int, int]
+) -> None:
+    config = dataclasses.replace(BACKFILL, short_first_min=10, starve_wait_min=1440, wait_target_min=target_min)
+    result = _cycle([LATE_LONG, OLD_WIDE, SHORT_HEAD], config)
+    assert [s.job_id for s in result.starts] == started
+    assert {j: p.start_time for j, p in result.planned.items()} == planned
+
+
+# A convoy: two wide jobs that cannot run side by side. The older one's own plan (NOW+3600, a wait of
+# 2 d + 1 h) meets a target of 2 d + 2 h; the younger one, planned after it (NOW+10800, 2 d + 2 h
+# 58 min), does not. Both get a reservation, since the younger one's plan needs the older one's.
+OLD_WIDE_2 = job(4).submitted(NOW - 2 * 86400 + 100).nodes(2).tasks(8).time(60).obj()
+
+
+@pytest.mark.parametrize(
+    ("target_min", "started", "planned"),
+    [
+        (2 * 1440 + 120, [], {2: NOW + 3600, 4: NOW + 3600 + 7200, 1: NOW + 600}),
+        (2 * 1440 + 180, [3], {1: NOW + 600}),  # the younger one's plan meets it too: none held
+    ],
+    ids=["younger-misses", "both-meet"],
+)
+def test_wait_target_reserves_for_the_older_jobs_a_late_one_waits_for(
+    target_min: int, started: list[int], planned: dict[int, int]
+) -> None:
+    config = dataclasses.replace(BACKFILL, short_first_min=10, starve_wait_min=1440, wait_target_min=target_min)
+    result = _cycle([LATE_LONG, OLD_WIDE, OLD_WIDE_2, SHORT_HEAD], config)
+    assert [s.job_id for s in result.starts] == started
+    assert {j: p.start_time for j, p in result.planned.items()} == planned

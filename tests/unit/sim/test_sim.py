@@ -338,8 +338,14 @@ STARVING = """; MaxProcs: 4
         ({"short_first_min": 10}, {1: 0, 4: 200, 3: 3600, 2: 36200}),
         ({"short_first_min": 10, "starve_wait_min": 1}, {1: 0, 3: 3600, 2: 3900, 4: 11100}),
         ({}, {1: 0, 2: 3600, 3: 10800, 4: 10800}),
+        # jobs 2 and 3 are planned by count once they have waited a minute: job 2 at 3600 (when job
+        # 1 ends, a wait of 59 minutes), job 3 after it at 10800 (3 hours). A 2-hour target is
+        # missed (by job 3, which needs job 2's plan too), so both are reserved for at once ...
+        ({"short_first_min": 10, "starve_wait_min": 1, "wait_target_min": 120}, {1: 0, 3: 3600, 2: 3900, 4: 11100}),
+        # ... a 4-hour one is met, so job 4 backfills at 200 (job 2's plan misses only then)
+        ({"short_first_min": 10, "starve_wait_min": 1, "wait_target_min": 240}, {1: 0, 4: 200, 3: 3600, 2: 36200}),
     ],
-    ids=["short-first", "short-first-starve", "easy"],
+    ids=["short-first", "short-first-starve", "easy", "wait-target-missed", "wait-target-met"],
 )
 def test_a_starving_wide_job_keeps_long_jobs_from_backfilling_ahead(
     tmp_path: Path, options: dict[str, int], starts: dict[int, int]
@@ -366,7 +372,7 @@ SchedulerParameters=bf_resolution=1,bf_reservations=1,{options}
 @pytest.mark.parametrize(
     ("options", "policy"),
     [
-        ("shoal_short_first=30,shoal_starve_wait=2880,shoal_starve_max=10", "shoal"),
+        ("shoal_short_first=30,shoal_starve_wait=360,shoal_wait_target=3600,shoal_starve_max=10", "shoal"),
         ("shoal_short_first=10", "short"),
     ],
 )
@@ -393,6 +399,7 @@ def test_policy_conf_honours_the_slurm_conf_knobs(
         ("shoal_short_first=10", {"short_first_min": 10, "starve_wait_min": 0, "starve_xfactor": 0}),
         ("shoal_starve_wait=1440,shoal_starve_xfactor=10", {"starve_wait_min": 1440, "starve_xfactor": 10}),
         ("shoal_starve_max=3", {"starve_max": 3, "starve_wait_min": 0}),
+        ("shoal_starve_wait=360,shoal_wait_target=3600", {"starve_wait_min": 360, "wait_target_min": 3600}),
         ("bf_window=60", {"short_first_min": 0, "starve_wait_min": 0, "starve_xfactor": 0}),
     ],
 )
@@ -411,6 +418,7 @@ def test_scheduler_parameters_set_the_shoal_knobs(tmp_path: Path, options: str, 
         ("shoal_starve_wait=1d", "invalid value for SchedulerParameters option shoal_starve_wait: '1d'"),
         ("shoal_short_first", "invalid value for SchedulerParameters option shoal_short_first: ''"),
         ("shoal_starve_xfactor=-2", "invalid value for SchedulerParameters option shoal_starve_xfactor: '-2'"),
+        ("shoal_wait_target=2.5d", "invalid value for SchedulerParameters option shoal_wait_target: '2.5d'"),
     ],
 )
 def test_a_bad_shoal_knob_is_a_file_line_error(
