@@ -43,6 +43,7 @@ class Cluster:
         if user is not None:
             return run_as(user, argv, full_env, cwd, input, timeout)
         cmd = [*_command(argv[0]), *argv[1:]]
+        cwd = cwd if cwd is not None else self.dir  # a job's default slurm-%j.out lands there, not in the checkout
         return subprocess.run(cmd, env=full_env, cwd=cwd, input=input, capture_output=True, text=True,
                               timeout=timeout)
 
