@@ -20,6 +20,7 @@ early.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ctld.sched import limits, starve
@@ -53,7 +54,7 @@ def urgent_first(
         for part in open_partitions(job, snap):
             limit = limits.effective_time_limit(job, part)
             profile = _profile(profiles, timeline, part, planned)
-            begin = profile.first_fit(cpus, lambda t, m=limit: job_end(t, m))
+            begin = profile.first_fit(cpus, partial(_end, limit))
             if begin < best[0]:
                 best = (begin, job_end(begin, limit), part)
         begin, end, chosen = best
@@ -67,6 +68,10 @@ def urgent_first(
     urgent = oldest[: last + 1]
     ids = frozenset(job.job_id for job in urgent)
     return [*urgent, *(job for job in queue if job.job_id not in ids)], ids
+
+
+def _end(limit_min: int, begin: int) -> int:
+    return job_end(begin, limit_min)
 
 
 def _profile(
