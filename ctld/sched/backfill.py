@@ -198,11 +198,6 @@ class Timeline:
                 found.take(hold.begin, hold.end, cpus)
         return found
 
-    def free_cpus_at_most(self, part: Partition, begin: int, end: int) -> int:
-        """An upper bound of the CPUs free in `part` all through [begin, end), from counts alone
-        (see profile)."""
-        return self.profile(part).least(begin, end)
-
     def _busy_now(self, name: str) -> frozenset[int]:
         node = self._nodes_now.get(name)
         return node.usage.cpu_ids if node is not None else frozenset()
@@ -341,18 +336,6 @@ def _earliest(
     if not placement.SHORTCUTS:  # the plain way, for tests to compare with: every candidate moment
         needed = dict.fromkeys(needed, 0)
     limit = {part.name: limits.effective_time_limit(job, part) for part in parts}
-
-    if len(parts) == 1:  # the common case, without the bookkeeping for several partitions
-        part = parts[0]
-        need, minutes, profile = needed[part.name], limit[part.name], timeline.profile(part)
-        begin = profile.first_fit(need, lambda t: job_end(t, minutes), timeline.released_enough_at(part, need), until)
-        while begin < FOREVER:
-            snap, overlay = timeline.state(begin, job_end(begin, minutes))
-            found = place(job, part, snap, overlay, begin)
-            if isinstance(found, Start):
-                return begin, found
-            begin = profile.first_fit(need, lambda t: job_end(t, minutes), begin + 1, until)
-        return None
 
     def next_fit(part: Partition, earliest: int) -> int:
         minutes = limit[part.name]

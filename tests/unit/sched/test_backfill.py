@@ -140,9 +140,9 @@ def test_the_cpu_count_bound_counts_each_cpu_once() -> None:
         return Start(job_id=job_id, partition="batch", allocation=(alloc,), time_limit_min=minutes)
 
     timeline = Timeline(snap, NOW, [start(1, "n1", (0,), 120), start(2, "n2", (0,), 30)])
-    assert timeline.free_cpus_at_most(part, NOW, NOW + 60) == 3  # n2's 4 less job 2's 1
+    assert timeline.profile(part).least(NOW, NOW + 60) == 3  # n2's 4 less job 2's 1
     timeline.hold(NOW + 600, start(3, "n2", (1, 2, 3), 60))
-    assert timeline.free_cpus_at_most(part, NOW, NOW + 60) == 3  # the reservation is not yet
-    assert timeline.free_cpus_at_most(part, NOW, NOW + 900) == 0  # ... but comes within the run
-    assert timeline.free_cpus_at_most(part, NOW + 1800, NOW + 1900) == 1  # job 2 ended, job 3 holds 3
-    assert timeline.free_cpus_at_most(part, NOW + 7200, NOW + 7300) == 8  # everything ended
+    assert timeline.profile(part).least(NOW, NOW + 60) == 3  # the reservation is not yet
+    assert timeline.profile(part).least(NOW, NOW + 900) == 0  # ... but comes within the run
+    assert timeline.profile(part).least(NOW + 1800, NOW + 1900) == 1  # job 2 ended, job 3 holds 3
+    assert timeline.profile(part).least(NOW + 7200, NOW + 7300) == 8  # everything ended
