@@ -99,10 +99,6 @@ class Timeline:
             if moment < FOREVER:
                 profile.add_moment(moment)
 
-    def candidate_times(self) -> list[int]:
-        """Now and every later moment something is released (availability only grows then)."""
-        return self._times
-
     def state(self, begin: int, end: int) -> tuple[Snapshot, Overlay]:
         """The snapshot at `begin` and an overlay of every hold overlapping [begin, end).
 
@@ -201,15 +197,6 @@ class Timeline:
     def _busy_now(self, name: str) -> frozenset[int]:
         node = self._nodes_now.get(name)
         return node.usage.cpu_ids if node is not None else frozenset()
-
-    def released_enough_at(self, part: Partition, cpus: int) -> int:
-        """The first moment `_released_by` reaches `cpus` (FOREVER: never): free CPUs only grow
-        with releases, so no earlier moment can give a job that many."""
-        if self._released_by(part, self.now) >= cpus:
-            return self.now
-        free, released = self._freed[part.name]
-        count = bisect.bisect_left(released, cpus - free)  # releases needed
-        return self._release_times[count - 1] if count < len(released) else FOREVER
 
     def _released_by(self, part: Partition, begin: int) -> int:
         """An upper bound of the CPUs free in `part` at `begin` (holds ignored), from counts alone."""
@@ -341,8 +328,7 @@ def _earliest(
         minutes = limit[part.name]
         return timeline.profile(part).first_fit(needed[part.name], lambda t: job_end(t, minutes), earliest, until)
 
-    # before enough CPUs are released nothing fits: start there
-    fits = {p.name: next_fit(p, timeline.released_enough_at(p, needed[p.name])) for p in parts}
+    fits = {p.name: next_fit(p, timeline.now) for p in parts}
     while (begin := min(fits.values())) < FOREVER:
         for part in parts:
             if fits[part.name] != begin:
