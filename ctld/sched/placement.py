@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ctld.sched import access, gpu_select, limits, memo, reservations, topology
@@ -569,17 +569,13 @@ def pick_cpus_near(node: Node, free_ids: frozenset[int], count: int, near: froze
 
 def candidate_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
     """The job's partitions that exist and admit it (access.py), in the user's order."""
-    if isinstance(snap.partitions, tuple):  # immutable: remembered per (job, partitions)
-        return list(_remembered_candidates(job, snap.partitions))
     return list(_admitting(job, snap.partitions))
 
 
-def _admitting(job: JobRequest, partitions: Sequence[Partition]) -> tuple[Partition, ...]:
+@memo.by_identity  # a job and the snapshot's (immutable) partitions: asked many times per cycle
+def _admitting(job: JobRequest, partitions: tuple[Partition, ...]) -> tuple[Partition, ...]:
     by_name = {part.name: part for part in partitions}
     return tuple(by_name[name] for name in job.partitions if name in by_name and access.admits(job, by_name[name]))
-
-
-_remembered_candidates = memo.by_identity(_admitting)
 
 
 def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
