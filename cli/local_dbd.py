@@ -47,7 +47,7 @@ def start(directory: Path, env: dict[str, str],
     conf = directory / "slurmdbd.conf"
     if not conf.exists():
         return None
-    return spawn([sys.executable, "-m", "dbd.main", "-f", str(conf)], directory / "log" / "dbd.out", env)
+    return spawn([sys.executable, "-P", "-m", "dbd.main", "-f", str(conf)], directory / "log" / "dbd.out", env)
 
 
 def bootstrap(env: dict[str, str], cluster: str, users: list[str], timeout: float = 30.0) -> str | None:
@@ -60,7 +60,7 @@ def bootstrap(env: dict[str, str], cluster: str, users: list[str], timeout: floa
     deadline = time.monotonic() + timeout
     for words in steps:
         while True:
-            out = subprocess.run([sys.executable, "-m", "cli.sacctmgr", "-i", *words], env=env,
+            out = subprocess.run([sys.executable, "-P", "-m", "cli.sacctmgr", "-i", *words], env=env,
                                  capture_output=True, text=True, timeout=60)
             if out.returncode == 0 or "already exists" in out.stderr:
                 break

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from cli import local_dbd
+from shoal import version_line
 
 PROG = "shoal"
 DEFAULT_DIR = "~/.shoal/cluster"
@@ -268,15 +269,15 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     py = sys.executable
     dbd = local_dbd.start(directory, env, _spawn)
-    ctld = _spawn([py, "-m", "ctld.main", "-f", str(conf)], directory / "log" / "ctld.out", env)
+    ctld = _spawn([py, "-P", "-m", "ctld.main", "-f", str(conf)], directory / "log" / "ctld.out", env)
     agentd = _spawn(
-        [py, "-m", "shoal.agent.agentd", "-f", str(conf), "--pidfile", str(run / "agentd.pid")],
+        [py, "-P", "-m", "shoal.agent.agentd", "-f", str(conf), "--pidfile", str(run / "agentd.pid")],
         directory / "log" / "agentd.out",
         env,
     )
     node_args = [a for n in cfg.nodes for a in ("-N", n.name)]
     noded = _spawn(
-        [py, "-m", "noded.main", "-f", str(conf), "--no-agent", *node_args],
+        [py, "-P", "-m", "noded.main", "-f", str(conf), "--no-agent", *node_args],
         directory / "log" / "noded.out",
         _noded_env(directory, env),
     )
@@ -314,7 +315,7 @@ def _quick_start(directory: Path, env: dict[str, str], nodes: int) -> int:
         'echo "hello from $SLURMD_NODENAME: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"\n'
     )
     out = subprocess.run(
-        [sys.executable, "-m", "cli.sbatch", "--parsable", "--wait", str(script)],
+        [sys.executable, "-P", "-m", "cli.sbatch", "--parsable", "--wait", str(script)],
         cwd=work,
         env=env,
         capture_output=True,
@@ -420,6 +421,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="shoal admin command")
+    p.add_argument("-V", "--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a local cluster and run the quick-start job")
     up.add_argument("--nodes", type=int, default=4)
