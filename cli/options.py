@@ -23,10 +23,10 @@ UNLIMITED = -2
 
 
 def version_line() -> str:
-    """What `-V/--version` prints for every shoal command."""
-    from shoal import __version__
+    """What `-V/--version` prints for every shoal command (one line, shared with the daemons)."""
+    from shoal import version_line as line
 
-    return f"shoal {__version__} (slurm 22.05 compatible)"
+    return line()
 
 
 class OptionError(Exception):

@@ -14,6 +14,7 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from cli.common import CommandError, run_main
+from shoal import version_line
 from shoal.v1 import accounting_pb2 as pb
 
 M = TypeVar("M", bound=Message)
@@ -174,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             elif opt in ("-h", "--help"):
                 print(__doc__)
+                return 0
+            elif opt in ("-V", "--version"):
+                print(version_line())
                 return 0
             else:
                 raise CommandError(f"Unknown option '{opt}'")

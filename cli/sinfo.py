@@ -13,11 +13,11 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 
 from cli import fmt
+from shoal import version_line
 from shoal.timefmt import format_limit_sinfo, format_timestamp
 from shoal.v1 import cluster_pb2
 
 PROG = "sinfo"
-SLURM_VERSION = "22.05.8"
 
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"
 LONG_FORMAT = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
@@ -574,7 +574,7 @@ def _run(argv: Sequence[str] | None) -> int:
         sys.stdout.write(USAGE)
         return 0
     if args.version:
-        print(f"slurm {SLURM_VERSION}")
+        print(version_line())
         return 0
     try:
         fields = choose_format(args)

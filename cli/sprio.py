@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from cli.common import CommandError, ctld, run_main
+from shoal import version_line
 from shoal.v1 import controller_pb2 as pb
 
 PROG = "sprio"
@@ -108,8 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: list[str]) -> int:
     try:
-        opts, _ = getopt.gnu_getopt(args, "hlnwj:u:o:p:", ["noheader", "long", "norm", "weights", "jobs=", "user=",
-                                                         "format=", "partition=", "usage", "help"])
+        opts, _ = getopt.gnu_getopt(args, "hlnwVj:u:o:p:", ["noheader", "long", "norm", "weights", "jobs=", "user=",
+                                                          "format=", "partition=", "usage", "help", "version"])
     except getopt.GetoptError as exc:
         raise CommandError(f"{exc.msg}\n{USAGE}") from exc
     header, long, normalized, show_weights = True, False, False, False
@@ -117,6 +118,9 @@ def _run(args: list[str]) -> int:
     jobs: set[int] = set()
     users: set[str] = set()
     parts: set[str] = set()
+    if any(opt in ("-V", "--version") for opt, _ in opts):
+        print(version_line())
+        return 0
     for opt, val in opts:
         if opt in ("-h", "--noheader"):
             header = False

@@ -14,12 +14,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from cli import fmt
-from shoal import states
+from shoal import states, version_line
 from shoal.timefmt import format_duration, format_limit_squeue, format_timestamp
 from shoal.v1 import jobs_pb2
 
 PROG = "squeue"
-SLURM_VERSION = "22.05.8"
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
@@ -698,7 +697,7 @@ def _run(argv: Sequence[str] | None) -> int:
         sys.stdout.write(USAGE)
         return 0
     if args.version:
-        print(f"slurm {SLURM_VERSION}")
+        print(version_line())
         return 0
     try:
         flt = build_filter(args)

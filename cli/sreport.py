@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from cli.common import CommandError, run_main
+from shoal import version_line
 from shoal.v1 import accounting_pb2 as pb
 
 PROG = "sreport"
@@ -102,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         rest = []
         while words:
             word = words.pop(0)
+            if word in ("-V", "--version"):
+                print(version_line())
+                return 0
             if word in ("-t", "--time-format") and words:
                 unit = words.pop(0).lower()
             elif word.startswith("-t") and len(word) > 2:

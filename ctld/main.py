@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shoal import version_line
+
 if TYPE_CHECKING:
     from ctld.controller import Controller
     from ctld.node_client import GrpcNodeActions
@@ -20,6 +22,7 @@ PROG = "shoal-ctld"
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=PROG, description="shoal controller daemon (slurmctld)")
+    p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-f", "--conf", help="slurm.conf (default: $SLURM_CONF, else /etc/slurm/slurm.conf)")
     p.add_argument("-D", "--foreground", action="store_true", help="run in the foreground (the default)")
     p.add_argument("-c", "--clear", action="store_true", help="start with empty state (discard saved jobs)")

@@ -12,11 +12,14 @@ import threading
 import time
 from pathlib import Path
 
+from shoal import version_line
+
 PROG = "shoal-dbd"
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=PROG, description="shoal accounting daemon (slurmdbd)")
+    p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-f", "--conf", help="slurmdbd.conf (default: $SLURMDBD_CONF, else beside slurm.conf)")
     p.add_argument("-D", "--foreground", action="store_true", help="run in the foreground (the default)")
     p.add_argument("-L", "--logfile", help="log file (default: LogFile, else stderr)")

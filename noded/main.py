@@ -55,6 +55,7 @@ class StartError(Exception):
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=PROG, description="shoal node agent (slurmd)")
+    parser.add_argument("-V", "--version", action="version", version=shoal.version_line())
     parser.add_argument("-N", dest="nodes", action="append", metavar="NODENAME", help="node to serve (repeatable)")
     parser.add_argument("-f", dest="conf", metavar="CONF", help="slurm.conf (default: $SLURM_CONF)")
     parser.add_argument("-D", dest="foreground", action="store_true", help="run in the foreground (always)")

@@ -18,6 +18,7 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from shoal import version_line
 from shoal.agent.server import AgentServer, AgentServerError
 from shoal.auth.errors import AuthError
 from shoal.auth.key import load_key
@@ -37,6 +38,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Local shoal agent: forwards commands to the daemons."
     )
+    parser.add_argument("-V", "--version", action="version", version=version_line())
     parser.add_argument("-f", "--conf", metavar="PATH", help="slurm.conf to read (default: $SLURM_CONF)")
     parser.add_argument("--socket", metavar="PATH", help="unix socket to serve (default: AgentSocket)")
     parser.add_argument("-D", dest="foreground", action="store_true", help="run in the foreground (always)")

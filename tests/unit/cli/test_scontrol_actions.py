@@ -161,7 +161,7 @@ def test_ping_reads_the_controller_host_from_slurm_conf(tmp_path: Path) -> None:
 def test_version(args: Any) -> None:
     result = run_scontrol(args)
     assert result.returncode == 0
-    assert result.stdout.startswith("shoal ") and "slurm 22.05" in result.stdout
+    assert result.stdout.startswith("slurm 22.05.8 ") and "(shoal " in result.stdout
 
 
 @pytest.mark.parametrize(
