@@ -432,13 +432,6 @@ def test_script_arguments_with_wrap_are_refused(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("flag", ["-V", "--version"])
-def test_version(flag: Any) -> None:
-    result = run_sbatch([flag])
-    assert result.returncode == 0
-    assert result.stdout.startswith("shoal ") and "slurm 22.05" in result.stdout
-
-
 @pytest.mark.parametrize("flag", ["-h", "--help", "--usage"])
 def test_help_and_usage(flag: Any) -> None:
     result = run_sbatch([flag])
