@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import NoReturn, TypeVar
+from typing import TypeVar
 
 from google.protobuf.message import Message
 
@@ -46,11 +46,6 @@ def submit_failure(prog: str, message: str) -> str:
 
 def error(prog: str, message: str) -> None:
     print(f"{prog}: error: {message}", file=sys.stderr)
-
-
-def die(prog: str, message: str, exit_code: int = 1) -> NoReturn:
-    error(prog, message)
-    raise SystemExit(exit_code)
 
 
 def run_main(prog: str, body: Callable[[], int | None]) -> int:

@@ -164,11 +164,6 @@ def row_renderer(fields: Iterable[Field], getter: Callable[[str], Callable[[T], 
     return render_row
 
 
-def render_header(fields: Iterable[Field], headers: Mapping[str, str]) -> str:
-    """The header line: each column's title fitted to the column like a value."""
-    return render(fields, lambda key: headers.get(key, key.upper()))
-
-
 def long_date(now: float) -> str:
     """The date line `-l` prints first ("Sun Nov 29 21:40:01 2026", local time)."""
     import time

@@ -1,4 +1,4 @@
-"""Option parsing shared by the sbatch-like commands (sbatch now; salloc and srun later).
+"""Option parsing shared by the commands that submit or allocate: sbatch, salloc and srun.
 
 A small getopt_long work-alike gives Slurm's exact option errors; `JobOptions` collects values
 from `#SBATCH` directives, then SBATCH_* variables, then the command line (each overriding the

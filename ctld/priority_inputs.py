@@ -1,7 +1,7 @@
 """Accounting's part of multifactor priority: QOS and association priorities from dbd's cache.
 
 An association without its own Priority takes its parent account's (up to root), as Slurm does.
-Fair-share factors are not computed yet (the factor stays 0 until issue 6's fair-share lands).
+Fair-share factors are not here: ctld/sched/fairshare.py computes them from the usage ctld/fairshare_usage.py keeps.
 """
 
 from __future__ import annotations

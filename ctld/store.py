@@ -44,9 +44,6 @@ class StateStore:
         self._lock = threading.Lock()
         self._in_tx = False
 
-    def set_fsync(self, enabled: bool) -> None:
-        self._db.execute(f"PRAGMA synchronous={'FULL' if enabled else 'NORMAL'}")
-
     @contextmanager
     def transaction(self) -> Iterator[StateStore]:
         """All writes inside commit together or not at all."""

@@ -54,9 +54,6 @@ class TopologyConf:
     def leaf_of(self, node: str) -> str | None:
         return self._leaf.get(node)
 
-    def parent_of(self, switch: str) -> str | None:
-        return self._parent.get(switch)
-
     def nodes_under(self, name: str) -> tuple[str, ...]:
         """Every node below switch `name`, in file order."""
         found = self.switch(name)
