@@ -148,6 +148,7 @@ def cpu_per_job(kind: str, bin_dir: Path, env: dict[str, str], jobs: int, cluste
     name = f"cpujob_{os.getpid()}_{kind}"
     found = daemons(kind, cluster_dir)
     groups = RoleGroups(set(found.values()))
+    work = ""
     pinned = PinnedJobCgroups(cluster_dir / "slurm.conf", [f"node{i}" for i in range(1, 5)]) if cluster_dir else None
     try:
         for pid, role in found.items():
@@ -155,9 +156,11 @@ def cpu_per_job(kind: str, bin_dir: Path, env: dict[str, str], jobs: int, cluste
         before, jobs_before = groups.usage_s(), pinned.usage_s() if pinned else 0.0
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
+        work = tempfile.mkdtemp(prefix="vs_slurm.work.")  # the jobs' slurm-N.out land there
+        os.chmod(work, 0o1777)
         for _ in range(jobs):
             subprocess.run([str(bin_dir / "sbatch"), "-J", name, "--wrap=true"], env={**os.environ, **env},
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+                           cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             time.sleep(2)
@@ -169,6 +172,7 @@ def cpu_per_job(kind: str, bin_dir: Path, env: dict[str, str], jobs: int, cluste
         after, jobs_after = groups.usage_s(), pinned.usage_s() if pinned else 0.0
         done = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
+        shutil.rmtree(work, ignore_errors=True)
         groups.close()
         if pinned:
             pinned.close()
