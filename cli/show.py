@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from shoal import states
 from shoal.hostlist import collect
+from shoal.outpath import resolve_streams
 from shoal.sizefmt import format_size_mb
 from shoal.timefmt import format_hms, format_time_limit, format_timestamp
 from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2
@@ -39,10 +40,18 @@ def _run_seconds(job: jobs_pb2.JobInfo, now: int) -> int:
 
 
 def _num_nodes(job: jobs_pb2.JobInfo) -> str:
-    """Pending jobs show the requested range ("1-1") when a maximum was asked for."""
-    if job.state == jobs_pb2.PENDING and job.spec.max_nodes:
-        return f"{job.num_nodes}-{job.spec.max_nodes}"
+    """Pending jobs show the requested range when -N was given ("-N1" 1-1, "-N2-4" 2-4); a count that only
+    -w implies (or none) is a plain number, as 22.05 prints it."""
+    spec = job.spec
+    if job.state == jobs_pb2.PENDING and (spec.max_nodes or (spec.min_nodes and not spec.nodelist)):
+        return f"{job.num_nodes}-{spec.max_nodes or spec.min_nodes}"
     return str(job.num_nodes)
+
+
+def _oversubscribe(job: jobs_pb2.JobInfo) -> str:
+    """OK unless the job holds (or, pending, asks for) its nodes alone."""
+    shared = job.oversubscribe if job.nodes else not job.spec.exclusive  # started: what it got
+    return "OK" if shared else "NO"
 
 
 def _job_head(job: jobs_pb2.JobInfo) -> str:
@@ -112,7 +121,7 @@ def job_lines(job: jobs_pb2.JobInfo, now: int) -> list[str]:
         f"Socks/Node=* NtasksPerN:B:S:C={spec.ntasks_per_node}:0:*:* CoreSpec=*",
         f"MinCPUsNode={job.min_cpus_node or 1} {_min_memory(job)} MinTmpDiskNode=0",
         f"Features={_null(spec.constraint)} DelayBoot=00:00:00",
-        f"OverSubscribe={'OK' if job.oversubscribe else 'NO'} Contiguous={int(spec.contiguous)}"
+        f"OverSubscribe={_oversubscribe(job)} Contiguous={int(spec.contiguous)}"
         f" Licenses={_null(spec.licenses)} Network=(null)",
         f"Command={_null(spec.command)}",
         f"WorkDir={spec.work_dir}",
@@ -162,6 +171,8 @@ def merge_pending_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[jobs_pb2
         merged.job_id = row.job.array_job_id
         merged.array_task_str = row.task_str.split("%", 1)[0]
         merged.array_task_id = -1
+        # the meta record is no one task: %a is Slurm's NO_VAL there (slurm-30_4294967294.out)
+        merged.std_out, merged.std_err, merged.std_in = resolve_streams(merged, "%N")
         out.append(merged)
     return out
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from cli import fmt
 from shoal import states, version_line
+from shoal.hostlist import collect
 from shoal.timefmt import format_duration, format_limit_squeue, format_timestamp
 from shoal.v1 import jobs_pb2
 
@@ -218,7 +219,7 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
     "L": lambda r, now: _time_left(r.job, now),
     "m": lambda r, now: _memory(r.job),
     "M": lambda r, now: format_duration(time_used(r.job, now)),
-    "n": lambda r, now: ",".join(r.job.req_nodes),
+    "n": lambda r, now: collect(r.job.req_nodes) if r.job.req_nodes else "",
     "N": lambda r, now: r.job.nodes,
     "o": lambda r, now: _null(r.job.spec.command),
     "O": lambda r, now: "1" if r.job.spec.contiguous else "0",
@@ -238,7 +239,7 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
     "V": lambda r, now: format_timestamp(r.job.submit_time, unknown="N/A"),
     "w": lambda r, now: _null(r.job.spec.wckey),
     "W": lambda r, now: _null(r.job.spec.licenses),
-    "x": lambda r, now: ",".join(r.job.exc_nodes),
+    "x": lambda r, now: collect(r.job.exc_nodes) if r.job.exc_nodes else "",
     "X": lambda r, now: "N/A",
     "y": lambda r, now: str(r.job.spec.nice),
     "Y": lambda r, now: r.job.sched_nodes or "(null)",

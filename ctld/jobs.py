@@ -206,6 +206,9 @@ def describe_request(job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: in
     job.min_memory_node_mb = req.mem_per_node_mb
     job.tres_req = tres_string(cpus, job.mem_mb, nodes, gpus)
     job.tres_per_node = tres_per_node(req)
+    del job.req_nodes[:], job.exc_nodes[:]  # ReqNodeList/ExcNodeList, squeue %n/%x: -w and -x as asked
+    job.req_nodes.extend(hostlist.expand(hostlist.collect(req.required_nodes)) if req.required_nodes else ())
+    job.exc_nodes.extend(hostlist.expand(hostlist.collect(req.excluded_nodes)) if req.excluded_nodes else ())
 
 
 def apply_start(job: jobs_pb2.JobInfo, start: Start, now: int, node_types: Mapping[str, str]) -> None:

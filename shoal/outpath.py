@@ -72,7 +72,7 @@ def resolve_output_path(pattern: str, job: jobs_pb2.JobInfo, node: str) -> str:
 def resolve_streams(job: jobs_pb2.JobInfo, node: str) -> tuple[str, str, str]:
     """(stdout, stderr, stdin) paths for the batch script: Slurm's defaults filled in."""
     spec = job.spec
-    default = DEFAULT_ARRAY_OUTPUT if _is_array_task(job) else DEFAULT_OUTPUT
+    default = DEFAULT_ARRAY_OUTPUT if job.array_job_id else DEFAULT_OUTPUT  # an array's meta record too
     out = resolve_output_path(spec.std_out or default, job, node)
     err = resolve_output_path(spec.std_err, job, node) if spec.std_err else out
     stdin = resolve_output_path(spec.std_in, job, node) if spec.std_in else "/dev/null"

@@ -500,7 +500,9 @@ class _Placer:
             return NodeAllocation(
                 node=node.name,
                 cpu_ids=tuple(range(node.cpus)),
-                mem_mb=node.real_memory_mb,
+                # charged for every CPU it holds (DefMemPerCPU x all of them without a memory option), as 22.05
+                mem_mb=min(mem_for(job, node.cpus, node, self.part, self.snap.config, gpus_needed),
+                           node.real_memory_mb),
                 gpu_indices=tuple(g.index for g in node.gpus),
                 tasks=tasks,
             )

@@ -119,7 +119,7 @@ def pending_array() -> list[jobs_pb2.JobInfo]:
         job.tres_req = "cpu=1,mem=1000M,node=1,billing=1,gres/gpu=1"
         job.oversubscribe = True
         job.tres_per_node = "gres:gpu:1"
-        job.std_out = job.std_err = f"{WORK}/slurm-30_4294967294.out"
+        job.std_out = job.std_err = f"{WORK}/slurm-30_{task}.out"  # each task's own, as ctld resolves it
         tasks.append(job)
     return tasks
 
@@ -158,6 +158,38 @@ def test_pending_array_tasks_merge_into_one_record() -> None:
     merged = show.merge_pending_array_tasks(pending_array())
     assert len(merged) == 1
     assert show.format_job(merged[0], NOW) == REF_68
+
+
+@pytest.mark.parametrize(("nodes", "node_range", "nodelist", "shown"), [
+    (1, (0, 0), "", "1"),  # no -N
+    (1, (1, 0), "", "1-1"),  # -N1
+    (2, (2, 0), "", "2-2"),  # -N2
+    (2, (2, 4), "", "2-4"),  # -N2-4
+    (1, (1, 0), "node1", "1"),  # -w node1: the count it implies is no range
+], ids=["no -N", "-N1", "-N2", "-N2-4", "-w node1"])
+def test_pending_num_nodes_as_2205(nodes: int, node_range: tuple[int, int], nodelist: str, shown: str) -> None:
+    job = pending_array()[0]
+    job.array_job_id, job.array_task_id, job.num_nodes = 0, -1, nodes
+    job.spec.min_nodes, job.spec.max_nodes = node_range
+    job.spec.nodelist = nodelist
+    assert f"   NumNodes={shown} " in show.format_job(job, NOW)
+
+
+@pytest.mark.parametrize(("state", "exclusive", "holds_alone", "shown"), [
+    (jobs_pb2.PENDING, False, False, "OK"),
+    (jobs_pb2.PENDING, True, False, "NO"),
+    (jobs_pb2.RUNNING, False, False, "OK"),
+    (jobs_pb2.RUNNING, True, True, "NO"),
+    (jobs_pb2.CANCELLED, False, False, "OK"),  # cancelled before it started
+], ids=["pending", "pending --exclusive", "running", "running --exclusive", "cancelled pending"])
+def test_oversubscribe_as_2205(state: int, exclusive: bool, holds_alone: bool, shown: str) -> None:
+    job = pending_array()[0]
+    job.array_job_id, job.array_task_id, job.state = 0, -1, state
+    job.spec.exclusive = exclusive
+    job.oversubscribe = False
+    if state == jobs_pb2.RUNNING:
+        job.nodes, job.oversubscribe = "node3", not holds_alone
+    assert f"   OverSubscribe={shown} " in show.format_job(job, NOW)
 
 
 def test_array_task_record_head() -> None:

@@ -161,3 +161,12 @@ def test_a_time_limit_raised_by_an_admin_moves_the_timeout(h: Harness) -> None:
     h.advance(60)
     h.tick()
     assert h.state(job_id) == "COMPLETING"
+
+
+def test_the_nodes_asked_for_and_excluded_are_on_the_record(h: Harness) -> None:
+    """scontrol's ReqNodeList/ExcNodeList and squeue's %n/%x read them (they were always empty)."""
+    wanted = job()
+    wanted.spec.nodelist, wanted.spec.exclude = "n1", "n2"
+    job_id = h.submit(wanted)
+    info = h.ctl.jobs[job_id]
+    assert (list(info.req_nodes), list(info.exc_nodes)) == (["n1"], ["n2"])

@@ -160,12 +160,18 @@ def test_allocation_details() -> None:
     assert not got.exclusive
 
 
-def test_exclusive_takes_whole_node() -> None:
-    snap = snapshot(cluster(1))
-    got = _place(snap, job(1).exclusive().obj())
+@pytest.mark.parametrize(("mem", "config", "want_mem"), [
+    (0, None, 16000),  # DefMemPerCPU=1000 x all 16 CPUs, as 22.05 charges it (AllocTRES mem=16000M)
+    (30000, None, 30000),  # --mem
+    (0, Config(), 64000),  # no default at all: the whole node
+], ids=["DefMemPerCPU x all CPUs", "--mem", "no default: whole node"])
+def test_exclusive_takes_whole_node(mem: int, config: Config | None, want_mem: int) -> None:
+    snap = snapshot(cluster(1), config=config)
+    want = job(1).exclusive()
+    got = _place(snap, (want.mem(mem) if mem else want).obj())
     assert isinstance(got, Start)
     (alloc,) = got.allocation
-    assert (alloc.cpus, alloc.mem_mb, alloc.gpu_indices) == (16, 64000, tuple(range(8)))
+    assert (alloc.cpus, alloc.mem_mb, alloc.gpu_indices) == (16, want_mem, tuple(range(8)))
     assert got.exclusive
 
 
