@@ -366,12 +366,14 @@ def show_partitions(name: str, flags: Flags) -> int:
     from cli.common import CommandError, ctld
     from shoal.v1 import controller_pb2
 
-    request = controller_pb2.GetPartitionsRequest(names=[name] if name else [])
+    # the nodes come along (one round trip): TRES= sums their memory and GPUs, as 22.05 prints it
+    request = controller_pb2.GetNodesRequest(with_partitions=True)
     try:
-        resp = ctld("GetPartitions", request, controller_pb2.GetPartitionsResponse)
+        resp = ctld("GetNodes", request, controller_pb2.GetNodesResponse)
     except CommandError as exc:
         raise Failure(f"slurm_load_partitions error: {exc.message}") from exc
-    partitions = [p for p in resp.partitions if flags.all or not (p.hidden or p.unavailable)]
+    partitions = [p for p in resp.partitions if (not name or p.name == name)
+                  and (flags.all or not (p.hidden or p.unavailable))]
     if not partitions:
         if name:
             raise Failure(f"Partition {name} not found")
@@ -379,7 +381,7 @@ def show_partitions(name: str, flags: Flags) -> int:
         return 0
     from cli.show import format_partition
 
-    _emit([format_partition(p) for p in partitions], flags)
+    _emit([format_partition(p, resp.nodes) for p in partitions], flags)
     return 0
 
 

@@ -102,3 +102,9 @@ def test_a_partition_the_users_group_may_not_use_is_hidden_from_them(parts: Clus
     assert (hidden.returncode, hidden.stderr) == (1, "Partition grp not found\n")
     assert as_nobody("scontrol", "-a", "show", "partition", "grp")[0] == "PartitionName=grp"
     parts.ok("scancel", str(job))
+
+
+def test_partition_tres_counts_its_nodes_memory(parts: Cluster) -> None:
+    """22.05: TRES=cpu=..,mem=..,node=..,billing=.. (and gres/gpu= with GPUs): memory is the nodes' RealMemory."""
+    text = parts.ok("scontrol", "show", "partition", "batch")
+    assert text.splitlines()[-2] == "   TRES=cpu=8,mem=16000M,node=2,billing=8"
