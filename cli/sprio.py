@@ -39,7 +39,7 @@ def _drop_unweighted(fmt: str, weights: pb.PriorityFactors) -> str:
 
 
 def _number(value: float, normalized: bool) -> str:
-    return f"{value:.7f}" if normalized else str(int(value + 1e-9))
+    return f"{value:.7f}" if normalized else f"{value:.0f}"  # rounded, as 22.05 prints it (0.1328 x 1000: 133)
 
 
 def cell(letter: str, job: pb.JobPriority | None, weights: pb.PriorityFactors, normalized: bool) -> str:

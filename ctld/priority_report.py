@@ -13,6 +13,9 @@ from ctld.sched.model import PriorityConfig
 from shoal.v1 import controller_pb2 as pb
 from shoal.v1 import jobs_pb2
 
+# reasons of jobs the scheduler does not consider yet (see _listed)
+WAITING_FOR_OTHERS = frozenset({"Dependency", "DependencyNeverSatisfied"})
+
 if TYPE_CHECKING:
     from ctld.controller import Controller
 
@@ -24,13 +27,18 @@ def get_priorities(ctl: Controller, req: pb.GetPrioritiesRequest) -> pb.GetPrior
         return out
     now = ctl._now()
     with ctl.lock:
-        pending = [j for j in ctl.jobs.values() if j.state == jobs_pb2.PENDING]
+        pending = [j for j in ctl.jobs.values() if _listed(j, now)]
         reqs = [r for r in (ctl._request(j) for j in pending) if r is not None]
         snap = ctl._snapshot(reqs)
         ctx = priority.cluster_context(snap)
         parts = {p.name: p for p in snap.partitions}
-        for job_req in snap.pending:
+        arrays_seen: set[int] = set()
+        for job_req in sorted(snap.pending, key=lambda r: r.job_id):
             job = ctl.jobs[job_req.job_id]
+            if job.array_job_id:  # an array's pending tasks are one row, under the array's id
+                if job.array_job_id in arrays_seen:
+                    continue
+                arrays_seen.add(job.array_job_id)
             for name in job_req.partitions:
                 part = parts.get(name)
                 if part is None:
@@ -39,7 +47,7 @@ def get_priorities(ctl: Controller, req: pb.GetPrioritiesRequest) -> pb.GetPrior
                 weighted = priority.weigh(factors, conf)
                 out.jobs.append(
                     pb.JobPriority(
-                        job_id=job.job_id,
+                        job_id=job.array_job_id or job.job_id,
                         partition=name,
                         user_name=job.user_name,
                         user_id=job.user_id,
@@ -60,6 +68,13 @@ def get_priorities(ctl: Controller, req: pb.GetPrioritiesRequest) -> pb.GetPrior
                     )
                 )
     return out
+
+
+def _listed(job: jobs_pb2.JobInfo, now: int) -> bool:
+    """sprio shows the jobs the scheduler may start: pending, not held, not waiting for a dependency or
+    a begin time (22.05 leaves those out)."""
+    return (job.state == jobs_pb2.PENDING and not job.held and job.spec.begin_time <= now
+            and job.state_reason not in WAITING_FOR_OTHERS)
 
 
 def get_shares(ctl: Controller, req: pb.GetSharesRequest) -> pb.GetSharesResponse:

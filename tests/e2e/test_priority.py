@@ -123,3 +123,22 @@ def test_running_priority_recalculated_only_with_calculate_running(aging_cluster
     else:
         assert later == started
     c.ok("scancel", str(job))
+
+
+def test_sprio_lists_the_jobs_the_scheduler_may_start_one_row_per_array(prio_cluster: Cluster,
+                                                                         tmp_path: Path) -> None:
+    """22.05 leaves out held jobs and those waiting for a dependency or a begin time, and shows an array's
+    pending tasks as one row under the array's id (checked against the real one)."""
+    c = prio_cluster
+    common = ("-t", "1", "-D", str(tmp_path), "--wrap", "sleep 1")
+    blocker = c.submit("-n4", "-t", "1", "-D", str(tmp_path), "--wrap", "sleep 30")
+    c.wait_state(blocker, {"RUNNING"})
+    held = c.submit("-H", *common)
+    dependent = c.submit("-d", f"afterok:{blocker}", *common)
+    later = c.submit("--begin=now+600", *common)
+    eligible = c.submit(*common)
+    array = c.submit("-a", "1-3", *common)
+    _priority(c, eligible)
+    rows = c.ok("sprio", "-h", "-o", "%i").split()
+    assert sorted(rows) == sorted([str(eligible), str(array)])
+    c.ok("scancel", str(blocker), str(held), str(dependent), str(later), str(eligible), str(array))
