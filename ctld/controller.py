@@ -109,6 +109,7 @@ class Controller:
         self.next_job_id = cfg.first_job_id
         self.wake = threading.Event()
         self.stopping = threading.Event()
+        self.started = int(clock())  # nodes learn it at registration and from pings: a new one, they register again
         self._slurm_uid = _uid_of(cfg.slurm_user)
         self._partitions = {p.name: p for p in cfg.partitions}
         self._partitions_view = sched_partitions(cfg, partial(_group_members, {0, self._slurm_uid}))
@@ -1282,7 +1283,7 @@ class Controller:
         for effect in effects:
             effect()
         self.wake.set()
-        return controller_pb2.RegisterNodeResponse(accepted=True)
+        return controller_pb2.RegisterNodeResponse(accepted=True, ctld_start_time=self.started)
 
     def _reconcile_after_register(
         self, req: controller_pb2.RegisterNodeRequest, previous_boot: int, now: int

@@ -40,6 +40,9 @@ class GrpcNodeActions:
                 self._stubs[target] = stub
             return stub
 
+    def _started(self) -> int:
+        return self.controller.started if self.controller is not None else 0
+
     def _md(self) -> tuple[tuple[str, bytes], ...]:
         return daemon_metadata(self.key)
 
@@ -105,7 +108,7 @@ class GrpcNodeActions:
     def _ping(self, node: cluster_pb2.NodeInfo) -> None:
         ok = True
         try:
-            self._stub(node).Ping(node_pb2.NodePingRequest(node=node.name), metadata=self._md(), timeout=5)
+            self._stub(node).Ping(node_pb2.NodePingRequest(node=node.name, ctld_start_time=self._started()), metadata=self._md(), timeout=5)
         except grpc.RpcError:
             ok = False
         if self.controller is not None:

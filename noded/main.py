@@ -273,6 +273,7 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         noded.reporter = Reporter(
             nodes, Stub(ctld_target, key), hardware, shoal.__version__, start_time, gpu_sampler=sampler
         )
+        service.on_ctld_ping = noded.reporter.ctld_pinged
         noded.reporter.start()
     except AgentServerError as exc:
         noded.stop()

@@ -64,6 +64,8 @@ class Reporter:
         self._sockets: list[socket.socket] = []
         self._backoff = 0.0
         self._gpu_sampler = gpu_sampler
+        self._ctld_start_time = 0  # of the ctld these nodes registered with (or that pinged last)
+        self._kick = threading.Event()  # wakes the loop before its time (a new ctld pinged)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -107,6 +109,17 @@ class Reporter:
         self._selector.register(sock, selectors.EVENT_READ)
         self._sockets.append(sock)
 
+    def ctld_pinged(self, ctld_start_time: int) -> None:
+        """A ping from another ctld than the one these nodes registered with (a restart, a takeover)
+        means it knows nothing of them yet: register again at once, as slurmd answers a new slurmctld."""
+        if not ctld_start_time or ctld_start_time == self._ctld_start_time:
+            return
+        self._ctld_start_time = ctld_start_time
+        if self._registered:  # (none yet: the registration under way goes to this one anyway)
+            log.info("a new ctld (started %d) pinged: registering again", ctld_start_time)
+            self._registered.clear()
+            self._kick.set()
+
     # -- the loop ------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -127,6 +140,9 @@ class Reporter:
         """Sleep until a stepd datagram arrives, `seconds` pass, or stop() is called."""
         deadline = time.monotonic() + seconds
         while not self._stop.is_set():
+            if self._kick.is_set():
+                self._kick.clear()
+                return
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -186,6 +202,7 @@ class Reporter:
             log.error("%s: registration refused by ctld: %s", node.name, reply.message)
             return False
         log.info("%s: registered with ctld", node.name)
+        self._ctld_start_time = reply.ctld_start_time or self._ctld_start_time
         self._registered[node.name] = time.monotonic()
         return True
 

@@ -44,6 +44,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._kill_wait = kill_wait
         self._start_time = start_time
         self._clock = clock
+        self.on_ctld_ping: Callable[[int], None] = lambda ctld_start_time: None  # the reporter's, once it runs
 
     def _node(self, name: str, context: grpc.ServicerContext) -> HostedNode:
         node = self._nodes.get(name)
@@ -141,6 +142,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
 
     def Ping(self, request: node_pb2.NodePingRequest, context: grpc.ServicerContext) -> node_pb2.NodePingResponse:
         node = self._node(request.node, context)
+        self.on_ctld_ping(request.ctld_start_time)
         free = free_memory_mb()
         if node.emulated:
             free = min(free, node.conf.real_memory)

@@ -627,17 +627,21 @@ class RegisterNodeResponse(_message.Message):
 
     ACCEPTED_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    CTLD_START_TIME_FIELD_NUMBER: _builtins.int
     accepted: _builtins.bool
     message: _builtins.str
+    ctld_start_time: _builtins.int
+    """when this ctld started (its pings carry it too: see NodePingRequest)"""
     def __init__(
         self,
         *,
         accepted: _builtins.bool = ...,
         message: _builtins.str = ...,
+        ctld_start_time: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "message", b"message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "ctld_start_time", b"ctld_start_time", "message", b"message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -218,15 +218,19 @@ class NodePingRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NODE_FIELD_NUMBER: _builtins.int
+    CTLD_START_TIME_FIELD_NUMBER: _builtins.int
     node: _builtins.str
+    ctld_start_time: _builtins.int
+    """when the pinging ctld started: a new one makes the node register again"""
     def __init__(
         self,
         *,
         node: _builtins.str = ...,
+        ctld_start_time: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ctld_start_time", b"ctld_start_time", "node", b"node"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
+from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster, wait_until
 from tests.e2e.test_resilience import _pid, _restart, _wait_ping
 
 
@@ -130,6 +130,9 @@ def test_sprio_lists_the_jobs_the_scheduler_may_start_one_row_per_array(prio_clu
     """22.05 leaves out held jobs and those waiting for a dependency or a begin time, and shows an array's
     pending tasks as one row under the array's id (checked against the real one)."""
     c = prio_cluster
+    for user in ("root", "nobody"):  # what earlier tests of the module left queued
+        c.run("scancel", "-u", user)
+    wait_until("an empty queue", lambda: not c.ok("squeue", "-h", "-o", "%i").strip())
     common = ("-t", "1", "-D", str(tmp_path), "--wrap", "sleep 1")
     blocker = c.submit("-n4", "-t", "1", "-D", str(tmp_path), "--wrap", "sleep 30")
     c.wait_state(blocker, {"RUNNING"})

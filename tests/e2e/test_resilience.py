@@ -118,3 +118,20 @@ def test_job_that_finishes_while_ctld_is_down_is_reported_completed(tmp_path: Pa
         assert cluster.wait_state(job, {"COMPLETED", "NODE_FAIL", "FAILED"}, timeout=60) == "COMPLETED"
     finally:
         stop_cluster(cluster)
+
+
+def test_nodes_take_work_again_at_once_after_ctld_is_killed_and_restarted(tmp_path: Path) -> None:
+    """A new ctld knows nothing of its nodes until they register; as slurmd answers a new slurmctld, every
+    noded registers again when a ctld that started since its last ping pings it (it waited up to 5 min)."""
+    cluster = start_cluster(tmp_path / "c")
+    try:
+        os.kill(_pid(cluster, "ctld"), signal.SIGKILL)
+        time.sleep(0.5)
+        _restart(cluster, "ctld.main")
+        _wait_ping(cluster)
+        job = cluster.submit("-N2", "--wrap", "true", "-o", "/dev/null")
+        assert cluster.wait_state(job, {"COMPLETED"}, timeout=60) == "COMPLETED"
+        assert set(cluster.ok("sinfo", "-h", "-o", "%t").split()) == {"idle"}
+        assert "a new ctld" in (cluster.dir / "log" / "noded.log").read_text()
+    finally:
+        stop_cluster(cluster)
