@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).parent / "layouts"
+LAYOUTS = Path(__file__).parent / "layouts"
 _TASK = re.compile(r"\s*(\d+): (.*)")
 
 
@@ -55,8 +55,23 @@ class Capture:
         return seen
 
 
+def batch_script(show: str, steps: list[str]) -> str:
+    """The batch script the sbatch captures ran (cap.sh): the script's variables, then each srun
+    step's tasks, stderr and status, in this file's format."""
+    out = ["#!/bin/bash", f'echo "batch: $({show})"']
+    for i, args in enumerate(steps):
+        out.append(f"echo '$ srun {args}'")
+        out.append(f"srun {args} -l {show} 2>err.$SLURM_JOB_ID.{i} | sort -n; rc=${{PIPESTATUS[0]}}; "
+                   f"sed 's/^/! /' err.$SLURM_JOB_ID.{i}; rm -f err.$SLURM_JOB_ID.{i}; echo \"exit: $rc\"")
+    return "\n".join(out) + "\n"
+
+
 def read(path: Path) -> Capture:
-    lines = path.read_text().splitlines()
+    return parse(path.stem, path.read_text())
+
+
+def parse(name: str, text: str) -> Capture:
+    lines = text.splitlines()
     head = shlex.split(lines[0][2:])
     kind, args = head[0], head[1:]
     batch_env: dict[str, str] = {}
@@ -74,8 +89,8 @@ def read(path: Path) -> Capture:
             steps[-1].exit = int(line[len("exit: "):])
         elif (m := _TASK.match(line)) and steps:
             steps[-1].tasks[int(m.group(1))] = _pairs(m.group(2))
-    return Capture(path.stem, kind, args, batch_env, steps)
+    return Capture(name, kind, args, batch_env, steps)
 
 
 def all_captures() -> list[Capture]:
-    return [read(p) for p in sorted(HERE.glob("*.txt"))]
+    return [read(p) for p in sorted(LAYOUTS.glob("*.txt"))]
