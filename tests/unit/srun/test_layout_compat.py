@@ -22,6 +22,7 @@ from ctld.jobs import job_request
 from ctld.sched.model import Config
 from ctld.sched.placement import Overlay, place
 from ctld.sched.steps import AllocNode, StepRefused, layout_step
+from noded.env import slurm_variables
 from noded.taskenv import task_environments
 from shoal import hostlist
 from shoal.v1 import jobs_pb2, node_pb2
@@ -179,3 +180,28 @@ def test_allocation_shape_matches_22_05(cap: Capture) -> None:
         assert [a.tasks for a in start.allocation] == [a.tasks for a in real.allocation]
     if any(a.gpu_indices for a in real.allocation) and cap.kind != "srun":
         assert [len(a.gpu_indices) for a in start.allocation] == [len(a.gpu_indices) for a in real.allocation]
+
+
+JOB_ENVS = [c for c in CAPTURES if c.batch_env]
+
+
+@pytest.mark.parametrize("cap", JOB_ENVS, ids=[c.name for c in JOB_ENVS])
+def test_job_environment_matches_22_05(cap: Capture) -> None:
+    """The batch script's (salloc command's) variables: the same names with the same values, none
+    more, none fewer (show.sh leaves out ids, ports, pids, paths and the like)."""
+    job = _job(cap)
+    job.min_memory_cpu_mb = 1000  # the reference cluster's DefMemPerCPU, as ctld records it
+    if cap.kind == "salloc":
+        ours = job_environment(job)
+    else:
+        launch = node_pb2.LaunchBatchRequest(node=job.allocation[0].node, job=job, cluster_name="realslurm")
+        ours = slurm_variables(launch, job.allocation[0].node)
+    shown = {k: v for k, v in ours.items() if k in cap.batch_env or _SHOWN.match(k)}
+    assert shown == cap.batch_env
+
+
+_SHOWN = re.compile(
+    r"^(SLURMD_NODENAME|CUDA_VISIBLE_DEVICES|GPU_DEVICE_ORDINAL|SLURM_(?!(JOB_ID|JOBID|TASK_PID|SRUN_COMM_PORT|"
+    r"STEP_LAUNCHER_PORT|SUBMIT_DIR|SUBMIT_HOST|CLUSTER_NAME|CONF|WORKING_CLUSTER|JOB_UID|JOB_GID|JOB_USER|"
+    r"JOB_ACCOUNT|JOB_QOS|UMASK|PRIO_PROCESS|LAUNCH_NODE_IPADDR|SRUN_COMM_HOST|TOPOLOGY_ADDR|"
+    r"TOPOLOGY_ADDR_PATTERN|JOB_NAME|LABELIO|JOB_PARTITION|STEP_ID|STEPID)$).*)$")  # what show.sh keeps
