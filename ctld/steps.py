@@ -195,7 +195,7 @@ def fill_step(step: jobs_pb2.JobStep, job: jobs_pb2.JobInfo, req: controller_pb2
     step.time_limit_min = job.time_limit_min
     step.tasks_per_node = compress_counts([len(t) for t in found.task_ids])
     step.distribution = f"plane={found.plane_size}" if found.plane_size else found.distribution
-    step.cpus_per_task = req.cpus_per_task or 1
+    step.cpus_per_task = req.cpus_per_task  # 0 = no -c (22.05 says SLURM_CPUS_PER_TASK=1 for -c1)
     step.overlap = req.overlap
     step.launch.CopyFrom(req.launch)
     held = {a.node: len(a.gpu_indices) for a in job.allocation}

@@ -118,7 +118,7 @@ def task_environments(
         SLURM_STEP_LAUNCHER_PORT=str(launch.io_port),
         SLURM_UMASK=f"{launch.umask:04o}",
     )
-    if step.cpus_per_task > 1:
+    if step.cpus_per_task:  # srun's -c (else the job's, inherited)
         common["SLURM_CPUS_PER_TASK"] = str(step.cpus_per_task)
     if not launch.own_allocation:  # srun inside an allocation (batch job, salloc) says the job's CPUs again
         common["SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0"] = common["SLURM_JOB_CPUS_PER_NODE"]

@@ -49,8 +49,6 @@ KNOWN = {
     # more tasks on a node than its CPUs hold (-c2, 2 tasks on 3 CPUs): 22.05 then gives the step
     # all the job's CPUs on each node; shoal gives --exact's count.
     ("batch_N2_tpn3", "-c2 -n3"): {"SLURM_CPUS_ON_NODE": "overcommitted -c step"},
-    # 22.05 says SLURM_CPUS_PER_TASK=1 for an explicit -c1; shoal's step record cannot tell -c1 from no -c.
-    ("batch_n4_exact", "--exact -n2 -c1"): {"SLURM_CPUS_PER_TASK": "explicit -c1"},
 }
 
 
