@@ -36,6 +36,7 @@ from cli.options import (
 )
 from cli.salloc import allocate, get_job, immediate_seconds, job_environment, parse_options, release
 from cli.stepio import StepIO, TaskExit
+from shoal import hostlist
 from shoal.v1 import controller_pb2, jobs_pb2
 
 PROG = "srun"
@@ -215,7 +216,7 @@ def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], 
             req.mem_per_cpu_mb = parse_mb(v("mem_per_cpu") or "", "--mem-per-cpu")
     except SpecError as exc:
         raise CommandError(exc.message) from exc
-    inherit_shape(req, environ, cli_given, bool(v("nodelist") or v("exclude")))
+    inherit_shape(req, environ, cli_given)
     req.nodelist = v("nodelist") or ""
     req.exclude = v("exclude") or ""
     req.distribution = v("distribution") or ""
@@ -261,18 +262,17 @@ def ntasks_per_node_warning(num_tasks: int, nodes: int, per_node: int) -> str:
             f"tasks {num_tasks} with the number of requested nodes {nodes}. Ignoring --ntasks-per-node.")
 
 
-def inherit_shape(req: controller_pb2.CreateStepRequest, environ: dict[str, str], cli_given: set[str],
-                  picks_nodes: bool) -> None:
+def inherit_shape(req: controller_pb2.CreateStepRequest, environ: dict[str, str], cli_given: set[str]) -> None:
     """Inside an allocation SLURM_NTASKS, SLURM_NNODES and SLURM_NTASKS_PER_NODE are srun's input
-    variables for -n, -N and --ntasks-per-node (the command line wins each), as in 22.05; -w/-x
-    choose the nodes themselves."""
+    variables for -n, -N and --ntasks-per-node (the command line wins each), as in 22.05 (-w names
+    nodes the step must include, among as many as SLURM_NNODES says)."""
     def number(name: str) -> int:
         text = environ.get(name, "")
         return int(text) if text.isdigit() else 0
 
     if "ntasks" not in cli_given and not req.num_tasks:
         req.num_tasks = number("SLURM_NTASKS")
-    if "nodes" not in cli_given and not req.min_nodes and not picks_nodes:
+    if "nodes" not in cli_given and not req.min_nodes:
         req.min_nodes = number("SLURM_NNODES")
     if "ntasks_per_node" not in cli_given and not req.ntasks_per_node:
         req.ntasks_per_node = number("SLURM_NTASKS_PER_NODE")
@@ -283,6 +283,20 @@ def inherit_shape(req: controller_pb2.CreateStepRequest, environ: dict[str, str]
     if ignores_ntasks_per_node(req.num_tasks, req.min_nodes, req.ntasks_per_node):
         print(ntasks_per_node_warning(req.num_tasks, req.min_nodes, req.ntasks_per_node), file=sys.stderr)
         req.ntasks_per_node = 0
+
+
+def check_excluded(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> None:
+    """-x leaving fewer of the job's nodes than the step's node count: 22.05's two lines, before any step."""
+    if not req.exclude:
+        return
+    try:
+        excluded = set(hostlist.expand(req.exclude))
+    except hostlist.HostlistError:
+        return  # ctld refuses it in Slurm's words
+    left = len([a for a in job.allocation if a.node not in excluded])
+    if req.min_nodes > left:
+        raise CommandError(f"Only allocated {left} nodes asked for {req.min_nodes}\n"
+                           "srun: error: Are required nodes explicitly excluded?")
 
 
 def step_gpus(req: controller_pb2.CreateStepRequest, opts: JobOptions) -> None:
@@ -360,6 +374,7 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
                                           (stdin_mode if stdin_mode.isdigit() else "none"))
     io = StepIO(label=opts.has("label"), stdin_targets=targets)
     req = step_request(opts, environ, command, job.job_id, cli_given)
+    check_excluded(req, job)
     req.launch.own_allocation = own_allocation
     req.launch.io_host = io_host(job)
     req.launch.io_port = io.port

@@ -15,6 +15,7 @@ import re
 import pytest
 
 from cli import srun as srun_cli
+from cli.common import CommandError
 from cli.options import SBATCH_OPTIONS, JobOptions, SubmitContext, build_job_spec, parse_argv
 from cli.salloc import SALLOC_OPTIONS, job_environment, parse_options
 from ctld import steps as ctld_steps
@@ -49,6 +50,8 @@ KNOWN = {
     # more tasks on a node than its CPUs hold (-c2, 2 tasks on 3 CPUs): 22.05 then gives the step
     # all the job's CPUs on each node; shoal gives --exact's count.
     ("batch_N2_tpn3", "-c2 -n3"): {"SLURM_CPUS_ON_NODE": "overcommitted -c step"},
+    # the same with -c3 on nodes of 8 and 2 CPUs: 22.05 says 2 and 1 (the tasks there), shoal 6 and 2.
+    ("batch_N2_n5_c2_dist", "-c3 -n3"): {"SLURM_CPUS_ON_NODE": "overcommitted -c step"},
 }
 
 
@@ -127,6 +130,10 @@ def _run_step(cap: Capture, step: StepCapture, capsys: pytest.CaptureFixture[str
     req = srun_cli.step_request(opts, environ, command, job.job_id, cli_given)
     req.launch.own_allocation = cap.kind == "srun"
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("srun: Warning")]
+    try:
+        srun_cli.check_excluded(req, job)
+    except CommandError as exc:
+        return f"srun: error: {exc.message}", warnings
     alloc = [AllocNode(a.node, a.cpus, tuple(a.gpu_indices)) for a in job.allocation]
     try:
         found = layout_step(alloc, {}, ctld_steps.layout_request(req, job))
@@ -147,6 +154,9 @@ def test_step_layout_matches_22_05(cap: Capture, step: StepCapture, capsys: pyte
     assert warnings == step.warnings
     if step.error:
         assert got == step.error
+        return
+    if step.exit and not step.tasks:  # refused by srun itself, in its own words
+        assert isinstance(got, str) and got.splitlines() == [line for line in step.stderr if "error" in line]
         return
     assert isinstance(got, dict), got
     assert sorted(got) == sorted(step.tasks)
