@@ -101,3 +101,28 @@ def test_one_launcher_per_node_as_22_05(dgx: Cluster, workdir: Path) -> None:
     for step in ours.steps:
         assert sorted(env["SLURMD_NODENAME"] for env in step.tasks.values()) == [f"node{i}" for i in range(1, 5)]
     _compare(real, ours)
+
+
+OWN = ["srun_N2_n4", "srun_N2_n4_gres1", "srun_N2_n4_gpt1", "srun_N2_n4_cyclic", "srun_N2_n4_plane2",
+       "srun_N2_n3_tpn2", "srun_N3_n5"]
+
+
+@pytest.mark.parametrize("name", OWN)
+def test_srun_own_allocation_as_22_05(dgx: Cluster, workdir: Path, name: str) -> None:
+    """srun outside any job: the allocation it makes (3+1 for -N2 -n4, whatever the nodes' size) and
+    its tasks' variables, none of the job-environment ones (SLURM_MEM_PER_CPU, SLURM_NODE_ALIASES,
+    SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0, SLURM_DISTRIBUTION without -m)."""
+    real = read(LAYOUTS / f"{name}.txt")
+    shutil.copy(LAYOUTS / "show.sh", workdir / "show.sh")
+    (workdir / "show.sh").chmod(0o755)
+    out = dgx.run("srun", *real.args, "-l", str(workdir / "show.sh"), cwd=workdir, timeout=120)
+    assert out.returncode == real.steps[0].exit, out.stderr
+    text = "\n".join(sorted(out.stdout.splitlines(), key=lambda line: int(line.split(":")[0])))
+    ours = parse("shoal", f"$ srun {' '.join(real.args)}\n{text}\n" + "".join(f"! {line}\n" for line in out.stderr.splitlines()))
+    step, mine = real.steps[0], ours.steps[0]
+    assert mine.warnings == step.warnings
+    assert sorted(mine.tasks) == sorted(step.tasks)
+    for task, env in step.tasks.items():
+        diff = {k: (env.get(k), mine.tasks[task].get(k)) for k in (*LAYOUT_VARIABLES, *CPU_VARIABLES)
+                if env.get(k) != mine.tasks[task].get(k)}
+        assert not diff, f"task {task}: (22.05, shoal) {diff}"
