@@ -126,3 +126,24 @@ def test_srun_own_allocation_as_22_05(dgx: Cluster, workdir: Path, name: str) ->
         diff = {k: (env.get(k), mine.tasks[task].get(k)) for k in (*LAYOUT_VARIABLES, *CPU_VARIABLES)
                 if env.get(k) != mine.tasks[task].get(k)}
         assert not diff, f"task {task}: (22.05, shoal) {diff}"
+
+
+@pytest.mark.parametrize("name", ["salloc_N2_n4_gpt1", "salloc_N2_tpn2"])
+def test_srun_inside_salloc_as_22_05(dgx: Cluster, workdir: Path, name: str) -> None:
+    """salloc's command's variables, and a plain srun's tasks inside it (they inherit salloc's)."""
+    real = read(LAYOUTS / f"{name}.txt")
+    shutil.copy(LAYOUTS / "show.sh", workdir / "show.sh")
+    (workdir / "show.sh").chmod(0o755)
+    show = str(workdir / "show.sh")
+    inner = f'echo "batch: $({show})"; echo "$ srun "; srun -l {show} | sort -n'
+    out = dgx.run("salloc", *real.args, "bash", "-c", inner, cwd=workdir, timeout=120)
+    assert out.returncode == 0, out.stderr
+    ours = parse("shoal", f"$ salloc {' '.join(real.args)}\n{out.stdout}")
+    assert {k: v for k, v in ours.batch_env.items() if k in LAYOUT_VARIABLES or k in CPU_VARIABLES} == {
+        k: v for k, v in real.batch_env.items() if k in LAYOUT_VARIABLES or k in CPU_VARIABLES}
+    step, mine = real.steps[0], ours.steps[0]
+    assert sorted(mine.tasks) == sorted(step.tasks)
+    for task, env in step.tasks.items():
+        diff = {k: (env.get(k), mine.tasks[task].get(k)) for k in (*LAYOUT_VARIABLES, *CPU_VARIABLES)
+                if env.get(k) != mine.tasks[task].get(k)}
+        assert not diff, f"task {task}: (22.05, shoal) {diff}"
