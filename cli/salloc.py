@@ -80,6 +80,11 @@ def job_environment(job: jobs_pb2.JobInfo) -> dict[str, str]:
         env["SLURM_NTASKS_PER_NODE"] = str(job.spec.ntasks_per_node)
     if job.spec.cpus_per_task:
         env["SLURM_CPUS_PER_TASK"] = str(job.spec.cpus_per_task)
+    env["SLURM_NODE_ALIASES"] = "(null)"
+    for name, value in (("SLURM_GPUS", job.spec.gpus), ("SLURM_GPUS_PER_NODE", job.spec.gpus_per_node),
+                        ("SLURM_GPUS_PER_TASK", job.spec.gpus_per_task)):
+        if value:  # the --gpus* options as given (22.05: not for --gres)
+            env[name] = value
     if not env["SLURM_CLUSTER_NAME"]:
         del env["SLURM_CLUSTER_NAME"]
     return env

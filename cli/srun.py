@@ -36,6 +36,7 @@ from cli.options import (
 )
 from cli.salloc import allocate, get_job, immediate_seconds, job_environment, parse_options, release
 from cli.stepio import StepIO, TaskExit
+from shoal import hostlist
 from shoal.v1 import controller_pb2, jobs_pb2
 
 PROG = "srun"
@@ -72,6 +73,9 @@ SRUN_ENV = {
     "SLURM_EXCLUSIVE": "exclusive",
     "SLURM_IMMEDIATE": "immediate",
     "SLURM_GRES": "gres",
+    "SLURM_GPUS": "gpus",                    # the job's --gpus* (batch script, salloc): the step asks the same
+    "SLURM_GPUS_PER_NODE": "gpus_per_node",
+    "SLURM_GPUS_PER_TASK": "gpus_per_task",
     "SLURM_JOB_NAME": "job_name",
     "SLURM_KILL_BAD_EXIT": "kill_on_bad_exit",
     "SLURM_LABELIO": "label",
@@ -84,6 +88,10 @@ SRUN_ENV = {
     "SLURM_UNBUFFEREDIO": "unbuffered",
     "SLURM_WAIT": "wait_secs",
 }
+
+
+# What salloc gives its command but 22.05's srun does not give the tasks of its own allocation.
+OWN_ALLOCATION_UNSET = ("SLURM_NODE_ALIASES", "SLURM_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK")
 
 
 def split_export(spec: str) -> list[str]:
@@ -208,19 +216,7 @@ def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], 
             req.mem_per_cpu_mb = parse_mb(v("mem_per_cpu") or "", "--mem-per-cpu")
     except SpecError as exc:
         raise CommandError(exc.message) from exc
-    # Inside an allocation the job's shape is the default (SLURM_NTASKS, SLURM_NNODES ...), as Slurm.
-    if not ({"ntasks", "nodes"} & cli_given):
-        if not req.num_tasks and environ.get("SLURM_NTASKS", "").isdigit():
-            req.num_tasks = int(environ["SLURM_NTASKS"])
-        if not req.min_nodes and environ.get("SLURM_NNODES", "").isdigit():
-            req.min_nodes = int(environ["SLURM_NNODES"])
-    if not req.num_tasks and not req.ntasks_per_node and environ.get("SLURM_NTASKS_PER_NODE", "").isdigit():
-        if "ntasks" not in cli_given:
-            req.ntasks_per_node = int(environ["SLURM_NTASKS_PER_NODE"])
-    if req.num_tasks and req.min_nodes > req.num_tasks:
-        print(f"srun: Warning: can't run {req.num_tasks} processes on {req.min_nodes} nodes, "
-              f"setting nnodes to {req.num_tasks}", file=sys.stderr)
-        req.min_nodes = req.max_nodes = req.num_tasks
+    inherit_shape(req, environ, cli_given)
     req.nodelist = v("nodelist") or ""
     req.exclude = v("exclude") or ""
     req.distribution = v("distribution") or ""
@@ -234,6 +230,8 @@ def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], 
     launch = req.launch
     launch.argv.extend(command)
     launch.environment.update(task_export(v("export"), environ))
+    if req.ntasks_per_node and "ntasks_per_node" in cli_given:
+        launch.environment["SLURM_NTASKS_PER_NODE"] = str(req.ntasks_per_node)  # the step's, for its tasks
     launch.cwd = os.path.abspath(v("chdir") or ".")
     launch.std_out = v("output") or ""
     launch.std_err = v("error") or ""
@@ -248,6 +246,57 @@ def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], 
     os.umask(mask)
     launch.umask = mask
     return req
+
+
+def ignores_ntasks_per_node(num_tasks: int, nodes: int, per_node: int) -> bool:
+    """22.05 drops --ntasks-per-node (saying so) when -n asks more tasks than one node's share and
+    they do not make up exactly that many per node: fewer, or more in a multiple of the node count
+    (more, not a multiple, is kept and refused for CPUs). Measured: tests/compat/layouts/."""
+    if not (per_node and num_tasks and nodes) or num_tasks <= per_node or num_tasks == per_node * nodes:
+        return False
+    return num_tasks < per_node * nodes or num_tasks % nodes == 0
+
+
+def ntasks_per_node_warning(num_tasks: int, nodes: int, per_node: int) -> str:
+    return (f"srun: Warning: can't honor --ntasks-per-node set to {per_node} which doesn't match the requested "
+            f"tasks {num_tasks} with the number of requested nodes {nodes}. Ignoring --ntasks-per-node.")
+
+
+def inherit_shape(req: controller_pb2.CreateStepRequest, environ: dict[str, str], cli_given: set[str]) -> None:
+    """Inside an allocation SLURM_NTASKS, SLURM_NNODES and SLURM_NTASKS_PER_NODE are srun's input
+    variables for -n, -N and --ntasks-per-node (the command line wins each), as in 22.05 (-w names
+    nodes the step must include, among as many as SLURM_NNODES says)."""
+    def number(name: str) -> int:
+        text = environ.get(name, "")
+        return int(text) if text.isdigit() else 0
+
+    if "ntasks" not in cli_given and not req.num_tasks:
+        req.num_tasks = number("SLURM_NTASKS")
+    if "nodes" not in cli_given and not req.min_nodes:
+        req.min_nodes = number("SLURM_NNODES")
+    if "ntasks_per_node" not in cli_given and not req.ntasks_per_node:
+        req.ntasks_per_node = number("SLURM_NTASKS_PER_NODE")
+    if req.num_tasks and req.min_nodes > req.num_tasks:
+        print(f"srun: Warning: can't run {req.num_tasks} processes on {req.min_nodes} nodes, "
+              f"setting nnodes to {req.num_tasks}", file=sys.stderr)
+        req.min_nodes = req.max_nodes = req.num_tasks
+    if ignores_ntasks_per_node(req.num_tasks, req.min_nodes, req.ntasks_per_node):
+        print(ntasks_per_node_warning(req.num_tasks, req.min_nodes, req.ntasks_per_node), file=sys.stderr)
+        req.ntasks_per_node = 0
+
+
+def check_excluded(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> None:
+    """-x leaving fewer of the job's nodes than the step's node count: 22.05's two lines, before any step."""
+    if not req.exclude:
+        return
+    try:
+        excluded = set(hostlist.expand(req.exclude))
+    except hostlist.HostlistError:
+        return  # ctld refuses it in Slurm's words
+    left = len([a for a in job.allocation if a.node not in excluded])
+    if req.min_nodes > left:
+        raise CommandError(f"Only allocated {left} nodes asked for {req.min_nodes}\n"
+                           "srun: error: Are required nodes explicitly excluded?")
 
 
 def step_gpus(req: controller_pb2.CreateStepRequest, opts: JobOptions) -> None:
@@ -319,12 +368,14 @@ class Interrupts:
 
 
 def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job: jobs_pb2.JobInfo,
-             cli_given: set[str]) -> int:
+             cli_given: set[str], own_allocation: bool = False) -> int:
     stdin_mode = (opts.get("input") or "").strip()
     targets = "0" if not stdin_mode else ("all" if stdin_mode.lower() == "all" else
                                           (stdin_mode if stdin_mode.isdigit() else "none"))
     io = StepIO(label=opts.has("label"), stdin_targets=targets)
     req = step_request(opts, environ, command, job.job_id, cli_given)
+    check_excluded(req, job)
+    req.launch.own_allocation = own_allocation
     req.launch.io_host = io_host(job)
     req.launch.io_port = io.port
     req.launch.io_token = io.token
@@ -412,6 +463,20 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     return status
 
 
+def own_allocation_shape(opts: JobOptions) -> None:
+    """srun's own allocation drops --ntasks-per-node as a step would (saying so once)."""
+    try:
+        tasks = parse_positive(opts.get("ntasks") or "", "--ntasks") if opts.has("ntasks") else 0
+        nodes = parse_node_range(opts.get("nodes") or "")[0] if opts.has("nodes") else 0
+        per_node = (parse_count(opts.get("ntasks_per_node") or "", "--ntasks-per-node")
+                    if opts.has("ntasks_per_node") else 0)
+    except SpecError:
+        return  # build_job_spec reports it in Slurm's words
+    if ignores_ntasks_per_node(tasks, nodes, per_node):
+        print(ntasks_per_node_warning(tasks, nodes, per_node), file=sys.stderr)
+        opts.values.pop("ntasks_per_node", None)
+
+
 def body(argv: list[str]) -> int:
     environ = dict(os.environ)
     try:
@@ -439,6 +504,7 @@ def body(argv: list[str]) -> int:
                                "Invalid job id specified")
         return run_step(opts, environ, command, job, cli_given)
     ctx = SubmitContext(cwd=os.getcwd(), environ=environ, now=int(time.time()), is_root=os.getuid() == 0)
+    own_allocation_shape(opts)
     alloc_opts = JobOptions(values=dict(opts.values), source=dict(opts.source))
     for dest in ("output", "error", "input", "open_mode"):
         alloc_opts.values.pop(dest, None)
@@ -450,9 +516,11 @@ def body(argv: list[str]) -> int:
         spec.name = os.path.basename(command[0])
     job = allocate(PROG, spec, quiet=opts.has("quiet"), immediate=immediate_seconds(opts, PROG))
     environ.update(job_environment(job))
+    for name in OWN_ALLOCATION_UNSET:
+        environ.pop(name, None)
     status = 1
     try:
-        status = run_step(opts, environ, command, job, cli_given)
+        status = run_step(opts, environ, command, job, cli_given, own_allocation=True)
     finally:
         release(job.job_id, status if status < 128 else 0, status - 128 if status > 128 else 0)
     return status

@@ -34,7 +34,7 @@ def format_step(step: jobs_pb2.JobStep, now: int) -> str:
         f"   Nodes={step.num_nodes} CPUs={step.num_cpus} Tasks={step.num_tasks} Name={step.name} Network=(null)",
         f"   TRES=cpu={step.num_cpus},node={step.num_nodes}",
         f"   ResvPorts=(null) RunTime={format_duration(max(0, end - step.start_time))}",
-        f"   CPUFreqReq=Default Dist={(step.distribution or 'block').capitalize()}",
+        f"   CPUFreqReq=Default Dist={(step.distribution or 'block').partition('=')[0].capitalize()}",
     ]
     if state != "RUNNING":
         lines.append(f"   EndTime={format_timestamp(step.end_time)} ExitCode={step.exit_code}:{step.exit_signal}")

@@ -98,7 +98,8 @@ def _gpu_counts(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) ->
     return per_node, total, per_task
 
 
-def _request(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> layout.StepRequest:
+def layout_request(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> layout.StepRequest:
+    """srun's request in the pure core's terms (hostlists expanded, GPU counts parsed)."""
     try:
         nodelist = tuple(hostlist.expand(req.nodelist)) if req.nodelist else ()
         exclude = tuple(hostlist.expand(req.exclude)) if req.exclude else ()
@@ -144,39 +145,15 @@ def create_step(
         alloc = [layout.AllocNode(a.node, a.cpus, tuple(a.gpu_indices), tuple(a.cpu_ids), a.mem_mb)
                  for a in job.allocation]
         try:
-            found = layout.layout_step(alloc, _busy(job), _request(req, job), _busy_gpus(job), _busy_mem(job))
+            found = layout.layout_step(alloc, _busy(job), layout_request(req, job), _busy_gpus(job), _busy_mem(job))
         except layout.StepRefused as exc:
             if exc.retry:
                 return controller_pb2.CreateStepResponse(retry=True, message=exc.message)
             raise SlurmError(exc.message) from exc
         step = job.steps.add()
-        step.job_id = job.job_id
         step.step_id = job.next_step_id
         job.next_step_id += 1
-        step.name = req.name or (req.launch.argv[0].rsplit("/", 1)[-1] if req.launch.argv else job.spec.name)
-        step.job_name = job.spec.name
-        step.state = jobs_pb2.RUNNING
-        step.nodes = hostlist.collect(found.nodes)
-        step.num_nodes = len(found.nodes)
-        step.num_tasks = found.num_tasks
-        step.num_cpus = sum(found.cpus)
-        step.start_time = now
-        step.user_id = job.user_id
-        step.user_name = job.user_name
-        step.partition = job.partition
-        step.time_limit_min = job.time_limit_min
-        step.tasks_per_node = compress_counts([len(t) for t in found.task_ids])
-        step.distribution = found.distribution
-        step.cpus_per_task = req.cpus_per_task or 1
-        step.overlap = req.overlap
-        step.launch.CopyFrom(req.launch)
-        held = {a.node: len(a.gpu_indices) for a in job.allocation}
-        for name, ids, cpu_ids, gpus, mem in zip(found.nodes, found.task_ids, found.cpu_ids, found.gpus,
-                                                 found.mem_mb, strict=True):
-            node = ctl.nodes[name].info
-            step.layout.add(node=name, addr=node.addr or name, task_ids=ids, cpus=len(cpu_ids), cpu_ids=cpu_ids,
-                            gpu_indices=gpus, mem_mb=mem)
-            step.num_gpus += len(gpus) if found.gpus_requested else held.get(name, 0)
+        fill_step(step, job, req, found, now, lambda name: ctl.nodes[name].info.addr or name)
         ctl._save(job)
         launches = [(ctl.nodes[n].info, _launch_request(ctl, job, step, n)) for n in found.nodes]
         answer_job = jobs_pb2.JobInfo()
@@ -197,6 +174,36 @@ def create_step(
         name, message = failed[0]
         raise SlurmError(f"Task launch for StepId={answer_step.job_id}.{answer_step.step_id} failed on node {name}: {message}")
     return controller_pb2.CreateStepResponse(step=answer_step, job=answer_job, kill_wait=ctl.cfg.kill_wait)
+
+
+
+def fill_step(step: jobs_pb2.JobStep, job: jobs_pb2.JobInfo, req: controller_pb2.CreateStepRequest,
+              found: layout.StepLayout, now: int, addr_of: Callable[[str], str]) -> None:
+    """The step record for `found` (its id already set): what the nodes launch and squeue shows."""
+    step.job_id = job.job_id
+    step.name = req.name or (req.launch.argv[0].rsplit("/", 1)[-1] if req.launch.argv else job.spec.name)
+    step.job_name = job.spec.name
+    step.state = jobs_pb2.RUNNING
+    step.nodes = hostlist.collect(found.nodes)
+    step.num_nodes = len(found.nodes)
+    step.num_tasks = found.num_tasks
+    step.num_cpus = sum(found.cpus)
+    step.start_time = now
+    step.user_id = job.user_id
+    step.user_name = job.user_name
+    step.partition = job.partition
+    step.time_limit_min = job.time_limit_min
+    step.tasks_per_node = compress_counts([len(t) for t in found.task_ids])
+    step.distribution = f"plane={found.plane_size}" if found.plane_size else found.distribution
+    step.cpus_per_task = req.cpus_per_task  # 0 = no -c (22.05 says SLURM_CPUS_PER_TASK=1 for -c1)
+    step.overlap = req.overlap
+    step.launch.CopyFrom(req.launch)
+    held = {a.node: len(a.gpu_indices) for a in job.allocation}
+    for name, ids, cpu_ids, gpus, mem in zip(found.nodes, found.task_ids, found.cpu_ids, found.gpus,
+                                             found.mem_mb, strict=True):
+        step.layout.add(node=name, addr=addr_of(name), task_ids=ids, cpus=len(cpu_ids), cpu_ids=cpu_ids,
+                        gpu_indices=gpus, mem_mb=mem)
+        step.num_gpus += len(gpus) if found.gpus_requested else held.get(name, 0)
 
 
 def _launch_request(

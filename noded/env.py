@@ -79,6 +79,14 @@ def _gpu_env(alloc: jobs_pb2.NodeAlloc | None, local_gpu_index: bool) -> dict[st
     }
 
 
+def gpu_request_variables(spec: jobs_pb2.JobSpec) -> dict[str, str]:
+    """SLURM_GPUS / SLURM_GPUS_PER_NODE / SLURM_GPUS_PER_TASK: the job's --gpus* options as given
+    (22.05 sets them for those options only, never for --gres)."""
+    given = {"SLURM_GPUS": spec.gpus, "SLURM_GPUS_PER_NODE": spec.gpus_per_node,
+             "SLURM_GPUS_PER_TASK": spec.gpus_per_task}
+    return {name: value for name, value in given.items() if value}
+
+
 def _array_env(job: jobs_pb2.JobInfo) -> dict[str, str]:
     if job.array_job_id == 0 or job.array_task_id < 0:
         return {}
@@ -155,6 +163,7 @@ def slurm_variables(
         env["SLURM_NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
     if spec.cpus_per_task:
         env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
+    env.update(gpu_request_variables(spec))
     mem_per_cpu = job.min_memory_cpu_mb or spec.mem_per_cpu_mb
     mem_per_node = job.min_memory_node_mb or spec.mem_per_node_mb
     if mem_per_cpu:

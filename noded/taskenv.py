@@ -3,7 +3,7 @@
 Base: srun's environment (after --export) with login variables filled in, then the job's
 SLURM_* variables (noded.env), then the step's: SLURM_STEP_*, SLURM_PROCID (global task id),
 SLURM_LOCALID (index on this node), SLURM_NODEID (index of this node in the step), SLURM_GTIDS
-(the task ids on this node), SLURM_NNODES/NTASKS/NODELIST/TASKS_PER_NODE of the step, srun's
+(the task ids on this node), SLURM_NNODES/NTASKS/TASKS_PER_NODE of the step (SLURM_NODELIST stays the job's), srun's
 address (see reference/slurm-22.05/21_*, 20_*).
 
 Beyond Slurm, for torch.distributed's env:// initialisation (only where the user has not set
@@ -28,6 +28,11 @@ def master_port(job_id: int) -> int:
 
 
 GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NODE", "SLURM_STEP_GPUS")
+# Variables of the job's own environment (batch script, salloc) that tasks only have by inheriting
+# them through srun's environment: an srun that made its own allocation has none of them (22.05).
+# SLURM_JOB_GPUS too: a step's tasks on every node see the batch host's value (22.05).
+INHERITED_ONLY = ("SLURM_MEM_PER_CPU", "SLURM_MEM_PER_NODE", "SLURM_NODE_ALIASES", "SLURM_GPUS",
+                  "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK", "SLURM_JOB_GPUS", "SLURM_NTASKS_PER_NODE")
 
 
 def step_gpu_env(
@@ -58,6 +63,8 @@ def step_gpu_env(
                          task_cpus=blocks[local], gpu_cpus=gpu_cpus, map_relative=devices_constrained)
         visible = visible_devices(job_gpus, seen, devices_constrained)
         per_task[gtid] = {"CUDA_VISIBLE_DEVICES": visible, "GPU_DEVICE_ORDINAL": visible}
+        if step.launch.gpus_per_task and not bind:  # 22.05: each task's own GPUs (its per_task binding)
+            per_task[gtid]["SLURM_STEP_GPUS"] = ",".join(str(g) for g in sorted(seen))
     return common, per_task
 
 
@@ -85,6 +92,11 @@ def task_environments(
         topology_addr_pattern=req.topology_addr_pattern,
     )
     common.update(slurm_variables(batch_like, node))
+    for name in INHERITED_ONLY:
+        if name in user_env:
+            common[name] = user_env[name]
+        else:
+            common.pop(name, None)
     step_id = str(step.step_id)
     common.update(
         SLURM_STEP_ID=step_id,
@@ -93,7 +105,6 @@ def task_environments(
         SLURM_STEP_NUM_NODES=str(step.num_nodes),
         SLURM_STEP_NUM_TASKS=str(step.num_tasks),
         SLURM_STEP_TASKS_PER_NODE=step.tasks_per_node,
-        SLURM_NODELIST=step.nodes,
         SLURM_NNODES=str(step.num_nodes),
         SLURM_NTASKS=str(step.num_tasks),
         SLURM_NPROCS=str(step.num_tasks),
@@ -107,18 +118,21 @@ def task_environments(
         SLURM_STEP_LAUNCHER_PORT=str(launch.io_port),
         SLURM_UMASK=f"{launch.umask:04o}",
     )
-    if step.cpus_per_task > 1:
+    if step.cpus_per_task:  # srun's -c (else the job's, inherited)
         common["SLURM_CPUS_PER_TASK"] = str(step.cpus_per_task)
-    if launch.distribution_given or req.job.spec.ntasks_per_node:
-        common["SLURM_DISTRIBUTION"] = step.distribution
+    if not launch.own_allocation:  # srun inside an allocation (batch job, salloc) says the job's CPUs again
+        common["SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0"] = common["SLURM_JOB_CPUS_PER_NODE"]
+    if launch.distribution_given or not launch.own_allocation:
+        kind, _, plane = step.distribution.partition("=")
+        common["SLURM_DISTRIBUTION"] = kind or "block"
+        if plane:
+            common["SLURM_DIST_PLANESIZE"] = plane
     if launch.label:
         common["SLURM_LABELIO"] = "1"
     gpu_common, gpu_per_task = step_gpu_env(req, node, devices_constrained, gpu_cpus)
     if gpu_common:
         for name in GPU_VARIABLES:
             common.pop(name, None)  # the batch script's values (inherited through --export) do not apply
-        if "SLURM_JOB_GPUS" not in user_env:
-            common.pop("SLURM_JOB_GPUS", None)  # srun's own allocation: Slurm sets only the step's
         common.update(gpu_common)
     torch = {
         "MASTER_ADDR": step.layout[0].addr or step.layout[0].node,

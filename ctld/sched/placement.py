@@ -426,7 +426,44 @@ class _Placer:
                 return None
         if any(a is None for a in filled):
             return None
-        return [a for a in filled if a is not None]
+        return self.fill_first([a for a in filled if a is not None])
+
+    def fill_first(self, allocs: list[NodeAllocation]) -> list[NodeAllocation]:
+        """Slurm 22.05's shape on a fixed node count: one task per node, then each node in turn
+        (in node order) as full as it gets; -G GPUs the same way (-N2 -n4 on idle 16-CPU nodes is
+        3+1, --gpus=4 is 3+1: tests/compat/layouts). The even spread that was found is kept when
+        the nodes cannot take this shape."""
+        job = self.job
+        k = len(allocs)
+        total = sum(a.tasks for a in allocs)
+        if total <= k and job.gpus.total <= k:
+            return allocs
+        order = self.overlay.order(self.snap)
+        allocs = sorted(allocs, key=lambda a: order[a.node])
+        by_name = {node.name: node for node in self.snap.nodes if node.name in {a.node for a in allocs}}
+        nodes = [by_name[a.node] for a in allocs]
+        frees = [self.overlay.free(node) for node in nodes]
+        shares = [1 if i < job.gpus.total else 0 for i in range(k)]
+        gpus_left = max(0, job.gpus.total - k)
+        for i, (node, free) in enumerate(zip(nodes, frees, strict=True)):
+            extra = min(gpus_left, max(0, len(self.typed(node, free)) - shares[i]))
+            shares[i] += extra
+            gpus_left -= extra
+        if gpus_left:
+            return allocs
+        tasks_left = total - k
+        shaped: list[NodeAllocation] = []
+        for node, free, share in zip(nodes, frees, shares, strict=True):
+            room = node.cpus if self.exclusive else len(free.cpu_ids)
+            top = min(1 + tasks_left, max(1, room // max(1, job.cpus_per_task)))
+            if job.ntasks_per_node:
+                top = min(top, job.ntasks_per_node)
+            alloc = next((a for t in range(top, 0, -1) if (a := self.allocate(node, free, t, share))), None)
+            if alloc is None:
+                return allocs
+            shaped.append(alloc)
+            tasks_left -= alloc.tasks - 1
+        return allocs if tasks_left else shaped
 
     def flexible(self, nodes: Iterable[Node], fewest: int, most: int) -> list[NodeAllocation] | None:
         """Between `fewest` and `most` nodes: fill each node in turn (as few nodes as fit)."""

@@ -6,6 +6,14 @@ unless the step overlaps (22.05: steps are exclusive by default, --overlap opts 
 does not fit *now* but would fit the allocation is told to retry (srun waits), one that could
 never fit is refused.
 
+Tasks per node (measured on Slurm 22.05, tests/compat/layouts/): whatever the distribution, the
+counts are dealt as a cyclic distribution would deal them -- one task per node per round, each
+node up to the tasks its CPUs hold (CPUs // cpus-per-task, or --ntasks-per-node), and once every
+node is full, round-robin past that -- and the ids are then numbered block (consecutive per node),
+cyclic (round-robin) or plane=N (round-robin in runs of N). So -n5 on nodes of 8 and 2 CPUs is
+3+2, -n4 on 3+1 CPUs is 3+1, -n4 on 3+3 is 2+2. Only more CPUs in all than the step's nodes hold
+is refused. Without -m, one task per node is "cyclic" and more is "block".
+
 Which CPUs (Slurm 22.05): without --exact a step gets *all* the job's CPUs on each of its nodes, so
 it waits until no other step holds any of them there; with --exact (implied by -c and --exclusive)
 it gets tasks x cpus-per-task of the free ones.
@@ -53,7 +61,7 @@ class StepRequest:
     cpus_per_task: int = 1
     nodelist: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    distribution: str = ""      # "block", "cyclic" ("" = block); ":..." suffixes ignored
+    distribution: str = ""      # "block", "cyclic", "plane=N" ("" = by the task count); ":..." ignored
     overlap: bool = False       # share every resource with all other steps; hold none (opt-out)
     exclusive: bool = False     # dedicated CPUs/GPUs: the 22.05 default for steps, said explicitly
     exact: bool = False         # only tasks x cpus-per-task CPUs (else all the job's on each node)
@@ -70,12 +78,13 @@ class StepLayout:
     nodes: tuple[str, ...]
     task_ids: tuple[tuple[int, ...], ...]  # global task ids per node, in node order
     cpus: tuple[int, ...]                  # CPUs the step uses per node
-    distribution: str
+    distribution: str                      # "block", "cyclic" or "plane"
     cpu_ids: tuple[tuple[int, ...], ...] = ()  # which of the job's cpu ids, per node
     # GPUs the step takes per node; () on a node = no GPU request: the step sees all the job's GPUs there
     gpus: tuple[tuple[int, ...], ...] = ()
     gpus_requested: bool = False
     mem_mb: tuple[int, ...] = ()  # memory the step holds per node (0 = none asked)
+    plane_size: int = 0           # with distribution "plane"
 
     @property
     def num_tasks(self) -> int:
@@ -91,22 +100,32 @@ class StepRefused(Exception):
         self.retry = retry
 
 
-def distribution_kind(text: str) -> str:
-    kind = (text.split(":")[0].split(",")[0] or "block").lower()
-    if kind not in ("block", "cyclic"):
-        raise StepRefused(BAD_DISTRIBUTION)
-    return kind
+def distribution_kind(text: str) -> tuple[str, int]:
+    """("block"|"cyclic"|"plane"|"", plane size) from -m's first part ("" = not given)."""
+    first = text.split(":")[0].split(",")[0].strip().lower()
+    if first in ("", "block", "cyclic"):
+        return first, 0
+    name, eq, size = first.partition("=")
+    if name == "plane" and eq and size.isdigit() and int(size) > 0:
+        return "plane", int(size)
+    raise StepRefused(BAD_DISTRIBUTION)
 
 
 def task_counts(caps: Sequence[int], num_tasks: int) -> list[int]:
-    """Tasks per node: one each, then fill nodes in order up to their capacity, then round-robin."""
+    """Tasks per node, dealt one per node per round while a node has room (`caps`), then
+    round-robin over all of them once every node is full (Slurm's "fake cyclic" count)."""
     n = len(caps)
-    counts = [1] * n
-    left = num_tasks - n
-    for i in range(n):
-        add = min(left, max(0, caps[i] - 1))
-        counts[i] += add
-        left -= add
+    counts = [0] * n
+    left = num_tasks
+    while left > 0:
+        dealt = False
+        for i in range(n):
+            if left and counts[i] < caps[i]:
+                counts[i] += 1
+                left -= 1
+                dealt = True
+        if not dealt:
+            break
     i = 0
     while left > 0:
         counts[i % n] += 1
@@ -115,8 +134,9 @@ def task_counts(caps: Sequence[int], num_tasks: int) -> list[int]:
     return counts
 
 
-def assign_task_ids(counts: Sequence[int], kind: str) -> list[list[int]]:
-    """Global task ids per node: consecutive per node (block) or dealt round-robin (cyclic)."""
+def assign_task_ids(counts: Sequence[int], kind: str, plane_size: int = 1) -> list[list[int]]:
+    """Global task ids per node: consecutive per node (block), dealt round-robin one at a time
+    (cyclic) or in runs of `plane_size` (plane), never past a node's count."""
     ids: list[list[int]] = [[] for _ in counts]
     if kind == "block":
         next_id = 0
@@ -124,24 +144,33 @@ def assign_task_ids(counts: Sequence[int], kind: str) -> list[list[int]]:
             ids[i] = list(range(next_id, next_id + c))
             next_id += c
         return ids
+    run = plane_size if kind == "plane" else 1
     task = 0
     total = sum(counts)
     while task < total:
         for i, c in enumerate(counts):
-            if len(ids[i]) < c and task < total:
-                ids[i].append(task)
-                task += 1
+            take = min(run, c - len(ids[i]), total - task)
+            ids[i].extend(range(task, task + take))
+            task += take
     return ids
 
 
-def gpus_per_node(req: StepRequest, counts: Sequence[int]) -> list[int]:
-    """How many GPUs the step asks on each of its nodes (tasks per node in `counts`)."""
+def gpus_per_node(req: StepRequest, counts: Sequence[int], have: Sequence[int] = ()) -> list[int]:
+    """How many GPUs the step asks on each of its nodes (tasks per node in `counts`, the job's GPUs
+    there in `have`): --gpus is one per node, then each node in turn up to what the job has there
+    (22.05: --gpus=4 on nodes holding 3 and 1 is 3+1, --gpus=3 on 2 and 1 is 2+1)."""
     if req.gpus_per_task:
         return [c * req.gpus_per_task for c in counts]
     if req.gpus_per_node:
         return [req.gpus_per_node] * len(counts)
-    base, extra = divmod(req.gpus_total, len(counts))
-    return [base + (1 if i < extra else 0) for i in range(len(counts))]
+    wants = [1 if i < req.gpus_total else 0 for i in range(len(counts))]
+    left = max(0, req.gpus_total - len(counts))
+    for i, held in enumerate(have or [req.gpus_total] * len(counts)):
+        extra = min(left, max(0, held - wants[i]))
+        wants[i] += extra
+        left -= extra
+    wants[0] += left  # more than the job has: refused below
+    return wants
 
 
 def take_gpus(
@@ -152,7 +181,7 @@ def take_gpus(
     if not (req.gpus_per_node or req.gpus_total or req.gpus_per_task):
         return tuple(() for _ in chosen)
     taken: list[tuple[int, ...]] = []
-    for a, want in zip(chosen, gpus_per_node(req, counts), strict=True):
+    for a, want in zip(chosen, gpus_per_node(req, counts, [len(a.gpus) for a in chosen]), strict=True):
         if want > len(a.gpus):
             raise StepRefused(INVALID_GRES)
         held = frozenset() if req.overlap else busy_gpus.get(a.name, frozenset())
@@ -197,7 +226,7 @@ def layout_step(
     """
     if req.exclusive and req.overlap:
         raise StepRefused(EXCLUSIVE_AND_OVERLAP)
-    kind = distribution_kind(req.distribution)
+    kind, plane_size = distribution_kind(req.distribution)
     cpt = max(1, req.cpus_per_task)
     exact = req.exact or req.exclusive
     names = [a.name for a in alloc]
@@ -231,16 +260,15 @@ def layout_step(
     others = sorted((a for a in candidates if a not in required), key=busy_now)  # stable: idle nodes first
     chosen = required + others[: max(0, want - len(required))]
     chosen.sort(key=lambda a: names.index(a.name))
+    if req.ntasks_per_node and req.ntasks_per_node * len(chosen) < num_tasks:
+        raise StepRefused(TOO_MANY_CPUS)
+    if not req.overcommit and num_tasks * cpt > sum(a.cpus for a in chosen):
+        raise StepRefused(TOO_MANY_CPUS)
+    caps = [max(1, a.cpus // cpt) for a in chosen]
     if req.ntasks_per_node:
-        caps = [req.ntasks_per_node] * len(chosen)
-        if req.ntasks_per_node * len(chosen) < num_tasks:
-            raise StepRefused(TOO_MANY_CPUS)
-    else:
-        caps = [max(1, a.cpus // cpt) for a in chosen]
+        caps = [min(c, req.ntasks_per_node) for c in caps]
     counts = task_counts(caps, num_tasks)
     needed = [c * cpt for c in counts]
-    if not req.overcommit and any(c > a.cpus for c, a in zip(needed, chosen, strict=True)):
-        raise StepRefused(TOO_MANY_CPUS)
     cpu_ids: list[tuple[int, ...]] = []
     for a, n in zip(chosen, needed, strict=True):
         free = free_ids(a)
@@ -254,12 +282,14 @@ def layout_step(
             cpu_ids.append(tuple(free[: min(n, a.cpus)]))
     mem = take_memory(chosen, counts, busy_mem or {}, req)
     gpus = take_gpus(chosen, counts, busy_gpus or {}, req)
-    ids = assign_task_ids(counts, kind)
+    kind = kind or ("cyclic" if num_tasks <= len(chosen) else "block")
+    ids = assign_task_ids(counts, kind, plane_size)
     return StepLayout(
         nodes=tuple(a.name for a in chosen),
         task_ids=tuple(tuple(t) for t in ids),
         cpus=tuple(len(c) for c in cpu_ids),
         distribution=kind,
+        plane_size=plane_size,
         cpu_ids=tuple(cpu_ids),
         gpus=gpus,
         gpus_requested=bool(req.gpus_per_node or req.gpus_total or req.gpus_per_task),

@@ -870,6 +870,7 @@ class StepLaunch(_message.Message):
     KILL_ON_BAD_EXIT_FIELD_NUMBER: _builtins.int
     GPU_BIND_FIELD_NUMBER: _builtins.int
     GPUS_PER_TASK_FIELD_NUMBER: _builtins.int
+    OWN_ALLOCATION_FIELD_NUMBER: _builtins.int
     cwd: _builtins.str
     std_out: _builtins.str
     """pattern (%t %n %N %j %s %u %x), "none", or "" = to srun"""
@@ -893,6 +894,8 @@ class StepLaunch(_message.Message):
     """--gpu-bind as given"""
     gpus_per_task: _builtins.int
     """--gpus-per-task (per_task binding when no --gpu-bind)"""
+    own_allocation: _builtins.bool
+    """srun made the allocation for this step (22.05 sets fewer variables)"""
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -919,10 +922,11 @@ class StepLaunch(_message.Message):
         kill_on_bad_exit: _builtins.bool = ...,
         gpu_bind: _builtins.str = ...,
         gpus_per_task: _builtins.int = ...,
+        own_allocation: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["argv", b"argv", "cwd", b"cwd", "distribution_given", b"distribution_given", "environment", b"environment", "gpu_bind", b"gpu_bind", "gpus_per_task", b"gpus_per_task", "io_host", b"io_host", "io_port", b"io_port", "io_token", b"io_token", "kill_on_bad_exit", b"kill_on_bad_exit", "label", b"label", "open_mode", b"open_mode", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "umask", b"umask", "unbuffered", b"unbuffered"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["argv", b"argv", "cwd", b"cwd", "distribution_given", b"distribution_given", "environment", b"environment", "gpu_bind", b"gpu_bind", "gpus_per_task", b"gpus_per_task", "io_host", b"io_host", "io_port", b"io_port", "io_token", b"io_token", "kill_on_bad_exit", b"kill_on_bad_exit", "label", b"label", "open_mode", b"open_mode", "own_allocation", b"own_allocation", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "umask", b"umask", "unbuffered", b"unbuffered"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

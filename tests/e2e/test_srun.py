@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.compat.layouts import LAYOUTS, read
 from tests.e2e.conftest import Cluster
 
 pytestmark = pytest.mark.e2e
@@ -24,7 +25,8 @@ def lines(text: str) -> list[str]:
 
 def test_labelled_lines_from_two_nodes(cluster: Cluster) -> None:
     out = cluster.ok("srun", "-N2", "-n4", "-l", "bash", "-c", "echo $SLURMD_NODENAME")
-    assert lines(out) == ["0: node1", "1: node1", "2: node2", "3: node2"]
+    real = read(LAYOUTS / "srun_N2_n4.txt").steps[0].tasks  # 22.05: 3+1 on 16-CPU nodes
+    assert lines(out) == [f"{task}: {env['SLURMD_NODENAME']}" for task, env in sorted(real.items())]
 
 
 @pytest.mark.parametrize(
@@ -45,7 +47,9 @@ def test_step_and_torch_variables(cluster: Cluster) -> None:
                      "echo $SLURM_STEP_ID $SLURM_STEP_NUM_TASKS $SLURM_STEP_TASKS_PER_NODE "
                      "$WORLD_SIZE $RANK $LOCAL_RANK $LOCAL_WORLD_SIZE $NODE_RANK $MASTER_PORT")
     rows = dict(line.split(": ", 1) for line in out.splitlines())
-    assert rows["3"].split()[1:8] == ["4", "2(x2)", "4", "3", "1", "2", "1"]
+    real = read(LAYOUTS / "srun_N2_n4.txt").steps[0].tasks[3]  # 22.05 runs task 3 alone on node2
+    assert rows["3"].split()[1:8] == ["4", real["SLURM_STEP_TASKS_PER_NODE"], "4", "3", real["SLURM_LOCALID"],
+                                      str(len(real["SLURM_GTIDS"].split(","))), real["SLURM_NODEID"]]
     # the user's own values win
     out = cluster.ok("srun", "-n1", "bash", "-c", "echo $MASTER_ADDR $RANK", env={"MASTER_ADDR": "h0"})
     assert out.strip() == "h0 0"

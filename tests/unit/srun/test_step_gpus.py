@@ -64,10 +64,11 @@ GPU_VARS = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_STEP_GPUS", "SL
     [
         # reference 22_env_srun_N2_n4_gpu1: three tasks on node1 share its one GPU, no SLURM_JOB_GPUS
         (_request([0], [0], [0, 1, 2]), True, {t: ("0", "0", "0", "1", None) for t in (0, 1, 2)}),
+        # --gpus-per-task: SLURM_STEP_GPUS is each task's own GPUs (tests/compat/layouts/batch_dgx.txt)
         (_request([2, 3], [], [0, 1], per_task=1), True,
-         {0: ("0", "0", "2,3", "2", None), 1: ("1", "1", "2,3", "2", None)}),
+         {0: ("0", "0", "2", "2", None), 1: ("1", "1", "3", "2", None)}),
         (_request([2, 3], [], [0, 1], per_task=1), False,
-         {0: ("2", "2", "2,3", "2", None), 1: ("3", "3", "2,3", "2", None)}),
+         {0: ("2", "2", "2", "2", None), 1: ("3", "3", "3", "2", None)}),
         (_request([2, 3, 6, 7], [6, 7], [0, 1], bind="single:1"), True,
          {0: ("2", "2", "6,7", "2", None), 1: ("3", "3", "6,7", "2", None)}),
         (_request([2, 3, 6, 7], [], [0, 1], bind="map_gpu:3,0"), True,
