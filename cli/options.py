@@ -443,11 +443,13 @@ def parse_when(text: str, option: str, now: int) -> int:
 
 
 def check_array(text: str) -> str:
-    """Validate `--array` syntax ("0-15%4", "1,3,5-9:2"); the controller applies MaxArraySize."""
-    from shoal.arrayspec import INVALID, parse_array
+    """Validate `--array` syntax ("0-15%4", "1,3,5-9:2") without expanding it; the controller applies
+    MaxArraySize (22.05's sbatch leaves that to slurmctld too)."""
+    from shoal.arrayspec import INVALID
+    from shoal.arrayspec import check_array as check_syntax
 
     try:
-        parse_array(text, max_size=1 << 31)
+        check_syntax(text)
     except ValueError as exc:
         raise SpecError(INVALID) from exc
     return text
