@@ -53,6 +53,8 @@ from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
 from ctld.sched_config import topology as sched_topology
 from ctld.store import StateStore
+from ctld.validate import limits_from as submit_limits
+from ctld.validate import validate_spec
 from shoal import hostlist
 from shoal.arrayspec import parse_array
 from shoal.conf import SlurmConfig
@@ -113,6 +115,7 @@ class Controller:
         self._partitions = {p.name: p for p in cfg.partitions}
         self._partitions_view = sched_partitions(cfg, partial(_group_members, {0, self._slurm_uid}))
         self._sched_config = sched_config(cfg)
+        self._submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
         self._topology = sched_topology(cfg)
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
@@ -320,6 +323,7 @@ class Controller:
 
     # ------------------------------------------------------------------ submit
     def submit(self, spec: jobs_pb2.JobSpec, caller: Caller, test_only: bool) -> controller_pb2.SubmitJobResponse:
+        validate_spec(spec, self._submit_limits, self.is_operator(caller))  # before anything is built
         now = self._now()
         with self.lock:
             job = self._new_job(spec, caller, now)

@@ -17,11 +17,15 @@ MAX_ARRAY_SIZE_LIMIT = 4000001  # the largest MaxArraySize Slurm accepts; nothin
 INVALID = "Invalid job array specification"
 TOO_BIG = INVALID  # 22.05 says the same words when a task id reaches MaxArraySize
 
-# ASCII digits only (Python's \d and int() also take fullwidth and other scripts' digits); ten at most,
-# since any longer number is beyond every MaxArraySize
-_NUM = r"([0-9]{1,10})"
+# ASCII digits only (Python's \d and int() also take fullwidth and other scripts' digits)
+_NUM = r"([0-9]+)"
 _ITEM = re.compile(rf"^{_NUM}(?:-{_NUM}(?::{_NUM})?)?$")
-_THROTTLE = re.compile(r"^[0-9]{1,10}$")
+_THROTTLE = re.compile(r"^[0-9]+$")
+_HUGE = 10**18  # any longer number is beyond every MaxArraySize: read it as this, never as 5000 digits
+
+
+def _number(digits: str) -> int:
+    return int(digits) if len(digits) < 19 else _HUGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +63,9 @@ def check_array(text: str) -> tuple[list[range], int]:
     max_running = 0
     if "%" in body:
         body, _, throttle = body.partition("%")
-        if not _THROTTLE.match(throttle) or int(throttle) < 1:
+        if not _THROTTLE.match(throttle) or _number(throttle) < 1:
             raise ValueError(INVALID)
-        max_running = int(throttle)
+        max_running = min(_number(throttle), 2**31 - 1)
     if not body:
         raise ValueError(INVALID)
     return [_parse_item(item.strip()) for item in body.split(",")], max_running
@@ -88,9 +92,9 @@ def _parse_item(item: str) -> range:
     match = _ITEM.match(item)
     if match is None:
         raise ValueError(INVALID)
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) is not None else first
-    step = int(match.group(3)) if match.group(3) is not None else 1
+    first = _number(match.group(1))
+    last = _number(match.group(2)) if match.group(2) is not None else first
+    step = _number(match.group(3)) if match.group(3) is not None else 1
     if step < 1 or last < first:
         raise ValueError(INVALID)
     return range(first, last + 1, step)
