@@ -857,7 +857,10 @@ class Controller:
                 states = parse_job_states(",".join(req.states))
             except ValueError as exc:
                 raise SlurmError(str(exc)) from exc
-        nodes = set(hostlist.expand(req.nodelist)) if req.nodelist else None
+        try:
+            nodes = set(hostlist.expand(req.nodelist)) if req.nodelist else None
+        except hostlist.HostlistError as exc:
+            raise SlurmError("Invalid node name specified") from exc
         out = []
         for job in self.jobs.values():
             if job.state in FINISHED_STATES:

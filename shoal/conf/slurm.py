@@ -567,7 +567,7 @@ class _Builder:
             slurmctld_log_file=top.text("SlurmctldLogFile", ""),
             slurmd_log_file=top.text("SlurmdLogFile", ""),
             gres_types=gres_types,
-            select_type=top.text("SelectType", "select/cons_tres"),
+            select_type=_select_type(top),
             select_type_parameters=top.words("SelectTypeParameters"),
             scheduler_type=top.text("SchedulerType", "sched/backfill"),
             scheduler_parameters=_scheduler_parameters(top),
@@ -645,6 +645,17 @@ _SHOAL_SCHED_OPTIONS = {
     "shoal_starve_max": "a whole number such as 10",
     "shoal_wait_target": "minutes, a whole number such as 3600",
 }
+
+
+_SELECT_PLUGINS = ("select/cons_tres", "select/cons_res", "select/linear")
+
+
+def _select_type(values: Values) -> str:
+    """SelectType: one of Slurm's plugins shoal schedules like; any other is fatal, as in 22.05."""
+    value = values.text("SelectType", "select/cons_tres")
+    if value.lower() not in _SELECT_PLUGINS:
+        raise ConfigError(f"{values.source('SelectType')}: Can't find plugin for {value}")
+    return value
 
 
 def _scheduler_parameters(values: Values) -> tuple[str, ...]:
