@@ -374,7 +374,9 @@ def parse_directives(prog: str, script: str, table: Sequence[Opt], file: str = "
 def _bounded(digits: str) -> int:
     """ASCII digits as a number, any length: one beyond 10**18 reads as 10**18 (never 5000 digits)."""
     significant = digits.lstrip("0")
-    return int(significant) if len(significant) < 19 else (10**18 if significant else 0)
+    if not significant:
+        return 0
+    return int(significant) if len(significant) < 19 else 10**18
 
 
 def parse_count(text: str, name: str) -> int:
@@ -414,9 +416,10 @@ def parse_minutes(text: str, option: str) -> int:
     from shoal.timefmt import parse_time_limit
 
     try:
-        return int(parse_time_limit(text))
+        minutes = int(parse_time_limit(text))
     except ValueError as exc:
         raise SpecError(f"Invalid {option} specification", exit_code=255) from exc
+    return minutes if minutes < 2**62 else UNLIMITED  # 22.05 saturates a 40-digit limit to UNLIMITED
 
 
 def parse_switches(text: str) -> tuple[int, int]:

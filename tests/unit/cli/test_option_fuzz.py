@@ -86,6 +86,16 @@ def test_sbatch_option_values(option: str, value: str, as_directive: bool) -> No
         assert str(exc).strip() or getattr(exc, "lines", None)
 
 
+def test_sbatch_every_option_with_every_nasty_value() -> None:
+    """Each option with each value that has hurt before, on the command line: no exception but Slurm's."""
+    for option in SBATCH_OPTIONS:
+        for value in NASTY:
+            try:
+                sbatch.prepare([f"{option}={value}", "--wrap", "true"], {}, "/tmp", io.StringIO(""), 1_700_000_000)
+            except (SpecError, OptionError, sbatch.Failure):
+                pass
+
+
 @FUZZ
 @given(option=st.sampled_from(SBATCH_OPTIONS[:20]), value=VALUES)
 def test_sbatch_main_exits_with_slurms_status(option: str, value: str) -> None:
