@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from shoal import timefmt
 from shoal.conf.errors import ConfigError
-from shoal.conf.gres import GresConf, GresSpec, load_gres_conf, parse_gres
+from shoal.conf.gres import MAX_GPUS_PER_NODE, GresConf, GresSpec, load_gres_conf, parse_gres
 from shoal.conf.keys import (
     DOWNNODES_KEYS,
     FRONTEND_KEYS,
@@ -347,6 +347,8 @@ class _Builder:
             gres = parse_gres(values.text("Gres", ""))
         except ValueError:
             raise values.invalid("Gres", "GRES such as gpu:h100:8") from None
+        if sum(g.count for g in gres if g.name == "gpu") > MAX_GPUS_PER_NODE or any(g.count >= 2**32 for g in gres):
+            raise values.invalid("Gres", f"at most {MAX_GPUS_PER_NODE} GPUs on a node")
         features = values.words("Features") or values.words("Feature")
         for index, name in enumerate(names):
             if name in self.nodes:
