@@ -8,7 +8,12 @@ compared with the real Slurm 22.05 on the reference machine.
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -194,3 +199,29 @@ def test_live_fuzz_sbatch_never_tracebacks(cluster: Cluster, option: str, value:
     else:
         assert out.returncode in (1, 255) and out.stderr.startswith("sbatch: ")
     assert cluster.run("scontrol", "ping").returncode == 0
+
+
+def test_sbatch_waits_for_a_controller_that_is_briefly_down(tmp_path: Path) -> None:
+    """22.05's commands keep trying an unreachable controller for MessageTimeout (10 s) before "Unable to
+    contact slurm controller (connect failure)"; shoal's agent now does the same, so a submission made
+    while ctld restarts (or while the agent reconnects, as right after `shoal up`) is accepted."""
+    c = start_cluster(tmp_path / "brief", nodes=1)
+    try:
+        pid = int((c.dir / "run" / "ctld.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
+            time.sleep(0.05)
+        answers: list[subprocess.CompletedProcess[str]] = []
+        submit = threading.Thread(target=lambda: answers.append(c.run("sbatch", "--parsable", "--wrap", "true")))
+        submit.start()
+        time.sleep(4)  # the submission waits on a controller that is down (longer than the old 3 s grace)
+        with open(c.dir / "log" / "ctld.restart.out", "ab") as log:
+            subprocess.Popen([sys.executable, "-m", "ctld.main", "-f", str(c.conf)], env=c.env, stdout=log,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        submit.join(60)
+        (out,) = answers
+        assert out.returncode == 0, out.stderr
+        job = out.stdout.strip()
+        assert c.job_field(job, "%i") == job
+    finally:
+        stop_cluster(c)
