@@ -249,7 +249,11 @@ class AgentServer:
                     log.warning("malformed request from pid %d uid %d; closing", pid, uid)
                     self._reply(conn, _error(codes.INVALID_ARGUMENT, "Malformed request to the shoal agent"))
                     return
-                response = self.handle(request, uid, gid)
+                try:
+                    response = self.handle(request, uid, gid)
+                except Exception as exc:  # say so, and log it: a silent close reads as "connect failure"
+                    log.exception("request %s from uid %d failed", request.method, uid)
+                    response = _error(codes.INTERNAL, f"Unexpected error in the local shoal agent: {exc}")
                 if not self._reply(conn, response):
                     return
 
