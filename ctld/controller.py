@@ -30,6 +30,7 @@ from ctld.errors import (
     FAILED_PRECONDITION,
     INVALID_JOB_ID,
     INVALID_PARTITION,
+    NODE_COUNT_INVALID,
     NOT_FOUND,
     PERMISSION_DENIED,
     RESOURCE_EXHAUSTED,
@@ -53,9 +54,10 @@ from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
 from ctld.sched_config import topology as sched_topology
 from ctld.store import StateStore
+from ctld.validate import TASK_COUNT_INVALID, validate_spec
 from ctld.validate import limits_from as submit_limits
-from ctld.validate import validate_spec
 from shoal import hostlist
+from shoal.arrayspec import INVALID as INVALID_ARRAY
 from shoal.arrayspec import parse_array
 from shoal.conf import SlurmConfig
 from shoal.outpath import resolve_streams
@@ -1145,10 +1147,10 @@ class Controller:
                 job.spec.dependency = value
         elif k in ("numnodes", "minnodes"):
             lo, _, hi = value.partition("-")
-            job.spec.min_nodes = int(lo)
-            job.spec.max_nodes = int(hi) if hi else int(lo)
+            job.spec.min_nodes = _count(lo, NODE_COUNT_INVALID)
+            job.spec.max_nodes = _count(hi, NODE_COUNT_INVALID) if hi else job.spec.min_nodes
         elif k in ("numtasks",):
-            job.spec.num_tasks = int(value)
+            job.spec.num_tasks = _count(value, TASK_COUNT_INVALID)
         elif k in ("starttime", "begintime"):
             from shoal.timefmt import parse_datetime
 
@@ -1160,7 +1162,7 @@ class Controller:
         elif k == "arraytaskthrottle":
             for other in self.jobs.values():
                 if job.array_job_id and other.array_job_id == job.array_job_id:
-                    other.array_max_tasks = int(value)
+                    other.array_max_tasks = _count(value, INVALID_ARRAY)
         elif k in ("excnodelist",):
             job.spec.exclude = value
         elif k in ("reqnodelist", "nodelist"):
@@ -1497,6 +1499,14 @@ def _uid_of(user: str) -> int:
 
 _USER_CACHE: dict[int, str] = {}
 _GROUP_CACHE: dict[int, str] = {}
+
+
+def _count(text: str, message: str) -> int:
+    """An `scontrol update` count: ASCII digits within 32 bits, else SlurmError(message)."""
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 10 or int(value) > 2**31 - 1:
+        raise SlurmError(message)
+    return int(value)
 
 
 def _user_name(uid: int) -> str:

@@ -138,3 +138,24 @@ def test_any_submit_job_gets_an_answer_or_slurms_refusal(shared_controller: Cont
     except SlurmError as exc:
         assert exc.message and "Unexpected" not in exc.message
         event(exc.message.splitlines()[-1])
+
+
+_UPDATE_KEYS = st.sampled_from(["TimeLimit", "Nice", "Priority", "Partition", "Name", "NumNodes", "NumCPUs",
+                                "NumTasks", "MinMemoryNode", "StartTime", "Dependency", "Comment", "QOS",
+                                "Account", "SiteFactor", "ExcNodeList", "ReqNodeList", "TimeMin", "ArrayTaskThrottle"])
+
+
+@settings(max_examples=200, deadline=timedelta(seconds=5), suppress_health_check=[HealthCheck.too_slow])
+@given(fields=st.lists(st.tuples(_UPDATE_KEYS, _TEXT), min_size=1, max_size=3), operator=st.booleans())
+def test_any_update_job_gets_an_answer_or_slurms_refusal(shared_controller: Controller,
+                                                         fields: list[tuple[str, str]], operator: bool) -> None:
+    """`scontrol update job` sends its pairs as text: whatever they say, the controller answers in words."""
+    from shoal.v1 import common_pb2, controller_pb2
+
+    job_id = shared_controller.submit(_spec(), NOBODY, test_only=False).job_id
+    request = controller_pb2.UpdateJobRequest(job_ids=[str(job_id)], action="update",
+                                              fields=[common_pb2.KeyValue(key=k, value=v) for k, v in fields])
+    try:
+        shared_controller.update_job(request, ROOT if operator else NOBODY)
+    except SlurmError as exc:
+        assert exc.message and "Unexpected" not in exc.message
