@@ -39,12 +39,19 @@ class OptionError(Exception):
 
 
 class SpecError(Exception):
-    """A bad option value; printed as `<prog>: error: <message>` (or `fatal:`), exit 1."""
+    """A bad option value; printed as `<prog>: error: <message>` (or `fatal:`), exit 1 (or `exit_code`:
+    22.05's sbatch exits 255 for some options, 1 for others)."""
 
-    def __init__(self, message: str, level: str = "error") -> None:
+    def __init__(self, message: str, level: str = "error", exit_code: int = 1) -> None:
         super().__init__(message)
         self.message = message
         self.level = level
+        self.exit_code = exit_code
+
+
+INT32_MAX = 2**31 - 1
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() and int() also take "１２" and "²"
+_SIGNED = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -364,10 +371,18 @@ def parse_directives(prog: str, script: str, table: Sequence[Opt], file: str = "
 # --- value checks ----------------------------------------------------------------------------
 
 
+def _bounded(digits: str) -> int:
+    """ASCII digits as a number, any length: one beyond 10**18 reads as 10**18 (never 5000 digits)."""
+    significant = digits.lstrip("0")
+    if not significant:
+        return 0
+    return int(significant) if len(significant) < 19 else 10**18
+
+
 def parse_count(text: str, name: str) -> int:
     """A non-negative integer option value, or Slurm's 'Invalid numeric value' error."""
     value = text.strip()
-    if not value.isdigit():
+    if not _DIGITS.fullmatch(value) or len(value.lstrip("0")) > 10 or int(value) > INT32_MAX:
         raise SpecError(f'Invalid numeric value "{text}" for {name}.')
     return int(value)
 
@@ -381,15 +396,19 @@ def parse_positive(text: str, name: str) -> int:
 
 
 def parse_node_range(text: str) -> tuple[int, int]:
-    """`-N 2` or `-N 2-4` -> (min, max); max 0 means not given."""
-    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
-    if not m:
-        raise SpecError("Invalid node count specification")
-    low = int(m.group(1))
-    high = int(m.group(2)) if m.group(2) else 0
+    """`-N 2` or `-N 2-4` -> (min, max); max 0 means not given. 22.05's words and exit code 255."""
+    low_text, sep, high_text = text.strip().partition("-")
+    low = _node_count(low_text.strip(), text)
+    high = _node_count(high_text.strip(), text) if sep else 0
     if high and high < low:
-        raise SpecError("Invalid node count specification")
+        raise SpecError(f"Maximum node count {high} is less than minimum node count {low}", exit_code=255)
     return low, high
+
+
+def _node_count(word: str, text: str) -> int:
+    if not _DIGITS.fullmatch(word) or len(word.lstrip("0")) > 10 or int(word) > INT32_MAX:
+        raise SpecError(f'"{word or text}" is not a valid node count', exit_code=255)
+    return int(word)
 
 
 def parse_minutes(text: str, option: str) -> int:
@@ -397,9 +416,10 @@ def parse_minutes(text: str, option: str) -> int:
     from shoal.timefmt import parse_time_limit
 
     try:
-        return int(parse_time_limit(text))
+        minutes = int(parse_time_limit(text))
     except ValueError as exc:
-        raise SpecError(f"Invalid {option} specification") from exc
+        raise SpecError(f"Invalid {option} specification", exit_code=255) from exc
+    return minutes if minutes < 2**62 else UNLIMITED  # 22.05 saturates a 40-digit limit to UNLIMITED
 
 
 def parse_switches(text: str) -> tuple[int, int]:
@@ -408,15 +428,18 @@ def parse_switches(text: str) -> tuple[int, int]:
     As Slurm 22.05: N must be a positive number; a max-time it cannot read is ignored.
     """
     count, _, wait = text.partition("@")
-    if not count.isdigit() or not count.isascii() or int(count) == 0:
+    significant = count.lstrip("0")
+    if not _DIGITS.fullmatch(count) or not significant:
         raise SpecError(f'Invalid numeric value "{count}" for --switches.')
+    if len(significant) > 19 or int(significant) > 2**63 - 1:  # 22.05 reads it as a long, saturated
+        raise SpecError(f"Numeric argument ({2**63 - 1}) to big for --switches.")
     from shoal.timefmt import parse_time_seconds
 
     try:
         seconds = parse_time_seconds(wait) if wait else -1
     except ValueError:
         seconds = -1
-    return int(count), max(seconds, -1)
+    return min(int(significant), INT32_MAX), min(max(seconds, -1), INT32_MAX)
 
 
 def parse_mb(text: str, option: str) -> int:
@@ -426,9 +449,9 @@ def parse_mb(text: str, option: str) -> int:
     try:
         value = int(parse_size_mb(text))
     except ValueError as exc:
-        raise SpecError(f"Invalid {option} specification") from exc
-    if value < 0:
-        raise SpecError(f"Invalid {option} specification")
+        raise SpecError(f"Invalid {option} specification", exit_code=255) from exc
+    if not 0 <= value < 2**63:
+        raise SpecError(f"Invalid {option} specification", exit_code=255)
     return value
 
 
@@ -437,17 +460,22 @@ def parse_when(text: str, option: str, now: int) -> int:
     from shoal.timefmt import parse_datetime
 
     try:
-        return int(parse_datetime(text, now))
-    except ValueError as exc:
-        raise SpecError(f"Invalid {option} specification") from exc
+        when = int(parse_datetime(text, now))
+    except (ValueError, OverflowError) as exc:
+        raise SpecError(f"Invalid {option} specification", exit_code=255) from exc
+    if not 0 <= when <= 253402300799:  # beyond year 9999 nothing can print it
+        raise SpecError(f"Invalid {option} specification", exit_code=255)
+    return when
 
 
 def check_array(text: str) -> str:
-    """Validate `--array` syntax ("0-15%4", "1,3,5-9:2"); the controller applies MaxArraySize."""
-    from shoal.arrayspec import INVALID, parse_array
+    """Validate `--array` syntax ("0-15%4", "1,3,5-9:2") without expanding it; the controller applies
+    MaxArraySize (22.05's sbatch leaves that to slurmctld too)."""
+    from shoal.arrayspec import INVALID
+    from shoal.arrayspec import check_array as check_syntax
 
     try:
-        parse_array(text, max_size=1 << 31)
+        check_syntax(text)
     except ValueError as exc:
         raise SpecError(INVALID) from exc
     return text
@@ -469,16 +497,16 @@ def check_dependency(text: str) -> str:
     return text
 
 
-_SIGNAL_RE = re.compile(r"(?:([RB]{1,2}):)?([A-Za-z0-9]+)(?:@(\d+))?")
+_SIGNAL_RE = re.compile(r"(?:([RB]{1,2}):)?([A-Za-z0-9]+)(?:@([0-9]+))?")
 
 
 def parse_signal(text: str) -> tuple[int, int, bool]:
     """`--signal=[{R|B}:]SIG[@secs]` -> (number, seconds before the end, batch shell only)."""
     m = _SIGNAL_RE.fullmatch(text.strip())
     number = signal_number(m.group(2)) if m else None
-    if m is None or number is None or number <= 0:
-        raise SpecError("Invalid --signal specification")
-    secs = int(m.group(3)) if m.group(3) else 60
+    secs = _bounded(m.group(3)) if m and m.group(3) else 60
+    if m is None or number is None or number <= 0 or secs > 0xFFFF:  # 22.05 keeps @time in 16 bits
+        raise SpecError("Invalid --signal specification", exit_code=255)
     return number, secs, "B" in (m.group(1) or "")
 
 
@@ -487,9 +515,11 @@ def signal_number(text: str) -> int | None:
     import signal as _signal
 
     word = text.strip()
-    if word.isdigit():
-        value = int(word)
+    if _DIGITS.fullmatch(word):
+        value = _bounded(word)
         return value if 0 <= value < 65 else None
+    if not word.isascii():
+        return None
     name = word.upper()
     if not name.startswith("SIG"):
         name = "SIG" + name
@@ -746,12 +776,12 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
         spec.signal_num, spec.signal_secs, spec.signal_batch_only = parse_signal(v("signal") or "")
     if opts.has("nice"):
         raw = v("nice")
-        try:
-            nice = int(raw) if raw is not None else 100
-        except ValueError as exc:
-            raise SpecError(f'Invalid numeric value "{raw}" for --nice.') from exc
+        if raw is not None and not _SIGNED.fullmatch(raw.strip()):
+            raise SpecError(f'Invalid numeric value "{raw}" for --nice.')
+        sign = -1 if raw is not None and raw.strip().startswith("-") else 1
+        nice = sign * _bounded(raw.strip().lstrip("+-")) if raw is not None else 100
         if abs(nice) > 2147483645:
-            raise SpecError("Nice value out of range (+/- 2147483645). Value ignored")
+            raise SpecError("Invalid --nice value, out of range (+/- 2147483645)", exit_code=255)
         spec.nice = nice
     if opts.has("array"):
         spec.array = check_array(v("array") or "")

@@ -392,7 +392,13 @@ def build_query(args: argparse.Namespace, now: int, uid: int) -> tuple[pb.JobQue
     if args.nodelist:
         from shoal import hostlist
 
-        q.nodes.extend(n for v in args.nodelist for n in hostlist.expand(v))
+        for value in args.nodelist:
+            try:
+                q.nodes.extend(hostlist.expand(value))
+            except hostlist.TooManyHosts as exc:
+                raise CommandError("Invalid argument", exit_code=22) from exc  # 22.05: EINVAL, after the header
+            except hostlist.HostlistError:
+                q.nodes.append(value)  # 22.05 matches it as a name: no job ran there, so only the header
     users = _csv(args.user)
     if not users and not args.allusers and not q.accounts and uid != 0:
         import pwd

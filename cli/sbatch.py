@@ -272,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except SpecError as exc:
         print(f"{PROG}: {exc.level}: {exc.message}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     except Failure as exc:
         for line in exc.lines:
             print(f"{PROG}: {exc.level}: {line}", file=sys.stderr)

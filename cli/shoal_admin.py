@@ -68,8 +68,9 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
     addrs = _node_addrs(nodes, args.base_addr)
     ctld_port = args.ctld_port or _free_port(["127.0.0.1"])
     node_port = args.node_port or _free_port(addrs)
-    for sub in ("state", "spool", "log", "run"):
+    for sub in ("spool", "log", "run"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
+    (directory / "state").mkdir(mode=0o700, parents=True, exist_ok=True)  # StateSaveLocation: ours only
     mem_per_cpu = max(1, args.mem_per_node // max(1, args.cpus_per_node))
     sockets = 2 if args.cpus_per_node % 2 == 0 and args.cpus_per_node >= 2 else 1
     gres = f" Gres=gpu:{args.gpu_type}:{args.gpus_per_node}" if args.gpus_per_node else ""

@@ -30,6 +30,7 @@ from ctld.errors import (
     FAILED_PRECONDITION,
     INVALID_JOB_ID,
     INVALID_PARTITION,
+    NODE_COUNT_INVALID,
     NOT_FOUND,
     PERMISSION_DENIED,
     RESOURCE_EXHAUSTED,
@@ -53,7 +54,10 @@ from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
 from ctld.sched_config import topology as sched_topology
 from ctld.store import StateStore
+from ctld.validate import TASK_COUNT_INVALID, validate_spec
+from ctld.validate import limits_from as submit_limits
 from shoal import hostlist
+from shoal.arrayspec import INVALID as INVALID_ARRAY
 from shoal.arrayspec import parse_array
 from shoal.conf import SlurmConfig
 from shoal.outpath import resolve_streams
@@ -114,6 +118,7 @@ class Controller:
         self._partitions = {p.name: p for p in cfg.partitions}
         self._partitions_view = sched_partitions(cfg, partial(_group_members, {0, self._slurm_uid}))
         self._sched_config = sched_config(cfg)
+        self._submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
         self._topology = sched_topology(cfg)
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
@@ -321,6 +326,7 @@ class Controller:
 
     # ------------------------------------------------------------------ submit
     def submit(self, spec: jobs_pb2.JobSpec, caller: Caller, test_only: bool) -> controller_pb2.SubmitJobResponse:
+        validate_spec(spec, self._submit_limits, self.is_operator(caller))  # before anything is built
         now = self._now()
         with self.lock:
             job = self._new_job(spec, caller, now)
@@ -854,7 +860,10 @@ class Controller:
                 states = parse_job_states(",".join(req.states))
             except ValueError as exc:
                 raise SlurmError(str(exc)) from exc
-        nodes = set(hostlist.expand(req.nodelist)) if req.nodelist else None
+        try:
+            nodes = set(hostlist.expand(req.nodelist)) if req.nodelist else None
+        except hostlist.HostlistError as exc:
+            raise SlurmError("Invalid node name specified") from exc
         out = []
         for job in self.jobs.values():
             if job.state in FINISHED_STATES:
@@ -1139,10 +1148,10 @@ class Controller:
                 job.spec.dependency = value
         elif k in ("numnodes", "minnodes"):
             lo, _, hi = value.partition("-")
-            job.spec.min_nodes = int(lo)
-            job.spec.max_nodes = int(hi) if hi else int(lo)
+            job.spec.min_nodes = _count(lo, NODE_COUNT_INVALID)
+            job.spec.max_nodes = _count(hi, NODE_COUNT_INVALID) if hi else job.spec.min_nodes
         elif k in ("numtasks",):
-            job.spec.num_tasks = int(value)
+            job.spec.num_tasks = _count(value, TASK_COUNT_INVALID)
         elif k in ("starttime", "begintime"):
             from shoal.timefmt import parse_datetime
 
@@ -1154,7 +1163,7 @@ class Controller:
         elif k == "arraytaskthrottle":
             for other in self.jobs.values():
                 if job.array_job_id and other.array_job_id == job.array_job_id:
-                    other.array_max_tasks = int(value)
+                    other.array_max_tasks = _count(value, INVALID_ARRAY)
         elif k in ("excnodelist",):
             job.spec.exclude = value
         elif k in ("reqnodelist", "nodelist"):
@@ -1491,6 +1500,14 @@ def _uid_of(user: str) -> int:
 
 _USER_CACHE: dict[int, str] = {}
 _GROUP_CACHE: dict[int, str] = {}
+
+
+def _count(text: str, message: str) -> int:
+    """An `scontrol update` count: ASCII digits within 32 bits, else SlurmError(message)."""
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 10 or int(value) > 2**31 - 1:
+        raise SlurmError(message)
+    return int(value)
 
 
 def _user_name(uid: int) -> str:

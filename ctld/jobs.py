@@ -203,7 +203,7 @@ def describe_request(job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: in
     job.mem_mb = mem_per_node_mb * nodes
     job.min_cpus_node = req.cpus_per_task * (req.ntasks_per_node or 1)
     job.min_memory_cpu_mb = req.mem_per_cpu_mb
-    job.min_memory_node_mb = req.mem_per_node_mb
+    job.min_memory_node_mb = max(0, req.mem_per_node_mb)  # --mem=0 (the whole node) shows 0, as Slurm
     job.tres_req = tres_string(cpus, job.mem_mb, nodes, gpus)
     job.tres_per_node = tres_per_node(req)
     del job.req_nodes[:], job.exc_nodes[:]  # ReqNodeList/ExcNodeList, squeue %n/%x: -w and -x as asked

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from shoal.private import private_dir, private_file
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (job_id INTEGER PRIMARY KEY, data BLOB NOT NULL);
@@ -32,7 +34,8 @@ class StateStore:
     def __init__(self, directory: str | Path) -> None:
         self.path = Path(directory) / "ctld_state.db"
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)  # every job's script and environment: SlurmUser's only
+            private_file(self.path)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode: a commit survives a process crash (kill -9); FULL would add an fsync per

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event, select
@@ -17,6 +18,7 @@ ASSOC_VERSION = "assoc_version"
 def open_engine(url: str) -> Engine:
     """An engine for `url`; SQLite gets WAL, a busy timeout and enforced foreign keys."""
     if url.startswith("sqlite"):
+        _private_sqlite(url)
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @event.listens_for(engine, "connect")
@@ -29,6 +31,18 @@ def open_engine(url: str) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True, pool_recycle=3600, isolation_level="READ COMMITTED")
+
+
+def _private_sqlite(url: str) -> None:
+    """The accounting file holds every job's records: readable by SlurmUser only (0600), as ctld's state."""
+    from sqlalchemy.engine import make_url
+
+    from shoal.private import private_file
+
+    path = make_url(url).database
+    if path and path != ":memory:" and not path.startswith("file:"):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        private_file(path)
 
 
 def open_database(url: str) -> sessionmaker[Session]:

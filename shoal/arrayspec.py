@@ -9,13 +9,23 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import compress
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf MaxArraySize default: task ids 0..1000
+MAX_ARRAY_SIZE_LIMIT = 4000001  # the largest MaxArraySize Slurm accepts; nothing expands beyond it
 
 INVALID = "Invalid job array specification"
-TOO_BIG = "Invalid job array specification (task id exceeds MaxArraySize)"
+TOO_BIG = INVALID  # 22.05 says the same words when a task id reaches MaxArraySize
 
-_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+# ASCII digits only (Python's \d and int() also take fullwidth and other scripts' digits)
+_NUM = r"([0-9]+)"
+_ITEM = re.compile(rf"^{_NUM}(?:-{_NUM}(?::{_NUM})?)?$")
+_THROTTLE = re.compile(r"^[0-9]+$")
+_HUGE = 10**18  # any longer number is beyond every MaxArraySize: read it as this, never as 5000 digits
+
+
+def _number(digits: str) -> int:
+    return int(digits) if len(digits) < 19 else _HUGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,25 +56,35 @@ class ArraySpec:
         return task_step(self.task_ids)
 
 
-def parse_array(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> ArraySpec:
-    """Parse an --array value; raise ValueError with Slurm's message on anything invalid."""
+def check_array(text: str) -> tuple[list[range], int]:
+    """The ranges and throttle of an --array value, checked for syntax only: nothing is expanded, so
+    "1-99999999999" costs no more than "1-3". Raises ValueError(INVALID)."""
     body = text.strip()
     max_running = 0
     if "%" in body:
         body, _, throttle = body.partition("%")
-        if not throttle.isdigit() or int(throttle) < 1:
+        if not _THROTTLE.match(throttle) or _number(throttle) < 1:
             raise ValueError(INVALID)
-        max_running = int(throttle)
+        max_running = min(_number(throttle), 2**31 - 1)
     if not body:
         raise ValueError(INVALID)
-    ids: set[int] = set()
-    for item in body.split(","):
-        ids.update(_parse_item(item.strip()))
-    if not ids:
-        raise ValueError(INVALID)
-    if max(ids) >= max_size:
+    return [_parse_item(item.strip()) for item in body.split(",")], max_running
+
+
+def parse_array(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> ArraySpec:
+    """Parse an --array value; raise ValueError with Slurm's message on anything invalid.
+
+    The largest id is checked against `max_size` (at most MAX_ARRAY_SIZE_LIMIT) before any id is made,
+    so a huge range is refused at once instead of being built first."""
+    ranges, max_running = check_array(text)
+    limit = min(max_size, MAX_ARRAY_SIZE_LIMIT)
+    top = max(r[-1] for r in ranges)
+    if top >= limit:
         raise ValueError(TOO_BIG)
-    return ArraySpec(task_ids=tuple(sorted(ids)), max_running=max_running)
+    marks = bytearray(top + 1)  # one byte per possible id: the union costs at most limit bytes
+    for r in ranges:
+        marks[r.start:r.stop:r.step] = b"\x01" * len(r)
+    return ArraySpec(task_ids=tuple(compress(range(top + 1), marks)), max_running=max_running)
 
 
 def _parse_item(item: str) -> range:
@@ -72,9 +92,9 @@ def _parse_item(item: str) -> range:
     match = _ITEM.match(item)
     if match is None:
         raise ValueError(INVALID)
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) is not None else first
-    step = int(match.group(3)) if match.group(3) is not None else 1
+    first = _number(match.group(1))
+    last = _number(match.group(2)) if match.group(2) is not None else first
+    step = _number(match.group(3)) if match.group(3) is not None else 1
     if step < 1 or last < first:
         raise ValueError(INVALID)
     return range(first, last + 1, step)

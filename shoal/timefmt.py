@@ -16,8 +16,9 @@ NOT_SET = -1
 """Minutes sentinel (proto): not given, take the partition's."""
 
 _UNLIMITED_WORDS = frozenset({"unlimited", "infinite", "-1"})
-_DAYS_FORM = re.compile(r"(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?")
-_CLOCK_FORM = re.compile(r"(\d+)(?::(\d+)(?::(\d+))?)?")
+# re.ASCII everywhere: Slurm reads ASCII digits only, where \d and int() also take "１２" (fullwidth)
+_DAYS_FORM = re.compile(r"(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?", re.ASCII)
+_CLOCK_FORM = re.compile(r"(\d+)(?::(\d+)(?::(\d+))?)?", re.ASCII)
 
 
 def parse_time_limit(text: str) -> int:
@@ -136,12 +137,12 @@ _NAMED_TIMES = {
     "fika": (15, 0),
     "teatime": (16, 0),
 }
-_NOW_FORM = re.compile(r"now(?:([+-])(\d+)([a-z]*))?")
-_TIME_FORM = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?")
-_ISO_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
-_US_DATE = re.compile(r"(\d{1,2})([/.])(\d{1,2})(?:\2(\d{2}|\d{4}))?")
-_PACKED_DATE = re.compile(r"(\d{2})(\d{2})(\d{2})?")
-_DATE_T_TIME = re.compile(r"([\d/.-]+)t(\d.*)")
+_NOW_FORM = re.compile(r"now(?:([+-])(\d+)([a-z]*))?", re.ASCII)
+_TIME_FORM = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?", re.ASCII)
+_ISO_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})", re.ASCII)
+_US_DATE = re.compile(r"(\d{1,2})([/.])(\d{1,2})(?:\2(\d{2}|\d{4}))?", re.ASCII)
+_PACKED_DATE = re.compile(r"(\d{2})(\d{2})(\d{2})?", re.ASCII)
+_DATE_T_TIME = re.compile(r"([\d/.-]+)t(\d.*)", re.ASCII)
 
 
 def _bad(text: str) -> ValueError:

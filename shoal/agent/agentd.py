@@ -75,7 +75,7 @@ def _build_server(args: argparse.Namespace) -> AgentServer:
         raise _StartError(exc.message) from exc
     socket_path = args.socket or cfg.agent_socket
     return AgentServer(socket_path, key, targets_from_config(cfg), host=socket.gethostname(),
-                       command_runner=not args.no_command_runner)
+                       command_runner=not args.no_command_runner, connect_grace=float(cfg.msg_timeout))
 
 
 def _write_pidfile(path: str) -> None:

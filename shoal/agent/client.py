@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
@@ -82,15 +83,28 @@ def _scan_agent_socket(conf: str) -> str | None:
     return None
 
 
+def _connect(sock: socket.socket, path: str, deadline: float) -> None:
+    """Connect to the agent. A unix socket with a timeout connects without blocking, so an agent whose
+    accept queue is momentarily full answers EAGAIN at once: that is a busy agent, not a missing one, and
+    is tried again until `deadline`. A missing socket, refused or denied is a connect failure at once."""
+    while True:
+        try:
+            sock.connect(path)
+            return
+        except BlockingIOError as exc:
+            if time.monotonic() >= deadline:
+                raise AgentError(UNAVAILABLE, CONNECT_FAILURE) from exc
+            time.sleep(0.01)
+        except OSError as exc:  # missing socket, refused, permission denied
+            raise AgentError(UNAVAILABLE, CONNECT_FAILURE) from exc
+
+
 def _exchange(request: common_pb2.AgentRequest, timeout: float) -> common_pb2.AgentResponse:
     path = socket_path()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout + SOCKET_GRACE)
-        try:
-            sock.connect(path)
-        except OSError as exc:  # missing socket, refused, permission denied
-            raise AgentError(UNAVAILABLE, CONNECT_FAILURE) from exc
+        _connect(sock, path, time.monotonic() + timeout)
         try:
             send_frame(sock, request.SerializeToString())
             data = recv_frame(sock)

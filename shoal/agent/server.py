@@ -31,7 +31,7 @@ from shoal.agent.protocol import (
 )
 from shoal.auth.credential import encode, mint
 from shoal.rpc import METADATA_KEY
-from shoal.rpc.client import channel
+from shoal.rpc.client import CHANNEL_OPTIONS
 from shoal.v1 import common_pb2
 
 log = logging.getLogger("shoal.agent")
@@ -39,8 +39,17 @@ log = logging.getLogger("shoal.agent")
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 IDLE_TIMEOUT = 120.0
 ACCEPT_POLL = 0.2
-# how long a request waits for a daemon that is between connection attempts before "Unable to contact"
-CONNECT_GRACE = 3.0
+# How long a request keeps trying a daemon it cannot reach before "Unable to contact": Slurm's commands
+# retry the controller for MessageTimeout (10 s by default), so one that is restarting, or whose
+# connection the agent is re-establishing (just after `shoal up`), is waited for, not reported down.
+CONNECT_GRACE = 10.0
+RETRY_PAUSE = 0.2
+# While a daemon is down the agent tries it again at least every second (as Slurm's commands do), so
+# a waiting request goes through within a second of its return, not after gRPC's longer backoff.
+AGENT_CHANNEL_OPTIONS = [
+    *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_reconnect_backoff_ms"),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+]
 
 RUNNER_RESTART_DELAY = 5.0
 
@@ -69,8 +78,9 @@ class AgentServer:
     """Serve AgentRequests on `socket_path`, forwarding to `targets` ({"ctld": "host:port", ...})."""
 
     def __init__(self, socket_path: str, key: bytes, targets: dict[str, str], host: str,
-                 command_runner: bool = False) -> None:
+                 command_runner: bool = False, connect_grace: float = CONNECT_GRACE) -> None:
         self.socket_path = socket_path
+        self._connect_grace = connect_grace
         self._command_runner = command_runner
         self._runner: subprocess.Popen[bytes] | None = None
         self._runner_pipe: int | None = None
@@ -239,7 +249,11 @@ class AgentServer:
                     log.warning("malformed request from pid %d uid %d; closing", pid, uid)
                     self._reply(conn, _error(codes.INVALID_ARGUMENT, "Malformed request to the shoal agent"))
                     return
-                response = self.handle(request, uid, gid)
+                try:
+                    response = self.handle(request, uid, gid)
+                except Exception as exc:  # say so, and log it: a silent close reads as "connect failure"
+                    log.exception("request %s from uid %d failed", request.method, uid)
+                    response = _error(codes.INTERNAL, f"Unexpected error in the local shoal agent: {exc}")
                 if not self._reply(conn, response):
                     return
 
@@ -263,19 +277,20 @@ class AgentServer:
             return _error(codes.INVALID_ARGUMENT, f"Invalid method name '{request.method}'")
         timeout = request.timeout if request.timeout > 0 else codes.DEFAULT_TIMEOUT
         rpc = self._multicallable(target, request.method)
-        try:
-            body = rpc(request.body, metadata=((METADATA_KEY, encode(cred)),), timeout=timeout)
-        except grpc.RpcError as exc:
-            if not self._never_sent(exc) or not self._wait_connected(target, min(timeout, CONNECT_GRACE)):
-                return self._rpc_error(target, exc)
-            # The channel was between connection attempts (the daemon just (re)started): the request
-            # never left, so sending it once more cannot duplicate it.
+        deadline = time.monotonic() + min(timeout, self._connect_grace)
+        while True:
             try:
-                body = rpc(request.body, metadata=((METADATA_KEY, encode(mint(self._key, uid, gid, host=self._host))),),
-                           timeout=timeout)
-            except grpc.RpcError as again:
-                return self._rpc_error(target, again)
-        return common_pb2.AgentResponse(code=codes.OK, body=body)
+                body = rpc(request.body, metadata=((METADATA_KEY, encode(cred)),), timeout=timeout)
+                return common_pb2.AgentResponse(code=codes.OK, body=body)
+            except grpc.RpcError as exc:
+                left = deadline - time.monotonic()
+                if not self._never_sent(exc) or left <= 0:
+                    return self._rpc_error(target, exc)
+                # No connection (the daemon is (re)starting, or the channel is between connection
+                # attempts): the request never left, so sending it again cannot duplicate it.
+                if not self._wait_connected(target, left):
+                    time.sleep(min(RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
+                cred = mint(self._key, uid, gid, host=self._host)  # a fresh nonce for each attempt
 
     @staticmethod
     def _never_sent(exc: grpc.RpcError) -> bool:
@@ -302,7 +317,7 @@ class AgentServer:
             if rpc is None:
                 chan = self._channels.get(target)
                 if chan is None:
-                    chan = channel(self._targets[target])
+                    chan = grpc.insecure_channel(self._targets[target], options=AGENT_CHANNEL_OPTIONS)
                     self._channels[target] = chan
                 # No serializers: the request and response stay raw bytes.
                 rpc = chan.unary_unary(method, request_serializer=None, response_deserializer=None)

@@ -30,6 +30,9 @@ class GresSpec:
         return format_gres((self,))
 
 
+MAX_GPUS_PER_NODE = 1024  # far beyond any machine, far below what a typo can ask for
+
+
 def parse_gres_count(text: str) -> int:
     """Read a GRES count: "8", "1K", "2G" -> a number (suffixes multiply by powers of 1024, as Slurm's)."""
     value = text.strip()
@@ -201,6 +204,10 @@ def _line(values: Values, nodes: tuple[str, ...], mode: str | None, source: str)
             count = parse_gres_count(values.text("Count", "1"))
         except ValueError:
             raise values.invalid("Count", "a count such as 8 or 4K") from None
+        # a GPU is a device noded lists one by one: a count no node has would only exhaust its memory
+        limit = MAX_GPUS_PER_NODE if name == "gpu" else 2**64 - 1
+        if count > limit:
+            raise values.invalid("Count", f"a count of at most {limit}")
         if values.has("File") and count != len(files):
             raise ConfigError(
                 f"{values.source('Count')}: Count={count} does not match {len(files)} File entries"

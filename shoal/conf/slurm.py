@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from shoal import timefmt
 from shoal.conf.errors import ConfigError
-from shoal.conf.gres import GresConf, GresSpec, load_gres_conf, parse_gres
+from shoal.conf.gres import MAX_GPUS_PER_NODE, GresConf, GresSpec, load_gres_conf, parse_gres
 from shoal.conf.keys import (
     DOWNNODES_KEYS,
     FRONTEND_KEYS,
@@ -347,6 +347,8 @@ class _Builder:
             gres = parse_gres(values.text("Gres", ""))
         except ValueError:
             raise values.invalid("Gres", "GRES such as gpu:h100:8") from None
+        if sum(g.count for g in gres if g.name == "gpu") > MAX_GPUS_PER_NODE or any(g.count >= 2**32 for g in gres):
+            raise values.invalid("Gres", f"at most {MAX_GPUS_PER_NODE} GPUs on a node")
         features = values.words("Features") or values.words("Feature")
         for index, name in enumerate(names):
             if name in self.nodes:
@@ -567,7 +569,7 @@ class _Builder:
             slurmctld_log_file=top.text("SlurmctldLogFile", ""),
             slurmd_log_file=top.text("SlurmdLogFile", ""),
             gres_types=gres_types,
-            select_type=top.text("SelectType", "select/cons_tres"),
+            select_type=_select_type(top),
             select_type_parameters=top.words("SelectTypeParameters"),
             scheduler_type=top.text("SchedulerType", "sched/backfill"),
             scheduler_parameters=_scheduler_parameters(top),
@@ -645,6 +647,17 @@ _SHOAL_SCHED_OPTIONS = {
     "shoal_starve_max": "a whole number such as 10",
     "shoal_wait_target": "minutes, a whole number such as 3600",
 }
+
+
+_SELECT_PLUGINS = ("select/cons_tres", "select/cons_res", "select/linear")
+
+
+def _select_type(values: Values) -> str:
+    """SelectType: one of Slurm's plugins shoal schedules like; any other is fatal, as in 22.05."""
+    value = values.text("SelectType", "select/cons_tres")
+    if value.lower() not in _SELECT_PLUGINS:
+        raise ConfigError(f"{values.source('SelectType')}: Can't find plugin for {value}")
+    return value
 
 
 def _scheduler_parameters(values: Values) -> tuple[str, ...]:

@@ -10,6 +10,8 @@ from shoal.conf.errors import ConfigError
 _TRUE = frozenset({"yes", "true", "1", "on"})
 _FALSE = frozenset({"no", "false", "0", "off"})
 _UNLIMITED = frozenset({"unlimited", "infinite"})
+# Slurm keeps its numeric settings in 32 bits, except these (megabytes)
+_WIDE_INTEGERS = frozenset({"realmemory", "memspeclimit"})
 
 
 class Values:
@@ -46,12 +48,17 @@ class Values:
     def integer(self, key: str, default: int, *, unlimited: int | None = None) -> int:
         """A non-negative integer; `unlimited` is what UNLIMITED/INFINITE read as, if allowed."""
         value = self.raw(key)
-        if value is None or value == "":
+        if value is None:
             return default
+        if value == "":  # "KillWait=": 22.05 refuses to start (a parse error), it never means the default
+            raise self.invalid(key, "an integer")
         if unlimited is not None and value.lower() in _UNLIMITED:
             return unlimited
         if not value.isdigit() or not value.isascii():
             raise self.invalid(key, "an integer")
+        limit = 2**63 - 1 if key.lower() in _WIDE_INTEGERS else 2**32 - 1
+        if len(value.lstrip("0")) > 20 or int(value) > limit:
+            raise ConfigError(f"{self.source(key)}: {key} value ({value}) is out of range")
         return int(value)
 
     def flag(self, key: str, default: bool) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shoal.arrayspec import ArraySpec, format_task_ids, parse_array, task_step
+from shoal.arrayspec import ArraySpec, check_array, format_task_ids, parse_array, task_step
 
 GOOD = [
     ("0-15", tuple(range(16)), 0),
@@ -33,10 +33,25 @@ def test_parse_bad(text: str) -> None:
         parse_array(text)
 
 
-@pytest.mark.parametrize("text", ["1001", "0-1001", "5,2000"], ids=["single", "range", "list"])
+@pytest.mark.parametrize("text", ["1001", "0-1001", "5,2000", "1-99999999999", "0-4000000000:1000"],
+                         ids=["single", "range", "list", "huge", "huge-step"])
 def test_max_array_size(text: str) -> None:
-    with pytest.raises(ValueError, match=r"\(task id exceeds MaxArraySize\)$"):
+    """22.05 says only "Invalid job array specification" (checked on the real one: -a 1-99999999999), and
+    refuses at once: the ids are never built (a huge range used to grow ctld to gigabytes)."""
+    with pytest.raises(ValueError, match=r"^Invalid job array specification$"):
         parse_array(text)
+
+
+@pytest.mark.parametrize("text", ["１-3", "1-３", "1-3%２", "٣"], ids=["fullwidth", "fullwidth-end", "throttle", "arabic"])
+def test_only_ascii_digits(text: str) -> None:
+    with pytest.raises(ValueError, match=r"^Invalid job array specification$"):
+        parse_array(text)
+
+
+def test_syntax_check_expands_nothing() -> None:
+    """sbatch checks the syntax only; a range of 10**10 ids is as cheap as three."""
+    ranges, throttle = check_array("1-9999999999,7%5")
+    assert (ranges[0][-1], len(ranges[0]), throttle) == (9999999999, 9999999999, 5)
 
 
 def test_max_array_size_configurable() -> None:

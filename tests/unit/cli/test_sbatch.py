@@ -290,8 +290,18 @@ def test_default_export_sends_the_whole_environment(tmp_path: Path) -> None:
         (["--time-min=x"], "Invalid --time-min specification"),
         (["--mem=12Q"], "Invalid --mem specification"),
         (["--mem-per-cpu=lots"], "Invalid --mem-per-cpu specification"),
-        (["-N", "x"], "Invalid node count specification"),
-        (["-N", "4-2"], "Invalid node count specification"),
+        (["-N", "x"], '"x" is not a valid node count'),
+        (["-N", "4-2"], "Maximum node count 2 is less than minimum node count 4"),
+        (["-N", "2147483648"], '"2147483648" is not a valid node count'),
+        (["-N", "１"], '"１" is not a valid node count'),
+        (["-t", "１２"], "Invalid --time specification"),
+        (["-c", "２"], 'Invalid numeric value "２" for --cpus-per-task.'),
+        (["-n", "²"], 'Invalid numeric value "²" for --ntasks.'),
+        (["-c", "99999999999"], 'Invalid numeric value "99999999999" for --cpus-per-task.'),
+        (["--mem=99999999999999999999T"], "Invalid --mem specification"),
+        (["--signal=USR1@99999"], "Invalid --signal specification"),
+        (["--nice=99999999999"], "Invalid --nice value, out of range (+/- 2147483645)"),
+        (["--switches=" + "1234567890" * 4], "Numeric argument (9223372036854775807) to big for --switches."),
         (["-n", "many"], 'Invalid numeric value "many" for --ntasks.'),
         (["-c", "0"], 'Invalid numeric value "0" for --cpus-per-task.'),
         (["--array=5-1"], "Invalid job array specification"),
@@ -412,7 +422,7 @@ def test_unknown_option_exit_code_and_text() -> None:
 
 def test_bad_time_is_refused_before_contacting_anyone() -> None:
     result = run_sbatch(["-t", "abc", "--wrap=true"])
-    assert (result.returncode, result.stderr) == (1, "sbatch: error: Invalid --time specification\n")
+    assert (result.returncode, result.stderr) == (255, "sbatch: error: Invalid --time specification\n")
 
 
 def test_no_controller_reports_connect_failure() -> None:
