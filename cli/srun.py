@@ -42,6 +42,7 @@ PROG = "srun"
 RETRY_S = 0.5
 JOB_CHECK_S = 3.0
 ABORT_WAIT_S = 32  # KillWait + 2 with Slurm's default KillWait; the step's reply gives the real one
+FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
 
 _SKIP = {"array", "wrap", "parsable", "test_only", "wait", "requeue", "no_requeue", "kill_on_invalid_dep",
          "signal", "get_user_env"}
@@ -349,6 +350,8 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     interrupts = Interrupts(io, "", 0)
     signal.signal(signal.SIGINT, interrupts.on_sigint)
     signal.signal(signal.SIGTERM, interrupts.on_sigterm)
+    for forwarded in FORWARDED_SIGNALS:  # as Slurm's srun: these reach the tasks, srun lives on
+        signal.signal(forwarded, lambda signum, frame: io.signal(signum))
     while True:
         try:
             reply = ctld("CreateStep", req, controller_pb2.CreateStepResponse)

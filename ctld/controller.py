@@ -81,7 +81,9 @@ class NodeActions(Protocol):
 
     def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None: ...
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None: ...
-    def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool) -> None: ...
+    def signal(
+        self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool, full: bool = False
+    ) -> None: ...
     def ping(self, node: cluster_pb2.NodeInfo) -> None: ...
     def launch_tasks(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchTasksRequest) -> str: ...
     def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None: ...
@@ -943,8 +945,23 @@ class Controller:
             job.end_time = now
             effects.append(partial(self.actions.terminate, node, job.job_id, self.cfg.kill_wait, "cancel"))
             return 0, ""
-        effects.append(partial(self.actions.signal, node, job.job_id, sig, req.batch_only))
+        effects.extend(self._signal_effects(job, sig, req.batch_only, req.full))
         return 0, ""
+
+    def _signal_effects(
+        self, job: jobs_pb2.JobInfo, sig: int, batch_only: bool, full: bool
+    ) -> list[Callable[[], None]]:
+        """Deliver a signal where Slurm does: by default to every step on every node of the job but
+        never to the batch shell (a tool's step catches it, the shell does not die of it); -b/B: to
+        the shell alone; -f to the shell, what it started and every step."""
+        out: list[Callable[[], None]] = [
+            partial(self.actions.signal, self.nodes[job.batch_host].info, job.job_id, sig, batch_only, full)
+        ]
+        if not batch_only:
+            for name in sorted({a.node for a in job.allocation} - {job.batch_host}):
+                if name in self.nodes:
+                    out.append(partial(self.actions.signal, self.nodes[name].info, job.job_id, sig, False, False))
+        return out
 
     # ------------------------------------------------------------------ update / hold / release / requeue
     def update_job(self, req: controller_pb2.UpdateJobRequest, caller: Caller) -> controller_pb2.UpdateJobResponse:
@@ -1387,9 +1404,8 @@ class Controller:
                     and now >= job.start_time + job.time_limit_min * 60 - job.spec.signal_secs
                 ):
                     job.warn_signal_sent = True
-                    target = self.nodes[job.batch_host].info
-                    effects.append(
-                        partial(self.actions.signal, target, job.job_id, job.spec.signal_num, job.spec.signal_batch_only)
+                    effects.extend(
+                        self._signal_effects(job, job.spec.signal_num, job.spec.signal_batch_only, False)
                     )
                     changed.append(job)
             resv.expire(self, now)
