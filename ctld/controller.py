@@ -899,8 +899,9 @@ class Controller:
                 live = [j for j in found if j.state not in FINISHED_STATES]
                 if live and len(found) > 1:
                     found = live  # an array's finished tasks are skipped, as Slurm does
+                step = text.partition(".")[2]
                 for job in found:
-                    code, message = self._signal_one(job, req, caller, now, effects)
+                    code, message = self._signal_one(job, req, caller, now, effects, step)
                     if code:
                         out.results.add(job_id=_job_id_str(job), code=code, message=message)
                     else:
@@ -919,12 +920,21 @@ class Controller:
         caller: Caller,
         now: int,
         effects: list[Callable[[], None]],
+        step: str = "",
     ) -> tuple[int, str]:
         if job.user_id != caller.uid and not self.is_operator(caller):
             return PERMISSION_DENIED, ACCESS_DENIED
         if job.state in FINISHED_STATES or job.state == COMPLETING:
             return FAILED_PRECONDITION, ALREADY_DONE
         sig = req.signal
+        if step.isdigit() and job.state != PENDING:
+            self._signal_step(job, int(step), sig, now, effects)
+            return 0, ""
+        if step == "extern":
+            return 0, ""
+        batch_only = req.batch_only or step == "batch"
+        if batch_only and sig == 0:
+            sig = 9  # as Slurm: `scancel -b` alone kills the batch shell (the job ends FAILED 0:9)
         if job.state == PENDING:
             if sig not in (0, 9):
                 return FAILED_PRECONDITION, JOB_PENDING_MSG
@@ -933,7 +943,7 @@ class Controller:
             job.cancelled_by = str(caller.uid)
             return 0, ""
         node = self.nodes[job.batch_host].info
-        if sig == 0 or (sig == 9 and not req.batch_only):
+        if sig == 0 or (sig == 9 and not batch_only):
             job.cancelled_by_uid = caller.uid
             job.cancelled_by = str(caller.uid)
             effects.extend(jobsteps.terminate_elsewhere(self, job, "cancel"))
@@ -945,8 +955,23 @@ class Controller:
             job.end_time = now
             effects.append(partial(self.actions.terminate, node, job.job_id, self.cfg.kill_wait, "cancel"))
             return 0, ""
-        effects.extend(self._signal_effects(job, sig, req.batch_only, req.full))
+        effects.extend(self._signal_effects(job, sig, batch_only, req.full))
         return 0, ""
+
+    def _signal_step(
+        self, job: jobs_pb2.JobInfo, step_id: int, sig: int, now: int, effects: list[Callable[[], None]]
+    ) -> None:
+        """`scancel [-s SIG] J.S`: that step's tasks on its nodes; the job runs on. Without a signal the
+        step ends CANCELLED (SIGTERM, KillWait, SIGKILL). A step that does not run is no error (Slurm's)."""
+        step = next((s for s in job.steps if s.step_id == step_id and s.state == RUNNING), None)
+        if step is None:
+            return
+        for part in step.layout:
+            node = self.nodes.get(part.node)
+            if node is not None:
+                effects.append(partial(self.actions.signal_step, node.info, job.job_id, step_id, sig))
+        if sig == 0 or sig == 9:
+            jobsteps.cancel_step(step, now)
 
     def _signal_effects(
         self, job: jobs_pb2.JobInfo, sig: int, batch_only: bool, full: bool

@@ -139,3 +139,34 @@ def test_checkpointing_step_requeues_its_job_on_the_time_limit_signal(cluster: C
     assert _lines(workdir / "requeue_rc") == ["0"]  # scontrol was not killed by the requeue it made
     assert (workdir / "resumed").read_text().split() == ["state-42", "restart", "1"]
     assert "Restarts=1" in cluster.ok("scontrol", "show", "job", str(job))
+
+
+def test_scancel_step_signals_that_step_and_the_job_runs_on(cluster: Cluster, workdir: Path) -> None:
+    job = _start(cluster, workdir)
+    out = cluster.run("scancel", "-v", "-s", "USR1", f"{job}.0")
+    assert out.returncode == 0
+    assert out.stderr == f"scancel: Signal 10 to step {job}.0\n"
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED", "CANCELLED"}) == "COMPLETED"
+    assert _lines(workdir / "step.0") == ["SIGUSR1"]
+    assert _lines(workdir / "shell") == ["srun", "0"]
+
+
+def test_scancel_step_cancels_that_step_only(cluster: Cluster, workdir: Path) -> None:
+    (workdir / "up").unlink(missing_ok=True)
+    script = f"#!/bin/bash\nsrun sh -c 'touch {workdir}/up; sleep 120'\necho \"srun $?\" > {workdir}/shell\n"
+    job = cluster.submit("-o", str(workdir / "out"), "--wrap", script)
+    wait_until("the step to start", (workdir / "up").exists)
+    out = cluster.run("scancel", "-v", f"{job}.0")
+    assert (out.returncode, out.stderr) == (0, f"scancel: Terminating step {job}.0\n")
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED", "CANCELLED"}) == "COMPLETED"
+    assert _lines(workdir / "shell")[0] == "srun"
+    assert _lines(workdir / "shell")[1] != "0"
+    assert cluster.run("scancel", f"{job}.7").returncode == 1  # the job has ended: Slurm's error
+
+
+def test_scancel_batch_without_a_signal_kills_the_shell(cluster: Cluster, workdir: Path) -> None:
+    job = _start(cluster, workdir)
+    out = cluster.run("scancel", "-v", "-b", str(job))
+    assert (out.returncode, out.stderr) == (0, f"scancel: Terminating batch job {job}\n")
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED", "CANCELLED"}) == "FAILED"
+    assert "ExitCode=0:9" in cluster.ok("scontrol", "show", "job", str(job))
