@@ -469,14 +469,15 @@ def check_dependency(text: str) -> str:
     return text
 
 
-_SIGNAL_RE = re.compile(r"(?:([RB]{1,2}):)?([A-Za-z0-9]+)(?:@(\d+))?")
+_SIGNAL_RE = re.compile(r"(?:([RB]{1,2}):)?([A-Za-z0-9]+)(?:@(\d*))?")
 
 
 def parse_signal(text: str) -> tuple[int, int, bool]:
     """`--signal=[{R|B}:]SIG[@secs]` -> (number, seconds before the end, batch shell only)."""
     m = _SIGNAL_RE.fullmatch(text.strip())
-    number = signal_number(m.group(2)) if m else None
-    if m is None or number is None or number <= 0:
+    number = (int(m.group(2)) if m.group(2).isdigit() else signal_number(m.group(2))) if m else None
+    # as 22.05: any positive number, "SIG@" (the default time), a time below 65536
+    if m is None or number is None or number <= 0 or int(m.group(3) or 0) > 0xFFFF:
         raise SpecError("Invalid --signal specification")
     secs = int(m.group(3)) if m.group(3) else 60
     return number, secs, "B" in (m.group(1) or "")
