@@ -353,6 +353,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-E", "--endtime")
     p.add_argument("-j", "--jobs", action="append", default=[])
     p.add_argument("-l", "--long", action="store_true")
+    p.add_argument("-L", "--allclusters", action="store_true")
     p.add_argument("-M", "--clusters", action="append", default=[])
     p.add_argument("-n", "--noheader", action="store_true")
     p.add_argument("-N", "--nodelist", action="append", default=[])
@@ -373,6 +374,14 @@ def _csv(values: Iterable[str]) -> list[str]:
     return [v for value in values for v in value.split(",") if v]
 
 
+def _clusters(args: argparse.Namespace) -> list[str]:
+    """The clusters to ask for; none (every one) for `-M all` or `-L`, as Snakemake's plugin passes."""
+    names = _csv(args.clusters)
+    if args.allclusters or any(n.lower() == "all" for n in names):
+        return []
+    return names
+
+
 def _states(values: Iterable[str]) -> list[str]:
     out = []
     for value in _csv(values):
@@ -388,7 +397,7 @@ def build_query(args: argparse.Namespace, now: int, uid: int) -> tuple[pb.JobQue
 
     ids, steps = parse_job_ids(args.jobs)
     q = pb.JobQuery(job_ids=ids, accounts=_csv(args.accounts), states=_states(args.state), names=_csv(args.name),
-                    partitions=_csv(args.partition), duplicates=args.duplicates, clusters=_csv(args.clusters))
+                    partitions=_csv(args.partition), duplicates=args.duplicates, clusters=_clusters(args))
     if args.nodelist:
         from shoal import hostlist
 
