@@ -215,13 +215,40 @@ def _width(name: str) -> int:
     return widths.get(name.lower(), 10)
 
 
+# Every field 22.05's sacct knows (`sacct --helpformat`), in its order: a name typed in -o stands for the
+# first of these it begins (case aside); one that begins none is refused. Those shoal does not keep print blank.
+FIELD_NAMES = (
+    "Account", "AdminComment", "AllocCPUS", "AllocNodes", "AllocTRES", "AssocID", "AveCPU", "AveCPUFreq",
+    "AveDiskRead", "AveDiskWrite", "AvePages", "AveRSS", "AveVMSize", "BlockID", "Cluster", "Comment",
+    "Constraints", "ConsumedEnergy", "ConsumedEnergyRaw", "Container", "CPUTime", "CPUTimeRAW", "DBIndex",
+    "DerivedExitCode", "Elapsed", "ElapsedRaw", "Eligible", "End", "ExitCode", "Flags", "GID", "Group",
+    "JobID", "JobIDRaw", "JobName", "Layout", "MaxDiskRead", "MaxDiskReadNode", "MaxDiskReadTask",
+    "MaxDiskWrite", "MaxDiskWriteNode", "MaxDiskWriteTask", "MaxPages", "MaxPagesNode", "MaxPagesTask",
+    "MaxRSS", "MaxRSSNode", "MaxRSSTask", "MaxVMSize", "MaxVMSizeNode", "MaxVMSizeTask", "McsLabel",
+    "MinCPU", "MinCPUNode", "MinCPUTask", "NCPUS", "NNodes", "NodeList", "NTasks", "Partition", "Priority",
+    "QOS", "QOSRAW", "Reason", "ReqCPUFreq", "ReqCPUFreqGov", "ReqCPUFreqMax", "ReqCPUFreqMin", "ReqCPUS",
+    "ReqMem", "ReqNodes", "ReqTRES", "Reservation", "ReservationId", "Reserved", "ResvCPU", "ResvCPURAW",
+    "Start", "State", "Submit", "SubmitLine", "Suspended", "SystemComment", "SystemCPU", "Timelimit",
+    "TimelimitRaw", "TotalCPU", "TRESUsageInAve", "TRESUsageInMax", "TRESUsageInMaxNode",
+    "TRESUsageInMaxTask", "TRESUsageInMin", "TRESUsageInMinNode", "TRESUsageInMinTask", "TRESUsageInTot",
+    "TRESUsageOutAve", "TRESUsageOutMax", "TRESUsageOutMaxNode", "TRESUsageOutMaxTask", "TRESUsageOutMin",
+    "TRESUsageOutMinNode", "TRESUsageOutMinTask", "TRESUsageOutTot", "UID", "User", "UserCPU", "WCKey",
+    "WCKeyID", "WorkDir",
+)# Fields of later Slurm versions that shoal also prints.
+LATER_FIELDS = ("ArrayJobID", "ArrayTaskID")
+
+
 def parse_format(text: str) -> list[tuple[str, int]]:
-    """'JobID%20,State' -> [("JobID", 20), ("State", 10)] (default widths)."""
+    """'jobid%20,stat' -> [("JobID", 20), ("State", 10)] (Slurm's names, default widths)."""
     out = []
     for item in [i for i in text.split(",") if i]:
-        name, _, width = item.partition("%")
+        typed, _, width = item.partition("%")
         if width and not width.isdigit():
             raise CommandError(f"Invalid field width in '{item}'")
+        known = (*FIELD_NAMES, *LATER_FIELDS)
+        name = next((n for n in known if n.lower().startswith(typed.lower())), None) if typed else None
+        if name is None:
+            raise CommandError(f'Invalid field requested: "{typed}"')
         out.append((name, int(width) if width else _width(name)))
     return out
 

@@ -804,6 +804,9 @@ class Controller:
         out = controller_pb2.GetConfigResponse(now=self._now(), cluster_name=self.cfg.cluster_name)
         for key, value in self.cfg.entries:
             out.entries.add(key=key, value=value)
+        given = {key.lower() for key, _ in self.cfg.entries}
+        if "maxarraysize" not in given:  # read by workflow tools to size their arrays
+            out.entries.add(key="MaxArraySize", value=str(self.cfg.max_array_size))
         topo = self.cfg.topology
         switches = topo.switches if topo is not None else ()
         for switch in switches:

@@ -197,3 +197,24 @@ def test_sacctmgr_show_qos_default_layout_as_slurm() -> None:
     # a format= without widths takes each column's usual width (Flags 20 there)
     assert render_table([NORMAL], parse_format("Name,Flags,GrpTRESRunMins"), parsable="", header=True)[0] == (
         "      Name                Flags GrpTRESRunMin ")
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("jobid,stat,exit,jobn", ["JobID", "State", "ExitCode", "JobName"]),  # 22.05: a prefix names a field
+        ("st", ["Start"]),  # the first field it begins, in sacct --helpformat order
+        ("JobIdRaw,State", ["JobIDRaw", "State"]),  # Snakemake's plugin
+        ("MaxVMSize,Comment", ["MaxVMSize", "Comment"]),  # Slurm's, blank here
+    ],
+)
+def test_format_names_are_slurms(text: str, names: list[str]) -> None:
+    assert [n for n, _ in parse_format(text)] == names
+
+
+def test_an_unknown_format_field_is_refused() -> None:
+    from cli.common import CommandError
+
+    with pytest.raises(CommandError) as err:
+        parse_format("JobID,Foo")
+    assert err.value.message == 'Invalid field requested: "Foo"'
