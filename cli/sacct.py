@@ -122,8 +122,8 @@ def _job_columns(now: int, units: str) -> dict[str, JobColumn]:
         "end": lambda r, j: format_timestamp(j.end_time),
         "timelimit": lambda r, j: format_time_limit(j.time_limit_min) if j.time_limit_min != -1 else "Partition_Limit",
         "reqmem": lambda r, j: _mem(j.req_mem_mb, units),
-        "reqtres": lambda r, j: j.tres_req,
-        "alloctres": lambda r, j: j.tres_alloc,
+        "reqtres": lambda r, j: _by_tres_name(j.tres_req),
+        "alloctres": lambda r, j: _by_tres_name(j.tres_alloc),
         "priority": lambda r, j: str(j.priority),
         "arrayjobid": lambda r, j: str(j.array_job_id) if j.array_job_id else "",
         "arraytaskid": lambda r, j: str(j.array_task_id) if j.array_task_id >= 0 else "",
@@ -157,7 +157,7 @@ def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
         "start": lambda r, s: format_timestamp(s.start_time),
         "end": lambda r, s: format_timestamp(s.end_time),
         "submit": lambda r, s: format_timestamp(r.job.submit_time),
-        "alloctres": lambda r, s: s.tres_alloc,
+        "alloctres": lambda r, s: _by_tres_name(s.tres_alloc),
         "maxrss": lambda r, s: f"{s.max_rss_kb}K" if s.max_rss_kb else "",
         "totalcpu": lambda r, s: format_hms(s.cpu_time_s),
         "avecpufreq": lambda r, s: "0", "reqcpufreqmin": lambda r, s: "0", "reqcpufreqmax": lambda r, s: "0",
@@ -166,6 +166,11 @@ def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
         "tresusageinmax": lambda r, s: _usage_in(s, s.gpu_util_max), "tresusageintot": lambda r, s: "energy=0",
         "tresusageoutave": lambda r, s: "energy=0", "tresusageouttot": lambda r, s: "energy=0",
     }
+
+
+def _by_tres_name(tres: str) -> str:
+    """sacct lists TRES by name ('billing=1,cpu=1,gres/gpu=2,mem=1000M,node=1'); scontrol by kind."""
+    return ",".join(sorted(tres.split(","), key=lambda part: part.partition("=")[0])) if tres else ""
 
 
 def _usage_in(step: Record, gpu_util: int) -> str:

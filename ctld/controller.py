@@ -941,6 +941,8 @@ class Controller:
         if job.state == PENDING:
             if sig not in (0, 9):
                 return FAILED_PRECONDITION, JOB_PENDING_MSG
+            if job.held or job.state_reason in ("Dependency", "DependencyNeverSatisfied"):
+                job.eligible_time = 0  # never eligible: EligibleTime=Unknown, and sacct's windows skip it
             self._finish(job, jobs_pb2.CANCELLED, 0, 0, now)
             job.cancelled_by_uid = caller.uid
             job.cancelled_by = str(caller.uid)
