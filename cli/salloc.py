@@ -237,7 +237,10 @@ def body(argv: list[str]) -> int:
         print("\n".join(exc.lines), file=sys.stderr)
         return exc.exit_code
     if opts.has("help") or opts.has("usage"):
-        print("Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]")
+        usage = "Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]"
+        from cli.alloc_help import help_text
+
+        sys.stdout.write(help_text(usage, SALLOC_OPTIONS) if opts.has("help") else usage + "\n")
         return 0
     if opts.has("version"):
         print(version_line())

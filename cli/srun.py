@@ -424,7 +424,10 @@ def body(argv: list[str]) -> int:
         return exc.exit_code
     cli_given = {d for d, s in opts.source.items() if s == "cli"}
     if opts.has("help") or opts.has("usage"):
-        print("Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]")
+        usage = "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"
+        from cli.alloc_help import help_text
+
+        sys.stdout.write(help_text(usage, SRUN_OPTIONS) if opts.has("help") else usage + "\n")
         return 0
     if opts.has("version"):
         print(version_line())
