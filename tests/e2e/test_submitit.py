@@ -96,3 +96,20 @@ def test_submitit_checkpoint_on_timeout_requeues_and_completes(
     assert marker.read_text() == "first run\n"
     assert _final_state(job) == "COMPLETED"
     assert "Restarts=1" in cluster.ok("scontrol", "show", "job", job.job_id)
+
+
+def test_submitit_preemption_checkpoints_requeues_and_completes(
+    cluster: Cluster, tmp_path: Path, shoal_path: None
+) -> None:
+    """submitit's own preemption drill (`scancel --signal SIGTERM`, then `--signal USR2`, no -b): the
+    step shrugs off the SIGTERM, checkpoints on USR2 and requeues; the next run finishes."""
+    executor = submitit.SlurmExecutor(folder=tmp_path / "jobs", python=sys.executable)
+    executor.update_parameters(time=60)  # far from its limit: this is a preemption, not a timeout
+    marker = tmp_path / "first"
+    job = executor.submit(Resumable(), str(marker))
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    job._interrupt()
+    assert job.result() == "done after 2 runs, restart 1"
+    assert _final_state(job) == "COMPLETED"
