@@ -63,6 +63,7 @@ Cancel or signal jobs.
       --usage                     a short usage line
 """
 
+NOT_NOW = "Job can not be altered now, try again later"  # a signal to a pending job
 _JOB_ID = re.compile(r"\d+(_(\d+|\*|\[[0-9,\-%]+\]))?(\.(\d+|batch|extern))?")
 _STATES = {"PENDING": "PENDING", "PD": "PENDING", "RUNNING": "RUNNING", "R": "RUNNING",
            "SUSPENDED": "SUSPENDED", "S": "SUSPENDED"}  # fmt: skip
@@ -209,7 +210,8 @@ def send(sel: Selection) -> int:
     for result in resp.results:
         if result.code == 0:
             continue
-        status = 1
+        # 22.05 exits with its error number's low byte for this one (2020 -> 228), 1 otherwise
+        status = 228 if result.message == NOT_NOW else 1
         if not sel.quiet:
             print(_kill_error(result.job_id, result.message or "Invalid job id specified"), file=sys.stderr)
     return status

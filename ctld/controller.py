@@ -31,6 +31,7 @@ from ctld.errors import (
     INVALID_JOB_ID,
     INVALID_PARTITION,
     NOT_FOUND,
+    NOT_NOW,
     PERMISSION_DENIED,
     RESOURCE_EXHAUSTED,
     SlurmError,
@@ -940,7 +941,7 @@ class Controller:
             sig = 9  # as Slurm: `scancel -b` alone kills the batch shell (the job ends FAILED 0:9)
         if job.state == PENDING:
             if sig not in (0, 9):
-                return FAILED_PRECONDITION, JOB_PENDING_MSG
+                return FAILED_PRECONDITION, NOT_NOW
             if job.held or job.state_reason in ("Dependency", "DependencyNeverSatisfied"):
                 job.eligible_time = 0  # never eligible: EligibleTime=Unknown, and sacct's windows skip it
             self._finish(job, jobs_pb2.CANCELLED, 0, 0, now)

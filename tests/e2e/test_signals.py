@@ -207,3 +207,16 @@ def _revoke(cluster: Cluster, prog: str, sig: signal.Signals) -> None:
     assert proc.returncode == 1
     assert cluster.state(job) == "CANCELLED"
     assert cluster.job_field(job, "%j") == ("interactive" if prog == "salloc" else "true")
+
+
+def test_signals_to_a_pending_job(cluster: Cluster) -> None:
+    """22.05: a signal other than KILL cannot reach a pending job (exit 228, its error number's low
+    byte); KILL, or -b (which means KILL to the shell), cancels it."""
+    job = cluster.submit("-H", "-o", "/dev/null", "--wrap", "true")
+    for flags in (("-s", "USR1"), ("-f", "-s", "USR1"), ("-s", "TERM")):
+        out = cluster.run("scancel", *flags, str(job))
+        assert (out.returncode, out.stderr) == (
+            228, f"scancel: error: Kill job error on job id {job}: Job can not be altered now, try again later\n")
+    assert cluster.state(job) == "PENDING"
+    assert cluster.run("scancel", "-b", str(job)).returncode == 0
+    assert cluster.state(job) == "CANCELLED"
