@@ -93,9 +93,9 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
     def SignalJob(
         self, request: node_pb2.NodeSignalJobRequest, context: grpc.ServicerContext
     ) -> node_pb2.NodeSignalJobResponse:
-        self._require_admin(context)
         """Slurm's delivery: the job's steps here (never the batch shell), the batch shell alone
         (batch_only), or the shell's whole process group and the steps (full)."""
+        self._require_admin(context)
         node = self._node(request.node, context)
         shell = False
         if request.batch_only or request.full:
