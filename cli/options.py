@@ -497,15 +497,18 @@ def check_dependency(text: str) -> str:
     return text
 
 
-_SIGNAL_RE = re.compile(r"(?:([RB]{1,2}):)?([A-Za-z0-9]+)(?:@([0-9]+))?")
+MAX_SIGNAL_NUMBER = 0x7FFFFFFF  # what the request carries (int32)
+_SIGNAL_RE = re.compile(r"(?:([RB]{1,2}):)?([A-Za-z0-9]+)(?:@([0-9]*))?")
 
 
 def parse_signal(text: str) -> tuple[int, int, bool]:
     """`--signal=[{R|B}:]SIG[@secs]` -> (number, seconds before the end, batch shell only)."""
     m = _SIGNAL_RE.fullmatch(text.strip())
-    number = signal_number(m.group(2)) if m else None
+    word = m.group(2) if m else ""
+    number = (_bounded(word) if word.isdigit() else signal_number(word)) if m else None
     secs = _bounded(m.group(3)) if m and m.group(3) else 60
-    if m is None or number is None or number <= 0 or secs > 0xFFFF:  # 22.05 keeps @time in 16 bits
+    # as 22.05: any positive number (sbatch -s 9999 is taken), "SIG@" (the default time), @time in 16 bits
+    if m is None or number is None or not 0 < number <= MAX_SIGNAL_NUMBER or secs > 0xFFFF:
         raise SpecError("Invalid --signal specification", exit_code=255)
     return number, secs, "B" in (m.group(1) or "")
 

@@ -122,8 +122,8 @@ def _job_columns(now: int, units: str) -> dict[str, JobColumn]:
         "end": lambda r, j: format_timestamp(j.end_time),
         "timelimit": lambda r, j: format_time_limit(j.time_limit_min) if j.time_limit_min != -1 else "Partition_Limit",
         "reqmem": lambda r, j: _mem(j.req_mem_mb, units),
-        "reqtres": lambda r, j: j.tres_req,
-        "alloctres": lambda r, j: j.tres_alloc,
+        "reqtres": lambda r, j: _by_tres_name(j.tres_req),
+        "alloctres": lambda r, j: _by_tres_name(j.tres_alloc),
         "priority": lambda r, j: str(j.priority),
         "arrayjobid": lambda r, j: str(j.array_job_id) if j.array_job_id else "",
         "arraytaskid": lambda r, j: str(j.array_task_id) if j.array_task_id >= 0 else "",
@@ -157,7 +157,7 @@ def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
         "start": lambda r, s: format_timestamp(s.start_time),
         "end": lambda r, s: format_timestamp(s.end_time),
         "submit": lambda r, s: format_timestamp(r.job.submit_time),
-        "alloctres": lambda r, s: s.tres_alloc,
+        "alloctres": lambda r, s: _by_tres_name(s.tres_alloc),
         "maxrss": lambda r, s: f"{s.max_rss_kb}K" if s.max_rss_kb else "",
         "totalcpu": lambda r, s: format_hms(s.cpu_time_s),
         "avecpufreq": lambda r, s: "0", "reqcpufreqmin": lambda r, s: "0", "reqcpufreqmax": lambda r, s: "0",
@@ -166,6 +166,11 @@ def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
         "tresusageinmax": lambda r, s: _usage_in(s, s.gpu_util_max), "tresusageintot": lambda r, s: "energy=0",
         "tresusageoutave": lambda r, s: "energy=0", "tresusageouttot": lambda r, s: "energy=0",
     }
+
+
+def _by_tres_name(tres: str) -> str:
+    """sacct lists TRES by name ('billing=1,cpu=1,gres/gpu=2,mem=1000M,node=1'); scontrol by kind."""
+    return ",".join(sorted(tres.split(","), key=lambda part: part.partition("=")[0])) if tres else ""
 
 
 def _usage_in(step: Record, gpu_util: int) -> str:
@@ -215,13 +220,40 @@ def _width(name: str) -> int:
     return widths.get(name.lower(), 10)
 
 
+# Every field 22.05's sacct knows (`sacct --helpformat`), in its order: a name typed in -o stands for the
+# first of these it begins (case aside); one that begins none is refused. Those shoal does not keep print blank.
+FIELD_NAMES = (
+    "Account", "AdminComment", "AllocCPUS", "AllocNodes", "AllocTRES", "AssocID", "AveCPU", "AveCPUFreq",
+    "AveDiskRead", "AveDiskWrite", "AvePages", "AveRSS", "AveVMSize", "BlockID", "Cluster", "Comment",
+    "Constraints", "ConsumedEnergy", "ConsumedEnergyRaw", "Container", "CPUTime", "CPUTimeRAW", "DBIndex",
+    "DerivedExitCode", "Elapsed", "ElapsedRaw", "Eligible", "End", "ExitCode", "Flags", "GID", "Group",
+    "JobID", "JobIDRaw", "JobName", "Layout", "MaxDiskRead", "MaxDiskReadNode", "MaxDiskReadTask",
+    "MaxDiskWrite", "MaxDiskWriteNode", "MaxDiskWriteTask", "MaxPages", "MaxPagesNode", "MaxPagesTask",
+    "MaxRSS", "MaxRSSNode", "MaxRSSTask", "MaxVMSize", "MaxVMSizeNode", "MaxVMSizeTask", "McsLabel",
+    "MinCPU", "MinCPUNode", "MinCPUTask", "NCPUS", "NNodes", "NodeList", "NTasks", "Partition", "Priority",
+    "QOS", "QOSRAW", "Reason", "ReqCPUFreq", "ReqCPUFreqGov", "ReqCPUFreqMax", "ReqCPUFreqMin", "ReqCPUS",
+    "ReqMem", "ReqNodes", "ReqTRES", "Reservation", "ReservationId", "Reserved", "ResvCPU", "ResvCPURAW",
+    "Start", "State", "Submit", "SubmitLine", "Suspended", "SystemComment", "SystemCPU", "Timelimit",
+    "TimelimitRaw", "TotalCPU", "TRESUsageInAve", "TRESUsageInMax", "TRESUsageInMaxNode",
+    "TRESUsageInMaxTask", "TRESUsageInMin", "TRESUsageInMinNode", "TRESUsageInMinTask", "TRESUsageInTot",
+    "TRESUsageOutAve", "TRESUsageOutMax", "TRESUsageOutMaxNode", "TRESUsageOutMaxTask", "TRESUsageOutMin",
+    "TRESUsageOutMinNode", "TRESUsageOutMinTask", "TRESUsageOutTot", "UID", "User", "UserCPU", "WCKey",
+    "WCKeyID", "WorkDir",
+)# Fields of later Slurm versions that shoal also prints.
+LATER_FIELDS = ("ArrayJobID", "ArrayTaskID")
+
+
 def parse_format(text: str) -> list[tuple[str, int]]:
-    """'JobID%20,State' -> [("JobID", 20), ("State", 10)] (default widths)."""
+    """'jobid%20,stat' -> [("JobID", 20), ("State", 10)] (Slurm's names, default widths)."""
     out = []
     for item in [i for i in text.split(",") if i]:
-        name, _, width = item.partition("%")
+        typed, _, width = item.partition("%")
         if width and not width.isdigit():
             raise CommandError(f"Invalid field width in '{item}'")
+        known = (*FIELD_NAMES, *LATER_FIELDS)
+        name = next((n for n in known if n.lower().startswith(typed.lower())), None) if typed else None
+        if name is None:
+            raise CommandError(f'Invalid field requested: "{typed}"')
         out.append((name, int(width) if width else _width(name)))
     return out
 
@@ -353,6 +385,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-E", "--endtime")
     p.add_argument("-j", "--jobs", action="append", default=[])
     p.add_argument("-l", "--long", action="store_true")
+    p.add_argument("-L", "--allclusters", action="store_true")
     p.add_argument("-M", "--clusters", action="append", default=[])
     p.add_argument("-n", "--noheader", action="store_true")
     p.add_argument("-N", "--nodelist", action="append", default=[])
@@ -373,6 +406,14 @@ def _csv(values: Iterable[str]) -> list[str]:
     return [v for value in values for v in value.split(",") if v]
 
 
+def _clusters(args: argparse.Namespace) -> list[str]:
+    """The clusters to ask for; none (every one) for `-M all` or `-L`, as Snakemake's plugin passes."""
+    names = _csv(args.clusters)
+    if args.allclusters or any(n.lower() == "all" for n in names):
+        return []
+    return names
+
+
 def _states(values: Iterable[str]) -> list[str]:
     out = []
     for value in _csv(values):
@@ -388,7 +429,7 @@ def build_query(args: argparse.Namespace, now: int, uid: int) -> tuple[pb.JobQue
 
     ids, steps = parse_job_ids(args.jobs)
     q = pb.JobQuery(job_ids=ids, accounts=_csv(args.accounts), states=_states(args.state), names=_csv(args.name),
-                    partitions=_csv(args.partition), duplicates=args.duplicates, clusters=_csv(args.clusters))
+                    partitions=_csv(args.partition), duplicates=args.duplicates, clusters=_clusters(args))
     if args.nodelist:
         from shoal import hostlist
 

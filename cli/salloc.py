@@ -130,6 +130,7 @@ def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False,
     # `--immediate` alone means "now": Slurm says nothing of queueing then
     announce = immediate is None or immediate > 1
     announced = False
+    previous = {sig: signal.signal(sig, _interrupted) for sig in _REVOKING}
     try:
         while True:
             job = get_job(job_id)
@@ -150,10 +151,33 @@ def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False,
                 print(f"{prog}: job {job_id} queued and waiting for resources", file=sys.stderr)
                 announced = True
             time.sleep(POLL_S)
-    except KeyboardInterrupt:
+    except _Interrupted:
+        for sig in _REVOKING:
+            signal.signal(sig, signal.SIG_IGN)  # the cancel below is not itself interrupted
         release(job_id, 0, 0, cancel=True)
-        print(f"{prog}: Job allocation {job_id} has been revoked.", file=sys.stderr)
-        raise
+        if prog == "salloc":  # 22.05's words, which differ between the two
+            print(f"salloc: Job allocation {job_id} has been revoked.", file=sys.stderr)
+            print("salloc: Job aborted due to signal", file=sys.stderr)
+        else:
+            print(f"{prog}: Job allocation {job_id} has been revoked", file=sys.stderr)
+            print(f"{prog}: Force Terminated JobId={job_id}", file=sys.stderr)
+        raise SystemExit(1) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class _Interrupted(Exception):
+    """A signal came while the allocation was pending."""
+
+
+# What a timeout, a killed shell or a batch system sends: each ends a pending allocation (the job
+# is cancelled, never left PENDING), as Ctrl-C does.
+_REVOKING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise _Interrupted
 
 
 def release(job_id: int, exit_code: int, exit_signal: int, cancel: bool = False) -> None:
@@ -218,7 +242,10 @@ def body(argv: list[str]) -> int:
         print("\n".join(exc.lines), file=sys.stderr)
         return exc.exit_code
     if opts.has("help") or opts.has("usage"):
-        print("Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]")
+        usage = "Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]"
+        from cli.alloc_help import help_text
+
+        sys.stdout.write(help_text(usage, SALLOC_OPTIONS) if opts.has("help") else usage + "\n")
         return 0
     if opts.has("version"):
         print(version_line())
@@ -231,7 +258,7 @@ def body(argv: list[str]) -> int:
     except SpecError as exc:
         raise CommandError(exc.message) from exc
     if not opts.has("job_name"):
-        spec.name = os.path.basename(command[0]) if command else "interactive"
+        spec.name = "interactive"  # as 22.05's salloc, whatever the command
     try:
         job = allocate(PROG, spec, quiet=opts.has("quiet"), immediate=immediate_seconds(opts, PROG))
     except AllocationBusy as exc:

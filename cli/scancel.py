@@ -63,6 +63,7 @@ Cancel or signal jobs.
       --usage                     a short usage line
 """
 
+NOT_NOW = "Job can not be altered now, try again later"  # a signal to a pending job
 _JOB_ID = re.compile(r"\d+(_(\d+|\*|\[[0-9,\-%]+\]))?(\.(\d+|batch|extern))?")
 _STATES = {"PENDING": "PENDING", "PD": "PENDING", "RUNNING": "RUNNING", "R": "RUNNING",
            "SUSPENDED": "SUSPENDED", "S": "SUSPENDED"}  # fmt: skip
@@ -196,6 +197,9 @@ def send(sel: Selection) -> int:
         batch_only=sel.batch,
         full=sel.full,
     )
+    if sel.verbose:
+        for job_id in sel.job_ids:
+            print(f"{PROG}: {_verbose_line(sel, job_id)}", file=sys.stderr)
     try:
         resp = ctld("SignalJobs", request, controller_pb2.SignalJobsResponse)
     except CommandError as exc:
@@ -205,14 +209,26 @@ def send(sel: Selection) -> int:
     status = 0
     for result in resp.results:
         if result.code == 0:
-            if sel.verbose:
-                verb = "Terminating" if sel.signal == 0 else f"Signal {sel.signal} to"
-                print(f"{PROG}: {verb} job {result.job_id}", file=sys.stderr)
             continue
-        status = 1
+        # 22.05 exits with its error number's low byte for this one (2020 -> 228), 1 otherwise
+        status = 228 if result.message == NOT_NOW else 1
         if not sel.quiet:
             print(_kill_error(result.job_id, result.message or "Invalid job id specified"), file=sys.stderr)
     return status
+
+
+def _verbose_line(sel: Selection, job_id: str) -> str:
+    """What -v says before each request: "Signal 10 to batch job 12", "Terminating step 12.0" ..."""
+    base, _, step = job_id.partition(".")
+    if step:
+        what = f"step {job_id}"
+    elif sel.batch:
+        what = f"batch job {base}"
+    elif sel.full:
+        what = f"full job {base}"
+    else:
+        what = f"job {base}"
+    return f"Terminating {what}" if sel.signal == 0 else f"Signal {sel.signal} to {what}"
 
 
 def _kill_error(job_id: str, message: str) -> str:

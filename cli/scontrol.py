@@ -588,6 +588,12 @@ def cmd_job_action(action: str, args: list[str], flags: Flags) -> int:
             if not _JOB_ID.fullmatch(job_id):
                 raise Failure(f"Invalid job id specified for job {job_id}")
             job_ids.append(job_id)
+    if action.startswith("requeue"):
+        import signal
+
+        # Run inside the job it requeues (a checkpointing tool's signal handler), scontrol is in the
+        # group the requeue terminates: it still reports the requeue that happened, and exits 0.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     request = controller_pb2.UpdateJobRequest(job_ids=job_ids, action=action)
     return _send_job_update(request, flags, lambda jid, msg: f"{msg} for job {jid}", many=True)
 

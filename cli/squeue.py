@@ -160,7 +160,16 @@ def _reason(job: jobs_pb2.JobInfo) -> str:
     return job.state_reason or "None"
 
 
+def _start_time(job: jobs_pb2.JobInfo) -> int:
+    """When the job started or is expected to; a pending job waits at least until its --begin time."""
+    if job.state == jobs_pb2.PENDING and job.spec.begin_time > job.start_time:
+        return job.spec.begin_time
+    return max(job.start_time, 0)
+
+
 def _reason_list(job: jobs_pb2.JobInfo) -> str:
+    if job.state in states.FINISHED_STATES and not job.nodes:
+        return ""  # as 22.05: a job that ended without ever running shows neither nodes nor reason
     if job.state in _REASON_STATES or not job.nodes:
         return f"({_reason(job)})"
     return job.nodes
@@ -230,7 +239,7 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
     "r": lambda r, now: _reason(r.job),
     "R": lambda r, now: _reason_list(r.job),
     "s": lambda r, now: "(null)",
-    "S": lambda r, now: format_timestamp(r.job.start_time, unknown="N/A"),
+    "S": lambda r, now: format_timestamp(_start_time(r.job), unknown="N/A"),
     "t": lambda r, now: states.job_state_code(r.job.state),
     "T": lambda r, now: states.job_state_name(r.job.state),
     "u": lambda r, now: r.job.user_name or str(r.job.user_id),
@@ -429,8 +438,9 @@ def _sort_key(key: str, now: int) -> Callable[[Row], object]:
         "i": lambda r: (r.job.array_job_id or r.job.job_id, r.job.array_task_id, r.job.job_id),
         "A": lambda r: r.job.array_job_id or r.job.job_id,
         "F": lambda r: r.job.array_job_id or r.job.job_id,
-        "t": lambda r: r.job.state,
-        "T": lambda r: r.job.state,
+        # by the state's text, as 22.05 (CANCELLED before COMPLETED, PENDING before RUNNING)
+        "t": lambda r: states.job_state_code(r.job.state),
+        "T": lambda r: states.job_state_name(r.job.state),
         "p": lambda r: r.job.priority,
         "Q": lambda r: r.job.priority,
         "M": lambda r: time_used(r.job, now),
@@ -438,7 +448,7 @@ def _sort_key(key: str, now: int) -> Callable[[Row], object]:
         "C": lambda r: r.job.num_cpus,
         "U": lambda r: r.job.user_id,
         "G": lambda r: r.job.group_id,
-        "S": lambda r: r.job.start_time if r.job.start_time > 0 else float("inf"),
+        "S": lambda r: _start_time(r.job) or float("inf"),
         "e": lambda r: r.job.end_time if r.job.end_time > 0 else float("inf"),
         "V": lambda r: r.job.submit_time,
         "l": lambda r: r.job.time_limit_min if r.job.time_limit_min >= 0 else float("inf"),

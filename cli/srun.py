@@ -43,6 +43,7 @@ PROG = "srun"
 RETRY_S = 0.5
 JOB_CHECK_S = 3.0
 ABORT_WAIT_S = 32  # KillWait + 2 with Slurm's default KillWait; the step's reply gives the real one
+FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
 
 _SKIP = {"array", "wrap", "parsable", "test_only", "wait", "requeue", "no_requeue", "kill_on_invalid_dep",
          "signal", "get_user_env"}
@@ -400,6 +401,8 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     interrupts = Interrupts(io, "", 0)
     signal.signal(signal.SIGINT, interrupts.on_sigint)
     signal.signal(signal.SIGTERM, interrupts.on_sigterm)
+    for forwarded in FORWARDED_SIGNALS:  # as Slurm's srun: these reach the tasks, srun lives on
+        signal.signal(forwarded, lambda signum, frame: io.signal(signum))
     while True:
         try:
             reply = ctld("CreateStep", req, controller_pb2.CreateStepResponse)
@@ -486,7 +489,10 @@ def body(argv: list[str]) -> int:
         return exc.exit_code
     cli_given = {d for d, s in opts.source.items() if s == "cli"}
     if opts.has("help") or opts.has("usage"):
-        print("Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]")
+        usage = "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"
+        from cli.alloc_help import help_text
+
+        sys.stdout.write(help_text(usage, SRUN_OPTIONS) if opts.has("help") else usage + "\n")
         return 0
     if opts.has("version"):
         print(version_line())

@@ -1,7 +1,7 @@
 """sshare: each association's shares, usage and fair-share factor, as the controller computes them.
 
-`sshare [-a] [-l] [-n] [-P|-p] [-u users] [-A accounts]`. Without -a only the caller's own user rows
-are listed (with every account), as Slurm does.
+`sshare [-a] [-l] [-n] [-P|-p] [-U] [-u users] [-A accounts]`. Without -a only the caller's own user rows
+are listed (with every account), as Slurm does; -U lists the user rows alone, unindented.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cli.common import CommandError, ctld, run_main
 from shoal.v1 import controller_pb2 as pb
 
 PROG = "sshare"
-USAGE = "Usage: sshare [-A accounts] [-a] [-l] [-n] [-p] [-P] [-u users] [--help]"
+USAGE = "Usage: sshare [-A accounts] [-a] [-l] [-n] [-p] [-P] [-U] [-u users] [--help]"
 # (header, width, right-aligned)
 COLUMNS = {
     "account": ("Account", 20, False), "user": ("User", 10, True), "raw_shares": ("RawShares", 10, True),
@@ -30,10 +30,10 @@ LONG = ("account", "user", "raw_shares", "norm_shares", "raw_usage", "norm_usage
         "level_fs")
 
 
-def value(row: pb.ShareRow, column: str, parsable: bool) -> str:
-    """One cell as sshare prints it (accounts indented one space per level unless parsable)."""
+def value(row: pb.ShareRow, column: str, parsable: bool, indent: bool = True) -> str:
+    """One cell as sshare prints it (accounts indented one space per level unless parsable or -U)."""
     if column == "account":
-        return row.account if parsable else " " * row.depth + row.account
+        return row.account if parsable or not indent else " " * row.depth + row.account
     if column == "user":
         return row.user
     if column == "raw_shares":
@@ -48,7 +48,8 @@ def value(row: pb.ShareRow, column: str, parsable: bool) -> str:
     return f"{number:.6f}"
 
 
-def render(rows: Sequence[pb.ShareRow], columns: Sequence[str], header: bool = True, parsable: str = "") -> list[str]:
+def render(rows: Sequence[pb.ShareRow], columns: Sequence[str], header: bool = True, parsable: str = "",
+           indent: bool = True) -> list[str]:
     """The lines for `rows`; `parsable` "|" (-p, trailing delimiter) or "P" (-P, none) or "" (aligned)."""
     lines: list[str] = []
     if parsable:
@@ -70,7 +71,7 @@ def render(rows: Sequence[pb.ShareRow], columns: Sequence[str], header: bool = T
     if header:
         lines.append(line([COLUMNS[c][0] for c in columns]))
         lines.append("".join("-" * COLUMNS[c][1] + " " for c in columns))
-    lines += [line([value(r, c, False) for c in columns]) for r in rows]
+    lines += [line([value(r, c, False, indent) for c in columns]) for r in rows]
     return lines
 
 
@@ -92,11 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: list[str]) -> int:
     try:
-        opts, _ = getopt.gnu_getopt(args, "aA:lnpPu:", ["all", "accounts=", "long", "noheader", "parsable",
-                                                      "parsable2", "users=", "help", "usage"])
+        opts, _ = getopt.gnu_getopt(args, "aA:lnpPUu:", ["all", "accounts=", "long", "noheader", "parsable",
+                                                       "parsable2", "Users", "users=", "help", "usage"])
     except getopt.GetoptError as exc:
         raise CommandError(f"{exc.msg}\n{USAGE}") from exc
-    all_users, long, header, parsable = False, False, True, ""
+    all_users, long, header, parsable, users_only = False, False, True, "", False
     users: set[str] = set()
     accounts: set[str] = set()
     for opt, val in opts:
@@ -108,6 +109,8 @@ def _run(args: list[str]) -> int:
             long = True
         elif opt in ("-n", "--noheader"):
             header = False
+        elif opt in ("-U", "--Users"):
+            users_only = True
         elif opt in ("-p", "--parsable"):
             parsable = "|"
         elif opt in ("-P", "--parsable2"):
@@ -126,7 +129,9 @@ def _run(args: list[str]) -> int:
             users = {str(os.getuid())}
     resp = ctld("GetShares", pb.GetSharesRequest(), pb.GetSharesResponse)
     rows = select(resp.rows, all_users, users, accounts)
-    for text in render(rows, LONG if long else DEFAULT, header, parsable):
+    if users_only:
+        rows = [r for r in rows if r.user]
+    for text in render(rows, LONG if long else DEFAULT, header, parsable, indent=not users_only):
         print(text)
     return 0
 

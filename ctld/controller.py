@@ -32,6 +32,7 @@ from ctld.errors import (
     INVALID_PARTITION,
     NODE_COUNT_INVALID,
     NOT_FOUND,
+    NOT_NOW,
     PERMISSION_DENIED,
     RESOURCE_EXHAUSTED,
     SlurmError,
@@ -85,7 +86,9 @@ class NodeActions(Protocol):
 
     def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None: ...
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None: ...
-    def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool) -> None: ...
+    def signal(
+        self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool, full: bool = False
+    ) -> None: ...
     def ping(self, node: cluster_pb2.NodeInfo) -> None: ...
     def launch_tasks(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchTasksRequest) -> str: ...
     def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None: ...
@@ -809,6 +812,9 @@ class Controller:
         out = controller_pb2.GetConfigResponse(now=self._now(), cluster_name=self.cfg.cluster_name)
         for key, value in self.cfg.entries:
             out.entries.add(key=key, value=value)
+        given = {key.lower() for key, _ in self.cfg.entries}
+        if "maxarraysize" not in given:  # read by workflow tools to size their arrays
+            out.entries.add(key="MaxArraySize", value=str(self.cfg.max_array_size))
         topo = self.cfg.topology
         switches = topo.switches if topo is not None else ()
         for switch in switches:
@@ -907,8 +913,9 @@ class Controller:
                 live = [j for j in found if j.state not in FINISHED_STATES]
                 if live and len(found) > 1:
                     found = live  # an array's finished tasks are skipped, as Slurm does
+                step = text.partition(".")[2]
                 for job in found:
-                    code, message = self._signal_one(job, req, caller, now, effects)
+                    code, message = self._signal_one(job, req, caller, now, effects, step)
                     if code:
                         out.results.add(job_id=_job_id_str(job), code=code, message=message)
                     else:
@@ -927,21 +934,32 @@ class Controller:
         caller: Caller,
         now: int,
         effects: list[Callable[[], None]],
+        step: str = "",
     ) -> tuple[int, str]:
         if job.user_id != caller.uid and not self.is_operator(caller):
             return PERMISSION_DENIED, ACCESS_DENIED
         if job.state in FINISHED_STATES or job.state == COMPLETING:
             return FAILED_PRECONDITION, ALREADY_DONE
         sig = req.signal
+        if step.isdigit() and job.state != PENDING:
+            self._signal_step(job, int(step), sig, now, effects)
+            return 0, ""
+        if step == "extern":
+            return 0, ""
+        batch_only = req.batch_only or step == "batch"
+        if batch_only and sig == 0:
+            sig = 9  # as Slurm: `scancel -b` alone kills the batch shell (the job ends FAILED 0:9)
         if job.state == PENDING:
             if sig not in (0, 9):
-                return FAILED_PRECONDITION, JOB_PENDING_MSG
+                return FAILED_PRECONDITION, NOT_NOW
+            if job.held or job.state_reason in ("Dependency", "DependencyNeverSatisfied"):
+                job.eligible_time = 0  # never eligible: EligibleTime=Unknown, and sacct's windows skip it
             self._finish(job, jobs_pb2.CANCELLED, 0, 0, now)
             job.cancelled_by_uid = caller.uid
             job.cancelled_by = str(caller.uid)
             return 0, ""
         node = self.nodes[job.batch_host].info
-        if sig == 0 or (sig == 9 and not req.batch_only):
+        if sig == 0 or (sig == 9 and not batch_only):
             job.cancelled_by_uid = caller.uid
             job.cancelled_by = str(caller.uid)
             effects.extend(jobsteps.terminate_elsewhere(self, job, "cancel"))
@@ -953,8 +971,38 @@ class Controller:
             job.end_time = now
             effects.append(partial(self.actions.terminate, node, job.job_id, self.cfg.kill_wait, "cancel"))
             return 0, ""
-        effects.append(partial(self.actions.signal, node, job.job_id, sig, req.batch_only))
+        effects.extend(self._signal_effects(job, sig, batch_only, req.full))
         return 0, ""
+
+    def _signal_step(
+        self, job: jobs_pb2.JobInfo, step_id: int, sig: int, now: int, effects: list[Callable[[], None]]
+    ) -> None:
+        """`scancel [-s SIG] J.S`: that step's tasks on its nodes; the job runs on. Without a signal the
+        step ends CANCELLED (SIGTERM, KillWait, SIGKILL). A step that does not run is no error (Slurm's)."""
+        step = next((s for s in job.steps if s.step_id == step_id and s.state == RUNNING), None)
+        if step is None:
+            return
+        for part in step.layout:
+            node = self.nodes.get(part.node)
+            if node is not None:
+                effects.append(partial(self.actions.signal_step, node.info, job.job_id, step_id, sig))
+        if sig == 0 or sig == 9:
+            jobsteps.cancel_step(step, now)
+
+    def _signal_effects(
+        self, job: jobs_pb2.JobInfo, sig: int, batch_only: bool, full: bool
+    ) -> list[Callable[[], None]]:
+        """Deliver a signal where Slurm does: by default to every step on every node of the job but
+        never to the batch shell (a tool's step catches it, the shell does not die of it); -b/B: to
+        the shell alone; -f to the shell, what it started and every step."""
+        out: list[Callable[[], None]] = [
+            partial(self.actions.signal, self.nodes[job.batch_host].info, job.job_id, sig, batch_only, full)
+        ]
+        if not batch_only:
+            for name in sorted({a.node for a in job.allocation} - {job.batch_host}):
+                if name in self.nodes:
+                    out.append(partial(self.actions.signal, self.nodes[name].info, job.job_id, sig, False, False))
+        return out
 
     # ------------------------------------------------------------------ update / hold / release / requeue
     def update_job(self, req: controller_pb2.UpdateJobRequest, caller: Caller) -> controller_pb2.UpdateJobResponse:
@@ -1397,9 +1445,8 @@ class Controller:
                     and now >= job.start_time + job.time_limit_min * 60 - job.spec.signal_secs
                 ):
                     job.warn_signal_sent = True
-                    target = self.nodes[job.batch_host].info
-                    effects.append(
-                        partial(self.actions.signal, target, job.job_id, job.spec.signal_num, job.spec.signal_batch_only)
+                    effects.extend(
+                        self._signal_effects(job, job.spec.signal_num, job.spec.signal_batch_only, False)
                     )
                     changed.append(job)
             resv.expire(self, now)

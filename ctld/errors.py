@@ -25,6 +25,7 @@ INVALID_JOB_ID = "Invalid job id specified"
 ACCESS_DENIED = "Access/permission denied"
 JOB_PENDING = "Job is pending execution"
 ALREADY_DONE = "Job/step already completing or completed"
+NOT_NOW = "Job can not be altered now, try again later"  # a signal other than KILL to a pending job
 INVALID_PARTITION = "Invalid partition name specified"
 NODE_CONFIG_UNAVAILABLE = "Requested node configuration is not available"
 INVALID_GRES = "Invalid generic resource (gres) specification"

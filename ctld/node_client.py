@@ -70,8 +70,12 @@ class GrpcNodeActions:
         request = node_pb2.TerminateJobRequest(node=node.name, job_id=job_id, kill_wait=kill_wait, reason=reason)
         self._pool.submit(self._retrying, node, "TerminateJob", request)
 
-    def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool) -> None:
-        request = node_pb2.NodeSignalJobRequest(node=node.name, job_id=job_id, signal=signal, batch_only=batch_only)
+    def signal(
+        self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool, full: bool = False
+    ) -> None:
+        request = node_pb2.NodeSignalJobRequest(
+            node=node.name, job_id=job_id, signal=signal, batch_only=batch_only, full=full
+        )
         self._pool.submit(self._retrying, node, "SignalJob", request)
 
     def _retrying(self, node: cluster_pb2.NodeInfo, method: str, request: object) -> None:

@@ -275,6 +275,11 @@ def end_job_steps(job: jobs_pb2.JobInfo, state: int, now: int) -> None:
             _end(step, step_state, 0, 9 if step_state == jobs_pb2.CANCELLED else 0, now)
 
 
+def cancel_step(step: jobs_pb2.JobStep, now: int) -> None:
+    """One step was cancelled (scancel J.S): CANCELLED 0:9 now, as Slurm records it."""
+    _end(step, jobs_pb2.CANCELLED, 0, 9, now)
+
+
 def terminate_elsewhere(
     ctl: Controller, job: jobs_pb2.JobInfo, reason: str, kill_wait: int | None = None
 ) -> list[Callable[[], None]]:

@@ -31,7 +31,7 @@ MAX_ARG_STRLEN = 128 * 1024  # one argument or environment string execve takes (
 MAX_ARGS_BYTES = 2 * 1024 * 1024  # argv + environment a job's execve takes (ARG_MAX of an 8 MB stack)
 MAX_TIME_MIN = 0xFFFFFFFD  # Slurm's largest finite time limit (below NO_VAL and INFINITE)
 MAX_BEGIN = 253402300799  # 9999-12-31T23:59:59Z: the last time squeue can print
-MAX_SIGNAL = 64  # SIGRTMAX on Linux
+MAX_SIGNAL = 0x7FFFFFFF  # 22.05 takes any positive number (`sbatch --signal=9999`); kill() refuses it later
 MAX_SIGNAL_SECS = 0xFFFF  # Slurm keeps --signal's @time in 16 bits
 MAX_REQUEST_BYTES = 256 * 1024 * 1024  # what one SubmitJob may cost: its records (one per array task)
 

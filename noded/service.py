@@ -94,9 +94,15 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
     def SignalJob(
         self, request: node_pb2.NodeSignalJobRequest, context: grpc.ServicerContext
     ) -> node_pb2.NodeSignalJobResponse:
+        """Slurm's delivery: the job's steps here (never the batch shell), the batch shell alone
+        (batch_only), or the shell's whole process group and the steps (full)."""
         self._require_admin(context)
         node = self._node(request.node, context)
-        if not jobs.signal_job(node.spool, request.job_id, request.signal, request.batch_only):
+        shell = False
+        if request.batch_only or request.full:
+            shell = jobs.signal_job(node.spool, request.job_id, request.signal, request.batch_only)
+        steps = 0 if request.batch_only else tasks.signal_steps(node.spool, request.job_id, None, request.signal)
+        if not shell and not steps and (request.batch_only or not jobs.job_exists(node.spool, request.job_id)):
             context.abort(
                 grpc.StatusCode.NOT_FOUND, f"Job {request.job_id} is not running on node {node.name}"
             )

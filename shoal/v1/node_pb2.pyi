@@ -133,10 +133,14 @@ class NodeSignalJobRequest(_message.Message):
     JOB_ID_FIELD_NUMBER: _builtins.int
     SIGNAL_FIELD_NUMBER: _builtins.int
     BATCH_ONLY_FIELD_NUMBER: _builtins.int
+    FULL_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     job_id: _builtins.int
     signal: _builtins.int
     batch_only: _builtins.bool
+    """only the batch shell (scancel -b, --signal=B:)"""
+    full: _builtins.bool
+    """the batch shell's whole group and every step (scancel -f);"""
     def __init__(
         self,
         *,
@@ -144,10 +148,11 @@ class NodeSignalJobRequest(_message.Message):
         job_id: _builtins.int = ...,
         signal: _builtins.int = ...,
         batch_only: _builtins.bool = ...,
+        full: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_only", b"batch_only", "job_id", b"job_id", "node", b"node", "signal", b"signal"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_only", b"batch_only", "full", b"full", "job_id", b"job_id", "node", b"node", "signal", b"signal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -201,3 +201,18 @@ def test_sacct_shows_the_batch_steps_gpu_utilization_and_memory(tmp_path: Path) 
         assert rows[str(job)] == ["", ""]  # the job line has no usage of its own, as in Slurm
     finally:
         stop_cluster(c)
+
+
+def test_sacct_clusters_all_and_own_name_list_the_job(acct: Cluster, workdir: Path) -> None:
+    """Snakemake's Slurm plugin always asks with `--clusters all`; a job it never sees, it waits for forever."""
+    name = "smk-6f1c"
+    job = acct.submit("-J", name, "--wrap", "true", cwd=workdir)
+    wait_sacct(acct, job, f"{job}|COMPLETED")
+    cluster_name = acct.ok("scontrol", "show", "config").split("ClusterName", 1)[1].split("=", 1)[1].split()[0]
+    start = time.strftime("%Y-%m-%dT%H:00", time.localtime(time.time() - 3600))
+    snakemake = ("sacct", "-X", "--parsable2", "--clusters", "all", "--noheader", "--format=JobIdRaw,State",
+                 "--starttime", start, "--endtime", "now", "--name", name)
+    assert acct.ok(*snakemake) == f"{job}|COMPLETED\n"
+    for flags in (("-M", "all"), ("-M", cluster_name), ("-L",), ("--clusters=all",)):
+        assert acct.ok("sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", str(job), *flags) == f"{job}|COMPLETED\n"
+    assert acct.ok("sacct", "-X", "-n", "-P", "-o", "JobID", "-j", str(job), "-M", "elsewhere") == ""

@@ -193,7 +193,7 @@ def test_requeue_runs_the_job_again(cluster: Cluster, workdir: Path) -> None:
     assert cluster.wait_state(job, {"CANCELLED"}) == "CANCELLED"
 
 
-def test_scancel_signal_reaches_the_running_script(cluster: Cluster, workdir: Path) -> None:
+def test_scancel_batch_signal_reaches_the_running_script(cluster: Cluster, workdir: Path) -> None:
     got = workdir / "got"
     job = cluster.submit(
         "-o", "/dev/null", "--wrap", f"trap 'echo USR1 > {got}; exit 0' USR1; touch {workdir}/up; sleep 300 & wait"
@@ -202,6 +202,6 @@ def test_scancel_signal_reaches_the_running_script(cluster: Cluster, workdir: Pa
     deadline = time.monotonic() + 20
     while not (workdir / "up").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    cluster.ok("scancel", "-s", "USR1", str(job))
+    cluster.ok("scancel", "-b", "-s", "USR1", str(job))  # without -b: the steps only, as in Slurm
     assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
     assert got.read_text().strip() == "USR1"

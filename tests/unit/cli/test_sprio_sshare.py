@@ -104,3 +104,12 @@ def test_sshare_parsable() -> None:
     lines = sshare.render(_share_rows()[:2], sshare.DEFAULT, parsable="P")
     assert lines == ["Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare",
                      "root|||0.000000|0|1.000000|", "root|root|1|0.009901|0|0.000000|1.000000"]
+
+
+def test_sshare_users_only_is_flat() -> None:
+    """`sshare -a -U` on 22.05: the user rows alone, accounts not indented."""
+    rows = [r for r in _share_rows() if r.user]
+    assert sshare.render(rows, sshare.DEFAULT, indent=False)[2:4] == [
+        "root                       root          1    0.009901           0      0.000000   1.000000 ",
+        "physics                   alice          1    0.500000           0      0.000000   1.000000 ",
+    ]

@@ -21,7 +21,9 @@ class NoNodes:
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None:
         raise AssertionError("nothing to terminate")
 
-    def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool) -> None:
+    def signal(
+        self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool, full: bool = False
+    ) -> None:
         raise AssertionError("nothing to signal")
 
     def ping(self, node: cluster_pb2.NodeInfo) -> None:

@@ -47,7 +47,8 @@ class Signal:
     node: str
     job_id: int
     signal: int
-    batch_only: bool
+    batch_only: bool  # the batch shell alone (scancel -b, --signal=B:...)
+    full: bool = False  # the shell's whole group and every step (scancel -f)
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,9 @@ class RecordingNodes:
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None:
         self.effects.append(Terminate(node.name, job_id, reason))
 
-    def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool) -> None:
-        self.effects.append(Signal(node.name, job_id, signal, batch_only))
+    def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool,
+               full: bool = False) -> None:
+        self.effects.append(Signal(node.name, job_id, signal, batch_only, full))
 
     def ping(self, node: cluster_pb2.NodeInfo) -> None:
         self.pings.append(node.name)

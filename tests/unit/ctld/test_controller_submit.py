@@ -40,3 +40,9 @@ def test_a_pending_jobs_node_count_is_slurms_estimate(controller: Controller, sp
     """As squeue's NODES for a pending job in 22.05 (checked on the real one: -n 20 on 16-CPU nodes shows 2)."""
     job_id = submit(controller, **spec)
     assert controller.jobs[job_id].num_nodes == nodes
+
+
+def test_show_config_has_max_array_size_when_the_file_sets_none(controller: Controller) -> None:
+    """`scontrol show config | grep MaxArraySize` (workflow tools size their arrays by it); 22.05: 1001."""
+    entries = {e.key: e.value for e in controller.get_config().entries}
+    assert entries["MaxArraySize"] == "1001"

@@ -41,7 +41,7 @@ REFUSED = [
     ("time-limit-2^63-1", {"time_limit_min": 2**63 - 1},
      "Requested time limit is invalid (missing or exceeds some limit)"),
     ("begin-minus-1", {"begin_time": -1}, "Invalid time specified"),
-    ("signal-9999", {"signal_num": 9999}, "Invalid --signal specification"),
+    ("signal-negative", {"signal_num": -1}, "Invalid --signal specification"),
     ("name-1MB", {"name": "x" * 2**20}, "Pathname of a file, directory or other parameter too long"),
     ("script-20MB", {"script": b"#" * (20 * 2**20)}, "Pathname of a file, directory or other parameter too long"),
     ("env-100000", {"environment": {f"V{i}": "value" * 4 for i in range(100_000)}},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
@@ -18,7 +20,8 @@ TABLES = {"accounts", "associations", "clusters", "jobs", "steps", "node_events"
 
 def job(job_id: int, state: str = "COMPLETED", **kw: object) -> pb.AcctRecord:
     fields: dict[str, object] = dict(job_id=job_id, name="wrap", user="alice", uid=1000, account="physics",
-                                     partition="batch", state=state, submit_time=1000, start_time=1010,
+                                     partition="batch", state=state, submit_time=1000, eligible_time=1000,
+                                     start_time=1010,
                                      end_time=1020 if state not in ("PENDING", "RUNNING") else 0,
                                      alloc_cpus=2, nodelist="node1", array_task_id=-1, cancelled_by=-1)
     fields.update(kw)
@@ -95,7 +98,7 @@ def test_decayed_usage_per_association_for_a_ctld_without_its_ledger(sessions: s
 
 
 QUERIES = [
-    ("all", {}, [1, 2, 3, 4, 5]),
+    ("all", {}, [1, 2, 3, 4, 5, 6, 7, 8]),
     ("job id", {"job_ids": ["2"]}, [2]),
     ("array parent id", {"job_ids": ["3"]}, [3, 4]),
     ("array task", {"job_ids": ["3_1"]}, [4]),
@@ -105,6 +108,8 @@ QUERIES = [
     ("name", {"names": ["train"]}, [5]),
     ("node", {"nodes": ["node2"]}, [5]),
     ("ended before start", {"start": 5000}, [5]),
+    ("never eligible in a window", {"start": 500}, [1, 2, 3, 4, 5, 8]),  # 6 and 7 only by id
+    ("never eligible by id", {"job_ids": ["6", "7"]}, [6, 7]),
 ]
 
 
@@ -114,6 +119,10 @@ def test_job_queries(sessions: sessionmaker[Session], query: dict[str, object], 
         job(1), job(2, "FAILED", exit_code=1),
         job(3, array_job_id=3, array_task_id=0), job(4, array_job_id=3, array_task_id=1),
         job(5, user="bob", account="research", name="train", nodelist="node[1-2]", end_time=6000),
+        # cancelled while held (eligible never), before its --begin time (eligible later), and after it
+        job(6, "CANCELLED", eligible_time=0, start_time=0, nodelist=""),
+        job(7, "CANCELLED", eligible_time=int(time.time()) + 3600, start_time=0, nodelist=""),
+        job(8, "CANCELLED", eligible_time=1005, start_time=0, nodelist=""),
     ])
     assert [j.job.job_id for j in find(sessions, **query)] == expected
 

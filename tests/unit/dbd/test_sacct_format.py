@@ -197,3 +197,36 @@ def test_sacctmgr_show_qos_default_layout_as_slurm() -> None:
     # a format= without widths takes each column's usual width (Flags 20 there)
     assert render_table([NORMAL], parse_format("Name,Flags,GrpTRESRunMins"), parsable="", header=True)[0] == (
         "      Name                Flags GrpTRESRunMin ")
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("jobid,stat,exit,jobn", ["JobID", "State", "ExitCode", "JobName"]),  # 22.05: a prefix names a field
+        ("st", ["Start"]),  # the first field it begins, in sacct --helpformat order
+        ("JobIdRaw,State", ["JobIDRaw", "State"]),  # Snakemake's plugin
+        ("MaxVMSize,Comment", ["MaxVMSize", "Comment"]),  # Slurm's, blank here
+    ],
+)
+def test_format_names_are_slurms(text: str, names: list[str]) -> None:
+    assert [n for n, _ in parse_format(text)] == names
+
+
+def test_an_unknown_format_field_is_refused() -> None:
+    from cli.common import CommandError
+
+    with pytest.raises(CommandError) as err:
+        parse_format("JobID,Foo")
+    assert err.value.message == 'Invalid field requested: "Foo"'
+
+
+def test_tres_columns_are_sorted_by_name_as_22_05() -> None:
+    """ctld keeps scontrol's order (cpu,mem,node,billing,gres/gpu); sacct lists by name, so %40 cuts alike."""
+    job = acct(450, "wrap", "COMPLETED", tres_req="cpu=1,mem=1000M,node=1,billing=1,gres/gpu=2",
+               tres_alloc="cpu=1,mem=1000M,node=1,billing=1,gres/gpu=2",
+               steps=(StepRec(job_id=450, step_id=-4, name="batch", state="COMPLETED", num_cpus=1,
+                              tres_alloc="cpu=1,mem=1000M,node=1,gres/gpu=2"),))
+    lines = render(group_rows([job], with_steps=True), parse_format("JobID,ReqTRES,AllocTRES"), parsable="P",
+                   header=False, now=200)
+    assert lines == ["450|billing=1,cpu=1,gres/gpu=2,mem=1000M,node=1|billing=1,cpu=1,gres/gpu=2,mem=1000M,node=1",
+                     "450.batch||cpu=1,gres/gpu=2,mem=1000M,node=1"]

@@ -243,3 +243,31 @@ def test_start_errors(
     err = capsys.readouterr().err
     assert err.startswith(want.format(conf=conf, port=port))
     assert "Traceback" not in err
+
+
+def test_signal_job_spares_the_batch_shell_unless_asked(agent: tuple[Stub, bytes, HostedNode, Path]) -> None:
+    """Without batch_only/full a job signal is for the steps: the shell and what it runs (here no
+    step) never see it; batch_only reaches the shell alone, full its whole process group."""
+    stub, key, node, work = agent
+    script = (f"#!/bin/bash\ntrap 'echo shell USR1 >> {work}/got' USR1\n"
+              f"bash -c \"trap 'echo child USR1 >> {work}/got; exit 0' USR1; touch {work}/up; "
+              f"while true; do sleep 0.1; done\" &\nwhile true; do sleep 0.1; done\n")
+    call(stub, "LaunchBatch", launch_request(key, work, script), node_pb2.LaunchBatchResponse)
+    deadline = time.monotonic() + 20
+    while not (work / "up").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    got = work / "got"
+
+    def send(want: int, **how: bool) -> list[str]:
+        """Signal, then the lines noted once there are `want` of them."""
+        call(stub, "SignalJob", node_pb2.NodeSignalJobRequest(node="n1", job_id=30, signal=10, **how),
+             node_pb2.NodeSignalJobResponse)
+        deadline = time.monotonic() + 20
+        while (len(got.read_text().splitlines()) if got.exists() else 0) < want and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return sorted(got.read_text().splitlines()) if got.exists() else []
+
+    send(0)  # steps only: nothing here, so the next signal is the first the shell sees
+    assert send(1, batch_only=True) == ["shell USR1"]
+    assert send(3, full=True) == ["child USR1", "shell USR1", "shell USR1"]
+    call(stub, "TerminateJob", node_pb2.TerminateJobRequest(node="n1", job_id=30, kill_wait=1), node_pb2.TerminateJobResponse)
