@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from cli.common import CommandError, run_main
+from shoal import version_line
 from shoal.acct_records import AcctEntry, Record, decode, gc_paused
 from shoal.timefmt import format_hms, format_time_limit, format_timestamp
 from shoal.v1 import accounting_pb2 as pb
@@ -378,6 +379,7 @@ def _split_ids(value: str) -> list[str]:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, add_help=True, description="job accounting data")
+    p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-a", "--allusers", action="store_true")
     p.add_argument("-A", "--accounts", action="append", default=[])
     p.add_argument("-b", "--brief", action="store_true")

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from cli.common import CommandError, ctld, run_main
+from shoal import version_line
 from shoal.v1 import controller_pb2 as pb
 
 PROG = "sshare"
@@ -93,8 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: list[str]) -> int:
     try:
-        opts, _ = getopt.gnu_getopt(args, "aA:lnpPUu:", ["all", "accounts=", "long", "noheader", "parsable",
-                                                       "parsable2", "Users", "users=", "help", "usage"])
+        opts, _ = getopt.gnu_getopt(args, "aA:lnpPUu:V", ["all", "accounts=", "long", "noheader", "parsable",
+                                                        "parsable2", "Users", "users=", "help", "usage", "version"])
     except getopt.GetoptError as exc:
         raise CommandError(f"{exc.msg}\n{USAGE}") from exc
     all_users, long, header, parsable, users_only = False, False, True, "", False
@@ -121,6 +122,9 @@ def _run(args: list[str]) -> int:
             users.update(v for v in val.split(",") if v)
         elif opt in ("--help", "--usage"):
             print(USAGE)
+            return 0
+        elif opt in ("-V", "--version"):
+            print(version_line())
             return 0
     if not all_users and not users:
         try:
