@@ -74,7 +74,7 @@ CRAFTED = [
     ("time-limit-2^63-1", {"time_limit_min": 2**63 - 1},
      "Requested time limit is invalid (missing or exceeds some limit)"),
     ("begin-minus-1", {"begin_time": -1}, "Invalid time specified"),
-    ("signal-9999", {"signal_num": 9999}, "Invalid --signal specification"),
+    ("signal-secs-70000", {"signal_num": 10, "signal_secs": 70000}, "Invalid --signal specification"),
     ("name-1MB", {"name": "n" * 2**20}, TOO_LONG),
     ("script-20MB", {"script": b"#!/bin/sh\n" + b"#" * (20 * 2**20)}, TOO_LONG),
     ("env-100000", {"environment": {f"VAR_{i}": f"value-{i}" for i in range(100_000)}}, TOO_LONG),
