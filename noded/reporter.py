@@ -201,6 +201,7 @@ class Reporter:
             oom=job.oom,
             usage=self._usage(job),
             run=job.run,
+            node_fail=job.node_fail,
         )
         try:
             self._stub.call(COMPLETE, request, controller_pb2.CompleteBatchResponse, timeout=self._timeout)
