@@ -1363,16 +1363,17 @@ class Controller:
             known = self.jobs.get(job_id)
             if known is not None and known.state in ACTIVE_STATES and any(a.node == name for a in known.allocation):
                 continue
-            log.warning("node %s still runs job %d, which has ended: terminating it there", name, job_id)
+            log.info("node %s still runs job %d, which has ended there: terminating it", name, job_id)
             effects.append(partial(self.actions.terminate, node.info, job_id, self.cfg.kill_wait, "orphan"))
         return effects
 
     def node_contact(self, name: str, ok: bool, running: Iterable[int] | None = None) -> None:
         """Result of a ping: refresh contact time, or notice the node stopped answering.
 
-        A node that answers again first has what it still runs of ended jobs terminated; then one
-        that was DOWN for not responding returns to service as ReturnToService says (1: DOWN for
-        not responding, 2: DOWN for any reason), as a registration would."""
+        What a node says it runs of jobs the controller has ended there is terminated. A DOWN node
+        that answers again returns to service as ReturnToService says (1: DOWN for not responding,
+        2: DOWN for any reason, once it had stopped responding), as a registration would, once it
+        runs nothing of ended jobs (their CPUs are not free before)."""
         effects: list[Callable[[], None]] = []
         with self.lock:
             node = self.nodes.get(name)
@@ -1383,16 +1384,19 @@ class Controller:
                 info = node.info
                 if running is not None and node.registered:
                     effects = self._terminate_orphans(name, running)
-                if info.not_responding and node.registered and not effects:
+                rts = self.cfg.return_to_service
+                returns = (rts == 2 and info.not_responding) or (rts == 1 and info.reason == "Not responding")
+                if info.base_state == "DOWN" and node.registered and running is not None and not effects and returns:
+                    log.info("node %s responds again: returned to service", name)
+                    info.base_state = "IDLE"
+                    info.reason = ""
+                    info.reason_uid = 0
+                    info.reason_time = 0
                     info.not_responding = False
-                    rts = self.cfg.return_to_service
-                    if info.base_state == "DOWN" and (rts == 2 or (rts == 1 and info.reason == "Not responding")):
-                        log.info("node %s responds again: returned to service", name)
-                        info.base_state = "IDLE"
-                        info.reason = ""
-                        info.reason_uid = 0
-                        info.reason_time = 0
-                        self._save_node(node)
+                    self._save_node(node)
+                    self.wake.set()
+                if info.not_responding and node.registered and not (info.base_state == "DOWN" and effects):
+                    info.not_responding = False
                     self.wake.set()
             elif node.registered:
                 node.info.not_responding = True

@@ -111,7 +111,8 @@ def scan(spool_root: Path, now: float | None = None) -> tuple[list[int], list[Fi
         if data is None:
             data = _mark_lost(job_id, path, now)
             if data is None:
-                running.append(job_id)  # a launch was writing the directory; it runs now
+                if path.exists():
+                    running.append(job_id)  # a launch was writing the directory; it runs now
                 continue
         finished.append(_finished(job_id, data, run_of(path)))
     _prune_cancel_markers(spool_root, now)
@@ -128,6 +129,11 @@ def _mark_lost(job_id: int, path: Path, now: float, node_fail: bool = False) -> 
         if data is not None:
             return data
         if _is_running(path, now):
+            return None
+        if not (path / spool.LAUNCH).exists():
+            # no launch writes it now (that holds the lock): what a removal left (a file written into
+            # it meanwhile), no job
+            shutil.rmtree(path, ignore_errors=True)
             return None
         left = reap.reap_job(path)
         if left:
@@ -257,17 +263,21 @@ def terminate_job(spool_root: Path, job_id: int, kill_wait: float | None, mark: 
     a marker would only stop the job's next run here.
     """
     path = spool.job_dir(spool_root, job_id)
-    if (path / spool.STATUS).exists():
-        return False
-    if mark:
-        spool.cancel_marker(spool_root, job_id).touch()
-    pid = spool.live_pid(path / spool.STEPD_PID)
-    if pid is None:
-        return False
-    if kill_wait is not None:
-        (path / spool.KILL_WAIT).write_text(f"{kill_wait}\n")
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    return True
+    with DIRS_LOCK:  # not into a directory the reporter is removing (a file there would outlive it)
+        if (path / spool.STATUS).exists():
+            return False
+        if mark:
+            spool.cancel_marker(spool_root, job_id).touch()
+        pid = spool.live_pid(path / spool.STEPD_PID)
+        if pid is None:
+            return False
+        if kill_wait is not None:
+            try:
+                (path / spool.KILL_WAIT).write_text(f"{kill_wait}\n")
+            except OSError:
+                pass
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        return True

@@ -45,7 +45,7 @@ def _recorded(path: Path) -> tuple[int, int] | None:
         return None
 
 
-def _owned_id(path: Path) -> int:
+def owned_id(path: Path) -> int:
     """The id a dead (or live) recorded process left as session/group id of its descendants; 0 when
     that number now names another process (the old session or group is then empty)."""
     rec = _recorded(path)
@@ -110,8 +110,8 @@ def reap_job(job_dir: Path) -> int:
     """Kill every process left of the job whose spool directory is `job_dir` (its stepd is gone) and
     remove its cgroup; how many processes were found outside the cgroup."""
     launch = spool.read_json(job_dir / spool.LAUNCH) or {}
-    session = _owned_id(job_dir / spool.STEPD_PID)
-    group = _owned_id(job_dir / spool.JOB_PID)
+    session = owned_id(job_dir / spool.STEPD_PID)
+    group = owned_id(job_dir / spool.JOB_PID)
     killed = kill_all(session, group)
     cgroup = launch.get("cgroup")
     remove_cgroup(cgroup if isinstance(cgroup, dict) else None)

@@ -36,8 +36,8 @@ needs_cgroups = pytest.mark.skipif(os.geteuid() != 0 or not (CGROUP_ROOT / "memo
 # -- what is left of a job -------------------------------------------------------------------------
 
 
-def marked(token: str, node: str | None = None, restarts: int | None = None) -> list[int]:
-    """Live processes whose environment carries FAULTS_MARK=token (and that node / run)."""
+def marked(token: str, node: str | None = None, restarts: int | None = None, also: str = "") -> list[int]:
+    """Live processes whose environment carries FAULTS_MARK=token (and that node / run / variable)."""
     want = f"FAULTS_MARK={token}".encode()
     found = []
     for entry in Path("/proc").iterdir():
@@ -51,6 +51,8 @@ def marked(token: str, node: str | None = None, restarts: int | None = None) -> 
         if want not in env or stat[stat.rfind(")") + 2:].split()[0] in ("Z", "X"):
             continue
         if node is not None and f"SLURMD_NODENAME={node}".encode() not in env:
+            continue
+        if also and also.encode() not in env:
             continue
         if restarts is not None:
             count = next((v.split(b"=", 1)[1] for v in env if v.startswith(b"SLURM_RESTART_COUNT=")), b"0")
@@ -232,9 +234,12 @@ def test_every_process_of_a_node_killed_its_jobs_are_lost_with_the_node(one_node
     for job in (again, lost):
         c.wait_state(job, {"RUNNING"})
     wait_until("both jobs' processes", lambda: len(marked(token)) >= 3)
-    # the crash: noded, every stepd and every process of the jobs, all at once
+    # the crash: noded, every stepd and every process of the jobs, all at once (frozen first, so
+    # that none sees another die)
     victims = {pid_in(c.dir / "run" / "noded.pid")}
     victims |= {pid_in(spool_file(c, "node1", j, "stepd.pid")) for j in (again, lost)}
+    for pid in victims:
+        os.kill(pid, signal.SIGSTOP)
     for _ in range(5):
         left = victims | set(marked(token)) | cgroup_procs(job_cgroups(c, "node1", again) + job_cgroups(c, "node1", lost))
         for pid in left:
@@ -253,3 +258,27 @@ def test_every_process_of_a_node_killed_its_jobs_are_lost_with_the_node(one_node
     assert out.read_text().splitlines() == ["start 0", "start 1", "end 1"]
     assert job_cgroups(c, "node1", lost) == [] and job_cgroups(c, "node1", again) == []
     assert sinfo_state(c, "node1") == "idle"
+
+
+@needs_cgroups
+def test_kill_9_of_a_steps_supervisor_kills_its_tasks_and_removes_its_cgroup(one_node: Cluster) -> None:
+    c, token = one_node, uuid.uuid4().hex
+    job = c.submit("-o", "/dev/null", f"--export=ALL,FAULTS_MARK={token}",
+                   "--wrap", "srun sh -c 'sleep 300 & sleep 301; wait'; sleep 300")
+    c.wait_state(job, {"RUNNING"})
+
+    def tasks() -> list[int]:
+        return marked(token, also="SLURM_STEP_ID=0")
+
+    wait_until("the step's tasks", lambda: len(tasks()) >= 3)
+    step_group = [d / "step_0" for d in job_cgroups(c, "node1", job)]
+    assert all(d.is_dir() for d in step_group) and set(tasks()) <= cgroup_procs(step_group)
+    supervisor = next((c.dir / "spool" / "node1").glob(f"step{job}.0/stepd.pid"))
+    os.kill(pid_in(supervisor), signal.SIGKILL)
+    wait_gone("the step's tasks to be killed", tasks, timeout=30)
+    wait_gone("the step's cgroup to be removed", lambda: [d for d in step_group if d.exists()], timeout=30)
+    assert not supervisor.parent.exists()
+    c.ok("scancel", str(job))
+    assert c.wait_state(job, {"CANCELLED", "FAILED", "COMPLETED"}) == "CANCELLED"
+    wait_gone("the job's processes to be killed", lambda: marked(token), timeout=30)
+    assert job_cgroups(c, "node1", job) == []
