@@ -172,7 +172,7 @@ class Reporter:
         request = controller_pb2.RegisterNodeRequest(
             name=node.name,
             hardware=self._hardware(node),
-            running_jobs=running,
+            running_jobs=sorted(set(running) | set(tasks.running_step_jobs(node.spool))),
             version=self._version,
             start_time=self._start_time,
             port=node.port,

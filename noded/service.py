@@ -147,8 +147,9 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         free = free_memory_mb()
         if node.emulated:
             free = min(free, node.conf.real_memory)
+        running = set(jobs.running_jobs(node.spool)) | set(tasks.running_step_jobs(node.spool))
         return node_pb2.NodePingResponse(
-            running_jobs=jobs.running_jobs(node.spool),
+            running_jobs=sorted(running),
             cpu_load=cpu_load(),
             free_mem_mb=free,
             start_time=self._start_time,

@@ -211,6 +211,24 @@ def terminate_steps(spool_root: Path, job_id: int) -> int:
     return signal_steps(spool_root, job_id, None, 0)
 
 
+def running_step_jobs(spool_root: Path) -> list[int]:
+    """Jobs with a step whose supervisor runs here (on a node without the batch script too: what
+    ctld compares with its records to end what runs of ended jobs)."""
+    found: set[int] = set()
+    try:
+        paths = list(Path(spool_root).iterdir())
+    except OSError:
+        return []
+    for path in paths:
+        name = path.name
+        if not name.startswith(STEP_PREFIX):
+            continue
+        job_text = name[len(STEP_PREFIX):].partition(".")[0]
+        if job_text.isdigit() and spool.live_pid(path / spool.STEPD_PID) is not None:
+            found.add(int(job_text))
+    return sorted(found)
+
+
 def reap_lost_steps(spool_root: Path, now: float | None = None) -> list[str]:
     """Steps whose supervisor died (kill -9) without cleaning up: their tasks are killed, their
     cgroups and directories removed, as when a step ends. The step directories reaped."""

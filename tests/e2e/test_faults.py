@@ -189,6 +189,12 @@ def test_noded_frozen_past_slurmd_timeout_requeues_and_kills_the_lost_run(tmp_pa
         assert c.job_field(job, "%N") == "node2"
         wait_until("run 0 running", lambda: marked(token, "node2", 0))
         c.ok("scancel", str(blocker))
+        # and a two-node job that may not be requeued, with a step's task on node2
+        wide_token = uuid.uuid4().hex
+        wide = c.submit("--no-requeue", "-N2", "-o", "/dev/null", f"--export=ALL,FAULTS_MARK={wide_token}",
+                        "--wrap", "srun -N2 --ntasks-per-node=1 sleep 120")
+        c.wait_state(wide, {"RUNNING"})
+        wait_until("the wide job's task on node2", lambda: marked(wide_token, "node2", also="SLURM_STEP_ID=0"))
         daemons[1].send_signal(signal.SIGSTOP)
         try:
             wait_until("node2 DOWN", lambda: sinfo_state(c, "node2").startswith("down"), timeout=60)
@@ -197,7 +203,10 @@ def test_noded_frozen_past_slurmd_timeout_requeues_and_kills_the_lost_run(tmp_pa
             assert c.wait_state(job, {"COMPLETED", "FAILED", "NODE_FAIL"}, timeout=60) == "COMPLETED"
             assert scontrol_field(c, "job", job, "Restarts") == "1"
             assert scontrol_field(c, "job", job, "NodeList") == "node1"
-            # frozen, node2 cannot kill anything: run 0 still runs there, in its cgroup
+            assert c.wait_state(wide, {"NODE_FAIL", "FAILED", "COMPLETED", "CANCELLED"}) == "NODE_FAIL"
+            wait_gone("the wide job's processes on node1", lambda: marked(wide_token, "node1"), timeout=30)
+            # frozen, node2 cannot kill anything: run 0 still runs there, in its cgroup (the wide job's
+            # task there may end with its srun, whose connection broke)
             assert marked(token, "node2", 0)
             assert job_cgroups(c, "node2", job)
         finally:
@@ -205,6 +214,8 @@ def test_noded_frozen_past_slurmd_timeout_requeues_and_kills_the_lost_run(tmp_pa
         # node2 answers again: what it still runs of the ended run is killed, its cgroup removed ...
         wait_gone("run 0's processes to be killed", lambda: marked(token), timeout=60)
         wait_gone("run 0's cgroup to be removed", lambda: job_cgroups(c, "node2", job), timeout=30)
+        wait_gone("the wide job's step task to be killed", lambda: marked(wide_token), timeout=60)
+        wait_gone("the wide job's cgroup on node2 to be removed", lambda: job_cgroups(c, "node2", wide), timeout=30)
         # ... and, ReturnToService=2, it returns to service without an admin
         wait_until("node2 idle again", lambda: sinfo_state(c, "node2") == "idle", timeout=60)
         lines = out.read_text().splitlines()
