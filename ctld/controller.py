@@ -625,9 +625,10 @@ class Controller:
                 self._finish(job, jobs_pb2.FAILED, req.exit_code, req.exit_signal, now)
             self._save(job)
             effects = jobsteps.terminate_elsewhere(self, job, "complete")
-            # and on the batch host: nothing of an ended job may run on (a no-op when it has ended there)
+            # and on the batch host: nothing of an ended job may run on (a no-op when it has ended
+            # there; a requeued one was terminated before, and its next run must not be hit)
             host = self.nodes.get(req.node)
-            if host is not None and host.registered and not host.info.not_responding:
+            if job.state in FINISHED_STATES and host is not None and host.registered and not host.info.not_responding:
                 effects.append(partial(self.actions.terminate, host.info, job.job_id, self.cfg.kill_wait, "ended"))
         for effect in effects:
             effect()
@@ -1308,8 +1309,8 @@ class Controller:
 
         A node that rebooted lost its jobs (NODE_FAIL or requeued, as Slurm's "node unexpectedly
         rebooted"); a job the node still runs that the controller does not have running there (ended,
-        requeued or moved while the node was unreachable) is terminated there. Jobs that merely finished while nobody listened are left
-        alone: their supervisors' reports are still on the way. A batch job a previous controller
+        requeued or moved while the node was unreachable) is terminated there. Jobs that merely
+        finished while nobody listened are left alone: their supervisors' reports are still on the way. A batch job a previous controller
         started on this node that the node neither runs nor has finished never got there (that
         controller stopped between the start and the launch): it is requeued, or ends NODE_FAIL with
         --no-requeue, as Slurm's "batch job missing from batch node".
