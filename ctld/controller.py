@@ -410,7 +410,7 @@ class Controller:
         job.eligible_time = max(now, s.begin_time)
         job.accrue_time = now
         job.time_limit_min = s.time_limit_min
-        job.requeue = s.requeue != 0
+        job.requeue = s.requeue == 1 or (s.requeue < 0 and self.cfg.job_requeue != 0)  # -1: JobRequeue decides
         job.account = s.account
         job.qos = s.qos or "normal"
         job.held = s.hold

@@ -103,3 +103,13 @@ def test_a_node_lost_report_requeues_and_a_plain_end_terminates_on_the_batch_hos
     ctl.complete_batch(controller_pb2.CompleteBatchRequest(node="n1", job_id=ended, exit_code=0))
     assert ctl.jobs[ended].state == jobs_pb2.COMPLETED
     assert ("n1", ended, "ended") in actions.terminated
+
+
+def test_job_requeue_0_makes_requeue_the_exception(tmp_path: Path) -> None:
+    cfg = parse_slurm_conf(
+        "ClusterName=t\nSlurmctldHost=localhost\nNodeName=n1 CPUs=4 RealMemory=1000\n"
+        f"PartitionName=batch Nodes=n1 Default=YES\nStateSaveLocation={tmp_path}\nJobRequeue=0\n"
+    )
+    ctl = Controller(cfg, StateStore(tmp_path), b"k" * 32, Recorded(), clock=lambda: 1_000_000.0)
+    default, asked = submit(ctl, requeue=-1), submit(ctl, requeue=1)
+    assert (ctl.jobs[default].requeue, ctl.jobs[asked].requeue) == (False, True)
