@@ -420,7 +420,7 @@ class Controller:
         job.eligible_time = max(now, s.begin_time)
         job.accrue_time = now
         job.time_limit_min = s.time_limit_min
-        job.requeue = s.requeue != 0
+        job.requeue = s.requeue == 1 or (s.requeue < 0 and self.cfg.job_requeue != 0)  # -1: JobRequeue decides
         job.account = s.account
         job.qos = s.qos or "normal"
         job.held = s.hold
@@ -621,6 +621,9 @@ class Controller:
                 self._requeue(job, self._now(), ended_as=ended_as, ended_at=now)
             elif job.final_state:
                 self._finish(job, job.final_state, req.exit_code, req.exit_signal, now)
+            elif req.node_fail:
+                log.warning("job %d lost with node %s: %s", job.job_id, req.node, req.message)
+                self._end_by_node_failure(job, now)
             elif req.launch_failed:
                 log.warning("job %d failed to launch on %s: %s", job.job_id, req.node, req.message)
                 self._finish(job, jobs_pb2.FAILED, req.exit_code or 1, req.exit_signal, now)
@@ -632,6 +635,11 @@ class Controller:
                 self._finish(job, jobs_pb2.FAILED, req.exit_code, req.exit_signal, now)
             self._save(job)
             effects = jobsteps.terminate_elsewhere(self, job, "complete")
+            # and on the batch host: nothing of an ended job may run on (a no-op when it has ended
+            # there; a requeued one was terminated before, and its next run must not be hit)
+            host = self.nodes.get(req.node)
+            if job.state in FINISHED_STATES and host is not None and host.registered and not host.info.not_responding:
+                effects.append(partial(self.actions.terminate, host.info, job.job_id, self.cfg.kill_wait, "ended"))
         for effect in effects:
             effect()
         self.wake.set()
@@ -654,6 +662,15 @@ class Controller:
             reason = "RaisedSignal"
         job.state_reason = reason
         jobsteps.end_job_steps(job, state, now)
+
+    def _end_by_node_failure(self, job: jobs_pb2.JobInfo, now: int) -> None:
+        """A node of the job failed: a batch job that may be requeued (JobRequeue, --requeue) runs
+        again (its lost run recorded NODE_FAIL), any other ends NODE_FAIL, as in Slurm."""
+        if job.batch_flag and job.requeue:
+            log.warning("job %d requeued after the failure of its node", job.job_id)
+            self._requeue(job, self._now(), ended_as=jobs_pb2.NODE_FAIL, ended_at=now)
+        else:
+            self._finish(job, jobs_pb2.NODE_FAIL, 0, 0, now)
 
     def _requeue(
         self, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0, ended_at: int = 0, ran: bool = True
@@ -1290,16 +1307,17 @@ class Controller:
         self.wake.set()
 
     def _fail_jobs_on(self, name: str, now: int) -> list[Callable[[], None]]:
-        """A node went DOWN: its running jobs end as NODE_FAIL; other nodes of those jobs clean up."""
+        """A node went DOWN: its running jobs end as NODE_FAIL (or are requeued); other nodes of those
+        jobs clean up."""
         effects: list[Callable[[], None]] = []
         for job in self.jobs.values():
             if job.state not in ACTIVE_STATES or name not in (a.node for a in job.allocation):
                 continue
-            self._finish(job, jobs_pb2.NODE_FAIL, 0, 0, now)
+            others = [self.nodes[a.node] for a in job.allocation if a.node != name]
+            self._end_by_node_failure(job, now)
             self._save(job)
-            for a in job.allocation:
-                other = self.nodes[a.node]
-                if a.node != name and other.available:
+            for other in others:
+                if other.available:
                     effects.append(partial(self.actions.terminate, other.info, job.job_id, 0, "node_fail"))
         return effects
 
@@ -1347,27 +1365,23 @@ class Controller:
     ) -> list[Callable[[], None]]:
         """Square what a (re-)registering node runs with what the controller believes.
 
-        A node that rebooted lost its jobs (NODE_FAIL, as Slurm's "node unexpectedly rebooted"); a job
-        the node still runs but the controller has already ended (cancelled or failed while the node
-        was unreachable) is terminated there. Jobs that merely finished while nobody listened are left
-        alone: their supervisors' reports are still on the way. A batch job a previous controller
+        A node that rebooted lost its jobs (NODE_FAIL or requeued, as Slurm's "node unexpectedly
+        rebooted"); a job the node still runs that the controller does not have running there (ended,
+        requeued or moved while the node was unreachable) is terminated there. Jobs that merely
+        finished while nobody listened are left alone: their supervisors' reports are still on the way. A batch job a previous controller
         started on this node that the node neither runs nor has finished never got there (that
         controller stopped between the start and the launch): it is requeued, or ends NODE_FAIL with
         --no-requeue, as Slurm's "batch job missing from batch node".
         """
         effects: list[Callable[[], None]] = []
         rebooted = previous_boot and req.hardware.boot_time and abs(req.hardware.boot_time - previous_boot) > 60
-        node = self.nodes[req.name]
         for job in self.jobs.values():
             on_node = any(a.node == req.name for a in job.allocation)
             if rebooted and on_node and job.state in ACTIVE_STATES:
                 log.warning("node %s rebooted: job %d lost (NODE_FAIL)", req.name, job.job_id)
-                self._finish(job, jobs_pb2.NODE_FAIL, 0, 0, now)
+                self._end_by_node_failure(job, now)
                 self._save(job)
-        for job_id in req.running_jobs:
-            known = self.jobs.get(job_id)
-            if known is None or known.state in FINISHED_STATES:
-                effects.append(partial(self.actions.terminate, node.info, job_id, self.cfg.kill_wait, "orphan"))
+        effects.extend(self._terminate_orphans(req.name, req.running_jobs))
         if req.reports_finished:
             effects.extend(self._requeue_missing(req, now))
         return effects
@@ -1399,19 +1413,54 @@ class Controller:
             self._save(job)
         return effects
 
-    def node_contact(self, name: str, ok: bool) -> None:
-        """Result of a ping: refresh contact time, or notice the node stopped answering."""
+    def _terminate_orphans(self, name: str, running: Iterable[int]) -> list[Callable[[], None]]:
+        """TerminateJob for what node `name` says it runs of jobs the controller does not have running
+        there (ended, requeued, or running elsewhere now: while the node was unreachable)."""
+        node = self.nodes[name]
+        effects: list[Callable[[], None]] = []
+        for job_id in running:
+            known = self.jobs.get(job_id)
+            if known is not None and known.state in ACTIVE_STATES and any(a.node == name for a in known.allocation):
+                continue
+            log.info("node %s still runs job %d, which has ended there: terminating it", name, job_id)
+            effects.append(partial(self.actions.terminate, node.info, job_id, self.cfg.kill_wait, "orphan"))
+        return effects
+
+    def node_contact(self, name: str, ok: bool, running: Iterable[int] | None = None) -> None:
+        """Result of a ping: refresh contact time, or notice the node stopped answering.
+
+        What a node says it runs of jobs the controller has ended there is terminated. A DOWN node
+        that answers again returns to service as ReturnToService says (1: DOWN for not responding,
+        2: DOWN for any reason, once it had stopped responding), as a registration would, once it
+        runs nothing of ended jobs (their CPUs are not free before)."""
+        effects: list[Callable[[], None]] = []
         with self.lock:
             node = self.nodes.get(name)
             if node is None:
                 return
             if ok:
                 node.last_contact = self.clock()
-                if node.info.not_responding and node.registered:
-                    node.info.not_responding = False
+                info = node.info
+                if running is not None and node.registered:
+                    effects = self._terminate_orphans(name, running)
+                rts = self.cfg.return_to_service
+                returns = (rts == 2 and info.not_responding) or (rts == 1 and info.reason == "Not responding")
+                if info.base_state == "DOWN" and node.registered and running is not None and not effects and returns:
+                    log.info("node %s responds again: returned to service", name)
+                    info.base_state = "IDLE"
+                    info.reason = ""
+                    info.reason_uid = 0
+                    info.reason_time = 0
+                    info.not_responding = False
+                    self._save_node(node)
+                    self.wake.set()
+                if info.not_responding and node.registered and not (info.base_state == "DOWN" and effects):
+                    info.not_responding = False
                     self.wake.set()
             elif node.registered:
                 node.info.not_responding = True
+        for effect in effects:
+            effect()
 
     # ------------------------------------------------------------------ housekeeping
     def housekeeping(self) -> None:

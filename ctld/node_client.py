@@ -110,13 +110,15 @@ class GrpcNodeActions:
         self._pool.submit(self._ping, node)
 
     def _ping(self, node: cluster_pb2.NodeInfo) -> None:
-        ok = True
+        running: list[int] | None = None
         try:
-            self._stub(node).Ping(node_pb2.NodePingRequest(node=node.name, ctld_start_time=self._started()), metadata=self._md(), timeout=5)
+            request = node_pb2.NodePingRequest(node=node.name, ctld_start_time=self._started())
+            reply = self._stub(node).Ping(request, metadata=self._md(), timeout=5)
+            running = list(reply.running_jobs)
         except grpc.RpcError:
-            ok = False
+            pass
         if self.controller is not None:
-            self.controller.node_contact(node.name, ok)
+            self.controller.node_contact(node.name, running is not None, running)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

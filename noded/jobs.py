@@ -2,7 +2,9 @@
 
 A job is *running* while its stepd lives and has written no status.json, *finished* once
 status.json exists (until ctld has acknowledged it and the job's directory is removed).
-A stepd that died without a status (killed, machine trouble) makes its job finished, failed.
+A stepd that died without a status (killed, machine trouble) makes its job finished, failed;
+whatever the job left running is killed and its cgroup removed first (noded.reap). One found gone
+when noded starts died while nothing watched the node (a crash): that is a node failure.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from noded import spool
+from noded import reap, spool
 
 log = logging.getLogger("shoal.noded")
 
@@ -42,6 +44,7 @@ class FinishedJob:
     max_rss_kb: int = 0  # peak memory of the script (cgroup, else rusage)
     cpu_time_us: int = 0
     run: int = 0  # which run of a requeued job (its restart count at launch)
+    node_fail: bool = False  # lost with its node (its stepd was gone when noded started)
 
 
 def _job_dirs(spool_root: Path) -> list[tuple[int, Path]]:
@@ -91,6 +94,7 @@ def _finished(job_id: int, data: dict[str, object], run: int) -> FinishedJob:
         message=str(data.get("message", "")),
         oom=bool(data.get("oom", False)),
         run=run,
+        node_fail=bool(data.get("node_fail", False)),
     )
 
 
@@ -107,15 +111,17 @@ def scan(spool_root: Path, now: float | None = None) -> tuple[list[int], list[Fi
         if data is None:
             data = _mark_lost(job_id, path, now)
             if data is None:
-                running.append(job_id)  # a launch was writing the directory; it runs now
+                if path.exists():
+                    running.append(job_id)  # a launch was writing the directory; it runs now
                 continue
         finished.append(_finished(job_id, data, run_of(path)))
     _prune_cancel_markers(spool_root, now)
     return running, finished
 
 
-def _mark_lost(job_id: int, path: Path, now: float) -> dict[str, object] | None:
-    """Record that the job's stepd ended without a status; None if the job turns out to run."""
+def _mark_lost(job_id: int, path: Path, now: float, node_fail: bool = False) -> dict[str, object] | None:
+    """Record that the job's stepd ended without a status, once every process it left is killed;
+    None if the job turns out to run."""
     with DIRS_LOCK:  # not while a launch is still writing this directory
         if not path.exists():
             return None
@@ -124,15 +130,38 @@ def _mark_lost(job_id: int, path: Path, now: float) -> dict[str, object] | None:
             return data
         if _is_running(path, now):
             return None
+        if not (path / spool.LAUNCH).exists():
+            # no launch writes it now (that holds the lock): what a removal left (a file written into
+            # it meanwhile), no job
+            shutil.rmtree(path, ignore_errors=True)
+            return None
+        left = reap.reap_job(path)
+        if left:
+            log.warning("job %d: killed %d process(es) its lost slurmstepd left", job_id, left)
         data = {
             "exit_code": 0,
             "exit_signal": int(signal.SIGKILL),
             "end_time": int(now),
             "launch_failed": False,
-            "message": f"slurmstepd of job {job_id} ended without a status",
+            "message": (f"slurmstepd of job {job_id} was gone when shoal-noded started" if node_fail
+                        else f"slurmstepd of job {job_id} ended without a status"),
+            "node_fail": node_fail,
         }
         spool.write_json_atomic(path / spool.STATUS, data)
         return data
+
+
+def sweep_after_start(spool_root: Path, now: float | None = None) -> list[int]:
+    """At noded's start, before it serves: jobs whose stepd is gone without a status died while no
+    noded watched the node (every process killed, a crash), so they are lost with the node, not
+    failed by a signal of their own (Slurm: "batch job missing from batch node"). Their ids."""
+    now = time.time() if now is None else now
+    lost: list[int] = []
+    for job_id, path in _job_dirs(spool_root):
+        if spool.read_json(path / spool.STATUS) is None and not _is_running(path, now):
+            if _mark_lost(job_id, path, now, node_fail=True) is not None:
+                lost.append(job_id)
+    return lost
 
 
 def _prune_cancel_markers(spool_root: Path, now: float) -> None:
@@ -225,23 +254,30 @@ def signal_job(spool_root: Path, job_id: int, sig: int, batch_only: bool) -> boo
     return True
 
 
-def terminate_job(spool_root: Path, job_id: int, kill_wait: float | None) -> bool:
+def terminate_job(spool_root: Path, job_id: int, kill_wait: float | None, mark: bool = True) -> bool:
     """Ask the job's stepd to end it (SIGTERM, KillWait, SIGKILL). False if it is not running.
 
     The cancel marker is written first: a launch still on its way (or a stepd that has not yet
-    written its pid) sees it and ends the job at once, so a cancel never loses the race.
+    written its pid) sees it and ends the job at once, so a cancel never loses the race. `mark`
+    False: no launch of this run can be on its way (ctld heard it end, or has it nowhere here), and
+    a marker would only stop the job's next run here.
     """
     path = spool.job_dir(spool_root, job_id)
-    if (path / spool.STATUS).exists():
-        return False
-    spool.cancel_marker(spool_root, job_id).touch()
-    pid = spool.live_pid(path / spool.STEPD_PID)
-    if pid is None:
-        return False
-    if kill_wait is not None:
-        (path / spool.KILL_WAIT).write_text(f"{kill_wait}\n")
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    return True
+    with DIRS_LOCK:  # not into a directory the reporter is removing (a file there would outlive it)
+        if (path / spool.STATUS).exists():
+            return False
+        if mark:
+            spool.cancel_marker(spool_root, job_id).touch()
+        pid = spool.live_pid(path / spool.STEPD_PID)
+        if pid is None:
+            return False
+        if kill_wait is not None:
+            try:
+                (path / spool.KILL_WAIT).write_text(f"{kill_wait}\n")
+            except OSError:
+                pass
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        return True

@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 
 import shoal
-from noded import stepd_spawn
+from noded import jobs, stepd_spawn
 from noded.discovery import discover_hardware, hardware_for
 from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
@@ -237,6 +237,10 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         raise StartError(exc.message) from exc
     _setup_logging(cfg, nodes[0].name, args.verbose)
     prepare_spools(nodes)
+    for node in nodes:  # before serving: what was lost while no noded ran is a node failure (noded.jobs)
+        lost = jobs.sweep_after_start(node.spool)
+        if lost:
+            log.warning("%s: job(s) %s lost while shoal-noded was not running", node.name, lost)
     nvml = load_nvml()
     node_gpus = discover_node_gpus(cfg, nodes, nvml)
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import grpc
 
-from noded import jobs, spool
+from noded import jobs, spool, tasks
 from noded.gpu.usage import GpuSampler, GpuUsage
 from noded.node import HostedNode
 from shoal.rpc.client import Stub
@@ -162,6 +162,8 @@ class Reporter:
             if not self._register_if_needed(node):
                 return False
         for node in self._nodes:
+            for step in tasks.reap_lost_steps(node.spool):
+                log.warning("%s: %s lost its slurmstepd: its tasks killed, its cgroup removed", node.name, step)
             running, finished = jobs.scan(node.spool)
             self._sample_gpus(node, running)
             for job in finished:
@@ -186,7 +188,7 @@ class Reporter:
         request = controller_pb2.RegisterNodeRequest(
             name=node.name,
             hardware=self._hardware(node),
-            running_jobs=running,
+            running_jobs=sorted(set(running) | set(tasks.running_step_jobs(node.spool))),
             version=self._version,
             start_time=self._start_time,
             port=node.port,
@@ -217,7 +219,8 @@ class Reporter:
             end_time=job.end_time,
             oom=job.oom,
             usage=self._usage(job),
-            run=job.run,
+            run=max(job.run, 0),
+            node_fail=job.node_fail,
         )
         try:
             self._stub.call(COMPLETE, request, controller_pb2.CompleteBatchResponse, timeout=self._timeout)

@@ -24,6 +24,8 @@ from shoal.v1 import node_pb2, node_pb2_grpc
 log = logging.getLogger("shoal.noded")
 
 PERMISSION_DENIED = "Access/permission denied"
+# TerminateJob reasons for a run ctld knows to have ended or not to be here: no cancel marker
+UNMARKED_REASONS = ("ended", "orphan")
 
 
 class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
@@ -115,7 +117,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._require_admin(context)
         node = self._node(request.node, context)
         kill_wait = float(request.kill_wait) if request.kill_wait else None
-        if jobs.terminate_job(node.spool, request.job_id, kill_wait):
+        mark = request.reason not in UNMARKED_REASONS
+        if jobs.terminate_job(node.spool, request.job_id, kill_wait, mark):
             log.info("%s: terminating job %d (%s)", node.name, request.job_id, request.reason or "cancel")
         if tasks.terminate_steps(node.spool, request.job_id):
             log.info("%s: terminating the steps of job %d", node.name, request.job_id)
@@ -152,8 +155,9 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         free = free_memory_mb()
         if node.emulated:
             free = min(free, node.conf.real_memory)
+        running = set(jobs.running_jobs(node.spool)) | set(tasks.running_step_jobs(node.spool))
         return node_pb2.NodePingResponse(
-            running_jobs=jobs.running_jobs(node.spool),
+            running_jobs=sorted(running),
             cpu_load=cpu_load(),
             free_mem_mb=free,
             start_time=self._start_time,

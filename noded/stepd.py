@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from noded import spool
+from noded import reap, spool
 from noded.cgroup import BATCH, CgroupError, CgroupRequest, StepCgroup, oom_note
 from noded.launchspec import LaunchSpec
 from noded.workdir import enter_workdir
@@ -109,6 +109,8 @@ class Supervisor:
         _, wait_status, rusage = os.wait4(pid, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
         _killpg(pid, signal.SIGKILL)  # what the script left running ends with it, as in Slurm
+        if cgroup is None:  # no cgroup to empty: the job's session is the unit (see noded.reap)
+            reap.kill_all(os.getpid())
         status.update(finish_cgroup(cgroup, self.spec))
         measured = status.get("usage")
         cgroup_usage = measured if isinstance(measured, dict) else {}

@@ -13,10 +13,11 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from noded import spool, stepd_spawn
+from noded import reap, spool, stepd_spawn
 from noded.isolation import Isolation, cgroup_request, step_cgroup_request
 from noded.launcher import DEFAULT_PATH, LaunchFailed, LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
@@ -25,6 +26,7 @@ from shoal.gpubind import GpuBindError
 from shoal.v1 import jobs_pb2, node_pb2
 
 STEP_PREFIX = "step"
+STARTING_GRACE_S = 30.0  # a step directory without the supervisor's pid this long has lost it
 # What srun says when its step lands on a node after the job was told to end there (Slurm's words)
 STEP_OF_ENDED_JOB = "Job/step already completing or completed"
 _TOKEN = re.compile(r"%(\d*)([%AaJjNnstux])")
@@ -207,3 +209,50 @@ def _signal_tasks(stepd_pid: int, sig: int) -> None:
 
 def terminate_steps(spool_root: Path, job_id: int) -> int:
     return signal_steps(spool_root, job_id, None, 0)
+
+
+def running_step_jobs(spool_root: Path) -> list[int]:
+    """Jobs with a step whose supervisor runs here (on a node without the batch script too: what
+    ctld compares with its records to end what runs of ended jobs)."""
+    found: set[int] = set()
+    try:
+        paths = list(Path(spool_root).iterdir())
+    except OSError:
+        return []
+    for path in paths:
+        name = path.name
+        if not name.startswith(STEP_PREFIX):
+            continue
+        job_text = name[len(STEP_PREFIX):].partition(".")[0]
+        if job_text.isdigit() and spool.live_pid(path / spool.STEPD_PID) is not None:
+            found.add(int(job_text))
+    return sorted(found)
+
+
+def reap_lost_steps(spool_root: Path, now: float | None = None) -> list[str]:
+    """Steps whose supervisor died (kill -9) without cleaning up: their tasks are killed, their
+    cgroups and directories removed, as when a step ends. The step directories reaped."""
+    now = time.time() if now is None else now
+    reaped: list[str] = []
+    try:
+        paths = [p for p in Path(spool_root).iterdir() if p.name.startswith(STEP_PREFIX)]
+    except OSError:
+        return reaped
+    for path in paths:
+        pid_file = path / spool.STEPD_PID
+        if spool.live_pid(pid_file) is not None:
+            continue
+        if not pid_file.exists():
+            try:  # a supervisor starting now has not written its pid yet
+                if now - path.stat().st_mtime < STARTING_GRACE_S:
+                    continue
+            except OSError:
+                continue
+        spec = spool.read_json(path / "tasks.json") or {}
+        extra = spec.get("extra")
+        reap.kill_all(reap.owned_id(pid_file))
+        if isinstance(extra, dict) and isinstance(extra.get("step_cgroup"), dict):
+            reap.remove_cgroup(extra["step_cgroup"])  # and the job's group with it when it was the last
+        shutil.rmtree(path, ignore_errors=True)
+        reaped.append(path.name)
+    return reaped

@@ -159,6 +159,7 @@ class SlurmConfig:
     slurmctld_timeout: int = 120
     inactive_limit: int = 0
     return_to_service: int = 1
+    job_requeue: int = 1                # JobRequeue: batch jobs may be requeued unless --no-requeue
     max_job_count: int = 10000
     max_array_size: int = 1001
     first_job_id: int = 1
@@ -584,6 +585,7 @@ class _Builder:
             slurmctld_timeout=top.integer("SlurmctldTimeout", 120),
             inactive_limit=top.integer("InactiveLimit", 0),
             return_to_service=top.integer("ReturnToService", 1),
+            job_requeue=top.integer("JobRequeue", 1),
             max_job_count=top.integer("MaxJobCount", 10000),
             max_array_size=top.integer("MaxArraySize", 1001),
             first_job_id=top.integer("FirstJobId", 1),

@@ -661,6 +661,7 @@ class CompleteBatchRequest(_message.Message):
     END_TIME_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     RUN_FIELD_NUMBER: _builtins.int
+    NODE_FAIL_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     job_id: _builtins.int
     exit_code: _builtins.int
@@ -674,6 +675,8 @@ class CompleteBatchRequest(_message.Message):
     end_time: _builtins.int
     run: _builtins.int
     """which run of the job ended (its restart count at launch)"""
+    node_fail: _builtins.bool
+    """lost with its node (its stepd gone when noded started): requeue or NODE_FAIL"""
     @_builtins.property
     def usage(self) -> _jobs_pb2.Usage:
         """the script's peak RSS and CPU time"""
@@ -691,10 +694,11 @@ class CompleteBatchRequest(_message.Message):
         end_time: _builtins.int = ...,
         usage: _jobs_pb2.Usage | None = ...,
         run: _builtins.int = ...,
+        node_fail: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "launch_failed", b"launch_failed", "message", b"message", "node", b"node", "oom", b"oom", "run", b"run", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "launch_failed", b"launch_failed", "message", b"message", "node", b"node", "node_fail", b"node_fail", "oom", b"oom", "run", b"run", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

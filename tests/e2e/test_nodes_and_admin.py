@@ -99,7 +99,7 @@ def test_test_only_says_when_and_where(cluster: Cluster) -> None:
 def test_unresponsive_node_goes_down_and_returns(tmp_path: Path) -> None:
     c = start_cluster(tmp_path / "c", nodes=1, extra=("SlurmdTimeout=3",))
     try:
-        job = c.submit("--wrap", "sleep 60", "-o", "/dev/null")
+        job = c.submit("--no-requeue", "--wrap", "sleep 60", "-o", "/dev/null")  # requeued it would pend
         c.wait_state(job, {"RUNNING"})
         noded = int((c.dir / "run" / "noded.pid").read_text().split()[0])
         os.kill(noded, signal.SIGSTOP)  # alive but silent

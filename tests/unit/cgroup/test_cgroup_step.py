@@ -130,3 +130,21 @@ def test_v2_job_holds_no_process_and_steps_are_leaves() -> None:
     finally:
         JobCgroup(job).remove(timeout=10)
     assert not Path(mount, node).exists()
+
+
+@needs_v1
+def test_v1_last_step_on_a_node_without_the_script_removes_the_jobs_group() -> None:
+    node = f"shoal/test_{uuid.uuid4().hex[:8]}"
+    job = CgroupRequest(version="v1", relpath=f"{node}/job_2", mem_bytes=120 << 20)
+    first, second = (StepCgroup(job, job.child(step_name(i))) for i in (0, 1))
+    root = Path("/sys/fs/cgroup")
+    try:
+        first.create()
+        second.create()
+        first.remove()
+        assert (root / "memory" / node / "job_2").exists()  # the other step's group keeps it
+        second.remove()  # nothing else of the job here: no group of it may be left behind
+        for controller in ("cpuset", "memory", "devices", "cpuacct"):
+            assert not (root / controller / node).exists()
+    finally:
+        JobCgroup(job).remove(timeout=10)

@@ -76,10 +76,12 @@ class RecordingNodes:
     effects: list[Effect] = field(default_factory=list)
     pings: list[str] = field(default_factory=list)
     launch_requests: dict[int, node_pb2.LaunchBatchRequest] = field(default_factory=dict)
+    running: dict[str, set[int]] = field(default_factory=dict)  # what each node would say it runs
 
     def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None:
         self.effects.append(Launch(node.name, request.job.job_id))
         self.launch_requests[request.job.job_id] = request
+        self.running.setdefault(node.name, set()).add(request.job.job_id)
 
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None:
         self.effects.append(Terminate(node.name, job_id, reason))
@@ -246,6 +248,7 @@ class Harness:
     def finish(self, job_id: int, exit_code: int = 0, exit_signal: int = 0) -> None:
         """The batch host reports the script's end, as noded does for its current run."""
         info = self.ctl.jobs[job_id]
+        self.nodes.running.get(info.batch_host, set()).discard(job_id)
         self.ctl.complete_batch(controller_pb2.CompleteBatchRequest(
             node=info.batch_host, job_id=job_id, exit_code=exit_code, exit_signal=exit_signal,
             run=info.restarts, end_time=int(self.clock())))
@@ -267,7 +270,9 @@ class Harness:
         time limits, --signal warnings, node timeouts and the purge of old jobs."""
         for info in self.ctl.nodes_to_ping():
             self.nodes.ping(info)
-            self.ctl.node_contact(info.name, info.name not in self.silent)
+            answers = info.name not in self.silent
+            running = sorted(self.nodes.running.get(info.name, ())) if answers else None
+            self.ctl.node_contact(info.name, answers, running)
         self.ctl.housekeeping()
 
     def silence(self, name: str) -> None:
@@ -277,6 +282,10 @@ class Harness:
     def answer(self, name: str) -> None:
         """The node answers pings again (SIGCONT)."""
         self.silent.discard(name)
+
+    def node_killed(self, name: str, job_id: int) -> None:
+        """What a node still ran of a job is gone (its Terminate was carried out)."""
+        self.nodes.running.get(name, set()).discard(job_id)
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
