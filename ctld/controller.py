@@ -115,7 +115,6 @@ class Controller:
         self.nodes: dict[str, NodeRuntime] = {}
         self.next_job_id = cfg.first_job_id
         self.wake = threading.Event()
-        self.stopping = threading.Event()
         self.started = int(clock())  # nodes learn it at registration and from pings: a new one, they register again
         self._slurm_uid = _uid_of(cfg.slurm_user)
         self._partitions = {p.name: p for p in cfg.partitions}
@@ -1534,12 +1533,6 @@ class Controller:
     def nodes_to_ping(self) -> list[cluster_pb2.NodeInfo]:
         with self.lock:
             return [n.info for n in self.nodes.values() if n.info.base_state != "FUTURE"]
-
-    def mark_unregistered(self, name: str) -> None:
-        with self.lock:
-            node = self.nodes.get(name)
-            if node is not None:
-                node.registered = False
 
 
 JOB_PENDING_MSG = "Job is pending execution"
