@@ -26,7 +26,7 @@ def count(expr: str) -> int:
     """How many names `expr` expands to (an upper bound when it repeats names), without expanding it;
     0 where its syntax is not understood here (python-hostlist then judges it)."""
     total = 0
-    for item in _top_level_items(expr):
+    for item in split_top_level(expr):
         size = 1
         for group in _GROUP.findall(item):
             in_group = 0
@@ -50,18 +50,19 @@ def count(expr: str) -> int:
     return total
 
 
-def _top_level_items(expr: str) -> list[str]:
+def split_top_level(text: str, opening: str = "[", closing: str = "]") -> list[str]:
+    """Split on the commas outside brackets: "n[1,3],m" -> ["n[1,3]", "m"] (or parentheses in gres)."""
     items: list[str] = []
     depth = start = 0
-    for i, ch in enumerate(expr):
-        if ch == "[":
+    for i, ch in enumerate(text):
+        if ch == opening:
             depth += 1
-        elif ch == "]":
+        elif ch == closing:
             depth -= 1
         elif ch == "," and depth == 0:
-            items.append(expr[start:i])
+            items.append(text[start:i])
             start = i + 1
-    items.append(expr[start:])
+    items.append(text[start:])
     return items
 
 

@@ -10,6 +10,7 @@ from shoal.conf.errors import ConfigError
 from shoal.conf.keys import GRES_KEYS, canonical
 from shoal.conf.reader import ConfLine, parse_config_text, read_config_file
 from shoal.conf.values import Values
+from shoal.hostlist import split_top_level
 
 _COUNT_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
@@ -53,23 +54,6 @@ def _is_count(text: str) -> bool:
     return True
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside parentheses ("gpu:2(S:0,1),nic:1")."""
-    items: list[str] = []
-    depth = 0
-    start = 0
-    for index, char in enumerate(text):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "," and depth == 0:
-            items.append(text[start:index])
-            start = index + 1
-    items.append(text[start:])
-    return items
-
-
 def parse_gres(text: str) -> tuple[GresSpec, ...]:
     """Read node or job GRES ("gpu:h100:8,nic:1") into specs. "gpu" counts 1; "(S:0-1)" socket hints and no_consume are dropped.
 
@@ -79,7 +63,7 @@ def parse_gres(text: str) -> tuple[GresSpec, ...]:
     if not value or value.lower() in ("(null)", "none"):
         return ()
     specs: list[GresSpec] = []
-    for item in _split_top(value):
+    for item in split_top_level(value, "(", ")"):  # "gpu:2(S:0,1),nic:1"
         item = item.strip()
         if "(" in item:
             item = item[: item.index("(")]

@@ -28,6 +28,7 @@ from shoal.conf import load_slurm_conf
 from shoal.rpc import METADATA_KEY
 from shoal.v1 import controller_pb2, controller_pb2_grpc, jobs_pb2
 from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
+from tests.unit.ctld.builders import crafted_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -56,14 +57,7 @@ def _submit_as_nobody(cluster: Cluster, spec: jobs_pb2.JobSpec) -> grpc.RpcError
 
 
 def _spec(**fields: object) -> jobs_pb2.JobSpec:
-    spec = jobs_pb2.JobSpec(batch=True, script=b"#!/bin/sh\ntrue\n", work_dir="/tmp", time_limit_min=-1,
-                            time_min_min=-1, requeue=-1, hold=True)
-    for name, value in fields.items():
-        if name == "environment":
-            spec.environment.update(value)  # type: ignore[call-overload]
-        else:
-            setattr(spec, name, value)
-    return spec
+    return crafted_spec(hold=True, **fields)  # held: what is accepted never runs
 
 
 CRAFTED = [

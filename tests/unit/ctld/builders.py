@@ -12,6 +12,18 @@ from shoal.v1 import cluster_pb2, jobs_pb2, node_pb2
 ROOT = Caller(uid=0, gid=0, host="login")
 
 
+def crafted_spec(**fields: object) -> jobs_pb2.JobSpec:
+    """A JobSpec as a hostile client could send it: sbatch's defaults, then any field set to anything."""
+    spec = jobs_pb2.JobSpec(batch=True, script=b"#!/bin/sh\ntrue\n", work_dir="/tmp", time_limit_min=-1,
+                            time_min_min=-1, requeue=-1)
+    for name, value in fields.items():
+        if name == "environment":
+            spec.environment.update(value)  # type: ignore[call-overload]
+        else:
+            setattr(spec, name, value)
+    return spec
+
+
 class NoNodes:
     """Node agents that are never reached: these tests run no scheduling cycle."""
 

@@ -15,21 +15,13 @@ from hypothesis import strategies as st
 from ctld.controller import Caller, Controller
 from ctld.errors import SlurmError
 from shoal.v1 import jobs_pb2
-from tests.unit.ctld.builders import ROOT, make_controller
+from tests.unit.ctld.builders import ROOT, crafted_spec, make_controller
 
 NOBODY = Caller(uid=65534, gid=65534, host="login")
 SCRIPT = b"#!/bin/sh\ntrue\n"
 
 
-def _spec(**fields: object) -> jobs_pb2.JobSpec:
-    spec = jobs_pb2.JobSpec(batch=True, script=SCRIPT, work_dir="/tmp", time_limit_min=-1, time_min_min=-1,
-                            requeue=-1)
-    for name, value in fields.items():
-        if name == "environment":
-            spec.environment.update(value)  # type: ignore[call-overload]
-        else:
-            setattr(spec, name, value)
-    return spec
+_spec = crafted_spec
 
 
 REFUSED = [
