@@ -50,13 +50,31 @@ def start(directory: Path, env: dict[str, str],
     return spawn([sys.executable, "-m", "dbd.main", "-f", str(conf)], directory / "log" / "dbd.out", env)
 
 
-def bootstrap(env: dict[str, str], cluster: str, users: list[str], timeout: float = 30.0) -> str | None:
-    """Create the cluster, the default account and `users` (idempotent); returns an error or None."""
-    steps = [
-        ["add", "cluster", cluster],
-        ["add", "account", DEFAULT_ACCOUNT, "Description=default", "Organization=shoal"],
-        ["add", "user", ",".join(users), f"Account={DEFAULT_ACCOUNT}", f"DefaultAccount={DEFAULT_ACCOUNT}"],
-    ]
+Accounts = tuple[tuple[str, int, tuple[str, ...]], ...]
+
+
+def bootstrap(env: dict[str, str], cluster: str, users: list[str], accounts: Accounts | None = None,
+              timeout: float = 30.0) -> str | None:
+    """Create the cluster, the default account and `users` (idempotent); returns an error or None.
+
+    With `accounts` ((name, fairshare, users), ...) that tree replaces the default account; a user's
+    default account is the first that lists them.
+    """
+    steps = [["add", "cluster", cluster]]
+    if accounts is None:
+        steps += [
+            ["add", "account", DEFAULT_ACCOUNT, "Description=default", "Organization=shoal"],
+            ["add", "user", ",".join(users), f"Account={DEFAULT_ACCOUNT}", f"DefaultAccount={DEFAULT_ACCOUNT}"],
+        ]
+    else:
+        first: dict[str, str] = {}
+        for name, shares, members in accounts:
+            steps.append(["add", "account", name, f"Fairshare={shares}"])
+            for user in members:
+                first.setdefault(user, name)
+        for name, _shares, members in accounts:
+            for user in members:
+                steps.append(["add", "user", user, f"Account={name}", f"DefaultAccount={first[user]}"])
     deadline = time.monotonic() + timeout
     for words in steps:
         while True:
