@@ -39,7 +39,10 @@ REALSLURM_PARTITIONS = (
     "PartitionName=batch Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP",
     "PartitionName=debug Nodes=node[1-2] DefaultTime=00:30:00 MaxTime=01:00:00 PriorityJobFactor=2 State=UP",
 )
-REALSLURM_ACCOUNTS = (("research", 60, ("alice", "root")), ("physics", 40, ("alice", "bob")))
+REALSLURM_ACCOUNTS = (
+    ("research", ("Description=research group", "Organization=lab", "Fairshare=60"), ("root", "alice")),
+    ("physics", ("Description=physics group", "Organization=lab", "Fairshare=40"), ("alice", "bob")),
+)
 
 
 def apply_realslurm_shape(args: argparse.Namespace) -> None:

@@ -5,7 +5,7 @@
 
 A new scenario starts as a stub file with its setup, `$ command` and `# as user X` line; capture runs it
 as that user and writes what the command printed into it. The real cluster is shared: each capture
-waits until squeue shows no job it does not own, cancels its own jobs by id afterwards and waits until
+waits until squeue shows no job it does not own, leaves out rows of jobs it did not submit, cancels its own jobs by id afterwards and waits until
 they are gone, so the next one starts from idle nodes.
 """
 
@@ -18,7 +18,17 @@ import sys
 import time
 from pathlib import Path
 
-from tests.compat.scenario import Facts, Scenario, Side, cancel, dump, normalise, parse, play
+from tests.compat.scenario import (
+    Facts,
+    Scenario,
+    Side,
+    cancel,
+    drop_foreign_rows,
+    dump,
+    normalise,
+    parse,
+    play,
+)
 
 REAL = Side(name="real", path="/usr/bin:/bin", conf="/etc/slurm/slurm.conf", workdir=Path("/tmp/compat-real-work"))
 
@@ -67,6 +77,8 @@ def capture(path: Path, check: bool, quiet_timeout: float) -> int:
         sys.stdout.writelines(difflib.unified_diff(want.splitlines(True), got.splitlines(True), "stored", "real"))
         return 1
     sc.stdout, sc.stderr, sc.exit, sc.jobs = run.stdout, run.stderr, run.exit, run.jobs
+    if not sc.all_rows:  # other users' and earlier jobs: the replay leaves them out anyway
+        sc.stdout, sc.stderr = drop_foreign_rows(sc.stdout, sc.jobs), drop_foreign_rows(sc.stderr, sc.jobs)
     sc.cwd = str(REAL.workdir) if sc.user != "root" or sc.cwd else None
     path.write_text(dump(sc))
     print(f"{path.name}: exit {run.exit}, jobs {run.jobs}")

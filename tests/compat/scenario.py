@@ -196,6 +196,8 @@ def _text(data: bytes | str | None) -> str:
     return data if isinstance(data, str) else data.decode(errors="replace")
 
 
+# the short commands the native launcher serves (cli/command.py; not imported: it would pull in the CLI)
+NATIVE = ("sbatch", "squeue", "sinfo", "scontrol", "scancel", "sacct", "sacctmgr", "sprio", "sshare", "sreport")
 SHOAL_COMMANDS = ("sbatch", "srun", "salloc", "squeue", "sinfo", "scontrol", "scancel", "sacct", "sacctmgr",
                   "sprio", "sshare", "sreport")
 
@@ -214,11 +216,25 @@ def shoal_bin(directory: Path) -> Path:
                                  capture_output=True, text=True).stdout.strip()
         if version == str(tuple(sys.version_info[:2])):
             py = str(system)
+    native = Path(sysconfig.get_path("scripts"))
     for name in SHOAL_COMMANDS:
         script = directory / name
+        script.unlink(missing_ok=True)
+        if name in NATIVE and _is_native(native / name):
+            # the installed launcher hands the command to the cluster's runner (this checkout's code)
+            script.symlink_to(native / name)
+            continue
         script.write_text(f'#!/bin/sh\nexec {py} -m cli.{name} "$@"\n')
         script.chmod(0o755)
     return directory
+
+
+def _is_native(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
 
 
 def shoal_pythonpath() -> str:
@@ -233,6 +249,7 @@ _ID_SOURCES = (
     re.compile(r"Granted job allocation (\d+)"),
     re.compile(r"\bJob (\d+) to start at"),
     re.compile(r"\bSLURM_JOB_ID=(\d+)"),
+    re.compile(r"\bSLURM_ARRAY_JOB_ID=(\d+)"),
     re.compile(r"\bJobId=(\d+)"),
 )
 
@@ -323,7 +340,7 @@ def _wait(side: Side, jobs: list[int], words: list[str], timeout: float, log: li
         if words == ["done"]:
             if not any(state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED")
                        for _name, state in rows):
-                time.sleep(1)  # the accounting records follow the end
+                time.sleep(3)  # the accounting records follow the end (sooner, real sacct shows a stale JobName)
                 return
         else:
             state, names = words[0], set(words[1:])
@@ -369,6 +386,7 @@ _ID_CONTEXTS = re.compile(
     r"SLURM_JOBID=|SLURM_ARRAY_JOB_ID=|slurm-|\b(?:after|afterok|afterany|afternotok|aftercorr):)(\d+)"
     r"|(?<![\w.\-])(\d+)(?=_\d|_\[|\.batch\b|\.extern\b|\.\d{1,3}\b(?!\.))"
     r"|(?<=[\w][-_])(\d+)(?=\.(?:out|err)\b)"  # job.sh's -o name-%j.out
+    r"|(?<=\|)(\d+)(?=\||$)"  # a parsable column (sacct JobIDRaw)
 )
 _ISO = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\b")
 _CTIME = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
@@ -381,6 +399,13 @@ _SID = re.compile(r"AllocNode:Sid=\S+")
 _OS = re.compile(r"\bOS=.*?(?= {2,}|$)", re.M)
 
 
+def drop_foreign_rows(text: str, jobs: tuple[int, ...] | list[int]) -> str:
+    """Leave out lines led by the id of a job the scenario did not submit (capture stores what is left)."""
+    mine = set(jobs)
+    return "\n".join(line for line in text.split("\n")
+                     if not ((m := _LEADING_ID.match(line)) and int(m.group(2)) not in mine))
+
+
 def normalise(text: str, facts: Facts) -> str:
     """Make two captures of one scenario comparable: only what differs by nature is replaced.
 
@@ -390,29 +415,29 @@ def normalise(text: str, facts: Facts) -> str:
     directory become placeholders. Layouts, states, counts and columns are left as they are.
     """
     rank = {jid: i + 1 for i, jid in enumerate(facts.jobs)}
+    if not facts.all_rows:
+        text = drop_foreign_rows(text, facts.jobs)
     lines = []
     for line in text.split("\n"):
         m = _LEADING_ID.match(line)
-        if m and not facts.all_rows and int(m.group(2)) not in rank:
-            continue
         if m and int(m.group(2)) in rank:  # the id's width (and the column's padding) is no behaviour
             line = f"J{rank[int(m.group(2))]}{m.group(3)}{' ' if m.group(4) else ''}{line[m.end():]}"
         lines.append(line)
     text = "\n".join(lines)
 
     def job(m: re.Match[str]) -> str:
-        g = next(i for i in (1, 2, 3) if m.group(i) is not None)
+        g = next(i for i in (1, 2, 3, 4) if m.group(i) is not None)
         jid = int(m.group(g))
         if jid not in rank:
             return m.group(0)
         return m.group(0)[: m.start(g) - m.start()] + f"J{rank[jid]}"
 
     text = _ID_CONTEXTS.sub(job, text)
+    if facts.conf:
+        text = text.replace(facts.conf, "<CONF>")
     for path in sorted({facts.workdir, *CAPTURE_DIRS, *facts.paths}, key=len, reverse=True):
         if path:
             text = text.replace(path, "<CWD>" if path in (facts.workdir, *CAPTURE_DIRS) else "<DIR>")
-    if facts.conf:
-        text = text.replace(facts.conf, "<CONF>")
     text = _ISO.sub("<TIME>", text)
     text = _CTIME.sub("<DATE>", text)
     text = _SID.sub("AllocNode:Sid=<HOST>:<PID>", text)

@@ -80,3 +80,10 @@ def test_scenario_files_read_back_as_written(tmp_path: Path) -> None:
         copy = tmp_path / path.name
         copy.write_text(dump(sc))
         assert parse(copy) == sc, path.name
+
+
+def test_the_families_table_in_docs_is_current() -> None:
+    """docs/compat.md's table is generated from the scenarios and the allow-list: rerun report --write."""
+    from tests.compat.report import current_doc_table, table
+
+    assert current_doc_table() == table(), "run: python -m tests.compat.report --write"

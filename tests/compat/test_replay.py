@@ -9,7 +9,9 @@ xfail: when shoal is fixed it XPASSes, which fails the suite until its entry is 
 from __future__ import annotations
 
 import difflib
+import shutil
 import socket
+import tempfile
 import time
 import tomllib
 from collections.abc import Iterator
@@ -17,12 +19,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.scenario import (HERE, Facts, Run, Scenario, Side, cancel, load_all, normalise, play,
-                                   shoal_bin, shoal_pythonpath)
+from tests.compat.scenario import (
+    HERE,
+    Facts,
+    Run,
+    Scenario,
+    Side,
+    cancel,
+    load_all,
+    normalise,
+    play,
+    shoal_bin,
+    shoal_pythonpath,
+)
 from tests.e2e.conftest import _let_everyone_through, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.e2e
 
+REAL_CONF = "/etc/slurm/slurm.conf"
 KNOWN_FILE = HERE / "known_differences.toml"
 SCENARIOS = load_all()
 
@@ -41,8 +55,11 @@ def _param(sc: Scenario) -> object:
 
 
 @pytest.fixture(scope="module")
-def shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
-    base = tmp_path_factory.mktemp("compat")
+def shoal() -> Iterator[Side]:
+    # not under pytest's basetemp: any pytest run of the same user makes /tmp/pytest-of-USER 0700 again,
+    # and alice must reach the agent socket and the work directory for the whole run
+    base = Path(tempfile.mkdtemp(prefix="shoal-compat-", dir="/tmp"))
+    base.chmod(0o755)
     cluster = start_cluster(base / "cluster", nodes=4, cpus=16, mem=64000, accounting=True,
                             up_args=("--realslurm-shape",))
     work = base / "work"
@@ -55,6 +72,7 @@ def shoal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
         yield side
     finally:
         stop_cluster(cluster)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def ready(side: Side, timeout: float = 60) -> None:
@@ -95,7 +113,7 @@ def test_replay(sc: Scenario, shoal: Side) -> None:
     run: Run | None = None
     try:
         run = play(sc, shoal)
-        want = shown(sc.stdout, sc.stderr, sc.exit, facts(sc, sc.jobs, sc.cwd or "", ""))
+        want = shown(sc.stdout, sc.stderr, sc.exit, facts(sc, sc.jobs, sc.cwd or "", REAL_CONF))
         got = shown(run.stdout, run.stderr, run.exit,
                     facts(sc, run.jobs, str(shoal.workdir), shoal.conf, shoal.paths))
         if want != got:
