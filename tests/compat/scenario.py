@@ -376,6 +376,8 @@ class Facts:
     hostname: str
     paths: tuple[str, ...] = ()
     all_rows: bool = False
+    # when known (a cluster of our own): the only ids whose rows are left out; else every id not ours
+    foreign: frozenset[int] | None = None
 
 
 # a line led by a job id (squeue, sacct, sprio rows): the id, then an array or step suffix or a separator
@@ -399,11 +401,25 @@ _SID = re.compile(r"AllocNode:Sid=\S+")
 _OS = re.compile(r"\bOS=.*?(?= {2,}|$)", re.M)
 
 
-def drop_foreign_rows(text: str, jobs: tuple[int, ...] | list[int]) -> str:
-    """Leave out lines led by the id of a job the scenario did not submit (capture stores what is left)."""
+def drop_foreign_rows(text: str, jobs: tuple[int, ...] | list[int], foreign: frozenset[int] | None = None) -> str:
+    """Leave out lines led by the id of a job the scenario did not submit (capture stores what is left).
+
+    With `foreign` (every job id the cluster has, from sacct) only rows of those jobs go: a line led by
+    some other number stays, so it cannot vanish from both sides and match by accident.
+    """
     mine = set(jobs)
+
+    def other(jid: int) -> bool:
+        return jid not in mine and (foreign is None or jid in foreign)
+
     return "\n".join(line for line in text.split("\n")
-                     if not ((m := _LEADING_ID.match(line)) and int(m.group(2)) not in mine))
+                     if not ((m := _LEADING_ID.match(line)) and other(int(m.group(2)))))
+
+
+def cluster_jobs(side: Side) -> frozenset[int]:
+    """Every job id the side's accounting knows (array and step suffixes cut off)."""
+    out = side.shell("root", "sacct -a -X -n -P -o JobIDRaw -S 2000-01-01T00:00:00")
+    return frozenset(int(m.group(1)) for m in re.finditer(r"(?m)^(\d+)", out.stdout))
 
 
 def normalise(text: str, facts: Facts) -> str:
@@ -416,7 +432,7 @@ def normalise(text: str, facts: Facts) -> str:
     """
     rank = {jid: i + 1 for i, jid in enumerate(facts.jobs)}
     if not facts.all_rows:
-        text = drop_foreign_rows(text, facts.jobs)
+        text = drop_foreign_rows(text, facts.jobs, facts.foreign)
     lines = []
     for line in text.split("\n"):
         m = _LEADING_ID.match(line)

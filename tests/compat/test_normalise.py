@@ -87,3 +87,9 @@ def test_the_families_table_in_docs_is_current() -> None:
     from tests.compat.report import current_doc_table, table
 
     assert current_doc_table() == table(), "run: python -m tests.compat.report --write"
+
+
+def test_with_the_clusters_own_job_list_only_its_rows_are_left_out() -> None:
+    text = "16 16\n17 fill other\n"
+    mine = Facts(jobs=(20,), workdir="", conf="", hostname="vm", foreign=frozenset({17}))
+    assert normalise(text, mine) == "16 16\n"  # 16 is no job of the cluster: the line stays

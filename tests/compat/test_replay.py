@@ -26,6 +26,7 @@ from tests.compat.scenario import (
     Scenario,
     Side,
     cancel,
+    cluster_jobs,
     load_all,
     normalise,
     play,
@@ -87,9 +88,10 @@ def ready(side: Side, timeout: float = 60) -> None:
         time.sleep(0.5)
 
 
-def facts(sc: Scenario, jobs: list[int], workdir: str, conf: str, paths: tuple[str, ...] = ()) -> Facts:
+def facts(sc: Scenario, jobs: list[int], workdir: str, conf: str, paths: tuple[str, ...] = (),
+          foreign: frozenset[int] | None = None) -> Facts:
     return Facts(jobs=tuple(jobs), workdir=workdir, conf=conf, hostname=socket.gethostname().split(".")[0],
-                 paths=paths, all_rows=sc.all_rows)
+                 paths=paths, all_rows=sc.all_rows, foreign=foreign)
 
 
 def shown(stdout: str, stderr: str, exit: int, f: Facts) -> str:
@@ -102,7 +104,9 @@ def wait_idle(side: Side, timeout: float = 90) -> None:
     """Until no job is pending, running or completing, so the next scenario starts from idle nodes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not side.shell("root", "squeue -h -o %i").stdout.strip():
+        queued = side.shell("root", "squeue -h -o %i").stdout.strip()
+        states = set(side.shell("root", "sinfo -h -N -o %t").stdout.split())
+        if not queued and states == {"idle"}:  # nodes released too (a completing job holds its node)
             return
         time.sleep(0.3)
     raise AssertionError(f"jobs still queued after {timeout}s: {side.shell('root', 'squeue').stdout}")
@@ -115,7 +119,7 @@ def test_replay(sc: Scenario, shoal: Side) -> None:
         run = play(sc, shoal)
         want = shown(sc.stdout, sc.stderr, sc.exit, facts(sc, sc.jobs, sc.cwd or "", REAL_CONF))
         got = shown(run.stdout, run.stderr, run.exit,
-                    facts(sc, run.jobs, str(shoal.workdir), shoal.conf, shoal.paths))
+                    facts(sc, run.jobs, str(shoal.workdir), shoal.conf, shoal.paths, cluster_jobs(shoal)))
         if want != got:
             diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), "real 22.05", "shoal"))
             setup = "\n".join(run.log)
