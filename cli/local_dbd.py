@@ -50,13 +50,33 @@ def start(directory: Path, env: dict[str, str],
     return spawn([sys.executable, "-P", "-m", "dbd.main", "-f", str(conf)], directory / "log" / "dbd.out", env)
 
 
-def bootstrap(env: dict[str, str], cluster: str, users: list[str], timeout: float = 30.0) -> str | None:
-    """Create the cluster, the default account and `users` (idempotent); returns an error or None."""
-    steps = [
-        ["add", "cluster", cluster],
-        ["add", "account", DEFAULT_ACCOUNT, "Description=default", "Organization=shoal"],
-        ["add", "user", ",".join(users), f"Account={DEFAULT_ACCOUNT}", f"DefaultAccount={DEFAULT_ACCOUNT}"],
-    ]
+Accounts = tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
+
+
+def bootstrap(env: dict[str, str], cluster: str, users: list[str], accounts: Accounts | None = None,
+              timeout: float = 30.0) -> str | None:
+    """Create the cluster, the default account and `users` (idempotent); returns an error or None.
+
+    With `accounts` ((name, sacctmgr settings, users), ...) that tree replaces the default account; a
+    user's default account is the first that lists them (set again with modify: root already exists).
+    """
+    steps = [["add", "cluster", cluster]]
+    if accounts is None:
+        steps += [
+            ["add", "account", DEFAULT_ACCOUNT, "Description=default", "Organization=shoal"],
+            ["add", "user", ",".join(users), f"Account={DEFAULT_ACCOUNT}", f"DefaultAccount={DEFAULT_ACCOUNT}"],
+        ]
+    else:
+        first: dict[str, str] = {}
+        for name, settings, members in accounts:
+            steps.append(["add", "account", name, *settings])
+            for user in members:
+                first.setdefault(user, name)
+        for name, _settings, members in accounts:
+            for user in members:
+                steps.append(["add", "user", user, f"Account={name}", f"DefaultAccount={first[user]}"])
+        for user, name in first.items():
+            steps.append(["modify", "user", "where", f"name={user}", "set", f"DefaultAccount={name}"])
     deadline = time.monotonic() + timeout
     for words in steps:
         while True:

@@ -25,6 +25,35 @@ from shoal import version_line
 PROG = "shoal"
 DEFAULT_DIR = "~/.shoal/cluster"
 
+# `shoal up --realslurm-shape`: the cluster of /work/shared/realslurm (Slurm 22.05 as a reference), so the
+# same commands can be replayed against both and compared (tests/compat). Sizes, then slurm.conf keys
+# (written before any --set, which still wins), then partitions and the account tree (name, shares, users).
+REALSLURM_SIZES = {"nodes": 4, "cpus_per_node": 16, "mem_per_node": 64000, "gpus_per_node": 8, "gpu_type": "h100"}
+REALSLURM_KEYS = (
+    "ClusterName=realslurm", "DefMemPerCPU=1000", "KillWait=30", "MinJobAge=300", "SlurmdTimeout=300",
+    "SchedulerType=sched/backfill", "PriorityType=priority/multifactor", "PriorityDecayHalfLife=7-0",
+    "PriorityMaxAge=7-0", "PriorityWeightAge=1000", "PriorityWeightFairshare=10000",
+    "PriorityWeightJobSize=1000", "PriorityWeightPartition=1000", "PriorityWeightQOS=0",
+    "AccountingStorageEnforce=associations", "AccountingStorageTRES=gres/gpu",
+)
+REALSLURM_PARTITIONS = (
+    "PartitionName=batch Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP",
+    "PartitionName=debug Nodes=node[1-2] DefaultTime=00:30:00 MaxTime=01:00:00 PriorityJobFactor=2 State=UP",
+)
+REALSLURM_ACCOUNTS = (
+    ("research", ("Description=research group", "Organization=lab", "Fairshare=60"), ("root", "alice")),
+    ("physics", ("Description=physics group", "Organization=lab", "Fairshare=40"), ("alice", "bob")),
+)
+
+
+def apply_realslurm_shape(args: argparse.Namespace) -> None:
+    """Fill `args` with the reference cluster's shape (sizes, keys, partitions, accounts)."""
+    for key, value in REALSLURM_SIZES.items():
+        setattr(args, key, value)
+    args.set = [*REALSLURM_KEYS, *(args.set or [])]
+    args.partition = args.partition or list(REALSLURM_PARTITIONS)
+    args.accounts = REALSLURM_ACCOUNTS
+
 
 def _default_dir() -> str:
     return os.environ.get("SHOAL_DIR", DEFAULT_DIR)
@@ -91,6 +120,9 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
         (directory / "slurmdbd.conf").unlink(missing_ok=True)
     else:
         extra = local_dbd.write_conf(directory, user) + extra
+    partitions = "\n".join(getattr(args, "partition", None) or (
+        f"PartitionName=batch Nodes={names} Default=YES MaxTime=INFINITE State=UP",
+        f"PartitionName=debug Nodes={names} DefaultTime=00:30:00 MaxTime=01:00:00 State=UP"))
     conf = f"""# Local shoal cluster written by `shoal up` ({time.strftime("%Y-%m-%dT%H:%M:%S")}).
 ClusterName=shoal
 SlurmctldHost=localhost(127.0.0.1)
@@ -118,8 +150,7 @@ MaxJobCount=100000
 {extra}
 NodeName=DEFAULT CPUs={args.cpus_per_node} Boards=1 SocketsPerBoard={sockets} CoresPerSocket={args.cpus_per_node // sockets} ThreadsPerCore=1 RealMemory={args.mem_per_node}{gres} State=UNKNOWN
 {node_lines}
-PartitionName=batch Nodes={names} Default=YES MaxTime=INFINITE State=UP
-PartitionName=debug Nodes={names} DefaultTime=00:30:00 MaxTime=01:00:00 State=UP
+{partitions}
 """
     (directory / "slurm.conf").write_text(conf)
     gres_conf = ""
@@ -284,7 +315,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     error = _wait_idle(env, len(cfg.nodes), [ctld, agentd, noded, *([dbd] if dbd else [])], args.timeout)
     if not error and dbd is not None:
-        error = local_dbd.bootstrap(env, cfg.cluster_name, local_dbd.local_users())
+        error = local_dbd.bootstrap(env, cfg.cluster_name, local_dbd.local_users(),
+                                    getattr(args, "accounts", None))
     if error:
         print(f"{PROG}: error: {error}; see {directory}/log/", file=sys.stderr)
         _stop(directory)
@@ -438,6 +470,12 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--ctld-port", type=int, default=0, help="default: a free port")
     up.add_argument("--node-port", type=int, default=0, help="default: a free port")
     up.add_argument("--set", action="append", metavar="KEY=VALUE", help="extra slurm.conf line")
+    up.add_argument("--partition", action="append", metavar="LINE",
+                    help="a PartitionName=... line (replaces the default batch and debug partitions)")
+    up.add_argument("--realslurm-shape", action="store_true",
+                    help="the reference Slurm cluster's shape: 4 x 16 CPUs, 64000 MB, 8 gpu:h100, batch and "
+                         "debug (node[1-2]), ClusterName=realslurm, accounts research (alice, root) and physics "
+                         "(alice, bob)")
     up.add_argument("--topology", metavar="FILE", help="topology.conf to use (TopologyPlugin=topology/tree)")
     up.add_argument("--rewrite", action="store_true", help="rewrite slurm.conf even if DIR has one")
     up.add_argument("--no-check", action="store_true", help="do not run the quick-start job")
@@ -469,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return shoal_sim.main(argv[1:])
     args = _parser().parse_args(argv)
+    if getattr(args, "realslurm_shape", False):
+        apply_realslurm_shape(args)
     if args.command == "up" and args.nodes < 1:
         print(f"{PROG}: error: --nodes must be at least 1", file=sys.stderr)
         return 1

@@ -1,0 +1,37 @@
+"""`shoal up --realslurm-shape` writes the reference Slurm cluster's slurm.conf (tests/compat replays against it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli import shoal_admin
+from shoal.conf import load_slurm_conf
+
+
+def _args(argv: list[str]) -> object:
+    args = shoal_admin._parser().parse_args(["up", *argv])
+    if args.realslurm_shape:
+        shoal_admin.apply_realslurm_shape(args)
+    return args
+
+
+def test_realslurm_shape_is_the_reference_cluster(tmp_path: Path) -> None:
+    args = _args(["--realslurm-shape", "--no-accounting", "--set", "KillWait=2"])
+    cfg = load_slurm_conf(str(shoal_admin.write_config(args, tmp_path)))  # type: ignore[arg-type]
+    assert cfg.cluster_name == "realslurm"
+    assert [n.name for n in cfg.nodes] == ["node1", "node2", "node3", "node4"]
+    assert {(n.cpus, n.real_memory) for n in cfg.nodes} == {(16, 64000)}
+    parts = {p.name: p for p in cfg.partitions}
+    assert parts["batch"].nodes == ("node1", "node2", "node3", "node4") and parts["batch"].is_default
+    assert parts["debug"].nodes == ("node1", "node2") and parts["debug"].priority_job_factor == 2
+    assert cfg.def_mem_per_cpu == 1000
+    assert cfg.kill_wait == 2  # a --set line still wins over the shape
+    assert "gpu:h100:8" in (tmp_path / "slurm.conf").read_text()
+    assert args.accounts == shoal_admin.REALSLURM_ACCOUNTS  # type: ignore[attr-defined]
+
+
+def test_partition_lines_replace_the_default_partitions(tmp_path: Path) -> None:
+    args = _args(["--nodes", "2", "--no-accounting", "--partition",
+                  "PartitionName=only Nodes=node[1-2] Default=YES State=UP"])
+    cfg = load_slurm_conf(str(shoal_admin.write_config(args, tmp_path)))  # type: ignore[arg-type]
+    assert [p.name for p in cfg.partitions] == ["only"]
