@@ -45,6 +45,7 @@ from ctld.sched import cycle as sched_cycle
 from ctld.sched import model as m
 from ctld.sched import placement as sched_placement
 from ctld.sched import priority as sched_priority
+from ctld.sched import reasons
 from ctld.sched import submit as sched_submit
 from ctld.sched.dependency import parse_dependency, status_index
 from ctld.sched.fairshare import last_reset
@@ -71,6 +72,13 @@ log = logging.getLogger("shoal.ctld")
 PENDING = jobs_pb2.PENDING
 RUNNING = jobs_pb2.RUNNING
 COMPLETING = jobs_pb2.COMPLETING
+# the Reason an ended job keeps, by how it ended
+ENDED_REASONS: dict[int, str] = {
+    jobs_pb2.TIMEOUT: reasons.TIME_LIMIT,
+    jobs_pb2.NODE_FAIL: reasons.NODE_DOWN,
+    jobs_pb2.FAILED: reasons.NON_ZERO_EXIT_CODE,
+    jobs_pb2.OUT_OF_MEMORY: reasons.OUT_OF_MEMORY,
+}
 PREEMPT_REQUEUE_DELAY_S = 5  # a requeued preempted job's BeginTime: after this many seconds
 
 
@@ -414,7 +422,7 @@ class Controller:
         job.user_name = _user_name(caller.uid)
         job.group_name = _group_name(caller.gid)
         job.state = PENDING
-        job.state_reason = "None"
+        job.state_reason = reasons.NONE
         job.submit_time = now
         job.eligible_time = max(now, s.begin_time)
         job.accrue_time = now
@@ -428,7 +436,7 @@ class Controller:
         job.alloc_node_sid = f"{s.submit_host or caller.host}:{os.getpid()}"
         job.std_in = s.std_in or "/dev/null"
         if s.hold:
-            job.state_reason = "JobHeldUser"
+            job.state_reason = reasons.HELD_USER
         if s.switches:  # the wait for them is at most SchedulerParameters max_switch_wait, as Slurm
             longest = self._sched_config.max_switch_wait_s
             s.switch_wait_s = longest if s.switch_wait_s < 0 else min(s.switch_wait_s, longest)
@@ -480,7 +488,7 @@ class Controller:
                     continue  # a held job keeps its JobHeld* reason and never starts
                 req = self._request(job)
                 if req is None:
-                    job.state_reason = "BadConstraints"
+                    job.state_reason = reasons.BAD_CONSTRAINTS
                     continue
                 pending.append(req)
                 by_id[job.job_id] = job
@@ -650,15 +658,9 @@ class Controller:
         job.exit_code = exit_code
         job.exit_signal = exit_signal
         job.end_time = now
-        reasons: dict[int, str] = {
-            jobs_pb2.TIMEOUT: "TimeLimit",
-            jobs_pb2.NODE_FAIL: "NodeDown",
-            jobs_pb2.FAILED: "NonZeroExitCode",
-            jobs_pb2.OUT_OF_MEMORY: "OutOfMemory",
-        }
-        reason = reasons.get(state, "None")
+        reason = ENDED_REASONS.get(state, reasons.NONE)
         if state == jobs_pb2.FAILED and exit_signal and not exit_code:
-            reason = "RaisedSignal"
+            reason = reasons.RAISED_SIGNAL
         job.state_reason = reason
         jobsteps.end_job_steps(job, state, now)
 
@@ -700,7 +702,7 @@ class Controller:
         job.state = PENDING
         job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
         job.restarts += 1
-        job.state_reason = "BeginTime"
+        job.state_reason = reasons.BEGIN_TIME
         job.eligible_time = now
         job.warn_signal_sent = False
         job.spec.begin_time = now + delay
@@ -968,7 +970,7 @@ class Controller:
         if job.state == PENDING:
             if sig not in (0, 9):
                 return FAILED_PRECONDITION, NOT_NOW
-            if job.held or job.state_reason in ("Dependency", "DependencyNeverSatisfied"):
+            if job.held or job.state_reason in (reasons.DEPENDENCY, reasons.DEPENDENCY_NEVER):
                 job.eligible_time = 0  # never eligible: EligibleTime=Unknown, and sacct's windows skip it
             self._finish(job, jobs_pb2.CANCELLED, 0, 0, now)
             job.cancelled_by_uid = caller.uid
@@ -1064,7 +1066,7 @@ class Controller:
                 raise SlurmError("Job is no longer pending execution", FAILED_PRECONDITION)
             job.held = True
             job.held_by_admin = action == "hold" and operator and job.user_id != caller.uid
-            job.state_reason = "JobHeldAdmin" if job.held_by_admin else "JobHeldUser"
+            job.state_reason = reasons.HELD_ADMIN if job.held_by_admin else reasons.HELD_USER
             job.priority = 0
         elif action == "release":
             if job.state != PENDING:
@@ -1073,7 +1075,7 @@ class Controller:
                 raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
             job.held = False
             job.held_by_admin = False
-            job.state_reason = "None"
+            job.state_reason = reasons.NONE
             job.priority_set = False  # as Slurm: release recomputes the priority
         elif action in ("requeue", "requeuehold"):
             self._requeue_action(job, now, effects, hold=action == "requeuehold")
@@ -1134,7 +1136,7 @@ class Controller:
             self._requeue(job, now)
         if hold:
             job.held = True
-            job.state_reason = "JobHeldUser"
+            job.state_reason = reasons.HELD_USER
 
     def _update_field(self, job: jobs_pb2.JobInfo, key: str, value: str, operator: bool) -> None:
         k = key.lower()
@@ -1184,7 +1186,7 @@ class Controller:
             except ValueError as exc:
                 raise SlurmError("Invalid job priority") from exc
             if priority <= 0:  # as Slurm: Priority=0 holds the job
-                job.held, job.held_by_admin, job.state_reason = True, True, "JobHeldAdmin"
+                job.held, job.held_by_admin, job.state_reason = True, True, reasons.HELD_ADMIN
                 job.priority = 0
             else:
                 job.priority = min(priority, 0xFFFFFFFE)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from ctld.errors import INVALID_GRES, INVALID_NODE_NAME, NODE_COUNT_INVALID, SlurmError
 from ctld.sched import dependency as sched_dependency
+from ctld.sched import reasons
 from ctld.sched.model import DependencySpec, GpuRequest, JobRequest, Start
 from ctld.sched.resources import MEM_WHOLE_NODE, job_cpus, job_gpus
 from shoal import hostlist
@@ -214,7 +215,7 @@ def describe_request(job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: in
 def apply_start(job: jobs_pb2.JobInfo, start: Start, now: int, node_types: Mapping[str, str]) -> None:
     """Record an allocation on a job that starts now."""
     job.state = jobs_pb2.RUNNING
-    job.state_reason = "None"
+    job.state_reason = reasons.NONE
     job.start_time = now
     job.partition = start.partition
     job.time_limit_min = start.time_limit_min

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctld.sched import priority
+from ctld.sched import priority, reasons
 from ctld.sched.model import PriorityConfig
 from shoal.v1 import controller_pb2 as pb
 from shoal.v1 import jobs_pb2
 
 # reasons of jobs the scheduler does not consider yet (see _listed)
-WAITING_FOR_OTHERS = frozenset({"Dependency", "DependencyNeverSatisfied"})
+WAITING_FOR_OTHERS = frozenset({reasons.DEPENDENCY, reasons.DEPENDENCY_NEVER})
 
 if TYPE_CHECKING:
     from ctld.controller import Controller

@@ -27,10 +27,10 @@ from ctld.sched import limits, placement, reservations, starve, wait_target
 from ctld.sched.free_profile import FreeProfile
 from ctld.sched.limits import FOREVER, job_end
 from ctld.sched.model import JobRequest, Partition, Planned, Snapshot, Start
-from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place, release
+from ctld.sched.placement import Overlay, candidate_partitions, place, release
+from ctld.sched.reasons import PRIORITY, RESOURCES
 from ctld.sched.resources import is_exclusive, job_cpus
 
-PRIORITY = "Priority"
 # reasons backfill may still act on (a job waiting for its reservation gets a planned start)
 WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY}) | reservations.WAIT_REASONS
 

@@ -34,17 +34,21 @@ from ctld.sched.model import (
     Snapshot,
     Start,
 )
-from ctld.sched.placement import RESOURCES, Overlay, candidate_partitions, place
+from ctld.sched.placement import Overlay, candidate_partitions, place
 from ctld.sched.priority import all_priorities, job_priority
+from ctld.sched.reasons import (
+    ARRAY_TASK_LIMIT,
+    BEGIN_TIME,
+    DEPENDENCY,
+    DEPENDENCY_NEVER,
+    HELD_ADMIN,
+    HELD_USER,
+    PARTITION_DOWN,
+    PRIORITY,
+    RESOURCES,
+)
 
-HELD_ADMIN = "JobHeldAdmin"
-HELD_USER = "JobHeldUser"
-BEGIN_TIME = "BeginTime"
-DEPENDENCY = "Dependency"
-DEPENDENCY_NEVER = "DependencyNeverSatisfied"
-ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
-PRIORITY = "Priority"
-BAD_PARTITION = "PartitionDown"  # the job's partitions were removed from the configuration
+BAD_PARTITION = PARTITION_DOWN  # the job's partitions were removed from the configuration
 
 
 @dataclass

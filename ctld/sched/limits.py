@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from ctld.sched import memo
 from ctld.sched.model import UNLIMITED, JobRequest, Partition
+from ctld.sched.reasons import (
+    PARTITION_CONFIG,
+    PARTITION_DOWN,
+    PARTITION_INACTIVE,
+    PARTITION_NODE_LIMIT,
+    PARTITION_TIME_LIMIT,
+)
 from ctld.sched.resources import job_cpus, node_count_range
 
-PARTITION_CONFIG = "PartitionConfig"
-PARTITION_DOWN = "PartitionDown"
-PARTITION_INACTIVE = "PartitionInactive"
-PARTITION_NODE_LIMIT = "PartitionNodeLimit"
-PARTITION_TIME_LIMIT = "PartitionTimeLimit"
 FOREVER = 2**62  # the end of a job without a time limit
 
 

@@ -30,6 +30,7 @@ from ctld.sched.model import (
     Snapshot,
     Start,
 )
+from ctld.sched.reasons import REQ_NODE_NOT_AVAIL, RESERVED_FOR_MAINT, RESOURCES
 from ctld.sched.resources import (
     cpus_for,
     even_spread,
@@ -42,9 +43,6 @@ from ctld.sched.resources import (
     total_tasks,
     wants_gpus,
 )
-
-RESOURCES = "Resources"
-REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
 
 NODE_CONFIG_UNAVAILABLE = "Requested node configuration is not available"
 CPUS_PER_NODE_UNSATISFIABLE = "CPU count per node can not be satisfied"
@@ -312,7 +310,7 @@ def _place(
         if isinstance(candidates, str):
             return candidates
         if gate is not None and len(candidates) < fewest and gate.closed.intersection(part.nodes):
-            busy = reservations.RESERVED_FOR_MAINT  # Slurm's word whenever reserved nodes leave too few
+            busy = RESERVED_FOR_MAINT  # Slurm's word whenever reserved nodes leave too few
         free_cpus = sum(len(overlay.free(node).cpu_ids) for node in candidates)
         nodes = placer.gpu_packing_order(candidates) if wants_gpus(job) else candidates
     if not is_exclusive(job, part):

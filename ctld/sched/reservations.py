@@ -14,14 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ctld.sched.model import JobRequest, Reservation
+from ctld.sched.reasons import MAY_BE_RESERVED, RESERVATION, RESERVATION_DELETED, RESERVED_FOR_MAINT
 
 DAY = 86400
 WEEK = 7 * DAY
 DAY_FLAGS = frozenset({"DAILY", "WEEKDAY", "WEEKEND"})
-RESERVATION = "Reservation"  # the job's reservation has not started yet
-RESERVATION_DELETED = "ReservationDeleted"
-RESERVED_FOR_MAINT = "ReqNodeNotAvail, Reserved for maintenance"  # Slurm says so for any reservation
-MAY_BE_RESERVED = "ReqNodeNotAvail, May be reserved for other job"
+
 WAIT_REASONS = frozenset({RESERVATION, RESERVED_FOR_MAINT, MAY_BE_RESERVED})  # backfill may plan these
 
 
