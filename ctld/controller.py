@@ -19,6 +19,7 @@ from functools import partial
 from typing import Protocol
 
 from ctld import jobs as jobrec
+from ctld import nodes as noderec
 from ctld import preempt, priority_report, top
 from ctld import reservations as resv
 from ctld import steps as jobsteps
@@ -654,6 +655,7 @@ class Controller:
             reason = "RaisedSignal"
         job.state_reason = reason
         jobsteps.end_job_steps(job, state, now)
+        noderec.note_job_ended(self.nodes, self.jobs.values(), job, now)  # LastBusyTime
 
     def _requeue(
         self, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0, ended_at: int = 0, ran: bool = True
@@ -1313,6 +1315,7 @@ class Controller:
             info.hardware.CopyFrom(req.hardware)
             info.version = req.version
             info.noded_start_time = req.start_time
+            noderec.note_registered(info)  # LastBusyTime
             previous_boot = info.boot_time
             info.boot_time = req.hardware.boot_time
             node.registered = True

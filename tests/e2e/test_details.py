@@ -36,3 +36,47 @@ def test_a_qos_added_to_a_user_is_usable_the_moment_sacctmgr_returns(acct: Clust
     acct.ok("sacctmgr", "-i", "add", "qos", "notmine")
     out = acct.run("sbatch", "-A", "racing", "-q", "notmine", "--wrap", "true", cwd=workdir)
     assert out.returncode != 0 and "Invalid qos specification" in out.stderr
+
+
+@pytest.fixture(scope="module")
+def gpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path_factory.mktemp("details-gpu"), nodes=2, cpus=16, mem=64000,
+                      up_args=("--gpus-per-node", "8", "--gpu-type", "h100", "--no-cgroups"))
+    yield c
+    stop_cluster(c)
+
+
+def _field(text: str, key: str) -> str:
+    return text.split(f"{key}=", 1)[1].split()[0]
+
+
+def test_details_show_which_cores_memory_and_gpus_each_node_holds(gpus: Cluster, workdir: Path) -> None:
+    """The real one: `JOB_GRES=gpu:h100:4` and `Nodes=node[1-2] CPU_IDs=0-2 Mem=3000 GRES=gpu:h100:2(IDX:0-1)`."""
+    job = gpus.submit("-N2", "--gres=gpu:2", "-c", "3", "--mem-per-cpu=1000", "--wrap", "sleep 30", cwd=workdir)
+    try:
+        gpus.wait_state(job, {"RUNNING"})
+        text = gpus.ok("scontrol", "-d", "show", "job", str(job))
+        lines = text.splitlines()
+        assert "   DerivedExitCode=0:0" in lines
+        at = lines.index("   JOB_GRES=gpu:h100:4")
+        assert lines[at - 1].startswith("   Socks/Node=")
+        assert lines[at + 1] == "     Nodes=node[1-2] CPU_IDs=0-2 Mem=3000 GRES=gpu:h100:2(IDX:0-1)"
+        assert lines[at + 2].startswith("   MinCPUsNode=")
+        plain = gpus.ok("scontrol", "show", "job", str(job))
+        assert "JOB_GRES" not in plain and "DerivedExitCode" not in plain
+    finally:
+        gpus.ok("scancel", str(job))
+    gpus.wait_state(job, {"CANCELLED"})
+    ended = gpus.ok("scontrol", "-d", "show", "job", str(job)).splitlines()
+    assert "     Nodes=node[1-2] CPU_IDs=0-2 Mem=3000 GRES=" in ended  # the GPUs are no longer held
+
+
+def test_last_busy_time_is_the_daemon_start_then_the_last_job_end(gpus: Cluster, workdir: Path) -> None:
+    """As 22.05: SlurmdStartTime at first (never None), then when the node's last job ended."""
+    node = gpus.ok("scontrol", "show", "node", "node2")
+    assert _field(node, "LastBusyTime") != "None"
+    assert _field(node, "LastBusyTime") >= _field(node, "SlurmdStartTime")
+    job = gpus.submit("-w", "node2", "--wrap", "sleep 1", cwd=workdir)
+    gpus.wait_state(job, {"COMPLETED"})
+    end = _field(gpus.ok("scontrol", "show", "job", str(job)), "EndTime")
+    assert _field(gpus.ok("scontrol", "show", "node", "node2"), "LastBusyTime") == end
