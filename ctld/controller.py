@@ -55,6 +55,7 @@ from ctld.sched.resources import job_cpus, job_gpus, mem_for
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
 from ctld.sched_config import topology as sched_topology
+from ctld.show_config import config_entries
 from ctld.store import StateStore
 from ctld.validate import TASK_COUNT_INVALID, validate_spec
 from ctld.validate import limits_from as submit_limits
@@ -812,11 +813,8 @@ class Controller:
 
     def get_config(self) -> controller_pb2.GetConfigResponse:
         out = controller_pb2.GetConfigResponse(now=self._now(), cluster_name=self.cfg.cluster_name)
-        for key, value in self.cfg.entries:
+        for key, value in config_entries(self.cfg, self.started, self.next_job_id):  # as 22.05 lists them
             out.entries.add(key=key, value=value)
-        given = {key.lower() for key, _ in self.cfg.entries}
-        if "maxarraysize" not in given:  # read by workflow tools to size their arrays
-            out.entries.add(key="MaxArraySize", value=str(self.cfg.max_array_size))
         topo = self.cfg.topology
         switches = topo.switches if topo is not None else ()
         for switch in switches:
