@@ -397,6 +397,8 @@ def show_config(flags: Flags) -> int:
 
     text = format_config(resp)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    print()  # then the controller's state, as 22.05 ends the listing: "Slurmctld(primary) at vm is UP"
+    cmd_ping([], flags)
     return 0
 
 

@@ -80,3 +80,15 @@ def test_last_busy_time_is_the_daemon_start_then_the_last_job_end(gpus: Cluster,
     gpus.wait_state(job, {"COMPLETED"})
     end = _field(gpus.ok("scontrol", "show", "job", str(job)), "EndTime")
     assert _field(gpus.ok("scontrol", "show", "node", "node2"), "LastBusyTime") == end
+
+
+def test_show_config_lists_22_05s_keys_and_ends_with_the_controllers_state(gpus: Cluster) -> None:
+    text = gpus.ok("scontrol", "show", "config")
+    lines = text.splitlines()
+    assert lines[0].startswith("Configuration data as of ")
+    keys = [line.split(" = ")[0].strip() for line in lines[1:-2]]
+    assert keys[:3] == ["AccountingStorageBackupHost", "AccountingStorageEnforce", "AccountingStorageHost"]
+    assert len(keys) == 207 and keys[-1] == "X11Parameters"
+    assert "KillWait                = 2 sec" in lines  # the test cluster's slurm.conf says KillWait=2
+    assert "SelectTypeParameters    = CR_CORE_MEMORY" in lines  # not in the file: what shoal does
+    assert lines[-2:] == ["", "Slurmctld(primary) at localhost is UP"]
