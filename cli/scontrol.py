@@ -334,7 +334,7 @@ def show_jobs(job_id: str, flags: Flags) -> int:
         return 0
     from cli.show import format_job, merge_pending_array_tasks
 
-    _emit([format_job(job, resp.now) for job in merge_pending_array_tasks(resp.jobs)], flags)
+    _emit([format_job(job, resp.now, flags.details) for job in merge_pending_array_tasks(resp.jobs)], flags)
     return 0
 
 
@@ -397,6 +397,8 @@ def show_config(flags: Flags) -> int:
 
     text = format_config(resp)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    print()  # then the controller's state, as 22.05 ends the listing: "Slurmctld(primary) at vm is UP"
+    cmd_ping([], flags)
     return 0
 
 

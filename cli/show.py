@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from shoal import states
+from shoal.arrayspec import format_task_ids
 from shoal.hostlist import collect
 from shoal.outpath import resolve_streams
 from shoal.sizefmt import format_size_mb
@@ -86,8 +87,47 @@ def _id_name(name: str, number: int) -> str:
     return f"{name or number}({number})"
 
 
-def job_lines(job: jobs_pb2.JobInfo, now: int) -> list[str]:
-    """The lines of one job record, first line unindented, the rest indented three spaces."""
+_HOLDS_GRES = (jobs_pb2.RUNNING, jobs_pb2.SUSPENDED, jobs_pb2.COMPLETING)
+
+
+def _job_gres(job: jobs_pb2.JobInfo) -> str:
+    """JOB_GRES=gpu:h100:4: every GPU the job was given, typed when all share one type."""
+    gpus = sum(len(a.gpu_indices) for a in job.allocation)
+    if not gpus:
+        return "(null)"
+    types = {a.gpu_type for a in job.allocation if a.gpu_indices}
+    kind = f"{types.pop()}:" if len(types) == 1 and "" not in types else ""
+    return f"gpu:{kind}{gpus}"
+
+
+def _node_gres(job: jobs_pb2.JobInfo, alloc: jobs_pb2.NodeAlloc) -> str:
+    """GRES=gpu:h100:2(IDX:0-1) while the job holds its GPUs; empty once it has ended, as 22.05."""
+    if not alloc.gpu_indices or job.state not in _HOLDS_GRES:
+        return ""
+    kind = f"{alloc.gpu_type}:" if alloc.gpu_type else ""
+    return f"gpu:{kind}{len(alloc.gpu_indices)}(IDX:{format_task_ids(alloc.gpu_indices)})"
+
+
+def allocation_lines(job: jobs_pb2.JobInfo) -> list[str]:
+    """`scontrol -d show job`: JOB_GRES, then one line per run of nodes holding the same cores, memory
+    and GPUs ("  Nodes=node[1-2] CPU_IDs=0-2 Mem=3000 GRES=gpu:h100:2(IDX:0-1)"), in node order."""
+    if not job.allocation:
+        return []
+    lines = [f"JOB_GRES={_job_gres(job)}"]
+    groups: list[tuple[str, list[str]]] = []
+    for alloc in job.allocation:
+        rest = f"CPU_IDs={format_task_ids(alloc.cpu_ids)} Mem={alloc.mem_mb} GRES={_node_gres(job, alloc)}"
+        if groups and groups[-1][0] == rest:
+            groups[-1][1].append(alloc.node)
+        else:
+            groups.append((rest, [alloc.node]))
+    lines += [f"  Nodes={collect(names)} {rest}" for rest, names in groups]
+    return lines
+
+
+def job_lines(job: jobs_pb2.JobInfo, now: int, details: bool = False) -> list[str]:
+    """The lines of one job record, first line unindented, the rest indented three spaces; `details`
+    (scontrol -d) adds DerivedExitCode and the per-node allocation."""
     spec = job.spec
     time_min = format_time_limit(spec.time_min_min) if spec.time_min_min > 0 else "N/A"
     lines = [
@@ -107,11 +147,13 @@ def job_lines(job: jobs_pb2.JobInfo, now: int) -> list[str]:
         f" Deadline={spec.deadline or 'N/A'}",
         *_preempt_times(job),
         f"SuspendTime={format_timestamp(job.suspend_time, unknown='None')} SecsPreSuspend=0"
-        f" LastSchedEval={format_timestamp(job.last_sched_eval)} Scheduler=Main",
+        f" LastSchedEval={format_timestamp(job.last_sched_eval)} Scheduler={job.scheduler or 'Main'}",
         f"Partition={job.partition} AllocNode:Sid={_null(job.alloc_node_sid)}",
         f"ReqNodeList={_hosts(job.req_nodes)} ExcNodeList={_hosts(job.exc_nodes)}",
         f"NodeList={job.nodes}",
     ]
+    if details:
+        lines.insert(5, f"DerivedExitCode={job.derived_exit_code}:{job.derived_exit_signal}")
     if job.batch_host:
         lines.append(f"BatchHost={job.batch_host}")
     lines += [
@@ -119,6 +161,7 @@ def job_lines(job: jobs_pb2.JobInfo, now: int) -> list[str]:
         f" CPUs/Task={spec.cpus_per_task or 1} ReqB:S:C:T=0:0:*:*",
         f"TRES={job.tres_alloc or job.tres_req}",
         f"Socks/Node=* NtasksPerN:B:S:C={spec.ntasks_per_node}:0:*:* CoreSpec=*",
+        *(allocation_lines(job) if details else ()),
         f"MinCPUsNode={job.min_cpus_node or 1} {_min_memory(job)} MinTmpDiskNode=0",
         f"Features={_null(spec.constraint)} DelayBoot=00:00:00",
         f"OverSubscribe={_oversubscribe(job)} Contiguous={int(spec.contiguous)}"
@@ -145,15 +188,15 @@ def job_lines(job: jobs_pb2.JobInfo, now: int) -> list[str]:
     return lines
 
 
-def format_job(job: jobs_pb2.JobInfo, now: int) -> str:
+def format_job(job: jobs_pb2.JobInfo, now: int, details: bool = False) -> str:
     """`scontrol show job` record, ending with Slurm's indented empty line ("   \\n")."""
-    lines = job_lines(job, now)
+    lines = job_lines(job, now, details)
     return lines[0] + "\n" + "".join(f"{INDENT}{line}\n" for line in lines[1:]) + INDENT + "\n"
 
 
-def format_job_oneliner(job: jobs_pb2.JobInfo, now: int) -> str:
+def format_job_oneliner(job: jobs_pb2.JobInfo, now: int, details: bool = False) -> str:
     """`scontrol -o show job`: the same fields on one line, separated by single spaces."""
-    return " ".join(part.strip() for part in job_lines(job, now) if part.strip())
+    return " ".join(part.strip() for part in job_lines(job, now, details) if part.strip())
 
 
 def merge_pending_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[jobs_pb2.JobInfo]:

@@ -146,11 +146,13 @@ class Accounting:
         self._store = store
         self._key = key
         self._target = f"{cfg.accounting_storage_host or cfg.control_addr}:{cfg.accounting_storage_port}"
+        self._control_target = f"{cfg.control_addr}:{cfg.slurmctld_port}"  # where dbd pushes changes
         self._sent: dict[int, bytes] = {}  # job id -> last record sent (skip unchanged saves)
         self._sent_steps: dict[tuple[int, int], bytes] = {}  # (job id, step id) -> last step record sent
         self._nodes: dict[str, tuple[str, str]] = {}
         self.wake = threading.Event()
         self._cache_lock = threading.Lock()
+        self._take_lock = threading.Lock()  # the poller and dbd's pushes load the cache one at a time
         self._cache = pb.GetLimitsResponse()
         self._limits: m.AccountingLimits | None = None
         self._qos_preempt: tuple[m.QosPreempt, ...] = ()
@@ -412,13 +414,27 @@ class Accounting:
         return len(queued)
 
     def _refresh(self, stub: Stub) -> None:
-        resp = stub.call(GET_LIMITS, pb.GetLimitsRequest(cluster=self.cluster, known_version=self._cache.version),
-                         pb.GetLimitsResponse, timeout=10.0)
-        if not resp.changed:
-            return
-        self._load_cache(resp)
-        with self._store.transaction() as tx:
-            tx.set_meta("acct_limits", base64.b64encode(resp.SerializeToString()).decode())
+        request = pb.GetLimitsRequest(cluster=self.cluster, known_version=self._cache.version,
+                                      control_addr=self._control_target)
+        resp = stub.call(GET_LIMITS, request, pb.GetLimitsResponse, timeout=10.0)
+        if resp.changed:
+            self._take(resp)
+
+    def push(self, resp: pb.GetLimitsResponse) -> int:
+        """dbd's push after an association/QOS change: loaded before dbd's (and so sacctmgr's) RPC returns,
+        so a job submitted right after the change sees it. Returns the version now held."""
+        if self.enabled and resp.changed:
+            self._take(resp)
+        return int(self._cache.version)
+
+    def _take(self, resp: pb.GetLimitsResponse) -> None:
+        """Load a newer association/QOS set (a poll answered before a push must not undo the push)."""
+        with self._take_lock:
+            if self._cache.version and resp.version < self._cache.version:
+                return
+            self._load_cache(resp)
+            with self._store.transaction() as tx:
+                tx.set_meta("acct_limits", base64.b64encode(resp.SerializeToString()).decode())
         log.info("association/QOS cache loaded (version %d, %d associations)", resp.version, len(resp.associations))
 
 

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Protocol
 
 from ctld import jobs as jobrec
+from ctld import nodes as noderec
 from ctld import preempt, priority_report, top
 from ctld import reservations as resv
 from ctld import steps as jobsteps
@@ -55,6 +56,7 @@ from ctld.sched.resources import job_cpus, job_gpus, mem_for
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config
 from ctld.sched_config import topology as sched_topology
+from ctld.show_config import config_entries
 from ctld.store import StateStore
 from ctld.validate import TASK_COUNT_INVALID, validate_spec
 from ctld.validate import limits_from as submit_limits
@@ -663,6 +665,7 @@ class Controller:
             reason = reasons.RAISED_SIGNAL
         job.state_reason = reason
         jobsteps.end_job_steps(job, state, now)
+        noderec.note_job_ended(self.nodes, self.jobs.values(), job, now)  # LastBusyTime
 
     def _end_by_node_failure(self, job: jobs_pb2.JobInfo, now: int) -> None:
         """A node of the job failed: a batch job that may be requeued (JobRequeue, --requeue) runs
@@ -828,11 +831,8 @@ class Controller:
 
     def get_config(self) -> controller_pb2.GetConfigResponse:
         out = controller_pb2.GetConfigResponse(now=self._now(), cluster_name=self.cfg.cluster_name)
-        for key, value in self.cfg.entries:
+        for key, value in config_entries(self.cfg, self.started, self.next_job_id):  # as 22.05 lists them
             out.entries.add(key=key, value=value)
-        given = {key.lower() for key, _ in self.cfg.entries}
-        if "maxarraysize" not in given:  # read by workflow tools to size their arrays
-            out.entries.add(key="MaxArraySize", value=str(self.cfg.max_array_size))
         topo = self.cfg.topology
         switches = topo.switches if topo is not None else ()
         for switch in switches:
@@ -1332,6 +1332,7 @@ class Controller:
             info.hardware.CopyFrom(req.hardware)
             info.version = req.version
             info.noded_start_time = req.start_time
+            noderec.note_registered(info)  # LastBusyTime
             previous_boot = info.boot_time
             info.boot_time = req.hardware.boot_time
             node.registered = True

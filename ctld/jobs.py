@@ -240,6 +240,7 @@ def apply_start(job: jobs_pb2.JobInfo, start: Start, now: int, node_types: Mappi
     job.num_gpus = sum(len(a.gpu_indices) for a in start.allocation)
     job.tres_alloc = tres_string(job.num_cpus, job.mem_mb, job.num_nodes, job.num_gpus)
     job.oversubscribe = not start.exclusive
+    job.scheduler = "Backfill" if start.by_backfill else "Main"
 
 
 def clear_allocation(job: jobs_pb2.JobInfo) -> None:

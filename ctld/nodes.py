@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from ctld.gpus import gres_difference
 from shoal.arrayspec import format_task_ids
 from shoal.conf import NodeConf, SlurmConfig, format_gres
-from shoal.v1 import cluster_pb2
+from shoal.states import ACTIVE_STATES
+from shoal.v1 import cluster_pb2, jobs_pb2
 
 
 @dataclass
@@ -131,3 +132,29 @@ def gres_used(node: NodeRuntime, indices: Iterable[int]) -> str:
     if not used:
         return f"gpu:{type_part}0"
     return f"gpu:{type_part}{len(used)}(IDX:{format_task_ids(used)})"
+
+
+def note_registered(info: cluster_pb2.NodeInfo) -> None:
+    """LastBusyTime starts at the node daemon's start (22.05 shows its SlurmdStartTime until a job has
+    ended there); a later re-registration keeps a job end that came after it."""
+    info.last_busy_time = max(info.last_busy_time, info.noded_start_time)
+
+
+def note_job_ended(
+    nodes: dict[str, NodeRuntime], jobs: Iterable[jobs_pb2.JobInfo], ended: jobs_pb2.JobInfo, now: int
+) -> None:
+    """LastBusyTime=now on each node of `ended` that no other active job holds: as 22.05, the time the
+    node's last job ended (a job ending beside another one leaves it unchanged)."""
+    mine = {a.node for a in ended.allocation}
+    if not mine:
+        return
+    for job in jobs:
+        if job.job_id != ended.job_id and job.state in ACTIVE_STATES:
+            mine.difference_update(a.node for a in job.allocation)
+            if not mine:
+                return
+    for name in mine:
+        node = nodes.get(name)
+        if node is not None:
+            node.info.last_busy_time = now
+

@@ -138,3 +138,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     def GetReservations(self, request, context):  # type: ignore[no-untyped-def]
         return reservations.get(self.ctl, request)
+
+    def PushLimits(self, request, context):  # type: ignore[no-untyped-def]
+        self._node_only(context)  # shoal-dbd, with the cluster key
+        return controller_pb2.PushLimitsResponse(version=self.ctl.accounting.push(request))

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     except BindError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    accounting_pb2_grpc.add_AccountingServicer_to_server(AccountingService(sessions, _uid_of(cfg.slurm_user)), server)
+    accounting_pb2_grpc.add_AccountingServicer_to_server(AccountingService(sessions, _uid_of(cfg.slurm_user), key), server)
     server.start()
     if cfg.pid_file:
         try:

@@ -6,6 +6,7 @@ import logging
 import os
 import pwd
 import threading
+from typing import TYPE_CHECKING
 
 import grpc
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -16,8 +17,13 @@ from shoal.rpc.server import current_caller
 from shoal.v1 import accounting_pb2 as pb
 from shoal.v1 import accounting_pb2_grpc
 
+if TYPE_CHECKING:
+    from shoal.rpc.client import Stub
+
 log = logging.getLogger("shoal.dbd")
 
+PUSH_LIMITS = "/shoal.v1.Controller/PushLimits"
+PUSH_TIMEOUT_S = 2.0  # a ctld that is down or hung must not hold sacctmgr long; its poll catches up
 NOT_ADMIN = "Your user doesn't have privilege to perform this action"
 STORAGE_DOWN = "Unable to connect to the accounting storage"
 
@@ -30,10 +36,36 @@ def _user_name(uid: int) -> str:
 
 
 class AccountingService(accounting_pb2_grpc.AccountingServicer):
-    def __init__(self, sessions: sessionmaker[Session], slurm_uid: int = 0) -> None:
+    def __init__(self, sessions: sessionmaker[Session], slurm_uid: int = 0, key: bytes | None = None) -> None:
         self._sessions = sessions
         self._slurm_uid = slurm_uid
         self._ingest_lock = threading.Lock()  # one ingest at a time keeps sequence checks simple
+        self._key = key  # the cluster key: signs the pushes to ctld (none: ctlds only poll)
+        self._ctlds: dict[str, str] = {}  # cluster -> "host:port" of its ctld, learnt from its polls
+        self._stubs: dict[str, Stub] = {}
+        self._push_lock = threading.Lock()
+
+    def _push_limits(self) -> None:
+        """Hand every known ctld its cluster's associations/QOS after a change, before the change's RPC
+        returns: a `sbatch -q` right after `sacctmgr modify user ... set qos+=` sees the new QOS, as with
+        slurmdbd. A ctld that does not answer gets the change from its next poll."""
+        if self._key is None:
+            return
+        from shoal.rpc.client import Stub
+        from shoal.v1 import controller_pb2
+
+        with self._push_lock:
+            for cluster, target in list(self._ctlds.items()):
+                try:
+                    with self._sessions() as session:
+                        limits = admin.limits(session, cluster, 0)
+                    stub = self._stubs.get(target)
+                    if stub is None:
+                        stub = self._stubs[target] = Stub(target, self._key)
+                    stub.call(PUSH_LIMITS, limits, controller_pb2.PushLimitsResponse, timeout=PUSH_TIMEOUT_S)
+                except (grpc.RpcError, OperationalError) as exc:
+                    detail = exc.details() if isinstance(exc, grpc.RpcError) else str(exc)
+                    log.info("cluster %s: ctld at %s not updated (%s); it polls", cluster, target, detail)
 
     def _privileged(self, uid: int) -> bool:
         return uid in (0, self._slurm_uid, os.getuid())
@@ -50,6 +82,8 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
         return pb.SendRecordsResponse(applied_through=through, applied=applied)
 
     def GetLimits(self, request: pb.GetLimitsRequest, context: grpc.ServicerContext) -> pb.GetLimitsResponse:
+        if request.control_addr and request.cluster and self._privileged(current_caller().uid):
+            self._ctlds[request.cluster] = request.control_addr
         with self._sessions() as session:
             return admin.limits(session, request.cluster, request.known_version)
 
@@ -72,6 +106,8 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except IntegrityError:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, "Nothing new added (it already exists).")
+        if request.commit and changes:
+            self._push_limits()
         return pb.ModifyResponse(changes=changes)
 
     def Show(self, request: pb.ShowRequest, context: grpc.ServicerContext) -> pb.ShowResponse:

@@ -302,7 +302,7 @@ def run_backfill(
             continue
         timeline.hold(begin, start)
         if begin <= now:
-            result.starts.append(start)
+            result.starts.append(replace(start, by_backfill=True))
             free_cpus -= sum(a.cpus for a in start.allocation)
             if job.array_job_id:
                 tasks[job.array_job_id] += 1

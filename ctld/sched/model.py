@@ -419,6 +419,7 @@ class Start:
     exclusive: bool = False
     user_id: int = -1  # whose job: with `user_exclusive`, no other user's job may share its nodes
     user_exclusive: bool = False
+    by_backfill: bool = False  # started by the backfill pass, not the main one (scontrol's Scheduler=)
 
 
 @dataclass(frozen=True, slots=True)

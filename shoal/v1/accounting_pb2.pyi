@@ -570,18 +570,24 @@ class GetLimitsRequest(_message.Message):
 
     CLUSTER_FIELD_NUMBER: _builtins.int
     KNOWN_VERSION_FIELD_NUMBER: _builtins.int
+    CONTROL_ADDR_FIELD_NUMBER: _builtins.int
     cluster: _builtins.str
     known_version: _builtins.int
     """answer only the version when nothing changed since"""
+    control_addr: _builtins.str
+    """"host:port" of the asking ctld: dbd pushes every association/QOS change there before the
+    change's RPC returns (sacctmgr modify, then at once sbatch -q), as slurmdbd updates slurmctld
+    """
     def __init__(
         self,
         *,
         cluster: _builtins.str = ...,
         known_version: _builtins.int = ...,
+        control_addr: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "known_version", b"known_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "control_addr", b"control_addr", "known_version", b"known_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

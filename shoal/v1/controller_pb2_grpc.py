@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from shoal.v1 import accounting_pb2 as shoal_dot_v1_dot_accounting__pb2
 from shoal.v1 import controller_pb2 as shoal_dot_v1_dot_controller__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -138,6 +139,11 @@ class ControllerStub:
                 '/shoal.v1.Controller/GetReservations',
                 request_serializer=shoal_dot_v1_dot_controller__pb2.GetReservationsRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.GetReservationsResponse.FromString,
+                _registered_method=True)
+        self.PushLimits = channel.unary_unary(
+                '/shoal.v1.Controller/PushLimits',
+                request_serializer=shoal_dot_v1_dot_accounting__pb2.GetLimitsResponse.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.PushLimitsResponse.FromString,
                 _registered_method=True)
 
 
@@ -275,6 +281,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PushLimits(self, request, context):
+        """shoal-dbd: the cluster's associations/QOS after a change (operators only)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -382,6 +395,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.GetReservations,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.GetReservationsRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.GetReservationsResponse.SerializeToString,
+            ),
+            'PushLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.PushLimits,
+                    request_deserializer=shoal_dot_v1_dot_accounting__pb2.GetLimitsResponse.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.PushLimitsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -951,6 +969,33 @@ class Controller:
             '/shoal.v1.Controller/GetReservations',
             shoal_dot_v1_dot_controller__pb2.GetReservationsRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.GetReservationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/PushLimits',
+            shoal_dot_v1_dot_accounting__pb2.GetLimitsResponse.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.PushLimitsResponse.FromString,
             options,
             channel_credentials,
             insecure,

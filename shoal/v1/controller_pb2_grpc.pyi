@@ -7,6 +7,7 @@ user-facing text in Slurm's words ("Invalid partition name specified").
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from shoal.v1 import accounting_pb2 as _accounting_pb2
 from shoal.v1 import controller_pb2 as _controller_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -59,6 +60,8 @@ class ControllerStub:
     UpdateReservation: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ReservationRequest, _controller_pb2.ReservationResponse]
     DeleteReservation: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DeleteReservationRequest, _controller_pb2.DeleteReservationResponse]
     GetReservations: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetReservationsRequest, _controller_pb2.GetReservationsResponse]
+    PushLimits: _grpc.UnaryUnaryMultiCallable[_accounting_pb2.GetLimitsResponse, _controller_pb2.PushLimitsResponse]
+    """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -89,6 +92,8 @@ class ControllerAsyncStub(ControllerStub):
     UpdateReservation: _aio.UnaryUnaryMultiCallable[_controller_pb2.ReservationRequest, _controller_pb2.ReservationResponse]  # type: ignore[assignment]
     DeleteReservation: _aio.UnaryUnaryMultiCallable[_controller_pb2.DeleteReservationRequest, _controller_pb2.DeleteReservationResponse]  # type: ignore[assignment]
     GetReservations: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetReservationsRequest, _controller_pb2.GetReservationsResponse]  # type: ignore[assignment]
+    PushLimits: _aio.UnaryUnaryMultiCallable[_accounting_pb2.GetLimitsResponse, _controller_pb2.PushLimitsResponse]  # type: ignore[assignment]
+    """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -242,5 +247,13 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.GetReservationsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.GetReservationsResponse, _abc.Awaitable[_controller_pb2.GetReservationsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def PushLimits(
+        self,
+        request: _accounting_pb2.GetLimitsResponse,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.PushLimitsResponse, _abc.Awaitable[_controller_pb2.PushLimitsResponse]]:
+        """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -33,5 +33,8 @@ def test_short_job_backfills_and_big_job_keeps_its_start(bf_cluster: Cluster, tm
     assert pending[2] != "N/A"  # the planned start: when the long job's limit runs out
     assert pending[3] != "(null)"
     assert c.state(long) == "RUNNING"
+    # as 22.05's scontrol (the real one: Scheduler=Backfill for the short job, Main for the others)
+    assert " Scheduler=Backfill\n" in c.ok("scontrol", "show", "job", str(short))
+    assert " Scheduler=Main\n" in c.ok("scontrol", "show", "job", str(long))
     assert c.wait_state(big, {"RUNNING", "COMPLETING", "COMPLETED"}, timeout=90)
     assert c.wait_state(long, {"COMPLETED", "COMPLETING"}, timeout=5)

@@ -146,3 +146,12 @@ def test_the_cpu_count_bound_counts_each_cpu_once() -> None:
     assert timeline.profile(part).least(NOW, NOW + 900) == 0  # ... but comes within the run
     assert timeline.profile(part).least(NOW + 1800, NOW + 1900) == 1  # job 2 ended, job 3 holds 3
     assert timeline.profile(part).least(NOW + 7200, NOW + 7300) == 8  # everything ended
+
+
+def test_a_start_says_which_pass_made_it() -> None:
+    """scontrol's Scheduler=: the short job behind the blocked big one starts by backfill; a job that
+    fits in the main pass (nothing ahead of it) is the main scheduler's."""
+    behind = run_cycle(_snap(NOW + 3600, [BIG, job(2).tasks(4).time(30).obj()]), NOW)
+    assert [(s.job_id, s.by_backfill) for s in behind.starts] == [(2, True)]
+    alone = run_cycle(_snap(NOW + 3600, [job(3).tasks(4).time(30).obj()]), NOW)
+    assert [(s.job_id, s.by_backfill) for s in alone.starts] == [(3, False)]
