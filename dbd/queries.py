@@ -97,13 +97,15 @@ def _job_rows(session: Session, q: pb.JobQuery, fields: list[str]) -> list[tuple
         stmt = stmt.where(Job.state.in_(list(q.states)))
     if q.start:
         stmt = stmt.where(or_(Job.end_time == 0, Job.end_time >= q.start))
+    # times are whole seconds: "until now" (sacct -E now) includes what happened in this second (a job
+    # submitted and ended in it, which the Snakemake plugin asks for at once)
     if q.end:
-        stmt = stmt.where(Job.submit_time < q.end)
+        stmt = stmt.where(Job.submit_time <= q.end)
     if q.start or q.end:
         # as 22.05: a time window holds the jobs eligible within it; one cancelled while held, waiting
         # on a dependency or before its --begin time never was, and is not listed (sacct -j still shows it)
-        until = q.end or int(time.time()) + 1
-        stmt = stmt.where(Job.eligible_time > 0, Job.eligible_time < until)
+        until = q.end or int(time.time())
+        stmt = stmt.where(Job.eligible_time > 0, Job.eligible_time <= until)
     rows = _fetch(conn, stmt, Job.id)
     rows.sort(key=_job_order)
     return rows[: q.limit] if q.limit else rows

@@ -110,6 +110,9 @@ QUERIES = [
     ("ended before start", {"start": 5000}, [5]),
     ("never eligible in a window", {"start": 500}, [1, 2, 3, 4, 5, 8]),  # 6 and 7 only by id
     ("never eligible by id", {"job_ids": ["6", "7"]}, [6, 7]),
+    # whole seconds: a window until the second the jobs were submitted in holds them (sacct -E now at once)
+    ("until their own second", {"start": 500, "end": 1000}, [1, 2, 3, 4, 5]),
+    ("until the second before", {"start": 500, "end": 999}, []),
 ]
 
 
