@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("shoal.dbd")
 
 PUSH_LIMITS = "/shoal.v1.Controller/PushLimits"
-PUSH_TIMEOUT_S = 2.0  # a ctld that is down or hung must not hold sacctmgr long; its poll catches up
+PUSH_TIMEOUT_S = 5.0  # a down ctld refuses at once; only a hung one holds sacctmgr this long (its poll catches up)
 NOT_ADMIN = "Your user doesn't have privilege to perform this action"
 STORAGE_DOWN = "Unable to connect to the accounting storage"
 
