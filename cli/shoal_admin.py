@@ -60,6 +60,44 @@ def _node_addrs(count: int, base: str) -> list[str]:
     return out
 
 
+# What shoal does best, on by default (Slurm's own SchedulerType default is sched/backfill): backfill,
+# multifactor priority with fair share, weighted as the reference 22.05 cluster's slurm.conf.
+SCHEDULING_DEFAULTS: tuple[tuple[str, str], ...] = (
+    ("SchedulerType", "sched/backfill"),
+    ("SelectType", "select/cons_tres"),
+    ("SelectTypeParameters", "CR_Core_Memory"),
+    ("GresTypes", "gpu"),
+    ("PriorityType", "priority/multifactor"),
+    ("PriorityDecayHalfLife", "7-0"),
+    ("PriorityMaxAge", "7-0"),
+    ("PriorityWeightAge", "1000"),
+    ("PriorityWeightFairshare", "10000"),
+    ("PriorityWeightJobSize", "1000"),
+    ("PriorityWeightPartition", "1000"),
+    ("PriorityWeightQOS", "0"),
+)
+
+
+def merge_settings(top: list[tuple[str, str]], sets: list[str]) -> list[tuple[str, str]]:
+    """The global slurm.conf lines: `--set KEY=VALUE` replaces the default KEY in place (keys are
+    case-insensitive, as in slurm.conf); other lines (new keys, several pairs) are appended."""
+    out = list(top)
+    index = {k.lower(): i for i, (k, _v) in enumerate(out)}
+    for line in sets:
+        key, sep, value = line.strip().partition("=")
+        single = sep and key and " " not in key and not any(c.isspace() for c in value.strip())
+        i = index.get(key.strip().lower()) if single else None
+        if i is not None:
+            out[i] = (out[i][0], value.strip())
+        else:
+            out.append((key.strip(), value.strip()) if single else (line.strip(), ""))
+    return out
+
+
+def _format_settings(pairs: list[tuple[str, str]]) -> str:
+    return "\n".join(f"{k}={v}" if v or "=" not in k else k for k, v in pairs)
+
+
 def write_config(args: argparse.Namespace, directory: Path) -> Path:
     """Write slurm.conf, gres.conf and the cluster key for a local cluster; returns slurm.conf's path."""
     from shoal.auth.key import generate_key
@@ -80,42 +118,41 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
         for i, addr in enumerate(addrs)
     )
     user = _current_user()
-    extra = "\n".join(args.set or [])
+    top: list[tuple[str, str]] = [
+        ("ClusterName", "shoal"),
+        ("SlurmctldHost", "localhost(127.0.0.1)"),
+        ("SlurmctldPort", str(ctld_port)),
+        ("SlurmdPort", str(node_port)),
+        ("SlurmUser", user),
+        ("AuthKeyFile", f"{directory}/shoal.key"),
+        ("AgentSocket", f"{directory}/run/agent.sock"),
+        ("StateSaveLocation", f"{directory}/state"),
+        ("SlurmdSpoolDir", f"{directory}/spool/%n"),
+        ("SlurmctldPidFile", f"{directory}/run/ctld.pid"),
+        ("SlurmdPidFile", f"{directory}/run/noded.pid"),
+        ("SlurmctldLogFile", f"{directory}/log/ctld.log"),
+        ("SlurmdLogFile", f"{directory}/log/noded.log"),
+        *SCHEDULING_DEFAULTS,
+        ("DefMemPerCPU", str(mem_per_cpu)),
+        ("ReturnToService", "2"),
+        ("KillWait", "5"),
+        ("MinJobAge", "300"),
+        ("SlurmdTimeout", "60"),
+        ("MaxJobCount", "100000"),
+    ]
     topology = directory / "topology.conf"
     if getattr(args, "topology", None):
         shutil.copyfile(args.topology, topology)
-        extra = "TopologyPlugin=topology/tree\n" + extra
+        top.append(("TopologyPlugin", "topology/tree"))
     else:
         topology.unlink(missing_ok=True)
     if getattr(args, "no_accounting", False):
         (directory / "slurmdbd.conf").unlink(missing_ok=True)
     else:
-        extra = local_dbd.write_conf(directory, user) + extra
+        top.extend(local_dbd.write_conf(directory, user))
+    settings = _format_settings(merge_settings(top, args.set or []))
     conf = f"""# Local shoal cluster written by `shoal up` ({time.strftime("%Y-%m-%dT%H:%M:%S")}).
-ClusterName=shoal
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort={ctld_port}
-SlurmdPort={node_port}
-SlurmUser={user}
-AuthKeyFile={directory}/shoal.key
-AgentSocket={directory}/run/agent.sock
-StateSaveLocation={directory}/state
-SlurmdSpoolDir={directory}/spool/%n
-SlurmctldPidFile={directory}/run/ctld.pid
-SlurmdPidFile={directory}/run/noded.pid
-SlurmctldLogFile={directory}/log/ctld.log
-SlurmdLogFile={directory}/log/noded.log
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-GresTypes=gpu
-DefMemPerCPU={mem_per_cpu}
-ReturnToService=2
-KillWait=5
-MinJobAge=300
-SlurmdTimeout=60
-MaxJobCount=100000
-{extra}
+{settings}
 NodeName=DEFAULT CPUs={args.cpus_per_node} Boards=1 SocketsPerBoard={sockets} CoresPerSocket={args.cpus_per_node // sockets} ThreadsPerCore=1 RealMemory={args.mem_per_node}{gres} State=UNKNOWN
 {node_lines}
 PartitionName=batch Nodes={names} Default=YES MaxTime=INFINITE State=UP
