@@ -315,7 +315,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     node_args = [a for n in cfg.nodes for a in ("-N", n.name)]
     noded = _spawn(
-        [py, "-P", "-m", "noded.main", "-f", str(conf), "--no-agent", *node_args],
+        [py, "-P", "-m", "noded.main", "-f", str(conf), "--no-agent", "--node-namespaces", *node_args],
         directory / "log" / "noded.out",
         _noded_env(directory, env),
     )
@@ -332,12 +332,28 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     if (directory / "cgroup.conf").exists():
         print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
+    names = _node_names_warning()
+    if names:
+        print(f"shoal: warning: {names}", file=sys.stderr)
     if not args.no_check:
         rc = _quick_start(directory, env, min(2, len(cfg.nodes)))
         if rc:
             return rc
     print(f"export SLURM_CONF={conf}")
     return 0
+
+
+def _node_names_warning() -> str | None:
+    """Why node names will not resolve inside jobs (noded could not make the namespaces), or None."""
+    probe = subprocess.run([sys.executable, "-P", "-m", "noded.nodens", "--probe"], capture_output=True, text=True,
+                           timeout=30)
+    if probe.returncode == 0:
+        return None
+    fix = ("allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
+           "user.max_user_namespaces > 0; on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0) or run "
+           "shoal up as root" if os.geteuid() else "check that this kernel has mount and UTS namespaces")
+    return (f"node names (node1, ...) will not resolve inside jobs and every node's hostname is this host's: "
+            f"cannot make private namespaces ({probe.stderr.strip() or f'exit {probe.returncode}'}); {fix}")
 
 
 def _quick_start(directory: Path, env: dict[str, str], nodes: int) -> int:
