@@ -4,13 +4,14 @@ up     write DIR/slurm.conf (+ gres.conf, topology.conf with --topology, key, st
        (shoal-agentd) and one shoal-noded emulating N nodes on their own loopback addresses
        (127.0.0.2, 127.0.0.3, ...), wait until the nodes are idle, and run a quick-start job through the real commands.
 down   stop what `up` started (and the jobs still running on its nodes).
-status show whether the daemons run and what the controller sees.
+status show the daemons, the addresses of ctld and the nodes, sinfo, the job count, the logs and SLURM_CONF.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import socket
@@ -296,6 +297,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     conf = directory / "slurm.conf"
     if args.rewrite or not conf.exists():
         conf = write_config(args, directory)
+    else:
+        given = shape_conflicts(args, directory)
+        if given:
+            print(f"{PROG}: error: {directory} already has a cluster ({conf}); {', '.join(given)} "
+                  f"would change it: add --rewrite to write slurm.conf again (job state and the key are kept), "
+                  f"or use another --dir", file=sys.stderr)
+            return 1
+        print(f"shoal: using the existing {conf} (--rewrite writes it again)")
+        for change in update_settings(conf, args.set or []):
+            print(f"shoal: {conf.name}: {change}")
     env = dict(os.environ, SLURM_CONF=str(conf))
     env.pop("SHOAL_AGENT_SOCKET", None)
     from shoal.conf import ConfigError, load_slurm_conf
@@ -332,9 +343,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     if (directory / "cgroup.conf").exists():
         print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
-    names = _node_names_warning()
-    if names:
-        print(f"shoal: warning: {names}", file=sys.stderr)
+    for warning in (_node_names_warning(),):
+        if warning:
+            print(f"shoal: warning: {warning}", file=sys.stderr)
     if not args.no_check:
         rc = _quick_start(directory, env, min(2, len(cfg.nodes)))
         if rc:
@@ -460,7 +471,8 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     directory = Path(os.path.expanduser(args.dir)).resolve()
-    if not (directory / "slurm.conf").exists():
+    conf = directory / "slurm.conf"
+    if not conf.exists():
         print(f"{PROG}: no cluster in {directory}")
         return 1
     run = directory / "run"
@@ -469,38 +481,175 @@ def cmd_status(args: argparse.Namespace) -> int:
         pid = _alive(run / f"{name}.pid")
         print(f"shoal-{name}: {f'running (pid {pid})' if pid else 'stopped'}")
         rc = rc or (0 if pid else 3)
-    print(f"export SLURM_CONF={directory / 'slurm.conf'}")
+    text = conf.read_text()
+    nodes = re.findall(r"^NodeName=(\S+) NodeAddr=(\S+)", text, re.M)
+    host = _conf_value(text, r"^SlurmctldHost=.*[(](.*)[)]") or "localhost"
+    port = _conf_value(text, r"^SlurmctldPort=(\d+)")
+    print(f"\nctld: {host}:{port}; nodes: {', '.join(f'{n} {a}' for n, a in nodes)}")
+    dbd = _conf_value(text, r"^AccountingStoragePort=(\d+)")
+    print(f"accounting: shoal-dbd on 127.0.0.1:{dbd} (sacct, sacctmgr, sshare)" if dbd else "accounting: off")
+    if _alive(run / "ctld.pid"):
+        env = dict(os.environ, SLURM_CONF=str(conf))
+        env.pop("SHOAL_AGENT_SOCKET", None)
+        sinfo = _command(env, "sinfo")
+        if sinfo is not None:
+            print("\n" + sinfo.rstrip())
+        states = _command(env, "squeue", "-h", "-t", "all", "-o", "%T")
+        if states is not None:
+            counts: dict[str, int] = {}
+            for state in states.split():
+                counts[state] = counts.get(state, 0) + 1
+            detail = ", ".join(f"{n} {st.lower()}" for st, n in sorted(counts.items()))
+            print(f"\njobs: {sum(counts.values())}{f' ({detail})' if detail else ''} (squeue -t all)")
+    print(f"\nlogs: {directory / 'log'}/ (ctld.log, noded.log; *.out: each daemon's own output)")
+    print(f"export SLURM_CONF={conf}")
     return rc
+
+
+def _command(env: dict[str, str], name: str, *argv: str) -> str | None:
+    """A short command's output for `shoal status` (its error, shown, when it fails)."""
+    try:
+        out = subprocess.run([sys.executable, "-P", "-m", f"cli.{name}", *argv], env=env, capture_output=True,
+                             text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        print(f"{name}: no answer within 30s")
+        return None
+    if out.returncode != 0:
+        print(out.stderr.strip() or f"{name}: exit {out.returncode}")
+        return None
+    return out.stdout
+
+
+class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows each option's default, except the empty ones (flags, unset paths)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, argparse.SUPPRESS):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def up_arguments(up: argparse.ArgumentParser) -> None:
+    """`shoal up`'s options (every one with a help text, so --help shows its default)."""
+    up.add_argument("--nodes", type=int, default=4, help="emulated nodes (node1, node2, ...)")
+    up.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node (Gres=gpu:TYPE:G)")
+    up.add_argument("--gpu-type", default="h100", help="GPU type in Gres= and gres.conf")
+    up.add_argument("--gpu-files", metavar="DIR", help="GPU device files DIR/nvidia0.. (gres.conf File=)")
+    up.add_argument("--fake-nvml", metavar="DESC", help="fake NVML description (unset: dgx_h100 for 8 h100)")
+    up.add_argument("--no-cgroups", action="store_true", help="no cgroup enforcement even as root")
+    up.add_argument("--cpus-per-node", type=int, default=8, help="CPUs per node")
+    up.add_argument("--mem-per-node", type=int, default=16000, help="RealMemory per node, MB")
+    up.add_argument("--dir", default=_default_dir(), help="cluster directory ($SHOAL_DIR)")
+    up.add_argument("--base-addr", default="127.0.0.2", help="first node's loopback address")
+    up.add_argument("--ctld-port", type=int, default=0, help="SlurmctldPort (0: a free port)")
+    up.add_argument("--node-port", type=int, default=0, help="SlurmdPort (0: a free port)")
+    up.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="slurm.conf line: replaces the default KEY (" + ", ".join(
+                        f"{k}={v}" for k, v in SCHEDULING_DEFAULTS if k.startswith(("Sched", "PriorityType"))
+                    ) + ", fair share weighted ...), else added; on an existing DIR it changes that key")
+    up.add_argument("--topology", metavar="FILE", help="topology.conf to use (TopologyPlugin=topology/tree)")
+    up.add_argument("--rewrite", action="store_true", help="write slurm.conf again even if DIR has one")
+    up.add_argument("--no-check", action="store_true", help="do not run the quick-start job")
+    up.add_argument("--no-accounting", action="store_true", help="no shoal-dbd (no sacct/sacctmgr)")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every node to be idle")
+
+
+def _conf_value(text: str, pattern: str) -> str | None:
+    match = re.search(pattern, text, re.M)
+    return match.group(1) if match else None
+
+
+def shape_conflicts(args: argparse.Namespace, directory: Path) -> list[str]:
+    """Options given (not their default) that the cluster already in `directory` does not have:
+    `--nodes 3` on a 2-node cluster. Repeating the options it was written with is no conflict."""
+    text = (directory / "slurm.conf").read_text()
+    probe = argparse.ArgumentParser(add_help=False)
+    up_arguments(probe)
+    node_default = _conf_value(text, r"^NodeName=DEFAULT\b(.*)$") or ""
+    gres = _conf_value(node_default, r"Gres=(gpu:[^:\s]+:\d+)")  # gpu:TYPE:COUNT
+    have: dict[str, object] = {
+        "nodes": len([ln for ln in text.splitlines() if ln.startswith("NodeName=") and not ln.startswith("NodeName=DEFAULT")]),
+        "cpus_per_node": int(_conf_value(node_default, r"\bCPUs=(\d+)") or 0),
+        "mem_per_node": int(_conf_value(node_default, r"\bRealMemory=(\d+)") or 0),
+        "gpus_per_node": int(gres.rsplit(":", 1)[1]) if gres else 0,
+        "gpu_type": gres.split(":")[1] if gres else None,
+        "base_addr": _conf_value(text, r"^NodeName=\S+ NodeAddr=(\S+)"),
+        "ctld_port": int(_conf_value(text, r"^SlurmctldPort=(\d+)") or 0),
+        "node_port": int(_conf_value(text, r"^SlurmdPort=(\d+)") or 0),
+        "no_accounting": not (directory / "slurmdbd.conf").exists(),
+        "no_cgroups": os.geteuid() == 0 and not (directory / "cgroup.conf").exists(),
+    }
+    out = []
+    for name in ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node", "gpu_type", "base_addr", "ctld_port",
+                 "node_port", "no_accounting", "no_cgroups"):
+        value = getattr(args, name)
+        if value != probe.get_default(name) and value != have[name]:
+            out.append(f"--{name.replace('_', '-')}" + ("" if isinstance(value, bool) else f" {value}"))
+    if args.topology:
+        old = directory / "topology.conf"
+        if not old.exists() or old.read_text() != Path(args.topology).read_text():
+            out.append(f"--topology {args.topology}")
+    for name in ("gpu_files", "fake_nvml"):
+        if getattr(args, name):
+            out.append(f"--{name.replace('_', '-')} {getattr(args, name)}")  # not read back: rewrite to be sure
+    return out
+
+
+_LINE_KEYS = ("nodename", "partitionname", "nodeset", "downnodes", "frontendname", "include")
+
+
+def _line_key(line: str) -> str | None:
+    """What a slurm.conf line sets: the key of a global line, `NodeName=x` for a node/partition line."""
+    text = line.split("#", 1)[0].strip()
+    key, sep, rest = text.partition("=")
+    if not sep or not key or " " in key:
+        return None
+    if key.lower() in _LINE_KEYS:
+        return f"{key.lower()}={rest.split()[0] if rest.split() else ''}"
+    return key.lower()
+
+
+def update_settings(conf: Path, sets: list[str]) -> list[str]:
+    """`--set` on an existing slurm.conf: replace the line that sets the same key (a node or partition
+    line: the one of the same name), else add it before the node lines; returns what changed."""
+    lines = conf.read_text().splitlines()
+    changes = []
+    for wanted in sets:
+        wanted = wanted.strip()
+        key = _line_key(wanted)
+        if key is None:
+            raise RuntimeError(f"--set {wanted!r}: expected KEY=VALUE")
+        at = next((i for i, ln in enumerate(lines) if _line_key(ln) == key), None)
+        if at is not None and lines[at].strip() == wanted:
+            continue
+        if at is not None:
+            changes.append(f"{wanted} (was {lines[at].strip()})")
+            lines[at] = wanted
+        else:
+            first_node = next((i for i, ln in enumerate(lines) if (_line_key(ln) or "").startswith(_LINE_KEYS)),
+                              len(lines))
+            lines.insert(first_node, wanted)
+            changes.append(f"{wanted} (added)")
+    if changes:
+        conf.write_text("\n".join(lines) + "\n")
+    return changes
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="shoal admin command")
     p.add_argument("-V", "--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start a local cluster and run the quick-start job")
-    up.add_argument("--nodes", type=int, default=4)
-    up.add_argument("--gpus-per-node", type=int, default=0)
-    up.add_argument("--gpu-type", default="h100")
-    up.add_argument("--gpu-files", metavar="DIR", help="GPU device files DIR/nvidia0.. (gres.conf File=)")
-    up.add_argument("--fake-nvml", metavar="DESC", help="fake NVML description (default: dgx_h100 for 8 h100)")
-    up.add_argument("--no-cgroups", action="store_true", help="no cgroup enforcement even as root")
-    up.add_argument("--cpus-per-node", type=int, default=8)
-    up.add_argument("--mem-per-node", type=int, default=16000, help="MB")
-    up.add_argument("--dir", default=_default_dir())
-    up.add_argument("--base-addr", default="127.0.0.2", help="first node's loopback address")
-    up.add_argument("--ctld-port", type=int, default=0, help="default: a free port")
-    up.add_argument("--node-port", type=int, default=0, help="default: a free port")
-    up.add_argument("--set", action="append", metavar="KEY=VALUE", help="extra slurm.conf line")
-    up.add_argument("--topology", metavar="FILE", help="topology.conf to use (TopologyPlugin=topology/tree)")
-    up.add_argument("--rewrite", action="store_true", help="rewrite slurm.conf even if DIR has one")
-    up.add_argument("--no-check", action="store_true", help="do not run the quick-start job")
-    up.add_argument("--no-accounting", action="store_true", help="no shoal-dbd (no sacct/sacctmgr)")
-    up.add_argument("--timeout", type=float, default=60.0)
+    up = sub.add_parser("up", help="start a local cluster and run the quick-start job",
+                        description="Write DIR/slurm.conf (unless DIR has one), start the daemons and run the "
+                                    "quick-start job. On an existing DIR, --set changes those keys in place; "
+                                    "options that shape the cluster (--nodes ...) need --rewrite.",
+                        formatter_class=_DefaultsHelp)
+    up_arguments(up)
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop the local cluster")
     down.add_argument("--dir", default=_default_dir())
     down.set_defaults(func=cmd_down)
-    status = sub.add_parser("status", help="show the local cluster's daemons")
+    status = sub.add_parser("status", help="show the local cluster's daemons, nodes, jobs and logs")
     status.add_argument("--dir", default=_default_dir())
     status.set_defaults(func=cmd_status)
     sim = sub.add_parser("sim", help="replay a workload trace through the scheduler", add_help=False)
