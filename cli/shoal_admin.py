@@ -343,7 +343,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     if (directory / "cgroup.conf").exists():
         print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
-    for warning in (_node_names_warning(),):
+    for warning in (_node_names_warning(), _interpreter_warning()):
         if warning:
             print(f"shoal: warning: {warning}", file=sys.stderr)
     if not args.no_check:
@@ -365,6 +365,30 @@ def _node_names_warning() -> str | None:
            "shoal up as root" if os.geteuid() else "check that this kernel has mount and UTS namespaces")
     return (f"node names (node1, ...) will not resolve inside jobs and every node's hostname is this host's: "
             f"cannot make private namespaces ({probe.stderr.strip() or f'exit {probe.returncode}'}); {fix}")
+
+
+def _blocking_dir(path: str) -> Path | None:
+    """The first directory on the way to `path` (or the file itself) that other users cannot pass."""
+    real = Path(os.path.realpath(path))
+    for p in (*reversed(real.parents), real):
+        if not p.stat().st_mode & 0o001:
+            return p
+    return None
+
+
+def _interpreter_warning() -> str | None:
+    """Jobs of other users run srun and python from this environment: can they start its interpreter?"""
+    if os.geteuid() != 0:
+        return None  # a normal user's cluster runs only that user's jobs
+    blocked = _blocking_dir(sys.executable)
+    if blocked is None:
+        return None
+    mode = f"{blocked.stat().st_mode & 0o777:04o}"
+    return (f"jobs of users other than root cannot run srun or python from this environment: its interpreter "
+            f"{os.path.realpath(sys.executable)} is behind {blocked} (mode {mode}), which they cannot enter "
+            f"(they get 'Permission denied'); the commands still work through the local agent. Fix: "
+            f"chmod o+x on {blocked} (and its parents), or install shoal into a virtualenv made from a Python "
+            f"every user can run (e.g. /usr/bin/python3 -m venv /opt/shoal)")
 
 
 def _quick_start(directory: Path, env: dict[str, str], nodes: int) -> int:
