@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,32 +25,45 @@ def test_cluster_lines_come_first_and_a_host_line_naming_a_node_loses_that_name(
     assert not any("node1" in ln.split()[1:] for ln in lines[2:])
 
 
-def _in_child(uid: int, ident: dict[str, str]) -> tuple[int, str]:
-    """Fork; in the child become `uid`, enter the namespaces and report what a job would see."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
+# Run in a fresh interpreter: a pytest process that loaded grpc (other noded tests) may have threads
+# again in a forked child, and unshare(CLONE_NEWUSER) refuses a multi-threaded caller. The job's own
+# child (stepd, taskd) forks from a stdlib-only supervisor. The helper forks, becomes `uid` and reports.
+_HELPER = """
+import json, os, socket, sys
+from pathlib import Path
+from noded import nodens
+uid, ident = int(sys.argv[1]), json.loads(sys.argv[2])
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    code = 1
+    try:
+        os.close(r)
+        if uid != os.geteuid():
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
         try:
-            os.close(r)
-            if uid != os.geteuid():
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-            try:
-                nodens.enter(ident)
-                report = socket.gethostname() + "\n" + Path("/etc/hosts").read_text()
-                code = 0
-            except OSError as exc:
-                report = f"error: {exc}"
-            os.write(w, report.encode())
-        finally:
-            os._exit(code)
-    os.close(w)
-    with os.fdopen(r) as fh:
-        seen = fh.read()
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), seen
+            nodens.enter(ident)
+            report = socket.gethostname() + "\\n" + Path("/etc/hosts").read_text()
+            code = 0
+        except OSError as exc:
+            report = f"error: {exc}"
+        os.write(w, report.encode())
+    finally:
+        os._exit(code)
+os.close(w)
+with os.fdopen(r) as fh:
+    sys.stdout.write(fh.read())
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def _in_child(uid: int, ident: dict[str, str]) -> tuple[int, str]:
+    """What a job of `uid` sees after nodens.enter(ident): (exit status, hostname + /etc/hosts or the error)."""
+    out = subprocess.run([sys.executable, "-c", _HELPER, str(uid), json.dumps(ident)], capture_output=True,
+                         text=True, timeout=60)
+    return out.returncode, out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
