@@ -21,7 +21,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def write_conf(directory: Path, user: str) -> str:
+def write_conf(directory: Path, user: str) -> list[tuple[str, str]]:
     """Write DIR/slurmdbd.conf; returns the slurm.conf lines that point ctld and the agent at it."""
     port = _free_port()
     (directory / "slurmdbd.conf").write_text(
@@ -36,8 +36,8 @@ LogFile={directory}/log/dbd.log
 PidFile={directory}/run/dbd.pid
 """
     )
-    return f"AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=127.0.0.1\n" \
-           f"AccountingStoragePort={port}\n"
+    return [("AccountingStorageType", "accounting_storage/slurmdbd"), ("AccountingStorageHost", "127.0.0.1"),
+            ("AccountingStoragePort", str(port))]
 
 
 def start(directory: Path, env: dict[str, str],

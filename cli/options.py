@@ -571,10 +571,9 @@ def read_nodelist(text: str, cwd: str) -> str:
             raise SpecError(f"Unable to open file {text}") from exc
         return ",".join(names)
     try:
-        expand(text)
+        return collect(expand(text)) if text else text
     except HostlistError as exc:
         raise SpecError(f"Invalid node name specified: {text}") from exc
-    return collect(expand(text)) if text else text
 
 
 def export_environment(spec: str | None, environ: Mapping[str, str]) -> dict[str, str]:

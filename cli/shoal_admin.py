@@ -4,13 +4,14 @@ up     write DIR/slurm.conf (+ gres.conf, topology.conf with --topology, key, st
        (shoal-agentd) and one shoal-noded emulating N nodes on their own loopback addresses
        (127.0.0.2, 127.0.0.3, ...), wait until the nodes are idle, and run a quick-start job through the real commands.
 down   stop what `up` started (and the jobs still running on its nodes).
-status show whether the daemons run and what the controller sees.
+status show the daemons, the addresses of ctld and the nodes, sinfo, the job count, the logs and SLURM_CONF.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import socket
@@ -89,6 +90,44 @@ def _node_addrs(count: int, base: str) -> list[str]:
     return out
 
 
+# What shoal does best, on by default (Slurm's own SchedulerType default is sched/backfill): backfill,
+# multifactor priority with fair share, weighted as the reference 22.05 cluster's slurm.conf.
+SCHEDULING_DEFAULTS: tuple[tuple[str, str], ...] = (
+    ("SchedulerType", "sched/backfill"),
+    ("SelectType", "select/cons_tres"),
+    ("SelectTypeParameters", "CR_Core_Memory"),
+    ("GresTypes", "gpu"),
+    ("PriorityType", "priority/multifactor"),
+    ("PriorityDecayHalfLife", "7-0"),
+    ("PriorityMaxAge", "7-0"),
+    ("PriorityWeightAge", "1000"),
+    ("PriorityWeightFairshare", "10000"),
+    ("PriorityWeightJobSize", "1000"),
+    ("PriorityWeightPartition", "1000"),
+    ("PriorityWeightQOS", "0"),
+)
+
+
+def merge_settings(top: list[tuple[str, str]], sets: list[str]) -> list[tuple[str, str]]:
+    """The global slurm.conf lines: `--set KEY=VALUE` replaces the default KEY in place (keys are
+    case-insensitive, as in slurm.conf); other lines (new keys, several pairs) are appended."""
+    out = list(top)
+    index = {k.lower(): i for i, (k, _v) in enumerate(out)}
+    for line in sets:
+        key, sep, value = line.strip().partition("=")
+        single = sep and key and " " not in key and not any(c.isspace() for c in value.strip())
+        i = index.get(key.strip().lower()) if single else None
+        if i is not None:
+            out[i] = (out[i][0], value.strip())
+        else:
+            out.append((key.strip(), value.strip()) if single else (line.strip(), ""))
+    return out
+
+
+def _format_settings(pairs: list[tuple[str, str]]) -> str:
+    return "\n".join(f"{k}={v}" if v or "=" not in k else k for k, v in pairs)
+
+
 def write_config(args: argparse.Namespace, directory: Path) -> Path:
     """Write slurm.conf, gres.conf and the cluster key for a local cluster; returns slurm.conf's path."""
     from shoal.auth.key import generate_key
@@ -109,45 +148,44 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
         for i, addr in enumerate(addrs)
     )
     user = _current_user()
-    extra = "\n".join(args.set or [])
+    top: list[tuple[str, str]] = [
+        ("ClusterName", "shoal"),
+        ("SlurmctldHost", "localhost(127.0.0.1)"),
+        ("SlurmctldPort", str(ctld_port)),
+        ("SlurmdPort", str(node_port)),
+        ("SlurmUser", user),
+        ("AuthKeyFile", f"{directory}/shoal.key"),
+        ("AgentSocket", f"{directory}/run/agent.sock"),
+        ("StateSaveLocation", f"{directory}/state"),
+        ("SlurmdSpoolDir", f"{directory}/spool/%n"),
+        ("SlurmctldPidFile", f"{directory}/run/ctld.pid"),
+        ("SlurmdPidFile", f"{directory}/run/noded.pid"),
+        ("SlurmctldLogFile", f"{directory}/log/ctld.log"),
+        ("SlurmdLogFile", f"{directory}/log/noded.log"),
+        *SCHEDULING_DEFAULTS,
+        ("DefMemPerCPU", str(mem_per_cpu)),
+        ("ReturnToService", "2"),
+        ("KillWait", "5"),
+        ("MinJobAge", "300"),
+        ("SlurmdTimeout", "60"),
+        ("MaxJobCount", "100000"),
+    ]
     topology = directory / "topology.conf"
     if getattr(args, "topology", None):
         shutil.copyfile(args.topology, topology)
-        extra = "TopologyPlugin=topology/tree\n" + extra
+        top.append(("TopologyPlugin", "topology/tree"))
     else:
         topology.unlink(missing_ok=True)
     if getattr(args, "no_accounting", False):
         (directory / "slurmdbd.conf").unlink(missing_ok=True)
     else:
-        extra = local_dbd.write_conf(directory, user) + extra
+        top.extend(local_dbd.write_conf(directory, user))
+    settings = _format_settings(merge_settings(top, args.set or []))
     partitions = "\n".join(getattr(args, "partition", None) or (
         f"PartitionName=batch Nodes={names} Default=YES MaxTime=INFINITE State=UP",
         f"PartitionName=debug Nodes={names} DefaultTime=00:30:00 MaxTime=01:00:00 State=UP"))
     conf = f"""# Local shoal cluster written by `shoal up` ({time.strftime("%Y-%m-%dT%H:%M:%S")}).
-ClusterName=shoal
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort={ctld_port}
-SlurmdPort={node_port}
-SlurmUser={user}
-AuthKeyFile={directory}/shoal.key
-AgentSocket={directory}/run/agent.sock
-StateSaveLocation={directory}/state
-SlurmdSpoolDir={directory}/spool/%n
-SlurmctldPidFile={directory}/run/ctld.pid
-SlurmdPidFile={directory}/run/noded.pid
-SlurmctldLogFile={directory}/log/ctld.log
-SlurmdLogFile={directory}/log/noded.log
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-GresTypes=gpu
-DefMemPerCPU={mem_per_cpu}
-ReturnToService=2
-KillWait=5
-MinJobAge=300
-SlurmdTimeout=60
-MaxJobCount=100000
-{extra}
+{settings}
 NodeName=DEFAULT CPUs={args.cpus_per_node} Boards=1 SocketsPerBoard={sockets} CoresPerSocket={args.cpus_per_node // sockets} ThreadsPerCore=1 RealMemory={args.mem_per_node}{gres} State=UNKNOWN
 {node_lines}
 {partitions}
@@ -290,6 +328,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     conf = directory / "slurm.conf"
     if args.rewrite or not conf.exists():
         conf = write_config(args, directory)
+    else:
+        given = shape_conflicts(args, directory)
+        if given:
+            print(f"{PROG}: error: {directory} already has a cluster ({conf}); {', '.join(given)} "
+                  f"would change it: add --rewrite to write slurm.conf again (job state and the key are kept), "
+                  f"or use another --dir", file=sys.stderr)
+            return 1
+        print(f"shoal: using the existing {conf} (--rewrite writes it again)")
+        for change in update_settings(conf, args.set or []):
+            print(f"shoal: {conf.name}: {change}")
     env = dict(os.environ, SLURM_CONF=str(conf))
     env.pop("SHOAL_AGENT_SOCKET", None)
     from shoal.conf import ConfigError, load_slurm_conf
@@ -309,7 +357,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     node_args = [a for n in cfg.nodes for a in ("-N", n.name)]
     noded = _spawn(
-        [py, "-P", "-m", "noded.main", "-f", str(conf), "--no-agent", *node_args],
+        [py, "-P", "-m", "noded.main", "-f", str(conf), "--no-agent", "--node-namespaces", *node_args],
         directory / "log" / "noded.out",
         _noded_env(directory, env),
     )
@@ -327,12 +375,52 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     if (directory / "cgroup.conf").exists():
         print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
+    for warning in (_node_names_warning(), _interpreter_warning()):
+        if warning:
+            print(f"shoal: warning: {warning}", file=sys.stderr)
     if not args.no_check:
         rc = _quick_start(directory, env, min(2, len(cfg.nodes)))
         if rc:
             return rc
     print(f"export SLURM_CONF={conf}")
     return 0
+
+
+def _node_names_warning() -> str | None:
+    """Why node names will not resolve inside jobs (noded could not make the namespaces), or None."""
+    probe = subprocess.run([sys.executable, "-P", "-m", "noded.nodens", "--probe"], capture_output=True, text=True,
+                           timeout=30)
+    if probe.returncode == 0:
+        return None
+    fix = ("allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
+           "user.max_user_namespaces > 0; on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0) or run "
+           "shoal up as root" if os.geteuid() else "check that this kernel has mount and UTS namespaces")
+    return (f"node names (node1, ...) will not resolve inside jobs and every node's hostname is this host's: "
+            f"cannot make private namespaces ({probe.stderr.strip() or f'exit {probe.returncode}'}); {fix}")
+
+
+def _blocking_dir(path: str) -> Path | None:
+    """The first directory on the way to `path` (or the file itself) that other users cannot pass."""
+    real = Path(os.path.realpath(path))
+    for p in (*reversed(real.parents), real):
+        if not p.stat().st_mode & 0o001:
+            return p
+    return None
+
+
+def _interpreter_warning() -> str | None:
+    """Jobs of other users run srun and python from this environment: can they start its interpreter?"""
+    if os.geteuid() != 0:
+        return None  # a normal user's cluster runs only that user's jobs
+    blocked = _blocking_dir(sys.executable)
+    if blocked is None:
+        return None
+    mode = f"{blocked.stat().st_mode & 0o777:04o}"
+    return (f"jobs of users other than root cannot run srun or python from this environment: its interpreter "
+            f"{os.path.realpath(sys.executable)} is behind {blocked} (mode {mode}), which they cannot enter "
+            f"(they get 'Permission denied'); the commands still work through the local agent. Fix: "
+            f"chmod o+x on {blocked} (and its parents), or install shoal into a virtualenv made from a Python "
+            f"every user can run (e.g. /usr/bin/python3 -m venv /opt/shoal)")
 
 
 def _quick_start(directory: Path, env: dict[str, str], nodes: int) -> int:
@@ -439,7 +527,8 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     directory = Path(os.path.expanduser(args.dir)).resolve()
-    if not (directory / "slurm.conf").exists():
+    conf = directory / "slurm.conf"
+    if not conf.exists():
         print(f"{PROG}: no cluster in {directory}")
         return 1
     run = directory / "run"
@@ -448,28 +537,72 @@ def cmd_status(args: argparse.Namespace) -> int:
         pid = _alive(run / f"{name}.pid")
         print(f"shoal-{name}: {f'running (pid {pid})' if pid else 'stopped'}")
         rc = rc or (0 if pid else 3)
-    print(f"export SLURM_CONF={directory / 'slurm.conf'}")
+    text = conf.read_text()
+    nodes = re.findall(r"^NodeName=(\S+) NodeAddr=(\S+)", text, re.M)
+    host = _conf_value(text, r"^SlurmctldHost=.*[(](.*)[)]") or "localhost"
+    port = _conf_value(text, r"^SlurmctldPort=(\d+)")
+    print(f"\nctld: {host}:{port}; nodes: {', '.join(f'{n} {a}' for n, a in nodes)}")
+    dbd = _conf_value(text, r"^AccountingStoragePort=(\d+)")
+    print(f"accounting: shoal-dbd on 127.0.0.1:{dbd} (sacct, sacctmgr, sshare)" if dbd else "accounting: off")
+    if _alive(run / "ctld.pid"):
+        env = dict(os.environ, SLURM_CONF=str(conf))
+        env.pop("SHOAL_AGENT_SOCKET", None)
+        sinfo = _command(env, "sinfo")
+        if sinfo is not None:
+            print("\n" + sinfo.rstrip())
+        states = _command(env, "squeue", "-h", "-t", "all", "-o", "%T")
+        if states is not None:
+            counts: dict[str, int] = {}
+            for state in states.split():
+                counts[state] = counts.get(state, 0) + 1
+            detail = ", ".join(f"{n} {st.lower()}" for st, n in sorted(counts.items()))
+            print(f"\njobs: {sum(counts.values())}{f' ({detail})' if detail else ''} (squeue -t all)")
+    print(f"\nlogs: {directory / 'log'}/ (ctld.log, noded.log; *.out: each daemon's own output)")
+    print(f"export SLURM_CONF={conf}")
     return rc
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="shoal admin command")
-    p.add_argument("-V", "--version", action="version", version=version_line())
-    sub = p.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start a local cluster and run the quick-start job")
-    up.add_argument("--nodes", type=int, default=4)
-    up.add_argument("--gpus-per-node", type=int, default=0)
-    up.add_argument("--gpu-type", default="h100")
+def _command(env: dict[str, str], name: str, *argv: str) -> str | None:
+    """A short command's output for `shoal status` (its error, shown, when it fails)."""
+    try:
+        out = subprocess.run([sys.executable, "-P", "-m", f"cli.{name}", *argv], env=env, capture_output=True,
+                             text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        print(f"{name}: no answer within 30s")
+        return None
+    if out.returncode != 0:
+        print(out.stderr.strip() or f"{name}: exit {out.returncode}")
+        return None
+    return out.stdout
+
+
+class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows each option's default, except the empty ones (flags, unset paths)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, argparse.SUPPRESS):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def up_arguments(up: argparse.ArgumentParser) -> None:
+    """`shoal up`'s options (every one with a help text, so --help shows its default)."""
+    up.add_argument("--nodes", type=int, default=4, help="emulated nodes (node1, node2, ...)")
+    up.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node (Gres=gpu:TYPE:G)")
+    up.add_argument("--gpu-type", default="h100", help="GPU type in Gres= and gres.conf")
     up.add_argument("--gpu-files", metavar="DIR", help="GPU device files DIR/nvidia0.. (gres.conf File=)")
-    up.add_argument("--fake-nvml", metavar="DESC", help="fake NVML description (default: dgx_h100 for 8 h100)")
+    up.add_argument("--fake-nvml", metavar="DESC", help="fake NVML description (unset: dgx_h100 for 8 h100)")
     up.add_argument("--no-cgroups", action="store_true", help="no cgroup enforcement even as root")
-    up.add_argument("--cpus-per-node", type=int, default=8)
-    up.add_argument("--mem-per-node", type=int, default=16000, help="MB")
-    up.add_argument("--dir", default=_default_dir())
+    up.add_argument("--cpus-per-node", type=int, default=8, help="CPUs per node")
+    up.add_argument("--mem-per-node", type=int, default=16000, help="RealMemory per node, MB")
+    up.add_argument("--dir", default=_default_dir(), help="cluster directory ($SHOAL_DIR)")
     up.add_argument("--base-addr", default="127.0.0.2", help="first node's loopback address")
-    up.add_argument("--ctld-port", type=int, default=0, help="default: a free port")
-    up.add_argument("--node-port", type=int, default=0, help="default: a free port")
-    up.add_argument("--set", action="append", metavar="KEY=VALUE", help="extra slurm.conf line")
+    up.add_argument("--ctld-port", type=int, default=0, help="SlurmctldPort (0: a free port)")
+    up.add_argument("--node-port", type=int, default=0, help="SlurmdPort (0: a free port)")
+    up.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="slurm.conf line: replaces the default KEY (" + ", ".join(
+                        f"{k}={v}" for k, v in SCHEDULING_DEFAULTS if k.startswith(("Sched", "PriorityType"))
+                    ) + ", fair share weighted ...), else added; on an existing DIR it changes that key")
     up.add_argument("--partition", action="append", metavar="LINE",
                     help="a PartitionName=... line (replaces the default batch and debug partitions)")
     up.add_argument("--realslurm-shape", action="store_true",
@@ -477,15 +610,108 @@ def _parser() -> argparse.ArgumentParser:
                          "debug (node[1-2]), ClusterName=realslurm, accounts research (alice, root) and physics "
                          "(alice, bob)")
     up.add_argument("--topology", metavar="FILE", help="topology.conf to use (TopologyPlugin=topology/tree)")
-    up.add_argument("--rewrite", action="store_true", help="rewrite slurm.conf even if DIR has one")
+    up.add_argument("--rewrite", action="store_true", help="write slurm.conf again even if DIR has one")
     up.add_argument("--no-check", action="store_true", help="do not run the quick-start job")
     up.add_argument("--no-accounting", action="store_true", help="no shoal-dbd (no sacct/sacctmgr)")
-    up.add_argument("--timeout", type=float, default=60.0)
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every node to be idle")
+
+
+def _conf_value(text: str, pattern: str) -> str | None:
+    match = re.search(pattern, text, re.M)
+    return match.group(1) if match else None
+
+
+def shape_conflicts(args: argparse.Namespace, directory: Path) -> list[str]:
+    """Options given (not their default) that the cluster already in `directory` does not have:
+    `--nodes 3` on a 2-node cluster. Repeating the options it was written with is no conflict."""
+    text = (directory / "slurm.conf").read_text()
+    probe = argparse.ArgumentParser(add_help=False)
+    up_arguments(probe)
+    node_default = _conf_value(text, r"^NodeName=DEFAULT\b(.*)$") or ""
+    gres = _conf_value(node_default, r"Gres=(gpu:[^:\s]+:\d+)")  # gpu:TYPE:COUNT
+    have: dict[str, object] = {
+        "nodes": len([ln for ln in text.splitlines() if ln.startswith("NodeName=") and not ln.startswith("NodeName=DEFAULT")]),
+        "cpus_per_node": int(_conf_value(node_default, r"\bCPUs=(\d+)") or 0),
+        "mem_per_node": int(_conf_value(node_default, r"\bRealMemory=(\d+)") or 0),
+        "gpus_per_node": int(gres.rsplit(":", 1)[1]) if gres else 0,
+        "gpu_type": gres.split(":")[1] if gres else None,
+        "base_addr": _conf_value(text, r"^NodeName=\S+ NodeAddr=(\S+)"),
+        "ctld_port": int(_conf_value(text, r"^SlurmctldPort=(\d+)") or 0),
+        "node_port": int(_conf_value(text, r"^SlurmdPort=(\d+)") or 0),
+        "no_accounting": not (directory / "slurmdbd.conf").exists(),
+        "no_cgroups": os.geteuid() == 0 and not (directory / "cgroup.conf").exists(),
+    }
+    out = []
+    for name in ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node", "gpu_type", "base_addr", "ctld_port",
+                 "node_port", "no_accounting", "no_cgroups"):
+        value = getattr(args, name)
+        if value != probe.get_default(name) and value != have[name]:
+            out.append(f"--{name.replace('_', '-')}" + ("" if isinstance(value, bool) else f" {value}"))
+    if args.topology:
+        old = directory / "topology.conf"
+        if not old.exists() or old.read_text() != Path(args.topology).read_text():
+            out.append(f"--topology {args.topology}")
+    for name in ("gpu_files", "fake_nvml"):
+        if getattr(args, name):
+            out.append(f"--{name.replace('_', '-')} {getattr(args, name)}")  # not read back: rewrite to be sure
+    return out
+
+
+_LINE_KEYS = ("nodename", "partitionname", "nodeset", "downnodes", "frontendname", "include")
+
+
+def _line_key(line: str) -> str | None:
+    """What a slurm.conf line sets: the key of a global line, `NodeName=x` for a node/partition line."""
+    text = line.split("#", 1)[0].strip()
+    key, sep, rest = text.partition("=")
+    if not sep or not key or " " in key:
+        return None
+    if key.lower() in _LINE_KEYS:
+        return f"{key.lower()}={rest.split()[0] if rest.split() else ''}"
+    return key.lower()
+
+
+def update_settings(conf: Path, sets: list[str]) -> list[str]:
+    """`--set` on an existing slurm.conf: replace the line that sets the same key (a node or partition
+    line: the one of the same name), else add it before the node lines; returns what changed."""
+    lines = conf.read_text().splitlines()
+    changes = []
+    for wanted in sets:
+        wanted = wanted.strip()
+        key = _line_key(wanted)
+        if key is None:
+            raise RuntimeError(f"--set {wanted!r}: expected KEY=VALUE")
+        at = next((i for i, ln in enumerate(lines) if _line_key(ln) == key), None)
+        if at is not None and lines[at].strip() == wanted:
+            continue
+        if at is not None:
+            changes.append(f"{wanted} (was {lines[at].strip()})")
+            lines[at] = wanted
+        else:
+            first_node = next((i for i, ln in enumerate(lines) if (_line_key(ln) or "").startswith(_LINE_KEYS)),
+                              len(lines))
+            lines.insert(first_node, wanted)
+            changes.append(f"{wanted} (added)")
+    if changes:
+        conf.write_text("\n".join(lines) + "\n")
+    return changes
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="shoal admin command")
+    p.add_argument("-V", "--version", action="version", version=version_line())
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start a local cluster and run the quick-start job",
+                        description="Write DIR/slurm.conf (unless DIR has one), start the daemons and run the "
+                                    "quick-start job. On an existing DIR, --set changes those keys in place; "
+                                    "options that shape the cluster (--nodes ...) need --rewrite.",
+                        formatter_class=_DefaultsHelp)
+    up_arguments(up)
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop the local cluster")
     down.add_argument("--dir", default=_default_dir())
     down.set_defaults(func=cmd_down)
-    status = sub.add_parser("status", help="show the local cluster's daemons")
+    status = sub.add_parser("status", help="show the local cluster's daemons, nodes, jobs and logs")
     status.add_argument("--dir", default=_default_dir())
     status.set_defaults(func=cmd_status)
     sim = sub.add_parser("sim", help="replay a workload trace through the scheduler", add_help=False)

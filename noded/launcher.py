@@ -9,6 +9,7 @@ import os
 import pwd
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from noded import jobs, spool, stepd_spawn
@@ -43,6 +44,7 @@ def build_spec(
     kill_wait: float,
     local_gpu_index: bool = False,
     isolation: Isolation | None = None,
+    identity: Mapping[str, str] | None = None,
 ) -> LaunchSpec:
     """Check who the job runs as and describe the launch (no files touched)."""
     job = req.job
@@ -91,6 +93,7 @@ def build_spec(
         notify_socket=str(spool_root / spool.NOTIFY_SOCKET),
         cgroup=cgroup,
         run=job.restarts,
+        node_ns=dict(identity or {}),
     )
 
 
@@ -134,9 +137,10 @@ def launch_batch(
     kill_wait: float,
     local_gpu_index: bool = False,
     isolation: Isolation | None = None,
+    identity: Mapping[str, str] | None = None,
 ) -> None:
     """Start the batch script of `req.job` on this node under its own stepd."""
-    spec = build_spec(req, node_conf, spool_root, kill_wait, local_gpu_index, isolation)
+    spec = build_spec(req, node_conf, spool_root, kill_wait, local_gpu_index, isolation, identity)
     _forget_stale_cancel(spool_root, req.job)
     start_stepd(spec, req.job.spec.script, spool_root)
 

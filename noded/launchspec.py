@@ -32,6 +32,7 @@ class LaunchSpec:
     notify_socket: str = ""          # noded's datagram socket; "" = none
     cgroup: dict[str, Any] = field(default_factory=dict)  # noded.cgroup.CgroupRequest; {} = none
     run: int = 0                     # the job's restart count: which run of a requeued job this is
+    node_ns: dict[str, str] = field(default_factory=dict)  # noded.nodens.identity(); {} = the host's namespaces
 
     def save(self, path: Path) -> None:
         """Write the spec readable by root only (it holds the user's environment)."""

@@ -15,6 +15,7 @@ import os
 import pwd
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -26,7 +27,7 @@ from typing import Any
 import grpc
 
 import shoal
-from noded import jobs, stepd_spawn
+from noded import jobs, nodens, stepd_spawn
 from noded.discovery import discover_hardware, hardware_for
 from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
@@ -66,6 +67,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="do not start the agent's warm command runner (commands then start Python each time)")
     parser.add_argument(
         "--report-config", action="store_true", help="report the configured hardware instead of the real one"
+    )
+    parser.add_argument(
+        "--node-namespaces", action="store_true",
+        help="emulated nodes (-N) run their jobs with the node's name as hostname and every node's name in "
+             "/etc/hosts (private namespaces; what `shoal up` uses)",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
@@ -222,6 +228,33 @@ def cgroup_scope(cfg: SlurmConfig, node: HostedNode) -> str:
     return f"{zlib.crc32(os.path.abspath(cfg.path).encode()):08x}_" if node.emulated else ""
 
 
+def node_identities(cfg: SlurmConfig, nodes: list[HostedNode]) -> list[HostedNode]:
+    """Emulated nodes get their own hostname and the cluster's names in /etc/hosts inside their jobs
+    (noded.nodens), when this process can make the namespaces; a real node never does."""
+    emulated = [n for n in nodes if n.emulated]
+    if not emulated:
+        return nodes
+    probe = subprocess.run([sys.executable, "-P", "-m", "noded.nodens", "--probe"], capture_output=True, text=True,
+                           timeout=30)
+    if probe.returncode != 0:
+        log.warning("node names will not resolve inside jobs: cannot make private namespaces as uid %d (%s)%s",
+                    os.geteuid(), probe.stderr.strip() or f"exit {probe.returncode}",
+                    "; allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+                    "user.max_user_namespaces) or run as root" if os.geteuid() else "")
+        return nodes
+    names = [(n.name, n.addr) for n in cfg.nodes]
+    out = []
+    for node in nodes:
+        if node.emulated:
+            try:
+                hosts = nodens.write_hosts(node.spool, names)
+            except OSError as exc:
+                raise StartError(f"cannot write {node.spool / nodens.HOSTS_FILE}: {exc.strerror or exc}") from exc
+            node = dataclasses.replace(node, identity=nodens.identity(node.name, hosts))
+        out.append(node)
+    return out
+
+
 def build(args: argparse.Namespace, start_time: int) -> Noded:
     conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
     try:
@@ -251,6 +284,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         ]
     except ConfigError as exc:
         raise StartError(str(exc)) from exc
+    if args.node_namespaces:
+        nodes = node_identities(cfg, nodes)
 
     def hardware(node: HostedNode) -> cluster_pb2.NodeHardware:
         current = discover_hardware()

@@ -20,6 +20,7 @@ class HostedNode:
     emulated: bool
     isolation: Isolation | None = None  # cgroup enforcement; None = none
     gpu_cpus: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # CPUs affine to each GPU (--gpu-bind=closest)
+    identity: Mapping[str, str] = field(default_factory=dict)  # noded.nodens: its own hostname/hosts; {} = the host's
 
     @property
     def name(self) -> str:

@@ -84,7 +84,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._check_credential(request, context)
         kill_wait = request.kill_wait or self._kill_wait
         try:
-            launch_batch(request, node.conf, node.spool, kill_wait, isolation=node.isolation)
+            launch_batch(request, node.conf, node.spool, kill_wait, isolation=node.isolation,
+                         identity=node.identity)
         except LaunchRefused as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except LaunchFailed as exc:
@@ -133,7 +134,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._check_credential(request, context)
         kill_wait = request.kill_wait or self._kill_wait
         try:
-            tasks.launch_tasks(request, node.name, node.spool, kill_wait, node.isolation, node.gpu_cpus)
+            tasks.launch_tasks(request, node.name, node.spool, kill_wait, node.isolation, node.gpu_cpus,
+                               identity=node.identity)
         except LaunchRefused as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except LaunchFailed as exc:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from noded import reap, spool
+from noded import nodens, reap, spool
 from noded.cgroup import BATCH, CgroupError, CgroupRequest, StepCgroup, oom_note
 from noded.launchspec import LaunchSpec
 from noded.workdir import enter_workdir
@@ -200,6 +200,11 @@ def _exec_job(spec: LaunchSpec, err_w: int, cgroup: StepCgroup | None = None) ->
         for sig in (*_IGNORED, signal.SIGTERM, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        if spec.node_ns:
+            try:
+                nodens.enter(spec.node_ns)
+            except OSError as exc:
+                raise LaunchError(f"node namespaces for {spec.node_ns.get('hostname')}: {exc.strerror}") from exc
         if os.geteuid() == 0:
             os.setgroups(spec.groups)
             os.setgid(spec.gid)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from noded import nodens
 from noded.cgroup.step import oom_note
 from noded.workdir import enter_workdir
 from shoal import taskio
@@ -324,6 +325,8 @@ def _exec_task(
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         if cgroup is not None:
             cgroup.attach(os.getpid())  # the step's cgroup: its cpuset, memory and devices
+        if spec.extra.get("node_ns"):  # an emulated node's hostname and /etc/hosts
+            nodens.enter(spec.extra["node_ns"])
         if os.geteuid() == 0:
             os.setgroups(spec.groups)
             os.setgid(spec.gid)

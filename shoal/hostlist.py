@@ -85,4 +85,6 @@ def collect(names: Iterable[str]) -> str:
     names = [n for n in names if n]
     if not names:
         return ""
+    if any(not n.isprintable() or " " in n for n in names):  # python-hostlist fails on "\n0" with a traceback
+        raise HostlistError(f"Invalid hostlist: {','.join(names)!r}")
     return str(_hostlist.collect_hostlist(names))

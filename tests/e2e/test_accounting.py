@@ -208,6 +208,11 @@ def test_sacct_clusters_all_and_own_name_list_the_job(acct: Cluster, workdir: Pa
     name = "smk-6f1c"
     job = acct.submit("-J", name, "--wrap", "true", cwd=workdir)
     wait_sacct(acct, job, f"{job}|COMPLETED")
+    # A window ending `now` lists the jobs eligible before now: under sched/backfill the job
+    # can be submitted, run and recorded within one second, so ask once that second has passed.
+    eligible = acct.ok("sacct", "-X", "-n", "-P", "-o", "Eligible", "-j", str(job)).strip()
+    since = time.mktime(time.strptime(eligible, "%Y-%m-%dT%H:%M:%S"))
+    wait_until("the second the job became eligible to pass", lambda: time.time() >= since + 1)
     cluster_name = acct.ok("scontrol", "show", "config").split("ClusterName", 1)[1].split("=", 1)[1].split()[0]
     start = time.strftime("%Y-%m-%dT%H:00", time.localtime(time.time() - 3600))
     snakemake = ("sacct", "-X", "--parsable2", "--clusters", "all", "--noheader", "--format=JobIdRaw,State",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -38,3 +40,49 @@ def test_shoal_up_from_the_directory_that_holds_the_clone(tmp_path: Path) -> Non
     finally:
         subprocess.run([shoal, "down", "--dir", str(directory)], cwd=tmp_path, env=env, capture_output=True,
                        timeout=60)
+
+
+def _admin(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cli.shoal_admin", *argv], env=env, capture_output=True, text=True,
+                          timeout=180)
+
+
+def test_defaults_help_status_and_set_on_an_existing_directory(tmp_path: Path) -> None:
+    """Backfill and multifactor by default; --help shows defaults; status shows nodes and jobs; re-running
+    `shoal up --set` on the same directory changes that key, a different --nodes is refused."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
+    env.pop("SHOAL_AGENT_SOCKET", None)
+    help_text = _admin("up", "--help", env=env)
+    assert help_text.returncode == 0 and "(default: 4)" in help_text.stdout, help_text.stdout
+    directory = tmp_path / "cluster"
+    shape = ("--dir", str(directory), "--nodes", "2", "--cpus-per-node", "2", "--base-addr", _base_addr(),
+             "--no-accounting", "--no-check")
+    conf_env = dict(env, SLURM_CONF=str(directory / "slurm.conf"))
+    try:
+        up = _admin("up", *shape, env=env)
+        assert up.returncode == 0, up.stderr
+        config = subprocess.run([sys.executable, "-m", "cli.scontrol", "show", "config"], env=conf_env,
+                                capture_output=True, text=True, timeout=60).stdout
+        assert re.search(r"^SchedulerType\s+= sched/backfill$", config, re.M), config
+        assert re.search(r"^PriorityType\s+= priority/multifactor$", config, re.M), config
+        assert re.search(r"^PriorityWeightFairshare\s+= 10000$", config, re.M | re.I), config
+        status = _admin("status", "--dir", str(directory), env=env)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert re.search(r"^batch\*\s+up\s+infinite\s+2\s+idle node\[1-2\]$", status.stdout, re.M), status.stdout
+        assert "\njobs: 0 " in status.stdout and f"export SLURM_CONF={directory / 'slurm.conf'}" in status.stdout
+        assert f"logs: {directory / 'log'}/" in status.stdout
+        _admin("down", "--dir", str(directory), env=env)
+
+        refused = _admin("up", *shape, "--nodes", "3", env=env)
+        assert refused.returncode == 1 and "--nodes 3" in refused.stderr and "--rewrite" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert "shoal-ctld: stopped" in _admin("status", "--dir", str(directory), env=env).stdout
+
+        again = _admin("up", *shape, "--set", "SchedulerType=sched/builtin", env=env)
+        assert again.returncode == 0, again.stderr
+        assert "SchedulerType=sched/builtin (was SchedulerType=sched/backfill)" in again.stdout, again.stdout
+        config = subprocess.run([sys.executable, "-m", "cli.scontrol", "show", "config"], env=conf_env,
+                                capture_output=True, text=True, timeout=60).stdout
+        assert re.search(r"^SchedulerType\s+= sched/builtin$", config, re.M), config
+    finally:
+        _admin("down", "--dir", str(directory), env=env)
