@@ -339,6 +339,7 @@ def parse_job_ids(values: Iterable[str]) -> tuple[list[str], dict[str, set[str]]
 
     ids: list[str] = []
     steps: dict[str, set[str]] = {}
+    whole: set[str] = set()
     for value in values:
         for item in _split_ids(value):
             match = _ID.match(item)
@@ -355,10 +356,13 @@ def parse_job_ids(values: Iterable[str]) -> tuple[list[str], dict[str, set[str]]
             else:
                 found = [f"{job}_{task}"]
             ids.extend(found)
-            if step is not None:
-                for f in found:
+            for f in found:
+                if step is None:
+                    whole.add(f)
+                else:
                     steps.setdefault(f, set()).add(step)
-    return ids, steps
+    # a job named whole as well as by step shows its job line and every step (22.05: `-j 5,5.batch`)
+    return ids, {f: want for f, want in steps.items() if f not in whole}
 
 
 def _split_ids(value: str) -> list[str]:
@@ -491,12 +495,17 @@ def main(argv: list[str] | None = None) -> int:
             raise CommandError(exc.message) from exc
         with gc_paused():
             jobs = decode(resp)
+            step_only: set[int] = set()
             if wanted_steps:
                 for acct in jobs:
                     want = wanted_steps.get(_job_id(acct.job)) or wanted_steps.get(str(acct.job.job_id))
                     if want:
                         acct.steps[:] = [s for s in acct.steps if _step_suffix(s.step_id) in want]
+                        step_only.add(id(acct.job))
             rows = group_rows(jobs, with_steps=not args.allocations)
+            if step_only and not args.allocations:
+                # `-j 5.0` lists that step alone, and nothing when job 5 has no step 0 (22.05)
+                rows = [r for r in rows if r.step is not None or id(r.job) not in step_only]
             parsable = "P" if args.parsable2 else ("p" if args.parsable else "")
             lines = render(rows, fields, parsable=parsable, header=not args.noheader, now=now, units=args.units)
             sys.stdout.write("".join(line + "\n" for line in lines))

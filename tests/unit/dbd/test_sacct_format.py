@@ -86,7 +86,8 @@ def test_allocations_only_and_widths() -> None:
     (["30_2"], ["30_2"], {}),
     (["30_[0-4%2]"], ["30_0", "30_1", "30_2", "30_3", "30_4"], {}),
     (["7.batch"], ["7"], {"7": {"batch"}}),
-], ids=["one", "lists", "task", "task range", "step"])
+    (["7,7.batch"], ["7", "7"], {}),  # 22.05: the job named whole too shows its line and every step
+], ids=["one", "lists", "task", "task range", "step", "job and step"])
 def test_job_id_forms(given: list[str], ids: list[str], steps: dict[str, set[str]]) -> None:
     assert parse_job_ids(given) == (ids, steps)
 
