@@ -13,6 +13,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import NoReturn
 
 from cli.common import CommandError, run_main
 from shoal.acct_records import AcctEntry, Record, decode, gc_paused
@@ -380,8 +381,35 @@ def _split_ids(value: str) -> list[str]:
     return [i.strip() for i in out if i.strip()]
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Slurm's words for a bad command line, exit 1 (not argparse's usage dump and exit 2)."""
+        match = re.match(r"argument (-\w)(?:/--[\w-]+)?: expected one argument", message)
+        if match:
+            message = f"option requires an argument -- '{match.group(1)[1]}'"
+        _bad_command_line(message)
+
+
+def _bad_command_line(message: str) -> NoReturn:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def _unknown_arguments(extra: list[str]) -> None:
+    """What 22.05 says for what it does not know: an option as getopt does, else the stray words."""
+    for arg in extra:
+        if arg.startswith("--"):
+            _bad_command_line(f"unrecognized option '{arg.split('=', 1)[0]}'")
+        if arg.startswith("-") and arg != "-":
+            _bad_command_line(f"invalid option -- '{arg[1]}'")
+    print(f"{PROG}: error: Unknown arguments:", file=sys.stderr)
+    for arg in extra:
+        print(f"{PROG}: error:  {arg}", file=sys.stderr)
+    raise SystemExit(1)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, add_help=True, description="job accounting data")
+    p = _Parser(prog=PROG, add_help=True, description="job accounting data")
     p.add_argument("-a", "--allusers", action="store_true")
     p.add_argument("-A", "--accounts", action="append", default=[])
     p.add_argument("-b", "--brief", action="store_true")
@@ -473,7 +501,9 @@ def _midnight(now: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     def body() -> int:
-        args = _parser().parse_args(argv)
+        args, extra = _parser().parse_known_args(argv)
+        if extra:  # Snakemake's plugin runs `sacct -nu USER -o Account%256 | tail -1` without a shell
+            _unknown_arguments(extra)
         now = int(time.time())
         if args.format:
             text = ",".join(args.format)
