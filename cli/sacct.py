@@ -13,6 +13,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import NoReturn
 
 from cli.common import CommandError, run_main
 from shoal import version_line
@@ -340,6 +341,7 @@ def parse_job_ids(values: Iterable[str]) -> tuple[list[str], dict[str, set[str]]
 
     ids: list[str] = []
     steps: dict[str, set[str]] = {}
+    whole: set[str] = set()
     for value in values:
         for item in _split_ids(value):
             match = _ID.match(item)
@@ -356,10 +358,13 @@ def parse_job_ids(values: Iterable[str]) -> tuple[list[str], dict[str, set[str]]
             else:
                 found = [f"{job}_{task}"]
             ids.extend(found)
-            if step is not None:
-                for f in found:
+            for f in found:
+                if step is None:
+                    whole.add(f)
+                else:
                     steps.setdefault(f, set()).add(step)
-    return ids, steps
+    # a job named whole as well as by step shows its job line and every step (22.05: `-j 5,5.batch`)
+    return ids, {f: want for f, want in steps.items() if f not in whole}
 
 
 def _split_ids(value: str) -> list[str]:
@@ -377,8 +382,35 @@ def _split_ids(value: str) -> list[str]:
     return [i.strip() for i in out if i.strip()]
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Slurm's words for a bad command line, exit 1 (not argparse's usage dump and exit 2)."""
+        match = re.match(r"argument (-\w)(?:/--[\w-]+)?: expected one argument", message)
+        if match:
+            message = f"option requires an argument -- '{match.group(1)[1]}'"
+        _bad_command_line(message)
+
+
+def _bad_command_line(message: str) -> NoReturn:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def _unknown_arguments(extra: list[str]) -> None:
+    """What 22.05 says for what it does not know: an option as getopt does, else the stray words."""
+    for arg in extra:
+        if arg.startswith("--"):
+            _bad_command_line(f"unrecognized option '{arg.split('=', 1)[0]}'")
+        if arg.startswith("-") and arg != "-":
+            _bad_command_line(f"invalid option -- '{arg[1]}'")
+    print(f"{PROG}: error: Unknown arguments:", file=sys.stderr)
+    for arg in extra:
+        print(f"{PROG}: error:  {arg}", file=sys.stderr)
+    raise SystemExit(1)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, add_help=True, description="job accounting data")
+    p = _Parser(prog=PROG, add_help=True, description="job accounting data")
     p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-a", "--allusers", action="store_true")
     p.add_argument("-A", "--accounts", action="append", default=[])
@@ -471,7 +503,9 @@ def _midnight(now: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     def body() -> int:
-        args = _parser().parse_args(argv)
+        args, extra = _parser().parse_known_args(argv)
+        if extra:  # Snakemake's plugin runs `sacct -nu USER -o Account%256 | tail -1` without a shell
+            _unknown_arguments(extra)
         now = int(time.time())
         if args.format:
             text = ",".join(args.format)
@@ -493,12 +527,17 @@ def main(argv: list[str] | None = None) -> int:
             raise CommandError(exc.message) from exc
         with gc_paused():
             jobs = decode(resp)
+            step_only: set[int] = set()
             if wanted_steps:
                 for acct in jobs:
                     want = wanted_steps.get(_job_id(acct.job)) or wanted_steps.get(str(acct.job.job_id))
                     if want:
                         acct.steps[:] = [s for s in acct.steps if _step_suffix(s.step_id) in want]
+                        step_only.add(id(acct.job))
             rows = group_rows(jobs, with_steps=not args.allocations)
+            if step_only and not args.allocations:
+                # `-j 5.0` lists that step alone, and nothing when job 5 has no step 0 (22.05)
+                rows = [r for r in rows if r.step is not None or id(r.job) not in step_only]
             parsable = "P" if args.parsable2 else ("p" if args.parsable else "")
             lines = render(rows, fields, parsable=parsable, header=not args.noheader, now=now, units=args.units)
             sys.stdout.write("".join(line + "\n" for line in lines))

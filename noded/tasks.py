@@ -29,6 +29,8 @@ STEP_PREFIX = "step"
 STARTING_GRACE_S = 30.0  # a step directory without the supervisor's pid this long has lost it
 # What srun says when its step lands on a node after the job was told to end there (Slurm's words)
 STEP_OF_ENDED_JOB = "Job/step already completing or completed"
+# how long a launch waits for a previous run's step to end (within ctld's 10 s launch RPC timeout)
+EARLIER_RUN_WAIT_S = 8.0
 _TOKEN = re.compile(r"%(\d*)([%AaJjNnstux])")
 
 
@@ -137,12 +139,15 @@ def launch_tasks(
     if _job_ended_here(spool_root, req.job):
         raise LaunchRefused(STEP_OF_ENDED_JOB)
     path = step_dir(spool_root, spec.job_id, spec.step_id)
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        return
-    except OSError as exc:
-        raise LaunchFailed(f"cannot create {path}: {exc.strerror}") from exc
+    while True:
+        try:
+            os.mkdir(path, 0o700)
+            break
+        except FileExistsError:
+            if not _wait_for_earlier_run(path, req.job):
+                return  # this run's step is here already: a repeated launch
+        except OSError as exc:
+            raise LaunchFailed(f"cannot create {path}: {exc.strerror}") from exc
     try:
         spec.save(path / "tasks.json")
         code = stepd_spawn.spawn(path / "tasks.json")
@@ -156,6 +161,27 @@ def launch_tasks(
         # TerminateJob arrived while the supervisor started (it found no pid to signal): end it now
         signal_steps(spool_root, spec.job_id, spec.step_id, 0)
         raise LaunchRefused(STEP_OF_ENDED_JOB)
+
+
+def _wait_for_earlier_run(path: Path, job: jobs_pb2.JobInfo) -> bool:
+    """True once the step directory `path`, left by a run before a requeue, is gone; False when it is
+    this run's. A requeued job starts again while its previous run's tasks may still be in their
+    KillWait (they caught the SIGTERM) and that run numbers its steps from 0 too: launching over it
+    would start nothing and leave srun waiting for tasks forever."""
+    deadline = time.monotonic() + EARLIER_RUN_WAIT_S
+    while True:
+        try:
+            if (path / "tasks.json").stat().st_mtime >= job.start_time - 1:
+                return False
+        except FileNotFoundError:
+            if not path.exists():
+                return True
+        except OSError:
+            return False
+        if time.monotonic() >= deadline:
+            raise LaunchFailed(f"StepId={job.job_id}.{path.name.rsplit('.', 1)[1]} of the job's previous run "
+                               "is still ending on this node")
+        time.sleep(0.1)
 
 
 def _job_ended_here(spool_root: Path, job: jobs_pb2.JobInfo) -> bool:

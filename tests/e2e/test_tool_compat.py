@@ -62,3 +62,18 @@ def test_squeue_all_states_sort_by_state_name(cluster: Cluster) -> None:
     cluster.ok("scancel", str(gone))
     out = cluster.ok("squeue", "-h", "-t", "all", "-j", f"{done},{gone}", "-o", "%i %T").split("\n")
     assert out[:2] == [f"{gone} CANCELLED", f"{done} COMPLETED"]  # as 22.05, not by state number
+
+
+def test_sacct_names_a_step_alone(cluster: Cluster) -> None:
+    """Snakemake's plugin asks `sacct -j J.0 ... -j J.9 --format=Reason --noheader` for a failed job's
+    step reasons: a step the job never had lists nothing (the job's own line is no answer for it)."""
+    job = cluster.submit("-J", "steps", "-o", "/dev/null", "--wrap", "exit 3")
+    wait_until("accounting to have the batch step", lambda: "FAILED" in cluster.ok(
+        "sacct", "-n", "-P", "-o", "State", "-j", f"{job}.batch"))
+    # 22.05: `sacct -j 574.0 --format=Reason --noheader` -> no output, exit 0
+    assert cluster.ok("sacct", "-j", f"{job}.0", "--format=Reason", "--noheader") == ""
+    assert cluster.ok("sacct", "-P", "-o", "JobID,State", "-j", f"{job}.batch").splitlines() == [
+        "JobID|State", f"{job}.batch|FAILED"]
+    assert cluster.ok("sacct", "-P", "-o", "JobID,State", "-j", f"{job},{job}.batch").splitlines() == [
+        "JobID|State", f"{job}|FAILED", f"{job}.batch|FAILED"]
+    assert cluster.ok("sacct", "-X", "-P", "-n", "-o", "JobID", "-j", f"{job}.batch").split() == [str(job)]

@@ -86,7 +86,8 @@ def test_allocations_only_and_widths() -> None:
     (["30_2"], ["30_2"], {}),
     (["30_[0-4%2]"], ["30_0", "30_1", "30_2", "30_3", "30_4"], {}),
     (["7.batch"], ["7"], {"7": {"batch"}}),
-], ids=["one", "lists", "task", "task range", "step"])
+    (["7,7.batch"], ["7", "7"], {}),  # 22.05: the job named whole too shows its line and every step
+], ids=["one", "lists", "task", "task range", "step", "job and step"])
 def test_job_id_forms(given: list[str], ids: list[str], steps: dict[str, set[str]]) -> None:
     assert parse_job_ids(given) == (ids, steps)
 
@@ -230,3 +231,22 @@ def test_tres_columns_are_sorted_by_name_as_22_05() -> None:
                    header=False, now=200)
     assert lines == ["450|billing=1,cpu=1,gres/gpu=2,mem=1000M,node=1|billing=1,cpu=1,gres/gpu=2,mem=1000M,node=1",
                      "450.batch||cpu=1,gres/gpu=2,mem=1000M,node=1"]
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["-Z"], ["sacct: invalid option -- 'Z'"]),
+    (["--bogus"], ["sacct: unrecognized option '--bogus'"]),
+    (["-j"], ["sacct: option requires an argument -- 'j'"]),
+    (["-n", "stray"], ["sacct: error: Unknown arguments:", "sacct: error:  stray"]),
+    # Snakemake's slurm plugin, without a shell: `sacct -nu alice -o Account%256 | tail -1`
+    (["-nu", "alice", "-o", "Account%256", "|", "tail", "-1"], ["sacct: invalid option -- '1'"]),
+], ids=["short", "long", "missing value", "stray word", "pipe as arguments"])
+def test_a_bad_command_line_in_slurms_words(argv: list[str], said: list[str],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """As 22.05: one getopt-style line (or the stray words), exit 1, no usage dump."""
+    from cli import sacct
+
+    with pytest.raises(SystemExit) as exc:
+        sacct.main(argv)
+    assert exc.value.code == 1
+    assert capsys.readouterr().err.splitlines() == said

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from noded import jobs, spool, tasks
-from noded.launcher import LaunchRefused
+from noded.launcher import LaunchFailed, LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
 from shoal import taskio
 from shoal.v1 import jobs_pb2, node_pb2
@@ -87,4 +89,37 @@ def test_a_cancel_from_a_run_before_a_requeue_does_not_refuse_the_next_run(open_
     os.utime(marker, (time.time() - 600, time.time() - 600))  # that run was cancelled ten minutes ago
     tasks.launch_tasks(_launch_request(work, start_time=int(time.time())), "n1", spool_root, kill_wait=1)
     # its supervisor started (and waits for srun, which is not listening): a terminate now reaches it
+    assert tasks.terminate_steps(spool_root, 11) == 1
+
+
+def test_a_requeued_jobs_step_starts_once_the_previous_runs_step_has_gone(open_dirs: tuple[Path, Path]) -> None:
+    """After a requeue the next run's step 0 can arrive while the previous run's step 0 (tasks in their
+    KillWait) still holds its directory: the launch waits for it rather than starting nothing."""
+    spool_root, work = open_dirs
+    old = tasks.step_dir(spool_root, 11, 0)
+    old.mkdir()
+    (old / "tasks.json").write_text("{}")
+    os.utime(old / "tasks.json", (time.time() - 60, time.time() - 60))  # the run before the requeue
+    threading.Timer(0.5, shutil.rmtree, (old,)).start()  # its supervisor ends half a second later
+    tasks.launch_tasks(_launch_request(work, start_time=int(time.time())), "n1", spool_root, kill_wait=1)
+    assert tasks.terminate_steps(spool_root, 11) == 1  # this run's supervisor is there
+
+
+def test_a_previous_runs_step_that_will_not_end_fails_the_launch(open_dirs: tuple[Path, Path],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    spool_root, work = open_dirs
+    old = tasks.step_dir(spool_root, 11, 0)
+    old.mkdir()
+    (old / "tasks.json").write_text("{}")
+    os.utime(old / "tasks.json", (time.time() - 60, time.time() - 60))
+    monkeypatch.setattr(tasks, "EARLIER_RUN_WAIT_S", 0.3)
+    with pytest.raises(LaunchFailed, match=r"StepId=11.0 of the job's previous run is still ending"):
+        tasks.launch_tasks(_launch_request(work, start_time=int(time.time())), "n1", spool_root, kill_wait=1)
+
+
+def test_a_repeated_launch_of_the_same_run_starts_nothing_more(open_dirs: tuple[Path, Path]) -> None:
+    spool_root, work = open_dirs
+    req = _launch_request(work, start_time=int(time.time()))
+    tasks.launch_tasks(req, "n1", spool_root, kill_wait=1)
+    tasks.launch_tasks(req, "n1", spool_root, kill_wait=1)  # ctld retried: the step is this run's
     assert tasks.terminate_steps(spool_root, 11) == 1
