@@ -77,6 +77,10 @@ def bootstrap(env: dict[str, str], cluster: str, users: list[str], accounts: Acc
                 steps.append(["add", "user", user, f"Account={name}", f"DefaultAccount={first[user]}"])
         for user, name in first.items():
             steps.append(["modify", "user", "where", f"name={user}", "set", f"DefaultAccount={name}"])
+    import pwd
+
+    me = pwd.getpwuid(os.getuid()).pw_name
+    mine = DEFAULT_ACCOUNT if accounts is None else first.get(me, "")
     deadline = time.monotonic() + timeout
     for words in steps:
         while True:
@@ -87,7 +91,22 @@ def bootstrap(env: dict[str, str], cluster: str, users: list[str], accounts: Acc
             if time.monotonic() > deadline:
                 return f"sacctmgr {' '.join(words)}: {out.stderr.strip() or out.stdout.strip()}"
             time.sleep(0.3)
-    return None
+    return _wait_for_ctld(env, mine, deadline) if mine else None
+
+
+def _wait_for_ctld(env: dict[str, str], account: str, deadline: float) -> str | None:
+    """Until ctld holds the accounts just made (sshare shows ctld's account tree). ctld learns them by
+    polling shoal-dbd, and only from that poll does dbd know where ctld is, so that later sacctmgr
+    changes reach ctld before sacctmgr returns. Without this wait, an sbatch right after `shoal up`
+    could be refused with "Invalid account"."""
+    while True:
+        out = subprocess.run([sys.executable, "-P", "-m", "cli.sshare", "-n", "-P", "-A", account],
+                             env=env, capture_output=True, text=True, timeout=60)
+        if any(line.startswith(f"{account}|") for line in out.stdout.splitlines()):
+            return None
+        if time.monotonic() > deadline:
+            return f"ctld has not loaded the accounts from shoal-dbd: {out.stderr.strip() or 'no rows yet'}"
+        time.sleep(0.3)
 
 
 def pid_names(directory: Path) -> tuple[str, ...]:
