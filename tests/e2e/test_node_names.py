@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster
+from tests.e2e.test_torch import DDP
 
 pytestmark = pytest.mark.e2e
 
@@ -28,19 +29,6 @@ first=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1)
 echo "first: $first"
 getent hosts $first | sed 's/^/resolved: /'
 srun bash -c 'echo "task $SLURMD_NODENAME: $(hostname) $(getent hosts $(hostname) | tr -s " \\t" " ")"'
-"""
-
-DDP = """\
-import os
-import torch
-import torch.distributed as dist
-
-dist.init_process_group("gloo")
-value = torch.tensor([float(dist.get_rank() + 1)])
-dist.all_reduce(value)
-print(f"rank {dist.get_rank()}/{dist.get_world_size()} on {os.environ['SLURMD_NODENAME']}: {value.item():g}",
-      flush=True)
-dist.destroy_process_group()
 """
 
 # The guides' script, unchanged but for PATH (torchrun lives in this test's virtualenv).

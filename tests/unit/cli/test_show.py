@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import calendar
-import os
-import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,17 +17,7 @@ def ts(h: int, m: int, s: int) -> int:
 NOW = ts(21, 40, 1)
 
 
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if old is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")  # the captures print UTC times
 
 
 WORK = "/tmp/realslurm-golden-work"

@@ -7,9 +7,6 @@ The references were captured on the real cluster of this machine with
 from __future__ import annotations
 
 import calendar
-import os
-import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -21,17 +18,7 @@ def ts(h: int, m: int, s: int) -> int:
     return calendar.timegm((2026, 12, 1, h, m, s, 0, 0, 0))
 
 
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if old is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")  # the captures print UTC times
 
 
 REF_569 = """\

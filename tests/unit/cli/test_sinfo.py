@@ -6,8 +6,6 @@ import calendar
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,17 +16,7 @@ from shoal.v1 import cluster_pb2
 NOW = calendar.timegm((2026, 11, 29, 21, 40, 1, 0, 0, 0))
 
 
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if old is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")  # the captures print UTC times
 
 
 def partitions() -> list[cluster_pb2.PartitionInfo]:

@@ -7,10 +7,7 @@ data/realslurm_slurm.conf is its slurm.conf and data/scontrol_show_config_2205.t
 from __future__ import annotations
 
 import calendar
-import os
 import pwd
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,17 +23,7 @@ BOOT = calendar.timegm((2026, 12, 1, 8, 54, 56, 0, 0, 0))
 DIFFERENT = {"PluginDir": "/usr/local/lib/slurm", "SLURM_CONF": str(DATA / "realslurm_slurm.conf")}
 
 
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if old is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")  # the captures print UTC times
 
 
 def _shown(conf: Path, now: int = BOOT) -> list[str]:
