@@ -23,36 +23,14 @@ from noded.cgroup import CgroupError, CgroupRequest, JobCgroup
 PASSES = 5
 
 
-def _stat(pid: int) -> tuple[int, int, int] | None:
-    """(process group, session, start time) of a live process, None if gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            text = fh.read()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2:].split()
-    if len(fields) < 20 or fields[0] in ("Z", "X"):
-        return None
-    return int(fields[2]), int(fields[3]), int(fields[19])
-
-
-def _recorded(path: Path) -> tuple[int, int] | None:
-    """(pid, start time) from a pid file."""
-    try:
-        pid_text, start_text = path.read_text().split()
-        return int(pid_text), int(start_text)
-    except (OSError, ValueError):
-        return None
-
-
 def owned_id(path: Path) -> int:
     """The id a dead (or live) recorded process left as session/group id of its descendants; 0 when
     that number now names another process (the old session or group is then empty)."""
-    rec = _recorded(path)
+    rec = spool.read_pid_file(path)
     if rec is None or rec[0] <= 1:
         return 0
     pid, start = rec
-    now = _stat(pid)
+    now = spool.process_stat(pid)
     if now is not None and now[2] != start:
         return 0
     return pid
@@ -73,7 +51,7 @@ def members(session: int, group: int, exclude: int = 0) -> list[int]:
         pid = int(name)
         if pid in (exclude, os.getpid()):
             continue
-        st = _stat(pid)
+        st = spool.process_stat(pid)
         if st is not None and ((session > 0 and st[1] == session) or (group > 0 and st[0] == group)):
             found.append(pid)
     return found

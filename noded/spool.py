@@ -67,17 +67,24 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def process_start_time(pid: int) -> int | None:
-    """The start time (clock ticks since boot) of a live process; None if gone or a zombie."""
+def process_stat(pid: int) -> tuple[int, int, int] | None:
+    """(process group, session, start time in clock ticks since boot) of a live process; None if gone
+    or a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             stat = fh.read()
     except OSError:
         return None
     fields = stat[stat.rfind(")") + 2 :].split()
-    if not fields or fields[0] in ("Z", "X"):
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
         return None
-    return int(fields[19])
+    return int(fields[2]), int(fields[3]), int(fields[19])
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time (clock ticks since boot) of a live process; None if gone or a zombie."""
+    found = process_stat(pid)
+    return found[2] if found else None
 
 
 def write_pid_file(path: Path, pid: int) -> None:
@@ -87,13 +94,21 @@ def write_pid_file(path: Path, pid: int) -> None:
     os.replace(tmp, path)
 
 
-def live_pid(path: Path) -> int | None:
-    """The pid recorded in a pid file if that very process still runs, else None."""
+def read_pid_file(path: Path) -> tuple[int, int] | None:
+    """(pid, start time) as write_pid_file recorded them."""
     try:
         pid_text, start_text = path.read_text().split()
-        pid, start = int(pid_text), int(start_text)
+        return int(pid_text), int(start_text)
     except (OSError, ValueError):
         return None
+
+
+def live_pid(path: Path) -> int | None:
+    """The pid recorded in a pid file if that very process still runs, else None."""
+    recorded = read_pid_file(path)
+    if recorded is None:
+        return None
+    pid, start = recorded
     if pid <= 0 or process_start_time(pid) != start:
         return None
     return pid
