@@ -141,8 +141,8 @@ def signal_number(text: str) -> int:
         return int(text)
     name = text.upper()
     try:
-        return int(signal.Signals(name if name.startswith("SIG") else f"SIG{name}"))
-    except (KeyError, ValueError) as exc:
+        return int(signal.Signals[name if name.startswith("SIG") else f"SIG{name}"])
+    except KeyError as exc:
         raise RestError(REST_INVALID_QUERY, f"Unknown signal {text}", "_op_handler_job") from exc
 
 

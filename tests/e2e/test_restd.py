@@ -22,9 +22,7 @@ from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster, wai
 
 pytestmark = pytest.mark.e2e
 
-SPEC = Path("/work/shared/reference/slurmrestd/openapi_v0.0.44.json")
-if not SPEC.exists():
-    SPEC = Path(__file__).parent / "data" / "openapi_v0.0.44.json"
+SPEC = Path("/work/shared/reference/slurmrestd/openapi_v0.0.44.json")  # the spec Slurm's own tests check
 
 
 @cache
@@ -229,6 +227,13 @@ def test_scontrol_token_as_slurm_and_a_short_command(rest: Rest) -> None:
     assert proc.returncode == 0 and proc.stdout.startswith("SLURM_JWT=eyJ")
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert not {m for m in imported if m.split(".")[0] in {"grpc", "jwt", "sqlalchemy", "ctld"}}
+
+
+def test_shoal_status_shows_the_rest_url(rest: Rest) -> None:
+    status = subprocess.run([sys.executable, "-m", "cli.shoal_admin", "status", "--dir", str(rest.cluster.dir)],
+                            env=rest.cluster.env, capture_output=True, text=True, timeout=60)
+    assert f"REST API: shoal-restd at {rest.url}/slurm/v0.0.44/" in status.stdout
+    assert "shoal-restd: running" in status.stdout
 
 
 def test_scontrol_token_without_jwt_fails_as_22_05_does(tmp_path: Path) -> None:
