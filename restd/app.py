@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import pwd
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -131,8 +133,6 @@ def cancel(ctx: RestContext, call: Call, who: Identity) -> Json:
 
 
 def submit(ctx: RestContext, call: Call, who: Identity) -> Json:
-    import socket
-
     home = _home(who)
     spec, warnings = job_spec(call.body, home, socket.gethostname().split(".")[0])
     call.warnings.extend(warnings)
@@ -360,8 +360,6 @@ def _job_id(call: Call) -> str:
 
 
 def _home(who: Identity) -> str:
-    import pwd
-
     try:
         return pwd.getpwuid(who.uid).pw_dir or "/"
     except KeyError:

@@ -27,7 +27,8 @@ SPEC = Path("/work/shared/reference/slurmrestd/openapi_v0.0.44.json")  # the spe
 
 @cache
 def _spec() -> dict[str, Any]:
-    return json.loads(SPEC.read_text())
+    spec: dict[str, Any] = json.loads(SPEC.read_text())
+    return spec
 
 
 def _schema(method: str, template: str, status: int) -> dict[str, Any]:

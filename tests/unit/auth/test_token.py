@@ -18,7 +18,8 @@ NOW = 1_700_000_000
 
 def _claims(token: str) -> dict[str, object]:
     body = token.split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    claims: dict[str, object] = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    return claims
 
 
 def test_a_token_carries_slurms_claims_and_verifies() -> None:
