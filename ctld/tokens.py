@@ -53,7 +53,12 @@ def create(ctl: Controller, request: pb.CreateTokenRequest, caller: Caller) -> p
             raise SlurmError(NOT_CONFIGURED, FAILED_PRECONDITION) from exc
         _keys[settings.key_file] = key
     lifespan = request.lifespan or DEFAULT_LIFESPAN
-    return pb.CreateTokenResponse(token=mint_token(key, username, lifespan, ctl.clock()))
+    try:
+        token = mint_token(key, username, lifespan, ctl.clock())
+    except AuthError as exc:  # PyJWT missing
+        log.error("scontrol token: %s", exc.message)
+        raise SlurmError(NOT_CONFIGURED, FAILED_PRECONDITION) from exc
+    return pb.CreateTokenResponse(token=token)
 
 
 def _user_name(uid: int) -> str:

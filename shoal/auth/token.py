@@ -11,8 +11,7 @@ import os
 import secrets
 import stat
 from dataclasses import dataclass
-
-import jwt
+from types import ModuleType
 
 from shoal.auth.errors import AuthError
 
@@ -82,14 +81,26 @@ def load_jwt_key(path: str) -> bytes:
     return key
 
 
+def _jwt() -> ModuleType:
+    """PyJWT, imported when a token is made or read: a daemon without it still starts (no tokens)."""
+    try:
+        import jwt
+    except ImportError as exc:
+        raise AuthError(f"{NOT_CONFIGURED}: PyJWT is not installed") from exc
+    return jwt
+
+
 def mint_token(key: bytes, username: str, lifespan: int, now: float) -> str:
+    jwt = _jwt()
     issued = int(now)
     claims = {"iat": issued, "exp": issued + lifespan, "sun": username}
-    return jwt.encode(claims, key, algorithm=ALGORITHM)
+    token: str = jwt.encode(claims, key, algorithm=ALGORITHM)
+    return token
 
 
 def verify_token(key: bytes, token: str, now: float) -> str:
     """The user name (`sun`) of a valid token; AuthError saying why one is refused."""
+    jwt = _jwt()
     try:
         claims = jwt.decode(
             token,
