@@ -13,12 +13,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from aiohttp import web
-
-from restd.app import RestContext, make_app
-from restd.backend import Backend
 from shoal import version_line
+
+if TYPE_CHECKING:
+    from restd.app import RestContext
 
 PROG = "shoal-restd"
 DEFAULT_LISTEN = "127.0.0.1:6820"
@@ -71,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     except AuthError as exc:
         print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         return 1
+    try:
+        from restd.app import RestContext
+        from restd.backend import Backend
+    except ImportError as exc:
+        print(f"{PROG}: error: {exc.name or exc} is not installed (pip install 'shoal[restd]')", file=sys.stderr)
+        return 1
     level = logging.DEBUG if args.verbose else logging.INFO
     handler: logging.Handler = logging.FileHandler(args.logfile) if args.logfile else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("[%(asctime)s] %(name)s %(levelname)s: %(message)s"))
@@ -87,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _serve(ctx: RestContext, host: str, port: int, pidfile: str | None) -> int:
+    from aiohttp import web
+
+    from restd.app import make_app
+
     log = logging.getLogger("shoal.restd")
     runner = web.AppRunner(make_app(ctx), access_log=None)
     await runner.setup()
