@@ -110,8 +110,9 @@ def _wait_for_ctld(env: dict[str, str], account: str, deadline: float) -> str | 
 
 
 def pid_names(directory: Path) -> tuple[str, ...]:
-    """The daemons of the local cluster, with shoal-dbd when it has accounting."""
-    return ("noded", "agentd", "ctld", "dbd") if (directory / "slurmdbd.conf").exists() else ("noded", "agentd", "ctld")
+    """The daemons of the local cluster, with shoal-dbd when it has accounting, shoal-restd when it runs one."""
+    names = ("noded", "agentd", "ctld", "dbd") if (directory / "slurmdbd.conf").exists() else ("noded", "agentd", "ctld")
+    return ("restd", *names) if (directory / "run" / "restd.url").exists() else names
 
 
 def local_users() -> list[str]:

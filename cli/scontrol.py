@@ -54,6 +54,7 @@ Commands:
   update ReservationName=name KEY=VALUE...  (Users+=u, Users-=u, Accounts+=/-=, Flags-=)
   delete reservation name       delete a reservation
   show reservation[s] [name]    show reservations
+  token [lifespan=N] [username=U]  a JWT for shoal-restd (AuthAltTypes=auth/jwt)
   ping                          is the controller up?
   version                       print the version
 
@@ -177,6 +178,7 @@ def dispatch(word: str, args: list[str], flags: Flags) -> int:
         ("version", 4, cmd_version),
         ("create", 2, cmd_create),
         ("delete", 3, cmd_delete),
+        ("token", 5, cmd_token),
     ]
     exact = [c for c in commands if c[0] == word.lower()]
     chosen = exact or [c for c in commands if matches(word, c[0], c[1])]
@@ -655,6 +657,38 @@ def cmd_delete(args: list[str], flags: Flags) -> int:
     if not names or not names[0]:
         raise Failure(f"{PROG}: error: Proper format is 'delete <ENTITY>=<ID>' or 'delete <ENTITY> <ID>'")
     return _reservation_call(lambda: reservations.delete(args[0], names))
+
+
+# --- token ---------------------------------------------------------------------------------
+
+FAILED_PRECONDITION = 9  # gRPC code of "JWT is not configured": Slurm then prints only the last line
+
+
+def cmd_token(args: list[str], flags: Flags) -> int:
+    """`scontrol token [lifespan=N] [username=U]`: print SLURM_JWT=... minted by ctld."""
+    from cli.common import CommandError, ctld
+    from shoal.v1 import controller_pb2
+
+    request = controller_pb2.CreateTokenRequest()
+    for word in args:
+        key, eq, value = word.partition("=")
+        if eq and key.lower() == "lifespan":
+            match = re.match(r"\s*(\d+)", value)  # as Slurm reads it: the leading number, else 0 (the default)
+            request.lifespan = int(match.group(1)) if match else 0
+        elif eq and key.lower() == "username":
+            request.username = value
+        else:
+            raise Failure(f"Invalid option: `{word}`")
+    try:
+        resp = ctld("CreateToken", request, controller_pb2.CreateTokenResponse)
+    except CommandError as exc:
+        code = getattr(exc.__cause__, "code", None)
+        if code == FAILED_PRECONDITION:
+            raise Failure("Error fetching token") from exc
+        raise Failure(f"{PROG}: error: slurm_fetch_token: error with request: {exc.message}",
+                      "Error fetching token") from exc
+    print(f"SLURM_JWT={resp.token}")
+    return 0
 
 
 # --- ping ------------------------------------------------------------------------------------

@@ -19,9 +19,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cli import local_dbd
+from cli import local_dbd, local_restd
 from shoal import version_line
+
+if TYPE_CHECKING:
+    from shoal.conf.slurm import SlurmConfig
 
 PROG = "shoal"
 DEFAULT_DIR = "~/.shoal/cluster"
@@ -180,6 +184,7 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
         (directory / "slurmdbd.conf").unlink(missing_ok=True)
     else:
         top.extend(local_dbd.write_conf(directory, user))
+    top.extend(local_restd.write_conf(directory))
     settings = _format_settings(merge_settings(top, args.set or []))
     partitions = "\n".join(getattr(args, "partition", None) or (
         f"PartitionName=batch Nodes={names} Default=YES MaxTime=INFINITE State=UP",
@@ -365,6 +370,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not error and dbd is not None:
         error = local_dbd.bootstrap(env, cfg.cluster_name, local_dbd.local_users(),
                                     getattr(args, "accounts", None))
+    restd_url = None
+    previous = local_restd.url(directory)  # the port restd had: its URL stays the same across `up`s
+    local_restd.url_file(directory).unlink(missing_ok=True)
+    if not error and not args.no_restd:
+        port = args.restd_port or (int(previous.rsplit(":", 1)[1]) if previous else 0)
+        error, restd_url = _start_restd(directory, conf, env, cfg, port)
     if error:
         print(f"{PROG}: error: {error}; see {directory}/log/", file=sys.stderr)
         _stop(directory)
@@ -373,6 +384,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"shoal: cluster '{cfg.cluster_name}' is up: {len(cfg.nodes)} nodes, ctld on "
         f"{cfg.control_addr}:{cfg.slurmctld_port}, state in {directory}"
     )
+    if restd_url:
+        print(f"shoal: REST API (shoal-restd) at {restd_url}/slurm/v0.0.44/ (token: scontrol token)")
     if (directory / "cgroup.conf").exists():
         print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
     for warning in (_node_names_warning(), _interpreter_warning()):
@@ -384,6 +397,17 @@ def cmd_up(args: argparse.Namespace) -> int:
             return rc
     print(f"export SLURM_CONF={conf}")
     return 0
+
+
+def _start_restd(directory: Path, conf: Path, env: dict[str, str], cfg: SlurmConfig,
+                 port: int) -> tuple[str | None, str | None]:
+    """Start shoal-restd on 127.0.0.1:port (0: a free port); (error, URL)."""
+    if "auth/jwt" not in cfg.auth_alt_types:
+        return None, None  # a slurm.conf of an older `shoal up`, without auth/jwt: no tokens, no restd
+    port = port or _free_port(["127.0.0.1"])
+    proc = local_restd.start(directory, conf, env, port, _spawn)
+    error = local_restd.wait_ready(proc, port, 20.0)
+    return error, None if error else local_restd.url(directory)
 
 
 def _node_names_warning() -> str | None:
@@ -499,7 +523,7 @@ def _stop_strays(directory: Path, signalled: set[int]) -> list[str]:
         if proc.pid in signalled:  # stopped through its pid file, still finishing its shutdown
             found.append(proc)
             continue
-        if not any(m in cmdline for m in ("ctld.main", "noded.main", "shoal.agent.agentd", "dbd.main")):
+        if not any(m in cmdline for m in ("ctld.main", "noded.main", "shoal.agent.agentd", "dbd.main", "restd.main")):
             continue
         try:
             proc.terminate()
@@ -544,6 +568,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"\nctld: {host}:{port}; nodes: {', '.join(f'{n} {a}' for n, a in nodes)}")
     dbd = _conf_value(text, r"^AccountingStoragePort=(\d+)")
     print(f"accounting: shoal-dbd on 127.0.0.1:{dbd} (sacct, sacctmgr, sshare)" if dbd else "accounting: off")
+    restd_url = local_restd.url(directory)
+    print(f"REST API: shoal-restd at {restd_url}/slurm/v0.0.44/" if restd_url else "REST API: off")
     if _alive(run / "ctld.pid"):
         env = dict(os.environ, SLURM_CONF=str(conf))
         env.pop("SHOAL_AGENT_SOCKET", None)
@@ -613,6 +639,8 @@ def up_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--rewrite", action="store_true", help="write slurm.conf again even if DIR has one")
     up.add_argument("--no-check", action="store_true", help="do not run the quick-start job")
     up.add_argument("--no-accounting", action="store_true", help="no shoal-dbd (no sacct/sacctmgr)")
+    up.add_argument("--no-restd", action="store_true", help="no shoal-restd (the REST API)")
+    up.add_argument("--restd-port", type=int, default=0, help="shoal-restd's port on 127.0.0.1 (0: a free port)")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every node to be idle")
 
 

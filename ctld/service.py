@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from ctld import reservations
+from ctld import reservations, tokens
 from ctld.controller import Caller, Controller
 from ctld.errors import SlurmError
 from shoal.rpc.server import current_caller
@@ -142,3 +142,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def PushLimits(self, request, context):  # type: ignore[no-untyped-def]
         self._node_only(context)  # shoal-dbd, with the cluster key
         return controller_pb2.PushLimitsResponse(version=self.ctl.accounting.push(request))
+
+    def CreateToken(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            return tokens.create(self.ctl, request, _caller())
+        except SlurmError as exc:
+            _abort(context, exc)

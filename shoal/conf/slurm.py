@@ -182,6 +182,10 @@ class SlurmConfig:
     enforce_part_limits: str = "NO"
     topology_plugin: str = "topology/none"
     auth_key_file: str = ""
+    auth_alt_types: tuple[str, ...] = ()
+    """AuthAltTypes: auth/jwt lets ctld mint tokens (`scontrol token`) that shoal-restd accepts."""
+    auth_alt_parameters: tuple[str, ...] = ()
+    """AuthAltParameters as written: jwt_key=PATH, disable_token_creation."""
     agent_socket: str = DEFAULT_AGENT_SOCKET
     slurmd_parameters: tuple[str, ...] = ()
     nodes: tuple[NodeConf, ...] = ()
@@ -608,6 +612,8 @@ class _Builder:
             enforce_part_limits=top.choice("EnforcePartLimits", "NO", ("NO", "YES", "ALL", "ANY")),
             topology_plugin=top.text("TopologyPlugin", "topology/none"),
             auth_key_file=top.text("AuthKeyFile", os.path.join(conf_dir, "shoal.key")),
+            auth_alt_types=top.words("AuthAltTypes"),
+            auth_alt_parameters=top.words("AuthAltParameters"),
             agent_socket=top.text("AgentSocket", DEFAULT_AGENT_SOCKET),
             slurmd_parameters=top.words("SlurmdParameters"),
             nodes=tuple(self.nodes.values()),

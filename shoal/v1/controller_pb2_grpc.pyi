@@ -62,6 +62,8 @@ class ControllerStub:
     GetReservations: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetReservationsRequest, _controller_pb2.GetReservationsResponse]
     PushLimits: _grpc.UnaryUnaryMultiCallable[_accounting_pb2.GetLimitsResponse, _controller_pb2.PushLimitsResponse]
     """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
+    CreateToken: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CreateTokenRequest, _controller_pb2.CreateTokenResponse]
+    """scontrol token: a JWT for shoal-restd"""
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -94,6 +96,8 @@ class ControllerAsyncStub(ControllerStub):
     GetReservations: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetReservationsRequest, _controller_pb2.GetReservationsResponse]  # type: ignore[assignment]
     PushLimits: _aio.UnaryUnaryMultiCallable[_accounting_pb2.GetLimitsResponse, _controller_pb2.PushLimitsResponse]  # type: ignore[assignment]
     """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
+    CreateToken: _aio.UnaryUnaryMultiCallable[_controller_pb2.CreateTokenRequest, _controller_pb2.CreateTokenResponse]  # type: ignore[assignment]
+    """scontrol token: a JWT for shoal-restd"""
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -255,5 +259,13 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.PushLimitsResponse, _abc.Awaitable[_controller_pb2.PushLimitsResponse]]:
         """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
+
+    @_abc_1.abstractmethod
+    def CreateToken(
+        self,
+        request: _controller_pb2.CreateTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.CreateTokenResponse, _abc.Awaitable[_controller_pb2.CreateTokenResponse]]:
+        """scontrol token: a JWT for shoal-restd"""
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
