@@ -10,6 +10,7 @@ status show the daemons, the addresses of ctld and the nodes, sinfo, the job cou
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -404,6 +405,10 @@ def _start_restd(directory: Path, conf: Path, env: dict[str, str], cfg: SlurmCon
     """Start shoal-restd on 127.0.0.1:port (0: a free port); (error, URL)."""
     if "auth/jwt" not in cfg.auth_alt_types:
         return None, None  # a slurm.conf of an older `shoal up`, without auth/jwt: no tokens, no restd
+    if importlib.util.find_spec("aiohttp") is None:
+        print(f"{PROG}: note: no REST API: shoal-restd needs the restd extra (pip install 'shoal[restd]')",
+              file=sys.stderr)
+        return None, None
     port = port or _free_port(["127.0.0.1"])
     proc = local_restd.start(directory, conf, env, port, _spawn)
     error = local_restd.wait_ready(proc, port, 20.0)

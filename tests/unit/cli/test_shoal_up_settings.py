@@ -57,3 +57,20 @@ def test_an_interpreter_other_users_cannot_reach_is_named_with_the_fix(tmp_path:
     assert warning is not None and f"behind {home} (mode 0700)" in warning and "python3 -m venv" in warning
     home.chmod(0o755)
     assert shoal_admin._interpreter_warning() is None
+
+
+def test_without_aiohttp_shoal_up_runs_no_restd_and_says_which_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `pip install .` without the restd extra still brings the cluster up, with a note, not a failure."""
+    from shoal.conf.slurm import parse_slurm_conf
+
+    cfg = parse_slurm_conf("ClusterName=c\nAuthAltTypes=auth/jwt\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n")
+    real_find_spec = shoal_admin.importlib.util.find_spec
+    monkeypatch.setattr(shoal_admin.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "aiohttp" else real_find_spec(name, *a))
+    started: list[object] = []
+    monkeypatch.setattr(shoal_admin.local_restd, "start", lambda *a: started.append(a))
+    assert shoal_admin._start_restd(tmp_path, tmp_path / "slurm.conf", {}, cfg, 0) == (None, None)
+    assert not started
+    assert "pip install 'shoal[restd]'" in capsys.readouterr().err
