@@ -1,0 +1,65 @@
+"""A cluster whose ctld keeps its state on MariaDB (ShoalStateStore=mysql://...): kill -9 of ctld loses
+nothing, and the restarted ctld (which first waits out the dead one's leadership lease) finishes the jobs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Cluster, start_cluster, stop_cluster, wait_until
+from tests.state_db import HOST, PORT, admin, scratch_database
+
+pytestmark = pytest.mark.e2e
+
+
+def _pid(cluster: Cluster, name: str) -> int:
+    return int((cluster.dir / "run" / f"{name}.pid").read_text().split()[0])
+
+
+def _restart_ctld(cluster: Cluster) -> None:
+    log = open(cluster.dir / "log" / "ctld.restart.out", "ab")  # noqa: SIM115 - the daemon keeps it
+    subprocess.Popen([sys.executable, "-m", "ctld.main", "-f", str(cluster.conf)], env=cluster.env, stdout=log,
+                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stored_job_ids(database: str) -> set[int]:
+    conn = admin()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT job_id FROM `{database}`.jobs")
+            return {int(row[0]) for row in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def test_kill_9_ctld_on_mariadb_keeps_the_jobs_and_they_complete(tmp_path: Path, workdir: Path) -> None:
+    with scratch_database() as db:
+        cluster = start_cluster(tmp_path / "c", nodes=1, extra=(
+            f"ShoalStateStore=mysql://root@{HOST}:{PORT}/{db.database}", "ShoalLeaseTimeout=2"))
+        try:
+            running = cluster.submit("--wrap", "sleep 4; echo finished", "-o", str(workdir / "out-%j"))
+            held = cluster.submit("-H", "--wrap", "echo later", "-o", str(workdir / "out-%j"))
+            cluster.wait_state(running, {"RUNNING"})
+            assert {running, held} <= _stored_job_ids(db.database)  # the state is in MariaDB ...
+            assert not list(cluster.dir.rglob("ctld_state.db"))  # ... and not in a SQLite file
+            os.kill(_pid(cluster, "ctld"), signal.SIGKILL)
+            time.sleep(0.5)
+            _restart_ctld(cluster)
+            wait_until("the restarted ctld answering", lambda: "is UP" in cluster.run("scontrol", "ping").stdout)
+            assert cluster.state(held) == "PENDING"
+            assert cluster.wait_state(running, {"COMPLETED", "FAILED", "NODE_FAIL"}, timeout=90) == "COMPLETED"
+            assert (workdir / f"out-{running}").read_text().strip() == "finished"
+            cluster.ok("scontrol", "release", str(held))
+            assert cluster.wait_state(held, {"COMPLETED", "FAILED"}, timeout=60) == "COMPLETED"
+            assert (workdir / f"out-{held}").read_text().strip() == "later"
+            log = cluster.log("ctld")
+            assert f"state store mysql://root@{HOST}:{PORT}/{db.database}" in log
+            assert "took the leadership lease (epoch 2" in log  # the restart waited out the dead one's lease
+        finally:
+            stop_cluster(cluster)
