@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pymysql
 
-from ctld.mariadb import LOCK_WAIT_TIMEOUT, connect, error_code, is_connection_error
+from ctld.mariadb import LOCK_WAIT_TIMEOUT, close_quietly, connect, error_code, is_connection_error
 from ctld.store import FencedError, StoreError
 from shoal.conf.statestore import StateStoreConf
 
@@ -100,12 +100,8 @@ class Lease:
         return self._conn.cursor()
 
     def _drop(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except pymysql.err.Error:
-                pass
-            self._conn = None
+        close_quietly(self._conn)
+        self._conn = None
 
     def state(self) -> LeaseState:
         """Who holds the lease now, as the database sees it."""

@@ -72,6 +72,15 @@ def connect(conf: StateStoreConf, password: str, *, lock_wait_s: int, give_up_af
             time.sleep(0.5)
 
 
+def close_quietly(conn: pymysql.Connection | None) -> None:
+    """Close a connection that may already be dead (its server gone, or KILLed)."""
+    if conn is not None:
+        try:
+            conn.close()
+        except pymysql.err.Error:
+            pass
+
+
 def _reason(exc: BaseException) -> str:
     args: tuple[object, ...] = tuple(getattr(exc, "args", ()))
     return str(args[1]) if len(args) > 1 else str(exc)

@@ -17,7 +17,7 @@ from typing import Any
 import pymysql
 
 from ctld.leader import LEASE_NAME, check_fence, create_lease_row, register_store_connection
-from ctld.mariadb import connect, is_connection_error
+from ctld.mariadb import close_quietly, connect, is_connection_error
 from ctld.store import FencedError, StoreError
 from shoal.conf.statestore import StateStoreConf
 
@@ -63,22 +63,18 @@ class MariaDBBackend:
                 if self._epoch is not None:
                     register_store_connection(cur, self._epoch, self._lease_name)
         except pymysql.err.Error as exc:
-            conn.close()
+            close_quietly(conn)
             raise StoreError(f"cannot use the state store {self.description}: {exc}") from exc
         except FencedError:
-            conn.close()
+            close_quietly(conn)
             raise
         self._conn = conn
         return conn
 
     def _drop(self, exc: BaseException) -> None:
         log.error("lost the connection to the state store %s: %s", self.description, exc)
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except pymysql.err.Error:
-                pass
-            self._conn = None
+        close_quietly(self._conn)
+        self._conn = None
 
     def _sql(self, sql: str) -> str:
         converted = self._statements.get(sql)
@@ -118,12 +114,7 @@ class MariaDBBackend:
         try:
             conn.commit()
         except pymysql.err.Error as exc:
-            if is_connection_error(exc):
-                self._drop(exc)
-                raise StoreError(
-                    f"lost the state store {self.description} during a commit (it may not have happened): {exc}"
-                ) from exc
-            raise StoreError(f"state store {self.description}: {exc}") from exc
+            raise self._failed(exc, "during a commit (it may not have happened)") from exc
 
     def rollback(self) -> None:
         if self._conn is None:
@@ -140,13 +131,17 @@ class MariaDBBackend:
                 cur.execute(self._sql(sql), tuple(params))
                 return int(cur.lastrowid or 0)
         except pymysql.err.Error as exc:
-            if is_connection_error(exc):
-                self._drop(exc)
+            failure = self._failed(exc, "in a transaction (rolled back)")
+            if self._conn is None:
                 self._fenced_since_lost()
-                raise StoreError(
-                    f"lost the state store {self.description} in a transaction (rolled back): {exc}"
-                ) from exc
-            raise StoreError(f"state store {self.description}: {exc}") from exc
+            raise failure from exc
+
+    def _failed(self, exc: pymysql.err.Error, when: str) -> StoreError:
+        """The error for a failed statement; a lost connection is dropped, to be reopened later."""
+        if is_connection_error(exc):
+            self._drop(exc)
+            return StoreError(f"lost the state store {self.description} {when}: {exc}")
+        return StoreError(f"state store {self.description}: {exc}")
 
     def _fenced_since_lost(self) -> None:
         """After a lost connection: if a newer leader took the lease meanwhile, say so (FencedError)."""
@@ -175,9 +170,5 @@ class MariaDBBackend:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except pymysql.err.Error:
-                pass
-            self._conn = None
+        close_quietly(self._conn)
+        self._conn = None
