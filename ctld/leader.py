@@ -94,7 +94,8 @@ class Lease:
     # ---- the connection ----
     def _cursor(self) -> pymysql.cursors.Cursor:
         if self._conn is None:
-            self._conn = connect(self.conf, self._password, lock_wait_s=1, give_up_after=self.timeout)
+            # one attempt: the renewal loop tries again every third of the timeout
+            self._conn = connect(self.conf, self._password, lock_wait_s=1, give_up_after=0)
             with self._conn.cursor() as cur:
                 create_lease_row(cur, self.name)
         return self._conn.cursor()
@@ -207,15 +208,19 @@ class Lease:
         with self._lock:
             if self.epoch is None:
                 return
-            try:
-                with self._cursor() as cur:
-                    cur.execute(
-                        "UPDATE shoal_lease SET expires = NOW(6) - INTERVAL 1 SECOND, store_conn = NULL"
-                        " WHERE name = %s AND epoch = %s",
-                        (self.name, self.epoch),
-                    )
-            except (pymysql.err.Error, StoreError) as exc:
-                log.warning("cannot release the leadership lease: %s", exc)
+            for attempt in (1, 2):  # the connection may have died since the last renewal: one fresh try
+                try:
+                    with self._cursor() as cur:
+                        cur.execute(
+                            "UPDATE shoal_lease SET expires = NOW(6) - INTERVAL 1 SECOND, store_conn = NULL"
+                            " WHERE name = %s AND epoch = %s",
+                            (self.name, self.epoch),
+                        )
+                    break
+                except (pymysql.err.Error, StoreError) as exc:
+                    self._drop()
+                    if attempt == 2:
+                        log.warning("cannot release the leadership lease (a backup waits for its expiry): %s", exc)
             self.epoch = None
 
     def close(self) -> None:

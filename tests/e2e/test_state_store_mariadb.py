@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Cluster, start_cluster, stop_cluster, wait_until
-from tests.state_db import HOST, PORT, admin, scratch_database
+from tests.state_db import HOST, PORT, Relay, admin, scratch_database
 
 pytestmark = pytest.mark.e2e
 
@@ -91,3 +91,30 @@ def test_a_second_ctld_on_the_same_database_stands_by_and_takes_over_when_the_fi
             assert (workdir / f"out-{after}").read_text().strip() == "from the second"
         finally:
             stop_cluster(cluster)
+
+
+def test_ctld_rides_out_a_database_restart_and_says_clearly_when_it_stays_down(tmp_path: Path) -> None:
+    relay = Relay()
+    relay.start()
+    with scratch_database() as db:
+        location = f"mysql://root@127.0.0.1:{relay.port}/{db.database}"
+        cluster = start_cluster(tmp_path / "c", nodes=1, extra=(
+            f"ShoalStateStore={location}", "ShoalLeaseTimeout=60", "MessageTimeout=3"))
+        try:
+            first = cluster.submit("-H", "--wrap", "true", "-o", "/dev/null")
+            relay.cut()  # the server restarted: every connection of ctld is gone
+            second = cluster.submit("-H", "--wrap", "true", "-o", "/dev/null")  # reconnected, not an error
+            relay.stop()  # and now it stays down
+            refused = cluster.run("sbatch", "-H", "--wrap", "true", "-o", "/dev/null")
+            assert refused.returncode != 0 and "Submitted batch job" not in refused.stdout
+            assert f"cannot reach the state store {location}: " in refused.stderr, refused.stderr
+            assert "Traceback" not in refused.stderr
+            assert f"lost the connection to the state store {location}" in cluster.log("ctld")
+            relay.start()  # back: ctld goes on without a restart, and nothing acknowledged was lost
+            third = cluster.submit("-H", "--wrap", "true", "-o", "/dev/null")
+            listed = set(map(int, cluster.ok("squeue", "-h", "-o", "%i").split()))
+            assert {first, second, third} <= listed and third > second > first
+            assert listed <= _stored_job_ids(db.database)
+        finally:
+            stop_cluster(cluster)
+            relay.stop()
