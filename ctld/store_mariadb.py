@@ -114,7 +114,9 @@ class MariaDBBackend:
         try:
             conn.commit()
         except pymysql.err.Error as exc:
-            raise self._failed(exc, "during a commit (it may not have happened)") from exc
+            failure = self._failed(exc, "during a commit (it may not have happened)")
+            self.rollback()  # never leave a transaction open: the next BEGIN would commit it
+            raise failure from exc
 
     def rollback(self) -> None:
         if self._conn is None:
