@@ -116,10 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     lost = threading.Event()
 
     def _on_lost() -> None:  # deposed (docs/ha.md): stop serving; the new primary owns the state now
-        log.error("leadership lease lost to another shoal-ctld: stepping down")
+        if not lost.is_set():
+            log.error("leadership lease lost to another shoal-ctld: stepping down")
         lost.set()
         stop.set()
         controller.wake.set()
+
+    store.on_fenced = _on_lost  # a write refused for a newer epoch: no need to wait for the renewal
 
     threads = [
         threading.Thread(target=_scheduler_loop, args=(controller, stop, args.sched_interval), daemon=True, name="sched"),

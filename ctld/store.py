@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -136,22 +136,29 @@ class StateStore:
         self.description = backend.description
         self._lock = threading.Lock()
         self._in_tx = False
+        self.on_fenced: Callable[[], None] | None = None
+        """Called once a transaction was refused for a newer leader (shoal-ctld steps down at once)."""
 
     @contextmanager
     def transaction(self) -> Iterator[StateStore]:
         """All writes inside commit together or not at all; FencedError if this ctld was deposed."""
         with self._lock:
-            self._backend.begin()
-            self._in_tx = True
             try:
-                yield self
-            except BaseException:
-                self._backend.rollback()
+                self._backend.begin()
+                self._in_tx = True
+                try:
+                    yield self
+                except BaseException:
+                    self._backend.rollback()
+                    raise
+                else:
+                    self._backend.commit()
+                finally:
+                    self._in_tx = False
+            except FencedError:
+                if self.on_fenced is not None:
+                    self.on_fenced()
                 raise
-            else:
-                self._backend.commit()
-            finally:
-                self._in_tx = False
 
     def _write(self, sql: str, params: Sequence[Any]) -> int:
         if not self._in_tx:

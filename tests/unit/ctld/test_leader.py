@@ -57,11 +57,14 @@ def test_a_silent_holder_is_replaced_after_the_timeout_and_its_writes_are_refuse
     store_a.fence(epoch_a)
     with store_a.transaction() as tx:
         tx.put_job(1, b"while leading")
+    told: list[str] = []
+    store_a.on_fenced = lambda: told.append("step down")
     # head1 falls silent (no renewal): head2 takes over once the database's clock passes the expiry
     assert _take(b) == epoch_a + 1
     with pytest.raises(FencedError, match=f"holds epoch {epoch_a}, the lease is at epoch {epoch_a + 1}"):
         with store_a.transaction() as tx:
             tx.put_job(2, b"after losing the lease")
+    assert told == ["step down"]
     assert not a.renew()  # and its renewal tells it the same
     store_b = StateStore(backend=MariaDBBackend(conf, ""))
     store_b.fence(epoch_a + 1)
