@@ -4,6 +4,7 @@ nothing, and the restarted ctld (which first waits out the dead one's leadership
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -118,3 +119,50 @@ def test_ctld_rides_out_a_database_restart_and_says_clearly_when_it_stays_down(t
         finally:
             stop_cluster(cluster)
             relay.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_a_sigstopped_ctld_is_replaced_and_steps_down_on_its_own_when_continued(tmp_path: Path) -> None:
+    """The issue's SIGSTOP case with real shoal-ctlds. The second one listens on another port (one host
+    cannot give both the cluster's address before the clients follow SlurmctldHost lines, docs/ha.md)."""
+    with scratch_database() as db:
+        cluster = start_cluster(tmp_path / "c", nodes=1, extra=(
+            f"ShoalStateStore=mysql://root@{HOST}:{PORT}/{db.database}", "ShoalLeaseTimeout=2"))
+        backup = None
+        try:
+            held = cluster.submit("-H", "--wrap", "true", "-o", "/dev/null")
+            text = cluster.conf.read_text()
+            conf2 = cluster.dir / "slurm-backup.conf"  # beside slurm.conf: the same key and gres.conf
+            conf2.write_text(re.sub(r"(?m)^SlurmctldPort=\d+", f"SlurmctldPort={_free_port()}", text)
+                             .replace("/run/ctld.pid", "/run/ctld2.pid").replace("/log/ctld.log", "/log/ctld2.log"))
+            primary = _pid(cluster, "ctld")
+            os.kill(primary, signal.SIGSTOP)
+            backup = subprocess.Popen([sys.executable, "-m", "ctld.main", "-f", str(conf2)], env=cluster.env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+            wait_until("the backup taking over", lambda: "took the leadership lease (epoch 2"
+                       in cluster.log("ctld2"))
+            os.kill(primary, signal.SIGCONT)
+            wait_until("the deposed primary exiting", lambda: not _alive(primary))
+            assert "leadership lease lost to another shoal-ctld: stepping down" in cluster.log("ctld")
+            assert held in _stored_job_ids(db.database)
+            assert backup.poll() is None  # the new primary goes on
+        finally:
+            if backup is not None and backup.poll() is None:
+                backup.terminate()
+                backup.wait(30)
+            stop_cluster(cluster)
