@@ -15,7 +15,9 @@ from shoal import version_line
 
 if TYPE_CHECKING:
     from ctld.controller import Controller
+    from ctld.leader import Lease
     from ctld.node_client import GrpcNodeActions
+    from shoal.conf.slurm import SlurmConfig
 
 PROG = "shoal-ctld"
 
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from ctld.controller import Controller
     from ctld.node_client import GrpcNodeActions
     from ctld.service import ControllerService
-    from ctld.store import StateStore, StoreError
+    from ctld.store import StoreError, open_store
     from shoal.auth.errors import AuthError
     from shoal.auth.key import load_key
     from shoal.rpc.server import BindError, make_server
@@ -71,13 +73,23 @@ def main(argv: list[str] | None = None) -> int:
     except AuthError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    state_dir = cfg.state_save_location or "/var/spool/shoal/ctld"
+
+    stop = threading.Event()
+    wake: list[threading.Event] = []
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+        for event in wake:
+            event.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
     try:
-        if args.clear:
-            db = Path(state_dir) / "ctld_state.db"
-            for suffix in ("", "-wal", "-shm"):
-                Path(str(db) + suffix).unlink(missing_ok=True)
-        store = StateStore(state_dir)
+        lease = _take_lease(cfg, stop)
+        if stop.is_set():
+            return 0
+        store = open_store(cfg, clear=args.clear, epoch=None if lease is None else lease.epoch)
     except (StoreError, OSError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
@@ -100,21 +112,25 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             log.warning("cannot write pid file %s: %s", cfg.slurmctld_pid_file, exc)
     log.info("shoal-ctld listening on %s (cluster %s, %d nodes)", address, cfg.cluster_name, len(cfg.nodes))
+    wake.append(controller.wake)
+    lost = threading.Event()
 
-    stop = threading.Event()
-
-    def _on_signal(signum: int, _frame: object) -> None:
+    def _on_lost() -> None:  # deposed (docs/ha.md): stop serving; the new primary owns the state now
+        if not lost.is_set():
+            log.error("leadership lease lost to another shoal-ctld: stepping down")
+        lost.set()
         stop.set()
         controller.wake.set()
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    store.on_fenced = _on_lost  # a write refused for a newer epoch: no need to wait for the renewal
 
     threads = [
         threading.Thread(target=_scheduler_loop, args=(controller, stop, args.sched_interval), daemon=True, name="sched"),
         threading.Thread(target=_housekeeping_loop, args=(controller, actions, stop), daemon=True, name="housekeeping"),
         threading.Thread(target=controller.accounting.run, args=(stop,), daemon=True, name="accounting"),
     ]
+    if lease is not None:
+        threads.append(threading.Thread(target=lease.keep, args=(stop, _on_lost), daemon=True, name="lease"))
     for t in threads:
         t.start()
     controller.wake.set()
@@ -123,9 +139,32 @@ def main(argv: list[str] | None = None) -> int:
     server.stop(grace=1).wait()
     actions.shutdown()
     store.close()
+    if lease is not None:
+        lease.release()
+        lease.close()
     if cfg.slurmctld_pid_file:
         Path(cfg.slurmctld_pid_file).unlink(missing_ok=True)
-    return 0
+    return 1 if lost.is_set() else 0
+
+
+def _take_lease(cfg: SlurmConfig, stop: threading.Event) -> Lease | None:
+    """On MariaDB, the leadership lease (docs/ha.md): stand by until no other shoal-ctld holds it.
+
+    A database that cannot be reached at start is an error for the admin (StoreError); later, while
+    standing by, it is retried. SQLite has no lease: its store is this host's alone.
+    """
+    if cfg.state_store.kind != "mysql":
+        return None
+    from ctld.leader import Lease, wait_for_lease
+    from ctld.mariadb import read_password
+
+    lease = Lease(cfg.state_store, read_password(cfg.state_store.pass_file))
+    holder = lease.state().holder
+    logging.getLogger("shoal.ctld").info(
+        "state store %s; leadership lease %s", cfg.state_store.location, f"held by {holder}" if holder else "free"
+    )
+    wait_for_lease(lease, stop)
+    return lease
 
 
 def _scheduler_loop(controller: Controller, stop: threading.Event, interval: float) -> None:

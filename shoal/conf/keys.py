@@ -6,7 +6,7 @@ slurm.conf loads; a key not known here is reported as a warning and ignored.
 
 from __future__ import annotations
 
-# Top-level slurm.conf keys (Slurm 22.05), plus shoal's own (AuthKeyFile, AgentSocket) and old
+# Top-level slurm.conf keys (Slurm 22.05), plus shoal's own (AuthKeyFile, AgentSocket, Shoal*) and old
 # spellings that Slurm still reads (ControlMachine, ControlAddr, BackupController, BackupAddr).
 SLURM_KEYS: tuple[str, ...] = (
     "AccountingStorageBackupHost", "AccountingStorageEnforce", "AccountingStorageExternalHost",
@@ -47,7 +47,8 @@ SLURM_KEYS: tuple[str, ...] = (
     "RequeueExit", "RequeueExitHold", "ResumeFailProgram", "ResumeProgram", "ResumeRate",
     "ResumeTimeout", "ResvEpilog", "ResvOverRun", "ResvProlog", "ReturnToService", "RoutePlugin",
     "SallocDefaultCommand", "SbcastSupport", "SchedulerParameters", "SchedulerTimeSlice",
-    "SchedulerType", "ScronParameters", "SelectType", "SelectTypeParameters", "SlurmctldAddr",
+    "SchedulerType", "ScronParameters", "SelectType", "SelectTypeParameters", "ShoalLeaseTimeout",
+    "ShoalStateStore", "ShoalStateStorePassFile", "SlurmctldAddr",
     "SlurmctldDebug", "SlurmctldHost", "SlurmctldLogFile", "SlurmctldParameters",
     "SlurmctldPidFile", "SlurmctldPlugstack", "SlurmctldPort", "SlurmctldPrimaryOffProg",
     "SlurmctldPrimaryOnProg", "SlurmctldSyslogDebug", "SlurmctldTimeout", "SlurmdDebug",

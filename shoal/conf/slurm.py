@@ -24,6 +24,7 @@ from shoal.conf.keys import (
     canonical,
 )
 from shoal.conf.reader import ConfLine, parse_config_text, read_config_file
+from shoal.conf.statestore import StateStoreConf, parse_state_store
 from shoal.conf.topology import TopologyConf, load_topology_conf
 from shoal.conf.values import Values
 
@@ -134,6 +135,8 @@ class SlurmConfig:
     slurm_user: str = "root"
     slurmd_user: str = "root"
     state_save_location: str = "/var/spool/slurmctld"
+    state_store: StateStoreConf = field(default_factory=StateStoreConf)
+    """ShoalStateStore (SQLite under StateSaveLocation, or MariaDB) and its lease (docs/ha.md)."""
     slurmd_spool_dir: str = "/var/spool/slurmd"
     slurmctld_pid_file: str = "/var/run/slurmctld.pid"
     slurmd_pid_file: str = "/var/run/slurmd.pid"
@@ -568,6 +571,7 @@ class _Builder:
             slurm_user=top.text("SlurmUser", "root"),
             slurmd_user=top.text("SlurmdUser", "root"),
             state_save_location=top.text("StateSaveLocation", "/var/spool/slurmctld"),
+            state_store=parse_state_store(top),
             slurmd_spool_dir=top.text("SlurmdSpoolDir", "/var/spool/slurmd"),
             slurmctld_pid_file=top.text("SlurmctldPidFile", "/var/run/slurmctld.pid"),
             slurmd_pid_file=top.text("SlurmdPidFile", "/var/run/slurmd.pid"),
