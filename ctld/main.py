@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shoal import version_line
+from shoal.daemon import DaemonArgumentParser, Notifier, install_signals, setup_logging
 
 if TYPE_CHECKING:
     from ctld.controller import Controller
@@ -21,10 +21,10 @@ PROG = "shoal-ctld"
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=PROG, description="shoal controller daemon (slurmctld)")
+    p = DaemonArgumentParser(prog=PROG, description="shoal controller daemon (slurmctld)")
     p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-f", "--conf", help="slurm.conf (default: $SLURM_CONF, else /etc/slurm/slurm.conf)")
-    p.add_argument("-D", "--foreground", action="store_true", help="run in the foreground (the default)")
+    p.add_argument("-D", "--foreground", action="store_true", help="foreground, log copied to stderr (never forks)")
     p.add_argument("-c", "--clear", action="store_true", help="start with empty state (discard saved jobs)")
     p.add_argument("-L", "--logfile", help="log file (default: SlurmctldLogFile, else stderr)")
     p.add_argument("-v", "--verbose", action="count", default=0)
@@ -32,15 +32,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _setup_logging(path: str | None, verbose: int) -> None:
-    level = logging.DEBUG if verbose > 0 else logging.INFO
-    handler: logging.Handler = logging.FileHandler(path) if path else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(name)s %(levelname)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    notifier = Notifier()
     from shoal.conf import ConfigError, load_slurm_conf
 
     try:
@@ -49,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     try:
-        _setup_logging(args.logfile or cfg.slurmctld_log_file or None, args.verbose)
+        setup_logging(args.logfile or cfg.slurmctld_log_file or None,
+                      logging.DEBUG if args.verbose else logging.INFO, args.foreground)
     except OSError as exc:
         print(f"{PROG}: error: cannot open log file: {exc}", file=sys.stderr)
         return 1
@@ -102,13 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("shoal-ctld listening on %s (cluster %s, %d nodes)", address, cfg.cluster_name, len(cfg.nodes))
 
     stop = threading.Event()
-
-    def _on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-        controller.wake.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    install_signals(stop, PROG)
 
     threads = [
         threading.Thread(target=_scheduler_loop, args=(controller, stop, args.sched_interval), daemon=True, name="sched"),
@@ -118,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     for t in threads:
         t.start()
     controller.wake.set()
+    notifier.ready()
     stop.wait()
+    notifier.stopping()
+    controller.wake.set()  # the scheduler loop sees `stop` at once
     log.info("shoal-ctld stopping")
     server.stop(grace=1).wait()
     actions.shutdown()
