@@ -375,6 +375,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     if (directory / "cgroup.conf").exists():
         print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
+    note = cpu_ids_note(sum(n.cpus for n in cfg.nodes), len(cfg.nodes), _host_cpus(),
+                        (directory / "cgroup.conf").exists())
+    if note:
+        print(f"shoal: note: {note}")
     for warning in (_node_names_warning(), _interpreter_warning()):
         if warning:
             print(f"shoal: warning: {warning}", file=sys.stderr)
@@ -384,6 +388,23 @@ def cmd_up(args: argparse.Namespace) -> int:
             return rc
     print(f"export SLURM_CONF={conf}")
     return 0
+
+
+def _host_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except OSError:
+        return os.cpu_count() or 1
+
+
+def cpu_ids_note(emulated: int, nodes: int, host: int, confined: bool) -> str | None:
+    """Why a task's cpuset shows this host's CPUs, not the node's (only when the nodes have more CPUs)."""
+    if emulated <= host:
+        return None
+    where = (f"each task's cpuset is the host CPUs its node's CPU ids wrap onto (id modulo {host})" if confined
+             else "tasks run on any of the host's CPUs (no cgroup enforcement)")
+    return (f"the {nodes} node(s) emulate {emulated} CPUs on this host's {host}: {where}, shared with the other "
+            f"nodes' jobs; `scontrol show job -d` shows the node CPU ids a job holds (CPU_IDs=)")
 
 
 def _node_names_warning() -> str | None:
