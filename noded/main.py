@@ -35,7 +35,7 @@ from noded.isolation import load_isolation
 from noded.node import HostedNode, spool_root
 from noded.reporter import Reporter
 from noded.service import NodeAgentService
-from shoal.agent.server import AgentServer, AgentServerError
+from shoal.agent.server import AgentServer, AgentServerError, targets_from_config
 from shoal.auth.errors import AuthError
 from shoal.auth.key import load_key
 from shoal.conf import ConfigError, SlurmConfig, load_slurm_conf
@@ -298,7 +298,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         ctld_target = f"{cfg.control_addr}:{cfg.slurmctld_port}"
         if not args.no_agent:
             socket_path = args.agent_socket or cfg.agent_socket
-            noded.agent = AgentServer(socket_path, key, {"ctld": ctld_target}, host=socket.gethostname(),
+            # ctld and dbd: sacct and sacctmgr work on a compute node (inside jobs) as on a login host
+            noded.agent = AgentServer(socket_path, key, targets_from_config(cfg), host=socket.gethostname(),
                                       command_runner=not args.no_command_runner)
             noded.agent.start()
         sampler = GpuSampler(nvml) if nvml is not None else None

@@ -14,16 +14,12 @@ import os
 import socket
 import sys
 import threading
-from typing import TYPE_CHECKING
 
 from shoal import version_line
-from shoal.agent.server import AgentServer, AgentServerError
+from shoal.agent.server import AgentServer, AgentServerError, targets_from_config
 from shoal.auth.errors import AuthError
 from shoal.auth.key import load_key
 from shoal.daemon import LOG_FORMAT, DaemonArgumentParser, Notifier, install_signals, setup_logging
-
-if TYPE_CHECKING:
-    from shoal.conf import SlurmConfig
 
 PROG = "shoal-agentd"
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
@@ -48,15 +44,6 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
-
-
-def targets_from_config(cfg: SlurmConfig) -> dict[str, str]:
-    """ctld at ControlAddr:SlurmctldPort; dbd at AccountingStorageHost (else ctld's host):Port."""
-    dbd_host = cfg.accounting_storage_host or cfg.control_addr
-    return {
-        "ctld": f"{cfg.control_addr}:{cfg.slurmctld_port}",
-        "dbd": f"{dbd_host}:{cfg.accounting_storage_port}",
-    }
 
 
 def _build_server(args: argparse.Namespace) -> AgentServer:

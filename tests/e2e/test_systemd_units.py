@@ -177,6 +177,7 @@ def test_daemons_started_as_their_units_say_serve_and_stop_cleanly(
     assert (work / f"out-{job}").read_text() == "served\n"
     accounted = run("cli.sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID,State", agent=login_socket)
     assert accounted.split() == [f"{job}|COMPLETED"]  # ctld reached dbd
+    assert run("cli.sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID").split() == [job]  # on a compute node too
 
     log = tmp_path / "log" / "ctld.log"  # logrotate moves the file away, then signals the daemon
     log.rename(tmp_path / "log" / "ctld.log.1")
