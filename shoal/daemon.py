@@ -119,3 +119,7 @@ class Notifier:
 
     def stopping(self) -> bool:
         return self.send("STOPPING=1")
+
+    def status(self, text: str) -> bool:
+        """What `systemctl status` shows, e.g. a standby controller's "standing by for the lease"."""
+        return self.send(f"STATUS={text}")

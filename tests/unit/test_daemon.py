@@ -21,7 +21,8 @@ def test_ready_and_stopping_reach_the_socket_and_children_do_not_inherit_it(
         monkeypatch.setenv("NOTIFY_SOCKET", "@" + name if abstract else name)
         notifier = Notifier()
         assert "NOTIFY_SOCKET" not in os.environ
-        assert notifier.ready() and notifier.stopping()
+        assert notifier.status("standing by") and notifier.ready() and notifier.stopping()
+        assert sock.recv(100).decode() == "STATUS=standing by"
         assert sock.recv(100).decode() == f"READY=1\nMAINPID={os.getpid()}"
         assert sock.recv(100).decode() == "STOPPING=1"
 
