@@ -389,6 +389,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"shoal: REST API (shoal-restd) at {restd_url}/slurm/v0.0.44/ (token: scontrol token)")
     if (directory / "cgroup.conf").exists():
         print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
+    note = cpu_ids_note(sum(n.cpus for n in cfg.nodes), len(cfg.nodes), _host_cpus(),
+                        (directory / "cgroup.conf").exists())
+    if note:
+        print(f"shoal: note: {note}")
     for warning in (_node_names_warning(), _interpreter_warning()):
         if warning:
             print(f"shoal: warning: {warning}", file=sys.stderr)
@@ -413,6 +417,23 @@ def _start_restd(directory: Path, conf: Path, env: dict[str, str], cfg: SlurmCon
     proc = local_restd.start(directory, conf, env, port, _spawn)
     error = local_restd.wait_ready(proc, port, 20.0)
     return error, None if error else local_restd.url(directory)
+
+
+def _host_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except OSError:
+        return os.cpu_count() or 1
+
+
+def cpu_ids_note(emulated: int, nodes: int, host: int, confined: bool) -> str | None:
+    """Why a task's cpuset shows this host's CPUs, not the node's (only when the nodes have more CPUs)."""
+    if emulated <= host:
+        return None
+    where = (f"each task's cpuset is the host CPUs its node's CPU ids wrap onto (id modulo {host})" if confined
+             else "tasks run on any of the host's CPUs (no cgroup enforcement)")
+    return (f"the {nodes} node(s) emulate {emulated} CPUs on this host's {host}: {where}, shared with the other "
+            f"nodes' jobs; `scontrol show job -d` shows the node CPU ids a job holds (CPU_IDs=)")
 
 
 def _node_names_warning() -> str | None:

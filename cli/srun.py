@@ -35,8 +35,9 @@ from cli.options import (
     version_line,
 )
 from cli.salloc import allocate, get_job, immediate_seconds, job_environment, parse_options, release
-from cli.stepio import StepIO, TaskExit
+from cli.stepio import PortRangeError, StepIO, TaskExit, parse_port_range
 from shoal import hostlist
+from shoal.agent.client import slurm_conf_value
 from shoal.v1 import controller_pb2, jobs_pb2
 
 PROG = "srun"
@@ -373,7 +374,11 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     stdin_mode = (opts.get("input") or "").strip()
     targets = "0" if not stdin_mode else ("all" if stdin_mode.lower() == "all" else
                                           (stdin_mode if stdin_mode.isdigit() else "none"))
-    io = StepIO(label=opts.has("label"), stdin_targets=targets)
+    try:
+        io = StepIO(label=opts.has("label"), stdin_targets=targets,
+                    port_range=parse_port_range(slurm_conf_value("SrunPortRange")))
+    except (ValueError, PortRangeError) as exc:
+        raise CommandError(str(exc)) from exc
     req = step_request(opts, environ, command, job.job_id, cli_given)
     check_excluded(req, job)
     req.launch.own_allocation = own_allocation

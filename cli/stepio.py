@@ -22,6 +22,41 @@ from shoal import taskio
 SIG_OOM_SIGNAL = 125
 
 
+class PortRangeError(Exception):
+    """No port of SrunPortRange could be bound (all taken): srun says so and exits 1."""
+
+
+def parse_port_range(text: str | None) -> tuple[int, int] | None:
+    """SrunPortRange=LOW-HIGH; None (any port the kernel picks) when unset or 0-0. ValueError if malformed."""
+    if not text or text.strip() == "0-0":
+        return None
+    low, sep, high = text.strip().partition("-")
+    if not sep or not low.isdigit() or not high.isdigit() or not 0 < int(low) <= int(high) <= 65535:
+        raise ValueError(f"invalid SrunPortRange={text.strip()}: expected LOW-HIGH, 1 <= LOW <= HIGH <= 65535")
+    return int(low), int(high)
+
+
+def listen_socket(port_range: tuple[int, int] | None) -> socket.socket:
+    """The step I/O listener on every address: any free port, or the first free one of SrunPortRange
+    from a random start (concurrent sruns spread over the range), so firewalls can open only the range."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if port_range is None:
+        server.bind(("0.0.0.0", 0))
+        return server
+    low, high = port_range
+    count = high - low + 1
+    start = secrets.randbelow(count)
+    for i in range(count):
+        try:
+            server.bind(("0.0.0.0", low + (start + i) % count))
+            return server
+        except OSError:
+            continue
+    server.close()
+    raise PortRangeError(f"no free port in SrunPortRange={low}-{high} for the step's I/O")
+
+
 @dataclass(frozen=True)
 class TaskExit:
     node: str
@@ -47,15 +82,14 @@ class StepIO:
         stdin_targets: str = "0",  # "0" (task 0), "all", "none", or a task id
         out: BinaryIO | None = None,
         err: BinaryIO | None = None,
+        port_range: tuple[int, int] | None = None,
     ) -> None:
         self.label = label
         self.stdin_targets = stdin_targets
         self.out = out or sys.stdout.buffer
         self.err = err or sys.stderr.buffer
         self.token = secrets.token_hex(16)
-        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.server.bind(("0.0.0.0", 0))
+        self.server = listen_socket(port_range)
         self.server.listen(256)
         self.port = self.server.getsockname()[1]
         # Reentrant: srun's Ctrl-C handler runs in the main thread, which may hold this lock at that

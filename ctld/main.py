@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shoal import version_line
+from shoal.daemon import DaemonArgumentParser, Notifier, install_signals, setup_logging
 
 if TYPE_CHECKING:
     from ctld.controller import Controller
@@ -23,10 +23,10 @@ PROG = "shoal-ctld"
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=PROG, description="shoal controller daemon (slurmctld)")
+    p = DaemonArgumentParser(prog=PROG, description="shoal controller daemon (slurmctld)")
     p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-f", "--conf", help="slurm.conf (default: $SLURM_CONF, else /etc/slurm/slurm.conf)")
-    p.add_argument("-D", "--foreground", action="store_true", help="run in the foreground (the default)")
+    p.add_argument("-D", "--foreground", action="store_true", help="foreground, log copied to stderr (never forks)")
     p.add_argument("-c", "--clear", action="store_true", help="start with empty state (discard saved jobs)")
     p.add_argument("-L", "--logfile", help="log file (default: SlurmctldLogFile, else stderr)")
     p.add_argument("-v", "--verbose", action="count", default=0)
@@ -34,15 +34,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _setup_logging(path: str | None, verbose: int) -> None:
-    level = logging.DEBUG if verbose > 0 else logging.INFO
-    handler: logging.Handler = logging.FileHandler(path) if path else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(name)s %(levelname)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    notifier = Notifier()
     from shoal.conf import ConfigError, load_slurm_conf
 
     try:
@@ -51,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     try:
-        _setup_logging(args.logfile or cfg.slurmctld_log_file or None, args.verbose)
+        setup_logging(args.logfile or cfg.slurmctld_log_file or None,
+                      logging.DEBUG if args.verbose else logging.INFO, args.foreground)
     except OSError as exc:
         print(f"{PROG}: error: cannot open log file: {exc}", file=sys.stderr)
         return 1
@@ -75,18 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     stop = threading.Event()
-    wake: list[threading.Event] = []
-
-    def _on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-        for event in wake:
-            event.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    install_signals(stop, PROG)  # SIGTERM/SIGINT stop (also while standing by for the lease)
 
     try:
-        lease = _take_lease(cfg, stop)
+        lease = _take_lease(cfg, stop, notifier)
         if stop.is_set():
             return 0
         store = open_store(cfg, clear=args.clear, epoch=None if lease is None else lease.epoch)
@@ -112,7 +99,6 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             log.warning("cannot write pid file %s: %s", cfg.slurmctld_pid_file, exc)
     log.info("shoal-ctld listening on %s (cluster %s, %d nodes)", address, cfg.cluster_name, len(cfg.nodes))
-    wake.append(controller.wake)
     lost = threading.Event()
 
     def _on_lost() -> None:  # deposed (docs/ha.md): stop serving; the new primary owns the state now
@@ -134,7 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     for t in threads:
         t.start()
     controller.wake.set()
+    notifier.ready()
     stop.wait()
+    notifier.stopping()
+    controller.wake.set()  # the scheduler loop sees `stop` at once
     log.info("shoal-ctld stopping")
     server.stop(grace=1).wait()
     actions.shutdown()
@@ -147,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if lost.is_set() else 0
 
 
-def _take_lease(cfg: SlurmConfig, stop: threading.Event) -> Lease | None:
+def _take_lease(cfg: SlurmConfig, stop: threading.Event, notifier: Notifier) -> Lease | None:
     """On MariaDB, the leadership lease (docs/ha.md): stand by until no other shoal-ctld holds it.
 
     A database that cannot be reached at start is an error for the admin (StoreError); later, while
@@ -163,7 +152,13 @@ def _take_lease(cfg: SlurmConfig, stop: threading.Event) -> Lease | None:
     logging.getLogger("shoal.ctld").info(
         "state store %s; leadership lease %s", cfg.state_store.location, f"held by {holder}" if holder else "free"
     )
+    if holder:
+        # a standby is a started service (systemd's Type=notify would otherwise kill it at its start timeout)
+        notifier.status(f"standing by: the leadership lease is held by {holder}")
+        notifier.ready()
     wait_for_lease(lease, stop)
+    if holder:
+        notifier.status("primary")
     return lease
 
 

@@ -6,22 +6,22 @@ import argparse
 import logging
 import os
 import pwd
-import signal
 import sys
 import threading
 import time
 from pathlib import Path
 
 from shoal import version_line
+from shoal.daemon import DaemonArgumentParser, Notifier, install_signals, setup_logging
 
 PROG = "shoal-dbd"
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=PROG, description="shoal accounting daemon (slurmdbd)")
+    p = DaemonArgumentParser(prog=PROG, description="shoal accounting daemon (slurmdbd)")
     p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-f", "--conf", help="slurmdbd.conf (default: $SLURMDBD_CONF, else beside slurm.conf)")
-    p.add_argument("-D", "--foreground", action="store_true", help="run in the foreground (the default)")
+    p.add_argument("-D", "--foreground", action="store_true", help="foreground, log copied to stderr (never forks)")
     p.add_argument("-L", "--logfile", help="log file (default: LogFile, else stderr)")
     p.add_argument("-v", "--verbose", action="count", default=0)
     return p.parse_args(argv)
@@ -36,6 +36,7 @@ def _uid_of(user: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    notifier = Notifier()
     from shoal.conf.errors import ConfigError
     from shoal.conf.slurmdbd import load_slurmdbd_conf
 
@@ -44,15 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    handler: logging.Handler
     try:
-        path = args.logfile or cfg.log_file
-        handler = logging.FileHandler(path) if path else logging.StreamHandler(sys.stderr)
+        setup_logging(args.logfile or cfg.log_file or None, logging.DEBUG if args.verbose else logging.INFO,
+                      args.foreground)
     except OSError as exc:
         print(f"{PROG}: error: cannot open log file: {exc}", file=sys.stderr)
         return 1
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(name)s %(levelname)s: %(message)s"))
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     log = logging.getLogger("shoal.dbd")
     for warning in cfg.warnings:
         log.warning("%s", warning)
@@ -95,12 +93,13 @@ def main(argv: list[str] | None = None) -> int:
             log.warning("cannot write pid file %s: %s", cfg.pid_file, exc)
     log.info("shoal-dbd listening on %s (%s)", address, cfg.storage_type)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    install_signals(stop, PROG)
     if cfg.purge_job_after_h:
         threading.Thread(target=purge_loop, args=(sessions, cfg.purge_job_after_h * 3600, stop, time.time),
                          daemon=True, name="purge").start()
+    notifier.ready()
     stop.wait()
+    notifier.stopping()
     log.info("shoal-dbd stopping")
     server.stop(grace=1).wait()
     if cfg.pid_file:

@@ -1,6 +1,6 @@
 """shoal-noded: the node agent (Slurm's slurmd). The composition root of noded.
 
-shoal-noded [-N NODENAME]... [-f CONF] [-D] [--agent-socket PATH | --no-agent] [--report-config]
+shoal-noded [-N NODENAME]... [-f CONF] [-D] [-L LOGFILE] [--agent-socket PATH | --no-agent] [--report-config]
 
 One process serves one real node or several emulated ones (-N, each on its own NodeAddr:Port).
 Running jobs live under their own stepd, so stopping noded (SIGTERM/SIGINT) leaves them running.
@@ -13,7 +13,6 @@ import dataclasses
 import logging
 import os
 import pwd
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +20,6 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 import grpc
@@ -37,10 +35,11 @@ from noded.isolation import load_isolation
 from noded.node import HostedNode, spool_root
 from noded.reporter import Reporter
 from noded.service import NodeAgentService
-from shoal.agent.server import AgentServer, AgentServerError
+from shoal.agent.server import AgentServer, AgentServerError, targets_from_config
 from shoal.auth.errors import AuthError
 from shoal.auth.key import load_key
 from shoal.conf import ConfigError, SlurmConfig, load_slurm_conf
+from shoal.daemon import DaemonArgumentParser, Notifier, install_signals, setup_logging
 from shoal.rpc.client import Stub
 from shoal.rpc.server import BindError, make_server
 from shoal.v1 import cluster_pb2, node_pb2_grpc
@@ -55,11 +54,13 @@ class StartError(Exception):
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=PROG, description="shoal node agent (slurmd)")
+    parser = DaemonArgumentParser(prog=PROG, description="shoal node agent (slurmd)")
     parser.add_argument("-V", "--version", action="version", version=shoal.version_line())
     parser.add_argument("-N", dest="nodes", action="append", metavar="NODENAME", help="node to serve (repeatable)")
     parser.add_argument("-f", dest="conf", metavar="CONF", help="slurm.conf (default: $SLURM_CONF)")
-    parser.add_argument("-D", dest="foreground", action="store_true", help="run in the foreground (always)")
+    parser.add_argument("-D", dest="foreground", action="store_true",
+                        help="foreground, log copied to stderr (never forks)")
+    parser.add_argument("-L", dest="logfile", metavar="LOGFILE", help="log file (default: SlurmdLogFile, else stderr)")
     agent = parser.add_mutually_exclusive_group()
     agent.add_argument("--agent-socket", metavar="PATH", help="serve the local agent on PATH")
     agent.add_argument("--no-agent", action="store_true", help="do not start the local agent")
@@ -115,22 +116,14 @@ def admin_uids(cfg: SlurmConfig) -> frozenset[int]:
     return frozenset(uids)
 
 
-def _setup_logging(cfg: SlurmConfig, first_node: str, verbose: int) -> None:
-    level = logging.DEBUG if verbose > 1 else logging.INFO
-    fmt = "[%(asctime)s] %(levelname)s: %(message)s"
-    if cfg.slurmd_log_file:
-        path = cfg.slurmd_log_file.replace("%n", first_node).replace("%h", short_hostname())
-        try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            handler: logging.Handler = logging.FileHandler(path)
-        except OSError as exc:
-            raise StartError(f"cannot open log file {path}: {exc.strerror or exc}") from exc
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(fmt))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
+def _setup_logging(cfg: SlurmConfig, args: argparse.Namespace, first_node: str) -> None:
+    """-L, else SlurmdLogFile (%n: the first node served, %h: this host), else stderr; -D copies to stderr."""
+    path = (args.logfile or cfg.slurmd_log_file).replace("%n", first_node).replace("%h", short_hostname())
+    try:
+        setup_logging(path or None, logging.DEBUG if args.verbose > 1 else logging.INFO, args.foreground,
+                      "[%(asctime)s] %(levelname)s: %(message)s")
+    except OSError as exc:
+        raise StartError(f"cannot open log file {path}: {exc.strerror or exc}") from exc
 
 
 @dataclass
@@ -268,7 +261,7 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         key = load_key(cfg.auth_key_file)
     except AuthError as exc:
         raise StartError(exc.message) from exc
-    _setup_logging(cfg, nodes[0].name, args.verbose)
+    _setup_logging(cfg, args, nodes[0].name)
     prepare_spools(nodes)
     for node in nodes:  # before serving: what was lost while no noded ran is a node failure (noded.jobs)
         lost = jobs.sweep_after_start(node.spool)
@@ -305,7 +298,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         ctld_target = f"{cfg.control_addr}:{cfg.slurmctld_port}"
         if not args.no_agent:
             socket_path = args.agent_socket or cfg.agent_socket
-            noded.agent = AgentServer(socket_path, key, {"ctld": ctld_target}, host=socket.gethostname(),
+            # ctld and dbd: sacct and sacctmgr work on a compute node (inside jobs) as on a login host
+            noded.agent = AgentServer(socket_path, key, targets_from_config(cfg), host=socket.gethostname(),
                                       command_runner=not args.no_command_runner)
             noded.agent.start()
         sampler = GpuSampler(nvml) if nvml is not None else None
@@ -324,23 +318,21 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    notifier = Notifier()
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    install_signals(stop, PROG)
     start_time = int(time.time())
     try:
         noded = build(args, start_time)
     except (StartError, BindError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
+    notifier.ready()
     try:
         while not stop.wait(1.0):
             pass
     finally:
+        notifier.stopping()
         noded.stop()
         log.info("shoal-noded stopped; running jobs continue under their stepd")
     return 0

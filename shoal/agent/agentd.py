@@ -2,8 +2,8 @@
 
 Reads slurm.conf for the controller's address, the cluster key and the socket path, then serves
 the commands' unix socket until SIGTERM/SIGINT, when it removes the socket and exits 0.
-It always runs in the foreground (`-D` is accepted for symmetry with the Slurm daemons); run it
-under systemd or `shoal up` to daemonize it.
+It always runs in the foreground (`-D` also copies the log to stderr, as for the other daemons); run it
+under systemd (etc/systemd/shoal-agentd.service) or `shoal up`.
 """
 
 from __future__ import annotations
@@ -11,20 +11,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
-from types import FrameType
-from typing import TYPE_CHECKING
 
 from shoal import version_line
-from shoal.agent.server import AgentServer, AgentServerError
+from shoal.agent.server import AgentServer, AgentServerError, targets_from_config
 from shoal.auth.errors import AuthError
 from shoal.auth.key import load_key
-
-if TYPE_CHECKING:
-    from shoal.conf import SlurmConfig
+from shoal.daemon import LOG_FORMAT, DaemonArgumentParser, Notifier, install_signals, setup_logging
 
 PROG = "shoal-agentd"
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
@@ -35,27 +30,20 @@ class _StartError(Exception):
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = DaemonArgumentParser(
         prog=PROG, description="Local shoal agent: forwards commands to the daemons."
     )
     parser.add_argument("-V", "--version", action="version", version=version_line())
     parser.add_argument("-f", "--conf", metavar="PATH", help="slurm.conf to read (default: $SLURM_CONF)")
     parser.add_argument("--socket", metavar="PATH", help="unix socket to serve (default: AgentSocket)")
-    parser.add_argument("-D", dest="foreground", action="store_true", help="run in the foreground (always)")
+    parser.add_argument("-D", dest="foreground", action="store_true",
+                        help="foreground, log copied to stderr (never forks)")
+    parser.add_argument("-L", "--logfile", metavar="PATH", help="log to PATH (default: stderr)")
     parser.add_argument("--no-command-runner", action="store_true",
                         help="do not start the warm command runner (commands then start Python each time)")
     parser.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
-
-
-def targets_from_config(cfg: SlurmConfig) -> dict[str, str]:
-    """ctld at ControlAddr:SlurmctldPort; dbd at AccountingStorageHost (else ctld's host):Port."""
-    dbd_host = cfg.accounting_storage_host or cfg.control_addr
-    return {
-        "ctld": f"{cfg.control_addr}:{cfg.slurmctld_port}",
-        "dbd": f"{dbd_host}:{cfg.accounting_storage_port}",
-    }
 
 
 def _build_server(args: argparse.Namespace) -> AgentServer:
@@ -88,17 +76,16 @@ def _write_pidfile(path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
-        format=f"{PROG}: %(levelname)s: %(message)s",
-    )
+    notifier = Notifier()
+    level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
+    try:
+        setup_logging(args.logfile, level, args.foreground,
+                      LOG_FORMAT if args.logfile else f"{PROG}: %(levelname)s: %(message)s")
+    except OSError as exc:
+        print(f"{PROG}: error: cannot open log file {args.logfile}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    install_signals(stop, PROG)
     try:
         server = _build_server(args)
         server.start()
@@ -110,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.pidfile:
             _write_pidfile(args.pidfile)
             wrote_pid = True
+        notifier.ready()
         while not stop.wait(1.0):
             pass
+        notifier.stopping()
     except _StartError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1

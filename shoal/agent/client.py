@@ -63,18 +63,20 @@ def socket_path() -> str:
     env = os.environ.get("SHOAL_AGENT_SOCKET")
     if env:
         return env
-    conf = os.environ.get("SLURM_CONF") or DEFAULT_CONF
-    return _scan_agent_socket(conf) or DEFAULT_SOCKET
+    return slurm_conf_value("AgentSocket") or DEFAULT_SOCKET
 
 
-def _scan_agent_socket(conf: str) -> str | None:
-    """A cheap line scan for `AgentSocket=` (case-insensitive key, # comments stripped)."""
+def slurm_conf_value(key: str, conf: str | None = None) -> str | None:
+    """A cheap line scan of slurm.conf ($SLURM_CONF, else /etc/slurm/slurm.conf) for `key=` (case-insensitive
+    key, # comments stripped, the first non-empty value): what a short command needs without the full parser."""
+    path = conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
+    wanted = key.lower()
     try:
-        with open(conf, encoding="utf-8", errors="replace") as fh:
+        with open(path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 line = line.split("#", 1)[0].strip()
-                key, sep, value = line.partition("=")
-                if sep and key.strip().lower() == "agentsocket":
+                name, sep, value = line.partition("=")
+                if sep and name.strip().lower() == wanted:
                     value = value.strip().strip('"').strip("'")
                     if value:
                         return value

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -33,6 +33,9 @@ from shoal.auth.credential import encode, mint
 from shoal.rpc import METADATA_KEY
 from shoal.rpc.client import CHANNEL_OPTIONS
 from shoal.v1 import common_pb2
+
+if TYPE_CHECKING:
+    from shoal.conf import SlurmConfig
 
 log = logging.getLogger("shoal.agent")
 
@@ -339,3 +342,13 @@ class AgentServer:
 
 def _error(code: int, message: str) -> common_pb2.AgentResponse:
     return common_pb2.AgentResponse(code=code, message=message)
+
+
+def targets_from_config(cfg: SlurmConfig) -> dict[str, str]:
+    """Where an agent (agentd's and noded's) forwards: ctld at ControlAddr:SlurmctldPort, dbd at
+    AccountingStorageHost (else ctld's host):AccountingStoragePort."""
+    dbd_host = cfg.accounting_storage_host or cfg.control_addr
+    return {
+        "ctld": f"{cfg.control_addr}:{cfg.slurmctld_port}",
+        "dbd": f"{dbd_host}:{cfg.accounting_storage_port}",
+    }

@@ -86,3 +86,42 @@ def test_defaults_help_status_and_set_on_an_existing_directory(tmp_path: Path) -
         assert re.search(r"^SchedulerType\s+= sched/builtin$", config, re.M), config
     finally:
         _admin("down", "--dir", str(directory), env=env)
+
+
+def _cpu_list(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def test_more_node_cpus_than_the_host_has_is_said_and_scontrol_shows_the_nodes_ids(tmp_path: Path) -> None:
+    """Issue 15: a node of more CPUs than this host: `shoal up` says a task's cpuset reads host CPUs;
+    `scontrol -d show job` shows the node's ids (as 22.05 here: CPU_IDs=1-6 while the task reads 0-1)."""
+    host = len(os.sched_getaffinity(0))
+    cpus = host + 2
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
+    env.pop("SHOAL_AGENT_SOCKET", None)
+    directory = tmp_path / "cluster"
+    conf_env = dict(env, SLURM_CONF=str(directory / "slurm.conf"))
+    try:
+        up = _admin("up", "--dir", str(directory), "--nodes", "1", "--cpus-per-node", str(cpus),
+                    "--base-addr", _base_addr(), "--no-accounting", "--no-check", env=env)
+        assert up.returncode == 0, up.stderr
+        notes = [line for line in up.stdout.splitlines() if line.startswith("shoal: note: ")]
+        assert len(notes) == 1 and f"emulate {cpus} CPUs on this host's {host}" in notes[0], up.stdout
+        assert "CPU_IDs=" in notes[0]
+        confined = (directory / "cgroup.conf").exists()
+        assert ("cpuset" in notes[0]) == confined
+        out = subprocess.run([sys.executable, "-m", "cli.sbatch", "--parsable", "--wait", "-c", str(cpus),
+                              "-o", str(tmp_path / "out"), "--wrap", "grep Cpus_allowed_list /proc/self/status"],
+                             env=conf_env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        shown = subprocess.run([sys.executable, "-m", "cli.scontrol", "-d", "show", "job", out.stdout.strip()],
+                               env=conf_env, capture_output=True, text=True, timeout=60).stdout
+        assert f"     Nodes=node1 CPU_IDs=0-{cpus - 1} " in shown, shown
+        task_cpus = _cpu_list((tmp_path / "out").read_text().split()[-1])
+        assert task_cpus <= os.sched_getaffinity(0) and len(task_cpus) <= host  # the host's, as the note says
+    finally:
+        _admin("down", "--dir", str(directory), env=env)

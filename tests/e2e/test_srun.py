@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -273,3 +274,26 @@ def test_an_aborted_step_that_does_not_end_is_waited_for_killwait_plus_two_secon
     assert "srun: Job step aborted: Waiting up to 4 seconds for job step to finish." in err
     assert "srun: error: Timed out waiting for job step to complete" in err
     assert proc.returncode != 0
+
+
+def test_srun_listens_for_step_io_only_inside_srun_port_range(cluster: Cluster, tmp_path: Path) -> None:
+    """SrunPortRange in srun's slurm.conf: the tasks connect back to a port of that range (what a
+    firewall opens); with every port of it taken srun refuses, saying so, instead of using another."""
+    low = 41000 + 10 * int(os.environ.get("SHOAL_TEST_NET", "10")) % 20000
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(cluster.conf.read_text() + f"SrunPortRange={low}-{low + 1}\n")
+    env = {"SLURM_CONF": str(conf)}
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", low))
+        taken.listen()
+        assert cluster.ok("srun", "-N1", "hostname", env=env).strip()  # on low + 1, the free one
+        with socket.socket() as also:
+            also.bind(("0.0.0.0", low + 1))
+            also.listen()
+            out = cluster.run("srun", "-N1", "hostname", env=env)
+    assert out.returncode == 1
+    assert out.stderr.strip() == f"srun: error: no free port in SrunPortRange={low}-{low + 1} for the step's I/O"
+    bad = tmp_path / "bad.conf"
+    bad.write_text(cluster.conf.read_text() + "SrunPortRange=60000\n")
+    out = cluster.run("srun", "-N1", "hostname", env={"SLURM_CONF": str(bad)})
+    assert out.returncode == 1 and "invalid SrunPortRange=60000" in out.stderr and "Traceback" not in out.stderr
