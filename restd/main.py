@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shoal import version_line
+from shoal.daemon import DaemonArgumentParser, Notifier, reopen_log_files, setup_logging
 
 if TYPE_CHECKING:
     from restd.app import RestContext
@@ -26,9 +27,10 @@ DEFAULT_CONF = "/etc/slurm/slurm.conf"
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=PROG, description="shoal REST API daemon (slurmrestd, OpenAPI v0.0.44)")
+    p = DaemonArgumentParser(prog=PROG, description="shoal REST API daemon (slurmrestd, OpenAPI v0.0.44)")
     p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-f", "--conf", help="slurm.conf (default: $SLURM_CONF, else /etc/slurm/slurm.conf)")
+    p.add_argument("-D", "--foreground", action="store_true", help="foreground, log copied to stderr (never forks)")
     p.add_argument("-L", "--logfile", help="log file (default: stderr)")
     p.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH")
     p.add_argument("-v", "--verbose", action="count", default=0)
@@ -46,12 +48,13 @@ def split_listen(text: str) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    notifier = Notifier()
     try:
         host, port = split_listen(args.listen)
     except ValueError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    from shoal.agent.agentd import targets_from_config
+    from shoal.agent.server import targets_from_config
     from shoal.auth.errors import AuthError
     from shoal.auth.key import load_key
     from shoal.auth.token import NOT_CONFIGURED, jwt_settings, load_jwt_key
@@ -77,22 +80,23 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         print(f"{PROG}: error: {exc.name or exc} is not installed (pip install 'shoal[restd]')", file=sys.stderr)
         return 1
-    level = logging.DEBUG if args.verbose else logging.INFO
-    handler: logging.Handler = logging.FileHandler(args.logfile) if args.logfile else logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(name)s %(levelname)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
+    try:
+        setup_logging(args.logfile, logging.DEBUG if args.verbose else logging.INFO, args.foreground)
+    except OSError as exc:
+        print(f"{PROG}: error: cannot open log file: {exc}", file=sys.stderr)
+        return 1
 
     targets = targets_from_config(cfg)
     accounting = cfg.accounting_storage_type == "accounting_storage/slurmdbd"
     backend = Backend(key, targets["ctld"], targets["dbd"] if accounting else None)
     ctx = RestContext(backend=backend, jwt_key=jwt_key, cluster=cfg.cluster_name)
     try:
-        return asyncio.run(_serve(ctx, host, port, args.pidfile))
+        return asyncio.run(_serve(ctx, host, port, args.pidfile, notifier))
     finally:
         backend.close()
 
 
-async def _serve(ctx: RestContext, host: str, port: int, pidfile: str | None) -> int:
+async def _serve(ctx: RestContext, host: str, port: int, pidfile: str | None, notifier: Notifier) -> int:
     from aiohttp import web
 
     from restd.app import make_app
@@ -113,7 +117,11 @@ async def _serve(ctx: RestContext, host: str, port: int, pidfile: str | None) ->
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    for signum in (signal.SIGHUP, signal.SIGUSR2):  # logrotate: reopen the log file, keep serving
+        loop.add_signal_handler(signum, reopen_log_files)
+    notifier.ready()
     await stop.wait()
+    notifier.stopping()
     log.info("shoal-restd stopping")
     await runner.cleanup()
     if pidfile:

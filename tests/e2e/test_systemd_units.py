@@ -66,7 +66,7 @@ def environment_variable(name: str) -> str:
     return str(found[0])
 
 
-@pytest.mark.parametrize("name", DAEMONS)
+@pytest.mark.parametrize("name", (*DAEMONS, "shoal-restd"))
 def test_each_unit_runs_as_an_admin_moving_from_slurm_expects(name: str) -> None:
     u = unit(name)
     service = u["Service"]
@@ -76,7 +76,7 @@ def test_each_unit_runs_as_an_admin_moving_from_slurm_expects(name: str) -> None
     assert service["ExecStart"] == f"{PREFIX}{name} -D ${environment_variable(name)}"
     assert int(service["LimitNOFILE"]) >= 65536
     assert u["Install"]["WantedBy"] == "multi-user.target"
-    if name in ("shoal-ctld", "shoal-dbd"):
+    if name in ("shoal-ctld", "shoal-dbd", "shoal-restd"):
         assert service["User"] == "slurm"  # SlurmUser, never root
     else:
         assert "User" not in service  # root: noded starts tasks as users; agentd's runner becomes callers
@@ -90,7 +90,7 @@ def test_systemd_analyze_verify_finds_nothing_wrong(tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed")
-    for name in DAEMONS:  # the units as installed with shoal in this environment instead of /opt/shoal
+    for name in (*DAEMONS, "shoal-restd"):  # the units as installed with shoal in this environment instead of /opt/shoal
         text = (UNITS / f"{name}.service").read_text().replace(PREFIX, SCRIPTS)
         (tmp_path / f"{name}.service").write_text(text)
     out = subprocess.run([analyze, "verify", *sorted(str(p) for p in tmp_path.glob("*.service"))],
@@ -198,7 +198,7 @@ def test_daemons_started_as_their_units_say_serve_and_stop_cleanly(
     assert "shoal-ctld stopping" in log.read_text()
 
 
-@pytest.mark.parametrize("module", ["ctld.main", "noded.main", "dbd.main", "shoal.agent.agentd"])
+@pytest.mark.parametrize("module", ["ctld.main", "noded.main", "dbd.main", "shoal.agent.agentd", "restd.main"])
 @pytest.mark.parametrize("bad", [["--bogus"], ["-f"]], ids=["unknown-option", "missing-value"])
 def test_a_bad_daemon_option_is_the_usage_and_exit_1(module: str, bad: list[str]) -> None:
     """As slurmctld/slurmd/slurmdbd 22.05: the usage on stderr, exit 1 (argparse alone exits 2)."""
