@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import grpc
 
-from ctld import reservations
+from ctld import configless, reservations
 from ctld.controller import Caller, Controller
 from ctld.errors import SlurmError
 from shoal.rpc.server import current_caller
@@ -142,3 +144,13 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def PushLimits(self, request, context):  # type: ignore[no-untyped-def]
         self._node_only(context)  # shoal-dbd, with the cluster key
         return controller_pb2.PushLimitsResponse(version=self.ctl.accounting.push(request))
+
+    def GetConfigFiles(self, request, context):  # type: ignore[no-untyped-def]
+        self._node_only(context)  # a noded or agentd with the cluster key (configless)
+        try:
+            files = configless.config_files(self.ctl.cfg)
+        except SlurmError as exc:
+            _abort(context, exc)
+        logging.getLogger("shoal.ctld").info("configless: sent %d file(s) to %s", len(files),
+                                             request.host or _caller().host)
+        return controller_pb2.GetConfigFilesResponse(files=files)

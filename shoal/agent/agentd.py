@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 PROG = "shoal-agentd"
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
+DEFAULT_CONF_CACHE = "/var/spool/shoal/agentd/conf-cache"
+DEFAULT_KEY_FILE = "/etc/slurm/shoal.key"  # shoal.configless.DEFAULT_KEY_FILE (imported lazily)
 
 
 class _StartError(Exception):
@@ -45,6 +47,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-command-runner", action="store_true",
                         help="do not start the warm command runner (commands then start Python each time)")
     parser.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH")
+    parser.add_argument("--conf-server", metavar="HOST[:PORT][,...]",
+                        help="configless: fetch slurm.conf and the files beside it from shoal-ctld at start "
+                             "(SlurmctldParameters=enable_configless); run from the cached copy")
+    parser.add_argument("--conf-cache", metavar="DIR", default=DEFAULT_CONF_CACHE,
+                        help=f"configless: where the fetched files are kept (default: {DEFAULT_CONF_CACHE})")
+    parser.add_argument("--key-file", metavar="PATH", default=DEFAULT_KEY_FILE,
+                        help=f"configless: the cluster key (default: {DEFAULT_KEY_FILE})")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
 
@@ -63,6 +72,15 @@ def _build_server(args: argparse.Namespace) -> AgentServer:
     from shoal.conf.errors import ConfigError
 
     conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
+    key_file = ""
+    if args.conf_server:
+        from shoal import configless
+
+        try:
+            conf_path = configless.start(args.conf_server, args.conf_cache, args.key_file).conf
+        except configless.ConfiglessError as exc:
+            raise _StartError(str(exc)) from exc
+        key_file = args.key_file  # the key that fetched the files is the cluster's
     try:
         cfg = load_slurm_conf(conf_path)
     except ConfigError as exc:
@@ -70,7 +88,7 @@ def _build_server(args: argparse.Namespace) -> AgentServer:
     except OSError as exc:
         raise _StartError(f"cannot read {conf_path}: {exc.strerror or exc}") from exc
     try:
-        key = load_key(cfg.auth_key_file)
+        key = load_key(key_file or cfg.auth_key_file)
     except AuthError as exc:
         raise _StartError(exc.message) from exc
     socket_path = args.socket or cfg.agent_socket

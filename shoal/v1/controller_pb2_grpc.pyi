@@ -62,6 +62,8 @@ class ControllerStub:
     GetReservations: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetReservationsRequest, _controller_pb2.GetReservationsResponse]
     PushLimits: _grpc.UnaryUnaryMultiCallable[_accounting_pb2.GetLimitsResponse, _controller_pb2.PushLimitsResponse]
     """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
+    GetConfigFiles: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetConfigFilesRequest, _controller_pb2.GetConfigFilesResponse]
+    """configless nodes and login hosts (SlurmctldParameters=enable_configless; daemons only)"""
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -94,6 +96,8 @@ class ControllerAsyncStub(ControllerStub):
     GetReservations: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetReservationsRequest, _controller_pb2.GetReservationsResponse]  # type: ignore[assignment]
     PushLimits: _aio.UnaryUnaryMultiCallable[_accounting_pb2.GetLimitsResponse, _controller_pb2.PushLimitsResponse]  # type: ignore[assignment]
     """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
+    GetConfigFiles: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetConfigFilesRequest, _controller_pb2.GetConfigFilesResponse]  # type: ignore[assignment]
+    """configless nodes and login hosts (SlurmctldParameters=enable_configless; daemons only)"""
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -255,5 +259,13 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.PushLimitsResponse, _abc.Awaitable[_controller_pb2.PushLimitsResponse]]:
         """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
+
+    @_abc_1.abstractmethod
+    def GetConfigFiles(
+        self,
+        request: _controller_pb2.GetConfigFilesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetConfigFilesResponse, _abc.Awaitable[_controller_pb2.GetConfigFilesResponse]]:
+        """configless nodes and login hosts (SlurmctldParameters=enable_configless; daemons only)"""
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
