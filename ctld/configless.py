@@ -25,6 +25,15 @@ def enabled(cfg: SlurmConfig) -> bool:
     return ENABLE in (w.lower() for w in words)
 
 
+def snapshot(cfg: SlurmConfig) -> dict[str, str] | SlurmError:
+    """The files as ctld loaded them at start (what it serves until restarted: nodes never get a
+    file that ctld itself does not run with), or the refusal every fetch gets."""
+    try:
+        return config_files(cfg)
+    except SlurmError as exc:
+        return exc
+
+
 def config_files(cfg: SlurmConfig) -> dict[str, str]:
     """{name relative to slurm.conf's directory: text}; SlurmError when configless is not enabled
     or a file cannot be read (a node must not start from half a configuration)."""

@@ -301,9 +301,12 @@ def _start_daemons(cluster: Hosts, etc: Path) -> None:
     py, env, log = sys.executable, cluster.env, cluster.dir / "log"
     head = cluster["head"]
     head.spawn([py, "-P", "-m", "dbd.main", "-f", str(etc / "slurmdbd.conf")], log / "dbd.out", env)
-    head.spawn([py, "-P", "-m", "ctld.main", "-f", str(etc / "slurm.conf")], log / "ctld.out", env)
+    ctld = head.spawn([py, "-P", "-m", "ctld.main", "-f", str(etc / "slurm.conf")], log / "ctld.out", env)
     # as under systemd (After=shoal-ctld): a configless daemon needs ctld answering, or its cache
-    wait_until("shoal-ctld listening", lambda: "listening on" in cluster.log("ctld"), timeout=60)
+    wait_until("shoal-ctld listening", lambda: "listening on" in cluster.log("ctld") or ctld.poll() is not None,
+               timeout=60)
+    if ctld.poll() is not None:
+        raise RuntimeError(f"shoal-ctld exited with status {ctld.returncode}")
     for name in ("gpu1", "gpu2"):
         h = cluster[name]
         h.spawn([py, "-P", "-m", "noded.main", "--conf-server", "head", "--conf-cache", str(h.cache),
@@ -312,6 +315,27 @@ def _start_daemons(cluster: Hosts, etc: Path) -> None:
     login = cluster["login"]
     login.spawn([py, "-P", "-m", "shoal.agent.agentd", "--conf-server", "head", "--conf-cache", str(login.cache),
                  "--key-file", str(login.dir / "shoal.key"), "-v"], log / "agentd-login.out", env)
+
+
+def restart(cluster: Hosts, host: str, module: str, *args: str) -> subprocess.Popen[bytes]:
+    """Stop `host`'s daemon `module` (SIGTERM) and start it again, with `args` instead of its old
+    arguments when given; for ctld, wait until it listens again."""
+    h = cluster[host]
+    old = next(p for p in h.daemons if module in p.args and p.poll() is None)  # type: ignore[operator]
+    argv = list(old.args)[list(old.args).index("--") + 1:]  # type: ignore[arg-type]
+    old.terminate()
+    old.wait(timeout=30)
+    h.daemons.remove(old)
+    if args:
+        argv = argv[:argv.index(module) + 1] + list(args)
+    listening = cluster.log("ctld").count("listening on")
+    log = cluster.dir / "log" / f"{module.split('.')[-2 if module.endswith('.main') else -1]}-{host}.out"
+    env = dict(cluster.env, SHOAL_FAKE_NVML="dgx_h100") if module == "noded.main" else cluster.env
+    proc = h.spawn(argv, log, env)
+    if module == "ctld.main":
+        wait_until("shoal-ctld listening again", lambda: cluster.log("ctld").count("listening on") > listening,
+                   timeout=60)
+    return proc
 
 
 def kill_host_processes(h: Host) -> list[int]:
