@@ -93,14 +93,16 @@ def fetch(servers: list[str], key: bytes, cache_dir: Path, timeout: float = 10.0
 def write_cache(cache_dir: Path, files: dict[str, str]) -> None:
     """Replace the cache's files by `files` (each written whole, then renamed: a reader never sees half
     a file); files no longer served are removed. Names must stay inside `cache_dir`."""
-    root = cache_dir.resolve()
     cache_dir.mkdir(parents=True, exist_ok=True)
+    root = cache_dir.resolve()
     os.chmod(cache_dir, 0o755)  # every user's commands read slurm.conf from here
-    wanted = set()
-    for name, text in files.items():
-        path = (cache_dir / name).resolve()
+    paths = {name: (cache_dir / name).resolve() for name in files}
+    for name, path in paths.items():  # all checked before any is written
         if root not in path.parents:
             raise OSError(0, f"refusing file name {name!r} outside the cache")
+    wanted = set()
+    for name, text in files.items():
+        path = paths[name]
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(text)

@@ -335,6 +335,9 @@ def restart(cluster: Hosts, host: str, module: str, *args: str) -> subprocess.Po
     if module == "ctld.main":
         wait_until("shoal-ctld listening again", lambda: cluster.log("ctld").count("listening on") > listening,
                    timeout=60)
+    if module == "shoal.agent.agentd":  # it serves its socket once it has its configuration
+        sock = h.dir / "run" / "agent.sock"
+        wait_until(f"{host}'s agent socket", lambda: sock.exists() or proc.poll() is not None, timeout=60)
     return proc
 
 
@@ -378,7 +381,15 @@ def stop(cluster: Hosts) -> None:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
-def leftovers() -> list[str]:
-    """Namespaces of this fixture still present (none after `stop`)."""
+def leftovers(uts_inodes: set[int] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    """Namespaces of this fixture still present, and processes still in the hosts' UTS namespaces
+    (`uts_inodes`, taken before `stop`): none after `stop`."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix())]
+    found = [f"netns {line.split()[0]}" for line in out.splitlines() if line.startswith(prefix())]
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{entry}/ns/uts").st_ino in uts_inodes:
+                found.append(f"process {entry}: {Path(f'/proc/{entry}/cmdline').read_bytes()!r}")
+        except OSError:
+            continue
+    return found

@@ -33,9 +33,10 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hosts.Hosts]:
     c = hosts.start(tmp_path_factory.mktemp("hosts"), users=("root", "alice"))
     yield c
+    inodes = {h.uts_inode() for h in c.hosts.values()}
     hosts.stop(c)
     # nothing of the fixture is left: namespaces (and with them the veths and the bridge), processes
-    assert hosts.leftovers() == []
+    assert hosts.leftovers(inodes) == []
     assert not [p for h in c.hosts.values() for p in h.daemons if p.poll() is None]
     assert subprocess.run(["ip", "link", "show", "v-gpu1"], capture_output=True).returncode != 0
 
@@ -160,6 +161,21 @@ def _configless_noded(cluster: hosts.Hosts, server: str, cache: Path) -> subproc
     return subprocess.run(login.wrap([sys.executable, "-P", "-m", "noded.main", "--conf-server", server,
                                       "--conf-cache", str(cache), "--key-file", str(login.dir / "shoal.key")]),
                           capture_output=True, text=True, timeout=60, env=cluster.env)
+
+
+def test_a_host_without_the_cluster_key_gets_no_config(cluster: hosts.Hosts) -> None:
+    from shoal.auth.key import generate_key
+
+    other = cluster.dir / "work" / "other.key"
+    generate_key(str(other))
+    login = cluster["login"]
+    out = subprocess.run(login.wrap([sys.executable, "-P", "-m", "shoal.agent.agentd", "--conf-server", "head",
+                                     "--conf-cache", str(cluster.dir / "work" / "other-cache"),
+                                     "--key-file", str(other), "--socket", str(cluster.dir / "work" / "x.sock")]),
+                         capture_output=True, text=True, timeout=60, env=cluster.env)
+    assert out.returncode == 1
+    assert out.stderr.startswith("shoal-agentd: error: failed to fetch remote configs: "), out.stderr
+    assert not (cluster.dir / "work" / "other-cache" / "slurm.conf").exists()
 
 
 def test_a_ctld_without_enable_configless_refuses_in_slurms_words(cluster: hosts.Hosts) -> None:
