@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -381,7 +381,7 @@ def stop(cluster: Hosts) -> None:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
-def leftovers(uts_inodes: set[int] = frozenset()) -> list[str]:  # type: ignore[assignment]
+def leftovers(uts_inodes: Collection[int] = ()) -> list[str]:
     """Namespaces of this fixture still present, and processes still in the hosts' UTS namespaces
     (`uts_inodes`, taken before `stop`): none after `stop`."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

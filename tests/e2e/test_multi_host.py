@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e import hosts
 from tests.e2e.conftest import wait_until
+from tests.e2e.test_node_names import _others_may_run
 from tests.e2e.test_torch import DDP
 
 pytestmark = pytest.mark.e2e
@@ -46,11 +47,6 @@ def _torch_or_skip() -> None:
         import torch  # noqa: F401
     except ImportError:
         pytest.skip("torch is not installed (pip install -e '.[torch]'): the cross-host gloo part is skipped")
-
-
-def _others_may_run(path: str) -> bool:
-    real = Path(os.path.realpath(path))
-    return all(p.stat().st_mode & 0o001 for p in (real, *real.parents))
 
 
 def _job_output(cluster: hosts.Hosts, name: str, script: str, *sbatch: str, user: int | None = None,
