@@ -105,6 +105,13 @@ def test_a_two_node_step_from_login_runs_on_both_hosts_under_their_names(cluster
                                               f"1: gpu2 gpu2 {cluster['gpu2'].addr} gpu2"], out
 
 
+def test_salloc_from_login_and_a_step_inside_its_allocation(cluster: hosts.Hosts) -> None:
+    out = cluster.run("salloc", "-N2", sys.executable, "-P", "-m", "cli.srun", "-l", "hostname")
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == ["0: gpu1", "1: gpu2"], out
+    assert re.search(r"^salloc: Granted job allocation \d+$", out.stderr, re.M), out.stderr
+
+
 def test_gloo_all_reduce_across_the_two_hosts(cluster: hosts.Hosts) -> None:
     _torch_or_skip()
     (cluster.dir / "work" / "ddp.py").write_text(DDP)
