@@ -102,13 +102,15 @@ class Host:
 
     def enter(self) -> Callable[[], None]:
         """For a forked child: join this host's namespaces (a command run here as another user)."""
-        fds = [os.open(f"/proc/{self._pid()}/ns/{ns}", os.O_RDONLY) for ns in ("net", "uts", "mnt")]
+        pid = self._pid()
 
-        def join() -> None:
+        def join() -> None:  # in the child, still root: the parent keeps no descriptors open
             libc = ctypes.CDLL(None, use_errno=True)
+            fds = [os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY) for ns in ("net", "uts", "mnt")]
             for fd, kind in zip(fds, (CLONE_NEWNET, CLONE_NEWUTS, CLONE_NEWNS), strict=True):
                 if libc.setns(fd, kind) != 0:
                     raise OSError(ctypes.get_errno(), "setns")
+                os.close(fd)
         return join
 
     def uts_inode(self) -> int:
@@ -283,7 +285,21 @@ def _sacctmgr(cluster: Hosts, words: list[str]) -> bool:
     return out.returncode == 0 or "already exists" in out.stderr
 
 
+def remove_stale() -> None:
+    """What a run killed before its teardown left: its namespaces and the processes still in them."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name in (line.split()[0] for line in out.splitlines() if line.startswith(prefix())):
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
 def _build_network(hosts: dict[str, Host]) -> None:
+    remove_stale()
     bridge = f"{prefix()}br"
     _ip("netns", "add", bridge)
     _ip("-n", bridge, "link", "add", "br0", "type", "bridge")

@@ -74,6 +74,8 @@ def test_only_head_keeps_config_files_the_others_run_from_their_fetched_copy(clu
         assert sorted(p.name for p in h.cache.iterdir()) == ["cgroup.conf", "gres.conf", "slurm.conf"]
         assert (h.cache / "slurm.conf").read_text() == (head / "slurm.conf").read_text()
     assert "slurmdbd.conf" not in os.listdir(cluster["login"].cache)  # the database's file stays on head
+    # each noded found its node's 8 (fake NVML) GPUs
+    assert cluster.ok("sinfo", "-h", "-N", "-o", "%N %G").split() == ["gpu1", "gpu:h100:8", "gpu2", "gpu:h100:8"]
 
 
 def test_alice_submits_from_login_and_sees_her_job_everywhere(cluster: hosts.Hosts) -> None:
@@ -221,3 +223,9 @@ def test_killing_gpu2s_processes_is_a_node_failure_ctld_sees(cluster: hosts.Host
                == "NODE_FAIL", timeout=60)
     assert cluster.ok("sinfo", "-h", "-n", "gpu1", "-o", "%t").strip() == "idle"
     assert gpu2.processes() == []
+    # gpu2 boots again: its noded fetches the config anew and, ReturnToService=2, the node is back
+    gpu2.spawn([sys.executable, "-P", "-m", "noded.main", "--conf-server", "head", "--conf-cache", str(gpu2.cache),
+                "--key-file", str(gpu2.dir / "shoal.key")], cluster.dir / "log" / "noded-gpu2.out",
+               dict(cluster.env, SHOAL_FAKE_NVML="dgx_h100"))
+    wait_until("gpu2 idle again", lambda: cluster.ok("sinfo", "-h", "-n", "gpu2", "-o", "%t").strip() == "idle",
+               timeout=90)
