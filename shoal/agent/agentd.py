@@ -18,7 +18,7 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from shoal import version_line
+from shoal import configless, version_line
 from shoal.agent.server import AgentServer, AgentServerError
 from shoal.auth.errors import AuthError
 from shoal.auth.key import load_key
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 PROG = "shoal-agentd"
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
 DEFAULT_CONF_CACHE = "/var/spool/shoal/agentd/conf-cache"
-DEFAULT_KEY_FILE = "/etc/slurm/shoal.key"  # shoal.configless.DEFAULT_KEY_FILE (imported lazily)
 
 
 class _StartError(Exception):
@@ -52,8 +51,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "(SlurmctldParameters=enable_configless); run from the cached copy")
     parser.add_argument("--conf-cache", metavar="DIR", default=DEFAULT_CONF_CACHE,
                         help=f"configless: where the fetched files are kept (default: {DEFAULT_CONF_CACHE})")
-    parser.add_argument("--key-file", metavar="PATH", default=DEFAULT_KEY_FILE,
-                        help=f"configless: the cluster key (default: {DEFAULT_KEY_FILE})")
+    parser.add_argument("--key-file", metavar="PATH", default=configless.DEFAULT_KEY_FILE,
+                        help=f"configless: the cluster key (default: {configless.DEFAULT_KEY_FILE})")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
 
@@ -74,8 +73,6 @@ def _build_server(args: argparse.Namespace) -> AgentServer:
     conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
     key_file = ""
     if args.conf_server:
-        from shoal import configless
-
         try:
             conf_path = configless.start(args.conf_server, args.conf_cache, args.key_file).conf
         except configless.ConfiglessError as exc:
