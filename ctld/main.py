@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     for warning in cfg.warnings:
         log.warning("%s", warning)
 
+    from ctld import configless
     from ctld.controller import Controller
     from ctld.node_client import GrpcNodeActions
     from ctld.service import ControllerService
@@ -90,7 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     except BindError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(controller), server)
+    service = ControllerService(controller)
+    service.config_files = configless.snapshot(cfg)
+    if isinstance(service.config_files, dict):
+        log.info("configless: serving %s", ", ".join(sorted(service.config_files)))
+    elif configless.enabled(cfg):
+        log.error("configless: %s", service.config_files.message)
+    controller_pb2_grpc.add_ControllerServicer_to_server(service, server)
     server.start()
     if cfg.slurmctld_pid_file:
         try:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 import grpc
 
-from ctld import reservations, tokens
+from ctld import configless, reservations, tokens
 from ctld.controller import Caller, Controller
-from ctld.errors import SlurmError
+from ctld.errors import FAILED_PRECONDITION, SlurmError
 from shoal.rpc.server import current_caller
 from shoal.v1 import controller_pb2, controller_pb2_grpc
 
@@ -148,3 +150,15 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             return tokens.create(self.ctl, request, _caller())
         except SlurmError as exc:
             _abort(context, exc)
+    # configless: the files as loaded at start (ctld.main sets it from configless.snapshot)
+    config_files: dict[str, str] | SlurmError = SlurmError(configless.DISABLED, FAILED_PRECONDITION)
+
+    def GetConfigFiles(self, request, context):  # type: ignore[no-untyped-def]
+        self._node_only(context)  # a noded or agentd with the cluster key (configless)
+        files = self.config_files
+        if isinstance(files, SlurmError):
+            _abort(context, files)
+            return None
+        logging.getLogger("shoal.ctld").info("configless: sent %d file(s) to %s", len(files),
+                                             request.host or _caller().host)
+        return controller_pb2.GetConfigFilesResponse(files=files)

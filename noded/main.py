@@ -35,6 +35,7 @@ from noded.isolation import load_isolation
 from noded.node import HostedNode, spool_root
 from noded.reporter import Reporter
 from noded.service import NodeAgentService
+from shoal import configless
 from shoal.agent.server import AgentServer, AgentServerError, targets_from_config
 from shoal.auth.errors import AuthError
 from shoal.auth.key import load_key
@@ -46,6 +47,7 @@ from shoal.v1 import cluster_pb2, node_pb2_grpc
 
 PROG = "shoal-noded"
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
+DEFAULT_CONF_CACHE = "/var/spool/slurmd/conf-cache"  # under Slurm's default SlurmdSpoolDir
 log = logging.getLogger("shoal.noded")
 
 
@@ -74,6 +76,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="emulated nodes (-N) run their jobs with the node's name as hostname and every node's name in "
              "/etc/hosts (private namespaces; what `shoal up` uses)",
     )
+    parser.add_argument("--conf-server", metavar="HOST[:PORT][,...]",
+                        help="configless: fetch slurm.conf and the files beside it from shoal-ctld at start "
+                             "(SlurmctldParameters=enable_configless); run from the cached copy")
+    parser.add_argument("--conf-cache", metavar="DIR", default=DEFAULT_CONF_CACHE,
+                        help=f"configless: where the fetched files are kept (default: {DEFAULT_CONF_CACHE})")
+    parser.add_argument("--key-file", metavar="PATH", default=configless.DEFAULT_KEY_FILE,
+                        help=f"configless: the cluster key (default: {configless.DEFAULT_KEY_FILE})")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
 
@@ -250,12 +259,19 @@ def node_identities(cfg: SlurmConfig, nodes: list[HostedNode]) -> list[HostedNod
 
 def build(args: argparse.Namespace, start_time: int) -> Noded:
     conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
+    if args.conf_server:
+        try:
+            conf_path = configless.start(args.conf_server, args.conf_cache, args.key_file).conf
+        except configless.ConfiglessError as exc:
+            raise StartError(str(exc)) from exc
     try:
         cfg = load_slurm_conf(conf_path)
     except ConfigError as exc:
         raise StartError(str(exc)) from exc
     except OSError as exc:
         raise StartError(f"cannot read {conf_path}: {exc.strerror or exc}") from exc
+    if args.conf_server:  # the key that fetched the files is the cluster's, wherever head keeps its own
+        cfg = dataclasses.replace(cfg, auth_key_file=args.key_file)
     nodes = select_nodes(cfg, args.nodes, args.report_config)
     try:
         key = load_key(cfg.auth_key_file)
@@ -289,6 +305,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
     service = NodeAgentService(
         {n.name: n for n in nodes}, key, admin_uids(cfg), float(cfg.kill_wait), start_time
     )
+    if args.conf_server:  # jobs here read the cached copy, not ctld's path
+        service.local_conf = conf_path
     stepd_spawn.start_fork_server()  # before the gRPC servers: jobs may arrive at once
     servers = start_servers(nodes, service, key)
     noded = Noded(servers)

@@ -47,6 +47,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._start_time = start_time
         self._clock = clock
         self.on_ctld_ping: Callable[[int], None] = lambda ctld_start_time: None  # the reporter's, once it runs
+        self.local_conf = ""  # configless: SLURM_CONF for jobs here is this node's cached copy
 
     def _node(self, name: str, context: grpc.ServicerContext) -> HostedNode:
         node = self._nodes.get(name)
@@ -82,6 +83,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._require_admin(context)
         node = self._node(request.node, context)
         self._check_credential(request, context)
+        if self.local_conf:
+            request.slurm_conf = self.local_conf
         kill_wait = request.kill_wait or self._kill_wait
         try:
             launch_batch(request, node.conf, node.spool, kill_wait, isolation=node.isolation,
@@ -132,6 +135,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._require_admin(context)
         node = self._node(request.node, context)
         self._check_credential(request, context)
+        if self.local_conf:
+            request.slurm_conf = self.local_conf
         kill_wait = request.kill_wait or self._kill_wait
         try:
             tasks.launch_tasks(request, node.name, node.spool, kill_wait, node.isolation, node.gpu_cpus,

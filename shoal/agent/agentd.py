@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 
-from shoal import version_line
+from shoal import configless, version_line
 from shoal.agent.server import AgentServer, AgentServerError, targets_from_config
 from shoal.auth.errors import AuthError
 from shoal.auth.key import load_key
@@ -23,6 +23,7 @@ from shoal.daemon import LOG_FORMAT, DaemonArgumentParser, Notifier, install_sig
 
 PROG = "shoal-agentd"
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
+DEFAULT_CONF_CACHE = "/var/spool/shoal/agentd/conf-cache"
 
 
 class _StartError(Exception):
@@ -42,6 +43,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-command-runner", action="store_true",
                         help="do not start the warm command runner (commands then start Python each time)")
     parser.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH")
+    parser.add_argument("--conf-server", metavar="HOST[:PORT][,...]",
+                        help="configless: fetch slurm.conf and the files beside it from shoal-ctld at start "
+                             "(SlurmctldParameters=enable_configless); run from the cached copy")
+    parser.add_argument("--conf-cache", metavar="DIR", default=DEFAULT_CONF_CACHE,
+                        help=f"configless: where the fetched files are kept (default: {DEFAULT_CONF_CACHE})")
+    parser.add_argument("--key-file", metavar="PATH", default=configless.DEFAULT_KEY_FILE,
+                        help=f"configless: the cluster key (default: {configless.DEFAULT_KEY_FILE})")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
 
@@ -51,6 +59,13 @@ def _build_server(args: argparse.Namespace) -> AgentServer:
     from shoal.conf.errors import ConfigError
 
     conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
+    key_file = ""
+    if args.conf_server:
+        try:
+            conf_path = configless.start(args.conf_server, args.conf_cache, args.key_file).conf
+        except configless.ConfiglessError as exc:
+            raise _StartError(str(exc)) from exc
+        key_file = args.key_file  # the key that fetched the files is the cluster's
     try:
         cfg = load_slurm_conf(conf_path)
     except ConfigError as exc:
@@ -58,7 +73,7 @@ def _build_server(args: argparse.Namespace) -> AgentServer:
     except OSError as exc:
         raise _StartError(f"cannot read {conf_path}: {exc.strerror or exc}") from exc
     try:
-        key = load_key(cfg.auth_key_file)
+        key = load_key(key_file or cfg.auth_key_file)
     except AuthError as exc:
         raise _StartError(exc.message) from exc
     socket_path = args.socket or cfg.agent_socket

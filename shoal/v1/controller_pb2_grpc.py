@@ -150,6 +150,11 @@ class ControllerStub:
                 request_serializer=shoal_dot_v1_dot_controller__pb2.CreateTokenRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.CreateTokenResponse.FromString,
                 _registered_method=True)
+        self.GetConfigFiles = channel.unary_unary(
+                '/shoal.v1.Controller/GetConfigFiles',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.GetConfigFilesRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.GetConfigFilesResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -300,6 +305,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetConfigFiles(self, request, context):
+        """configless nodes and login hosts (SlurmctldParameters=enable_configless; daemons only)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -417,6 +429,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.CreateToken,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.CreateTokenRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.CreateTokenResponse.SerializeToString,
+            ),
+            'GetConfigFiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConfigFiles,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.GetConfigFilesRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.GetConfigFilesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1040,6 +1057,33 @@ class Controller:
             '/shoal.v1.Controller/CreateToken',
             shoal_dot_v1_dot_controller__pb2.CreateTokenRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.CreateTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConfigFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/GetConfigFiles',
+            shoal_dot_v1_dot_controller__pb2.GetConfigFilesRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.GetConfigFilesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,6 +64,8 @@ class ControllerStub:
     """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
     CreateToken: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CreateTokenRequest, _controller_pb2.CreateTokenResponse]
     """scontrol token: a JWT for shoal-restd"""
+    GetConfigFiles: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetConfigFilesRequest, _controller_pb2.GetConfigFilesResponse]
+    """configless nodes and login hosts (SlurmctldParameters=enable_configless; daemons only)"""
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -98,6 +100,8 @@ class ControllerAsyncStub(ControllerStub):
     """shoal-dbd: the cluster's associations/QOS after a change (operators only)"""
     CreateToken: _aio.UnaryUnaryMultiCallable[_controller_pb2.CreateTokenRequest, _controller_pb2.CreateTokenResponse]  # type: ignore[assignment]
     """scontrol token: a JWT for shoal-restd"""
+    GetConfigFiles: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetConfigFilesRequest, _controller_pb2.GetConfigFilesResponse]  # type: ignore[assignment]
+    """configless nodes and login hosts (SlurmctldParameters=enable_configless; daemons only)"""
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -267,5 +271,13 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.CreateTokenResponse, _abc.Awaitable[_controller_pb2.CreateTokenResponse]]:
         """scontrol token: a JWT for shoal-restd"""
+
+    @_abc_1.abstractmethod
+    def GetConfigFiles(
+        self,
+        request: _controller_pb2.GetConfigFilesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetConfigFilesResponse, _abc.Awaitable[_controller_pb2.GetConfigFilesResponse]]:
+        """configless nodes and login hosts (SlurmctldParameters=enable_configless; daemons only)"""
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

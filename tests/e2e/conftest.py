@@ -88,7 +88,10 @@ def _command(name: str) -> list[str]:
 
 
 def run_as(user: int, argv: tuple[str, ...], env: dict[str, str], cwd: Path | str | None,
-           input: str | None, timeout: float) -> subprocess.CompletedProcess[str]:
+           input: str | None, timeout: float, enter: Callable[[], None] | None = None
+           ) -> subprocess.CompletedProcess[str]:
+    """`argv` as `user` in a fork; `enter` runs first in the child, as root (tests/e2e/hosts.py joins a
+    separate host's namespaces there)."""
     import importlib
     import runpy
 
@@ -111,6 +114,8 @@ def run_as(user: int, argv: tuple[str, ...], env: dict[str, str], cwd: Path | st
             sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
             os.environ.clear()
             os.environ.update(env, HOME="/tmp")
+            if enter is not None:
+                enter()
             os.setgroups([])
             os.setgid(user)
             os.setuid(user)
