@@ -21,7 +21,7 @@ from shoal.conf.statestore import StateStoreConf
 from tests.state_db import HOST, PORT, scratch_database
 
 ROOT = Path(__file__).resolve().parents[3]
-TIMEOUT = 1  # seconds: takeover in the tests is quick; the default is 5
+TIMEOUT = 3  # seconds (the default is 5): renewals every second, so a loaded CI machine does not lose the lease
 
 
 @pytest.fixture
