@@ -43,7 +43,23 @@ ALIASES = {"defacct": "defaultaccount", "admin": "adminlevel", "fairshare": "sha
            "parent": "parentname", "par name": "parentname", "parname": "parentname",
            "grptresrunmins": "grptresrunmin", "maxtresminsperjob": "maxtresmins", "maxtresminsperjobs": "maxtresmins",
            "maxtresperuser": "maxtrespu"}
-HEADERS = {"share": "Share", "defqos": "Def QOS", "defaultaccount": "Def Acct", "adminlevel": "Admin"}
+# Slurm's own title for each column, whatever case format= typed it in (22.05: `format=name,maxtrespu`
+# prints Name|MaxTRESPU); a name not here keeps the typed text.
+HEADERS = {
+    "cluster": "Cluster", "account": "Account", "user": "User", "partition": "Partition", "share": "Share",
+    "priority": "Priority", "grpjobs": "GrpJobs", "grptres": "GrpTRES", "grpsubmit": "GrpSubmit",
+    "grpwall": "GrpWall", "grptresmins": "GrpTRESMins", "grptresrunmin": "GrpTRESRunMins", "maxjobs": "MaxJobs",
+    "maxtres": "MaxTRES", "maxtrespernode": "MaxTRESPerNode", "maxsubmit": "MaxSubmit", "maxwall": "MaxWall",
+    "maxtresmins": "MaxTRESMins", "maxnodes": "MaxNodes", "maxcpus": "MaxCPUs", "maxcpumins": "MaxCPUMins",
+    "qos": "QOS", "defqos": "Def QOS", "parentname": "ParentName", "id": "ID", "lft": "LFT", "rgt": "RGT",
+    "maxborrowtres": "MaxBorrowTRES", "name": "Name", "gracetime": "GraceTime", "preempt": "Preempt",
+    "preemptexempttime": "PreemptExemptTime", "preemptmode": "PreemptMode", "flags": "Flags",
+    "usagethres": "UsageThres", "usagefactor": "UsageFactor", "maxtrespu": "MaxTRESPU", "maxjobspu": "MaxJobsPU",
+    "maxsubmitpu": "MaxSubmitPU", "maxtrespa": "MaxTRESPA", "maxjobspa": "MaxJobsPA", "maxsubmitpa": "MaxSubmitPA",
+    "mintres": "MinTRES", "descr": "Descr", "org": "Org", "defaultaccount": "Def Acct", "adminlevel": "Admin",
+    "controlhost": "ControlHost", "controlport": "ControlPort", "rpc": "RPC", "nodecount": "NodeCount",
+    "nodenames": "NodeName", "tres": "TRES", "classification": "Class",
+}
 VERBS = {"add": "Adding", "modify": "Modified", "delete": "Deleting"}
 
 
@@ -93,13 +109,13 @@ def parse_args(words: Sequence[str]) -> tuple[str, str, list[str], dict[str, str
 
 
 def parse_format(text: str) -> list[tuple[str, str, int]]:
-    """'Cluster,Account%20' -> [(header, key, width)]."""
+    """'cluster,Account%20' -> [(header, key, width)]: Slurm's header for a name it knows, in any case."""
     out = []
     for item in [i for i in text.split(",") if i]:
         name, _, width = item.partition("%")
         key = name.lower().replace(" ", "")
         key = ALIASES.get(key, key)
-        header = HEADERS.get(key, name) if name.lower().replace(" ", "") == key else name
+        header = HEADERS.get(key, name)
         out.append((header, key, int(width) if width.isdigit() else _default_width(key)))
     return out
 

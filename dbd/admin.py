@@ -483,7 +483,7 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
                          "usagefactor": f"{q.usage_factor:.6f}", "maxwall": _wall(q.max_wall_min),
                          "maxtres": q.max_tres_per_job, "grptres": q.grp_tres, "grpjobs": _limit(q.grp_jobs),
                          "maxjobspu": _limit(q.max_jobs_per_user), "maxsubmitpu": _limit(q.max_submit_per_user),
-                         "description": q.description, "grpwall": _wall(q.grp_wall_min),
+                         "description": q.description, "descr": q.description, "grpwall": _wall(q.grp_wall_min),
                          "grptresmins": q.grp_tres_mins, "maxtresmins": q.max_tres_mins_per_job,
                          "grptresrunmin": q.grp_tres_run_mins, "maxtrespu": q.max_tres_per_user})
         return rows
@@ -503,8 +503,9 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
             return [{"user": u.name, "def acct": u.default_account, "defaultaccount": u.default_account,
                      "admin": u.admin_level, "adminlevel": u.admin_level} for u in users]
         out = []
-        for u in users:
-            for row in _matching_assocs(session, "user", [u.name], where):
+        for u in users:  # 22.05 lists a user's associations by cluster, account and partition
+            assocs = _matching_assocs(session, "user", [u.name], where)
+            for row in sorted(assocs, key=lambda a: (a.cluster, a.account, a.partition)):
                 out.append({"def acct": u.default_account, "defaultaccount": u.default_account,
                             "admin": u.admin_level, "adminlevel": u.admin_level, **_fields(session, row)})
         return out

@@ -254,6 +254,23 @@ def test_refusals(sessions: sessionmaker[Session], call: tuple[str, str, list[st
         modify(sessions, *call, **values)
 
 
+def test_user_withassoc_rows_by_account_name(sessions: sessionmaker[Session]) -> None:
+    # 22.05 (164_sacctmgr_user_withassoc): a user's associations by account name, not by when they were
+    # added (alice's default account research was added first)
+    build_tree(sessions)
+    modify(sessions, "add", "account", ["aardvark"])
+    modify(sessions, "add", "user", ["alice"], account="aardvark")
+    with sessions() as session:
+        rows = admin.show(session, pb.ShowRequest(kind="user", with_assoc=True))
+    assert [(r["user"], r["account"]) for r in rows if r["user"] != "root"] == [
+        ("alice", "aardvark"), ("alice", "physics"), ("alice", "research"), ("bob", "physics")]
+
+
+def test_qos_descr_column(sessions: sessionmaker[Session]) -> None:
+    modify(sessions, "add", "qos", ["high"], description="urgent work")
+    assert {r["name"]: r["descr"] for r in show(sessions, "qos")}["high"] == "urgent work"
+
+
 def test_qos_add_modify_show(sessions: sessionmaker[Session]) -> None:
     modify(sessions, "add", "qos", ["high"], priority="10", maxwall="1:00:00")
     modify(sessions, "modify", "qos", ["high"], maxjobsperuser="2")
