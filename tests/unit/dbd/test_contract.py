@@ -303,6 +303,20 @@ def test_one_batch_with_a_jobs_whole_life_and_its_steps(sessions: sessionmaker[S
     assert [r.fields["cpu_seconds"] for r in rows] == [str(300 * 60 * 2)]
 
 
+def test_report_says_since_when_the_cluster_is_known(sessions: sessionmaker[Session]) -> None:
+    # sreport prints no row for a period before it (22.05 has no rolled-up hours for it)
+    with sessions() as session:
+        assert queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).cluster_since == 0
+    send(sessions, [job(1, start_time=3600, end_time=3700)])  # usage from the 3600 hour, registered now
+    with sessions() as session:
+        assert queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).cluster_since == 3600
+    before = int(time.time())
+    with sessions.begin() as session:
+        ingest.apply_records(session, pb.SendRecordsRequest(cluster="c2", epoch="e1", cluster_cpus=4))
+    with sessions() as session:
+        assert queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c2")).cluster_since >= before
+
+
 def test_usage_accumulates_across_batches(sessions: sessionmaker[Session]) -> None:
     send(sessions, [job(1, start_time=3600, end_time=3700)])
     send(sessions, [job(2, start_time=3650, end_time=3700)], start=2)

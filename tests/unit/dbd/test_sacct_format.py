@@ -119,7 +119,7 @@ def test_job_id_forms(given: list[str], ids: list[str], steps: dict[str, set[str
 
 
 def _usage(*rows: tuple[str, str, int]) -> pb.ReportResponse:
-    resp = pb.ReportResponse(start=0, end=3600, cluster_cpus=4)
+    resp = pb.ReportResponse(start=0, end=3600, cluster_cpus=4, cluster_since=1)
     for account, user, seconds in rows:
         resp.rows.add(fields={"cluster": "c", "account": account, "user": user, "cpu_seconds": str(seconds)})
     return resp
