@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from cli import fmt
 from shoal import states, version_line
+from shoal.depshow import shown_dependency
 from shoal.hostlist import collect
 from shoal.timefmt import format_duration, format_limit_squeue, format_timestamp
 from shoal.v1 import jobs_pb2
@@ -211,7 +212,8 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
     "d": lambda r, now: "0",
     "D": lambda r, now: str(r.job.num_nodes),
     "e": lambda r, now: format_timestamp(r.job.end_time, unknown="N/A"),
-    "E": lambda r, now: _null(r.job.spec.dependency),
+    "E": lambda r, now: shown_dependency(r.job.spec.dependency, r.job.state == jobs_pb2.PENDING,
+                                         r.job.state_reason == "DependencyNeverSatisfied"),
     "f": lambda r, now: _null(r.job.spec.constraint),
     "F": lambda r, now: str(r.job.array_job_id if r.job.array_job_id else r.job.job_id),
     "g": lambda r, now: r.job.group_name or str(r.job.group_id),
