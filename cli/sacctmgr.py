@@ -61,6 +61,11 @@ HEADERS = {
     "nodenames": "NodeName", "tres": "TRES", "classification": "Class",
 }
 VERBS = {"add": "Adding", "modify": "Modified", "delete": "Deleting"}
+TITLES = {"account": "Account", "user": "User", "qos": "QOS", "cluster": "Cluster", "association": "Association"}
+# 22.05's plural in " Problem adding accounts: ..." (a user's add refused after its plan)
+PLURALS = {"account": "accounts", "user": "users", "qos": "QOS", "cluster": "clusters", "association": "associations"}
+NOT_ADMIN = "Your user doesn't have privilege to perform this action"
+DENIED = "Access/permission denied"
 
 
 def _kind(text: str) -> str:
@@ -212,12 +217,25 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         req_m = pb.ModifyRequest(action=action, kind=kind, names=names, where=where, set=values,
                                  commit=bool(immediate))
-        resp_m = _call("Modify", req_m, pb.ModifyResponse)
+        try:
+            resp_m = _call("Modify", req_m, pb.ModifyResponse)
+        except CommandError as exc:
+            if exc.message != NOT_ADMIN:
+                raise
+            sys.stderr.write(f"{PROG}: error: {NOT_ADMIN}\n Error with request: {DENIED}\n")  # as 22.05
+            return 1
+        if resp_m.denied:  # 22.05: a user's add shows its plan, then the refusal, without asking
+            sys.stdout.write(f" Adding {TITLES[kind]}(s)\n" + "".join(line + "\n" for line in resp_m.changes))
+            sys.stderr.write(f" Problem adding {PLURALS[kind]}: {DENIED}\n")
+            return 1
         if not resp_m.changes:
             sys.stdout.write(" Nothing new added.\n" if action == "add" else
                              f" Nothing {'modified' if action == 'modify' else 'deleted'}\n")
             return 0 if action != "delete" else 1
-        sys.stdout.write(f" {VERBS[action]} {kind}(s)...\n")
+        if action == "add":
+            sys.stdout.write(f" Adding {TITLES[kind]}(s)\n")
+        else:
+            sys.stdout.write(f" {VERBS[action]} {kind}(s)...\n")
         for line in resp_m.changes:
             sys.stdout.write(line + "\n")
         if immediate:

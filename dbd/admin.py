@@ -256,16 +256,23 @@ def _add(session: Session, kind: str, names: list[str], values: dict[str, str]) 
             _ensure_root(session, cluster)
         if parent != "root" and session.get(Account, parent) is None:
             raise AdminError(f"Parent account {parent} doesn't exist.")
+        assocs: list[str] = []
         for name in names:
             if session.get(Account, name) is None:
                 session.add(Account(name=name, parent=parent, description=values.get("description", name),
                                     organization=values.get("organization", parent if parent != "root" else name)))
-                changes.append(f"  Account        {name}")
+                changes.append(f"  {name}")
             for cluster in clusters:
                 row, new = _ensure_assoc(session, cluster, name, "", partition)
                 _apply(row, ASSOC_KEYS, values)
                 if new:
-                    changes.append(f"  A = {name:<10} C = {cluster:<10}")
+                    assocs.append(f"  A = {name:<10} C = {cluster:<10}")
+        # 22.05's plan: the new accounts, their settings (its words for the defaults), the associations
+        if changes:
+            changes += [" Settings", f"  Description     = {values.get('description', 'Account Name')}",
+                        f"  Organization    = {values.get('organization', 'Parent/Account Name')}"]
+        if assocs:
+            changes += [" Associations", *assocs]
         return changes
     if kind in ("user", "association"):
         accounts = _list(values, "account", "accounts", "defaultaccount")

@@ -950,6 +950,9 @@ class ModifyResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CHANGES_FIELD_NUMBER: _builtins.int
+    DENIED_FIELD_NUMBER: _builtins.int
+    denied: _builtins.bool
+    """an add the caller may not make: `changes` is the plan sacctmgr shows before 22.05's refusal"""
     @_builtins.property
     def changes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """what was (or would be) changed, one line each"""
@@ -958,10 +961,11 @@ class ModifyResponse(_message.Message):
         self,
         *,
         changes: _abc.Iterable[_builtins.str] | None = ...,
+        denied: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "denied", b"denied"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
