@@ -67,7 +67,10 @@ def _job_head(job: jobs_pb2.JobInfo) -> str:
         if job.array_max_tasks:
             head += f" ArrayTaskThrottle={job.array_max_tasks}"
     elif job.array_job_id and job.array_task_id >= 0:
-        head = f"JobId={job.job_id} ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
+        # a task that has never left the pending array is part of the array's record in 22.05 (134)
+        unsplit = job.state == jobs_pb2.PENDING and not job.restarts
+        head = (f"JobId={job.array_job_id if unsplit else job.job_id} ArrayJobId={job.array_job_id}"
+                f" ArrayTaskId={job.array_task_id}")
         if job.array_max_tasks:
             head += f" ArrayTaskThrottle={job.array_max_tasks}"
     else:

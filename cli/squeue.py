@@ -385,6 +385,16 @@ def filter_jobs(jobs: Iterable[jobs_pb2.JobInfo], flt: JobFilter) -> list[jobs_p
     return kept
 
 
+def without_unsplit_cancelled_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[jobs_pb2.JobInfo]:
+    """Leave out an array task cancelled before it ever started while others of its array still wait:
+    22.05 keeps those waiting tasks as one record and cancelling one only takes it out of that
+    record (scenario 133: `scancel A_2` then `squeue -t all -r` lists A_1 and A_3 only)."""
+    jobs = list(jobs)
+    waiting = {j.array_job_id for j in jobs if j.array_job_id and j.state == jobs_pb2.PENDING and not j.restarts}
+    return [j for j in jobs if not (j.array_job_id in waiting and j.array_task_id >= 0 and not j.restarts
+                                    and j.state == jobs_pb2.CANCELLED and not j.start_time)]
+
+
 def group_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[Row]:
     """Pending tasks of one array that wait for the same reason become one row ("30_[1-3]").
 
@@ -696,7 +706,7 @@ def render_queue(
     header: bool = True,
 ) -> list[str]:
     """Filter, group (or split) array tasks, sort and format: the whole of squeue's output."""
-    kept = filter_jobs(jobs, flt)
+    kept = filter_jobs(without_unsplit_cancelled_tasks(jobs), flt)
     rows = split_rows(kept) if expand_arrays else group_array_tasks(kept)
     return format_rows(sort_rows(rows, sort, now), fields, now, header)
 
