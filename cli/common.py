@@ -35,13 +35,37 @@ def ctld(method: str, request: Message, response_type: type[M], *, timeout: floa
         raise CommandError(exc.message) from exc
 
 
-def submit_failure(prog: str, message: str) -> str:
+INVALID_PARTITION = "Invalid partition name specified"
+
+
+def submit_failure(prog: str, message: str, partitions: str = "") -> str:
     """A refused submission's message may start with lines Slurm prints first (`CPU count per node can
-    not be satisfied`): print those as `<prog>: error:` lines, return the message proper."""
+    not be satisfied`): print those as `<prog>: error:` lines, return the message proper.
+
+    An unknown partition (`partitions`: the requested -p list) is named first, as 22.05 does:
+    `invalid partition specified: NAME`, the first of the list the controller does not know."""
     *details, last = message.split("\n")
+    if last == INVALID_PARTITION and not details and partitions:
+        unknown = first_unknown_partition(partitions)
+        details = [f"invalid partition specified: {unknown}"] if unknown else []
     for line in details:
         error(prog, line)
     return last
+
+
+def first_unknown_partition(partitions: str) -> str:
+    """The first name of a -p list the controller does not have ("" when it cannot say)."""
+    from shoal.v1 import controller_pb2
+
+    names = [n for n in partitions.split(",") if n]
+    if len(names) == 1:
+        return names[0]
+    try:
+        known = ctld("GetPartitions", controller_pb2.GetPartitionsRequest(), controller_pb2.GetPartitionsResponse)
+    except CommandError:
+        return ""
+    have = {p.name for p in known.partitions}
+    return next((n for n in names if n not in have), "")
 
 
 def error(prog: str, message: str) -> None:

@@ -13,7 +13,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from cli.common import CommandError, run_main
 from shoal import version_line
@@ -207,19 +207,44 @@ NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def needed_fields(fields: list[tuple[str, int]]) -> list[str]:
+def needed_fields(fields: list[Column]) -> list[str]:
     """The record fields a listing of these columns reads (for JobQuery.fields)."""
     out = set(GROUPING)
-    for name, _ in fields:
+    for name, *_ in fields:
         out.update(NEEDS.get(name.lower(), ()))
     return sorted(out)
 
 
+# Default column widths of 22.05's sacct (measured on the real one: `sacct -o FIELD`); any other: 10.
+WIDTHS = {
+    "AdminComment": 15, "AssocID": 7, "AveDiskRead": 14, "AveDiskWrite": 14, "BlockID": 16, "Comment": 14,
+    "Constraints": 19, "ConsumedEnergy": 14, "ConsumedEnergyRaw": 17, "Container": 19, "DerivedExitCode": 15,
+    "Eligible": 19, "End": 19, "ExitCode": 8, "Flags": 19, "GID": 6, "Group": 9, "JobID": 12, "JobIDRaw": 12,
+    "Layout": 9, "MaxDiskRead": 12, "MaxDiskReadNode": 15, "MaxDiskReadTask": 15, "MaxDiskWrite": 12,
+    "MaxDiskWriteNode": 16, "MaxDiskWriteTask": 16, "MaxPages": 8, "MaxPagesNode": 12, "MaxPagesTask": 14,
+    "MaxVMSizeNode": 14, "MaxVMSizeTask": 14, "McsLabel": 12, "NNodes": 8, "NodeList": 15, "NTasks": 8,
+    "QOSRAW": 6, "Reason": 22, "ReqCPUFreqGov": 13, "ReqCPUFreqMax": 13, "ReqCPUFreqMin": 13, "ReqCPUS": 8,
+    "ReqNodes": 8, "Reservation": 20, "ReservationId": 8, "Start": 19, "Submit": 19, "SubmitLine": 20,
+    "SystemComment": 15, "TRESUsageInAve": 14, "TRESUsageInMax": 14, "TRESUsageInMaxNode": 18,
+    "TRESUsageInMaxTask": 18, "TRESUsageInMin": 14, "TRESUsageInMinNode": 18, "TRESUsageInMinTask": 18,
+    "TRESUsageInTot": 14, "TRESUsageOutAve": 15, "TRESUsageOutMax": 15, "TRESUsageOutMaxNode": 19,
+    "TRESUsageOutMaxTask": 19, "TRESUsageOutMin": 15, "TRESUsageOutMinNode": 19, "TRESUsageOutMinTask": 19,
+    "TRESUsageOutTot": 15, "UID": 6, "User": 9, "WorkDir": 20,
+}
+# Without a width, only these print left-aligned; with one (`JobID%20`) every column is right-aligned.
+LEFT_BY_DEFAULT = ("JobID", "JobIDRaw", "DBIndex")
+
+
+class Column(NamedTuple):
+    """One -o column: Slurm's field name, its width, and whether its values are left-aligned."""
+
+    name: str
+    width: int
+    left: bool = False
+
+
 def _width(name: str) -> int:
-    widths = {"jobid": 12, "jobidraw": 12, "exitcode": 8, "derivedexitcode": 11, "nodelist": 15, "user": 9,
-              "submit": 19, "start": 19, "end": 19, "eligible": 19, "reqtres": 10, "alloctres": 10, "uid": 6,
-              "nnodes": 8, "ncpus": 10, "qos": 10, "workdir": 20, "reason": 20, "timelimit": 10}
-    return widths.get(name.lower(), 10)
+    return WIDTHS.get(name, 10)
 
 
 # Every field 22.05's sacct knows (`sacct --helpformat`), in its order: a name typed in -o stands for the
@@ -245,8 +270,11 @@ FIELD_NAMES = (
 LATER_FIELDS = ("ArrayJobID", "ArrayTaskID")
 
 
-def parse_format(text: str) -> list[tuple[str, int]]:
-    """'jobid%20,stat' -> [("JobID", 20), ("State", 10)] (Slurm's names, default widths)."""
+def parse_format(text: str) -> list[Column]:
+    """'jobid%20,stat' -> [Column("JobID", 20), Column("State", 10)] (Slurm's names, default widths).
+
+    A width typed with the name also right-aligns the column, as 22.05 does for every field.
+    """
     out = []
     for item in [i for i in text.split(",") if i]:
         typed, _, width = item.partition("%")
@@ -256,7 +284,10 @@ def parse_format(text: str) -> list[tuple[str, int]]:
         name = next((n for n in known if n.lower().startswith(typed.lower())), None) if typed else None
         if name is None:
             raise CommandError(f'Invalid field requested: "{typed}"')
-        out.append((name, int(width) if width else _width(name)))
+        if width:
+            out.append(Column(name, int(width)))
+        else:
+            out.append(Column(name, _width(name), name in LEFT_BY_DEFAULT))
     return out
 
 
@@ -287,13 +318,13 @@ def group_rows(jobs: Iterable[AcctEntry], with_steps: bool) -> list[Row]:
     return rows
 
 
-def render(rows: Sequence[Row], fields: list[tuple[str, int]], *, parsable: str, header: bool, now: int,
+def render(rows: Sequence[Row], fields: list[Column], *, parsable: str, header: bool, now: int,
            units: str = "") -> list[str]:
-    """Lines as sacct prints them: fixed width (JobID left, others right, '+' marks truncation) or '|'."""
+    """Lines as sacct prints them: fixed width (aligned as each Column says, '+' marks truncation) or '|'."""
     lines: list[str] = []
     job_columns, step_columns = _job_columns(now, units), _step_columns(now, units)
-    job_fns = [job_columns.get(n.lower(), _blank) for n, _ in fields]
-    step_fns = [step_columns.get(n.lower(), _blank) for n, _ in fields]
+    job_fns = [job_columns.get(c.name.lower(), _blank) for c in fields]
+    step_fns = [step_columns.get(c.name.lower(), _blank) for c in fields]
 
     def values(row: Row) -> list[str]:
         step = row.step
@@ -304,26 +335,26 @@ def render(rows: Sequence[Row], fields: list[tuple[str, int]], *, parsable: str,
     if parsable:
         end = "|" if parsable == "p" else ""
         if header:
-            lines.append("|".join(n for n, _ in fields) + end)
+            lines.append("|".join(c.name for c in fields) + end)
         lines.extend("|".join(values(row)) + end for row in rows)
         return lines
 
-    def cell(value: str, name: str, width: int) -> str:
-        if len(value) > width:
-            value = value[: width - 1] + "+"
-        return value.ljust(width) if name.lower() in ("jobid", "jobidraw") else value.rjust(width)
+    def cell(value: str, column: Column) -> str:
+        if len(value) > column.width:
+            value = value[: column.width - 1] + "+"
+        return value.ljust(column.width) if column.left else value.rjust(column.width)
 
     if header:  # a title is cut to its column, without the "+" that marks a cut value
-        lines.append(" ".join(cell(n[:w], n, w) for n, w in fields) + " ")
-        lines.append(" ".join("-" * w for _, w in fields) + " ")
+        lines.append(" ".join(cell(c.name[: c.width], c) for c in fields) + " ")
+        lines.append(" ".join("-" * c.width for c in fields) + " ")
     # one format string for the whole line; a line longer than the widths allow has a value to truncate
-    template = " ".join(("{:<%d}" if n.lower() in ("jobid", "jobidraw") else "{:>%d}") % w for n, w in fields) + " "
-    width = sum(w + 1 for _, w in fields)
+    template = " ".join(("{:<%d}" if c.left else "{:>%d}") % c.width for c in fields) + " "
+    width = sum(c.width + 1 for c in fields)
     for row in rows:
         vals = values(row)
         line = template.format(*vals)
         if len(line) != width:
-            line = " ".join(cell(v, n, w) for v, (n, w) in zip(vals, fields, strict=True)) + " "
+            line = " ".join(cell(v, c) for v, c in zip(vals, fields, strict=True)) + " "
         lines.append(line)
     return lines
 

@@ -43,8 +43,29 @@ ALIASES = {"defacct": "defaultaccount", "admin": "adminlevel", "fairshare": "sha
            "parent": "parentname", "par name": "parentname", "parname": "parentname",
            "grptresrunmins": "grptresrunmin", "maxtresminsperjob": "maxtresmins", "maxtresminsperjobs": "maxtresmins",
            "maxtresperuser": "maxtrespu"}
-HEADERS = {"share": "Share", "defqos": "Def QOS", "defaultaccount": "Def Acct", "adminlevel": "Admin"}
+# Slurm's own title for each column, whatever case format= typed it in (22.05: `format=name,maxtrespu`
+# prints Name|MaxTRESPU); a name not here keeps the typed text.
+HEADERS = {
+    "cluster": "Cluster", "account": "Account", "user": "User", "partition": "Partition", "share": "Share",
+    "priority": "Priority", "grpjobs": "GrpJobs", "grptres": "GrpTRES", "grpsubmit": "GrpSubmit",
+    "grpwall": "GrpWall", "grptresmins": "GrpTRESMins", "grptresrunmin": "GrpTRESRunMins", "maxjobs": "MaxJobs",
+    "maxtres": "MaxTRES", "maxtrespernode": "MaxTRESPerNode", "maxsubmit": "MaxSubmit", "maxwall": "MaxWall",
+    "maxtresmins": "MaxTRESMins", "maxnodes": "MaxNodes", "maxcpus": "MaxCPUs", "maxcpumins": "MaxCPUMins",
+    "qos": "QOS", "defqos": "Def QOS", "parentname": "ParentName", "id": "ID", "lft": "LFT", "rgt": "RGT",
+    "maxborrowtres": "MaxBorrowTRES", "name": "Name", "gracetime": "GraceTime", "preempt": "Preempt",
+    "preemptexempttime": "PreemptExemptTime", "preemptmode": "PreemptMode", "flags": "Flags",
+    "usagethres": "UsageThres", "usagefactor": "UsageFactor", "maxtrespu": "MaxTRESPU", "maxjobspu": "MaxJobsPU",
+    "maxsubmitpu": "MaxSubmitPU", "maxtrespa": "MaxTRESPA", "maxjobspa": "MaxJobsPA", "maxsubmitpa": "MaxSubmitPA",
+    "mintres": "MinTRES", "descr": "Descr", "org": "Org", "defaultaccount": "Def Acct", "adminlevel": "Admin",
+    "controlhost": "ControlHost", "controlport": "ControlPort", "rpc": "RPC", "nodecount": "NodeCount",
+    "nodenames": "NodeName", "tres": "TRES", "classification": "Class",
+}
 VERBS = {"add": "Adding", "modify": "Modified", "delete": "Deleting"}
+TITLES = {"account": "Account", "user": "User", "qos": "QOS", "cluster": "Cluster", "association": "Association"}
+# 22.05's plural in " Problem adding accounts: ..." (a user's add refused after its plan)
+PLURALS = {"account": "accounts", "user": "users", "qos": "QOS", "cluster": "clusters", "association": "associations"}
+NOT_ADMIN = "Your user doesn't have privilege to perform this action"
+DENIED = "Access/permission denied"
 
 
 def _kind(text: str) -> str:
@@ -93,13 +114,13 @@ def parse_args(words: Sequence[str]) -> tuple[str, str, list[str], dict[str, str
 
 
 def parse_format(text: str) -> list[tuple[str, str, int]]:
-    """'Cluster,Account%20' -> [(header, key, width)]."""
+    """'cluster,Account%20' -> [(header, key, width)]: Slurm's header for a name it knows, in any case."""
     out = []
     for item in [i for i in text.split(",") if i]:
         name, _, width = item.partition("%")
         key = name.lower().replace(" ", "")
         key = ALIASES.get(key, key)
-        header = HEADERS.get(key, name) if name.lower().replace(" ", "") == key else name
+        header = HEADERS.get(key, name)
         out.append((header, key, int(width) if width.isdigit() else _default_width(key)))
     return out
 
@@ -196,12 +217,25 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         req_m = pb.ModifyRequest(action=action, kind=kind, names=names, where=where, set=values,
                                  commit=bool(immediate))
-        resp_m = _call("Modify", req_m, pb.ModifyResponse)
+        try:
+            resp_m = _call("Modify", req_m, pb.ModifyResponse)
+        except CommandError as exc:
+            if exc.message != NOT_ADMIN:
+                raise
+            sys.stderr.write(f"{PROG}: error: {NOT_ADMIN}\n Error with request: {DENIED}\n")  # as 22.05
+            return 1
+        if resp_m.denied:  # 22.05: a user's add shows its plan, then the refusal, without asking
+            sys.stdout.write(f" Adding {TITLES[kind]}(s)\n" + "".join(line + "\n" for line in resp_m.changes))
+            sys.stderr.write(f" Problem adding {PLURALS[kind]}: {DENIED}\n")
+            return 1
         if not resp_m.changes:
             sys.stdout.write(" Nothing new added.\n" if action == "add" else
                              f" Nothing {'modified' if action == 'modify' else 'deleted'}\n")
             return 0 if action != "delete" else 1
-        sys.stdout.write(f" {VERBS[action]} {kind}(s)...\n")
+        if action == "add":
+            sys.stdout.write(f" Adding {TITLES[kind]}(s)\n")
+        else:
+            sys.stdout.write(f" {VERBS[action]} {kind}(s)...\n")
         for line in resp_m.changes:
             sys.stdout.write(line + "\n")
         if immediate:

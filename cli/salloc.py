@@ -117,13 +117,19 @@ def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False,
              immediate: float | None = None) -> jobs_pb2.JobInfo:
     """Submit an interactive job and wait until it runs (Slurm's messages while it waits); with
     `immediate`, give up (cancelling the job) when it has not started within that many seconds."""
+    # salloc's words differ from srun's (both as 22.05)
+    failed = "Job submit/allocate failed" if prog == "salloc" else "Unable to allocate resources"
     try:
         reply = ctld("SubmitJob", controller_pb2.SubmitJobRequest(spec=spec), controller_pb2.SubmitJobResponse)
     except CommandError as exc:
-        # salloc's words differ from srun's (both as 22.05)
-        failed = "Job submit/allocate failed" if prog == "salloc" else "Unable to allocate resources"
-        raise CommandError(f"{failed}: {submit_failure(prog, exc.message)}") from exc
+        raise CommandError(f"{failed}: {submit_failure(prog, exc.message, spec.partition)}") from exc
     job_id = reply.job_id
+    if immediate is not None and immediate <= 1 and reply.pending_note:
+        # -I alone: a job that cannot start as asked fails at once with the reason (22.05, scenario 116)
+        release(job_id, 0, 0, cancel=True)
+        if prog == "salloc":
+            print(f"salloc: Job allocation {job_id} has been revoked.", file=sys.stderr)
+        raise CommandError(f"{failed}: {reply.pending_note}")
     if reply.pending_note and not quiet:
         print(f"{prog}: {reply.pending_note}", file=sys.stderr)
     deadline = None if immediate is None else time.monotonic() + immediate

@@ -64,6 +64,10 @@ Cancel or signal jobs.
 """
 
 NOT_NOW = "Job can not be altered now, try again later"  # a signal to a pending job
+INVALID_JOB_ID = "Invalid job id specified"
+ALREADY_DONE = "Job/step already completing or completed"
+ACCESS_DENIED = "Access/permission denied"
+EXIT_CODES = {ACCESS_DENIED: 210, NOT_NOW: 228}  # ESLURM_ACCESS_DENIED 2002, ESLURM_TRANSITION_STATE 2020
 _JOB_ID = re.compile(r"\d+(_(\d+|\*|\[[0-9,\-%]+\]))?(\.(\d+|batch|extern))?")
 _STATES = {"PENDING": "PENDING", "PD": "PENDING", "RUNNING": "RUNNING", "R": "RUNNING",
            "SUSPENDED": "SUSPENDED", "S": "SUSPENDED"}  # fmt: skip
@@ -206,15 +210,28 @@ def send(sel: Selection) -> int:
         if sel.job_ids:
             raise Failure(*(_kill_error(j, exc.message) for j in sel.job_ids)) from exc
         raise Failure(f"{PROG}: error: slurm_load_jobs error: {exc.message}") from exc
-    status = 0
-    for result in resp.results:
-        if result.code == 0:
-            continue
-        # 22.05 exits with its error number's low byte for this one (2020 -> 228), 1 otherwise
-        status = 228 if result.message == NOT_NOW else 1
-        if not sel.quiet:
-            print(_kill_error(result.job_id, result.message or "Invalid job id specified"), file=sys.stderr)
+    lines, status = report(sel, [(r.job_id, r.message or INVALID_JOB_ID) for r in resp.results if r.code])
+    for line in lines:
+        print(line, file=sys.stderr)
     return status
+
+
+def report(sel: Selection, failed: Sequence[tuple[str, str]]) -> tuple[list[str], int]:
+    """The error lines and exit status for the refused jobs, as 22.05 (measured on the real one):
+    killing a job that is gone or done is silent (said only with -v) and exits 0; another user's job
+    exits 210 and a signal to a pending job 228 (the low byte of Slurm's error number); any other 1."""
+    lines: list[str] = []
+    status = 0
+    for job_id, message in failed:
+        gone = message in (INVALID_JOB_ID, ALREADY_DONE) and "." not in job_id and sel.signal in (0, 9)
+        if gone:
+            if sel.verbose and not sel.quiet:
+                lines.append(_kill_error(job_id, message))
+            continue
+        status = EXIT_CODES.get(message, 1)
+        if not sel.quiet:
+            lines.append(_kill_error(job_id, message))
+    return lines, status
 
 
 def _verbose_line(sel: Selection, job_id: str) -> str:

@@ -501,13 +501,11 @@ def update_job(pairs: list[tuple[str, str]], flags: Flags) -> int:
         fields.append(common_pb2.KeyValue(key=canon, value=value))
     for job_id in job_ids:
         if not _JOB_ID.fullmatch(job_id):
-            raise Failure("slurm_update error: Invalid job id specified")
+            raise Failure(f"Invalid job id specified for job {job_id}")
     if not fields:
         raise Failure("No changes specified")
     request = controller_pb2.UpdateJobRequest(job_ids=job_ids, action="update", fields=fields)
-    return _send_job_update(
-        request, flags, lambda jid, msg: f"slurm_update error: {msg}", many=len(job_ids) > 1
-    )
+    return _send_job_update(request, flags, lambda jid, msg: f"slurm_update error: {msg}")
 
 
 def _site_factor(value: str) -> int:
@@ -599,13 +597,27 @@ def cmd_job_action(action: str, args: list[str], flags: Flags) -> int:
         # group the requeue terminates: it still reports the requeue that happened, and exits 0.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     request = controller_pb2.UpdateJobRequest(job_ids=job_ids, action=action)
-    return _send_job_update(request, flags, lambda jid, msg: f"{msg} for job {jid}", many=True)
+    return _send_job_update(request, flags, lambda jid, msg: f"{msg} for job {jid}")
+
+
+# the actions 22.05's scontrol sends as a suspend-type request: each refusal has a second line
+SUSPEND_ACTIONS = ("hold", "uhold", "release")
+
+
+def refusal_lines(action: str, job_id: str, message: str) -> list[str]:
+    """What 22.05 prints for one refused job: 'MSG for job J', and after hold/uhold/release also
+    'slurm_suspend error: MSG' (measured on the running one, for update, hold, release and requeue)."""
+    lines = [f"{message} for job {job_id}"]
+    if action in SUSPEND_ACTIONS:
+        lines.append(f"slurm_suspend error: {message}")
+    return lines
 
 
 def _send_job_update(
-    request: controller_pb2.UpdateJobRequest, flags: Flags, line: Callable[[str, str], str], *, many: bool
+    request: controller_pb2.UpdateJobRequest, flags: Flags, rpc_error: Callable[[str, str], str]
 ) -> int:
-    """Send an UpdateJobRequest; each refused job gets its own line (Slurm's form), exit 1."""
+    """Send an UpdateJobRequest; each refused job gets its own lines (Slurm's form), exit 1.
+    `rpc_error` words a request that never got an answer (no controller), per job."""
     from cli.common import CommandError, ctld
     from shoal.v1 import controller_pb2
 
@@ -613,14 +625,12 @@ def _send_job_update(
         resp = ctld("UpdateJob", request, controller_pb2.UpdateJobResponse)
     except CommandError as exc:
         targets = list(request.job_ids) or [""]
-        raise Failure(*([] if flags.quiet else [line(j, exc.message) for j in targets])) from exc
+        raise Failure(*([] if flags.quiet else [rpc_error(j, exc.message) for j in targets])) from exc
     failed = [r for r in resp.results if r.code != 0]
     if not flags.quiet:
         for result in failed:
-            text = line(result.job_id, result.message or "Invalid job id specified")
-            if many and text.startswith("slurm_update error: "):
-                text = f"{result.job_id}: {result.message}"
-            print(text, file=sys.stderr)
+            for text in refusal_lines(request.action, result.job_id, result.message or "Invalid job id specified"):
+                print(text, file=sys.stderr)
     return 1 if failed else 0
 
 

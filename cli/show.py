@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from shoal import states
 from shoal.arrayspec import format_task_ids
+from shoal.depshow import shown_dependency
 from shoal.hostlist import collect
 from shoal.outpath import resolve_streams
 from shoal.sizefmt import format_size_mb
@@ -22,6 +23,11 @@ INDENT = "   "
 
 def _null(text: str) -> str:
     return text if text else "(null)"
+
+
+def _dependency(job: jobs_pb2.JobInfo) -> str:
+    return shown_dependency(job.spec.dependency, job.state == jobs_pb2.PENDING,
+                            job.state_reason == "DependencyNeverSatisfied")
 
 
 def _hosts(names: Sequence[str]) -> str:
@@ -61,7 +67,10 @@ def _job_head(job: jobs_pb2.JobInfo) -> str:
         if job.array_max_tasks:
             head += f" ArrayTaskThrottle={job.array_max_tasks}"
     elif job.array_job_id and job.array_task_id >= 0:
-        head = f"JobId={job.job_id} ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
+        # a task that has never left the pending array is part of the array's record in 22.05 (134)
+        unsplit = job.state == jobs_pb2.PENDING and not job.restarts
+        head = (f"JobId={job.array_job_id if unsplit else job.job_id} ArrayJobId={job.array_job_id}"
+                f" ArrayTaskId={job.array_task_id}")
         if job.array_max_tasks:
             head += f" ArrayTaskThrottle={job.array_max_tasks}"
     else:
@@ -136,7 +145,7 @@ def job_lines(job: jobs_pb2.JobInfo, now: int, details: bool = False) -> list[st
         " MCS_label=N/A",
         f"Priority={job.priority} Nice={spec.nice} Account={_null(job.account)} QOS={job.qos}",
         f"JobState={states.job_state_name(job.state)} Reason={job.state_reason or 'None'}"
-        f" Dependency={_null(spec.dependency)}",
+        f" Dependency={_dependency(job)}",
         f"Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag={job.batch_flag} Reboot=0"
         f" ExitCode={job.exit_code}:{job.exit_signal}",
         f"RunTime={format_hms(_run_seconds(job, now))} TimeLimit={format_time_limit(job.time_limit_min)}"

@@ -32,12 +32,39 @@ def _day_start(ts: int) -> int:
     return int(d.timestamp())
 
 
+def period(start: int, end: int) -> tuple[int, int]:
+    """The hours a report covers, as 22.05 rounds them: both ends down to the hour, at least one hour."""
+    start, end = start - start % 3600, end - end % 3600
+    return start, max(end, start + 3600)
+
+
+# 22.05's column widths; a longer value or title is cut to them (Allocated prints as "Allocate")
+WIDTHS = {"Cluster": 9, "Login": 9, "Proper Name": 15, "Account": 15, "TRES Name": 14}
+WIDTH = 8
+
+
+def table(names: Sequence[str], rows: Sequence[Sequence[str]], header: bool) -> list[str]:
+    """Fixed-width lines: every column right-aligned in its width, each followed by a space."""
+    widths = [WIDTHS.get(n, WIDTH) for n in names]
+
+    def line(values: Sequence[str]) -> str:
+        return "".join(v[:w].rjust(w) + " " for v, w in zip(values, widths, strict=True))
+
+    lines = [line(names), line(["-" * w for w in widths])] if header else []
+    return lines + [line(r) for r in rows]
+
+
 def _amount(seconds: int, unit: str, total: int) -> str:
     if unit == "percent":
         return f"{100.0 * seconds / total:.2f}%" if total else "0.00%"
     return str(round(seconds / UNITS[unit][1]))
 
 
+_HEADERS = {
+    "cluster_utilization": ["Cluster", "Allocated", "Down", "PLND Down", "Idle", "Planned", "Reported"],
+    "user_topusage": ["Cluster", "Login", "Proper Name", "Account", "Used", "Energy"],
+    "account_utilization_by_user": ["Cluster", "Account", "Login", "Proper Name", "Used", "Energy"],
+}
 TRES = {"cpu": ("cpu_seconds", "cpu"), "gres/gpu": ("gpu_seconds", "gpu")}  # -T name -> (usage field, key)
 
 
@@ -48,10 +75,12 @@ def build(report: str, resp: pb.ReportResponse, unit: str, cluster: str, tres: S
     rows: list[list[str]] = []
     for name in tres:
         header, part = _build_one(report, resp, unit, cluster, name)
-        if tres_column:
-            at = 1 if report == "cluster_utilization" else len(header) - 2
-            header = [*header[:at], "TRES Name", *header[at:]]
-            part = [[*r[:at], name, *r[at:]] for r in part]
+        if tres_column and report == "cluster_utilization":
+            header = [header[0], "TRES Name", *header[1:]]
+            part = [[r[0], name, *r[1:]] for r in part]
+        elif tres_column:  # 22.05: "TRES Name" before Used, and no Energy column
+            header = [*header[:-2], "TRES Name", header[-2]]
+            part = [[*r[:-2], name, r[-2]] for r in part]
         rows.extend(part)
     return header, rows
 
@@ -59,7 +88,10 @@ def build(report: str, resp: pb.ReportResponse, unit: str, cluster: str, tres: S
 def _build_one(report: str, resp: pb.ReportResponse, unit: str, cluster: str,
                tres: str) -> tuple[list[str], list[list[str]]]:
     field, key = TRES[tres]
-    span = max(1, resp.end - resp.start)
+    since = resp.cluster_since - resp.cluster_since % 3600
+    if not resp.cluster_since or resp.end <= since:  # no hour of the period was recorded: no row, as 22.05
+        return _HEADERS[report], []
+    span = max(1, resp.end - max(resp.start, since))
     capacity = (resp.cluster_gpus if key == "gpu" else resp.cluster_cpus) * span
     usage = [(r.fields["account"], r.fields["user"], int(r.fields.get(field, "0") or 0)) for r in resp.rows]
     used = sum(u for _, _, u in usage)
@@ -69,14 +101,14 @@ def _build_one(report: str, resp: pb.ReportResponse, unit: str, cluster: str,
         free = max(0, total - used - down - pdown)
         planned = min(resp.totals[f"planned_{key}"], free)  # waiting jobs count only where CPUs were idle
         idle = free - planned
-        return (["Cluster", "Allocated", "Down", "PLND Down", "Idle", "Planned", "Reported"],
+        return (_HEADERS[report],
                 [[cluster, *(_amount(v, unit, total) for v in (used, down, pdown, idle, planned, total))]])
     if report == "user_topusage":
         per_user: dict[tuple[str, str], int] = defaultdict(int)
         for account, user, seconds in usage:
             per_user[(user, account)] += seconds
         ranked = sorted(per_user.items(), key=lambda kv: -kv[1])[:10]
-        return (["Cluster", "Login", "Proper Name", "Account", "Used", "Energy"],
+        return (_HEADERS[report],
                 [[cluster, u, u, a, _amount(s, unit, capacity or used), "0"] for (u, a), s in ranked])
     per_account: dict[str, int] = defaultdict(int)
     for account, _, seconds in usage:
@@ -87,12 +119,39 @@ def _build_one(report: str, resp: pb.ReportResponse, unit: str, cluster: str,
         for acc, user, seconds in sorted(usage):
             if acc == account:
                 rows.append([cluster, account, user, user, _amount(seconds, unit, capacity or used), "0"])
-    return ["Cluster", "Account", "Login", "Proper Name", "Used", "Energy"], rows
+    return _HEADERS[report], rows
+
+
+TITLES = {"cluster_utilization": "Cluster Utilization", "user_topusage": "Top 10 Users",
+          "account_utilization_by_user": "Cluster/Account/User Utilization"}
+
+
+def render(report: str, names: Sequence[str], rows: Sequence[Sequence[str]], *, start: int, end: int, unit: str,
+           tres: bool, parsable: str, header: bool) -> list[str]:
+    """The lines sreport prints: the title block (also above -P/-p output, as 22.05; -n drops it with
+    the column titles), then the table."""
+    from shoal.timefmt import format_timestamp
+
+    lines: list[str] = []
+    if header:
+        secs = "" if report == "cluster_utilization" else f" ({end - start} secs)"
+        label = "Percentage of Total" if unit == "percent" else UNITS[unit][0]
+        if tres:
+            label = label.replace("CPU", "TRES", 1)
+        rule = "-" * 80
+        lines += [rule, f"{TITLES[report]} {format_timestamp(start)} - {format_timestamp(end - 1)}{secs}",
+                  f"Usage reported in {label}", rule]
+    if not parsable:
+        return lines + table(names, rows, header)
+    end_mark = "|" if parsable == "p" else ""
+    if header:
+        lines.append("|".join(names) + end_mark)
+    return lines + ["|".join(row) + end_mark for row in rows]
 
 
 def main(argv: list[str] | None = None) -> int:
     def body() -> int:
-        from shoal.timefmt import format_timestamp, parse_datetime
+        from shoal.timefmt import parse_datetime
 
         words = list(sys.argv[1:] if argv is None else argv)
         unit, parsable, header = "minutes", "", True
@@ -133,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise CommandError(f"Invalid time: {value}") from exc
             else:
                 rest.append(word.lower())
+        start, end = period(start, end)
         unit = {"hour": "hours", "minute": "minutes", "percent": "percent", "seconds": "seconds"}.get(unit, unit)
         if unit not in (*UNITS, "percent"):
             raise CommandError(f"Unknown time format '{unit}'")
@@ -154,29 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         except AgentError as exc:
             raise CommandError(exc.message) from exc
         names, rows = build(report, resp, unit, cluster or _cluster(), tres or ("cpu",), tres_column=bool(tres))
-        out = sys.stdout
-        if parsable:
-            end_mark = "|" if parsable == "p" else ""
-            if header:
-                out.write("|".join(names) + end_mark + "\n")
-            for row in rows:
-                out.write("|".join(row) + end_mark + "\n")
-            return 0
-        title = {"cluster_utilization": "Cluster Utilization", "user_topusage": "Top 10 Users",
-                 "account_utilization_by_user": "Cluster/Account/User Utilization"}[report]
-        if header:
-            rule = "-" * 80
-            out.write(f"{rule}\n{title} {format_timestamp(start)} - {format_timestamp(end - 1)}\n")
-            label = "CPU Percentage" if unit == "percent" else UNITS[unit][0]
-            if tres:
-                label = label.replace("CPU", "TRES", 1)
-            out.write(f"Usage reported in {label}\n{rule}\n")
-        widths = [max(9, len(n), *(len(r[i]) for r in rows)) for i, n in enumerate(names)]
-        if header:
-            out.write(" ".join(n.rjust(w) for n, w in zip(names, widths, strict=True)) + " \n")
-            out.write(" ".join("-" * w for w in widths) + " \n")
-        for row in rows:
-            out.write(" ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) + " \n")
+        for line in render(report, names, rows, start=start, end=end, unit=unit, tres=bool(tres),
+                           parsable=parsable, header=header):
+            sys.stdout.write(line + "\n")
         return 0
 
     return run_main(PROG, body)

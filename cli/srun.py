@@ -169,6 +169,26 @@ def exit_messages(exits: dict[int, TaskExit]) -> list[str]:
     return lines
 
 
+# a task ended by one of these makes 22.05's srun say the step was force-terminated; other signals
+# (SIGINT, SIGSEGV, SIGUSR1...) only get the task's error line (measured on the running one)
+FORCE_TERMINATING = (signal.SIGKILL, signal.SIGTERM)
+
+
+def force_terminated(exits: dict[int, TaskExit], step_text: str) -> list[str]:
+    """`srun: Force Terminated StepId=J.S` after the error lines, when a task was killed or terminated."""
+    if any(e.signal in FORCE_TERMINATING and not e.oom for e in exits.values()):
+        return [f"srun: Force Terminated {step_text}"]
+    return []
+
+
+def _still_running(job_id: int) -> bool:
+    try:
+        current = get_job(job_id)
+    except CommandError:
+        return False
+    return current is not None and current.state == jobs_pb2.RUNNING
+
+
 def step_exit_status(exits: dict[int, TaskExit]) -> int:
     return max((e.status for e in exits.values()), default=0)
 
@@ -457,6 +477,10 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     io.close()
     for line in exit_messages({t: e for t, e in exits.items() if t not in reported}):
         print(line, file=sys.stderr)
+    forced = [] if interrupts.cancelled or killed.is_set() else force_terminated(exits, step_text)
+    if forced and _still_running(job.job_id):  # not when scancel or the time limit ended the job (22.05)
+        for line in forced:
+            print(line, file=sys.stderr)
     status = step_exit_status(exits)
     missing = step.num_tasks - len(exits)
     if missing and not status:

@@ -256,16 +256,23 @@ def _add(session: Session, kind: str, names: list[str], values: dict[str, str]) 
             _ensure_root(session, cluster)
         if parent != "root" and session.get(Account, parent) is None:
             raise AdminError(f"Parent account {parent} doesn't exist.")
+        assocs: list[str] = []
         for name in names:
             if session.get(Account, name) is None:
                 session.add(Account(name=name, parent=parent, description=values.get("description", name),
                                     organization=values.get("organization", parent if parent != "root" else name)))
-                changes.append(f"  Account        {name}")
+                changes.append(f"  {name}")
             for cluster in clusters:
                 row, new = _ensure_assoc(session, cluster, name, "", partition)
                 _apply(row, ASSOC_KEYS, values)
                 if new:
-                    changes.append(f"  A = {name:<10} C = {cluster:<10}")
+                    assocs.append(f"  A = {name:<10} C = {cluster:<10}")
+        # 22.05's plan: the new accounts, their settings (its words for the defaults), the associations
+        if changes:
+            changes += [" Settings", f"  Description     = {values.get('description', 'Account Name')}",
+                        f"  Organization    = {values.get('organization', 'Parent/Account Name')}"]
+        if assocs:
+            changes += [" Associations", *assocs]
         return changes
     if kind in ("user", "association"):
         accounts = _list(values, "account", "accounts", "defaultaccount")
@@ -483,7 +490,7 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
                          "usagefactor": f"{q.usage_factor:.6f}", "maxwall": _wall(q.max_wall_min),
                          "maxtres": q.max_tres_per_job, "grptres": q.grp_tres, "grpjobs": _limit(q.grp_jobs),
                          "maxjobspu": _limit(q.max_jobs_per_user), "maxsubmitpu": _limit(q.max_submit_per_user),
-                         "description": q.description, "grpwall": _wall(q.grp_wall_min),
+                         "description": q.description, "descr": q.description, "grpwall": _wall(q.grp_wall_min),
                          "grptresmins": q.grp_tres_mins, "maxtresmins": q.max_tres_mins_per_job,
                          "grptresrunmin": q.grp_tres_run_mins, "maxtrespu": q.max_tres_per_user})
         return rows
@@ -503,8 +510,9 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
             return [{"user": u.name, "def acct": u.default_account, "defaultaccount": u.default_account,
                      "admin": u.admin_level, "adminlevel": u.admin_level} for u in users]
         out = []
-        for u in users:
-            for row in _matching_assocs(session, "user", [u.name], where):
+        for u in users:  # 22.05 lists a user's associations by cluster, account and partition
+            assocs = _matching_assocs(session, "user", [u.name], where)
+            for row in sorted(assocs, key=lambda a: (a.cluster, a.account, a.partition)):
                 out.append({"def acct": u.default_account, "defaultaccount": u.default_account,
                             "admin": u.admin_level, "adminlevel": u.admin_level, **_fields(session, row)})
         return out

@@ -8,6 +8,7 @@ objects). Only node events (rare, order-dependent) go one by one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -46,6 +47,8 @@ def apply_records(session: Session, req: pb.SendRecordsRequest) -> tuple[int, in
         session.add(row)
     if req.cluster_cpus:
         row.cpus = req.cluster_cpus
+        if not row.created:  # its first registration: sreport reports from then on
+            row.created = int(time.time())
     if req.cluster_gpus:
         row.gpus = req.cluster_gpus
     if req.control_host:

@@ -182,6 +182,10 @@ def report(session: Session, req: pb.ReportRequest) -> pb.ReportResponse:
     cluster_row = session.get(Cluster, req.cluster) if req.cluster else None
     out.cluster_cpus = cluster_row.cpus if cluster_row is not None else 0
     out.cluster_gpus = cluster_row.gpus if cluster_row is not None else 0
+    if req.cluster:
+        first_hour = session.scalar(select(func.min(Usage.hour)).where(Usage.cluster == req.cluster))
+        known = [t for t in (cluster_row.created if cluster_row is not None else 0, first_hour or 0) if t]
+        out.cluster_since = min(known) if known else 0
     if req.report == "cluster_utilization" and req.cluster:
         out.totals.update(_node_time(session, req))
         out.totals.update(_planned_time(session, req))

@@ -96,7 +96,12 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
         try:
             with self._sessions() as session:
                 if not self._privileged(uid) and not admin.is_admin(session, _user_name(uid)):
-                    context.abort(grpc.StatusCode.PERMISSION_DENIED, NOT_ADMIN)
+                    if request.action != "add":
+                        context.abort(grpc.StatusCode.PERMISSION_DENIED, NOT_ADMIN)
+                    # 22.05 shows a user the plan of an add, then refuses it: compute it, keep nothing
+                    changes = admin.modify(session, request)
+                    session.rollback()
+                    return pb.ModifyResponse(changes=changes, denied=True)
                 changes = admin.modify(session, request)
                 if request.commit:
                     session.commit()

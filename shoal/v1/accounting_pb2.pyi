@@ -950,6 +950,9 @@ class ModifyResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CHANGES_FIELD_NUMBER: _builtins.int
+    DENIED_FIELD_NUMBER: _builtins.int
+    denied: _builtins.bool
+    """an add the caller may not make: `changes` is the plan sacctmgr shows before 22.05's refusal"""
     @_builtins.property
     def changes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """what was (or would be) changed, one line each"""
@@ -958,10 +961,11 @@ class ModifyResponse(_message.Message):
         self,
         *,
         changes: _abc.Iterable[_builtins.str] | None = ...,
+        denied: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "denied", b"denied"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1092,11 +1096,16 @@ class ReportResponse(_message.Message):
     CLUSTER_CPUS_FIELD_NUMBER: _builtins.int
     CLUSTER_GPUS_FIELD_NUMBER: _builtins.int
     TOTALS_FIELD_NUMBER: _builtins.int
+    CLUSTER_SINCE_FIELD_NUMBER: _builtins.int
     start: _builtins.int
     end: _builtins.int
     cluster_cpus: _builtins.int
     """CPUs the cluster reported (for utilization)"""
     cluster_gpus: _builtins.int
+    cluster_since: _builtins.int
+    """when the cluster first registered (or its first usage hour): sreport shows no row for a period
+    before it, as 22.05 has no rolled-up hours for it; 0: never registered
+    """
     @_builtins.property
     def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___AcctRow]: ...
     @_builtins.property
@@ -1115,10 +1124,11 @@ class ReportResponse(_message.Message):
         cluster_cpus: _builtins.int = ...,
         cluster_gpus: _builtins.int = ...,
         totals: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        cluster_since: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_cpus", b"cluster_cpus", "cluster_gpus", b"cluster_gpus", "end", b"end", "rows", b"rows", "start", b"start", "totals", b"totals"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_cpus", b"cluster_cpus", "cluster_gpus", b"cluster_gpus", "cluster_since", b"cluster_since", "end", b"end", "rows", b"rows", "start", b"start", "totals", b"totals"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -390,6 +390,7 @@ _ID_CONTEXTS = re.compile(
     r"|(?<=[\w][-_])(\d+)(?=\.(?:out|err)\b)"  # job.sh's -o name-%j.out
     r"|(?<=\|)(\d+)(?=\||$)"  # a parsable column (sacct JobIDRaw)
 )
+_STEP_ID = re.compile(r"\bStepId=(\d+)(?=\.)")
 _ISO = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\b")
 _CTIME = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
                     r"[ \d]\d \d\d:\d\d:\d\d \d{4}\b")
@@ -449,6 +450,11 @@ def normalise(text: str, facts: Facts) -> str:
         return m.group(0)[: m.start(g) - m.start()] + f"J{rank[jid]}"
 
     text = _ID_CONTEXTS.sub(job, text)
+    # a step of an allocation srun made itself: its job id is printed nowhere else, so it is S1, S2 ...
+    # by first appearance (the same job named twice is still the same on the other side)
+    steps: dict[int, str] = {}
+    text = _STEP_ID.sub(lambda m: m.group(0) if int(m.group(1)) in rank else
+                        "StepId=" + steps.setdefault(int(m.group(1)), f"S{len(steps) + 1}"), text)
     if facts.conf:
         text = text.replace(facts.conf, "<CONF>")
     for path in sorted({facts.workdir, *CAPTURE_DIRS, *facts.paths}, key=len, reverse=True):

@@ -67,6 +67,14 @@ def test_job_ids_keep_their_order_and_identity() -> None:
     assert "NumCPUs=20" in normalise("JobId=20 NumCPUs=20 mem=20G\n", REAL)
 
 
+def test_steps_of_an_allocation_srun_made_are_numbered_by_appearance() -> None:
+    real = "srun: Force Terminated StepId=329.0\nsrun: Force Terminated StepId=330.0\n"
+    assert normalise(real, REAL) == normalise("srun: Force Terminated StepId=4.0\nsrun: Force Terminated StepId=7.0\n",
+                                              SHOAL)
+    assert normalise(real, REAL) != normalise("srun: Force Terminated StepId=4.0\nsrun: Force Terminated StepId=4.0\n",
+                                              SHOAL)
+
+
 def test_submitted_ids_come_from_what_commands_print() -> None:
     text = ("Submitted batch job 41\n42\n43;realslurm\nsrun: job 44 queued and waiting for resources\n"
             "salloc: Granted job allocation 45\nSLURM_JOB_ID=46\n")

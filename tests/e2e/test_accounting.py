@@ -54,8 +54,19 @@ def test_user_without_association_is_refused(acct: Cluster, workdir: Path) -> No
 
 
 def test_only_admins_change_accounting(acct: Cluster, workdir: Path) -> None:
+    # 22.05 (scenario 110 and the running one): a user's add shows its plan, then is refused; a user's
+    # modify or delete is refused at once; nothing changes
+    cluster = acct.ok("sacctmgr", "-P", "-n", "show", "cluster", "format=cluster").strip()
     out = acct.run("sacctmgr", "-i", "add", "account", "sneaky", user=NOBODY, cwd=workdir)
-    assert out.returncode != 0 and "privilege" in out.stderr
+    assert (out.returncode, out.stdout, out.stderr) == (1, (
+        " Adding Account(s)\n  sneaky\n Settings\n  Description     = Account Name\n"
+        f"  Organization    = Parent/Account Name\n Associations\n  A = sneaky     C = {cluster:<10}\n"),
+        " Problem adding accounts: Access/permission denied\n")
+    out = acct.run("sacctmgr", "-i", "modify", "user", "nobody", "set", "maxjobs=9", user=NOBODY, cwd=workdir)
+    assert (out.returncode, out.stdout, out.stderr) == (1, "", (
+        "sacctmgr: error: Your user doesn't have privilege to perform this action\n"
+        " Error with request: Access/permission denied\n"))
+    assert "sneaky" not in acct.ok("sacctmgr", "-P", "-n", "show", "account", "format=account")
 
 
 def test_max_jobs_keeps_the_second_job_pending(acct: Cluster, workdir: Path) -> None:

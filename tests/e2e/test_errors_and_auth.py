@@ -54,6 +54,30 @@ def test_a_request_no_node_can_hold_says_why_first(cluster: Cluster) -> None:
                                                "configuration is not available\n")
 
 
+@pytest.mark.parametrize(("prog", "failed"), [("sbatch", "Batch job submission failed"),
+                                             ("srun", "Unable to allocate resources"),
+                                             ("salloc", "Job submit/allocate failed")])
+def test_an_unknown_partition_is_named_first(cluster: Cluster, prog: str, failed: str) -> None:
+    # 22.05 (scenarios 100, 108 and the running one): the first unknown name of the -p list
+    known = cluster.ok("sinfo", "-h", "-o", "%R").split()[0]
+    tail = ("--wrap", "true") if prog == "sbatch" else ("true",)
+    for partitions in ("nosuch", f"{known},nosuch,other"):
+        out = cluster.run(prog, "-p", partitions, *tail)
+        assert (out.returncode, out.stderr) == (1, f"{prog}: error: invalid partition specified: nosuch\n"
+                                                   f"{prog}: error: {failed}: Invalid partition name specified\n")
+
+
+@pytest.mark.parametrize("prog", ["srun", "salloc"])
+def test_immediate_fails_at_once_when_no_partition_can_take_the_job(cluster: Cluster, prog: str) -> None:
+    # 22.05 (scenario 116 and the running one): -I alone does not queue a job its partition cannot take
+    out = cluster.run(prog, "-N99", "-I", "true")
+    failed = "Job submit/allocate failed" if prog == "salloc" else "Unable to allocate resources"
+    last = f"{prog}: error: {failed}: Requested partition configuration not available now\n"
+    assert out.returncode == 1 and out.stderr.endswith(last), out.stderr
+    assert "queued" not in out.stderr and "not available now\n" + last not in out.stderr
+    assert cluster.ok("squeue", "-h", "-o", "%i") == ""
+
+
 def test_malformed_directive_is_refused(cluster: Cluster, tmp_path: Path) -> None:
     script = tmp_path / "bad.sh"
     script.write_text("#!/bin/bash\n#SBATCH --nodes=lots\necho hi\n")

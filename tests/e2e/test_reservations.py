@@ -168,7 +168,7 @@ def test_a_reservation_keeps_others_off_its_nodes_while_its_user_runs_there(clus
     assert cluster.ok("squeue", "-h", "-R", "mine", "-o", "%i").split() == [str(mine)]
     assert cluster.state(second) == "PENDING"
     moved = cluster.run("scontrol", "update", f"JobId={second}", "Reservation=mine")
-    assert (moved.returncode, moved.stderr) == (1, "slurm_update error: Access denied to requested reservation\n")
+    assert (moved.returncode, moved.stderr) == (1, f"Access denied to requested reservation for job {second}\n")  # 22.05
     # root may not use it; an unknown name is invalid
     denied = cluster.run("sbatch", "--reservation=mine", "--wrap", "true")
     assert (denied.returncode, denied.stderr) == (

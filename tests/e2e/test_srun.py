@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -73,6 +74,17 @@ def test_exit_status_and_messages(cluster: Cluster, argv: tuple[str, ...], code:
     assert message in out.stderr.splitlines()
     if "no-such-command-xyz" in argv:
         assert "execve(): no-such-command-xyz: No such file or directory" in out.stderr
+
+
+@pytest.mark.parametrize(("sig", "what", "forced"), [("KILL", "Killed", True), ("TERM", "Terminated", True),
+                                                    ("USR1", "User defined signal 1", False)])
+def test_a_task_killed_by_a_signal_force_terminates_the_step(cluster: Cluster, sig: str, what: str,
+                                                             forced: bool) -> None:
+    # 22.05 (scenario 125 and the running one): SIGKILL and SIGTERM add the step's Force Terminated line
+    out = cluster.run("srun", "-n1", "bash", "-c", f"kill -{sig} $$")
+    tail = r"srun: Force Terminated StepId=\d+\.0\n" if forced else ""
+    assert out.returncode == 128 + getattr(signal, f"SIG{sig}")
+    assert re.fullmatch(f"srun: error: node1: task 0: {what}\n{tail}", out.stderr), out.stderr
 
 
 def test_kill_on_bad_exit_ends_the_other_tasks(cluster: Cluster) -> None:
@@ -194,8 +206,9 @@ def test_scancel_kills_every_step(cluster: Cluster) -> None:
     proc = _srun_process(cluster, "-N2", "-n2", "-J", "victim", "sleep", "60")
     step = _wait_running_step(cluster, "victim")
     cluster.ok("scancel", step.split(".")[0])
-    proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode != 0
+    assert "Force Terminated" not in err  # 22.05: a cancelled step is not force-terminated by srun
     assert cluster.state(step.split(".")[0]) == "CANCELLED"
 
 

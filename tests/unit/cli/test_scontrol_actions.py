@@ -94,7 +94,7 @@ def test_compress_in_order(names: Any, expected: Any) -> None:
             'No valid entity in update command\nInput line must include "NodeName", "PartitionName", '
             '"Reservation=<reservation_name>", or "JobId"\n',
         ),
-        (["update", "JobId=abc", "TimeLimit=5"], "", "slurm_update error: Invalid job id specified\n"),
+        (["update", "JobId=abc", "TimeLimit=5"], "", "Invalid job id specified for job abc\n"),  # 22.05
         (["-Q", "foo"], "", ""),
     ],
     ids=[
@@ -176,3 +176,19 @@ def test_version(args: Any) -> None:
 )
 def test_keyword_abbreviations(word: Any, full: Any, least: Any, ok: Any) -> None:
     assert scontrol.matches(word, full, least) is ok
+
+
+@pytest.mark.parametrize(("action", "message", "lines"), [
+    # 187: a user raising a pending job's limit over the partition's MaxTime
+    ("update", "Access/permission denied", ["Access/permission denied for job 12"]),
+    ("update", "Access denied to requested reservation", ["Access denied to requested reservation for job 12"]),
+    ("requeue", "Invalid job id specified", ["Invalid job id specified for job 12"]),
+    # 113: hold, uhold and release add slurm_suspend's line
+    ("hold", "Invalid user id", ["Invalid user id for job 12", "slurm_suspend error: Invalid user id"]),
+    ("release", "Invalid job id specified",
+     ["Invalid job id specified for job 12", "slurm_suspend error: Invalid job id specified"]),
+], ids=["update", "reservation", "requeue", "hold", "release"])
+def test_refused_job_lines_as_slurm(action: str, message: str, lines: list[str]) -> None:
+    from cli.scontrol import refusal_lines
+
+    assert refusal_lines(action, "12", message) == lines

@@ -180,7 +180,11 @@ def test_oversubscribe_as_2205(state: int, exclusive: bool, holds_alone: bool, s
 
 
 def test_array_task_record_head() -> None:
+    # 22.05 (scenario 134): a task still in the pending array is shown under the array's id; one that
+    # has started has its own
     task = pending_array()[1]
+    assert show.format_job(task, NOW).splitlines()[0] == "JobId=30 ArrayJobId=30 ArrayTaskId=2 JobName=arr"
+    task.state, task.nodes, task.start_time = jobs_pb2.RUNNING, "node1", NOW - 5
     assert show.format_job(task, NOW).splitlines()[0] == "JobId=31 ArrayJobId=30 ArrayTaskId=2 JobName=arr"
 
 

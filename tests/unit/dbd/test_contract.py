@@ -254,6 +254,23 @@ def test_refusals(sessions: sessionmaker[Session], call: tuple[str, str, list[st
         modify(sessions, *call, **values)
 
 
+def test_user_withassoc_rows_by_account_name(sessions: sessionmaker[Session]) -> None:
+    # 22.05 (164_sacctmgr_user_withassoc): a user's associations by account name, not by when they were
+    # added (alice's default account research was added first)
+    build_tree(sessions)
+    modify(sessions, "add", "account", ["aardvark"])
+    modify(sessions, "add", "user", ["alice"], account="aardvark")
+    with sessions() as session:
+        rows = admin.show(session, pb.ShowRequest(kind="user", with_assoc=True))
+    assert [(r["user"], r["account"]) for r in rows if r["user"] != "root"] == [
+        ("alice", "aardvark"), ("alice", "physics"), ("alice", "research"), ("bob", "physics")]
+
+
+def test_qos_descr_column(sessions: sessionmaker[Session]) -> None:
+    modify(sessions, "add", "qos", ["high"], description="urgent work")
+    assert {r["name"]: r["descr"] for r in show(sessions, "qos")}["high"] == "urgent work"
+
+
 def test_qos_add_modify_show(sessions: sessionmaker[Session]) -> None:
     modify(sessions, "add", "qos", ["high"], priority="10", maxwall="1:00:00")
     modify(sessions, "modify", "qos", ["high"], maxjobsperuser="2")
@@ -284,6 +301,20 @@ def test_one_batch_with_a_jobs_whole_life_and_its_steps(sessions: sessionmaker[S
     with sessions() as session:
         rows = queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).rows
     assert [r.fields["cpu_seconds"] for r in rows] == [str(300 * 60 * 2)]
+
+
+def test_report_says_since_when_the_cluster_is_known(sessions: sessionmaker[Session]) -> None:
+    # sreport prints no row for a period before it (22.05 has no rolled-up hours for it)
+    with sessions() as session:
+        assert queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).cluster_since == 0
+    send(sessions, [job(1, start_time=3600, end_time=3700)])  # usage from the 3600 hour, registered now
+    with sessions() as session:
+        assert queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).cluster_since == 3600
+    before = int(time.time())
+    with sessions.begin() as session:
+        ingest.apply_records(session, pb.SendRecordsRequest(cluster="c2", epoch="e1", cluster_cpus=4))
+    with sessions() as session:
+        assert queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c2")).cluster_since >= before
 
 
 def test_usage_accumulates_across_batches(sessions: sessionmaker[Session]) -> None:

@@ -77,7 +77,33 @@ def test_parsable(mode: str, end: str) -> None:
 def test_allocations_only_and_widths() -> None:
     fields = parse_format("JobID%5,State%4")
     lines = render(group_rows(JOBS[:1], with_steps=False), fields, parsable="", header=False, now=200)
-    assert lines == ["1     COM+ "]
+    assert lines == ["    1 COM+ "]  # a width given right-aligns JobID too (22.05: `sacct -o jobid%5`)
+
+
+# What 22.05 printed for `sacct -X -j J -o FIELD` and `-o FIELD%N` (captures 152, 154 and the running one):
+# without a width JobID, JobIDRaw and DBIndex are left-aligned, every other field right-aligned; a typed
+# width right-aligns every field.
+@pytest.mark.parametrize("fmt,expected", [
+    ("JobID,State,ExitCode,DerivedExitCode", [
+        "JobID             State ExitCode DerivedExitCode ",
+        "------------ ---------- -------- --------------- ",
+        "33               FAILED      0:9             0:0 "]),
+    ("JobID%20,JobName%15,State%12", [
+        "               JobID         JobName        State ",
+        "-------------------- --------------- ------------ ",
+        "                  33       signalled       FAILED "]),
+    ("JobIDRaw,NodeList,User%6", [
+        "JobIDRaw            NodeList   User ",
+        "------------ --------------- ------ ",
+        "33                     node1      u "]),
+    ("JobIDRaw%8,NodeList%6,Reason", [
+        "JobIDRaw NodeLi                 Reason ",
+        "-------- ------ ---------------------- ",
+        "      33  node1                   None "]),
+], ids=["derived exit code 15 wide", "widths given", "defaults", "given and default"])
+def test_column_widths_and_alignment(fmt: str, expected: list[str]) -> None:
+    rows = group_rows([acct(33, "signalled", "FAILED", 0, 9, user="u", reason="None")], with_steps=False)
+    assert render(rows, parse_format(fmt), parsable="", header=True, now=200) == expected
 
 
 @pytest.mark.parametrize("given,ids,steps", [
@@ -93,7 +119,7 @@ def test_job_id_forms(given: list[str], ids: list[str], steps: dict[str, set[str
 
 
 def _usage(*rows: tuple[str, str, int]) -> pb.ReportResponse:
-    resp = pb.ReportResponse(start=0, end=3600, cluster_cpus=4)
+    resp = pb.ReportResponse(start=0, end=3600, cluster_cpus=4, cluster_since=1)
     for account, user, seconds in rows:
         resp.rows.add(fields={"cluster": "c", "account": account, "user": user, "cpu_seconds": str(seconds)})
     return resp
@@ -210,7 +236,7 @@ def test_sacctmgr_show_qos_default_layout_as_slurm() -> None:
     ],
 )
 def test_format_names_are_slurms(text: str, names: list[str]) -> None:
-    assert [n for n, _ in parse_format(text)] == names
+    assert [c.name for c in parse_format(text)] == names
 
 
 def test_an_unknown_format_field_is_refused() -> None:

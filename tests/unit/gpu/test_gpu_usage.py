@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.sacct import Row, render
+from cli.sacct import Row, parse_format, render
 from noded.gpu.fake_nvml import USAGE_ENV, FakeNvml
 from noded.gpu.usage import GpuSampler, GpuUsage
 from shoal.acct_records import JobRec, StepRec
@@ -59,7 +59,7 @@ def test_sacct_prints_gpu_terms_in_tres_usage_columns() -> None:
                     gpu_util_avg=40, gpu_util_max=75, gpu_mem_max_mb=3000)
     plain = StepRec(job_id=5, step_id=0, name="true", cpu_time_s=1, max_rss_kb=100)
     idle = StepRec(job_id=5, step_id=1, name="idle")
-    fields = [("JobID", 12), ("TRESUsageInMax", 10), ("TRESUsageInAve", 10)]
+    fields = parse_format("JobID,TRESUsageInMax,TRESUsageInAve")
     rows = [Row(job, s, job_id="5") for s in (batch, plain, idle)]
     assert render(rows, fields, parsable="p", header=False, now=0) == [
         "5.batch|cpu=00:01:05,energy=0,mem=2048K,gres/gpumem=3000M,gres/gpuutil=75|"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.srun import exit_messages, split_export, step_exit_status, task_export
+from cli.srun import exit_messages, force_terminated, split_export, step_exit_status, task_export
 from cli.stepio import TaskExit
 from noded.tasks import expand_pattern
 
@@ -23,6 +23,18 @@ def test_an_oom_killed_task_is_reported_as_slurm_does() -> None:
     exits = {0: TaskExit("node1", 0, 9, oom=True), 1: TaskExit("node1", 0, 0)}
     assert exit_messages(exits) == ["srun: error: node1: task 0: Out Of Memory"]
     assert step_exit_status(exits) == 253  # 128 + 125, Slurm's SIG_OOM as a signal number
+
+
+@pytest.mark.parametrize(("sig", "oom", "lines"), [
+    (9, False, ["srun: Force Terminated StepId=5.0"]),  # 125: kill -9 $$
+    (15, False, ["srun: Force Terminated StepId=5.0"]),
+    (10, False, []), (11, False, []), (2, False, []),  # USR1, SEGV, INT: only the task's line (22.05)
+    (9, True, []),
+    (0, False, []),
+], ids=["KILL", "TERM", "USR1", "SEGV", "INT", "oom", "exit"])
+def test_force_terminated_after_a_kill_or_term(sig: int, oom: bool, lines: list[str]) -> None:
+    exits = {0: TaskExit("node1", 0 if sig else 3, sig, oom=oom), 1: TaskExit("node1", 0, 0)}
+    assert force_terminated(exits, "StepId=5.0") == lines
 
 
 @pytest.mark.parametrize(
