@@ -15,7 +15,6 @@ from shoal import version_line
 
 if TYPE_CHECKING:
     from ctld.controller import Controller
-    from ctld.node_client import GrpcNodeActions
 
 PROG = "shoal-ctld"
 
@@ -84,7 +83,6 @@ def main(argv: list[str] | None = None) -> int:
 
     actions = GrpcNodeActions(key)
     controller = Controller(cfg, store, key, actions)
-    actions.controller = controller
     address = f"{cfg.control_addr}:{cfg.slurmctld_port}"
     try:
         server = make_server([address], key, max_workers=32)
@@ -112,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     threads = [
         threading.Thread(target=_scheduler_loop, args=(controller, stop, args.sched_interval), daemon=True, name="sched"),
-        threading.Thread(target=_housekeeping_loop, args=(controller, actions, stop), daemon=True, name="housekeeping"),
+        threading.Thread(target=_housekeeping_loop, args=(controller, stop), daemon=True, name="housekeeping"),
         threading.Thread(target=controller.accounting.run, args=(stop,), daemon=True, name="accounting"),
     ]
     for t in threads:
@@ -141,7 +139,7 @@ def _scheduler_loop(controller: Controller, stop: threading.Event, interval: flo
             log.exception("scheduling cycle failed")
 
 
-def _housekeeping_loop(controller: Controller, actions: GrpcNodeActions, stop: threading.Event) -> None:
+def _housekeeping_loop(controller: Controller, stop: threading.Event) -> None:
     log = logging.getLogger("shoal.ctld.housekeeping")
     ping_every = max(1.0, min(controller.cfg.slurmd_timeout / 3.0, 30.0)) if controller.cfg.slurmd_timeout else 30.0
     last_ping = 0.0
@@ -151,8 +149,7 @@ def _housekeeping_loop(controller: Controller, actions: GrpcNodeActions, stop: t
             now = controller.clock()
             if now - last_ping >= ping_every:
                 last_ping = now
-                for node in controller.nodes_to_ping():
-                    actions.ping(node)
+                controller.ping_nodes()
         except Exception:
             log.exception("housekeeping failed")
 

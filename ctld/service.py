@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import grpc
 
-from ctld import reservations
 from ctld.controller import Caller, Controller
 from ctld.errors import SlurmError
 from shoal.rpc.server import current_caller
@@ -119,25 +118,25 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     def CreateReservation(self, request, context):  # type: ignore[no-untyped-def]
         try:
-            return reservations.create(self.ctl, request, _caller())
+            return self.ctl.create_reservation(request, _caller())
         except SlurmError as exc:
             _abort(context, exc)
 
     def UpdateReservation(self, request, context):  # type: ignore[no-untyped-def]
         try:
-            return reservations.update(self.ctl, request, _caller())
+            return self.ctl.update_reservation(request, _caller())
         except SlurmError as exc:
             _abort(context, exc)
 
     def DeleteReservation(self, request, context):  # type: ignore[no-untyped-def]
         try:
-            reservations.delete(self.ctl, request, _caller())
+            self.ctl.delete_reservation(request, _caller())
         except SlurmError as exc:
             _abort(context, exc)
         return controller_pb2.DeleteReservationResponse()
 
     def GetReservations(self, request, context):  # type: ignore[no-untyped-def]
-        return reservations.get(self.ctl, request)
+        return self.ctl.get_reservations(request)
 
     def PushLimits(self, request, context):  # type: ignore[no-untyped-def]
         self._node_only(context)  # shoal-dbd, with the cluster key
