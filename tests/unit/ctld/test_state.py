@@ -116,8 +116,8 @@ def test_read_rpcs_write_nothing_to_the_store(tmp_path: Path, read) -> None:  # 
     h = Harness.of(cluster().nodes(1).set(PriorityType="priority/multifactor"), tmp_path)
     h.submit(job())
     h.schedule()
-    h.advance(120)  # past the ledger's save interval: a write path would save it now
     h.submit(job())  # a pending job for sprio
+    h.advance(120)  # past the ledger's save interval: a write path would save it now
     before = h.ctl.store.get_meta(SHARES_META_KEY)
     changes = h.ctl.store._db.total_changes
     read(h)
