@@ -49,11 +49,11 @@ def schedule(state: ClusterState) -> int:
         _recalculate_running(state, snap, now)
         result = sched_cycle.run_cycle(snap, now)
         array_reason: dict[int, str] = {}
-        for job_id in sorted(result.reasons):
+        for job_id in sorted(result.verdicts):
             waiting = by_id.get(job_id)
             if waiting is None:
                 continue
-            reason = result.reasons[job_id]
+            reason = result.verdicts[job_id].reason
             if waiting.array_job_id:
                 # squeue shows an array's pending tasks as one record with one reason, as Slurm
                 reason = array_reason.setdefault(waiting.array_job_id, reason)
