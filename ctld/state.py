@@ -62,6 +62,7 @@ class Transaction:
     deleted_reservations: list[str] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)
     effects: list[Effect] = field(default_factory=list)
+    committed: list[Effect] = field(default_factory=list)
 
     def save(self, *jobs: jobs_pb2.JobInfo) -> None:
         """Write these jobs (as they are at commit) and queue their accounting records."""
@@ -91,8 +92,10 @@ class Transaction:
         """Run `effect` (a node call) once the lock is released and the change committed."""
         self.effects.append(effect)
 
-    def after_all(self, effects: list[Effect]) -> None:
-        self.effects.extend(effects)
+    def on_commit(self, change: Effect) -> None:
+        """Run `change` (to memory) once the store has committed, still under the lock: memory never
+        holds what the store does not."""
+        self.committed.append(change)
 
 
 class ClusterState:
@@ -188,9 +191,12 @@ class ClusterState:
             yield
 
     def _commit(self, tx: Transaction) -> None:
-        if not (tx.jobs or tx.runs or tx.nodes or tx.deleted_jobs or tx.reservations or tx.deleted_reservations
-                or tx.meta):
-            return
+        if tx.jobs or tx.runs or tx.nodes or tx.deleted_jobs or tx.reservations or tx.deleted_reservations or tx.meta:
+            self._write(tx)
+        for change in tx.committed:
+            change()
+
+    def _write(self, tx: Transaction) -> None:
         now = self.now()
         with self.store.transaction() as stx:
             for job in tx.jobs.values():

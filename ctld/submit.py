@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 
 from ctld import jobs as jobrec
 from ctld import reservations as resv
@@ -87,8 +88,7 @@ def submit(
         state.next_job_id = first + count
         tx.save(*records)
         tx.set_meta("next_job_id", str(state.next_job_id))
-        for rec in records:
-            state.jobs[rec.job_id] = rec
+        tx.on_commit(partial(state.jobs.update, {rec.job_id: rec for rec in records}))  # known once durable
     state.wake.set()
     return controller_pb2.SubmitJobResponse(job_id=first, pending_note=sched_submit.pending_note(req, snap))
 

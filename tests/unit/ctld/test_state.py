@@ -3,6 +3,7 @@ read RPCs write nothing to the store."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -132,3 +133,11 @@ def test_housekeeping_saves_the_fair_share_ledger(tmp_path: Path) -> None:
     h.advance(120)
     h.tick()
     assert h.ctl.store.get_meta(SHARES_META_KEY)
+
+
+def test_a_submit_whose_commit_fails_leaves_no_job_in_memory(tmp_path: Path) -> None:
+    h = Harness.of(cluster().nodes(1), tmp_path)
+    h.ctl.store._db.close()  # the disk is gone: the commit fails
+    with pytest.raises(sqlite3.Error):
+        h.submit(job())
+    assert h.ctl.jobs == {}
