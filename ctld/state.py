@@ -4,7 +4,9 @@ Every change goes through `with state.transaction() as tx:` — the lock is held
 block saves (`tx.save(job)`, `tx.save_node(node)`, `tx.record_run(run)`, ...) is written to the store in one
 commit at its end, still under the lock, so the caller is answered only after it is durable; the node
 calls it queued (`tx.after(effect)`) run after the lock is released and the commit made. A block that
-raises writes nothing and runs no effect. Nothing else in ctld takes the lock or writes the store.
+raises writes nothing and runs no effect (what it changed in memory stays: check before changing;
+what must follow the commit, `tx.on_commit`). Nothing else in ctld takes the lock; the store is written
+here and, for its own queue and cached limits, by the accounting sender (ctld/accounting.py).
 """
 
 from __future__ import annotations
