@@ -70,7 +70,7 @@ def passes(snap: Snapshot, reps: int, profile: bool) -> tuple[float, float, Cycl
     queue = sorted(snap.pending, key=lambda job: queue_order_key(job, parts, NOW, snap.config))
 
     def backfill() -> object:
-        return run_backfill(snap, NOW, queue, main.starts, main.reasons, Counter())
+        return run_backfill(snap, NOW, queue, main.starts, main.verdicts, Counter())
 
     bf_s, found = cpu_seconds(backfill, reps)
     if profile:

@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 
 from ctld.errors import INVALID_GRES, INVALID_NODE_NAME, NODE_COUNT_INVALID, SlurmError
+from ctld.nodes import NodeRuntime
 from ctld.sched import dependency as sched_dependency
 from ctld.sched import reasons
 from ctld.sched.model import DependencySpec, GpuRequest, JobRequest, Start
@@ -256,3 +257,10 @@ def referenced_job_ids(spec: jobs_pb2.JobSpec) -> set[int]:
     if not spec.dependency:
         return set()
     return set(sched_dependency.referenced_ids(sched_dependency.parse_dependency(spec.dependency)))
+
+
+def largest_node_cpus(cfg: SlurmConfig, nodes: Mapping[str, NodeRuntime], partition: str) -> int:
+    """CPUs of the partition's largest node as configured (for a pending job's NumNodes)."""
+    part = cfg.partition(partition)
+    names = part.nodes if part is not None else ()
+    return max((nodes[n].conf.cpus for n in names if n in nodes), default=0)

@@ -16,7 +16,6 @@ from shoal.daemon import DaemonArgumentParser, Notifier, install_signals, setup_
 if TYPE_CHECKING:
     from ctld.controller import Controller
     from ctld.leader import Lease
-    from ctld.node_client import GrpcNodeActions
     from shoal.conf.slurm import SlurmConfig
 
 PROG = "shoal-ctld"
@@ -58,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     from ctld.controller import Controller
     from ctld.node_client import GrpcNodeActions
     from ctld.service import ControllerService
-    from ctld.store import StoreError, open_store
+    from ctld.store import StoreError
+    from ctld.store_open import open_store
     from shoal.auth.errors import AuthError
     from shoal.auth.key import load_key
     from shoal.rpc.server import BindError, make_server
@@ -84,7 +84,6 @@ def main(argv: list[str] | None = None) -> int:
 
     actions = GrpcNodeActions(key)
     controller = Controller(cfg, store, key, actions)
-    actions.controller = controller
     address = f"{cfg.control_addr}:{cfg.slurmctld_port}"
     try:
         server = make_server([address], key, max_workers=32)
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
     threads = [
         threading.Thread(target=_scheduler_loop, args=(controller, stop, args.sched_interval), daemon=True, name="sched"),
-        threading.Thread(target=_housekeeping_loop, args=(controller, actions, stop), daemon=True, name="housekeeping"),
+        threading.Thread(target=_housekeeping_loop, args=(controller, stop), daemon=True, name="housekeeping"),
         threading.Thread(target=controller.accounting.run, args=(stop,), daemon=True, name="accounting"),
     ]
     if lease is not None:
@@ -182,7 +181,7 @@ def _scheduler_loop(controller: Controller, stop: threading.Event, interval: flo
             log.exception("scheduling cycle failed")
 
 
-def _housekeeping_loop(controller: Controller, actions: GrpcNodeActions, stop: threading.Event) -> None:
+def _housekeeping_loop(controller: Controller, stop: threading.Event) -> None:
     log = logging.getLogger("shoal.ctld.housekeeping")
     ping_every = max(1.0, min(controller.cfg.slurmd_timeout / 3.0, 30.0)) if controller.cfg.slurmd_timeout else 30.0
     last_ping = 0.0
@@ -192,8 +191,7 @@ def _housekeeping_loop(controller: Controller, actions: GrpcNodeActions, stop: t
             now = controller.clock()
             if now - last_ping >= ping_every:
                 last_ping = now
-                for node in controller.nodes_to_ping():
-                    actions.ping(node)
+                controller.ping_nodes()
         except Exception:
             log.exception("housekeeping failed")
 

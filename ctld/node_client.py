@@ -1,7 +1,7 @@
 """Side effects on node agents (launch, signal, terminate, ping) over gRPC, off the controller's lock.
 
 Calls run on a small thread pool so a slow or dead node never blocks scheduling. Results that change
-state (a failed launch, a ping answer) go back to the controller through its public methods.
+state (a failed launch, a ping answer) go back through the callback passed with the call.
 """
 
 from __future__ import annotations
@@ -9,15 +9,12 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 import grpc
 
+from ctld.actions import LaunchFailed, PingAnswer
 from shoal.rpc.client import channel, daemon_metadata
 from shoal.v1 import cluster_pb2, node_pb2, node_pb2_grpc
-
-if TYPE_CHECKING:
-    from ctld.controller import Controller
 
 log = logging.getLogger("shoal.ctld.nodes")
 
@@ -26,7 +23,6 @@ class GrpcNodeActions:
     def __init__(self, key: bytes, timeout: float = 10.0, workers: int = 16) -> None:
         self.key = key
         self.timeout = timeout
-        self.controller: Controller | None = None
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="node-rpc")
         self._stubs: dict[str, node_pb2_grpc.NodeAgentStub] = {}
         self._lock = threading.Lock()
@@ -40,17 +36,18 @@ class GrpcNodeActions:
                 self._stubs[target] = stub
             return stub
 
-    def _started(self) -> int:
-        return self.controller.started if self.controller is not None else 0
-
     def _md(self) -> tuple[tuple[str, bytes], ...]:
         return daemon_metadata(self.key)
 
     # ---- NodeActions ----
-    def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None:
-        self._pool.submit(self._launch, node, request)
+    def launch(
+        self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest, on_failure: LaunchFailed
+    ) -> None:
+        self._pool.submit(self._launch, node, request, on_failure)
 
-    def _launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None:
+    def _launch(
+        self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest, on_failure: LaunchFailed
+    ) -> None:
         job_id = request.job.job_id
         last: grpc.RpcError | None = None
         for _attempt in range(3):
@@ -62,9 +59,9 @@ class GrpcNodeActions:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:
                     break
                 threading.Event().wait(0.5)
-        if self.controller is not None and last is not None:
+        if last is not None:
             unreachable = last.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-            self.controller.launch_failed(job_id, last.details() or str(last.code()), node_down=unreachable)
+            on_failure(job_id, last.details() or str(last.code()), unreachable)
 
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None:
         request = node_pb2.TerminateJobRequest(node=node.name, job_id=job_id, kill_wait=kill_wait, reason=reason)
@@ -106,19 +103,18 @@ class GrpcNodeActions:
         request = node_pb2.SignalStepRequest(node=node.name, job_id=job_id, step_id=step_id, signal=signal)
         self._pool.submit(self._retrying, node, "SignalStep", request)
 
-    def ping(self, node: cluster_pb2.NodeInfo) -> None:
-        self._pool.submit(self._ping, node)
+    def ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
+        self._pool.submit(self._ping, node, ctld_start_time, on_answer)
 
-    def _ping(self, node: cluster_pb2.NodeInfo) -> None:
+    def _ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
         running: list[int] | None = None
         try:
-            request = node_pb2.NodePingRequest(node=node.name, ctld_start_time=self._started())
+            request = node_pb2.NodePingRequest(node=node.name, ctld_start_time=ctld_start_time)
             reply = self._stub(node).Ping(request, metadata=self._md(), timeout=5)
             running = list(reply.running_jobs)
         except grpc.RpcError:
             pass
-        if self.controller is not None:
-            self.controller.node_contact(node.name, running is not None, running)
+        on_answer(node.name, running is not None, running)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -4,56 +4,50 @@ The job gets SIGCONT+SIGTERM at once and SIGKILL after the grace time (noded's s
 sequence with kill_wait = the grace time, or KillWait when the grace time is 0); its steps on other
 nodes end too. As in Slurm it shows RUNNING until its new end time (now + grace), COMPLETING after;
 it holds its resources (the core keeps that room for the job that preempted it: `final_state` set
-makes it `releasing`) until its batch script is gone; then `Controller.complete_batch` ends it
+makes it `releasing`) until its batch script is gone; then `job_lifecycle.complete_batch` ends it
 PREEMPTED (mode CANCEL) or requeues it (mode REQUEUE: the run is recorded PREEMPTED, the job goes
 back to PENDING with reason BeginTime and Restarts+1). A job that cannot be requeued (--no-requeue,
 or an salloc/srun allocation, which has no script to run again) is cancelled instead, as in Slurm.
-Called with the controller's lock held; the returned effects run after it is released.
+Called inside the applier's transaction; the node calls run after it commits.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from functools import partial
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
-from ctld import steps as jobsteps
 from ctld.sched.model import Preemption
 from ctld.sched.preemption import REQUEUE
+from ctld.state import ClusterState, Transaction
+from ctld.transitions import finish, terminate_elsewhere
 from shoal.v1 import jobs_pb2
-
-if TYPE_CHECKING:
-    from ctld.controller import Controller
 
 log = logging.getLogger("shoal.ctld")
 
 
 def apply_preemptions(
-    ctl: Controller, preemptions: Iterable[Preemption], now: int
-) -> tuple[list[jobs_pb2.JobInfo], list[Callable[[], None]]]:
-    """Start ending each preempted job; returns the jobs changed (to save) and the node calls to make."""
+    state: ClusterState, tx: Transaction, preemptions: Iterable[Preemption], now: int
+) -> list[jobs_pb2.JobInfo]:
+    """Start ending each preempted job; returns the jobs changed (the caller saves them)."""
     changed: list[jobs_pb2.JobInfo] = []
-    effects: list[Callable[[], None]] = []
     for decision in preemptions:
-        job = ctl.jobs.get(decision.job_id)
+        job = state.jobs.get(decision.job_id)
         if job is None or job.state != jobs_pb2.RUNNING:
             continue  # ended meanwhile, or already ending
         requeue = decision.mode == REQUEUE and bool(job.batch_flag) and job.requeue
-        kill_wait = decision.grace_time_s or ctl.cfg.kill_wait
+        kill_wait = decision.grace_time_s or state.cfg.kill_wait
         log.info(
             "job %d %s: %s, grace time %ds",
             job.job_id, "requeued" if requeue else "cancelled", decision.reason or "preempted", decision.grace_time_s,
         )
         job.preempt_time = now
         changed.append(job)
-        effects.extend(jobsteps.terminate_elsewhere(ctl, job, "preempt", kill_wait))
+        terminate_elsewhere(state, tx, job, "preempt", kill_wait)
         if not job.batch_flag:
-            ctl._finish(job, jobs_pb2.PREEMPTED, 0, 0, now)
+            finish(state, job, jobs_pb2.PREEMPTED, 0, 0, now)
             continue
         # As Slurm, it stays RUNNING until its new end time (now + grace), then COMPLETING.
         job.final_state = jobs_pb2.REQUEUED if requeue else jobs_pb2.PREEMPTED
         job.end_time = now + decision.grace_time_s
-        node = ctl.nodes[job.batch_host].info
-        effects.append(partial(ctl.actions.terminate, node, job.job_id, kill_wait, "preempt"))
-    return changed, effects
+        state.terminate(tx, state.nodes[job.batch_host], job.job_id, kill_wait, "preempt")
+    return changed

@@ -1,40 +1,39 @@
 """GetPriorities (sprio) and GetShares (sshare): the pending jobs' factors and the associations' shares.
 
-Both read the controller's state under its lock; the numbers come from the pure core (priority.py,
-fairshare.py) so sprio shows exactly what the scheduler used.
+Both read the cluster state under its lock (and write nothing: fair-share usage is accrued in memory,
+saved by housekeeping); the numbers come from the pure core (priority.py, fairshare.py) so sprio shows
+exactly what the scheduler used.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ctld import snapshot
 from ctld.sched import priority, reasons
 from ctld.sched.model import PriorityConfig
+from ctld.state import ClusterState
 from shoal.v1 import controller_pb2 as pb
 from shoal.v1 import jobs_pb2
 
 # reasons of jobs the scheduler does not consider yet (see _listed)
 WAITING_FOR_OTHERS = frozenset({reasons.DEPENDENCY, reasons.DEPENDENCY_NEVER})
 
-if TYPE_CHECKING:
-    from ctld.controller import Controller
 
-
-def get_priorities(ctl: Controller, req: pb.GetPrioritiesRequest) -> pb.GetPrioritiesResponse:
-    conf = ctl._sched_config.priority
+def get_priorities(state: ClusterState, req: pb.GetPrioritiesRequest) -> pb.GetPrioritiesResponse:
+    conf = state.sched_config.priority
     out = pb.GetPrioritiesResponse(weights=_weights(conf), multifactor=conf.type == priority.MULTIFACTOR)
     if not out.multifactor:
         return out
-    now = ctl._now()
-    with ctl.lock:
-        pending = [j for j in ctl.jobs.values() if _listed(j, now)]
-        reqs = [r for r in (ctl._request(j) for j in pending) if r is not None]
-        snap = ctl._snapshot(reqs)
+    now = state.now()
+    with state.reading():
+        state.accrue_usage()
+        pending = [j for j in state.jobs.values() if _listed(j, now)]
+        reqs = [r for r in (state.request(j) for j in pending) if r is not None]
+        snap = snapshot.build(state, reqs)
         ctx = priority.cluster_context(snap)
         parts = {p.name: p for p in snap.partitions}
         arrays_seen: set[int] = set()
         for job_req in sorted(snap.pending, key=lambda r: r.job_id):
-            job = ctl.jobs[job_req.job_id]
+            job = state.jobs[job_req.job_id]
             if job.array_job_id:  # an array's pending tasks are one row, under the array's id
                 if job.array_job_id in arrays_seen:
                     continue
@@ -77,11 +76,11 @@ def _listed(job: jobs_pb2.JobInfo, now: int) -> bool:
             and job.state_reason not in WAITING_FOR_OTHERS)
 
 
-def get_shares(ctl: Controller, req: pb.GetSharesRequest) -> pb.GetSharesResponse:
-    with ctl.lock:
-        ctl._accrue_usage()
-        rows = ctl.shares.rows(ctl.accounting.share_tree())
-        out = pb.GetSharesResponse(fair_tree=ctl.shares.fair_tree)
+def get_shares(state: ClusterState, req: pb.GetSharesRequest) -> pb.GetSharesResponse:
+    with state.reading():
+        state.accrue_usage()
+        rows = state.shares.rows(state.accounting.share_tree())
+        out = pb.GetSharesResponse(fair_tree=state.shares.fair_tree)
     for row in rows:
         out.rows.append(
             pb.ShareRow(

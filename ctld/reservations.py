@@ -1,8 +1,8 @@
 """Advance reservations in the controller: create, update, delete, list, expire; who may use one.
 
-Reservations live in `Controller.reservations` (name -> ReservationInfo) and in the state store,
+Reservations live in `ClusterState.reservations` (name -> ReservationInfo) and in the state store,
 written before the caller is answered, so they survive a restart. Only operators and admins
-change them. The scheduler sees them through `for_snapshot()` (ctld.sched.reservations decides);
+change them. The scheduler sees them through ctld.snapshot (ctld.sched.reservations decides);
 the checks here are the ones Slurm makes when a reservation is created or changed: known nodes and
 users, no overlap with another reservation on the same nodes, no running job in the way unless
 IGNORE_JOBS. Errors carry Slurm's words.
@@ -11,23 +11,19 @@ IGNORE_JOBS. Errors carry Slurm's words.
 from __future__ import annotations
 
 import pwd
-import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from ctld.errors import ALREADY_EXISTS, FAILED_PRECONDITION, NOT_FOUND, PERMISSION_DENIED, SlurmError
 from ctld.sched import model as m
 from ctld.sched.limits import FOREVER
-from ctld.sched.reservations import is_active, overlaps, roll
+from ctld.sched.reservations import overlaps, roll
+from ctld.snapshot import reservation as to_core
+from ctld.state import Caller, ClusterState, Transaction
 from shoal import hostlist
 from shoal.states import ACTIVE_STATES, FINISHED_STATES
 from shoal.timefmt import UNLIMITED
 from shoal.v1 import controller_pb2 as pb
 from shoal.v1 import jobs_pb2
-
-if TYPE_CHECKING:
-    from ctld.controller import Caller, Controller
-    from ctld.store import StateStore
 
 UNLIMITED_SECONDS = 365 * 86400  # Slurm shows Duration=UNLIMITED as a year
 INVALID_USER = "Invalid user id"  # what Slurm 22.05 answers a non-operator, and an unknown user
@@ -42,49 +38,15 @@ FLAG_ORDER = ("MAINT", "FLEX", "OVERLAP", "IGNORE_JOBS", "DAILY", "WEEKDAY", "WE
 ALLOW_OVERLAP = frozenset({"MAINT", "OVERLAP"})
 
 
-def load(store: StateStore) -> dict[str, pb.ReservationInfo]:
-    out: dict[str, pb.ReservationInfo] = {}
-    for blob in store.load_reservations():
-        info = pb.ReservationInfo()
-        info.ParseFromString(blob)
-        out[info.name] = info
-    return out
-
-
-def to_core(info: pb.ReservationInfo) -> m.Reservation:
-    return m.Reservation(
-        name=info.name,
-        start_time=info.start_time,
-        end_time=info.end_time,
-        nodes=frozenset(info.nodes),
-        flags=frozenset(info.flags),
-        utc_offset_s=time.localtime(info.start_time).tm_gmtoff,  # WEEKDAY/WEEKEND: the site's days
-    )
-
-
-def for_snapshot(ctl: Controller) -> tuple[m.Reservation, ...]:
-    return tuple(to_core(info) for info in ctl.reservations.values())
-
-
-def maint_nodes(ctl: Controller, now: int) -> set[str]:
-    """Nodes in an active MAINT reservation (shown as MAINT by sinfo and scontrol)."""
-    return {
-        name
-        for info in ctl.reservations.values()
-        if "MAINT" in info.flags and is_active(to_core(info), now)
-        for name in info.nodes
-    }
-
-
 # ---------------------------------------------------------------- jobs
 
 
-def check_job_access(ctl: Controller, job: jobs_pb2.JobInfo) -> None:
+def check_job_access(state: ClusterState, job: jobs_pb2.JobInfo) -> None:
     """At submit: the job's reservation must exist and admit its user (and account, when listed)."""
     name = job.spec.reservation
     if not name:
         return
-    info = ctl.reservations.get(name)
+    info = state.reservations.get(name)
     if info is None:
         raise SlurmError(INVALID_RESERVATION)
     if info.users and job.user_name not in info.users:
@@ -96,95 +58,101 @@ def check_job_access(ctl: Controller, job: jobs_pb2.JobInfo) -> None:
 # ---------------------------------------------------------------- RPCs
 
 
-def get(ctl: Controller, req: pb.GetReservationsRequest) -> pb.GetReservationsResponse:
-    now = ctl._now()
-    with ctl.lock:
-        expire(ctl, now)
+def get(state: ClusterState, req: pb.GetReservationsRequest) -> pb.GetReservationsResponse:
+    """The reservations as of now: an ended one is left out, a recurring one shows its next occurrence
+    (housekeeping saves both changes; a read writes nothing)."""
+    now = state.now()
+    with state.reading():
         names = set(req.names)
         out = pb.GetReservationsResponse(now=now)
-        for name in sorted(ctl.reservations):
-            if not names or name in names:
-                out.reservations.append(ctl.reservations[name])
+        for name in sorted(state.reservations):
+            if names and name not in names:
+                continue
+            rolled = roll(to_core(state.reservations[name]), now)
+            if rolled is None:
+                continue
+            shown = out.reservations.add()
+            shown.CopyFrom(state.reservations[name])
+            shown.start_time, shown.end_time = rolled.start_time, rolled.end_time
         return out
 
 
-def create(ctl: Controller, req: pb.ReservationRequest, caller: Caller) -> pb.ReservationResponse:
-    _require_operator(ctl, caller)
-    now = ctl._now()
-    with ctl.lock:
-        expire(ctl, now)
-        name = req.name or _generated_name(ctl, req)
-        if name in ctl.reservations:
+def create(state: ClusterState, req: pb.ReservationRequest, caller: Caller) -> pb.ReservationResponse:
+    _require_operator(state, caller)
+    now = state.now()
+    with state.transaction() as tx:
+        expire(state, tx, now)
+    with state.transaction() as tx:
+        name = req.name or _generated_name(state, req)
+        if name in state.reservations:
             raise SlurmError("Duplicate reservation name", ALREADY_EXISTS)
         info = pb.ReservationInfo(name=name)
-        _apply(ctl, info, req, now, creating=True)
-        _save(ctl, info)
-    ctl.wake.set()
+        _apply(state, info, req, now, creating=True)
+        _save(state, tx, info)
+    state.wake.set()
     return pb.ReservationResponse(name=name)
 
 
-def update(ctl: Controller, req: pb.ReservationRequest, caller: Caller) -> pb.ReservationResponse:
-    _require_operator(ctl, caller)
-    now = ctl._now()
-    with ctl.lock:
-        expire(ctl, now)
-        current = ctl.reservations.get(req.name)
+def update(state: ClusterState, req: pb.ReservationRequest, caller: Caller) -> pb.ReservationResponse:
+    _require_operator(state, caller)
+    now = state.now()
+    with state.transaction() as tx:
+        expire(state, tx, now)
+    with state.transaction() as tx:
+        current = state.reservations.get(req.name)
         if current is None:
             raise SlurmError(INVALID_RESERVATION, NOT_FOUND)
         info = pb.ReservationInfo()
         info.CopyFrom(current)
-        _apply(ctl, info, req, now, creating=False)
-        _save(ctl, info)
-    ctl.wake.set()
+        _apply(state, info, req, now, creating=False)
+        _save(state, tx, info)
+    state.wake.set()
     return pb.ReservationResponse(name=info.name)
 
 
-def delete(ctl: Controller, req: pb.DeleteReservationRequest, caller: Caller) -> None:
-    _require_operator(ctl, caller)
-    with ctl.lock:
-        if req.name not in ctl.reservations:
+def delete(state: ClusterState, req: pb.DeleteReservationRequest, caller: Caller) -> None:
+    _require_operator(state, caller)
+    with state.transaction() as tx:
+        if req.name not in state.reservations:
             raise SlurmError(INVALID_RESERVATION, NOT_FOUND)
-        if any(j.spec.reservation == req.name and j.state not in FINISHED_STATES for j in ctl.jobs.values()):
+        if any(j.spec.reservation == req.name and j.state not in FINISHED_STATES for j in state.jobs.values()):
             raise SlurmError(IN_USE, FAILED_PRECONDITION)
-        with ctl.store.transaction() as tx:
-            tx.delete_reservation(req.name)
-        del ctl.reservations[req.name]
-    ctl.wake.set()
+        tx.delete_reservation(req.name)
+        del state.reservations[req.name]
+    state.wake.set()
 
 
-def expire(ctl: Controller, now: int) -> None:
+def expire(state: ClusterState, tx: Transaction, now: int) -> None:
     """Reservations past their end go away (as Slurm deletes them); recurring ones move to their next
     occurrence."""
-    for name, info in list(ctl.reservations.items()):
+    for name, info in list(state.reservations.items()):
         rolled = roll(to_core(info), now)
         if rolled is None:
-            with ctl.store.transaction() as tx:
-                tx.delete_reservation(name)
-            del ctl.reservations[name]
+            tx.delete_reservation(name)
+            del state.reservations[name]
         elif rolled.start_time != info.start_time:
             info.start_time, info.end_time = rolled.start_time, rolled.end_time
-            _save(ctl, info)
+            _save(state, tx, info)
 
 
 # ---------------------------------------------------------------- the checks
 
 
-def _require_operator(ctl: Controller, caller: Caller) -> None:
-    if not ctl.is_operator(caller):
+def _require_operator(state: ClusterState, caller: Caller) -> None:
+    if not state.is_operator(caller):
         raise SlurmError(INVALID_USER, PERMISSION_DENIED)
 
 
-def _save(ctl: Controller, info: pb.ReservationInfo) -> None:
-    with ctl.store.transaction() as tx:
-        tx.put_reservation(info.name, info.SerializeToString())
-    ctl.reservations[info.name] = info
+def _save(state: ClusterState, tx: Transaction, info: pb.ReservationInfo) -> None:
+    tx.save_reservation(info)
+    state.reservations[info.name] = info
 
 
-def _generated_name(ctl: Controller, req: pb.ReservationRequest) -> str:
+def _generated_name(state: ClusterState, req: pb.ReservationRequest) -> str:
     """Slurm's `<first user or account>_<n>` for a reservation created without a name."""
     owner = next(iter(req.users.values or req.accounts.values), "resv")
     n = 1
-    while f"{owner}_{n}" in ctl.reservations:
+    while f"{owner}_{n}" in state.reservations:
         n += 1
     return f"{owner}_{n}"
 
@@ -198,7 +166,7 @@ def _changed(current: Iterable[str], change: pb.ListChange, *, add_on_set: bool 
     return base + [v for v in values if v not in base]
 
 
-def _apply(ctl: Controller, info: pb.ReservationInfo, req: pb.ReservationRequest, now: int, *, creating: bool) -> None:
+def _apply(state: ClusterState, info: pb.ReservationInfo, req: pb.ReservationRequest, now: int, *, creating: bool) -> None:
     """Fill `info` from the request and check it as Slurm does; nothing is saved here."""
     old_start, old_end, old_nodes = info.start_time, info.end_time, list(info.nodes)
     if req.flags.given:
@@ -218,17 +186,17 @@ def _apply(ctl: Controller, info: pb.ReservationInfo, req: pb.ReservationRequest
     if not info.users and not info.accounts:
         raise SlurmError(LACKS_USERS)
     if req.partition:
-        if req.partition not in {p.name for p in ctl.cfg.partitions}:
+        if req.partition not in {p.name for p in state.cfg.partitions}:
             raise SlurmError("Invalid partition name specified")
         info.partition = req.partition
     _apply_times(info, req, now, creating)
     if req.nodes:
-        _set_nodes(ctl, info, _named_nodes(ctl, req.nodes))
+        _set_nodes(state, info, _named_nodes(state, req.nodes))
         info.flags.append("SPEC_NODES")
     elif req.node_cnt:
-        if not info.partition and ctl.cfg.default_partition is not None:
-            info.partition = ctl.cfg.default_partition.name
-        _set_nodes(ctl, info, _pick_nodes(ctl, info, req.node_cnt))
+        if not info.partition and state.cfg.default_partition is not None:
+            info.partition = state.cfg.default_partition.name
+        _set_nodes(state, info, _pick_nodes(state, info, req.node_cnt))
     elif creating:
         raise SlurmError("Node count specification invalid")
     _order_flags(info)
@@ -236,9 +204,9 @@ def _apply(ctl: Controller, info: pb.ReservationInfo, req: pb.ReservationRequest
         creating or info.start_time != old_start or info.end_time != old_end or list(info.nodes) != old_nodes
     )
     if times_or_nodes_changed:
-        _check_overlap(ctl, info)
+        _check_overlap(state, info)
         if "IGNORE_JOBS" not in info.flags:
-            _check_busy(ctl, info)
+            _check_busy(state, info)
 
 
 def _order_flags(info: pb.ReservationInfo) -> None:
@@ -274,48 +242,48 @@ def _apply_times(info: pb.ReservationInfo, req: pb.ReservationRequest, now: int,
     info.start_time, info.end_time = start, end
 
 
-def _named_nodes(ctl: Controller, text: str) -> list[str]:
+def _named_nodes(state: ClusterState, text: str) -> list[str]:
     if text.upper() == "ALL":
-        return list(ctl.nodes)
+        return list(state.nodes)
     try:
         names = hostlist.expand(text)
     except hostlist.HostlistError as exc:
         raise SlurmError("Invalid node name specified") from exc
-    if not names or any(name not in ctl.nodes for name in names):
+    if not names or any(name not in state.nodes for name in names):
         raise SlurmError("Invalid node name specified")
     return names
 
 
-def _set_nodes(ctl: Controller, info: pb.ReservationInfo, names: Iterable[str]) -> None:
-    order = {name: i for i, name in enumerate(ctl.nodes)}
+def _set_nodes(state: ClusterState, info: pb.ReservationInfo, names: Iterable[str]) -> None:
+    order = {name: i for i, name in enumerate(state.nodes)}
     chosen = sorted(set(names), key=lambda n: order[n])
     del info.nodes[:]
     info.nodes.extend(chosen)
-    info.core_cnt = sum(ctl.nodes[n].conf.cpus for n in chosen)
+    info.core_cnt = sum(state.nodes[n].conf.cpus for n in chosen)
 
 
-def _pick_nodes(ctl: Controller, info: pb.ReservationInfo, count: int) -> list[str]:
+def _pick_nodes(state: ClusterState, info: pb.ReservationInfo, count: int) -> list[str]:
     """NodeCnt=N: the first N usable nodes of the partition free of other reservations (and jobs).
 
     As Slurm 22.05, fewer than N free nodes give a smaller reservation; none at all is refused.
     """
-    part = next((p for p in ctl.cfg.partitions if p.name == info.partition), None)
-    members = list(part.nodes) if part is not None else list(ctl.nodes)
-    taken = _reserved_nodes(ctl, info)
-    busy = set() if "IGNORE_JOBS" in info.flags else _busy_nodes(ctl, info)
-    free = [n for n in members if n in ctl.nodes and ctl.nodes[n].available and n not in taken and n not in busy]
+    part = next((p for p in state.cfg.partitions if p.name == info.partition), None)
+    members = list(part.nodes) if part is not None else list(state.nodes)
+    taken = _reserved_nodes(state, info)
+    busy = set() if "IGNORE_JOBS" in info.flags else _busy_nodes(state, info)
+    free = [n for n in members if n in state.nodes and state.nodes[n].available and n not in taken and n not in busy]
     if not free:
         raise SlurmError(NODES_BUSY)
     return free[:count]
 
 
-def _reserved_nodes(ctl: Controller, info: pb.ReservationInfo) -> set[str]:
+def _reserved_nodes(state: ClusterState, info: pb.ReservationInfo) -> set[str]:
     """Nodes of other reservations that overlap `info` in time (and may not be shared)."""
     if ALLOW_OVERLAP & set(info.flags):
         return set()
     mine = to_core(info)
     out: set[str] = set()
-    for other in ctl.reservations.values():
+    for other in state.reservations.values():
         if other.name == info.name:
             continue
         theirs = to_core(other)
@@ -328,16 +296,16 @@ def _times_overlap(a: m.Reservation, b: m.Reservation) -> bool:
     return overlaps(b, a.start_time, a.end_time) or overlaps(a, b.start_time, b.end_time)
 
 
-def _check_overlap(ctl: Controller, info: pb.ReservationInfo) -> None:
-    if _reserved_nodes(ctl, info) & set(info.nodes):
+def _check_overlap(state: ClusterState, info: pb.ReservationInfo) -> None:
+    if _reserved_nodes(state, info) & set(info.nodes):
         raise SlurmError(OVERLAP)
 
 
-def _busy_nodes(ctl: Controller, info: pb.ReservationInfo) -> set[str]:
+def _busy_nodes(state: ClusterState, info: pb.ReservationInfo) -> set[str]:
     """Nodes running jobs that would still run when the reservation starts (outside it)."""
     resv = to_core(info)
     out: set[str] = set()
-    for job in ctl.jobs.values():
+    for job in state.jobs.values():
         if job.state not in ACTIVE_STATES or (job.spec.reservation and job.spec.reservation == info.name):
             continue
         limit = job.time_limit_min
@@ -347,6 +315,6 @@ def _busy_nodes(ctl: Controller, info: pb.ReservationInfo) -> set[str]:
     return out
 
 
-def _check_busy(ctl: Controller, info: pb.ReservationInfo) -> None:
-    if _busy_nodes(ctl, info) & set(info.nodes):
+def _check_busy(state: ClusterState, info: pb.ReservationInfo) -> None:
+    if _busy_nodes(state, info) & set(info.nodes):
         raise SlurmError(NODES_BUSY)

@@ -1,16 +1,30 @@
-"""The Controller gRPC service: convert the message, check who calls, call the controller, map errors."""
+"""The Controller gRPC service: convert the message, check who calls, call the controller, map errors.
+
+Every method is wrapped by `_slurm_errors`: a SlurmError becomes the gRPC status of its code with
+Slurm's words as details, the one mapping for all of them.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 import grpc
 
-from ctld import configless, reservations, tokens
+from ctld import configless, tokens
 from ctld.controller import Caller, Controller
 from ctld.errors import FAILED_PRECONDITION, SlurmError
 from shoal.rpc.server import current_caller
-from shoal.v1 import controller_pb2, controller_pb2_grpc
+from shoal.v1 import accounting_pb2, controller_pb2_grpc
+from shoal.v1 import controller_pb2 as pb
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Method = Callable[["ControllerService", Req, grpc.ServicerContext], Resp]
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 def _caller() -> Caller:
@@ -18,11 +32,18 @@ def _caller() -> Caller:
     return Caller(uid=c.uid, gid=c.gid, host=c.host)
 
 
-def _abort(context: grpc.ServicerContext, exc: SlurmError) -> None:
-    context.abort(_CODES.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT), exc.message)
+def _slurm_errors(method: Method[Req, Resp]) -> Method[Req, Resp]:
+    """Answer a SlurmError as its gRPC status (INVALID_ARGUMENT when its code is not one)."""
 
+    @functools.wraps(method)
+    def wrapper(self: ControllerService, request: Req, context: grpc.ServicerContext) -> Resp:
+        try:
+            return method(self, request, context)
+        except SlurmError as exc:
+            context.abort(_CODES.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT), exc.message)
+            raise  # abort raises; this line is for the type checker
 
-_CODES = {code.value[0]: code for code in grpc.StatusCode}
+    return wrapper
 
 
 class ControllerService(controller_pb2_grpc.ControllerServicer):
@@ -33,132 +54,138 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         if not self.ctl.is_operator(_caller()):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "Access/permission denied")
 
-    def SubmitJob(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            return self.ctl.submit(request.spec, _caller(), request.test_only)
-        except SlurmError as exc:
-            _abort(context, exc)
+    @_slurm_errors
+    def SubmitJob(self, request: pb.SubmitJobRequest, context: grpc.ServicerContext) -> pb.SubmitJobResponse:
+        return self.ctl.submit(request.spec, _caller(), request.test_only)
 
-    def GetJobs(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            return self.ctl.get_jobs(request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
+    @_slurm_errors
+    def GetJobs(self, request: pb.GetJobsRequest, context: grpc.ServicerContext) -> pb.GetJobsResponse:
+        return self.ctl.get_jobs(request, _caller())
 
-    def GetNodes(self, request, context):  # type: ignore[no-untyped-def]
+    @_slurm_errors
+    def GetNodes(self, request: pb.GetNodesRequest, context: grpc.ServicerContext) -> pb.GetNodesResponse:
         return self.ctl.get_nodes(request, _caller())
 
-    def GetPartitions(self, request, context):  # type: ignore[no-untyped-def]
+    @_slurm_errors
+    def GetPartitions(
+        self, request: pb.GetPartitionsRequest, context: grpc.ServicerContext
+    ) -> pb.GetPartitionsResponse:
         return self.ctl.get_partitions(request, _caller())
 
-    def GetConfig(self, request, context):  # type: ignore[no-untyped-def]
+    @_slurm_errors
+    def GetConfig(self, request: pb.GetConfigRequest, context: grpc.ServicerContext) -> pb.GetConfigResponse:
         return self.ctl.get_config()
 
-    def SignalJobs(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            return self.ctl.signal_jobs(request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
+    @_slurm_errors
+    def SignalJobs(self, request: pb.SignalJobsRequest, context: grpc.ServicerContext) -> pb.SignalJobsResponse:
+        return self.ctl.signal_jobs(request, _caller())
 
-    def UpdateJob(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            return self.ctl.update_job(request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
+    @_slurm_errors
+    def UpdateJob(self, request: pb.UpdateJobRequest, context: grpc.ServicerContext) -> pb.UpdateJobResponse:
+        return self.ctl.update_job(request, _caller())
 
-    def UpdateNode(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            self.ctl.update_node(request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
-        return controller_pb2.UpdateNodeResponse()
+    @_slurm_errors
+    def UpdateNode(self, request: pb.UpdateNodeRequest, context: grpc.ServicerContext) -> pb.UpdateNodeResponse:
+        self.ctl.update_node(request, _caller())
+        return pb.UpdateNodeResponse()
 
-    def Ping(self, request, context):  # type: ignore[no-untyped-def]
-        return controller_pb2.PingResponse(
-            hostname=self.ctl.cfg.control_machine, role="primary", now=int(self.ctl.clock())
-        )
+    @_slurm_errors
+    def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.PingResponse:
+        return pb.PingResponse(hostname=self.ctl.cfg.control_machine, role="primary", now=int(self.ctl.clock()))
 
-    def RegisterNode(self, request, context):  # type: ignore[no-untyped-def]
+    @_slurm_errors
+    def RegisterNode(
+        self, request: pb.RegisterNodeRequest, context: grpc.ServicerContext
+    ) -> pb.RegisterNodeResponse:
         self._node_only(context)
         return self.ctl.register_node(request)
 
-    def CreateStep(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            return self.ctl.create_step(request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
+    @_slurm_errors
+    def CreateStep(self, request: pb.CreateStepRequest, context: grpc.ServicerContext) -> pb.CreateStepResponse:
+        return self.ctl.create_step(request, _caller())
 
-    def CompleteStep(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            self.ctl.complete_step(request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
-        return controller_pb2.CompleteStepResponse()
+    @_slurm_errors
+    def CompleteStep(
+        self, request: pb.CompleteStepRequest, context: grpc.ServicerContext
+    ) -> pb.CompleteStepResponse:
+        self.ctl.complete_step(request, _caller())
+        return pb.CompleteStepResponse()
 
-    def GetSteps(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            return self.ctl.get_steps(request)
-        except SlurmError as exc:
-            _abort(context, exc)
+    @_slurm_errors
+    def GetSteps(self, request: pb.GetStepsRequest, context: grpc.ServicerContext) -> pb.GetStepsResponse:
+        return self.ctl.get_steps(request)
 
-    def GetPriorities(self, request, context):  # type: ignore[no-untyped-def]
+    @_slurm_errors
+    def GetPriorities(
+        self, request: pb.GetPrioritiesRequest, context: grpc.ServicerContext
+    ) -> pb.GetPrioritiesResponse:
         return self.ctl.get_priorities(request)
 
-    def GetShares(self, request, context):  # type: ignore[no-untyped-def]
+    @_slurm_errors
+    def GetShares(self, request: pb.GetSharesRequest, context: grpc.ServicerContext) -> pb.GetSharesResponse:
         return self.ctl.get_shares(request)
 
-    def CompleteAllocation(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            self.ctl.complete_allocation(request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
-        return controller_pb2.CompleteAllocationResponse()
+    @_slurm_errors
+    def CompleteAllocation(
+        self, request: pb.CompleteAllocationRequest, context: grpc.ServicerContext
+    ) -> pb.CompleteAllocationResponse:
+        self.ctl.complete_allocation(request, _caller())
+        return pb.CompleteAllocationResponse()
 
-    def CompleteBatch(self, request, context):  # type: ignore[no-untyped-def]
+    @_slurm_errors
+    def CompleteBatch(
+        self, request: pb.CompleteBatchRequest, context: grpc.ServicerContext
+    ) -> pb.CompleteBatchResponse:
         self._node_only(context)
         self.ctl.complete_batch(request)
-        return controller_pb2.CompleteBatchResponse()
+        return pb.CompleteBatchResponse()
 
-    def CreateReservation(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            return reservations.create(self.ctl, request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
+    @_slurm_errors
+    def CreateReservation(
+        self, request: pb.ReservationRequest, context: grpc.ServicerContext
+    ) -> pb.ReservationResponse:
+        return self.ctl.create_reservation(request, _caller())
 
-    def UpdateReservation(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            return reservations.update(self.ctl, request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
+    @_slurm_errors
+    def UpdateReservation(
+        self, request: pb.ReservationRequest, context: grpc.ServicerContext
+    ) -> pb.ReservationResponse:
+        return self.ctl.update_reservation(request, _caller())
 
-    def DeleteReservation(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            reservations.delete(self.ctl, request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
-        return controller_pb2.DeleteReservationResponse()
+    @_slurm_errors
+    def DeleteReservation(
+        self, request: pb.DeleteReservationRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteReservationResponse:
+        self.ctl.delete_reservation(request, _caller())
+        return pb.DeleteReservationResponse()
 
-    def GetReservations(self, request, context):  # type: ignore[no-untyped-def]
-        return reservations.get(self.ctl, request)
+    @_slurm_errors
+    def GetReservations(
+        self, request: pb.GetReservationsRequest, context: grpc.ServicerContext
+    ) -> pb.GetReservationsResponse:
+        return self.ctl.get_reservations(request)
 
-    def PushLimits(self, request, context):  # type: ignore[no-untyped-def]
+    @_slurm_errors
+    def PushLimits(self, request: accounting_pb2.GetLimitsResponse, context: grpc.ServicerContext) -> pb.PushLimitsResponse:
         self._node_only(context)  # shoal-dbd, with the cluster key
-        return controller_pb2.PushLimitsResponse(version=self.ctl.accounting.push(request))
+        return pb.PushLimitsResponse(version=self.ctl.accounting.push(request))
 
-    def CreateToken(self, request, context):  # type: ignore[no-untyped-def]
-        try:
-            return tokens.create(self.ctl, request, _caller())
-        except SlurmError as exc:
-            _abort(context, exc)
+    @_slurm_errors
+    def CreateToken(self, request: pb.CreateTokenRequest, context: grpc.ServicerContext) -> pb.CreateTokenResponse:
+        caller = _caller()
+        return tokens.create(self.ctl.cfg, self.ctl.is_operator(caller), request, caller, self.ctl.clock())
+
     # configless: the files as loaded at start (ctld.main sets it from configless.snapshot)
     config_files: dict[str, str] | SlurmError = SlurmError(configless.DISABLED, FAILED_PRECONDITION)
 
-    def GetConfigFiles(self, request, context):  # type: ignore[no-untyped-def]
+    @_slurm_errors
+    def GetConfigFiles(
+        self, request: pb.GetConfigFilesRequest, context: grpc.ServicerContext
+    ) -> pb.GetConfigFilesResponse:
         self._node_only(context)  # a noded or agentd with the cluster key (configless)
         files = self.config_files
         if isinstance(files, SlurmError):
-            _abort(context, files)
-            return None
+            raise files
         logging.getLogger("shoal.ctld").info("configless: sent %d file(s) to %s", len(files),
                                              request.host or _caller().host)
-        return controller_pb2.GetConfigFilesResponse(files=files)
+        return pb.GetConfigFilesResponse(files=files)

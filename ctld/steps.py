@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
-from typing import TYPE_CHECKING
 
 from ctld.errors import (
     ACCESS_DENIED,
@@ -24,14 +22,14 @@ from ctld.errors import (
     SlurmError,
 )
 from ctld.jobs import parse_gpu_count, parse_gres_gpus
+from ctld.launch import batch_request, topology_address
 from ctld.sched import steps as layout
+from ctld.state import Caller, ClusterState
+from ctld.transitions import end_step, finish, terminate_elsewhere
 from shoal import hostlist
 from shoal.counts import compress_counts
 from shoal.states import FINISHED_STATES
 from shoal.v1 import controller_pb2, jobs_pb2, node_pb2
-
-if TYPE_CHECKING:
-    from ctld.controller import Caller, Controller
 
 log = logging.getLogger("shoal.ctld.steps")
 
@@ -128,15 +126,15 @@ def layout_request(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo)
 
 
 def create_step(
-    ctl: Controller, req: controller_pb2.CreateStepRequest, caller: Caller
+    state: ClusterState, req: controller_pb2.CreateStepRequest, caller: Caller
 ) -> controller_pb2.CreateStepResponse:
     """Lay out and record a step, then start its tasks on every node of it."""
-    now = ctl._now()
-    with ctl.lock:
-        job = ctl.jobs.get(req.job_id)
+    now = state.now()
+    with state.transaction() as tx:
+        job = state.jobs.get(req.job_id)
         if job is None:
             raise SlurmError(INVALID_JOB_ID, NOT_FOUND)
-        if job.user_id != caller.uid and not ctl.is_operator(caller):
+        if job.user_id != caller.uid and not state.is_operator(caller):
             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
         if job.state == jobs_pb2.PENDING:
             raise SlurmError(JOB_PENDING, FAILED_PRECONDITION)
@@ -153,27 +151,27 @@ def create_step(
         step = job.steps.add()
         step.step_id = job.next_step_id
         job.next_step_id += 1
-        fill_step(step, job, req, found, now, lambda name: ctl.nodes[name].info.addr or name)
-        ctl._save(job)
-        launches = [(ctl.nodes[n].info, _launch_request(ctl, job, step, n)) for n in found.nodes]
+        fill_step(step, job, req, found, now, lambda name: state.nodes[name].info.addr or name)
+        tx.save(job)
+        launches = [(state.nodes[n].info, _launch_request(state, job, step, n)) for n in found.nodes]
         answer_job = jobs_pb2.JobInfo()
         answer_job.CopyFrom(job)
         del answer_job.steps[:]
         answer_step = jobs_pb2.JobStep()
         answer_step.CopyFrom(step)
-    errors = list(_POOL.map(lambda nr: ctl.actions.launch_tasks(nr[0], nr[1]), launches))
+    errors = list(_POOL.map(lambda nr: state.actions.launch_tasks(nr[0], nr[1]), launches))
     failed = [(info.name, e) for (info, _), e in zip(launches, errors, strict=True) if e]
     if failed:
         for info, _ in launches:
-            ctl.actions.signal_step(info, answer_step.job_id, answer_step.step_id, 0)
+            state.actions.signal_step(info, answer_step.job_id, answer_step.step_id, 0)
         complete_step(
-            ctl,
+            state,
             controller_pb2.CompleteStepRequest(job_id=answer_step.job_id, step_id=answer_step.step_id, exit_code=1),
             caller,
         )
         name, message = failed[0]
         raise SlurmError(f"Task launch for StepId={answer_step.job_id}.{answer_step.step_id} failed on node {name}: {message}")
-    return controller_pb2.CreateStepResponse(step=answer_step, job=answer_job, kill_wait=ctl.cfg.kill_wait)
+    return controller_pb2.CreateStepResponse(step=answer_step, job=answer_job, kill_wait=state.cfg.kill_wait)
 
 
 
@@ -207,10 +205,10 @@ def fill_step(step: jobs_pb2.JobStep, job: jobs_pb2.JobInfo, req: controller_pb2
 
 
 def _launch_request(
-    ctl: Controller, job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep, node: str
+    state: ClusterState, job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep, node: str
 ) -> node_pb2.LaunchTasksRequest:
-    batch = ctl._launch_request(job)
-    addr, pattern = ctl.topology_address(node)
+    batch = batch_request(state, job)
+    addr, pattern = topology_address(state.cfg, node)
     lean = jobs_pb2.JobInfo()
     lean.CopyFrom(job)
     del lean.steps[:]
@@ -233,91 +231,50 @@ def _find(job: jobs_pb2.JobInfo, step_id: int) -> jobs_pb2.JobStep | None:
     return next((s for s in job.steps if s.step_id == step_id), None)
 
 
-def complete_step(ctl: Controller, req: controller_pb2.CompleteStepRequest, caller: Caller) -> None:
+def complete_step(state: ClusterState, req: controller_pb2.CompleteStepRequest, caller: Caller) -> None:
     """srun reports that every task of a step has ended."""
-    with ctl.lock:
-        job = ctl.jobs.get(req.job_id)
+    with state.transaction() as tx:
+        job = state.jobs.get(req.job_id)
         if job is None:
             raise SlurmError(INVALID_JOB_ID, NOT_FOUND)
-        if job.user_id != caller.uid and not ctl.is_operator(caller):
+        if job.user_id != caller.uid and not state.is_operator(caller):
             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
         step = _find(job, req.step_id)
         if step is None or step.state != jobs_pb2.RUNNING:
             return
         exit_code, exit_signal = req.exit_code, req.exit_signal
         if req.cancelled:
-            state = jobs_pb2.CANCELLED
+            end = jobs_pb2.CANCELLED
         elif req.oom:  # sacct shows Slurm's OUT_OF_MEMORY 0:125 (its dummy OOM signal)
-            state, exit_code, exit_signal = jobs_pb2.OUT_OF_MEMORY, 0, OOM_SIGNAL
+            end, exit_code, exit_signal = jobs_pb2.OUT_OF_MEMORY, 0, OOM_SIGNAL
         elif req.exit_code or req.exit_signal:
-            state = jobs_pb2.FAILED
+            end = jobs_pb2.FAILED
         else:
-            state = jobs_pb2.COMPLETED
+            end = jobs_pb2.COMPLETED
         step.usage.CopyFrom(req.usage)
-        _end(step, state, exit_code, exit_signal, ctl._now())
-        ctl._save(job)
+        end_step(step, end, exit_code, exit_signal, state.now())
+        tx.save(job)
 
 
-def _end(step: jobs_pb2.JobStep, state: int, exit_code: int, exit_signal: int, now: int) -> None:
-    step.state = state  # type: ignore[assignment]
-    step.exit_code = exit_code
-    step.exit_signal = exit_signal
-    step.end_time = now
-    step.launch.ClearField("environment")  # not needed once it ran (and it is the bulk of a step)
-    # Accounting: the caller saves the job (ctl._save), whose transaction queues the step's record.
-
-
-def end_job_steps(job: jobs_pb2.JobInfo, state: int, now: int) -> None:
-    """The job ended: steps still running end with it (CANCELLED, TIMEOUT, NODE_FAIL ...)."""
-    step_state = state if state not in (jobs_pb2.COMPLETED, jobs_pb2.FAILED) else jobs_pb2.CANCELLED
-    for step in job.steps:
-        if step.state == jobs_pb2.RUNNING:
-            _end(step, step_state, 0, 9 if step_state == jobs_pb2.CANCELLED else 0, now)
-
-
-def cancel_step(step: jobs_pb2.JobStep, now: int) -> None:
-    """One step was cancelled (scancel J.S): CANCELLED 0:9 now, as Slurm records it."""
-    _end(step, jobs_pb2.CANCELLED, 0, 9, now)
-
-
-def terminate_elsewhere(
-    ctl: Controller, job: jobs_pb2.JobInfo, reason: str, kill_wait: int | None = None
-) -> list[Callable[[], None]]:
-    """TerminateJob on every node of the job but the batch host (that one gets its own call):
-    ends the step tasks there (SIGKILL after `kill_wait`, default KillWait)."""
-    wait = ctl.cfg.kill_wait if kill_wait is None else kill_wait
-    effects: list[Callable[[], None]] = []
-    for a in job.allocation:
-        if a.node == job.batch_host and job.batch_flag:
-            continue
-        node = ctl.nodes.get(a.node)
-        if node is not None and node.available:
-            effects.append(partial(ctl.actions.terminate, node.info, job.job_id, wait, reason))
-    return effects
-
-
-def complete_allocation(ctl: Controller, req: controller_pb2.CompleteAllocationRequest, caller: Caller) -> None:
+def complete_allocation(state: ClusterState, req: controller_pb2.CompleteAllocationRequest, caller: Caller) -> None:
     """salloc's (or srun's own) allocation is released: the job ends with the command's status."""
-    effects: list[Callable[[], None]] = []
-    with ctl.lock:
-        job = ctl.jobs.get(req.job_id)
+    with state.transaction() as tx:
+        job = state.jobs.get(req.job_id)
         if job is None:
             raise SlurmError(INVALID_JOB_ID, NOT_FOUND)
-        if job.user_id != caller.uid and not ctl.is_operator(caller):
+        if job.user_id != caller.uid and not state.is_operator(caller):
             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
         if job.state in FINISHED_STATES:
             return
         if job.state == jobs_pb2.PENDING:
-            ctl._finish(job, jobs_pb2.CANCELLED, 0, 0, ctl._now())
+            finish(state, job, jobs_pb2.CANCELLED, 0, 0, state.now())
         else:
-            effects = terminate_elsewhere(ctl, job, "complete")
+            terminate_elsewhere(state, tx, job, "complete")
             failed = req.exit_code or req.exit_signal
-            state = jobs_pb2.FAILED if failed else jobs_pb2.COMPLETED
-            ctl._finish(job, state, req.exit_code, req.exit_signal, ctl._now())
-        ctl._save(job)
-    for effect in effects:
-        effect()
-    ctl.wake.set()
+            end = jobs_pb2.FAILED if failed else jobs_pb2.COMPLETED
+            finish(state, job, end, req.exit_code, req.exit_signal, state.now())
+        tx.save(job)
+    state.wake.set()
 
 
 def _step_id_text(step: jobs_pb2.JobStep) -> str:
@@ -346,7 +303,7 @@ def _batch_step(job: jobs_pb2.JobInfo) -> jobs_pb2.JobStep:
     )
 
 
-def get_steps(ctl: Controller, req: controller_pb2.GetStepsRequest) -> controller_pb2.GetStepsResponse:
+def get_steps(state: ClusterState, req: controller_pb2.GetStepsRequest) -> controller_pb2.GetStepsResponse:
     """Steps of every job (running ones only unless include_finished), batch steps included."""
     wanted: dict[int, set[str]] = {}
     for text in req.step_ids:
@@ -354,9 +311,9 @@ def get_steps(ctl: Controller, req: controller_pb2.GetStepsRequest) -> controlle
         if not job_text.isdigit():
             raise SlurmError(INVALID_JOB_ID)
         wanted.setdefault(int(job_text), set()).add(step_text)
-    out = controller_pb2.GetStepsResponse(now=ctl._now())
-    with ctl.lock:
-        for job in ctl.jobs.values():
+    out = controller_pb2.GetStepsResponse(now=state.now())
+    with state.reading():
+        for job in state.jobs.values():
             if wanted and job.job_id not in wanted:
                 continue
             candidates: list[jobs_pb2.JobStep] = []

@@ -14,12 +14,9 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from shoal.private import private_dir, private_file
-
-if TYPE_CHECKING:
-    from shoal.conf.slurm import SlurmConfig
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -93,38 +90,11 @@ class SqliteBackend:
         self._db.close()
 
 
-def open_store(cfg: SlurmConfig, *, clear: bool = False, epoch: int | None = None) -> StateStore:
-    """The store slurm.conf names: SQLite under StateSaveLocation, or MariaDB (ShoalStateStore), fenced
-    by the leadership lease's `epoch` when given.
-
-    `clear` (shoal-ctld -c) starts from empty state: the SQLite files are removed, the tables emptied.
-    """
-    conf = cfg.state_store
-    if conf.kind == "sqlite":
-        directory = Path(cfg.state_save_location or "/var/spool/shoal/ctld")
-        if clear:
-            for suffix in ("", "-wal", "-shm"):
-                Path(str(directory / STATE_FILE) + suffix).unlink(missing_ok=True)
-        return StateStore(directory)
-    from ctld.mariadb import read_password
-    from ctld.store_mariadb import MariaDBBackend
-
-    backend = MariaDBBackend(conf, read_password(conf.pass_file), reconnect_for=float(cfg.msg_timeout))
-    store = StateStore(backend=backend)
-    if epoch is not None:
-        store.fence(epoch)
-    if clear:
-        with store.transaction():
-            for table in ("jobs", "nodes", "reservations", "meta", "acct_queue"):
-                store._write(f"DELETE FROM {table}", ())
-    return store
-
-
 class StateStore:
     """Transactional key/blob store. Writes happen inside `transaction()`; one writer at a time.
 
     `StateStore(directory)` is SQLite under that directory; `StateStore(backend=...)` any other engine
-    (`open_store` picks from slurm.conf).
+    (`ctld.store_open.open_store` picks from slurm.conf).
     """
 
     def __init__(self, directory: str | Path | None = None, *, backend: StoreBackend | None = None) -> None:

@@ -17,7 +17,8 @@ from shoal.auth.token import DEFAULT_LIFESPAN, NOT_CONFIGURED, jwt_settings, loa
 from shoal.v1 import controller_pb2 as pb
 
 if TYPE_CHECKING:
-    from ctld.controller import Caller, Controller
+    from ctld.state import Caller
+    from shoal.conf.slurm import SlurmConfig
 
 log = logging.getLogger("shoal.ctld")
 
@@ -26,11 +27,12 @@ CREATION_DISABLED = "Token creation is disabled (AuthAltParameters=disable_token
 _keys: dict[str, bytes] = {}
 
 
-def create(ctl: Controller, request: pb.CreateTokenRequest, caller: Caller) -> pb.CreateTokenResponse:
-    settings = jwt_settings(ctl.cfg.auth_alt_types, ctl.cfg.auth_alt_parameters)
+def create(cfg: SlurmConfig, operator: bool, request: pb.CreateTokenRequest, caller: Caller,
+           now: float) -> pb.CreateTokenResponse:
+    """A token for the caller, or (operators only) for `request.username`."""
+    settings = jwt_settings(cfg.auth_alt_types, cfg.auth_alt_parameters)
     if not settings.enabled:
         raise SlurmError(NOT_CONFIGURED, FAILED_PRECONDITION)
-    operator = ctl.is_operator(caller)
     if settings.creation_disabled and not operator:
         raise SlurmError(CREATION_DISABLED, PERMISSION_DENIED)
     own = _user_name(caller.uid)
@@ -54,7 +56,7 @@ def create(ctl: Controller, request: pb.CreateTokenRequest, caller: Caller) -> p
         _keys[settings.key_file] = key
     lifespan = request.lifespan or DEFAULT_LIFESPAN
     try:
-        token = mint_token(key, username, lifespan, ctl.clock())
+        token = mint_token(key, username, lifespan, now)
     except AuthError as exc:  # PyJWT missing
         log.error("scontrol token: %s", exc.message)
         raise SlurmError(NOT_CONFIGURED, FAILED_PRECONDITION) from exc

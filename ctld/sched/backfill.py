@@ -26,13 +26,9 @@ from dataclasses import dataclass, field, replace
 from ctld.sched import limits, placement, reservations, starve, wait_target
 from ctld.sched.free_profile import FreeProfile
 from ctld.sched.limits import FOREVER, job_end
-from ctld.sched.model import JobRequest, Partition, Planned, Snapshot, Start
+from ctld.sched.model import JobRequest, Partition, Pend, Planned, Snapshot, Start, Waiting
 from ctld.sched.placement import Overlay, candidate_partitions, place, release
-from ctld.sched.reasons import PRIORITY, RESOURCES
 from ctld.sched.resources import is_exclusive, job_cpus
-
-# reasons backfill may still act on (a job waiting for its reservation gets a planned start)
-WAITING_FOR_RESOURCES = frozenset({RESOURCES, PRIORITY}) | reservations.WAIT_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +242,7 @@ def run_backfill(
     now: int,
     queue: Sequence[JobRequest],
     starts: Sequence[Start],
-    reasons: Mapping[int, str],
+    verdicts: Mapping[int, Waiting],
     active_tasks: Counter[int] | None = None,
     admit: Callable[[JobRequest], bool] | None = None,
 ) -> BackfillResult:
@@ -268,13 +264,13 @@ def run_backfill(
     first_reservation = FOREVER  # bf_strict: no job that ends after it is backfilled
     # starving jobs (starve.py) are tested first, oldest first, and each may get a reservation
     if config.wait_target_min > 0 and starve.enabled(config):
-        waiting = [job for job in queue if reasons.get(job.job_id) in WAITING_FOR_RESOURCES]
+        waiting = [job for job in queue if isinstance(verdicts.get(job.job_id), Pend)]
         queue, starving = wait_target.urgent_first(timeline, waiting, _open_partitions)
     else:
         queue, starving = starve.starving_first(queue, {p.name: p for p in snap.partitions}, config, now)
     for job in queue:
-        if reasons.get(job.job_id) not in WAITING_FOR_RESOURCES:
-            continue
+        if not isinstance(verdicts.get(job.job_id), Pend):
+            continue  # only a job waiting for room gets a plan (a reservation's job: for its start)
         if tested >= config.bf_max_job_test:
             break
         if config.bf_max_job_user and per_user[job.user_id] >= config.bf_max_job_user:

@@ -28,11 +28,14 @@ from ctld.sched.model import (
     JobRequest,
     JobStatus,
     Partition,
+    Pend,
     Phase,
     Planned,
     Preemption,
     Snapshot,
     Start,
+    Unresolvable,
+    Waiting,
 )
 from ctld.sched.placement import Overlay, candidate_partitions, place
 from ctld.sched.priority import all_priorities, job_priority
@@ -49,6 +52,8 @@ from ctld.sched.reasons import (
 )
 
 BAD_PARTITION = PARTITION_DOWN  # the job's partitions were removed from the configuration
+WAITS_ITS_TURN = Pend(PRIORITY)  # higher-priority jobs hold its partitions
+BUSY = Pend(RESOURCES, busy=True)  # not enough free now
 
 
 @dataclass
@@ -80,30 +85,31 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
             for job in queue:
                 if _ineligible(job, now, statuses) is None:
                     state.assoc.wait_for(job)
-    reasons: dict[int, str] = {}
+    verdicts: dict[int, Waiting] = {}
     for job in queue:
-        reason = _schedule_one(job, snap, now, statuses, state)
-        if reason is not None:
-            reasons[job.job_id] = reason
-    planned = backfill(snap, now, queue, state, reasons)
+        verdict = _schedule_one(job, snap, now, statuses, state)
+        if verdict is not None:
+            verdicts[job.job_id] = verdict
+    planned = backfill(snap, now, queue, state, verdicts)
     return CycleResult(
         starts=tuple(state.starts),
-        reasons=reasons,
+        verdicts=verdicts,
         priorities=priorities,
         planned=planned,
         preemptions=tuple(state.preemptions),
     )
 
 
-def _ineligible(job: JobRequest, now: int, statuses: Mapping[int, list[JobStatus]]) -> str | None:
+def _ineligible(job: JobRequest, now: int, statuses: Mapping[int, list[JobStatus]]) -> Unresolvable | None:
     """Why the job may not start whatever the resources (holds, begin time, dependencies), or None."""
     if job.held_admin:
-        return HELD_ADMIN
+        return Unresolvable(HELD_ADMIN)
     if job.held_user:
-        return HELD_USER
+        return Unresolvable(HELD_USER)
     if job.begin_time > now:
-        return BEGIN_TIME
-    return dependency_reason(job, statuses)
+        return Unresolvable(BEGIN_TIME)
+    why = dependency_reason(job, statuses)
+    return Unresolvable(why) if why is not None else None
 
 
 def dependency_reason(job: JobRequest, statuses: Mapping[int, list[JobStatus]]) -> str | None:
@@ -120,40 +126,40 @@ def _schedule_one(
     now: int,
     statuses: Mapping[int, list[JobStatus]],
     state: _CycleState,
-) -> str | None:
-    """Try one job: None when it starts (its Start is recorded), else its pending reason."""
+) -> Waiting | None:
+    """Try one job: None when it starts (its Start is recorded), else why it waits."""
     # 1. Eligibility: holds, begin time, dependencies.
-    if (why := _ineligible(job, now, statuses)) is not None:
-        return why
-    if (why := reservations.waiting_reason(job, snap.reservations, now)) is not None:
-        return why
+    if (ineligible := _ineligible(job, now, statuses)) is not None:
+        return ineligible
+    if (outside := reservations.waiting_reason(job, snap.reservations, now)) is not None:
+        return outside
     # 2. Partition limits: a partition that cannot take the job as asked is skipped.
     candidates = candidate_partitions(job, snap)
     if not candidates:
-        return BAD_PARTITION
+        return Unresolvable(BAD_PARTITION)
     limit_reasons = [limits.partition_limit_reason(job, part) for part in candidates]
     open_parts = [part for part, why in zip(candidates, limit_reasons, strict=True) if why is None]
     if not open_parts:
-        return next(why for why in limit_reasons if why is not None)
+        return Unresolvable(next(why for why in limit_reasons if why is not None))
     # 3. Array throttle (--array=...%N).
     if job.array_job_id and job.array_max_running:
         if state.active_tasks[job.array_job_id] >= job.array_max_running:
-            return ARRAY_TASK_LIMIT
+            return Unresolvable(ARRAY_TASK_LIMIT)
     # 3b. Association and QOS limits (AccountingStorageEnforce=limits).
     if state.assoc is not None:
-        why = state.assoc.reason(job, limits.effective_time_limit(job, open_parts[0]))
-        if why is not None:
-            return why
+        limit = state.assoc.reason(job, limits.effective_time_limit(job, open_parts[0]))
+        if limit is not None:
+            return Unresolvable(limit)
     # 4. Higher-priority jobs that could not start hold their partitions.
     # (a reservation's jobs use its own nodes: jobs waiting outside it hold them back from nothing)
     unblocked = [part for part in open_parts if part.name not in state.blocked or job.reservation]
     if not unblocked:
-        return PRIORITY
+        return WAITS_ITS_TURN
     if state.tested >= snap.config.max_job_test:
-        return PRIORITY
+        return WAITS_ITS_TURN
     state.tested += 1
     # 5. Placement against free resources plus this cycle's starts; all nodes or none.
-    first_reason: str | None = None
+    first: Waiting | None = None
     for part in unblocked:
         found = place(job, part, snap, state.overlay, now)
         if isinstance(found, Start):
@@ -164,15 +170,15 @@ def _schedule_one(
             if state.assoc is not None:
                 state.assoc.add(job, found.time_limit_min)
             return None
-        first_reason = first_reason or found
-    if first_reason == RESOURCES:
+        first = first or found
+    if isinstance(first, Pend) and first.busy:
         # 6. Room made by ending other jobs (quota reclaim, then preemption) is held for the job;
         #    otherwise it blocks its partitions (not a reservation's job: it waits for its own nodes).
         if not (_reclaim(job, unblocked, snap, now, state)
                 or (preemption.enabled(snap) and _preempt_for(job, unblocked, snap, now, state))):
             if not job.reservation:
                 state.blocked.update(part.name for part in unblocked)
-    return first_reason or RESOURCES
+    return first or BUSY
 
 
 def _preempt_for(job: JobRequest, parts: list[Partition], snap: Snapshot, now: int, state: _CycleState) -> bool:
@@ -204,7 +210,7 @@ def _hold(found: preemption.Plan | None, state: _CycleState) -> bool:
 
 
 def backfill(
-    snap: Snapshot, now: int, queue: list[JobRequest], state: _CycleState, reasons: dict[int, str]
+    snap: Snapshot, now: int, queue: list[JobRequest], state: _CycleState, verdicts: dict[int, Waiting]
 ) -> dict[int, Planned]:
     """Under sched/backfill, start lower-priority jobs that delay no higher one (see backfill.py).
 
@@ -214,21 +220,21 @@ def backfill(
         return {}
     held = {start.job_id for start in state.held}  # preemptors already hold where they will start
     waiting = [job for job in queue if job.job_id not in held] if held else queue
-    admit = partial(_within_limits, state.assoc, reasons) if state.assoc is not None else None
-    found = run_backfill(snap, now, waiting, [*state.starts, *state.held], reasons, state.active_tasks, admit)
+    admit = partial(_within_limits, state.assoc, verdicts) if state.assoc is not None else None
+    found = run_backfill(snap, now, waiting, [*state.starts, *state.held], verdicts, state.active_tasks, admit)
     for start in found.starts:
         state.overlay.add(start)
         state.starts.append(start)
-        reasons.pop(start.job_id, None)
+        verdicts.pop(start.job_id, None)
     return found.planned
 
 
-def _within_limits(usage: AssocUsage, reasons: dict[int, str], job: JobRequest) -> bool:
+def _within_limits(usage: AssocUsage, verdicts: dict[int, Waiting], job: JobRequest) -> bool:
     """A job backfill would start now: association/QOS limits (and quota borrowing) count the jobs
     started so far in this cycle; over a limit, it waits with that reason."""
     why = usage.reason(job)
     if why is not None:
-        reasons[job.job_id] = why
+        verdicts[job.job_id] = Unresolvable(why)
         return False
     usage.add(job)
     return True

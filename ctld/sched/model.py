@@ -423,12 +423,39 @@ class Start:
 
 
 @dataclass(frozen=True, slots=True)
+class Pend:
+    """The job waits for room: backfill may plan when and where it starts (Resources, Priority, a
+    reservation's nodes). `busy`: the room is held by running jobs now — ending some of them
+    (preemption, quota reclaim) would let it start; the one verdict that invites preemption."""
+
+    reason: str  # the word squeue shows (ctld.sched.reasons)
+    busy: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolvable:
+    """Nothing the scheduler can do starts the job now: a hold, its begin time or dependencies, a
+    limit, its partition or node configuration. No plan, no preemption."""
+
+    reason: str  # the word squeue shows (ctld.sched.reasons, assoc_limits)
+
+
+Waiting = Pend | Unresolvable
+Verdict = Start | Pend | Unresolvable  # what the core says of one pending job
+
+
+@dataclass(frozen=True, slots=True)
 class CycleResult:
     starts: tuple[Start, ...] = ()
-    reasons: dict[int, str] = field(default_factory=dict)  # pending job -> Slurm reason word
+    verdicts: dict[int, Waiting] = field(default_factory=dict)  # pending job -> why it waits
     priorities: dict[int, int] = field(default_factory=dict)
     planned: dict[int, Planned] = field(default_factory=dict)  # pending job -> backfill's plan
     preemptions: tuple[Preemption, ...] = ()  # running jobs to end so that waiting ones can start
+
+    @property
+    def reasons(self) -> dict[int, str]:
+        """Pending job -> the Slurm reason word it shows."""
+        return {job_id: verdict.reason for job_id, verdict in self.verdicts.items()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,10 +25,13 @@ from ctld.sched.model import (
     NodeAllocation,
     NodeUsage,
     Partition,
+    Pend,
     Refusal,
     RunningJob,
     Snapshot,
     Start,
+    Unresolvable,
+    Verdict,
 )
 from ctld.sched.reasons import REQ_NODE_NOT_AVAIL, RESERVED_FOR_MAINT, RESOURCES
 from ctld.sched.resources import (
@@ -263,12 +266,35 @@ _shape_of = operator.attrgetter(*(f.name for f in dataclasses.fields(JobRequest)
 
 def place(
     job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, at: int | None = None
-) -> Start | str:
-    """Allocate every node the job needs in `part`, or say why not (a Slurm reason word).
+) -> Verdict:
+    """Allocate every node the job needs in `part`, or say why not: Pend (busy when what is free now is
+    too little; a reservation's nodes otherwise), or Unresolvable (the nodes it names cannot be used).
 
     `at` is when the job would start: reservations then decide which nodes it may use over its
     whole run (None = ignore reservations, for the configured-capacity question).
     """
+    found = _place_or_why(job, part, snap, overlay, at)
+    return found if isinstance(found, Start) else _verdict(found)
+
+
+def _verdict(word: str) -> Pend | Unresolvable:
+    """The verdict of placement's reason word (the words are made in _place and _candidates)."""
+    known = _VERDICTS.get(word)
+    if known is None:
+        known = Unresolvable(word)
+        _VERDICTS[word] = known
+    return known
+
+
+_VERDICTS: dict[str, Pend | Unresolvable] = {
+    RESOURCES: Pend(RESOURCES, busy=True),
+    **{word: Pend(word) for word in reservations.WAIT_REASONS},
+}
+
+
+def _place_or_why(
+    job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, at: int | None
+) -> Start | str:
     gate = None
     if at is not None and snap.reservations:
         end = limits.job_end(at, limits.effective_time_limit(job, part))

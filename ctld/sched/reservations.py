@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from ctld.sched.model import JobRequest, Reservation
+from ctld.sched.model import JobRequest, Pend, Reservation, Unresolvable
 from ctld.sched.reasons import MAY_BE_RESERVED, RESERVATION, RESERVATION_DELETED, RESERVED_FOR_MAINT
 
 DAY = 86400
@@ -83,15 +83,16 @@ def is_active(resv: Reservation, at: int) -> bool:
     return overlaps(resv, at, at + 1)
 
 
-def waiting_reason(job: JobRequest, reservations: Iterable[Reservation], now: int) -> str | None:
-    """Why a job in a reservation cannot start now whatever is free: deleted, or not started yet."""
+def waiting_reason(job: JobRequest, reservations: Iterable[Reservation], now: int) -> Pend | Unresolvable | None:
+    """Why a job in a reservation cannot start now whatever is free: deleted (for good), or not
+    started yet (backfill plans it for the reservation's start)."""
     if not job.reservation:
         return None
     own = find(reservations, job.reservation)
     if own is None:
-        return RESERVATION_DELETED
+        return Unresolvable(RESERVATION_DELETED)
     if "FLEX" not in own.flags and not is_active(own, now):
-        return RESERVATION
+        return Pend(RESERVATION)
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ctld.actions import LaunchFailed, PingAnswer
 from ctld.controller import Caller, Controller
 from ctld.store import StateStore
 from shoal.conf.slurm import parse_slurm_conf
@@ -27,7 +28,8 @@ def crafted_spec(**fields: object) -> jobs_pb2.JobSpec:
 class NoNodes:
     """Node agents that are never reached: these tests run no scheduling cycle."""
 
-    def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None:
+    def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest,
+               on_failure: LaunchFailed) -> None:
         raise AssertionError("no job is launched before a scheduling cycle")
 
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None:
@@ -38,7 +40,7 @@ class NoNodes:
     ) -> None:
         raise AssertionError("nothing to signal")
 
-    def ping(self, node: cluster_pb2.NodeInfo) -> None:
+    def ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
         pass
 
     def launch_tasks(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchTasksRequest) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctld.actions import LaunchFailed, PingAnswer
 from ctld.controller import Caller, Controller
 from ctld.store import StateStore
 from shoal import states
@@ -77,8 +78,10 @@ class RecordingNodes:
     pings: list[str] = field(default_factory=list)
     launch_requests: dict[int, node_pb2.LaunchBatchRequest] = field(default_factory=dict)
     running: dict[str, set[int]] = field(default_factory=dict)  # what each node would say it runs
+    unanswered: list[tuple[str, PingAnswer]] = field(default_factory=list)  # pings the harness answers
 
-    def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest) -> None:
+    def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest,
+               on_failure: LaunchFailed) -> None:
         self.effects.append(Launch(node.name, request.job.job_id))
         self.launch_requests[request.job.job_id] = request
         self.running.setdefault(node.name, set()).add(request.job.job_id)
@@ -90,8 +93,9 @@ class RecordingNodes:
                full: bool = False) -> None:
         self.effects.append(Signal(node.name, job_id, signal, batch_only, full))
 
-    def ping(self, node: cluster_pb2.NodeInfo) -> None:
+    def ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
         self.pings.append(node.name)
+        self.unanswered.append((node.name, on_answer))
 
     def launch_tasks(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchTasksRequest) -> str:
         self.effects.append(LaunchTasks(node.name, request.job.job_id, request.step.step_id))
@@ -268,11 +272,12 @@ class Harness:
     def tick(self) -> None:
         """One pass of ctld's housekeeping thread: nodes are pinged (the silent ones do not answer), then
         time limits, --signal warnings, node timeouts and the purge of old jobs."""
-        for info in self.ctl.nodes_to_ping():
-            self.nodes.ping(info)
-            answers = info.name not in self.silent
-            running = sorted(self.nodes.running.get(info.name, ())) if answers else None
-            self.ctl.node_contact(info.name, answers, running)
+        self.ctl.ping_nodes()
+        pinged, self.nodes.unanswered = self.nodes.unanswered, []
+        for name, on_answer in pinged:
+            answers = name not in self.silent
+            running = sorted(self.nodes.running.get(name, ())) if answers else None
+            on_answer(name, answers, running)
         self.ctl.housekeeping()
 
     def silence(self, name: str) -> None:

@@ -19,7 +19,8 @@ def _started_then_restarted(tmp_path: Path, **spec: object) -> tuple[Controller,
     job = first.jobs[job_id]
     job.state, job.batch_host, job.start_time = jobs_pb2.RUNNING, "n1", 999_990
     job.allocation.add(node="n1", cpu_ids=[0])
-    first._save(job)
+    with first.state.transaction() as tx:
+        tx.save(job)
     return make_controller(tmp_path), job_id
 
 

@@ -6,14 +6,16 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ctld.sched.model import Config, JobRequest, Node, NodeAllocation, Partition, Snapshot, Start
+from ctld.sched.model import Config, JobRequest, Node, NodeAllocation, Partition, Pend, Snapshot, Start
 from ctld.sched.placement import Overlay, earliest_start, place
 from ctld.sched.resources import MEM_WHOLE_NODE
 from tests.unit.sched.builders import cluster, job, node, partition, running, snapshot
 
 
 def _place(snap: Snapshot, req: JobRequest, part: Partition | None = None) -> Start | str:
-    return place(req, part or snap.partitions[0], snap, Overlay())
+    """The Start, or the reason word squeue would show."""
+    found = place(req, part or snap.partitions[0], snap, Overlay())
+    return found if isinstance(found, Start) else found.reason
 
 
 @dataclass
@@ -191,7 +193,7 @@ def test_overlay_counts_tentative_starts() -> None:
     assert isinstance(first, Start)
     trial = overlay.copy()
     trial.add(first)
-    assert place(job(2).tasks(10).obj(), snap.partitions[0], snap, trial) == "Resources"
+    assert place(job(2).tasks(10).obj(), snap.partitions[0], snap, trial) == Pend("Resources", busy=True)  # the one verdict that invites preemption
     # the original overlay is untouched by the what-if
     assert isinstance(place(job(2).tasks(10).obj(), snap.partitions[0], snap, overlay), Start)
 

@@ -1,0 +1,27 @@
+"""What the controller asks of node agents: implemented over gRPC by ctld.node_client, as data by the
+unit tests' harness. Answers that change state come back through the callbacks passed with each call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from shoal.v1 import cluster_pb2, node_pb2
+
+# (job_id, message, node_down): a LaunchBatch call failed
+LaunchFailed = Callable[[int, str, bool], None]
+# (node name, answered, the job ids it runs or None): a ping's answer
+PingAnswer = Callable[[str, bool, Sequence[int] | None], None]
+
+
+class NodeActions(Protocol):
+    def launch(
+        self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest, on_failure: LaunchFailed
+    ) -> None: ...
+    def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None: ...
+    def signal(
+        self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool, full: bool = False
+    ) -> None: ...
+    def ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None: ...
+    def launch_tasks(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchTasksRequest) -> str: ...
+    def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None: ...

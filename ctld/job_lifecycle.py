@@ -1,0 +1,250 @@
+"""A job's life after submit: its end (batch report, failed launch), cancel and signal, time limits,
+--signal warnings, and forgetting it after MinJobAge.
+
+Each entry point is one transaction of the cluster state; node calls (terminate, signal) go out after
+it commits. Submit is ctld/submit.py, hold/release/requeue/update/top ctld/job_update.py, starting
+ctld/applier.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from ctld import transitions
+from ctld.errors import (
+    ACCESS_DENIED,
+    ALREADY_DONE,
+    FAILED_PRECONDITION,
+    INVALID_JOB_ID,
+    NOT_FOUND,
+    NOT_NOW,
+    PERMISSION_DENIED,
+)
+from ctld.job_select import filtered, job_id_str, select
+from ctld.sched import reasons
+from ctld.state import Caller, ClusterState, Transaction
+from ctld.transitions import end_by_node_failure, finish, requeue, terminate_elsewhere
+from shoal.states import ACTIVE_STATES, FINISHED_STATES
+from shoal.v1 import controller_pb2, jobs_pb2
+
+log = logging.getLogger("shoal.ctld")
+
+PENDING = jobs_pb2.PENDING
+RUNNING = jobs_pb2.RUNNING
+COMPLETING = jobs_pb2.COMPLETING
+
+
+# ------------------------------------------------------------------ the end of a run
+def launch_failed(state: ClusterState, job_id: int, message: str, node_down: bool) -> None:
+    """A LaunchBatch RPC failed: requeue when the node is unreachable, else fail the job."""
+    with state.transaction() as tx:
+        job = state.jobs.get(job_id)
+        if job is None or job.state != RUNNING:
+            return
+        if node_down:
+            node = state.nodes.get(job.batch_host)
+            if node is not None:
+                node.info.not_responding = True
+            log.warning("launch of job %d on %s failed (%s); requeued", job_id, job.batch_host, message)
+            requeue(tx, job, state.now(), ended_as=jobs_pb2.NODE_FAIL)
+        else:
+            log.warning("launch of job %d failed: %s", job_id, message)
+            finish(state, job, jobs_pb2.FAILED, exit_code=1, exit_signal=0, now=state.now())
+        tx.save(job)
+    state.wake.set()
+
+
+def complete_batch(state: ClusterState, req: controller_pb2.CompleteBatchRequest) -> None:
+    """noded reports the end of a batch script (or that its node lost it)."""
+    with state.transaction() as tx:
+        job = state.jobs.get(req.job_id)
+        if job is None or job.state not in ACTIVE_STATES:
+            return  # already handled (a replayed report after a noded restart)
+        if req.run != job.restarts:
+            # a late report of an earlier run (it was requeued meanwhile, e.g. as NODE_FAIL): the
+            # run now going on is not the one that ended
+            log.info("job %d: ignoring the end of run %d (run %d is current)", job.job_id, req.run, job.restarts)
+            return
+        now = req.end_time or state.now()
+        job.batch_usage.CopyFrom(req.usage)  # the .batch step's MaxRSS/TotalCPU in accounting
+        # final_state: what the controller ended it as (cancel, time limit, requeue, preemption)
+        if job.final_state == jobs_pb2.REQUEUED:
+            ended_as = jobs_pb2.PREEMPTED if job.preempt_time else jobs_pb2.REQUEUED
+            requeue(tx, job, state.now(), ended_as=ended_as, ended_at=now)
+        elif job.final_state:
+            finish(state, job, job.final_state, req.exit_code, req.exit_signal, now)
+        elif req.node_fail:
+            log.warning("job %d lost with node %s: %s", job.job_id, req.node, req.message)
+            end_by_node_failure(state, tx, job, now)
+        elif req.launch_failed:
+            log.warning("job %d failed to launch on %s: %s", job.job_id, req.node, req.message)
+            finish(state, job, jobs_pb2.FAILED, req.exit_code or 1, req.exit_signal, now)
+        elif req.oom:
+            finish(state, job, jobs_pb2.OUT_OF_MEMORY, req.exit_code, req.exit_signal, now)
+        elif req.exit_code == 0 and req.exit_signal == 0:
+            finish(state, job, jobs_pb2.COMPLETED, 0, 0, now)
+        else:
+            finish(state, job, jobs_pb2.FAILED, req.exit_code, req.exit_signal, now)
+        tx.save(job)
+        terminate_elsewhere(state, tx, job, "complete")
+        # and on the batch host: nothing of an ended job may run on (a no-op when it has ended
+        # there; a requeued one was terminated before, and its next run must not be hit)
+        host = state.nodes.get(req.node)
+        if job.state in FINISHED_STATES and host is not None and host.registered and not host.info.not_responding:
+            state.terminate(tx, host, job.job_id, state.cfg.kill_wait, "ended")
+    state.wake.set()
+
+
+# ------------------------------------------------------------------ cancel / signal
+def signal_jobs(
+    state: ClusterState, req: controller_pb2.SignalJobsRequest, caller: Caller
+) -> controller_pb2.SignalJobsResponse:
+    """scancel: cancel or signal the named (or filtered) jobs; one result per job that could not be."""
+    out = controller_pb2.SignalJobsResponse()
+    now = state.now()
+    with state.transaction() as tx:
+        filters = bool(req.filter_user or req.name or req.states or req.partition or req.account or req.nodelist)
+        groups: list[tuple[str, list[jobs_pb2.JobInfo]]]
+        if req.job_ids:
+            groups = select(state, req.job_ids)
+            if filters:
+                allowed = {j.job_id for j in filtered(state, req)}
+                groups = [(t, [j for j in js if j.job_id in allowed]) for t, js in groups]
+        else:
+            groups = [(str(j.job_id), [j]) for j in filtered(state, req)]
+        for text, found in groups:
+            if not found:
+                if not filters:
+                    out.results.add(job_id=text, code=NOT_FOUND, message=INVALID_JOB_ID)
+                continue
+            live = [j for j in found if j.state not in FINISHED_STATES]
+            if live and len(found) > 1:
+                found = live  # an array's finished tasks are skipped, as Slurm does
+            step = text.partition(".")[2]
+            for job in found:
+                code, message = _signal_one(state, tx, job, req, caller, now, step)
+                if code:
+                    out.results.add(job_id=job_id_str(job), code=code, message=message)
+                else:
+                    tx.save(job)
+    state.wake.set()
+    return out
+
+
+def _signal_one(
+    state: ClusterState,
+    tx: Transaction,
+    job: jobs_pb2.JobInfo,
+    req: controller_pb2.SignalJobsRequest,
+    caller: Caller,
+    now: int,
+    step: str = "",
+) -> tuple[int, str]:
+    if job.user_id != caller.uid and not state.is_operator(caller):
+        return PERMISSION_DENIED, ACCESS_DENIED
+    if job.state in FINISHED_STATES or job.state == COMPLETING:
+        return FAILED_PRECONDITION, ALREADY_DONE
+    sig = req.signal
+    if step.isdigit() and job.state != PENDING:
+        _signal_step(state, tx, job, int(step), sig, now)
+        return 0, ""
+    if step == "extern":
+        return 0, ""
+    batch_only = req.batch_only or step == "batch"
+    if batch_only and sig == 0:
+        sig = 9  # as Slurm: `scancel -b` alone kills the batch shell (the job ends FAILED 0:9)
+    if job.state == PENDING:
+        if sig not in (0, 9):
+            return FAILED_PRECONDITION, NOT_NOW
+        if job.held or job.state_reason in (reasons.DEPENDENCY, reasons.DEPENDENCY_NEVER):
+            job.eligible_time = 0  # never eligible: EligibleTime=Unknown, and sacct's windows skip it
+        finish(state, job, jobs_pb2.CANCELLED, 0, 0, now)
+        job.cancelled_by_uid = caller.uid
+        job.cancelled_by = str(caller.uid)
+        return 0, ""
+    if sig == 0 or (sig == 9 and not batch_only):
+        job.cancelled_by_uid = caller.uid
+        job.cancelled_by = str(caller.uid)
+        terminate_elsewhere(state, tx, job, "cancel")
+        if not job.batch_flag:  # no batch script to wait for: an allocation ends at once
+            finish(state, job, jobs_pb2.CANCELLED, 0, 0, now)
+            return 0, ""
+        job.state = COMPLETING
+        job.final_state = jobs_pb2.CANCELLED
+        job.end_time = now
+        state.terminate(tx, state.nodes[job.batch_host], job.job_id, state.cfg.kill_wait, "cancel")
+        return 0, ""
+    signal_job(state, tx, job, sig, batch_only, req.full)
+    return 0, ""
+
+
+def _signal_step(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, step_id: int, sig: int,
+                 now: int) -> None:
+    """`scancel [-s SIG] J.S`: that step's tasks on its nodes; the job runs on. Without a signal the
+    step ends CANCELLED (SIGTERM, KillWait, SIGKILL). A step that does not run is no error (Slurm's)."""
+    step = next((s for s in job.steps if s.step_id == step_id and s.state == RUNNING), None)
+    if step is None:
+        return
+    for part in step.layout:
+        node = state.nodes.get(part.node)
+        if node is not None:
+            tx.after(partial(state.actions.signal_step, node.info, job.job_id, step_id, sig))
+    if sig == 0 or sig == 9:
+        transitions.cancel_step(step, now)
+
+
+def signal_job(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, sig: int, batch_only: bool,
+               full: bool) -> None:
+    """Deliver a signal where Slurm does: by default to every step on every node of the job but
+    never to the batch shell (a tool's step catches it, the shell does not die of it); -b/B: to
+    the shell alone; -f to the shell, what it started and every step."""
+    tx.after(partial(state.actions.signal, state.nodes[job.batch_host].info, job.job_id, sig, batch_only, full))
+    if not batch_only:
+        for name in sorted({a.node for a in job.allocation} - {job.batch_host}):
+            if name in state.nodes:
+                tx.after(partial(state.actions.signal, state.nodes[name].info, job.job_id, sig, False, False))
+
+
+# ------------------------------------------------------------------ housekeeping
+def enforce_time_limits(state: ClusterState, tx: Transaction, now: int) -> None:
+    """Jobs past their time limit end TIMEOUT (their nodes terminate them); --signal warnings go out;
+    a preempted job in its grace time turns COMPLETING at its new end time."""
+    for job in state.jobs.values():
+        if job.state != RUNNING:
+            continue
+        if job.final_state:  # preempted: RUNNING through its grace time, then COMPLETING
+            if now >= job.end_time:
+                job.state = COMPLETING
+                tx.save(job)
+            continue
+        if job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60:
+            terminate_elsewhere(state, tx, job, "timeout")
+            tx.save(job)
+            if not job.batch_flag:
+                finish(state, job, jobs_pb2.TIMEOUT, 0, 0, now)
+                continue
+            job.state = COMPLETING
+            job.final_state = jobs_pb2.TIMEOUT
+            state.terminate(tx, state.nodes[job.batch_host], job.job_id, state.cfg.kill_wait, "timeout")
+        elif (
+            job.spec.signal_num
+            and not job.warn_signal_sent
+            and job.time_limit_min >= 0
+            and now >= job.start_time + job.time_limit_min * 60 - job.spec.signal_secs
+        ):
+            job.warn_signal_sent = True
+            signal_job(state, tx, job, job.spec.signal_num, job.spec.signal_batch_only, False)
+            tx.save(job)
+
+
+def forget_finished(state: ClusterState, tx: Transaction, now: int) -> None:
+    """Finished jobs older than MinJobAge leave memory and the store (accounting keeps them)."""
+    expired = [
+        j.job_id
+        for j in state.jobs.values()
+        if j.state in FINISHED_STATES and now - j.end_time >= state.cfg.min_job_age
+    ]
+    for job_id in expired:
+        tx.delete_job(job_id)
+        del state.jobs[job_id]

@@ -1,0 +1,318 @@
+"""ClusterState: the controller's memory, the one lock over it, the state store, and the effects of a change.
+
+Every change goes through `with state.transaction() as tx:` — the lock is held for the block; what the
+block saves (`tx.save(job)`, `tx.save_node(node)`, `tx.record_run(run)`, ...) is written to the store in one
+commit at its end, still under the lock, so the caller is answered only after it is durable; the node
+calls it queued (`tx.after(effect)`) run after the lock is released and the commit made. A block that
+raises writes nothing and runs no effect (what it changed in memory stays: check before changing;
+what must follow the commit, `tx.on_commit`). Nothing else in ctld takes the lock; the store is written
+here and, for its own queue and cached limits, by the accounting sender (ctld/accounting.py).
+"""
+
+from __future__ import annotations
+
+import grp
+import logging
+import os
+import pwd
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+
+from ctld import jobs as jobrec
+from ctld.accounting import Accounting
+from ctld.actions import NodeActions
+from ctld.errors import SlurmError
+from ctld.fairshare_usage import META_KEY as SHARES_META_KEY
+from ctld.fairshare_usage import Charge, UsageLedger, job_tres
+from ctld.nodes import NodeRuntime, new_runtime
+from ctld.sched import model as m
+from ctld.sched.fairshare import last_reset
+from ctld.sched_config import partitions as sched_partitions
+from ctld.sched_config import sched_config
+from ctld.sched_config import topology as sched_topology
+from ctld.store import StateStore
+from ctld.validate import limits_from as submit_limits
+from shoal.conf import SlurmConfig
+from shoal.v1 import controller_pb2, jobs_pb2
+
+log = logging.getLogger("shoal.ctld")
+
+Effect = Callable[[], None]
+USAGE_SAVE_INTERVAL_S = 60  # the fair-share ledger is saved at most this often (housekeeping)
+
+
+@dataclass(frozen=True)
+class Caller:
+    uid: int
+    gid: int
+    host: str = ""
+
+
+@dataclass
+class Transaction:
+    """What one locked change saves and what it asks of nodes afterwards (see the module docstring)."""
+
+    jobs: dict[int, jobs_pb2.JobInfo] = field(default_factory=dict)
+    runs: list[jobs_pb2.JobInfo] = field(default_factory=list)
+    nodes: dict[str, NodeRuntime] = field(default_factory=dict)
+    deleted_jobs: list[int] = field(default_factory=list)
+    reservations: dict[str, controller_pb2.ReservationInfo] = field(default_factory=dict)
+    deleted_reservations: list[str] = field(default_factory=list)
+    meta: dict[str, str] = field(default_factory=dict)
+    effects: list[Effect] = field(default_factory=list)
+    committed: list[Effect] = field(default_factory=list)
+
+    def save(self, *jobs: jobs_pb2.JobInfo) -> None:
+        """Write these jobs (as they are at commit) and queue their accounting records."""
+        for job in jobs:
+            self.jobs[job.job_id] = job
+
+    def record_run(self, run: jobs_pb2.JobInfo) -> None:
+        """Account one ended run of a requeued job (its own record: `sacct -D`), in this same commit."""
+        self.runs.append(run)
+
+    def save_node(self, node: NodeRuntime) -> None:
+        self.nodes[node.info.name] = node
+
+    def delete_job(self, job_id: int) -> None:
+        self.deleted_jobs.append(job_id)
+
+    def save_reservation(self, info: controller_pb2.ReservationInfo) -> None:
+        self.reservations[info.name] = info
+
+    def delete_reservation(self, name: str) -> None:
+        self.deleted_reservations.append(name)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.meta[key] = value
+
+    def after(self, effect: Effect) -> None:
+        """Run `effect` (a node call) once the lock is released and the change committed."""
+        self.effects.append(effect)
+
+    def on_commit(self, change: Effect) -> None:
+        """Run `change` (to memory) once the store has committed, still under the lock: memory never
+        holds what the store does not."""
+        self.committed.append(change)
+
+
+class ClusterState:
+    """Jobs, nodes, reservations and the caches derived from them, recovered from the store at start."""
+
+    def __init__(
+        self,
+        cfg: SlurmConfig,
+        store: StateStore,
+        key: bytes,
+        actions: NodeActions,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.key = key
+        self.actions = actions
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._open: Transaction | None = None  # the transaction of the thread holding the lock
+        self.jobs: dict[int, jobs_pb2.JobInfo] = {}
+        self.nodes: dict[str, NodeRuntime] = {}
+        self.next_job_id = cfg.first_job_id
+        self.wake = threading.Event()  # set when the scheduler should run a cycle soon
+        self.started = int(clock())  # nodes learn it at registration and from pings: a new one, they register again
+        self.slurm_uid = uid_of(cfg.slurm_user)
+        # views of the configuration the core and the checks read, built once
+        self.partitions = {p.name: p for p in cfg.partitions}
+        self.partitions_view = sched_partitions(cfg, partial(group_members, {0, self.slurm_uid}))
+        self.sched_config = sched_config(cfg)
+        self.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
+        self.topology = sched_topology(cfg)
+        self._requests: dict[int, m.JobRequest] = {}  # pending jobs' JobRequest, dropped when the job is saved
+        self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
+        self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
+        self._shares_saved = 0
+        self.unconfirmed: set[int] = set()
+        self.reservations: dict[str, controller_pb2.ReservationInfo] = {}  # advance reservations by name
+        self._recover()
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        saved_shares = self.store.get_meta(SHARES_META_KEY)
+        self.shares.load(saved_shares)
+        if not saved_shares or self.shares.awaits_seed:  # no ledger (a lost StateSaveLocation): start from dbd's
+            now = self.now()
+            self.shares.awaits_seed = self.accounting.enabled
+            self.accounting.request_usage(self.shares.half_life_s, last_reset(now, self.shares.reset_period), now)
+        saved_nodes = self.store.load_nodes()
+        for conf in self.cfg.nodes:
+            self.nodes[conf.name] = new_runtime(self.cfg, conf, saved_nodes.get(conf.name))
+        for blob in self.store.load_jobs():
+            job = jobs_pb2.JobInfo()
+            job.ParseFromString(blob)
+            self.jobs[job.job_id] = job
+        # batch jobs a previous ctld started: the first registration of their node says whether
+        # the node ever got them (see node_lifecycle.reconcile_after_register)
+        self.unconfirmed = {j.job_id for j in self.jobs.values() if j.state == jobs_pb2.RUNNING and j.batch_flag}
+        saved_next = self.store.get_meta("next_job_id")
+        highest = max(self.jobs, default=0)
+        self.next_job_id = max(self.cfg.first_job_id, int(saved_next or 0), highest + 1)
+        for blob in self.store.load_reservations():
+            info = controller_pb2.ReservationInfo.FromString(blob)
+            self.reservations[info.name] = info
+        if self.jobs:
+            log.info("recovered %d jobs; next job id %d", len(self.jobs), self.next_job_id)
+
+    # ------------------------------------------------------------------ the lock and the store
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """Hold the lock for a change; commit what it saved at the end; run its effects after unlock.
+        A nested call joins the open transaction (one commit, effects after the outermost block)."""
+        with self._lock:
+            if self._open is not None:
+                yield self._open
+                return
+            tx = Transaction()
+            self._open = tx
+            try:
+                yield tx
+                self._commit(tx)
+            finally:
+                self._open = None
+                for job_id in tx.jobs:  # a saved job changed: its JobRequest is built again when needed
+                    self._requests.pop(job_id, None)
+        for effect in tx.effects:
+            effect()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the lock to read a consistent view; nothing may be saved."""
+        with self._lock:
+            yield
+
+    def _commit(self, tx: Transaction) -> None:
+        if tx.jobs or tx.runs or tx.nodes or tx.deleted_jobs or tx.reservations or tx.deleted_reservations or tx.meta:
+            self._write(tx)
+        for change in tx.committed:
+            change()
+
+    def _write(self, tx: Transaction) -> None:
+        now = self.now()
+        with self.store.transaction() as stx:
+            for job in tx.jobs.values():
+                stx.put_job(job.job_id, job.SerializeToString())
+            if tx.jobs or tx.runs:
+                self.accounting.record_jobs(stx, [*tx.runs, *tx.jobs.values()])
+            for node in tx.nodes.values():
+                stx.put_node(node.info.name, node.info.SerializeToString())
+                self.accounting.record_node(stx, node.info, now)
+            for job_id in tx.deleted_jobs:
+                stx.delete_job(job_id)
+            for info in tx.reservations.values():
+                stx.put_reservation(info.name, info.SerializeToString())
+            for name in tx.deleted_reservations:
+                stx.delete_reservation(name)
+            for key, value in tx.meta.items():
+                stx.set_meta(key, value)
+
+    # ------------------------------------------------------------------ small shared answers
+    def now(self) -> int:
+        return int(self.clock())
+
+    def is_operator(self, caller: Caller) -> bool:
+        return caller.uid == 0 or caller.uid == self.slurm_uid or caller.uid == os.getuid()
+
+    def request(self, job: jobs_pb2.JobInfo) -> m.JobRequest | None:
+        """The core's view of a pending job, built once and kept until the job is saved again."""
+        req = self._requests.get(job.job_id)
+        if req is None:
+            try:
+                req = jobrec.job_request(job, self.nodes, self.cfg)
+            except (SlurmError, ValueError):
+                return None
+            self._requests[job.job_id] = req
+        return req
+
+    def forget_request(self, job_id: int) -> None:
+        """Drop the cached JobRequest of a job that changed (every saved job is dropped at save time)."""
+        self._requests.pop(job_id, None)
+
+    def terminate(self, tx: Transaction, node: NodeRuntime, job_id: int, kill_wait: int, reason: str) -> None:
+        """TerminateJob on `node`, after the change commits."""
+        tx.after(partial(self.actions.terminate, node.info, job_id, kill_wait, reason))
+
+    # ------------------------------------------------------------------ fair-share usage
+    def accrue_usage(self) -> None:
+        """Charge the jobs that ran since the last pass to their associations and QOS (in memory; the
+        ledger is saved by `save_usage_if_due`, on the housekeeping path)."""
+        now = self.now()
+        since = self.shares.last
+        factors = self.accounting.usage_factors()
+        charges = (
+            Charge(assoc_id=self.accounting.assoc_id(j), qos=j.qos, tres=job_tres(j), start=j.start_time,
+                   end=0 if j.state == jobs_pb2.RUNNING else j.end_time, usage_factor=factors.get(j.qos, 1.0),
+                   partition=j.partition)
+            for j in self.jobs.values()
+            if j.start_time and j.allocation and (j.state == jobs_pb2.RUNNING or j.end_time > since)
+        )
+        self.shares.accrue(now, charges)
+        seed = self.accounting.take_usage()
+        if seed is not None:
+            self.shares.seed(seed)
+            log.info("fair-share usage of %d associations seeded from accounting storage", len(seed))
+
+    def save_usage_if_due(self, tx: Transaction) -> None:
+        """Accrue and write the ledger into `tx`, at most once every USAGE_SAVE_INTERVAL_S."""
+        now = self.now()
+        if now - self._shares_saved >= USAGE_SAVE_INTERVAL_S:
+            self.accrue_usage()
+            tx.set_meta(SHARES_META_KEY, self.shares.dump())
+            self._shares_saved = now
+
+
+def uid_of(user: str) -> int:
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return 0
+
+
+def group_members(always: set[int], group: str) -> set[int]:
+    """Uids of a group's users (listed members and those whose primary group it is), plus `always`
+    (root and SlurmUser pass every AllowGroups, as in Slurm). An unknown group has no members."""
+    uids = set(always)
+    try:
+        entry = grp.getgrnam(group)
+    except KeyError:
+        return uids
+    uids.update(uid_of(name) for name in entry.gr_mem)
+    uids.update(p.pw_uid for p in pwd.getpwall() if p.pw_gid == entry.gr_gid)
+    return uids
+
+
+_USER_CACHE: dict[int, str] = {}
+_GROUP_CACHE: dict[int, str] = {}
+
+
+def user_name(uid: int) -> str:
+    name = _USER_CACHE.get(uid)
+    if name is None:
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            name = str(uid)
+        _USER_CACHE[uid] = name
+    return name
+
+
+def group_name(gid: int) -> str:
+    name = _GROUP_CACHE.get(gid)
+    if name is None:
+        try:
+            name = grp.getgrgid(gid).gr_name
+        except KeyError:
+            name = str(gid)
+        _GROUP_CACHE[gid] = name
+    return name

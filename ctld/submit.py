@@ -1,0 +1,171 @@
+"""sbatch/salloc/srun's submit: validate, ask the core whether the job could ever run, build its records
+(one per array task), and save them before answering; `--test-only` answers when and where instead."""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+
+from ctld import jobs as jobrec
+from ctld import reservations as resv
+from ctld import snapshot
+from ctld.errors import DEPENDENCY_PROBLEM, INVALID_PARTITION, RESOURCE_EXHAUSTED, SlurmError
+from ctld.sched import cycle as sched_cycle
+from ctld.sched import model as m
+from ctld.sched import placement as sched_placement
+from ctld.sched import reasons
+from ctld.sched import submit as sched_submit
+from ctld.sched.dependency import status_index
+from ctld.sched.limits import effective_time_limit
+from ctld.sched.resources import job_cpus, job_gpus, mem_for
+from ctld.state import Caller, ClusterState, group_name, user_name
+from ctld.validate import validate_spec
+from shoal import hostlist
+from shoal.arrayspec import parse_array
+from shoal.outpath import resolve_streams
+from shoal.states import FINISHED_STATES
+from shoal.v1 import controller_pb2, jobs_pb2
+
+
+def submit(
+    state: ClusterState, spec: jobs_pb2.JobSpec, caller: Caller, test_only: bool
+) -> controller_pb2.SubmitJobResponse:
+    validate_spec(spec, state.submit_limits, state.is_operator(caller))  # before anything is built
+    now = state.now()
+    with state.transaction() as tx:
+        job = _new_job(state, spec, caller, now)
+        state.accounting.fill_account(job)  # partition access (AllowAccounts) sees the default account
+        try:
+            req = jobrec.job_request(job, state.nodes, state.cfg)
+        except ValueError as exc:
+            raise SlurmError(str(exc) or "Invalid job specification") from exc
+        _check_dependencies(state, spec)
+        state.accrue_usage()
+        snap = snapshot.build(state, [req], capacity_only=not test_only)
+        refusal = sched_submit.check_submission(req, snap)
+        if refusal is not None:  # Slurm's first lines, then its message (the commands split them)
+            raise SlurmError("\n".join((*refusal.details, refusal.message)))
+        if test_only:
+            resv.check_job_access(state, job)
+            return _test_only(state, req, snap, now)
+        task_ids: tuple[int, ...] = ()
+        if spec.array:
+            try:
+                array = parse_array(spec.array, getattr(state.cfg, "max_array_size", 1001))
+            except ValueError as exc:
+                raise SlurmError(str(exc)) from exc
+            task_ids = array.task_ids
+            job.array_max_tasks = array.max_running
+        count = max(1, len(task_ids))
+        active = sum(1 for j in state.jobs.values() if j.state not in FINISHED_STATES)
+        if active + count > state.cfg.max_job_count:
+            raise SlurmError(
+                "Slurm temporarily unable to accept job, sleeping and retrying", RESOURCE_EXHAUSTED
+            )
+        state.accounting.admit(job, count, state.jobs.values())
+        resv.check_job_access(state, job)  # after admit: the job's account is known
+        if req.dependency.terms and not job.held and spec.begin_time <= now:
+            # squeue shows why the job waits from the start, as Slurm, not after the first cycle
+            statuses = status_index(snapshot.status(j) for j in state.jobs.values())
+            job.state_reason = sched_cycle.dependency_reason(req, statuses) or job.state_reason
+        first = state.next_job_id
+        snap_partitions = {p.name: p for p in snap.partitions}
+        mem_per_node = _mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)
+        records: list[jobs_pb2.JobInfo] = []
+        for k in range(count):
+            rec = jobs_pb2.JobInfo()
+            rec.CopyFrom(job)
+            rec.job_id = first + k
+            if task_ids:
+                rec.array_job_id = first
+                rec.array_task_id = task_ids[k]
+            jobrec.describe_request(rec, req, mem_per_node, jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0]))
+            if not (rec.min_memory_cpu_mb or rec.min_memory_node_mb or req.mem_per_node_mb):
+                rec.min_memory_cpu_mb = state.cfg.def_mem_per_cpu  # what the job gets by default
+            rec.time_limit_min = effective_time_limit(req, snap_partitions[req.partitions[0]])
+            rec.std_out, rec.std_err, rec.std_in = resolve_streams(rec, "%N")
+            records.append(rec)
+        state.next_job_id = first + count
+        tx.save(*records)
+        tx.set_meta("next_job_id", str(state.next_job_id))
+        tx.on_commit(partial(state.jobs.update, {rec.job_id: rec for rec in records}))  # known once durable
+    state.wake.set()
+    return controller_pb2.SubmitJobResponse(job_id=first, pending_note=sched_submit.pending_note(req, snap))
+
+
+def _new_job(state: ClusterState, spec: jobs_pb2.JobSpec, caller: Caller, now: int) -> jobs_pb2.JobInfo:
+    job = jobs_pb2.JobInfo()
+    job.spec.CopyFrom(spec)
+    s = job.spec
+    s.name = s.name or "sbatch"
+    s.work_dir = s.work_dir or s.submit_dir or "/tmp"
+    partition_names = [p for p in s.partition.split(",") if p] if s.partition else []
+    if not partition_names:
+        default = state.cfg.default_partition
+        if default is None:
+            raise SlurmError("No partition specified or system default partition")
+        partition_names = [default.name]
+    for name in partition_names:
+        if name not in state.partitions:
+            raise SlurmError(INVALID_PARTITION)
+    job.partition = ",".join(partition_names)
+    job.user_id = caller.uid
+    job.group_id = caller.gid
+    job.user_name = user_name(caller.uid)
+    job.group_name = group_name(caller.gid)
+    job.state = jobs_pb2.PENDING
+    job.state_reason = reasons.NONE
+    job.submit_time = now
+    job.eligible_time = max(now, s.begin_time)
+    job.accrue_time = now
+    job.time_limit_min = s.time_limit_min
+    job.requeue = s.requeue == 1 or (s.requeue < 0 and state.cfg.job_requeue != 0)  # -1: JobRequeue decides
+    job.account = s.account
+    job.qos = s.qos or "normal"
+    job.held = s.hold
+    job.batch_flag = 1 if s.batch else 0
+    job.array_task_id = -1
+    job.alloc_node_sid = f"{s.submit_host or caller.host}:{os.getpid()}"
+    job.std_in = s.std_in or "/dev/null"
+    if s.hold:
+        job.state_reason = reasons.HELD_USER
+    if s.switches:  # the wait for them is at most SchedulerParameters max_switch_wait, as Slurm
+        longest = state.sched_config.max_switch_wait_s
+        s.switch_wait_s = longest if s.switch_wait_s < 0 else min(s.switch_wait_s, longest)
+    return job
+
+
+def _check_dependencies(state: ClusterState, spec: jobs_pb2.JobSpec) -> None:
+    if not spec.dependency:
+        return
+    try:
+        wanted = jobrec.referenced_job_ids(spec)
+    except ValueError as exc:
+        raise SlurmError(DEPENDENCY_PROBLEM) from exc
+    known = set(state.jobs) | {j.array_job_id for j in state.jobs.values() if j.array_job_id}
+    if any(i not in known for i in wanted):
+        raise SlurmError(DEPENDENCY_PROBLEM)
+
+
+def _mem_per_node_for_display(req: m.JobRequest, part: m.Partition, config: m.Config) -> int:
+    """Memory per node the pending job asks (ReqTRES), by the core's rules; 0 = a whole node."""
+    nodes = max(1, req.min_nodes)
+    cpus = -(-job_cpus(req) // nodes)
+    gpus = -(-job_gpus(req) // nodes)
+    mem = mem_for(req, cpus, m.Node(name="", cpus=cpus, real_memory_mb=0), part, config, gpus)
+    return max(0, mem)
+
+
+def _test_only(state: ClusterState, req: m.JobRequest, snap: m.Snapshot, now: int) -> controller_pb2.SubmitJobResponse:
+    found = sched_placement.earliest_start(req, snap, now)
+    if found is None:
+        raise SlurmError("Requested node configuration is not available")
+    start_time, start = found
+    return controller_pb2.SubmitJobResponse(
+        job_id=state.next_job_id,
+        test_start_time=start_time,
+        test_cpus=sum(a.cpus for a in start.allocation),
+        test_nodes=hostlist.collect(a.node for a in start.allocation),
+        test_partition=start.partition,
+    )
+

@@ -1,0 +1,120 @@
+"""A job's state changes that several lifecycles share: end it, requeue it, lose it with a node, and
+terminate it on its other nodes. Called inside `state.transaction()`; the caller saves the job."""
+
+from __future__ import annotations
+
+import logging
+
+from ctld import jobs as jobrec
+from ctld import nodes as noderec
+from ctld.sched import reasons
+from ctld.state import ClusterState, Transaction
+from shoal.v1 import jobs_pb2
+
+log = logging.getLogger("shoal.ctld")
+
+# the Reason an ended job keeps, by how it ended
+ENDED_REASONS: dict[int, str] = {
+    jobs_pb2.TIMEOUT: reasons.TIME_LIMIT,
+    jobs_pb2.NODE_FAIL: reasons.NODE_DOWN,
+    jobs_pb2.FAILED: reasons.NON_ZERO_EXIT_CODE,
+    jobs_pb2.OUT_OF_MEMORY: reasons.OUT_OF_MEMORY,
+}
+PREEMPT_REQUEUE_DELAY_S = 5  # a requeued preempted job's BeginTime: after this many seconds
+
+
+def finish(state: ClusterState, job: jobs_pb2.JobInfo, end: int, exit_code: int, exit_signal: int,
+           now: int) -> None:
+    """The job ends as `end` (a JobState) at `now`."""
+    job.state = end  # type: ignore[assignment]
+    job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
+    job.exit_code = exit_code
+    job.exit_signal = exit_signal
+    job.end_time = now
+    reason = ENDED_REASONS.get(end, reasons.NONE)
+    if end == jobs_pb2.FAILED and exit_signal and not exit_code:
+        reason = reasons.RAISED_SIGNAL
+    job.state_reason = reason
+    end_job_steps(job, end, now)
+    noderec.note_job_ended(state.nodes, state.jobs.values(), job, now)  # LastBusyTime
+
+
+def end_by_node_failure(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int) -> None:
+    """A node of the job failed: a batch job that may be requeued (JobRequeue, --requeue) runs
+    again (its lost run recorded NODE_FAIL), any other ends NODE_FAIL, as in Slurm."""
+    if job.batch_flag and job.requeue:
+        log.warning("job %d requeued after the failure of its node", job.job_id)
+        requeue(tx, job, state.now(), ended_as=jobs_pb2.NODE_FAIL, ended_at=now)
+    else:
+        finish(state, job, jobs_pb2.NODE_FAIL, 0, 0, now)
+
+
+def requeue(
+    tx: Transaction, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0, ended_at: int = 0, ran: bool = True
+) -> None:
+    """Back to pending (reason BeginTime, Restarts+1) with a new submit time, as Slurm: accounting
+    then keeps each run as its own record (`sacct -D`), recorded in this same transaction; `ended_as`
+    is the state of the run that just ended at `ended_at` (REQUEUED, PREEMPTED, NODE_FAIL; 0 = it was
+    already recorded as finished); `ran=False`: that run never reached its node (no start, no `.batch`
+    in its record). A preempted job waits PREEMPT_REQUEUE_DELAY_S before it may start again (Slurm
+    waits longer), so the job that preempted it, even if it ranks lower, takes the room first."""
+    delay = PREEMPT_REQUEUE_DELAY_S if ended_as == jobs_pb2.PREEMPTED else 1
+    if ended_as:
+        end_job_steps(job, jobs_pb2.CANCELLED, ended_at or now)
+        run = jobs_pb2.JobInfo()
+        run.CopyFrom(job)
+        run.state = ended_as  # type: ignore[assignment]
+        run.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
+        run.end_time = ended_at or now
+        if not ran:
+            run.start_time = 0
+        tx.record_run(run)
+    del job.steps[:]
+    job.next_step_id = 0
+    job.submit_time = max(now, job.submit_time + 1)  # a new accounting record even within the second
+    job.preempt_time = 0
+    job.preempt_eligible_time = 0
+    job.state = jobs_pb2.PENDING
+    job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
+    job.restarts += 1
+    job.state_reason = reasons.BEGIN_TIME
+    job.eligible_time = now
+    job.warn_signal_sent = False
+    job.spec.begin_time = now + delay
+    jobrec.clear_allocation(job)
+
+
+def terminate_elsewhere(
+    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, reason: str, kill_wait: int | None = None
+) -> None:
+    """TerminateJob on every node of the job but the batch host (that one gets its own call):
+    ends the step tasks there (SIGKILL after `kill_wait`, default KillWait)."""
+    wait = state.cfg.kill_wait if kill_wait is None else kill_wait
+    for a in job.allocation:
+        if a.node == job.batch_host and job.batch_flag:
+            continue
+        node = state.nodes.get(a.node)
+        if node is not None and node.available:
+            state.terminate(tx, node, job.job_id, wait, reason)
+
+
+def end_step(step: jobs_pb2.JobStep, end: int, exit_code: int, exit_signal: int, now: int) -> None:
+    """A step ended; the caller saves its job, whose transaction queues the step's accounting record."""
+    step.state = end  # type: ignore[assignment]
+    step.exit_code = exit_code
+    step.exit_signal = exit_signal
+    step.end_time = now
+    step.launch.ClearField("environment")  # not needed once it ran (and it is the bulk of a step)
+
+
+def end_job_steps(job: jobs_pb2.JobInfo, end: int, now: int) -> None:
+    """The job ended: steps still running end with it (CANCELLED, TIMEOUT, NODE_FAIL ...)."""
+    step_state = end if end not in (jobs_pb2.COMPLETED, jobs_pb2.FAILED) else jobs_pb2.CANCELLED
+    for step in job.steps:
+        if step.state == jobs_pb2.RUNNING:
+            end_step(step, step_state, 0, 9 if step_state == jobs_pb2.CANCELLED else 0, now)
+
+
+def cancel_step(step: jobs_pb2.JobStep, now: int) -> None:
+    """One step was cancelled (scancel J.S): CANCELLED 0:9 now, as Slurm records it."""
+    end_step(step, jobs_pb2.CANCELLED, 0, 9, now)
