@@ -120,9 +120,9 @@ def test_read_rpcs_write_nothing_to_the_store(tmp_path: Path, read) -> None:  # 
     h.submit(job())  # a pending job for sprio
     h.advance(120)  # past the ledger's save interval: a write path would save it now
     before = h.ctl.store.get_meta(SHARES_META_KEY)
-    changes = h.ctl.store._db.total_changes
+    changes = h.ctl.store._backend._db.total_changes
     read(h)
-    assert h.ctl.store._db.total_changes == changes
+    assert h.ctl.store._backend._db.total_changes == changes
     assert h.ctl.store.get_meta(SHARES_META_KEY) == before
 
 
@@ -137,7 +137,7 @@ def test_housekeeping_saves_the_fair_share_ledger(tmp_path: Path) -> None:
 
 def test_a_submit_whose_commit_fails_leaves_no_job_in_memory(tmp_path: Path) -> None:
     h = Harness.of(cluster().nodes(1), tmp_path)
-    h.ctl.store._db.close()  # the disk is gone: the commit fails
+    h.ctl.store._backend._db.close()  # the disk is gone: the commit fails
     with pytest.raises(sqlite3.Error):
         h.submit(job())
     assert h.ctl.jobs == {}
