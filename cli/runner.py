@@ -407,24 +407,12 @@ class Runner:
             remove_socket_if_ours(self.path, self.inode)
 
 
-def _warm_argparse() -> None:
-    """Build and use one parser, so that children find argparse's lazy work done: its help formatter
-    imports shutil (and with it bz2, lzma, zlib) on a process's first parser, and its option patterns
-    are compiled on first use. Left to each child, that was 7-8 ms of CPU per squeue, sinfo or sacct."""
-    parser = argparse.ArgumentParser(prog="shoal-runner-warm-up", add_help=True)
-    parser.add_argument("-n", "--number", type=int, metavar="N")
-    parser.add_argument("words", nargs="*")
-    parser.parse_args(["-n", "1", "--number=2", "word"])
-    parser.format_usage()
-
-
 def preload() -> None:
     for module in PRELOAD:
         try:
             importlib.import_module(module)
         except ImportError as exc:  # a command that cannot import still runs (and fails) in its child
             log.warning("cannot preload %s: %s", module, exc)
-    _warm_argparse()
     # Children share the preloaded objects' pages with the runner until written: keep the cyclic
     # garbage collector (which writes to every object it scans) off them.
     gc.freeze()

@@ -254,17 +254,6 @@ def test_the_runner_loads_what_the_short_commands_load_and_nothing_heavier() -> 
     assert out.strip() == "[]"
 
 
-def test_a_command_run_by_the_runner_imports_nothing_the_runner_has_not_loaded() -> None:
-    # what a child imports it imports on every call (argparse's help formatter pulls in shutil, bz2, lzma)
-    code = ("import contextlib, io, sys, cli.runner as r; r.preload(); before = set(sys.modules)\n"
-            "for name in ('squeue', 'sinfo', 'sacct', 'sbatch', 'scontrol'):\n"
-            "    sys.argv = [name, '--version']\n"
-            "    with contextlib.redirect_stdout(io.StringIO()): r.run_command(name)\n"
-            "print(sorted(set(sys.modules) - before))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
-
-
 def test_a_runner_that_cannot_listen_is_not_started_again(ctld: str, public_dir: str) -> None:
     # the agent's path fits a unix socket address (108 bytes), the runner's (".run" more) does not
     base = os.path.join(public_dir, "run")
