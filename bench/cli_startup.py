@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-BIN = Path(os.path.realpath(sys.executable)).parent
-PY = str(Path(os.path.realpath(sys.executable)))
+BIN = Path(sysconfig.get_path("scripts"))  # the console scripts (a venv's bin, not its interpreter's)
+PY = sys.executable  # the environment shoal is installed in (a venv's interpreter, not what it links to)
 
 
 def agent_pids(directory: str) -> list[int]:
