@@ -35,6 +35,9 @@ STEP_FIELDS = (
     "name", "nodelist", "num_tasks", "num_cpus", "num_nodes", "start_time", "end_time", "state", "exit_code",
     "exit_signal", "cpu_time_s", "max_rss_kb", "tres_alloc", "gpu_util_avg", "gpu_util_max", "gpu_mem_max_mb",
 )
+# Core columns, not ORM attributes, in the per-batch SELECTs: the ORM's statement handling was a third
+# of a small batch's CPU, and these only read plain values.
+JOBS: Table = Job.__table__  # type: ignore[assignment]
 ROWS_PER_STATEMENT = 500  # rows per executemany / per IN list
 UsageKey = tuple[str, str, int]  # (account, user, hour)
 
@@ -126,8 +129,8 @@ def _apply_jobs(session: Session, cluster: str, records: Iterable[pb.JobRecord])
     states: dict[tuple[int, int], str] = {}
     for chunk in _chunks(sorted(keys), ROWS_PER_STATEMENT):
         found = session.execute(
-            select(Job.job_id, Job.submit_time, Job.state).where(
-                Job.cluster == cluster, tuple_(Job.job_id, Job.submit_time).in_(chunk)
+            select(JOBS.c.job_id, JOBS.c.submit_time, JOBS.c.state).where(
+                JOBS.c.cluster == cluster, tuple_(JOBS.c.job_id, JOBS.c.submit_time).in_(chunk)
             )
         )
         states.update({(job_id, submit): state for job_id, submit, state in found})
@@ -182,7 +185,7 @@ def _apply_steps(session: Session, cluster: str, records: Sequence[pb.StepRecord
     rows_of: dict[int, list[tuple[int, int]]] = {}  # job id -> [(submit time, row id)]
     for chunk in _chunks(job_ids, ROWS_PER_STATEMENT):
         found = session.execute(
-            select(Job.job_id, Job.submit_time, Job.id).where(Job.cluster == cluster, Job.job_id.in_(chunk))
+            select(JOBS.c.job_id, JOBS.c.submit_time, JOBS.c.id).where(JOBS.c.cluster == cluster, JOBS.c.job_id.in_(chunk))
         )
         for job_id, submit, row_id in found:
             rows_of.setdefault(job_id, []).append((submit, row_id))
