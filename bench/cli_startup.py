@@ -5,7 +5,8 @@
     python bench/cli_startup.py --reps 30 --queue 500 --keep
 
 Each figure is the wall time of fork+exec+run+exit of one command (median of --reps calls, plus
-the mean user+sys CPU per call from getrusage), run the way a user runs it: the console script
+the mean user+sys CPU per call from getrusage, and "agent ms": the CPU per call of the cluster's agent and
+command runner, whose forks run a native command's Python half), run the way a user runs it: the console script
 next to the interpreter. Variants:
 
   installed   bytecode cached (PYTHONPYCACHEPREFIX set, PYTHONDONTWRITEBYTECODE unset): what an
@@ -35,26 +36,59 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-BIN = Path(os.path.realpath(sys.executable)).parent
-PY = str(Path(os.path.realpath(sys.executable)))
+BIN = Path(sysconfig.get_path("scripts"))  # the console scripts (a venv's bin, not its interpreter's)
+PY = sys.executable  # the environment shoal is installed in (a venv's interpreter, not what it links to)
 
 
-def run_many(argv: list[str], env: dict[str, str], reps: int, warm: int = 2) -> tuple[float, float, float]:
-    """(median wall ms, min wall ms, mean user+sys CPU ms) over reps calls."""
+def agent_pids(directory: str) -> list[int]:
+    """The cluster's local agent and its command runner (whose forks run the native commands)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if directory in cmd and ("cli.runner" in cmd or "shoal.agent.agentd" in cmd):
+            pids.append(int(entry))
+    return pids
+
+
+def process_cpu_s(pids: list[int]) -> float:
+    """CPU seconds of these processes and of their children they have waited for (utime..cstime)."""
+    total = 0
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        total += sum(int(f) for f in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def run_many(argv: list[str], env: dict[str, str], reps: int, warm: int = 2,
+             agent: Sequence[int] = ()) -> tuple[float, float, float, float]:
+    """(median wall ms, min wall ms, mean user+sys CPU ms of the command, mean CPU ms of the agent and
+    runner, their forks included) over reps calls."""
     for _ in range(warm):
         subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     walls = []
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    agent_before = process_cpu_s(list(agent))
     for _ in range(reps):
         t0 = time.perf_counter()
         subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         walls.append(time.perf_counter() - t0)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    agent_cpu = (process_cpu_s(list(agent)) - agent_before) / reps
     cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / reps
-    return statistics.median(walls) * 1000, min(walls) * 1000, cpu * 1000
+    return statistics.median(walls) * 1000, min(walls) * 1000, cpu * 1000, agent_cpu * 1000
 
 
 INPROC = """
@@ -177,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         dt = time.perf_counter() - t0
         print(f"# queued {args.queue} held jobs in {dt:.1f} s ({args.queue / dt:.1f} jobs/s); "
               f"load {open('/proc/loadavg').read().split()[:3]}; {os.cpu_count()} CPUs; reps {args.reps}")  # fmt: skip
-        print(f"{'command':<44} {'variant':<10} {'median ms':>9} {'min ms':>7} {'cpu ms':>7}")
+        agent = agent_pids(directory)
+        print(f"{'command':<44} {'variant':<10} {'median ms':>9} {'min ms':>7} {'cpu ms':>7} {'agent ms':>8}")
         cases = [
             ("sbatch -H -J bench_cli --wrap=true", "sbatch", ["-H", "-J", "bench_cli", "--wrap=true"]),
             ("squeue", "squeue", []),
@@ -185,8 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for label, name, cargs in cases:
             for variant in ("installed", "no-pyc", "no-site"):
-                med, low, cpu = run_many(command(variant, name, cargs), variants[variant], args.reps)
-                print(f"{label:<44} {variant:<10} {med:>9.1f} {low:>7.1f} {cpu:>7.1f}", flush=True)
+                med, low, cpu, agent_ms = run_many(command(variant, name, cargs), variants[variant], args.reps,
+                                                   agent=agent)
+                print(f"{label:<44} {variant:<10} {med:>9.1f} {low:>7.1f} {cpu:>7.1f} {agent_ms:>8.1f}", flush=True)
         print(f"{'in one warm process: main(args) per call':<44} {'':<10} {'median ms':>9} {'min ms':>7}")
         for label, name, cargs in cases:
             med, low = in_process(name, cargs, inst, args.reps)
@@ -198,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             ("python -S: import shoal.v1.controller_pb2", [PY, "-S", "-c", "import shoal.v1.controller_pb2"], "no-site"),
         ]  # fmt: skip
         for label, cmd, variant in baselines:
-            med, low, cpu = run_many(cmd, variants[variant], args.reps)
+            med, low, cpu, _ = run_many(cmd, variants[variant], args.reps)
             print(f"{label:<44} {variant:<10} {med:>9.1f} {low:>7.1f} {cpu:>7.1f}", flush=True)
         importtime(inst, args.top)
         subprocess.run([str(BIN / "scancel"), "-n", "bench_cli"], env=inst, check=False)
