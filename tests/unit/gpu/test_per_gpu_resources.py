@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from ctld.jobs import apply_start, describe_request, job_request
-from ctld.sched.model import Node, NodeUsage, Refusal, Start
+from ctld.sched.model import Node, NodeUsage, Pend, Refusal, Start
 from ctld.sched.placement import Overlay, could_ever_run, place
 from shoal.v1 import jobs_pb2
 from tests.unit.gpu.fixtures import described_node
@@ -78,7 +78,7 @@ def test_more_cpus_per_gpu_than_the_node_has_can_never_run() -> None:
 def test_cpus_per_gpu_waits_for_enough_free_cpus() -> None:
     busy = node("n1").cpus(16).mem(64000).gpus(4).used(cpus=range(10), mem=10000).obj()
     found, _ = started(busy, submitted(gpus_per_node="2", cpus_per_gpu=4))  # 8 CPUs, 6 free
-    assert found == "Resources"
+    assert found == Pend("Resources", busy=True)
 
 
 def per_socket(gpu_indices: object, target: Node) -> Counter[int]:
@@ -113,7 +113,7 @@ def test_gpus_per_socket_waits_when_a_used_socket_lacks_free_gpus() -> None:
     one, _ = started(busy, submitted(gpus_per_socket="1"))
     assert isinstance(one, Start)  # one socket: socket 0 still has GPU 3 (or socket 1 has four)
     two, _ = started(busy, submitted(gpus_per_socket="2", cpus_per_task=60))
-    assert two == "Resources"  # both sockets needed, socket 0 has one free
+    assert two == Pend("Resources", busy=True)  # both sockets needed, socket 0 has one free
 
 
 def test_pending_job_request_counts_cpus_per_gpu() -> None:
