@@ -33,6 +33,7 @@ from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
 from noded.gpu.fake_nvml import parse_cpu_list
 from noded.gpu.usage import GpuSampler
+from noded.hooks import HookConfig
 from noded.isolation import load_isolation
 from noded.node import HostedNode, spool_root
 from noded.reporter import Reporter
@@ -255,6 +256,14 @@ def node_identities(cfg: SlurmConfig, nodes: list[HostedNode]) -> list[HostedNod
     return out
 
 
+def hook_config(cfg: SlurmConfig) -> HookConfig:
+    """The job scripts slurm.conf names (Prolog, Epilog, TaskProlog, TaskEpilog)."""
+    return HookConfig(
+        prolog=cfg.prolog, epilog=cfg.epilog, task_prolog=cfg.task_prolog, task_epilog=cfg.task_epilog,
+        timeout=cfg.prolog_epilog_timeout, cluster_name=cfg.cluster_name, slurm_conf=os.path.abspath(cfg.path),
+    )
+
+
 def build(args: argparse.Namespace, start_time: int) -> Noded:
     conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
     try:
@@ -286,6 +295,7 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         raise StartError(str(exc)) from exc
     if args.node_namespaces:
         nodes = node_identities(cfg, nodes)
+    nodes = [dataclasses.replace(n, hooks=hook_config(cfg)) for n in nodes]
 
     def hardware(node: HostedNode) -> cluster_pb2.NodeHardware:
         current = discover_hardware()

@@ -85,7 +85,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         kill_wait = request.kill_wait or self._kill_wait
         try:
             launch_batch(request, node.conf, node.spool, kill_wait, isolation=node.isolation,
-                         identity=node.identity)
+                         identity=node.identity, hooks=node.hooks)
         except LaunchRefused as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except LaunchFailed as exc:

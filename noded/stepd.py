@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from noded import nodens, reap, spool
+from noded import hooks, nodens, reap, spool
 from noded.cgroup import BATCH, CgroupError, CgroupRequest, StepCgroup, oom_note
 from noded.launchspec import LaunchSpec
 from noded.workdir import enter_workdir
@@ -76,6 +76,12 @@ class Supervisor:
             # TerminateJob came before this stepd had its pid on record: never start the job.
             status.update(exit_signal=int(signal.SIGTERM), message="cancelled before start", end_time=int(time.time()))
             return status
+        prolog = self.run_node_hook(self.spec.prolog, "prolog")
+        if not prolog.ok:
+            # the script never runs; ctld drains the node and requeues the job held (ctld.hook_failures)
+            status.update(exit_code=1, launch_failed=True, prolog_failed=True, message=prolog.message,
+                          end_time=int(time.time()))
+            return status
         try:
             cgroup = make_cgroup(self.spec)
         except CgroupError as exc:
@@ -123,7 +129,43 @@ class Supervisor:
         else:
             status["exit_code"] = os.waitstatus_to_exitcode(wait_status)
         status["end_time"] = int(time.time())
+        run_task_epilog(self.spec)
+        epilog = self.run_node_hook(self.spec.epilog, "epilog")
+        if not epilog.ok:
+            status.update(epilog_failed=True, hook_message=epilog.message)
         return status
+
+    def run_node_hook(self, scripts: list[str], what: str) -> hooks.HookResult:
+        """The node's Prolog or Epilog for this job, as root (SLURM_SCRIPT_CONTEXT prolog_slurmd/epilog_slurmd)."""
+        if not scripts:
+            return hooks.HookResult(True)
+        env = {**self.spec.hook_env, "SLURM_SCRIPT_CONTEXT": f"{what}_slurmd"}
+        result = hooks.run_all(scripts, env, hooks.timeout_of(self.spec.hook_timeout), what,
+                               node_ns=self.spec.node_ns)
+        if not result.ok:
+            print(f"slurmstepd: error: job {self.spec.job_id}: {result.message}", file=sys.stderr)
+        return result
+
+
+def run_task_epilog(spec: LaunchSpec) -> None:
+    """TaskEpilog after the script, as the user, in the script's environment (its output is dropped)."""
+    if not spec.task_epilog:
+        return
+    env = {**spec.env, "SLURM_SCRIPT_CONTEXT": "epilog_task"}
+    run_as = hooks.RunAs(spec.uid, spec.gid, tuple(spec.groups)) if os.geteuid() == 0 else None
+    hooks.run_script(spec.task_epilog, env, hooks.TASK_HOOK_TIMEOUT_S, "task epilog", node_ns=spec.node_ns,
+                     run_as=run_as, cwd=spec.cwd)
+
+
+def run_task_prolog(spec: LaunchSpec, env: dict[str, str]) -> None:
+    """In the script's process, as the user, before exec: TaskProlog's `export`/`unset` lines change
+    `env`, its `print` lines go to the script's stdout (fd 1)."""
+    if not spec.task_prolog:
+        return
+    result = hooks.run_script(spec.task_prolog, {**env, "SLURM_SCRIPT_CONTEXT": "prolog_task"},
+                              hooks.TASK_HOOK_TIMEOUT_S, "task prolog", cwd=spec.cwd)
+    for line in hooks.apply_task_prolog(result.stdout, env):
+        os.write(1, f"{line}\n".encode())
 
 
 def rusage_usage(rusage: object) -> dict[str, int]:
@@ -222,6 +264,7 @@ def _exec_job(spec: LaunchSpec, err_w: int, cgroup: StepCgroup | None = None) ->
         enter_workdir(spec.cwd)
         env = dict(spec.env)
         env["SLURM_TASK_PID"] = str(os.getpid())
+        run_task_prolog(spec, env)
         try:
             os.execve(spec.script, [spec.script, *spec.argv], env)
         except OSError as exc:
