@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
 
+from ctld import hook_failures, preempt, priority_report, top
 from ctld import jobs as jobrec
 from ctld import nodes as noderec
-from ctld import preempt, priority_report, top
 from ctld import reservations as resv
 from ctld import steps as jobsteps
 from ctld.accounting import Accounting
@@ -630,6 +630,10 @@ class Controller:
                 self._requeue(job, self._now(), ended_as=ended_as, ended_at=now)
             elif job.final_state:
                 self._finish(job, job.final_state, req.exit_code, req.exit_signal, now)
+            elif req.prolog_failed:  # ctld.hook_failures: requeued held (its node is drained below)
+                self._requeue(job, self._now(), ended_as=jobs_pb2.REQUEUED, ended_at=now)
+                if "nohold_on_prolog_fail" not in self.cfg.scheduler_parameters:
+                    hook_failures.hold_requeued(job)
             elif req.node_fail:
                 log.warning("job %d lost with node %s: %s", job.job_id, req.node, req.message)
                 self._end_by_node_failure(job, now)
@@ -647,6 +651,10 @@ class Controller:
             # and on the batch host: nothing of an ended job may run on (a no-op when it has ended
             # there; a requeued one was terminated before, and its next run must not be hit)
             host = self.nodes.get(req.node)
+            if host is not None and (req.prolog_failed or req.epilog_failed):
+                reason = hook_failures.PROLOG_ERROR if req.prolog_failed else hook_failures.EPILOG_ERROR
+                hook_failures.drain(host.info, reason, now, req.hook_message or req.message)
+                self._save_node(host)
             if job.state in FINISHED_STATES and host is not None and host.registered and not host.info.not_responding:
                 effects.append(partial(self.actions.terminate, host.info, job.job_id, self.cfg.kill_wait, "ended"))
         for effect in effects:
