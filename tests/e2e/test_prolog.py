@@ -1,0 +1,188 @@
+"""Prolog, Epilog, TaskProlog and TaskEpilog: real scripts run by real noded on emulated nodes.
+
+One cluster for the module: Prolog is a glob over a prolog.d directory (run in sorted order), and what
+a script does depends on the job's name, so each test picks its behaviour with `-J`. A failed Prolog
+drains its node ("Prolog error") and requeues the job held; a failed Epilog drains its node; a hanging
+Prolog is killed at PrologEpilogTimeout. Tests put the nodes they drained back (scontrol resume).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster, wait_until
+
+pytestmark = pytest.mark.e2e
+
+HANG_SECONDS = "317"  # a sleep no other process on the machine runs: how the test finds a leftover
+
+PROLOG_MARK = """#!/bin/sh
+/usr/bin/env > {marks}/prolog-$SLURM_JOB_ID
+/bin/hostname > {marks}/prolog-host-$SLURM_JOB_ID
+"""
+PROLOG_CONTROL = """#!/bin/sh
+echo first > {marks}/order-$SLURM_JOB_ID.tmp
+case "$SLURM_JOB_NAME" in
+  failprolog) echo "no scratch space" >&2; exit 3 ;;
+  hangprolog) exec /bin/sleep {hang} ;;
+esac
+"""
+PROLOG_LAST = """#!/bin/sh
+/bin/mv {marks}/order-$SLURM_JOB_ID.tmp {marks}/order-$SLURM_JOB_ID
+"""
+EPILOG = """#!/bin/sh
+/usr/bin/env > {marks}/epilog-$SLURM_JOB_ID
+[ "$SLURM_JOB_NAME" != failepilog ]
+"""
+TASK_PROLOG = """#!/bin/sh
+echo "export FROM_TASK_PROLOG=yes"
+echo "unset UNSET_ME"
+echo "print hello from the task prolog"
+"""
+TASK_EPILOG = """#!/bin/sh
+echo "$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID $(id -u)" > {marks}/task-epilog-$SLURM_JOB_ID
+"""
+JOB = """#!/bin/sh
+echo "from=$FROM_TASK_PROLOG unset=${UNSET_ME:-gone}"
+"""
+
+
+def _script(path: Path, text: str) -> str:
+    path.write_text(text)
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def hooks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("hooks")
+    marks = base / "marks"
+    marks.mkdir()
+    marks.chmod(0o1777)
+    (base / "prolog.d").mkdir()
+    fmt = {"marks": marks, "hang": HANG_SECONDS}
+    _script(base / "prolog.d" / "10-mark.sh", PROLOG_MARK.format(**fmt))
+    _script(base / "prolog.d" / "20-control.sh", PROLOG_CONTROL.format(**fmt))
+    _script(base / "prolog.d" / "30-last.sh", PROLOG_LAST.format(**fmt))
+    _script(base / "epilog.sh", EPILOG.format(**fmt))
+    _script(base / "task_prolog.sh", TASK_PROLOG)
+    _script(base / "task_epilog.sh", TASK_EPILOG.format(**fmt))
+    for p in (base, *base.parents):
+        if str(p) in ("/", "/tmp"):
+            break
+        p.chmod(p.stat().st_mode | 0o011)
+    return base
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, hooks_dir: Path) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path_factory.mktemp("prolog"), nodes=2, extra=(
+        f"Prolog={hooks_dir}/prolog.d/*", f"Epilog={hooks_dir}/epilog.sh", "PrologEpilogTimeout=5",
+        f"TaskProlog={hooks_dir}/task_prolog.sh", f"TaskEpilog={hooks_dir}/task_epilog.sh",
+        "ClusterName=hooktest",
+    ))
+    yield c
+    stop_cluster(c)
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def _node(cluster: Cluster, name: str) -> str:
+    return cluster.ok("scontrol", "show", "node", name)
+
+
+def _resume(cluster: Cluster, name: str) -> None:
+    cluster.ok("scontrol", "update", f"nodename={name}", "state=resume")
+
+
+def _submit(cluster: Cluster, workdir: Path, name: str, node: str, *extra: str) -> tuple[int, Path]:
+    script = workdir / f"{name}.sh"
+    _script(script, JOB)
+    out = workdir / f"{name}.out"
+    job = cluster.submit("-J", name, "-w", node, "-o", str(out), *extra, str(script), user=NOBODY, cwd=workdir)
+    return job, out
+
+
+def _hook_processes() -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if f"sleep {HANG_SECONDS}" in cmdline:
+            found.append(f"{pid}: {cmdline}")
+    return found
+
+
+def test_prolog_and_epilog_run_as_root_with_the_jobs_environment(cluster: Cluster, workdir: Path,
+                                                                  hooks_dir: Path) -> None:
+    job, out = _submit(cluster, workdir, "hello", "node1", "--export=ALL,UNSET_ME=still-here")
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
+    marks = hooks_dir / "marks"
+    env = _env_file(marks / f"prolog-{job}")
+    assert env["SLURM_JOB_ID"] == str(job)
+    assert env["SLURM_JOB_USER"] == "nobody" and env["SLURM_JOB_UID"] == str(NOBODY)
+    assert env["SLURM_JOB_NODELIST"] == "node1" and env["SLURMD_NODENAME"] == "node1"
+    assert env["SLURM_SCRIPT_CONTEXT"] == "prolog_slurmd"
+    assert env["SLURM_CLUSTER_NAME"] == "hooktest"
+    assert env["SLURM_JOB_PARTITION"] == cluster.job_field(job, "%P")
+    assert "UNSET_ME" not in env and "PATH" not in env  # the job's own environment is not the prolog's
+    assert (marks / f"order-{job}").read_text() == "first\n"  # every prolog.d script, in sorted order
+    assert (marks / f"prolog-host-{job}").read_text().strip() == "node1"  # the node's own hostname
+    wait_until("the epilog", lambda: (marks / f"epilog-{job}").exists())
+    assert _env_file(marks / f"epilog-{job}")["SLURM_SCRIPT_CONTEXT"] == "epilog_slurmd"
+    # TaskProlog's export and unset reached the script, its print went to the script's output
+    assert out.read_text().splitlines() == ["hello from the task prolog", "from=yes unset=gone"]
+    epilog = (marks / f"task-epilog-{job}").read_text().split()
+    assert epilog == ["epilog_task", str(job), str(NOBODY)]  # TaskEpilog ran as the user
+    assert "State=IDLE " in _node(cluster, "node1")
+
+
+def test_a_failing_prolog_drains_the_node_and_requeues_the_job_held(cluster: Cluster, workdir: Path) -> None:
+    job, out = _submit(cluster, workdir, "failprolog", "node2")
+    try:
+        wait_until("the job held", lambda: cluster.job_field(job, "%T %r") == "PENDING launch failed requeued held")
+        assert cluster.job_field(job, "%Q") == "0"
+        node = _node(cluster, "node2")
+        assert "State=IDLE+DRAIN " in node
+        assert re.search(r"Reason=Prolog error \[slurm@", node), node
+        assert not out.exists()  # the script never ran
+        assert "Restarts=1" in cluster.ok("scontrol", "show", "job", str(job))
+    finally:
+        cluster.run("scancel", str(job))
+        _resume(cluster, "node2")
+
+
+def test_a_hanging_prolog_is_killed_at_the_timeout(cluster: Cluster, workdir: Path) -> None:
+    job, out = _submit(cluster, workdir, "hangprolog", "node2")
+    try:
+        wait_until("the job held", lambda: cluster.job_field(job, "%T %r") == "PENDING launch failed requeued held",
+                   timeout=60)
+        assert "Reason=Prolog error" in _node(cluster, "node2")
+        assert _hook_processes() == []  # the prolog's whole process group was killed
+        assert not out.exists()
+        assert "killed after 5 s" in cluster.log("noded") + cluster.log("ctld")
+    finally:
+        cluster.run("scancel", str(job))
+        _resume(cluster, "node2")
+
+
+def test_a_failing_epilog_drains_the_node(cluster: Cluster, workdir: Path) -> None:
+    job, out = _submit(cluster, workdir, "failepilog", "node2")
+    try:
+        assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"  # the job's own result stands
+        wait_until("node2 drained", lambda: "Reason=Epilog error" in _node(cluster, "node2"))
+        assert "DRAIN" in _node(cluster, "node2")
+        assert out.read_text().endswith("from=yes unset=gone\n")
+    finally:
+        _resume(cluster, "node2")
