@@ -110,8 +110,10 @@ def run_script(
     argv = [path]
     preexec = None
     if node_ns and threaded:
-        argv = [sys.executable, "-P", "-m", "noded.nodens", "--exec", node_ns.get("hostname", ""),
-                node_ns.get("hosts", ""), "--", path]
+        from noded import nodens  # run as a file: the script's environment names no PYTHONPATH
+
+        argv = [sys.executable, "-P", "-S", os.path.abspath(nodens.__file__), "--exec",
+                node_ns.get("hostname", ""), node_ns.get("hosts", ""), "--", path]
     elif node_ns or run_as is not None:
         def preexec() -> None:
             _preexec(node_ns, run_as)

@@ -33,6 +33,7 @@ from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
 from noded.gpu.fake_nvml import parse_cpu_list
 from noded.gpu.usage import GpuSampler
+from noded.healthcheck import HealthCheckConfig, HealthChecker, NodeState, check_all
 from noded.hooks import HookConfig
 from noded.isolation import load_isolation
 from noded.node import HostedNode, spool_root
@@ -44,10 +45,11 @@ from shoal.auth.key import load_key
 from shoal.conf import ConfigError, SlurmConfig, load_slurm_conf
 from shoal.rpc.client import Stub
 from shoal.rpc.server import BindError, make_server
-from shoal.v1 import cluster_pb2, node_pb2_grpc
+from shoal.v1 import cluster_pb2, controller_pb2, node_pb2_grpc
 
 PROG = "shoal-noded"
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
+GET_NODES = "/shoal.v1.Controller/GetNodes"
 log = logging.getLogger("shoal.noded")
 
 
@@ -141,6 +143,7 @@ class Noded:
     servers: list[grpc.Server]
     reporter: Reporter | None = None
     agent: AgentServer | None = None
+    health: HealthChecker | None = None
     pid_file: str = ""
 
     def write_pid_file(self, path: str) -> None:
@@ -155,6 +158,8 @@ class Noded:
         self.pid_file = path
 
     def stop(self) -> None:
+        if self.health is not None:
+            self.health.stop()
         if self.reporter is not None:
             self.reporter.stop()
         for server in self.servers:
@@ -264,6 +269,23 @@ def hook_config(cfg: SlurmConfig) -> HookConfig:
     )
 
 
+def health_check_config(cfg: SlurmConfig) -> HealthCheckConfig:
+    return HealthCheckConfig(cfg.health_check_program, cfg.health_check_interval, cfg.health_check_node_state,
+                             os.path.abspath(cfg.path))
+
+
+def ctld_node_state(stub: Stub) -> NodeState:
+    """A node's state as ctld has it (HealthCheckNodeState picks nodes by it); "" when ctld does not answer."""
+    def state(name: str) -> str:
+        try:
+            reply = stub.call(GET_NODES, controller_pb2.GetNodesRequest(names=[name]),
+                              controller_pb2.GetNodesResponse, timeout=5)
+        except grpc.RpcError:
+            return ""
+        return reply.nodes[0].state if reply.nodes else ""
+    return state
+
+
 def build(args: argparse.Namespace, start_time: int) -> Noded:
     conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
     try:
@@ -318,12 +340,16 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
             noded.agent = AgentServer(socket_path, key, {"ctld": ctld_target}, host=socket.gethostname(),
                                       command_runner=not args.no_command_runner)
             noded.agent.start()
+        health = health_check_config(cfg)
+        if health.program:  # once before the nodes register and take work, as slurmd does
+            check_all(nodes, health)
         sampler = GpuSampler(nvml) if nvml is not None else None
-        noded.reporter = Reporter(
-            nodes, Stub(ctld_target, key), hardware, shoal.__version__, start_time, gpu_sampler=sampler
-        )
+        ctld = Stub(ctld_target, key)
+        noded.reporter = Reporter(nodes, ctld, hardware, shoal.__version__, start_time, gpu_sampler=sampler)
         service.on_ctld_ping = noded.reporter.ctld_pinged
         noded.reporter.start()
+        noded.health = HealthChecker(nodes, health, ctld_node_state(ctld))
+        noded.health.start()
     except AgentServerError as exc:
         noded.stop()
         raise StartError(exc.message) from exc
