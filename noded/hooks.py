@@ -103,8 +103,8 @@ def run_script(
 ) -> HookResult:
     """Run one script to its end (or its timeout); `what` names it in messages ("prolog").
 
-    `threaded`: the caller has other threads (noded), so nothing runs between fork and exec: an
-    emulated node's namespaces are entered by `python -m noded.nodens --exec` instead."""
+    `threaded`: the caller has other threads (noded), so no Python runs between fork and exec: an
+    emulated node's namespaces are entered by `noded/nodens.py --exec` instead (as root only)."""
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
         return HookResult(False, f"{what} {path} can not be executed")
     argv = [path]
@@ -114,13 +114,17 @@ def run_script(
 
         argv = [sys.executable, "-P", "-S", os.path.abspath(nodens.__file__), "--exec",
                 node_ns.get("hostname", ""), node_ns.get("hosts", ""), "--", path]
-    elif node_ns or run_as is not None:
+    elif node_ns:
         def preexec() -> None:
             _preexec(node_ns, run_as)
+    # without a preexec, the user is switched between fork and exec in C (safe with threads)
+    switch = run_as is not None and preexec is None and os.geteuid() == 0
     try:
         proc = subprocess.Popen(  # noqa: S603 - the admin's configured script
             argv, env=dict(env), cwd=cwd if os.path.isdir(cwd) else "/", stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec,
+            user=run_as.uid if switch and run_as else None, group=run_as.gid if switch and run_as else None,
+            extra_groups=list(run_as.groups) if switch and run_as else None,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return HookResult(False, f"{what} {path} can not be executed: {exc}")
@@ -148,10 +152,11 @@ def run_all(
     what: str,
     *,
     node_ns: Mapping[str, str] | None = None,
+    threaded: bool = False,
 ) -> HookResult:
     """Run every script a setting names, in order, as root; stop at the first that fails."""
     for path in expand(specs):
-        result = run_script(path, env, timeout, what, node_ns=node_ns)
+        result = run_script(path, env, timeout, what, node_ns=node_ns, threaded=threaded)
         if not result.ok:
             return result
     return HookResult(True)
@@ -172,3 +177,22 @@ def apply_task_prolog(output: str, env: dict[str, str]) -> list[str]:
         elif line.startswith("print "):
             printed.append(line[len("print "):])
     return printed
+
+
+def run_task_prolog(path: str, env: dict[str, str], cwd: str) -> None:
+    """In a task's process, already the user, before exec: TaskProlog's `export`/`unset` lines change
+    `env`, its `print` lines go to the task's stdout (fd 1). A failing TaskProlog does not stop the task."""
+    if not path:
+        return
+    result = run_script(path, {**env, "SLURM_SCRIPT_CONTEXT": "prolog_task"}, TASK_HOOK_TIMEOUT_S, "task prolog",
+                        cwd=cwd)
+    for line in apply_task_prolog(result.stdout, env):
+        os.write(1, f"{line}\n".encode())
+
+
+def run_task_epilog(path: str, env: Mapping[str, str], cwd: str, node_ns: Mapping[str, str] | None,
+                    run_as: RunAs | None) -> None:
+    """After a task ended, as its user in its environment (the output is dropped, as in Slurm)."""
+    if path:
+        run_script(path, {**env, "SLURM_SCRIPT_CONTEXT": "epilog_task"}, TASK_HOOK_TIMEOUT_S, "task epilog",
+                   node_ns=node_ns, run_as=run_as if os.geteuid() == 0 else None, cwd=cwd)

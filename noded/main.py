@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -45,11 +46,12 @@ from shoal.auth.key import load_key
 from shoal.conf import ConfigError, SlurmConfig, load_slurm_conf
 from shoal.rpc.client import Stub
 from shoal.rpc.server import BindError, make_server
-from shoal.v1 import cluster_pb2, controller_pb2, node_pb2_grpc
+from shoal.v1 import cluster_pb2, common_pb2, controller_pb2, node_pb2_grpc
 
 PROG = "shoal-noded"
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
 GET_NODES = "/shoal.v1.Controller/GetNodes"
+UPDATE_NODE = "/shoal.v1.Controller/UpdateNode"
 log = logging.getLogger("shoal.noded")
 
 
@@ -286,6 +288,18 @@ def ctld_node_state(stub: Stub) -> NodeState:
     return state
 
 
+def ctld_drain(stub: Stub) -> Callable[[str, str], None]:
+    """Drain a node through ctld as root (a node's failed Prolog/Epilog of a step); failures are logged."""
+    def drain(name: str, reason: str) -> None:
+        fields = [common_pb2.KeyValue(key="State", value="DRAIN"), common_pb2.KeyValue(key="Reason", value=reason)]
+        try:
+            stub.call(UPDATE_NODE, controller_pb2.UpdateNodeRequest(nodes=name, fields=fields),
+                      controller_pb2.UpdateNodeResponse, timeout=10, attempts=3)
+        except grpc.RpcError as exc:
+            log.error("%s: cannot drain (%s): %s", name, reason, exc.details())
+    return drain
+
+
 def build(args: argparse.Namespace, start_time: int) -> Noded:
     conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
     try:
@@ -347,6 +361,7 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         ctld = Stub(ctld_target, key)
         noded.reporter = Reporter(nodes, ctld, hardware, shoal.__version__, start_time, gpu_sampler=sampler)
         service.on_ctld_ping = noded.reporter.ctld_pinged
+        service.drain = ctld_drain(ctld)
         noded.reporter.start()
         noded.health = HealthChecker(nodes, health, ctld_node_state(ctld))
         noded.health.start()

@@ -129,7 +129,8 @@ class Supervisor:
         else:
             status["exit_code"] = os.waitstatus_to_exitcode(wait_status)
         status["end_time"] = int(time.time())
-        run_task_epilog(self.spec)
+        hooks.run_task_epilog(self.spec.task_epilog, self.spec.env, self.spec.cwd, self.spec.node_ns,
+                              hooks.RunAs(self.spec.uid, self.spec.gid, tuple(self.spec.groups)))
         epilog = self.run_node_hook(self.spec.epilog, "epilog")
         if not epilog.ok:
             status.update(epilog_failed=True, hook_message=epilog.message)
@@ -145,27 +146,6 @@ class Supervisor:
         if not result.ok:
             print(f"slurmstepd: error: job {self.spec.job_id}: {result.message}", file=sys.stderr)
         return result
-
-
-def run_task_epilog(spec: LaunchSpec) -> None:
-    """TaskEpilog after the script, as the user, in the script's environment (its output is dropped)."""
-    if not spec.task_epilog:
-        return
-    env = {**spec.env, "SLURM_SCRIPT_CONTEXT": "epilog_task"}
-    run_as = hooks.RunAs(spec.uid, spec.gid, tuple(spec.groups)) if os.geteuid() == 0 else None
-    hooks.run_script(spec.task_epilog, env, hooks.TASK_HOOK_TIMEOUT_S, "task epilog", node_ns=spec.node_ns,
-                     run_as=run_as, cwd=spec.cwd)
-
-
-def run_task_prolog(spec: LaunchSpec, env: dict[str, str]) -> None:
-    """In the script's process, as the user, before exec: TaskProlog's `export`/`unset` lines change
-    `env`, its `print` lines go to the script's stdout (fd 1)."""
-    if not spec.task_prolog:
-        return
-    result = hooks.run_script(spec.task_prolog, {**env, "SLURM_SCRIPT_CONTEXT": "prolog_task"},
-                              hooks.TASK_HOOK_TIMEOUT_S, "task prolog", cwd=spec.cwd)
-    for line in hooks.apply_task_prolog(result.stdout, env):
-        os.write(1, f"{line}\n".encode())
 
 
 def rusage_usage(rusage: object) -> dict[str, int]:
@@ -264,7 +244,7 @@ def _exec_job(spec: LaunchSpec, err_w: int, cgroup: StepCgroup | None = None) ->
         enter_workdir(spec.cwd)
         env = dict(spec.env)
         env["SLURM_TASK_PID"] = str(os.getpid())
-        run_task_prolog(spec, env)
+        hooks.run_task_prolog(spec.task_prolog, env, spec.cwd)
         try:
             os.execve(spec.script, [spec.script, *spec.argv], env)
         except OSError as exc:

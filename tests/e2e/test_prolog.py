@@ -22,21 +22,22 @@ pytestmark = pytest.mark.e2e
 HANG_SECONDS = "317"  # a sleep no other process on the machine runs: how the test finds a leftover
 
 PROLOG_MARK = """#!/bin/sh
-/usr/bin/env > {marks}/prolog-$SLURM_JOB_ID
-/bin/hostname > {marks}/prolog-host-$SLURM_JOB_ID
+/usr/bin/env > {marks}/prolog-$SLURM_JOB_ID-$SLURMD_NODENAME
+/bin/hostname > {marks}/prolog-host-$SLURM_JOB_ID-$SLURMD_NODENAME
+echo ran >> {marks}/prolog-count-$SLURM_JOB_ID-$SLURMD_NODENAME
 """
 PROLOG_CONTROL = """#!/bin/sh
-echo first > {marks}/order-$SLURM_JOB_ID.tmp
-case "$SLURM_JOB_NAME" in
-  failprolog) echo "no scratch space" >&2; exit 3 ;;
-  hangprolog) exec /bin/sleep {hang} ;;
+echo first > {marks}/order-$SLURM_JOB_ID-$SLURMD_NODENAME.tmp
+case "$SLURM_JOB_NAME-$SLURMD_NODENAME" in
+  failprolog-*|failstep-node2) echo "no scratch space" >&2; exit 3 ;;
+  hangprolog-*) exec /bin/sleep {hang} ;;
 esac
 """
 PROLOG_LAST = """#!/bin/sh
-/bin/mv {marks}/order-$SLURM_JOB_ID.tmp {marks}/order-$SLURM_JOB_ID
+/bin/mv {marks}/order-$SLURM_JOB_ID-$SLURMD_NODENAME.tmp {marks}/order-$SLURM_JOB_ID-$SLURMD_NODENAME
 """
 EPILOG = """#!/bin/sh
-/usr/bin/env > {marks}/epilog-$SLURM_JOB_ID
+/usr/bin/env > {marks}/epilog-$SLURM_JOB_ID-$SLURMD_NODENAME
 [ "$SLURM_JOB_NAME" != failepilog ]
 """
 TASK_PROLOG = """#!/bin/sh
@@ -45,7 +46,7 @@ echo "unset UNSET_ME"
 echo "print hello from the task prolog"
 """
 TASK_EPILOG = """#!/bin/sh
-echo "$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID $(id -u)" > {marks}/task-epilog-$SLURM_JOB_ID
+echo "$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID $(id -u)" > {marks}/task-epilog-$SLURM_JOB_ID-$SLURMD_NODENAME
 """
 JOB = """#!/bin/sh
 echo "from=$FROM_TASK_PROLOG unset=${UNSET_ME:-gone}"
@@ -129,7 +130,7 @@ def test_prolog_and_epilog_run_as_root_with_the_jobs_environment(cluster: Cluste
     job, out = _submit(cluster, workdir, "hello", "node1", "--export=ALL,UNSET_ME=still-here")
     assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
     marks = hooks_dir / "marks"
-    env = _env_file(marks / f"prolog-{job}")
+    env = _env_file(marks / f"prolog-{job}-node1")
     assert env["SLURM_JOB_ID"] == str(job)
     assert env["SLURM_JOB_USER"] == "nobody" and env["SLURM_JOB_UID"] == str(NOBODY)
     assert env["SLURM_JOB_NODELIST"] == "node1" and env["SLURMD_NODENAME"] == "node1"
@@ -137,13 +138,13 @@ def test_prolog_and_epilog_run_as_root_with_the_jobs_environment(cluster: Cluste
     assert env["SLURM_CLUSTER_NAME"] == "hooktest"
     assert env["SLURM_JOB_PARTITION"] == cluster.job_field(job, "%P")
     assert "UNSET_ME" not in env and "PATH" not in env  # the job's own environment is not the prolog's
-    assert (marks / f"order-{job}").read_text() == "first\n"  # every prolog.d script, in sorted order
-    assert (marks / f"prolog-host-{job}").read_text().strip() == "node1"  # the node's own hostname
-    wait_until("the epilog", lambda: (marks / f"epilog-{job}").exists())
-    assert _env_file(marks / f"epilog-{job}")["SLURM_SCRIPT_CONTEXT"] == "epilog_slurmd"
+    assert (marks / f"order-{job}-node1").read_text() == "first\n"  # every prolog.d script, in sorted order
+    assert (marks / f"prolog-host-{job}-node1").read_text().strip() == "node1"  # the node's own hostname
+    wait_until("the epilog", lambda: (marks / f"epilog-{job}-node1").exists())
+    assert _env_file(marks / f"epilog-{job}-node1")["SLURM_SCRIPT_CONTEXT"] == "epilog_slurmd"
     # TaskProlog's export and unset reached the script, its print went to the script's output
     assert out.read_text().splitlines() == ["hello from the task prolog", "from=yes unset=gone"]
-    epilog = (marks / f"task-epilog-{job}").read_text().split()
+    epilog = (marks / f"task-epilog-{job}-node1").read_text().split()
     assert epilog == ["epilog_task", str(job), str(NOBODY)]  # TaskEpilog ran as the user
     assert "State=IDLE " in _node(cluster, "node1")
 
@@ -184,5 +185,47 @@ def test_a_failing_epilog_drains_the_node(cluster: Cluster, workdir: Path) -> No
         wait_until("node2 drained", lambda: "Reason=Epilog error" in _node(cluster, "node2"))
         assert "DRAIN" in _node(cluster, "node2")
         assert out.read_text().endswith("from=yes unset=gone\n")
+    finally:
+        _resume(cluster, "node2")
+
+
+TWO_NODES = """#!/bin/sh
+srun -N2 -l /bin/sh -c 'echo "$SLURMD_NODENAME from=$FROM_TASK_PROLOG"' | sort
+srun -N2 /bin/true
+"""
+
+
+def test_the_other_nodes_run_the_prolog_at_their_first_step_and_the_epilog_at_the_end(
+        cluster: Cluster, workdir: Path, hooks_dir: Path) -> None:
+    script = workdir / "two.sh"
+    _script(script, TWO_NODES)
+    out = workdir / "two.out"
+    job = cluster.submit("-J", "two", "-N2", "-o", str(out), str(script), cwd=workdir)  # root: srun is in its venv
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
+    marks = hooks_dir / "marks"
+    for node in ("node1", "node2"):  # once on each node, though two steps ran there
+        assert (marks / f"prolog-count-{job}-{node}").read_text() == "ran\n", node
+        assert _env_file(marks / f"prolog-{job}-{node}")["SLURMD_NODENAME"] == node
+        wait_until(f"the epilog on {node}", lambda n=node: (marks / f"epilog-{job}-{n}").exists())  # type: ignore[misc]
+        assert (marks / f"task-epilog-{job}-{node}").read_text().split()[0] == "epilog_task"
+    lines = out.read_text().splitlines()
+    assert "0: node1 from=yes" in lines and "1: node2 from=yes" in lines  # TaskProlog reached srun's tasks
+    assert lines.count("hello from the task prolog") >= 1
+    assert not list(Path(cluster.dir / "spool").glob("*/prolog*.json"))  # nothing left of the job's hooks
+
+
+def test_a_failing_prolog_at_a_step_drains_that_node_and_fails_the_step(cluster: Cluster, workdir: Path) -> None:
+    script = workdir / "stepfail.sh"
+    _script(script, "#!/bin/sh\nsrun -N2 /bin/true\necho srun=$?\n")
+    out = workdir / "stepfail.out"
+    job = cluster.submit("-J", "failstep", "-N2", "-w", "node[1-2]", "-o", str(out), str(script), cwd=workdir)
+    try:
+        assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
+        assert cluster.job_field(job, "%B") == "node1"
+        text = out.read_text()
+        assert "srun=1" in text and "Job prolog failed" in text, text
+        node = _node(cluster, "node2")
+        assert "DRAIN" in node and "Reason=Prolog error" in node
+        assert "DRAIN" not in _node(cluster, "node1")
     finally:
         _resume(cluster, "node2")
