@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
 
-from ctld import hook_failures, preempt, priority_report, top
+from ctld import job_hooks, preempt, priority_report, top
 from ctld import jobs as jobrec
 from ctld import nodes as noderec
 from ctld import reservations as resv
@@ -539,8 +539,9 @@ class Controller:
                         continue  # an salloc/srun allocation: its own command runs steps in it
                     node = self.nodes[job.batch_host]
                     launches.append((node.info, self._launch_request(job)))
-        for node_info, request in launches:
-            self.actions.launch(node_info, request)
+        for node_info, request in launches:  # once PrologSlurmctld, if any, succeeded (ctld.job_hooks)
+            job_hooks.launch_after_prolog_slurmctld(self.cfg, request.job, partial(self.actions.launch, node_info, request),
+                                                    partial(self.launch_failed, request.job.job_id, node_down=False, requeue=True))
         for effect in effects:
             effect()
         return len(launches)
@@ -593,18 +594,19 @@ class Controller:
             return node, "node"
         return self.cfg.topology.address(node)
 
-    def launch_failed(self, job_id: int, message: str, node_down: bool) -> None:
-        """A LaunchBatch RPC failed: requeue when the node is unreachable, else fail the job."""
+    def launch_failed(self, job_id: int, message: str, node_down: bool, requeue: bool = False) -> None:
+        """A LaunchBatch RPC failed: requeue when the node is unreachable (or `requeue`: PrologSlurmctld
+        failed), else fail the job."""
         with self.lock:
             job = self.jobs.get(job_id)
             if job is None or job.state != RUNNING:
                 return
-            if node_down:
+            if node_down or requeue:
                 node = self.nodes.get(job.batch_host)
-                if node is not None:
+                if node is not None and node_down:
                     node.info.not_responding = True
                 log.warning("launch of job %d on %s failed (%s); requeued", job_id, job.batch_host, message)
-                self._requeue(job, self._now(), ended_as=jobs_pb2.NODE_FAIL)
+                self._requeue(job, self._now(), ended_as=jobs_pb2.NODE_FAIL if node_down else jobs_pb2.REQUEUED)
             else:
                 log.warning("launch of job %d failed: %s", job_id, message)
                 self._finish(job, jobs_pb2.FAILED, exit_code=1, exit_signal=0, now=self._now())
@@ -630,10 +632,10 @@ class Controller:
                 self._requeue(job, self._now(), ended_as=ended_as, ended_at=now)
             elif job.final_state:
                 self._finish(job, job.final_state, req.exit_code, req.exit_signal, now)
-            elif req.prolog_failed:  # ctld.hook_failures: requeued held (its node is drained below)
+            elif req.prolog_failed:  # ctld.job_hooks: requeued held (its node is drained below)
                 self._requeue(job, self._now(), ended_as=jobs_pb2.REQUEUED, ended_at=now)
                 if "nohold_on_prolog_fail" not in self.cfg.scheduler_parameters:
-                    hook_failures.hold_requeued(job)
+                    job_hooks.hold_requeued(job)
             elif req.node_fail:
                 log.warning("job %d lost with node %s: %s", job.job_id, req.node, req.message)
                 self._end_by_node_failure(job, now)
@@ -652,8 +654,8 @@ class Controller:
             # there; a requeued one was terminated before, and its next run must not be hit)
             host = self.nodes.get(req.node)
             if host is not None and (req.prolog_failed or req.epilog_failed):
-                reason = hook_failures.PROLOG_ERROR if req.prolog_failed else hook_failures.EPILOG_ERROR
-                hook_failures.drain(host.info, reason, now, req.hook_message or req.message)
+                reason = job_hooks.PROLOG_ERROR if req.prolog_failed else job_hooks.EPILOG_ERROR
+                job_hooks.drain(host.info, reason, now, req.hook_message or req.message)
                 self._save_node(host)
             if job.state in FINISHED_STATES and host is not None and host.registered and not host.info.not_responding:
                 effects.append(partial(self.actions.terminate, host.info, job.job_id, self.cfg.kill_wait, "ended"))
@@ -674,6 +676,7 @@ class Controller:
         job.state_reason = reason
         jobsteps.end_job_steps(job, state, now)
         noderec.note_job_ended(self.nodes, self.jobs.values(), job, now)  # LastBusyTime
+        job_hooks.epilog_slurmctld(self.cfg, job)
 
     def _end_by_node_failure(self, job: jobs_pb2.JobInfo, now: int) -> None:
         """A node of the job failed: a batch job that may be requeued (JobRequeue, --requeue) runs

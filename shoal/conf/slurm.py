@@ -187,6 +187,9 @@ class SlurmConfig:
     prolog: tuple[str, ...] = ()
     """Prolog scripts (paths or globs, run by noded as root); Epilog likewise."""
     epilog: tuple[str, ...] = ()
+    prolog_slurmctld: tuple[str, ...] = ()
+    """Run by ctld as SlurmUser before a batch job's launch; EpilogSlurmctld when a job ends."""
+    epilog_slurmctld: tuple[str, ...] = ()
     task_prolog: str = ""
     task_epilog: str = ""
     prolog_flags: tuple[str, ...] = ()
@@ -623,6 +626,8 @@ class _Builder:
             slurmd_parameters=top.words("SlurmdParameters"),
             prolog=top.words("Prolog"),
             epilog=top.words("Epilog"),
+            prolog_slurmctld=top.words("PrologSlurmctld"),
+            epilog_slurmctld=top.words("EpilogSlurmctld"),
             task_prolog=top.text("TaskProlog", ""),
             task_epilog=top.text("TaskEpilog", ""),
             prolog_flags=_prolog_flags(top),

@@ -48,6 +48,14 @@ echo "print hello from the task prolog"
 TASK_EPILOG = """#!/bin/sh
 echo "$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID $(id -u)" > {marks}/task-epilog-$SLURM_JOB_ID-$SLURMD_NODENAME
 """
+CTLD_PROLOG = """#!/bin/sh
+/usr/bin/env > {marks}/ctld-prolog-$SLURM_JOB_ID
+/usr/bin/id -u >> {marks}/ctld-prolog-$SLURM_JOB_ID
+[ "$SLURM_JOB_NAME" != failctld ]
+"""
+CTLD_EPILOG = """#!/bin/sh
+/usr/bin/env > {marks}/ctld-epilog-$SLURM_JOB_ID
+"""
 JOB = """#!/bin/sh
 echo "from=$FROM_TASK_PROLOG unset=${UNSET_ME:-gone}"
 """
@@ -73,6 +81,8 @@ def hooks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _script(base / "epilog.sh", EPILOG.format(**fmt))
     _script(base / "task_prolog.sh", TASK_PROLOG)
     _script(base / "task_epilog.sh", TASK_EPILOG.format(**fmt))
+    _script(base / "ctld_prolog.sh", CTLD_PROLOG.format(**fmt))
+    _script(base / "ctld_epilog.sh", CTLD_EPILOG.format(**fmt))
     for p in (base, *base.parents):
         if str(p) in ("/", "/tmp"):
             break
@@ -85,6 +95,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, hooks_dir: Path) -> Iterat
     c = start_cluster(tmp_path_factory.mktemp("prolog"), nodes=2, extra=(
         f"Prolog={hooks_dir}/prolog.d/*", f"Epilog={hooks_dir}/epilog.sh", "PrologEpilogTimeout=5",
         f"TaskProlog={hooks_dir}/task_prolog.sh", f"TaskEpilog={hooks_dir}/task_epilog.sh",
+        f"PrologSlurmctld={hooks_dir}/ctld_prolog.sh", f"EpilogSlurmctld={hooks_dir}/ctld_epilog.sh",
         "ClusterName=hooktest",
     ))
     yield c
@@ -229,3 +240,29 @@ def test_a_failing_prolog_at_a_step_drains_that_node_and_fails_the_step(cluster:
         assert "DRAIN" not in _node(cluster, "node1")
     finally:
         _resume(cluster, "node2")
+
+
+def test_prolog_slurmctld_runs_before_the_launch_and_epilog_slurmctld_at_the_end(
+        cluster: Cluster, workdir: Path, hooks_dir: Path) -> None:
+    job, out = _submit(cluster, workdir, "ctldhooks", "node1")
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
+    marks = hooks_dir / "marks"
+    prolog = (marks / f"ctld-prolog-{job}").read_text()
+    env = _env_file(marks / f"ctld-prolog-{job}")
+    assert env["SLURM_SCRIPT_CONTEXT"] == "prolog_slurmctld" and env["SLURM_JOB_NODELIST"] == "node1"
+    assert prolog.splitlines()[-1] == str(Path(cluster.dir).stat().st_uid)  # SlurmUser (the cluster's owner)
+    wait_until("EpilogSlurmctld", lambda: (marks / f"ctld-epilog-{job}").exists())
+    env = _env_file(marks / f"ctld-epilog-{job}")
+    assert (env["SLURM_SCRIPT_CONTEXT"], env["SLURM_JOB_EXIT_CODE2"]) == ("epilog_slurmctld", "0:0")
+
+
+def test_a_failing_prolog_slurmctld_requeues_the_job(cluster: Cluster, workdir: Path) -> None:
+    job, out = _submit(cluster, workdir, "failctld", "node1")
+    try:
+        wait_until("a requeue", lambda: "Restarts=0" not in cluster.ok("scontrol", "show", "job", str(job)))
+        assert cluster.state(job) in ("PENDING", "RUNNING")
+        assert not out.exists()  # never launched
+        assert "PrologSlurmctld" in cluster.log("ctld")
+    finally:
+        cluster.run("scancel", str(job))
+    assert "DRAIN" not in _node(cluster, "node1")  # the node is not to blame
