@@ -169,7 +169,8 @@ def test_a_failing_prolog_drains_the_node_and_requeues_the_job_held(cluster: Clu
         assert "State=IDLE+DRAIN " in node
         assert re.search(r"Reason=Prolog error \[slurm@", node), node
         assert not out.exists()  # the script never ran
-        assert "Restarts=1" in cluster.ok("scontrol", "show", "job", str(job))
+        shown = cluster.ok("scontrol", "show", "job", str(job))
+        assert "Restarts=1" in shown and "JobState=PENDING Reason=launch_failed_requeued_held " in shown
     finally:
         cluster.run("scancel", str(job))
         _resume(cluster, "node2")
