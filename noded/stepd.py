@@ -78,10 +78,15 @@ class Supervisor:
             return status
         prolog = self.run_node_hook(self.spec.prolog, "prolog")
         if not prolog.ok:
-            # the script never runs; ctld drains the node and requeues the job held (ctld.hook_failures)
+            # the script never runs; ctld drains the node and requeues the job held (ctld.job_hooks)
             status.update(exit_code=1, launch_failed=True, prolog_failed=True, message=prolog.message,
                           end_time=int(time.time()))
             return status
+        if self.spec.prolog and spool.cancel_marker(self.job_dir.parent, self.spec.job_id).exists():
+            # cancelled while the Prolog ran (a SIGTERM waits, blocked): the script never starts; the
+            # Epilog runs, as after any job that ran the Prolog
+            status.update(exit_signal=int(signal.SIGTERM), message="cancelled before start", end_time=int(time.time()))
+            return self.after_epilog(status)
         try:
             cgroup = make_cgroup(self.spec)
         except CgroupError as exc:
@@ -131,6 +136,10 @@ class Supervisor:
         status["end_time"] = int(time.time())
         hooks.run_task_epilog(self.spec.task_epilog, self.spec.env, self.spec.cwd, self.spec.node_ns,
                               hooks.RunAs(self.spec.uid, self.spec.gid, tuple(self.spec.groups)))
+        return self.after_epilog(status)
+
+    def after_epilog(self, status: dict[str, object]) -> dict[str, object]:
+        """The node's Epilog for this job; its failure is added to the job's status (ctld drains the node)."""
         epilog = self.run_node_hook(self.spec.epilog, "epilog")
         if not epilog.ok:
             status.update(epilog_failed=True, hook_message=epilog.message)

@@ -31,6 +31,7 @@ echo first > {marks}/order-$SLURM_JOB_ID-$SLURMD_NODENAME.tmp
 case "$SLURM_JOB_NAME-$SLURMD_NODENAME" in
   failprolog-*|failstep-node2) echo "no scratch space" >&2; exit 3 ;;
   hangprolog-*) exec /bin/sleep {hang} ;;
+  slowprolog-*) /bin/sleep 3 ;;
 esac
 """
 PROLOG_LAST = """#!/bin/sh
@@ -267,3 +268,16 @@ def test_a_failing_prolog_slurmctld_requeues_the_job(cluster: Cluster, workdir: 
     finally:
         cluster.run("scancel", str(job))
     assert "DRAIN" not in _node(cluster, "node1")  # the node is not to blame
+
+
+def test_a_job_cancelled_during_its_prolog_never_starts_and_its_epilog_runs(
+        cluster: Cluster, workdir: Path, hooks_dir: Path) -> None:
+    job, out = _submit(cluster, workdir, "slowprolog", "node1")
+    marks = hooks_dir / "marks"
+    wait_until("the prolog", lambda: (marks / f"prolog-{job}-node1").exists())
+    cluster.ok("scancel", str(job))
+    assert cluster.wait_state(job, {"CANCELLED", "COMPLETED", "FAILED"}) == "CANCELLED"
+    wait_until("the epilog", lambda: (marks / f"epilog-{job}-node1").exists())
+    assert not out.exists()  # the script never ran, nor did anything around it
+    assert not (marks / f"task-epilog-{job}-node1").exists()
+    assert "DRAIN" not in _node(cluster, "node1")
