@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from shoal import hookrun, states
 from shoal.conf import SlurmConfig
+from shoal.hookenv import job_environment
 from shoal.v1 import cluster_pb2, jobs_pb2
 
 log = logging.getLogger("shoal.ctld")
@@ -49,24 +50,9 @@ def hold_requeued(job: jobs_pb2.JobInfo) -> None:
 
 
 def slurmctld_environment(cfg: SlurmConfig, job: jobs_pb2.JobInfo, context: str) -> dict[str, str]:
-    """What PrologSlurmctld/EpilogSlurmctld are given (Slurm's prolog/epilog guide); no PATH."""
-    env = {
-        "SLURM_JOB_ID": str(job.job_id),
-        "SLURM_JOBID": str(job.job_id),
-        "SLURM_JOB_NAME": job.spec.name,
-        "SLURM_JOB_USER": job.user_name,
-        "SLURM_JOB_UID": str(job.user_id),
-        "SLURM_JOB_GID": str(job.group_id),
-        "SLURM_JOB_NODELIST": job.nodes,
-        "SLURM_JOB_PARTITION": job.partition,
-        "SLURM_JOB_ACCOUNT": job.account,
-        "SLURM_CLUSTER_NAME": cfg.cluster_name,
-        "SLURM_CONF": os.path.abspath(cfg.path),
-        "SLURM_SCRIPT_CONTEXT": context,
-    }
-    if job.array_job_id and job.array_task_id >= 0:
-        env["SLURM_ARRAY_JOB_ID"] = str(job.array_job_id)
-        env["SLURM_ARRAY_TASK_ID"] = str(job.array_task_id)
+    """What PrologSlurmctld/EpilogSlurmctld are given (shoal.hookenv; the epilog also how the job ended)."""
+    env = job_environment(job, cfg.cluster_name, os.path.abspath(cfg.path))
+    env["SLURM_SCRIPT_CONTEXT"] = context
     if context == "epilog_slurmctld":
         code = job.exit_signal if job.exit_signal else job.exit_code << 8
         env["SLURM_JOB_EXIT_CODE"] = str(code)

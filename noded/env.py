@@ -12,12 +12,12 @@ a shell.
 
 from __future__ import annotations
 
-import grp
 from collections.abc import Mapping
 from typing import Protocol
 
 from shoal.arrayspec import parse_array
 from shoal.counts import compress_counts
+from shoal.hookenv import job_environment
 from shoal.v1 import jobs_pb2, node_pb2
 
 # Kept from base_env only where the submitted environment lacks them.
@@ -196,33 +196,12 @@ def batch_environment(
 
 
 def hook_environment(job: jobs_pb2.JobInfo, node: str, cluster_name: str, slurm_conf: str) -> dict[str, str]:
-    """What a Prolog or Epilog on `node` is given (Slurm's prolog/epilog guide): who and what the job
-    is, not the user's environment, and no PATH. The GPUs are the node's own indices (the script
-    runs outside the job's device cgroup). SLURM_SCRIPT_CONTEXT is added by the caller."""
+    """What a Prolog or Epilog on `node` is given (shoal.hookenv, plus the node, every SLURM_ARRAY_*
+    and the job's GPUs here: the node's own indices, as the script runs outside the job's device
+    cgroup). SLURM_SCRIPT_CONTEXT is added by the caller."""
     alloc = next((a for a in job.allocation if a.node == node), None)
-    try:
-        group = grp.getgrgid(job.group_id).gr_name
-    except KeyError:
-        group = str(job.group_id)
-    env = {
-        "SLURM_JOB_ID": str(job.job_id),
-        "SLURM_JOBID": str(job.job_id),
-        "SLURM_JOB_NAME": job.spec.name,
-        "SLURM_JOB_USER": job.user_name,
-        "SLURM_JOB_UID": str(job.user_id),
-        "SLURM_JOB_GID": str(job.group_id),
-        "SLURM_JOB_GROUP": group,
-        "SLURM_JOB_NODELIST": job.nodes,
-        "SLURM_JOB_PARTITION": job.partition,
-        "SLURM_JOB_ACCOUNT": job.account,
-        "SLURM_CLUSTER_NAME": cluster_name,
-        "SLURM_CONF": slurm_conf,
-        "SLURMD_NODENAME": node,
-    }
-    if job.spec.reservation:
-        env["SLURM_JOB_RESERVATION"] = job.spec.reservation
-    if job.restarts:
-        env["SLURM_RESTART_COUNT"] = str(job.restarts)
+    env = job_environment(job, cluster_name, slurm_conf)
+    env["SLURMD_NODENAME"] = node
     env.update(_array_env(job))
     gpus = _gpu_env(alloc, local_gpu_index=False)
     gpus.pop("SLURM_GPUS_ON_NODE", None)
