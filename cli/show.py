@@ -144,7 +144,8 @@ def job_lines(job: jobs_pb2.JobInfo, now: int, details: bool = False) -> list[st
         f"UserId={_id_name(job.user_name, job.user_id)} GroupId={_id_name(job.group_name, job.group_id)}"
         " MCS_label=N/A",
         f"Priority={job.priority} Nice={spec.nice} Account={_null(job.account)} QOS={job.qos}",
-        f"JobState={states.job_state_name(job.state)} Reason={job.state_reason or 'None'}"
+        # as Slurm, white space in a reason becomes "_" here (squeue prints it as is)
+        f"JobState={states.job_state_name(job.state)} Reason={(job.state_reason or 'None').replace(' ', '_')}"
         f" Dependency={_dependency(job)}",
         f"Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag={job.batch_flag} Reboot=0"
         f" ExitCode={job.exit_code}:{job.exit_signal}",

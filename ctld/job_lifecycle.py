@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from ctld import transitions
+from ctld import job_hooks, transitions
 from ctld.errors import (
     ACCESS_DENIED,
     ALREADY_DONE,
@@ -36,18 +36,19 @@ COMPLETING = jobs_pb2.COMPLETING
 
 
 # ------------------------------------------------------------------ the end of a run
-def launch_failed(state: ClusterState, job_id: int, message: str, node_down: bool) -> None:
-    """A LaunchBatch RPC failed: requeue when the node is unreachable, else fail the job."""
+def launch_failed(state: ClusterState, job_id: int, message: str, node_down: bool, requeue_job: bool = False) -> None:
+    """A LaunchBatch RPC failed: requeue when the node is unreachable (or `requeue_job`: PrologSlurmctld
+    failed), else fail the job."""
     with state.transaction() as tx:
         job = state.jobs.get(job_id)
         if job is None or job.state != RUNNING:
             return
-        if node_down:
+        if node_down or requeue_job:
             node = state.nodes.get(job.batch_host)
-            if node is not None:
+            if node is not None and node_down:
                 node.info.not_responding = True
             log.warning("launch of job %d on %s failed (%s); requeued", job_id, job.batch_host, message)
-            requeue(tx, job, state.now(), ended_as=jobs_pb2.NODE_FAIL)
+            requeue(tx, job, state.now(), ended_as=jobs_pb2.NODE_FAIL if node_down else jobs_pb2.REQUEUED)
         else:
             log.warning("launch of job %d failed: %s", job_id, message)
             finish(state, job, jobs_pb2.FAILED, exit_code=1, exit_signal=0, now=state.now())
@@ -74,6 +75,10 @@ def complete_batch(state: ClusterState, req: controller_pb2.CompleteBatchRequest
             requeue(tx, job, state.now(), ended_as=ended_as, ended_at=now)
         elif job.final_state:
             finish(state, job, job.final_state, req.exit_code, req.exit_signal, now)
+        elif req.prolog_failed:  # ctld.job_hooks: requeued held (its node is drained below)
+            requeue(tx, job, state.now(), ended_as=jobs_pb2.REQUEUED, ended_at=now)
+            if "nohold_on_prolog_fail" not in state.cfg.scheduler_parameters:
+                job_hooks.hold_requeued(job)
         elif req.node_fail:
             log.warning("job %d lost with node %s: %s", job.job_id, req.node, req.message)
             end_by_node_failure(state, tx, job, now)
@@ -91,6 +96,10 @@ def complete_batch(state: ClusterState, req: controller_pb2.CompleteBatchRequest
         # and on the batch host: nothing of an ended job may run on (a no-op when it has ended
         # there; a requeued one was terminated before, and its next run must not be hit)
         host = state.nodes.get(req.node)
+        if host is not None and (req.prolog_failed or req.epilog_failed):
+            reason = job_hooks.PROLOG_ERROR if req.prolog_failed else job_hooks.EPILOG_ERROR
+            job_hooks.drain(host.info, reason, now, req.hook_message or req.message)
+            tx.save_node(host)
         if job.state in FINISHED_STATES and host is not None and host.registered and not host.info.not_responding:
             state.terminate(tx, host, job.job_id, state.cfg.kill_wait, "ended")
     state.wake.set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from ctld import job_hooks
 from ctld import jobs as jobrec
 from ctld import nodes as noderec
 from ctld.sched import reasons
@@ -37,6 +38,7 @@ def finish(state: ClusterState, job: jobs_pb2.JobInfo, end: int, exit_code: int,
     job.state_reason = reason
     end_job_steps(job, end, now)
     noderec.note_job_ended(state.nodes, state.jobs.values(), job, now)  # LastBusyTime
+    job_hooks.epilog_slurmctld(state.cfg, job)  # on a thread of its own
 
 
 def end_by_node_failure(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int) -> None:

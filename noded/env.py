@@ -17,6 +17,7 @@ from typing import Protocol
 
 from shoal.arrayspec import parse_array
 from shoal.counts import compress_counts
+from shoal.hookenv import job_environment
 from shoal.v1 import jobs_pb2, node_pb2
 
 # Kept from base_env only where the submitted environment lacks them.
@@ -191,4 +192,18 @@ def batch_environment(
         if name not in env and name in base_env:
             env[name] = base_env[name]
     env.update(slurm_variables(req, node_conf.name, local_gpu_index))
+    return env
+
+
+def hook_environment(job: jobs_pb2.JobInfo, node: str, cluster_name: str, slurm_conf: str) -> dict[str, str]:
+    """What a Prolog or Epilog on `node` is given (shoal.hookenv, plus the node, every SLURM_ARRAY_*
+    and the job's GPUs here: the node's own indices, as the script runs outside the job's device
+    cgroup). SLURM_SCRIPT_CONTEXT is added by the caller."""
+    alloc = next((a for a in job.allocation if a.node == node), None)
+    env = job_environment(job, cluster_name, slurm_conf)
+    env["SLURMD_NODENAME"] = node
+    env.update(_array_env(job))
+    gpus = _gpu_env(alloc, local_gpu_index=False)
+    gpus.pop("SLURM_GPUS_ON_NODE", None)
+    env.update(gpus)
     return env

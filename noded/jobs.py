@@ -45,6 +45,9 @@ class FinishedJob:
     cpu_time_us: int = 0
     run: int = 0  # which run of a requeued job (its restart count at launch)
     node_fail: bool = False  # lost with its node (its stepd was gone when noded started)
+    prolog_failed: bool = False  # the node's Prolog failed: the script never started
+    epilog_failed: bool = False  # the node's Epilog failed after the script ended
+    hook_message: str = ""  # what the failed Epilog did
 
 
 def _job_dirs(spool_root: Path) -> list[tuple[int, Path]]:
@@ -95,6 +98,9 @@ def _finished(job_id: int, data: dict[str, object], run: int) -> FinishedJob:
         oom=bool(data.get("oom", False)),
         run=run,
         node_fail=bool(data.get("node_fail", False)),
+        prolog_failed=bool(data.get("prolog_failed", False)),
+        epilog_failed=bool(data.get("epilog_failed", False)),
+        hook_message=str(data.get("hook_message", "")),
     )
 
 

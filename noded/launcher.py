@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from noded import jobs, spool, stepd_spawn
-from noded.env import NodeName, batch_environment
+from noded.env import NodeName, batch_environment, hook_environment
+from noded.hooks import HookConfig
 from noded.isolation import Isolation, cgroup_request
 from noded.launchspec import LaunchSpec
 from shoal.outpath import resolve_streams
@@ -45,8 +46,10 @@ def build_spec(
     local_gpu_index: bool = False,
     isolation: Isolation | None = None,
     identity: Mapping[str, str] | None = None,
+    hooks: HookConfig | None = None,
 ) -> LaunchSpec:
     """Check who the job runs as and describe the launch (no files touched)."""
+    hooks = hooks or HookConfig()
     job = req.job
     cgroup: dict[str, object] = {}
     if isolation is not None:
@@ -94,6 +97,13 @@ def build_spec(
         cgroup=cgroup,
         run=job.restarts,
         node_ns=dict(identity or {}),
+        prolog=list(hooks.prolog),
+        epilog=list(hooks.epilog),
+        hook_env=hook_environment(job, node_conf.name, hooks.cluster_name or req.cluster_name,
+                                  hooks.slurm_conf or req.slurm_conf),
+        hook_timeout=hooks.timeout,
+        task_prolog=hooks.task_prolog,
+        task_epilog=hooks.task_epilog,
     )
 
 
@@ -138,9 +148,10 @@ def launch_batch(
     local_gpu_index: bool = False,
     isolation: Isolation | None = None,
     identity: Mapping[str, str] | None = None,
+    hooks: HookConfig | None = None,
 ) -> None:
     """Start the batch script of `req.job` on this node under its own stepd."""
-    spec = build_spec(req, node_conf, spool_root, kill_wait, local_gpu_index, isolation, identity)
+    spec = build_spec(req, node_conf, spool_root, kill_wait, local_gpu_index, isolation, identity, hooks)
     _forget_stale_cancel(spool_root, req.job)
     start_stepd(spec, req.job.spec.script, spool_root)
 

@@ -33,6 +33,12 @@ class LaunchSpec:
     cgroup: dict[str, Any] = field(default_factory=dict)  # noded.cgroup.CgroupRequest; {} = none
     run: int = 0                     # the job's restart count: which run of a requeued job this is
     node_ns: dict[str, str] = field(default_factory=dict)  # noded.nodens.identity(); {} = the host's namespaces
+    prolog: list[str] = field(default_factory=list)   # Prolog scripts/globs, run as root before the script
+    epilog: list[str] = field(default_factory=list)   # Epilog scripts/globs, run as root after the job
+    hook_env: dict[str, str] = field(default_factory=dict)  # their environment (noded.env.hook_environment)
+    hook_timeout: int = 65534                         # PrologEpilogTimeout
+    task_prolog: str = ""                             # TaskProlog, run as the user before the script
+    task_epilog: str = ""                             # TaskEpilog, run as the user after it
 
     def save(self, path: Path) -> None:
         """Write the spec readable by root only (it holds the user's environment)."""

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,8 @@ from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
 from noded.gpu.fake_nvml import parse_cpu_list
 from noded.gpu.usage import GpuSampler
+from noded.healthcheck import HealthCheckConfig, HealthChecker, NodeState, check_all
+from noded.hooks import HookConfig
 from noded.isolation import load_isolation
 from noded.node import HostedNode, spool_root
 from noded.reporter import Reporter
@@ -43,11 +46,13 @@ from shoal.conf import ConfigError, SlurmConfig, load_slurm_conf
 from shoal.daemon import DaemonArgumentParser, Notifier, install_signals, setup_logging
 from shoal.rpc.client import Stub
 from shoal.rpc.server import BindError, make_server
-from shoal.v1 import cluster_pb2, node_pb2_grpc
+from shoal.v1 import cluster_pb2, common_pb2, controller_pb2, node_pb2_grpc
 
 PROG = "shoal-noded"
 DEFAULT_CONF = "/etc/slurm/slurm.conf"
 DEFAULT_CONF_CACHE = "/var/spool/slurmd/conf-cache"  # under Slurm's default SlurmdSpoolDir
+GET_NODES = "/shoal.v1.Controller/GetNodes"
+UPDATE_NODE = "/shoal.v1.Controller/UpdateNode"
 log = logging.getLogger("shoal.noded")
 
 
@@ -142,6 +147,7 @@ class Noded:
     servers: list[grpc.Server]
     reporter: Reporter | None = None
     agent: AgentServer | None = None
+    health: HealthChecker | None = None
     pid_file: str = ""
 
     def write_pid_file(self, path: str) -> None:
@@ -156,6 +162,8 @@ class Noded:
         self.pid_file = path
 
     def stop(self) -> None:
+        if self.health is not None:
+            self.health.stop()
         if self.reporter is not None:
             self.reporter.stop()
         for server in self.servers:
@@ -257,6 +265,43 @@ def node_identities(cfg: SlurmConfig, nodes: list[HostedNode]) -> list[HostedNod
     return out
 
 
+def hook_config(cfg: SlurmConfig) -> HookConfig:
+    """The job scripts slurm.conf names (Prolog, Epilog, TaskProlog, TaskEpilog)."""
+    return HookConfig(
+        prolog=cfg.prolog, epilog=cfg.epilog, task_prolog=cfg.task_prolog, task_epilog=cfg.task_epilog,
+        timeout=cfg.prolog_epilog_timeout, cluster_name=cfg.cluster_name, slurm_conf=os.path.abspath(cfg.path),
+    )
+
+
+def health_check_config(cfg: SlurmConfig) -> HealthCheckConfig:
+    return HealthCheckConfig(cfg.health_check_program, cfg.health_check_interval, cfg.health_check_node_state,
+                             os.path.abspath(cfg.path))
+
+
+def ctld_node_state(stub: Stub) -> NodeState:
+    """A node's state as ctld has it (HealthCheckNodeState picks nodes by it); "" when ctld does not answer."""
+    def state(name: str) -> str:
+        try:
+            reply = stub.call(GET_NODES, controller_pb2.GetNodesRequest(names=[name]),
+                              controller_pb2.GetNodesResponse, timeout=5)
+        except grpc.RpcError:
+            return ""
+        return reply.nodes[0].state if reply.nodes else ""
+    return state
+
+
+def ctld_drain(stub: Stub) -> Callable[[str, str], None]:
+    """Drain a node through ctld as root (a node's failed Prolog/Epilog of a step); failures are logged."""
+    def drain(name: str, reason: str) -> None:
+        fields = [common_pb2.KeyValue(key="State", value="DRAIN"), common_pb2.KeyValue(key="Reason", value=reason)]
+        try:
+            stub.call(UPDATE_NODE, controller_pb2.UpdateNodeRequest(nodes=name, fields=fields),
+                      controller_pb2.UpdateNodeResponse, timeout=10, attempts=3)
+        except grpc.RpcError as exc:
+            log.error("%s: cannot drain (%s): %s", name, reason, exc.details())
+    return drain
+
+
 def build(args: argparse.Namespace, start_time: int) -> Noded:
     conf_path = args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF
     if args.conf_server:
@@ -295,6 +340,10 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         raise StartError(str(exc)) from exc
     if args.node_namespaces:
         nodes = node_identities(cfg, nodes)
+    nodes = [dataclasses.replace(n, hooks=hook_config(cfg)) for n in nodes]
+    if "ALLOC" in cfg.prolog_flags and cfg.prolog:
+        log.warning("PrologFlags=%s: shoal runs the Prolog at the batch script's launch and at each other node's "
+                    "first step, not at allocation", ",".join(f.title() for f in cfg.prolog_flags))
 
     def hardware(node: HostedNode) -> cluster_pb2.NodeHardware:
         current = discover_hardware()
@@ -320,12 +369,17 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
             noded.agent = AgentServer(socket_path, key, targets_from_config(cfg), host=socket.gethostname(),
                                       command_runner=not args.no_command_runner)
             noded.agent.start()
+        health = health_check_config(cfg)
+        if health.program:  # once before the nodes register and take work, as slurmd does
+            check_all(nodes, health)
         sampler = GpuSampler(nvml) if nvml is not None else None
-        noded.reporter = Reporter(
-            nodes, Stub(ctld_target, key), hardware, shoal.__version__, start_time, gpu_sampler=sampler
-        )
+        ctld = Stub(ctld_target, key)
+        noded.reporter = Reporter(nodes, ctld, hardware, shoal.__version__, start_time, gpu_sampler=sampler)
         service.on_ctld_ping = noded.reporter.ctld_pinged
+        service.drain = ctld_drain(ctld)
         noded.reporter.start()
+        noded.health = HealthChecker(nodes, health, ctld_node_state(ctld))
+        noded.health.start()
     except AgentServerError as exc:
         noded.stop()
         raise StartError(exc.message) from exc

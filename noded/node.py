@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from noded.hooks import HookConfig
 from noded.isolation import Isolation
 from shoal.conf import NodeConf
 
@@ -21,6 +22,7 @@ class HostedNode:
     isolation: Isolation | None = None  # cgroup enforcement; None = none
     gpu_cpus: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # CPUs affine to each GPU (--gpu-bind=closest)
     identity: Mapping[str, str] = field(default_factory=dict)  # noded.nodens: its own hostname/hosts; {} = the host's
+    hooks: HookConfig = field(default_factory=HookConfig)  # Prolog, Epilog, TaskProlog, TaskEpilog
 
     @property
     def name(self) -> str:

@@ -120,10 +120,19 @@ def enter(ident: Mapping[str, str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m noded.nodens --probe`: exit 0 when this user can give jobs their node's name
-    (the process is thrown away: it enters the namespaces itself); else why not, on stderr."""
+    (the process is thrown away: it enters the namespaces itself); else why not, on stderr.
+    `--exec HOSTNAME HOSTS -- PROGRAM`: run PROGRAM in those namespaces (noded's health check: a
+    threaded noded must not enter them between fork and exec itself)."""
     args = sys.argv[1:] if argv is None else argv
+    if len(args) >= 5 and args[0] == "--exec" and args[3] == "--":
+        try:
+            enter(identity(args[1], args[2]))
+            os.execv(args[4], args[4:])
+        except OSError as exc:
+            print(f"{args[4]}: {exc.strerror or exc}", file=sys.stderr)
+            return 127
     if args != ["--probe"]:
-        print("usage: python -m noded.nodens --probe", file=sys.stderr)
+        print("usage: python -m noded.nodens --probe | --exec HOSTNAME HOSTS -- PROGRAM", file=sys.stderr)
         return 2
     try:
         enter(identity("shoal-probe", ""))

@@ -221,6 +221,9 @@ class Reporter:
             usage=self._usage(job),
             run=max(job.run, 0),
             node_fail=job.node_fail,
+            prolog_failed=job.prolog_failed,
+            epilog_failed=job.epilog_failed,
+            hook_message=job.hook_message,
         )
         try:
             self._stub.call(COMPLETE, request, controller_pb2.CompleteBatchResponse, timeout=self._timeout)

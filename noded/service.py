@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
-from noded import jobs, tasks
+from noded import job_hooks, jobs, tasks
 from noded.discovery import cpu_load, free_memory_mb
 from noded.launcher import LaunchFailed, LaunchRefused, launch_batch
 from noded.node import HostedNode
@@ -48,6 +48,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._clock = clock
         self.on_ctld_ping: Callable[[int], None] = lambda ctld_start_time: None  # the reporter's, once it runs
         self.local_conf = ""  # configless: SLURM_CONF for jobs here is this node's cached copy
+        self.drain: job_hooks.Drain = lambda node, reason: None  # asks ctld to drain a node (main sets it)
 
     def _node(self, name: str, context: grpc.ServicerContext) -> HostedNode:
         node = self._nodes.get(name)
@@ -88,7 +89,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         kill_wait = request.kill_wait or self._kill_wait
         try:
             launch_batch(request, node.conf, node.spool, kill_wait, isolation=node.isolation,
-                         identity=node.identity)
+                         identity=node.identity, hooks=node.hooks)
         except LaunchRefused as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except LaunchFailed as exc:
@@ -126,6 +127,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
             log.info("%s: terminating job %d (%s)", node.name, request.job_id, request.reason or "cancel")
         if tasks.terminate_steps(node.spool, request.job_id):
             log.info("%s: terminating the steps of job %d", node.name, request.job_id)
+        job_hooks.epilog_after_job(node, request.job_id, self.drain)
         return node_pb2.TerminateJobResponse()
 
     def LaunchTasks(
@@ -138,9 +140,14 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         if self.local_conf:
             request.slurm_conf = self.local_conf
         kill_wait = request.kill_wait or self._kill_wait
+        prolog = job_hooks.prolog_before_first_step(node, request)
+        if not prolog.ok:  # as Slurm: the node is drained, the step fails
+            log.error("%s: job %d: %s", node.name, request.job.job_id, prolog.message)
+            self.drain(node.name, "Prolog error")
+            context.abort(grpc.StatusCode.INTERNAL, f"Job prolog failed ({prolog.message})")
         try:
             tasks.launch_tasks(request, node.name, node.spool, kill_wait, node.isolation, node.gpu_cpus,
-                               identity=node.identity)
+                               identity=node.identity, hooks=node.hooks)
         except LaunchRefused as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except LaunchFailed as exc:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from noded import nodens, reap, spool
+from noded import hooks, nodens, reap, spool
 from noded.cgroup import BATCH, CgroupError, CgroupRequest, StepCgroup, oom_note
 from noded.launchspec import LaunchSpec
 from noded.workdir import enter_workdir
@@ -76,6 +76,17 @@ class Supervisor:
             # TerminateJob came before this stepd had its pid on record: never start the job.
             status.update(exit_signal=int(signal.SIGTERM), message="cancelled before start", end_time=int(time.time()))
             return status
+        prolog = self.run_node_hook(self.spec.prolog, "prolog")
+        if not prolog.ok:
+            # the script never runs; ctld drains the node and requeues the job held (ctld.job_hooks)
+            status.update(exit_code=1, launch_failed=True, prolog_failed=True, message=prolog.message,
+                          end_time=int(time.time()))
+            return status
+        if self.spec.prolog and spool.cancel_marker(self.job_dir.parent, self.spec.job_id).exists():
+            # cancelled while the Prolog ran (a SIGTERM waits, blocked): the script never starts; the
+            # Epilog runs, as after any job that ran the Prolog
+            status.update(exit_signal=int(signal.SIGTERM), message="cancelled before start", end_time=int(time.time()))
+            return self.after_epilog(status)
         try:
             cgroup = make_cgroup(self.spec)
         except CgroupError as exc:
@@ -123,7 +134,27 @@ class Supervisor:
         else:
             status["exit_code"] = os.waitstatus_to_exitcode(wait_status)
         status["end_time"] = int(time.time())
+        hooks.run_task_epilog(self.spec.task_epilog, self.spec.env, self.spec.cwd, self.spec.node_ns,
+                              hooks.RunAs(self.spec.uid, self.spec.gid, tuple(self.spec.groups)))
+        return self.after_epilog(status)
+
+    def after_epilog(self, status: dict[str, object]) -> dict[str, object]:
+        """The node's Epilog for this job; its failure is added to the job's status (ctld drains the node)."""
+        epilog = self.run_node_hook(self.spec.epilog, "epilog")
+        if not epilog.ok:
+            status.update(epilog_failed=True, hook_message=epilog.message)
         return status
+
+    def run_node_hook(self, scripts: list[str], what: str) -> hooks.HookResult:
+        """The node's Prolog or Epilog for this job, as root (SLURM_SCRIPT_CONTEXT prolog_slurmd/epilog_slurmd)."""
+        if not scripts:
+            return hooks.HookResult(True)
+        env = {**self.spec.hook_env, "SLURM_SCRIPT_CONTEXT": f"{what}_slurmd"}
+        result = hooks.run_all(scripts, env, hooks.timeout_of(self.spec.hook_timeout), what,
+                               node_ns=self.spec.node_ns)
+        if not result.ok:
+            print(f"slurmstepd: error: job {self.spec.job_id}: {result.message}", file=sys.stderr)
+        return result
 
 
 def rusage_usage(rusage: object) -> dict[str, int]:
@@ -222,6 +253,7 @@ def _exec_job(spec: LaunchSpec, err_w: int, cgroup: StepCgroup | None = None) ->
         enter_workdir(spec.cwd)
         env = dict(spec.env)
         env["SLURM_TASK_PID"] = str(os.getpid())
+        hooks.run_task_prolog(spec.task_prolog, env, spec.cwd)
         try:
             os.execve(spec.script, [spec.script, *spec.argv], env)
         except OSError as exc:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from noded import nodens
+from noded import hooks, nodens
 from noded.cgroup.step import oom_note
 from noded.workdir import enter_workdir
 from shoal import taskio
@@ -288,6 +288,7 @@ class StepSupervisor:
             code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
             sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
             _killpg(pid, signal.SIGKILL)  # what the task left running ends with it
+            self.task_epilog(gtid)
             cpu_us = int((rusage.ru_utime + rusage.ru_stime) * 1_000_000)
             ended = {"code": code, "signal": sig, "max_rss_kb": rusage.ru_maxrss, "cpu_time_us": cpu_us,
                      "oom": sig == signal.SIGKILL and self.oom_killed()}
@@ -296,6 +297,14 @@ class StepSupervisor:
             note = oom_note(f"{self.spec.job_id}.{self.spec.step_id}", self.ooms)
             self.send(taskio.frame(taskio.ERR, self.spec.tasks[0].gtid, note.encode()))
         self.finish()
+
+    def task_epilog(self, gtid: int) -> None:
+        """TaskEpilog after one task, as its user, in its environment."""
+        task = next((t for t in self.spec.tasks if t.gtid == gtid), None)
+        if task is not None and self.spec.extra.get("task_epilog"):
+            run_as = hooks.RunAs(self.spec.uid, self.spec.gid, tuple(self.spec.groups))
+            # no node namespaces here: the supervisor has threads (I/O), so nothing may run between fork and exec
+            hooks.run_task_epilog(self.spec.extra["task_epilog"], task.env, self.spec.cwd, None, run_as)
 
     def finish(self) -> None:
         self.send(taskio.frame(taskio.DONE, 0))
@@ -347,6 +356,7 @@ def _exec_task(
         enter_workdir(spec.cwd)
         env = dict(task.env)
         env["SLURM_TASK_PID"] = str(os.getpid())
+        hooks.run_task_prolog(spec.extra.get("task_prolog", ""), env, spec.cwd)
         code = 2
         try:
             os.execvpe(spec.argv[0], spec.argv, env)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from noded import reap, spool, stepd_spawn
+from noded.hooks import HookConfig
 from noded.isolation import Isolation, cgroup_request, step_cgroup_request
 from noded.launcher import DEFAULT_PATH, LaunchFailed, LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
@@ -74,6 +75,7 @@ def _stdin(mode: str, gtid: int, cwd: str, fields: dict[str, str]) -> str:
 def build_step_spec(
     req: node_pb2.LaunchTasksRequest, node: str, kill_wait: float, isolation: Isolation | None = None,
     gpu_cpus: Mapping[int, Sequence[int]] | None = None, identity: Mapping[str, str] | None = None,
+    hooks: HookConfig | None = None,
 ) -> StepSpec:
     job, step = req.job, req.step
     launch = step.launch
@@ -101,6 +103,10 @@ def build_step_spec(
         extra["step_cgroup"] = step_cgroup_request(isolation, req, node).to_dict()
     if identity:  # an emulated node of a local cluster: its own hostname and /etc/hosts (noded.nodens)
         extra["node_ns"] = dict(identity)
+    if hooks is not None and hooks.task_prolog:
+        extra["task_prolog"] = hooks.task_prolog
+    if hooks is not None and hooks.task_epilog:
+        extra["task_epilog"] = hooks.task_epilog
     cwd = launch.cwd or job.spec.work_dir or pw.pw_dir
     index = next(i for i, n in enumerate(step.layout) if n.node == node)
     tasks = []
@@ -129,13 +135,13 @@ def build_step_spec(
 def launch_tasks(
     req: node_pb2.LaunchTasksRequest, node: str, spool_root: Path, kill_wait: float,
     isolation: Isolation | None = None, gpu_cpus: Mapping[int, Sequence[int]] | None = None,
-    identity: Mapping[str, str] | None = None,
+    identity: Mapping[str, str] | None = None, hooks: HookConfig | None = None,
 ) -> None:
     """Start this node's tasks of the step under their own supervisor. Idempotent per step.
 
     A job this node was told to end (TerminateJob's cancel marker, newer than this run's start)
     starts no more steps, even when the launch arrives after the terminate."""
-    spec = build_step_spec(req, node, kill_wait, isolation, gpu_cpus, identity)
+    spec = build_step_spec(req, node, kill_wait, isolation, gpu_cpus, identity, hooks)
     if _job_ended_here(spool_root, req.job):
         raise LaunchRefused(STEP_OF_ENDED_JOB)
     path = step_dir(spool_root, spec.job_id, spec.step_id)

@@ -191,6 +191,20 @@ class SlurmConfig:
     """AuthAltParameters as written: jwt_key=PATH, disable_token_creation."""
     agent_socket: str = DEFAULT_AGENT_SOCKET
     slurmd_parameters: tuple[str, ...] = ()
+    prolog: tuple[str, ...] = ()
+    """Prolog scripts (paths or globs, run by noded as root); Epilog likewise."""
+    epilog: tuple[str, ...] = ()
+    prolog_slurmctld: tuple[str, ...] = ()
+    """Run by ctld as SlurmUser before a batch job's launch; EpilogSlurmctld when a job ends."""
+    epilog_slurmctld: tuple[str, ...] = ()
+    task_prolog: str = ""
+    task_epilog: str = ""
+    prolog_flags: tuple[str, ...] = ()
+    prolog_epilog_timeout: int = 65534
+    """Seconds a Prolog or Epilog may run before it is killed (65534 and 0: no limit, as Slurm)."""
+    health_check_program: str = ""
+    health_check_interval: int = 0
+    health_check_node_state: tuple[str, ...] = ("ANY",)
     nodes: tuple[NodeConf, ...] = ()
     partitions: tuple[PartitionConf, ...] = ()
     gres_conf: GresConf = field(default_factory=lambda: GresConf(""))
@@ -620,12 +634,49 @@ class _Builder:
             auth_alt_parameters=top.words("AuthAltParameters"),
             agent_socket=top.text("AgentSocket", DEFAULT_AGENT_SOCKET),
             slurmd_parameters=top.words("SlurmdParameters"),
+            prolog=top.words("Prolog"),
+            epilog=top.words("Epilog"),
+            prolog_slurmctld=top.words("PrologSlurmctld"),
+            epilog_slurmctld=top.words("EpilogSlurmctld"),
+            task_prolog=top.text("TaskProlog", ""),
+            task_epilog=top.text("TaskEpilog", ""),
+            prolog_flags=_prolog_flags(top),
+            prolog_epilog_timeout=top.integer("PrologEpilogTimeout", 65534),
+            health_check_program=top.text("HealthCheckProgram", ""),
+            health_check_interval=top.integer("HealthCheckInterval", 0),
+            health_check_node_state=_health_check_node_state(top),
             nodes=tuple(self.nodes.values()),
             partitions=tuple(partitions),
             gres_conf=gres_conf,
             entries=tuple(self.entries),
             warnings=tuple(self.warnings) + gres_conf.warnings,
         )
+
+
+_PROLOG_FLAGS = ("ALLOC", "CONTAIN", "DEFERBATCH", "NOHOLD", "SERIAL", "X11")
+_HEALTH_CHECK_STATES = ("ANY", "IDLE", "ALLOC", "MIXED", "NONDRAINED_IDLE", "CYCLE")
+
+
+def _prolog_flags(values: Values) -> tuple[str, ...]:
+    """PrologFlags, upper-case; Contain implies Alloc (as in Slurm)."""
+    flags = tuple(word.upper() for word in values.words("PrologFlags"))
+    for flag in flags:
+        if flag not in _PROLOG_FLAGS:
+            raise values.invalid("PrologFlags", "a list of " + ", ".join(f.title() for f in _PROLOG_FLAGS))
+    if "CONTAIN" in flags and "ALLOC" not in flags:
+        flags += ("ALLOC",)
+    return flags
+
+
+def _health_check_node_state(values: Values) -> tuple[str, ...]:
+    """HealthCheckNodeState: ANY (the default), or some of IDLE, ALLOC, MIXED, NONDRAINED_IDLE, plus CYCLE."""
+    states = tuple(word.upper() for word in values.words("HealthCheckNodeState"))
+    for state in states:
+        if state not in _HEALTH_CHECK_STATES:
+            raise values.invalid("HealthCheckNodeState", "a list of " + ", ".join(_HEALTH_CHECK_STATES))
+    if not [s for s in states if s != "CYCLE"]:
+        states = ("ANY", *states)
+    return states
 
 
 def _preempt_type(values: Values) -> str:

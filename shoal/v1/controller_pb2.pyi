@@ -682,6 +682,9 @@ class CompleteBatchRequest(_message.Message):
     USAGE_FIELD_NUMBER: _builtins.int
     RUN_FIELD_NUMBER: _builtins.int
     NODE_FAIL_FIELD_NUMBER: _builtins.int
+    PROLOG_FAILED_FIELD_NUMBER: _builtins.int
+    EPILOG_FAILED_FIELD_NUMBER: _builtins.int
+    HOOK_MESSAGE_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     job_id: _builtins.int
     exit_code: _builtins.int
@@ -697,6 +700,12 @@ class CompleteBatchRequest(_message.Message):
     """which run of the job ended (its restart count at launch)"""
     node_fail: _builtins.bool
     """lost with its node (its stepd gone when noded started): requeue or NODE_FAIL"""
+    prolog_failed: _builtins.bool
+    """the node's Prolog failed: the script never ran (drain, requeue held)"""
+    epilog_failed: _builtins.bool
+    """the node's Epilog failed after the script ended (drain)"""
+    hook_message: _builtins.str
+    """what the failed Prolog/Epilog did (for ctld's log)"""
     @_builtins.property
     def usage(self) -> _jobs_pb2.Usage:
         """the script's peak RSS and CPU time"""
@@ -715,10 +724,13 @@ class CompleteBatchRequest(_message.Message):
         usage: _jobs_pb2.Usage | None = ...,
         run: _builtins.int = ...,
         node_fail: _builtins.bool = ...,
+        prolog_failed: _builtins.bool = ...,
+        epilog_failed: _builtins.bool = ...,
+        hook_message: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "launch_failed", b"launch_failed", "message", b"message", "node", b"node", "node_fail", b"node_fail", "oom", b"oom", "run", b"run", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "epilog_failed", b"epilog_failed", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "hook_message", b"hook_message", "job_id", b"job_id", "launch_failed", b"launch_failed", "message", b"message", "node", b"node", "node_fail", b"node_fail", "oom", b"oom", "prolog_failed", b"prolog_failed", "run", b"run", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

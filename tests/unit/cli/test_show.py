@@ -92,6 +92,12 @@ def test_cancelled_job() -> None:
     assert "   StartTime=2026-11-29T21:39:58 EndTime=2026-11-29T21:40:01 Deadline=N/A\n" in text
 
 
+def test_a_reason_with_spaces_shows_with_underscores_as_slurm() -> None:
+    job = fill1(jobs_pb2.PENDING)
+    job.state_reason = "launch failed requeued held"
+    assert "   JobState=PENDING Reason=launch_failed_requeued_held Dependency=(null)\n" in show.format_job(job, NOW)
+
+
 def pending_array() -> list[jobs_pb2.JobInfo]:
     tasks = []
     for task in (1, 2, 3):

@@ -420,3 +420,29 @@ def test_preemption_settings(tmp_path: Path) -> None:
     assert high.preempt_mode == ""
     plain = load(tmp_path, HEAD)
     assert (plain.preempt_type, plain.preempt_mode, plain.preempt_exempt_time) == ("preempt/none", "OFF", 0)
+
+
+# --- Prolog/Epilog and health checks ------------------------------------------------------------
+
+
+def test_prolog_epilog_and_health_check_keys(tmp_path: Path) -> None:
+    cfg = load(tmp_path, HEAD + "Prolog=/etc/slurm/prolog.d/*,/etc/slurm/last.sh\nEpilog=/etc/slurm/epilog\n"
+               "TaskProlog=/etc/slurm/tp\nPrologFlags=contain\nPrologEpilogTimeout=30\n"
+               "HealthCheckProgram=/usr/sbin/nhc\nHealthCheckInterval=300\nHealthCheckNodeState=IDLE,CYCLE\n")
+    assert cfg.prolog == ("/etc/slurm/prolog.d/*", "/etc/slurm/last.sh")
+    assert (cfg.epilog, cfg.task_prolog, cfg.task_epilog) == (("/etc/slurm/epilog",), "/etc/slurm/tp", "")
+    assert cfg.prolog_flags == ("CONTAIN", "ALLOC")  # Contain implies Alloc
+    assert cfg.prolog_epilog_timeout == 30
+    assert (cfg.health_check_program, cfg.health_check_interval) == ("/usr/sbin/nhc", 300)
+    assert cfg.health_check_node_state == ("IDLE", "CYCLE")
+    plain = load(tmp_path, HEAD + "HealthCheckNodeState=CYCLE\n")
+    assert (plain.prolog, plain.prolog_epilog_timeout, plain.health_check_node_state) == ((), 65534, ("ANY", "CYCLE"))
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("PrologFlags=Alloc,Sometimes", "slurm.conf:3: invalid value for PrologFlags: 'Alloc,Sometimes'"),
+    ("HealthCheckNodeState=BUSY", "slurm.conf:3: invalid value for HealthCheckNodeState: 'BUSY'"),
+    ("HealthCheckInterval=often", "slurm.conf:3: invalid value for HealthCheckInterval: 'often'"),
+], ids=["prolog-flags", "node-state", "interval"])
+def test_bad_prolog_and_health_check_values_are_refused_at_file_line(tmp_path: Path, line: str, message: str) -> None:
+    assert message in error(tmp_path, HEAD + line + "\n")
