@@ -8,6 +8,7 @@ import grpc
 
 from ctld import configless, reservations, tokens
 from ctld.controller import Caller, Controller
+from ctld.diag import Diag, instrument
 from ctld.errors import FAILED_PRECONDITION, SlurmError
 from shoal.rpc.server import current_caller
 from shoal.v1 import controller_pb2, controller_pb2_grpc
@@ -25,9 +26,11 @@ def _abort(context: grpc.ServicerContext, exc: SlurmError) -> None:
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
+@instrument  # sdiag's RPC statistics (ctld/diag.py)
 class ControllerService(controller_pb2_grpc.ControllerServicer):
     def __init__(self, controller: Controller) -> None:
         self.ctl = controller
+        self.diag = Diag(controller.clock)
 
     def _node_only(self, context: grpc.ServicerContext) -> None:
         if not self.ctl.is_operator(_caller()):
@@ -162,3 +165,21 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         logging.getLogger("shoal.ctld").info("configless: sent %d file(s) to %s", len(files),
                                              request.host or _caller().host)
         return controller_pb2.GetConfigFilesResponse(files=files)
+
+    # sdiag (ctld/diag.py): the counters; a reset is for operators (slurmctld's Access/permission denied)
+    def caller_uid(self) -> int | None:
+        try:
+            return current_caller().uid
+        except RuntimeError:
+            return None
+
+    def GetDiag(self, request, context):  # type: ignore[no-untyped-def]
+        with self.ctl.lock:  # the job counts as of now, not of the last scheduling pass
+            self.diag.observe(self.ctl.jobs.values())
+        return self.diag.snapshot()
+
+    def ResetDiag(self, request, context):  # type: ignore[no-untyped-def]
+        if not self.ctl.is_operator(_caller()):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "Access/permission denied")
+        self.diag.reset()
+        return self.diag.snapshot()
