@@ -10,7 +10,7 @@ per-account job counts (not in that list; see README).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from shoal import hostlist
@@ -164,7 +164,7 @@ def _free_mb(node: cluster_pb2.NodeInfo) -> int:
 
 
 def nodes_families(resp: controller_pb2.GetNodesResponse) -> list[Family]:
-    per_node = {
+    per_node: dict[str, Callable[[cluster_pb2.NodeInfo], float]] = {
         "slurm_node_cpus": lambda n: n.cpus,
         "slurm_node_cpus_alloc": lambda n: n.alloc_cpus,
         "slurm_node_cpus_effective": lambda n: n.cpus,

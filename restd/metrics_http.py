@@ -16,8 +16,10 @@ import pwd
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from aiohttp import web
+from google.protobuf.message import Message
 
 from restd import metrics
 from restd.auth import Identity, authenticate
@@ -28,6 +30,7 @@ from shoal.v1 import controller_pb2 as pb
 
 log = logging.getLogger("shoal.restd")
 OPENMETRICS = "metrics/openmetrics"
+M = TypeVar("M", bound=Message)
 
 
 @dataclass(frozen=True)
@@ -86,21 +89,20 @@ class Scrapes:
         self.backend = backend
         self.who = _self()
 
-    def _ctld(self, method: str, request: object, response_type: type) -> object:
-        return self.backend.ctld(self.who, method, request, response_type, "metrics")  # type: ignore[arg-type]
+    def _ctld(self, method: str, request: Message, response_type: type[M]) -> M:
+        return self.backend.ctld(self.who, method, request, response_type, "metrics")
 
     def jobs(self) -> pb.GetJobsResponse:
-        return self._ctld("GetJobs", pb.GetJobsRequest(include_finished=True, show_all=True),  # type: ignore[return-value]
-                          pb.GetJobsResponse)
+        return self._ctld("GetJobs", pb.GetJobsRequest(include_finished=True, show_all=True), pb.GetJobsResponse)
 
     def nodes(self) -> pb.GetNodesResponse:
-        return self._ctld("GetNodes", pb.GetNodesRequest(), pb.GetNodesResponse)  # type: ignore[return-value]
+        return self._ctld("GetNodes", pb.GetNodesRequest(), pb.GetNodesResponse)
 
     def partitions(self) -> pb.GetPartitionsResponse:
-        return self._ctld("GetPartitions", pb.GetPartitionsRequest(), pb.GetPartitionsResponse)  # type: ignore[return-value]
+        return self._ctld("GetPartitions", pb.GetPartitionsRequest(), pb.GetPartitionsResponse)
 
     def diag(self) -> pb.GetDiagResponse:
-        return self._ctld("GetDiag", pb.GetDiagRequest(), pb.GetDiagResponse)  # type: ignore[return-value]
+        return self._ctld("GetDiag", pb.GetDiagRequest(), pb.GetDiagResponse)
 
     def text(self, endpoint: str) -> str:
         if endpoint == "jobs":
