@@ -1,6 +1,6 @@
 """sdiag: ctld's statistics (RPCs, scheduling passes, job counts) in 22.05's layout.
 
-`sdiag [-a] [-r] [-i|-t|-T]`: -r resets the counters (operators only), -i sorts the RPC lists by
+`sdiag [-M cluster] [-a] [-r] [-i|-t|-T]`: -M names this cluster (no other: one controller), -r resets the counters (operators only), -i sorts the RPC lists by
 message type / uid, -t by total time, -T by average time (default: by count). The counters come
 from ctld's GetDiag (ctld/diag.py), through the local agent.
 """
@@ -142,6 +142,17 @@ def _latency_us() -> int:
     return (time.perf_counter_ns() - start) // 1000
 
 
+def _is_this_cluster(name: str) -> bool:
+    """-M: shoal's controller answers for its own cluster only (Slurm's two errors for another name)."""
+    local = ctld("GetConfig", pb.GetConfigRequest(), pb.GetConfigResponse).cluster_name
+    if name.lower() == local.lower():
+        return True
+    print(f"{PROG}: error: No cluster '{name}' known by database.", file=sys.stderr)
+    print(f"{PROG}: error: '{name}' can't be reached now, or it is an invalid entry for --cluster.  "
+          "Use 'sacctmgr list clusters' to see available clusters.", file=sys.stderr)
+    return False
+
+
 def _body(argv: list[str]) -> int:
     try:
         opts, _ = getopt.gnu_getopt(argv, "aM:ritTV", ["all", "cluster=", "reset", "sort-by-id", "sort-by-time",
@@ -150,9 +161,11 @@ def _body(argv: list[str]) -> int:
         print(f"{PROG}: invalid option -- '{exc.opt}'", file=sys.stderr)
         print(f'Try "{PROG} --help" for more information', file=sys.stderr)
         return 1
-    reset, sort = False, "count"
-    for opt, _val in opts:
-        if opt in ("-r", "--reset"):
+    reset, sort, cluster = False, "count", ""
+    for opt, val in opts:
+        if opt in ("-M", "--cluster"):
+            cluster = val
+        elif opt in ("-r", "--reset"):
             reset = True
         elif opt in ("-i", "--sort-by-id"):
             sort = "id"
@@ -169,6 +182,8 @@ def _body(argv: list[str]) -> int:
         elif opt == "--usage":
             print(USAGE)
             return 0
+    if cluster and not _is_this_cluster(cluster):
+        return 1
     if reset:
         try:
             ctld("ResetDiag", pb.ResetDiagRequest(), pb.GetDiagResponse)

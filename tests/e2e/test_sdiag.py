@@ -58,3 +58,14 @@ def test_bad_option_is_refused_as_slurm_does(cluster: Cluster) -> None:
     out = cluster.run("sdiag", "-x")
     assert (out.returncode, out.stdout) == (1, "")
     assert out.stderr == "sdiag: invalid option -- 'x'\nTry \"sdiag --help\" for more information\n"
+
+
+def test_cluster_option_names_this_cluster_only(cluster: Cluster) -> None:
+    name = next(line.split("=", 1)[1] for line in cluster.conf.read_text().splitlines()
+                if line.startswith("ClusterName="))
+    assert cluster.ok("sdiag", "-M", name).startswith("*" * 55 + "\nsdiag output at ")
+    out = cluster.run("sdiag", "-M", "foo")
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr == ("sdiag: error: No cluster 'foo' known by database.\n"
+                          "sdiag: error: 'foo' can't be reached now, or it is an invalid entry for --cluster.  "
+                          "Use 'sacctmgr list clusters' to see available clusters.\n")
