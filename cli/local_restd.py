@@ -24,7 +24,9 @@ def write_conf(directory: Path) -> list[tuple[str, str]]:
 
     key = directory / JWT_KEY
     generate_jwt_key(str(key))
-    return [("AuthAltTypes", "auth/jwt"), ("AuthAltParameters", f"jwt_key={key}")]
+    # MetricsType: restd serves Slurm 25.11's OpenMetrics at /metrics/* (open to all: no PrivateData here)
+    return [("AuthAltTypes", "auth/jwt"), ("AuthAltParameters", f"jwt_key={key}"),
+            ("MetricsType", "metrics/openmetrics")]
 
 
 def url_file(directory: Path) -> Path:

@@ -387,6 +387,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     if restd_url:
         print(f"shoal: REST API (shoal-restd) at {restd_url}/slurm/v0.0.44/ (token: scontrol token)")
+        print(f"shoal: metrics (OpenMetrics, for Prometheus) at {restd_url}/metrics")
     if (directory / "cgroup.conf").exists():
         print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
     note = cpu_ids_note(sum(n.cpus for n in cfg.nodes), len(cfg.nodes), _host_cpus(),
@@ -596,6 +597,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"accounting: shoal-dbd on 127.0.0.1:{dbd} (sacct, sacctmgr, sshare)" if dbd else "accounting: off")
     restd_url = local_restd.url(directory)
     print(f"REST API: shoal-restd at {restd_url}/slurm/v0.0.44/" if restd_url else "REST API: off")
+    print(f"metrics: {restd_url}/metrics" if restd_url else "metrics: off")
     if _alive(run / "ctld.pid"):
         env = dict(os.environ, SLURM_CONF=str(conf))
         env.pop("SHOAL_AGENT_SOCKET", None)

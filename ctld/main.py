@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from shoal.daemon import DaemonArgumentParser, Notifier, install_signals, setup_
 
 if TYPE_CHECKING:
     from ctld.controller import Controller
+    from ctld.diag import Diag
     from ctld.leader import Lease
     from shoal.conf.slurm import SlurmConfig
 
@@ -117,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     store.on_fenced = _on_lost  # a write refused for a newer epoch: no need to wait for the renewal
 
     threads = [
-        threading.Thread(target=_scheduler_loop, args=(controller, stop, args.sched_interval), daemon=True, name="sched"),
+        threading.Thread(target=_scheduler_loop, args=(controller, service.diag, stop, args.sched_interval),
+                         daemon=True, name="sched"),
         threading.Thread(target=_housekeeping_loop, args=(controller, stop), daemon=True, name="housekeeping"),
         threading.Thread(target=controller.accounting.run, args=(stop,), daemon=True, name="accounting"),
     ]
@@ -168,7 +171,7 @@ def _take_lease(cfg: SlurmConfig, stop: threading.Event, notifier: Notifier) -> 
     return lease
 
 
-def _scheduler_loop(controller: Controller, stop: threading.Event, interval: float) -> None:
+def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, interval: float) -> None:
     log = logging.getLogger("shoal.ctld.sched")
     while not stop.is_set():
         controller.wake.wait(interval)
@@ -176,7 +179,14 @@ def _scheduler_loop(controller: Controller, stop: threading.Event, interval: flo
         if stop.is_set():
             return
         try:
+            with controller.state.reading():
+                diag.observe(controller.jobs.values())  # sdiag's job counts, before the pass starts some
+                depth = diag.pending
+            start = time.perf_counter_ns()
             controller.schedule()
+            diag.sched_pass((time.perf_counter_ns() - start) // 1000, depth)
+            with controller.state.reading():
+                diag.observe(controller.jobs.values())
         except Exception:  # keep scheduling; a bug must not take the controller down
             log.exception("scheduling cycle failed")
 

@@ -15,7 +15,8 @@ import grpc
 
 from ctld import configless, tokens
 from ctld.controller import Caller, Controller
-from ctld.errors import FAILED_PRECONDITION, SlurmError
+from ctld.diag import Diag, instrument
+from ctld.errors import FAILED_PRECONDITION, PERMISSION_DENIED, SlurmError
 from shoal.rpc.server import current_caller
 from shoal.v1 import accounting_pb2, controller_pb2_grpc
 from shoal.v1 import controller_pb2 as pb
@@ -46,9 +47,11 @@ def _slurm_errors(method: Method[Req, Resp]) -> Method[Req, Resp]:
     return wrapper
 
 
+@instrument  # sdiag's RPC statistics (ctld/diag.py)
 class ControllerService(controller_pb2_grpc.ControllerServicer):
     def __init__(self, controller: Controller) -> None:
         self.ctl = controller
+        self.diag = Diag(controller.clock)
 
     def _node_only(self, context: grpc.ServicerContext) -> None:
         if not self.ctl.is_operator(_caller()):
@@ -189,3 +192,23 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         logging.getLogger("shoal.ctld").info("configless: sent %d file(s) to %s", len(files),
                                              request.host or _caller().host)
         return pb.GetConfigFilesResponse(files=files)
+
+    # sdiag (ctld/diag.py): the counters; a reset is for operators (slurmctld's Access/permission denied)
+    def caller_uid(self) -> int | None:
+        try:
+            return current_caller().uid
+        except RuntimeError:
+            return None
+
+    @_slurm_errors
+    def GetDiag(self, request: pb.GetDiagRequest, context: grpc.ServicerContext) -> pb.GetDiagResponse:
+        with self.ctl.state.reading():  # the job counts as of now, not of the last scheduling pass
+            self.diag.observe(self.ctl.jobs.values())
+        return self.diag.snapshot()
+
+    @_slurm_errors
+    def ResetDiag(self, request: pb.ResetDiagRequest, context: grpc.ServicerContext) -> pb.GetDiagResponse:
+        if not self.ctl.is_operator(_caller()):
+            raise SlurmError("Access/permission denied", PERMISSION_DENIED)
+        self.diag.reset()
+        return self.diag.snapshot()

@@ -35,7 +35,7 @@ from restd.errors import (
     from_daemon,
 )
 from shoal import SLURM_VERSION
-from shoal.states import FINISHED_STATES, job_state_name
+from shoal.states import FINISHED_STATES
 from shoal.v1 import accounting_pb2, controller_pb2
 
 log = logging.getLogger("shoal.restd")
@@ -77,21 +77,10 @@ def ping(ctx: RestContext, call: Call, who: Identity) -> Json:
 
 
 def diag(ctx: RestContext, call: Call, who: Identity) -> Json:
-    """What shoal counts today: the jobs by state (ctld has no RPC or scheduler counters yet)."""
-    resp = ctx.backend.ctld(who, "GetJobs", controller_pb2.GetJobsRequest(include_finished=True, show_all=True),
-                            controller_pb2.GetJobsResponse, "slurm_get_statistics()")
-    counts: dict[str, int] = {}
-    for job in resp.jobs:
-        name = job_state_name(job.state)
-        counts[name] = counts.get(name, 0) + 1
-    return {"statistics": {
-        "req_time": convert.no_val(resp.now),
-        "jobs_pending": counts.get("PENDING", 0),
-        "jobs_running": counts.get("RUNNING", 0),
-        "jobs_completed": counts.get("COMPLETED", 0),
-        "jobs_canceled": counts.get("CANCELLED", 0),
-        "jobs_failed": counts.get("FAILED", 0),
-    }}
+    """ctld's sdiag counters (GetDiag), in slurmrestd's field names."""
+    resp = ctx.backend.ctld(who, "GetDiag", controller_pb2.GetDiagRequest(), controller_pb2.GetDiagResponse,
+                            "slurm_get_statistics()")
+    return {"statistics": convert.statistics(resp)}
 
 
 def _changed(job: Any) -> int:

@@ -382,3 +382,41 @@ def user(name: str, rows: list[dict[str, str]]) -> Json:
         "coordinators": [],
         "flags": [],
     }
+
+
+def statistics(d: controller_pb2.GetDiagResponse) -> Json:
+    """GET /diag's `statistics`: ctld's sdiag counters (times in microseconds, as slurmctld counts them)."""
+    n, bf = d.sched_cycles, d.bf_cycles
+    elapsed_min = (d.now - d.since) // 60
+    return {
+        "parts_packed": 1, "req_time": no_val(d.now), "req_time_start": no_val(d.since),
+        "server_thread_count": d.server_thread_count, "agent_queue_size": d.agent_queue_size,
+        "agent_count": 0, "agent_thread_count": 0, "dbd_agent_queue_size": d.dbd_agent_queue_size,
+        "schedule_cycle_max": d.sched_cycle_max_us, "schedule_cycle_last": d.sched_cycle_last_us,
+        "schedule_cycle_sum": d.sched_cycle_sum_us, "schedule_cycle_total": n,
+        "schedule_cycle_mean": d.sched_cycle_sum_us // n if n else 0,
+        "schedule_cycle_mean_depth": d.sched_depth_sum // n if n else 0,
+        "schedule_cycle_per_minute": n // elapsed_min if elapsed_min else 0,
+        "schedule_cycle_depth": d.sched_depth_sum, "schedule_queue_length": d.sched_queue_len,
+        "jobs_submitted": d.jobs_submitted, "jobs_started": d.jobs_started, "jobs_completed": d.jobs_completed,
+        "jobs_canceled": d.jobs_canceled, "jobs_failed": d.jobs_failed, "jobs_pending": d.jobs_pending,
+        "jobs_running": d.jobs_running, "job_states_ts": no_val(d.job_states_ts),
+        "bf_backfilled_jobs": d.bf_backfilled_jobs, "bf_last_backfilled_jobs": d.bf_backfilled_jobs,
+        "bf_backfilled_het_jobs": 0, "bf_cycle_counter": bf,
+        "bf_cycle_mean": d.bf_cycle_sum_us // bf if bf else 0,
+        "bf_depth_mean": d.bf_depth_sum // bf if bf else 0, "bf_depth_mean_try": d.bf_depth_sum // bf if bf else 0,
+        "bf_cycle_sum": d.bf_cycle_sum_us, "bf_cycle_last": d.bf_cycle_last_us, "bf_cycle_max": d.bf_cycle_max_us,
+        "bf_last_depth": d.bf_last_depth, "bf_last_depth_try": d.bf_last_depth, "bf_depth_sum": d.bf_depth_sum,
+        "bf_depth_try_sum": d.bf_depth_sum, "bf_queue_len": d.bf_queue_len,
+        "bf_queue_len_mean": d.bf_queue_len_sum // bf if bf else 0, "bf_queue_len_sum": d.bf_queue_len_sum,
+        "bf_table_size": 1 if bf else 0, "bf_table_size_sum": bf, "bf_table_size_mean": 1 if bf else 0,
+        "bf_when_last_cycle": no_val(d.bf_last_when), "bf_active": False,
+        "rpcs_by_message_type": [
+            {"type_id": r.type_id, "message_type": r.name, "count": r.count, "queued": 0, "dropped": 0,
+             "cycle_last": 0, "cycle_max": 0, "total_time": r.total_time_us,
+             "average_time": no_val(r.total_time_us // r.count if r.count else 0)} for r in d.rpcs],
+        "rpcs_by_user": [
+            {"user_id": u.uid, "user": u.name, "count": u.count, "total_time": u.total_time_us,
+             "average_time": no_val(u.total_time_us // u.count if u.count else 0)} for u in d.users],
+    }
+

@@ -20,6 +20,7 @@ from shoal.daemon import DaemonArgumentParser, Notifier, reopen_log_files, setup
 
 if TYPE_CHECKING:
     from restd.app import RestContext
+    from shoal.conf.slurm import SlurmConfig
 
 PROG = "shoal-restd"
 DEFAULT_LISTEN = "127.0.0.1:6820"
@@ -91,18 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     backend = Backend(key, targets["ctld"], targets["dbd"] if accounting else None)
     ctx = RestContext(backend=backend, jwt_key=jwt_key, cluster=cfg.cluster_name)
     try:
-        return asyncio.run(_serve(ctx, host, port, args.pidfile, notifier))
+        return asyncio.run(_serve(ctx, cfg, host, port, args.pidfile, notifier))
     finally:
         backend.close()
 
 
-async def _serve(ctx: RestContext, host: str, port: int, pidfile: str | None, notifier: Notifier) -> int:
+async def _serve(ctx: RestContext, cfg: SlurmConfig, host: str, port: int, pidfile: str | None,
+                 notifier: Notifier) -> int:
     from aiohttp import web
 
     from restd.app import make_app
+    from restd.metrics_http import add_routes
 
     log = logging.getLogger("shoal.restd")
-    runner = web.AppRunner(make_app(ctx), access_log=None)
+    app = make_app(ctx)
+    add_routes(app, cfg, ctx.backend, ctx.jwt_key)  # /metrics/* (MetricsType=metrics/openmetrics)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

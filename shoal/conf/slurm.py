@@ -189,6 +189,11 @@ class SlurmConfig:
     """AuthAltTypes: auth/jwt lets ctld mint tokens (`scontrol token`) that shoal-restd accepts."""
     auth_alt_parameters: tuple[str, ...] = ()
     """AuthAltParameters as written: jwt_key=PATH, disable_token_creation."""
+    metrics_type: str = ""
+    """MetricsType=metrics/openmetrics: shoal-restd serves /metrics/* (Slurm 25.11's OpenMetrics)."""
+    metrics_auth_users: tuple[str, ...] = ()
+    metrics_parameters: tuple[str, ...] = ()
+    private_data: tuple[str, ...] = ()
     agent_socket: str = DEFAULT_AGENT_SOCKET
     slurmd_parameters: tuple[str, ...] = ()
     prolog: tuple[str, ...] = ()
@@ -632,6 +637,10 @@ class _Builder:
             auth_key_file=top.text("AuthKeyFile", os.path.join(conf_dir, "shoal.key")),
             auth_alt_types=top.words("AuthAltTypes"),
             auth_alt_parameters=top.words("AuthAltParameters"),
+            metrics_type=top.text("MetricsType", ""),
+            metrics_auth_users=top.words("MetricsAuthUsers"),
+            metrics_parameters=top.words("MetricsParameters"),
+            private_data=top.words("PrivateData"),
             agent_socket=top.text("AgentSocket", DEFAULT_AGENT_SOCKET),
             slurmd_parameters=top.words("SlurmdParameters"),
             prolog=top.words("Prolog"),

@@ -1600,3 +1600,207 @@ class GetConfigFilesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetConfigFilesResponse: _TypeAlias = GetConfigFilesResponse  # noqa: Y015
+
+@_typing.final
+class GetDiagRequest(_message.Message):
+    """sdiag: ctld's counters since `since` (its start or the last ResetDiag). Fields 2700-2799."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDiagRequest: _TypeAlias = GetDiagRequest  # noqa: Y015
+
+@_typing.final
+class ResetDiagRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetDiagRequest: _TypeAlias = ResetDiagRequest  # noqa: Y015
+
+@_typing.final
+class DiagRpc(_message.Message):
+    """one RPC type, as Slurm's message type name and number"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TYPE_ID_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    TOTAL_TIME_US_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    type_id: _builtins.int
+    count: _builtins.int
+    total_time_us: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        type_id: _builtins.int = ...,
+        count: _builtins.int = ...,
+        total_time_us: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "name", b"name", "total_time_us", b"total_time_us", "type_id", b"type_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiagRpc: _TypeAlias = DiagRpc  # noqa: Y015
+
+@_typing.final
+class DiagUser(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    TOTAL_TIME_US_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    uid: _builtins.int
+    count: _builtins.int
+    total_time_us: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        uid: _builtins.int = ...,
+        count: _builtins.int = ...,
+        total_time_us: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "name", b"name", "total_time_us", b"total_time_us", "uid", b"uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiagUser: _TypeAlias = DiagUser  # noqa: Y015
+
+@_typing.final
+class GetDiagResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOW_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    SERVER_THREAD_COUNT_FIELD_NUMBER: _builtins.int
+    AGENT_QUEUE_SIZE_FIELD_NUMBER: _builtins.int
+    DBD_AGENT_QUEUE_SIZE_FIELD_NUMBER: _builtins.int
+    JOBS_SUBMITTED_FIELD_NUMBER: _builtins.int
+    JOBS_STARTED_FIELD_NUMBER: _builtins.int
+    JOBS_COMPLETED_FIELD_NUMBER: _builtins.int
+    JOBS_CANCELED_FIELD_NUMBER: _builtins.int
+    JOBS_FAILED_FIELD_NUMBER: _builtins.int
+    JOB_STATES_TS_FIELD_NUMBER: _builtins.int
+    JOBS_PENDING_FIELD_NUMBER: _builtins.int
+    JOBS_RUNNING_FIELD_NUMBER: _builtins.int
+    SCHED_CYCLES_FIELD_NUMBER: _builtins.int
+    SCHED_CYCLE_LAST_US_FIELD_NUMBER: _builtins.int
+    SCHED_CYCLE_MAX_US_FIELD_NUMBER: _builtins.int
+    SCHED_CYCLE_SUM_US_FIELD_NUMBER: _builtins.int
+    SCHED_DEPTH_SUM_FIELD_NUMBER: _builtins.int
+    SCHED_QUEUE_LEN_FIELD_NUMBER: _builtins.int
+    BF_CYCLES_FIELD_NUMBER: _builtins.int
+    BF_LAST_WHEN_FIELD_NUMBER: _builtins.int
+    BF_CYCLE_LAST_US_FIELD_NUMBER: _builtins.int
+    BF_CYCLE_MAX_US_FIELD_NUMBER: _builtins.int
+    BF_CYCLE_SUM_US_FIELD_NUMBER: _builtins.int
+    BF_LAST_DEPTH_FIELD_NUMBER: _builtins.int
+    BF_DEPTH_SUM_FIELD_NUMBER: _builtins.int
+    BF_QUEUE_LEN_FIELD_NUMBER: _builtins.int
+    BF_QUEUE_LEN_SUM_FIELD_NUMBER: _builtins.int
+    BF_BACKFILLED_JOBS_FIELD_NUMBER: _builtins.int
+    RPCS_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
+    now: _builtins.int
+    since: _builtins.int
+    server_thread_count: _builtins.int
+    """RPCs being served now, this one included"""
+    agent_queue_size: _builtins.int
+    dbd_agent_queue_size: _builtins.int
+    jobs_submitted: _builtins.int
+    jobs_started: _builtins.int
+    jobs_completed: _builtins.int
+    jobs_canceled: _builtins.int
+    jobs_failed: _builtins.int
+    job_states_ts: _builtins.int
+    jobs_pending: _builtins.int
+    jobs_running: _builtins.int
+    sched_cycles: _builtins.int
+    """main scheduling passes (ctld's scheduler loop: one controller.schedule() each)"""
+    sched_cycle_last_us: _builtins.int
+    sched_cycle_max_us: _builtins.int
+    sched_cycle_sum_us: _builtins.int
+    sched_depth_sum: _builtins.int
+    sched_queue_len: _builtins.int
+    bf_cycles: _builtins.int
+    """backfill passes: shoal plans backfill inside each pass that has pending jobs"""
+    bf_last_when: _builtins.int
+    bf_cycle_last_us: _builtins.int
+    bf_cycle_max_us: _builtins.int
+    bf_cycle_sum_us: _builtins.int
+    bf_last_depth: _builtins.int
+    bf_depth_sum: _builtins.int
+    bf_queue_len: _builtins.int
+    bf_queue_len_sum: _builtins.int
+    bf_backfilled_jobs: _builtins.int
+    @_builtins.property
+    def rpcs(self) -> _containers.RepeatedCompositeFieldContainer[Global___DiagRpc]: ...
+    @_builtins.property
+    def users(self) -> _containers.RepeatedCompositeFieldContainer[Global___DiagUser]: ...
+    def __init__(
+        self,
+        *,
+        now: _builtins.int = ...,
+        since: _builtins.int = ...,
+        server_thread_count: _builtins.int = ...,
+        agent_queue_size: _builtins.int = ...,
+        dbd_agent_queue_size: _builtins.int = ...,
+        jobs_submitted: _builtins.int = ...,
+        jobs_started: _builtins.int = ...,
+        jobs_completed: _builtins.int = ...,
+        jobs_canceled: _builtins.int = ...,
+        jobs_failed: _builtins.int = ...,
+        job_states_ts: _builtins.int = ...,
+        jobs_pending: _builtins.int = ...,
+        jobs_running: _builtins.int = ...,
+        sched_cycles: _builtins.int = ...,
+        sched_cycle_last_us: _builtins.int = ...,
+        sched_cycle_max_us: _builtins.int = ...,
+        sched_cycle_sum_us: _builtins.int = ...,
+        sched_depth_sum: _builtins.int = ...,
+        sched_queue_len: _builtins.int = ...,
+        bf_cycles: _builtins.int = ...,
+        bf_last_when: _builtins.int = ...,
+        bf_cycle_last_us: _builtins.int = ...,
+        bf_cycle_max_us: _builtins.int = ...,
+        bf_cycle_sum_us: _builtins.int = ...,
+        bf_last_depth: _builtins.int = ...,
+        bf_depth_sum: _builtins.int = ...,
+        bf_queue_len: _builtins.int = ...,
+        bf_queue_len_sum: _builtins.int = ...,
+        bf_backfilled_jobs: _builtins.int = ...,
+        rpcs: _abc.Iterable[Global___DiagRpc] | None = ...,
+        users: _abc.Iterable[Global___DiagUser] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_queue_size", b"agent_queue_size", "bf_backfilled_jobs", b"bf_backfilled_jobs", "bf_cycle_last_us", b"bf_cycle_last_us", "bf_cycle_max_us", b"bf_cycle_max_us", "bf_cycle_sum_us", b"bf_cycle_sum_us", "bf_cycles", b"bf_cycles", "bf_depth_sum", b"bf_depth_sum", "bf_last_depth", b"bf_last_depth", "bf_last_when", b"bf_last_when", "bf_queue_len", b"bf_queue_len", "bf_queue_len_sum", b"bf_queue_len_sum", "dbd_agent_queue_size", b"dbd_agent_queue_size", "job_states_ts", b"job_states_ts", "jobs_canceled", b"jobs_canceled", "jobs_completed", b"jobs_completed", "jobs_failed", b"jobs_failed", "jobs_pending", b"jobs_pending", "jobs_running", b"jobs_running", "jobs_started", b"jobs_started", "jobs_submitted", b"jobs_submitted", "now", b"now", "rpcs", b"rpcs", "sched_cycle_last_us", b"sched_cycle_last_us", "sched_cycle_max_us", b"sched_cycle_max_us", "sched_cycle_sum_us", b"sched_cycle_sum_us", "sched_cycles", b"sched_cycles", "sched_depth_sum", b"sched_depth_sum", "sched_queue_len", b"sched_queue_len", "server_thread_count", b"server_thread_count", "since", b"since", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDiagResponse: _TypeAlias = GetDiagResponse  # noqa: Y015

@@ -155,6 +155,16 @@ class ControllerStub:
                 request_serializer=shoal_dot_v1_dot_controller__pb2.GetConfigFilesRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.GetConfigFilesResponse.FromString,
                 _registered_method=True)
+        self.GetDiag = channel.unary_unary(
+                '/shoal.v1.Controller/GetDiag',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.GetDiagRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.GetDiagResponse.FromString,
+                _registered_method=True)
+        self.ResetDiag = channel.unary_unary(
+                '/shoal.v1.Controller/ResetDiag',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.ResetDiagRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.GetDiagResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -312,6 +322,19 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetDiag(self, request, context):
+        """sdiag and the metrics: ctld's counters (GetDiag anyone, ResetDiag operators only: sdiag -r)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetDiag(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -434,6 +457,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.GetConfigFiles,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.GetConfigFilesRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.GetConfigFilesResponse.SerializeToString,
+            ),
+            'GetDiag': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDiag,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.GetDiagRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.GetDiagResponse.SerializeToString,
+            ),
+            'ResetDiag': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetDiag,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.ResetDiagRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.GetDiagResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1084,6 +1117,60 @@ class Controller:
             '/shoal.v1.Controller/GetConfigFiles',
             shoal_dot_v1_dot_controller__pb2.GetConfigFilesRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.GetConfigFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDiag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/GetDiag',
+            shoal_dot_v1_dot_controller__pb2.GetDiagRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.GetDiagResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetDiag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/ResetDiag',
+            shoal_dot_v1_dot_controller__pb2.ResetDiagRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.GetDiagResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -66,6 +66,9 @@ class ControllerStub:
     """scontrol token: a JWT for shoal-restd"""
     GetConfigFiles: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetConfigFilesRequest, _controller_pb2.GetConfigFilesResponse]
     """configless nodes and login hosts (SlurmctldParameters=enable_configless; daemons only)"""
+    GetDiag: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetDiagRequest, _controller_pb2.GetDiagResponse]
+    """sdiag and the metrics: ctld's counters (GetDiag anyone, ResetDiag operators only: sdiag -r)"""
+    ResetDiag: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ResetDiagRequest, _controller_pb2.GetDiagResponse]
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -102,6 +105,9 @@ class ControllerAsyncStub(ControllerStub):
     """scontrol token: a JWT for shoal-restd"""
     GetConfigFiles: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetConfigFilesRequest, _controller_pb2.GetConfigFilesResponse]  # type: ignore[assignment]
     """configless nodes and login hosts (SlurmctldParameters=enable_configless; daemons only)"""
+    GetDiag: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetDiagRequest, _controller_pb2.GetDiagResponse]  # type: ignore[assignment]
+    """sdiag and the metrics: ctld's counters (GetDiag anyone, ResetDiag operators only: sdiag -r)"""
+    ResetDiag: _aio.UnaryUnaryMultiCallable[_controller_pb2.ResetDiagRequest, _controller_pb2.GetDiagResponse]  # type: ignore[assignment]
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -279,5 +285,20 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.GetConfigFilesResponse, _abc.Awaitable[_controller_pb2.GetConfigFilesResponse]]:
         """configless nodes and login hosts (SlurmctldParameters=enable_configless; daemons only)"""
+
+    @_abc_1.abstractmethod
+    def GetDiag(
+        self,
+        request: _controller_pb2.GetDiagRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetDiagResponse, _abc.Awaitable[_controller_pb2.GetDiagResponse]]:
+        """sdiag and the metrics: ctld's counters (GetDiag anyone, ResetDiag operators only: sdiag -r)"""
+
+    @_abc_1.abstractmethod
+    def ResetDiag(
+        self,
+        request: _controller_pb2.ResetDiagRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetDiagResponse, _abc.Awaitable[_controller_pb2.GetDiagResponse]]: ...
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -112,7 +112,10 @@ def test_every_read_endpoint_answers_as_the_spec_says(rest: Rest) -> None:
     _, resv = rest.call("GET", f"{S}/reservation/{{reservation_name}}", token, reservation_name="maint1")
     assert resv["reservations"][0]["users"] == "root"
     _, diag = rest.call("GET", f"{S}/diag/", token)
-    assert "jobs_running" in diag["statistics"]
+    stats = diag["statistics"]
+    assert "jobs_running" in stats and stats["schedule_cycle_total"] >= 1  # sdiag's counters (GetDiag)
+    assert "REQUEST_NODE_INFO" in {r["message_type"] for r in stats["rpcs_by_message_type"]}
+    assert "root" in {u["user"] for u in stats["rpcs_by_user"]}
     _, shares = rest.call("GET", f"{S}/shares", token)
     assert "root" in {s["name"] for s in shares["shares"]["shares"]}
     _, accounts = rest.call("GET", f"{DB}/accounts/", token)

@@ -13,7 +13,7 @@ import shoal
 # (program as run by a user or an init script, the module behind it, its version option)
 PROGRAMS = [
     *((name, f"cli.{name}", opt) for name in ("sbatch", "srun", "salloc", "squeue", "sinfo", "scontrol",
-                                              "scancel", "sacct", "sacctmgr", "sprio", "sshare", "sreport")
+                                              "scancel", "sacct", "sacctmgr", "sprio", "sshare", "sreport", "sdiag")
       for opt in ("-V", "--version")),
     ("shoal", "cli.shoal_admin", "--version"),
     ("shoal-ctld", "ctld.main", "-V"),
