@@ -2,9 +2,10 @@
 
 A listing leaves out the script and the exported environment (most of a record's bytes; no listing
 shows them). Copying each job whole and clearing them cost most of a GetJobs; instead the job is
-serialised (in C) and its `spec` field is swapped for the spec's listing form, which is kept per job
-and rebuilt only when the spec's bytes change. The check is by the bytes themselves, so a job changed
-in memory without a save (the applier's reasons, priorities, planned starts) is listed as it is now.
+serialised (in C) and, when those bytes are not the ones last seen, its `spec` field is swapped for the
+spec's listing form, itself kept per job and rebuilt only when the spec's bytes change. Every check is
+by the bytes themselves, so a job changed in memory without a save (the applier's reasons,
+priorities, planned starts) is listed as it is now.
 """
 
 from __future__ import annotations
@@ -61,14 +62,24 @@ def listing_view(job: jobs_pb2.JobInfo) -> jobs_pb2.JobInfo:
 
 
 class ListingViews:
-    """Per job: its spec's bytes when last seen and the spec field a listing sends in their place."""
+    """Per job: its bytes when last listed and their `jobs` entry; its spec's bytes and the spec field a
+    listing sends in their place."""
 
     def __init__(self) -> None:
+        self._entries: dict[int, tuple[bytes, bytes]] = {}
         self._specs: dict[int, tuple[bytes, bytes]] = {}
 
     def entry(self, job: jobs_pb2.JobInfo) -> bytes:
         """`job`'s listing view as one `jobs` entry of a GetJobsResponse, serialised."""
         data = job.SerializeToString()
+        last = self._entries.get(job.job_id)
+        if last is not None and last[0] == data:
+            return last[1]
+        entry = self._build(job, data)
+        self._entries[job.job_id] = (data, entry)
+        return entry
+
+    def _build(self, job: jobs_pb2.JobInfo, data: bytes) -> bytes:
         span = _spec_span(data)
         if span is None:
             body = listing_view(job).SerializeToString()
@@ -84,11 +95,13 @@ class ListingViews:
 
     def forget(self, alive: set[int] | dict[int, jobs_pb2.JobInfo]) -> None:
         """Drop what is kept for jobs no longer in `alive` (purged by MinJobAge)."""
+        for job_id in [j for j in self._entries if j not in alive]:
+            del self._entries[job_id]
         for job_id in [j for j in self._specs if j not in alive]:
             del self._specs[job_id]
 
     def __len__(self) -> int:
-        return len(self._specs)
+        return max(len(self._entries), len(self._specs))
 
     @staticmethod
     def _spec_field(spec: jobs_pb2.JobSpec) -> bytes:
