@@ -147,6 +147,9 @@ class Controller:
     def get_jobs(self, req: controller_pb2.GetJobsRequest, caller: Caller | None = None) -> controller_pb2.GetJobsResponse:
         return queries.get_jobs(self.state, req, caller)
 
+    def get_jobs_wire(self, req: controller_pb2.GetJobsRequest, caller: Caller | None = None) -> bytes:
+        return queries.get_jobs_wire(self.state, req, caller)
+
     def get_nodes(self, req: controller_pb2.GetNodesRequest,
                   caller: Caller | None = None) -> controller_pb2.GetNodesResponse:
         return queries.get_nodes(self.state, req, caller)

@@ -58,13 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     from ctld import configless
     from ctld.controller import Controller
     from ctld.node_client import GrpcNodeActions
-    from ctld.service import ControllerService
+    from ctld.service import ControllerService, add_to_server
     from ctld.store import StoreError
     from ctld.store_open import open_store
     from shoal.auth.errors import AuthError
     from shoal.auth.key import load_key
     from shoal.rpc.server import BindError, make_server
-    from shoal.v1 import controller_pb2_grpc
 
     try:
         key = load_key(cfg.auth_key_file)
@@ -98,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("configless: serving %s", ", ".join(sorted(service.config_files)))
     elif configless.enabled(cfg):
         log.error("configless: %s", service.config_files.message)
-    controller_pb2_grpc.add_ControllerServicer_to_server(service, server)
+    add_to_server(service, server)
     server.start()
     if cfg.slurmctld_pid_file:
         try:

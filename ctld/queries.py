@@ -24,10 +24,15 @@ def unavailable_partitions(state: ClusterState, caller: Caller | None) -> set[st
 
 
 def get_jobs(state: ClusterState, req: controller_pb2.GetJobsRequest, caller: Caller | None = None) -> controller_pb2.GetJobsResponse:
+    """GetJobs as a message (in-process callers); the gRPC service sends `get_jobs_wire`'s bytes."""
+    return controller_pb2.GetJobsResponse.FromString(get_jobs_wire(state, req, caller))
+
+
+def get_jobs_wire(state: ClusterState, req: controller_pb2.GetJobsRequest, caller: Caller | None = None) -> bytes:
+    """GetJobs' answer, serialised: each listed job's listing view (ctld/listing.py), then `now`."""
     with state.reading():
         wanted = set(req.job_ids)
         users = set(req.user_ids)
-        out = controller_pb2.GetJobsResponse(now=state.now())
         candidates: Iterable[jobs_pb2.JobInfo] = state.jobs.values()
         if req.job_id_strs:
             candidates = [j for _, found in select(state, req.job_id_strs) for j in found]
@@ -36,6 +41,8 @@ def get_jobs(state: ClusterState, req: controller_pb2.GetJobsRequest, caller: Ca
         # jobs kept by MinJobAge go to listings that ask for them (squeue -t all, scontrol) and to
         # whoever names jobs (squeue -j, sbatch --wait, salloc): a plain squeue does not need them
         finished_too = req.include_finished or bool(req.job_ids or req.job_id_strs)
+        parts: list[bytes] = []
+        views = state.listing
         for job in candidates:
             if not finished_too and job.state in FINISHED_STATES:
                 continue
@@ -45,13 +52,12 @@ def get_jobs(state: ClusterState, req: controller_pb2.GetJobsRequest, caller: Ca
                 continue
             if users and job.user_id not in users:
                 continue
-            view = out.jobs.add()
-            view.CopyFrom(job)
-            # the script and the exported environment stay in the controller: they are most of a
-            # record's bytes and no listing shows them
-            view.spec.ClearField("environment")
-            view.spec.ClearField("script")
-        return out
+            parts.append(views.entry(job))
+        if len(views) > 2 * len(state.jobs) + 64:
+            views.forget(state.jobs)
+        # the fields in number order, as the message's own serialisation writes them: jobs, then now
+        parts.append(controller_pb2.GetJobsResponse(now=state.now()).SerializeToString())
+        return b"".join(parts)
 
 
 def get_nodes(state: ClusterState, req: controller_pb2.GetNodesRequest,

@@ -28,6 +28,7 @@ from ctld.actions import NodeActions
 from ctld.errors import SlurmError
 from ctld.fairshare_usage import META_KEY as SHARES_META_KEY
 from ctld.fairshare_usage import Charge, UsageLedger, job_tres
+from ctld.listing import ListingViews
 from ctld.nodes import NodeRuntime, new_runtime
 from ctld.sched import model as m
 from ctld.sched.fairshare import last_reset
@@ -131,6 +132,7 @@ class ClusterState:
         self.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
         self.topology = sched_topology(cfg)
         self._requests: dict[int, m.JobRequest] = {}  # pending jobs' JobRequest, dropped when the job is saved
+        self.listing = ListingViews()  # GetJobs' per-job views (ctld/listing.py), read under the lock
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
         self._shares_saved = 0

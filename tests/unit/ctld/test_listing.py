@@ -1,0 +1,100 @@
+"""GetJobs' answer built from per-job listing views (ctld/listing.py) is the answer squeue, scontrol
+and sacct got when each job was copied whole and its script and environment cleared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctld.listing import listing_view
+from ctld.queries import get_jobs_wire
+from shoal.v1 import controller_pb2, jobs_pb2
+from tests.unit.ctld.harness import Harness, cluster, job
+
+ENV = {f"VAR_{i}": f"value {i} " * (i % 7) for i in range(41)} | {"HOME": "/home/alice", "EMPTY": ""}
+
+
+def _sbatch(h: Harness, builder=None, **spec: object) -> int:  # type: ignore[no-untyped-def]
+    b = builder or job()
+    b.spec.environment.update(ENV)
+    b.spec.MergeFrom(jobs_pb2.JobSpec(**spec))  # type: ignore[arg-type]
+    return h.submit(b)
+
+
+def _reference(h: Harness, req: controller_pb2.GetJobsRequest) -> bytes:
+    """The answer as GetJobs built it before: every listed job copied whole, then cleared."""
+    ids = [j.job_id for j in controller_pb2.GetJobsResponse.FromString(get_jobs_wire(h.ctl.state, req)).jobs]
+    out = controller_pb2.GetJobsResponse(now=h.ctl.state.now())
+    for job_id in ids:
+        out.jobs.add().CopyFrom(listing_view(h.ctl.jobs[job_id]))
+    return out.SerializeToString()
+
+
+def _varied(tmp_path: Path) -> Harness:
+    h = Harness.of(cluster().nodes(2, cpus=4, mem=8000).set(MinJobAge=300), tmp_path)
+    running = _sbatch(h, job().cpus(2).time(10).name("run"), comment="a comment", argv=["a", "b"])
+    done = _sbatch(h, job().cpus(1), array="")
+    _sbatch(h, job().cpus(4).time(60), array="0-7%2", dependency="")  # array: tasks split off as they start
+    _sbatch(h, job().held().name("held"), std_out="/tmp/%j.out")
+    _sbatch(h, job().interactive())
+    _sbatch(h, job().nodes(2).cpus(4), script=b"#!/bin/sh\n" + b"x" * 70_000)  # pending: Resources
+    _sbatch(h, job(), script=b"")
+    h.schedule()
+    h.finish(done, exit_code=3)
+    h.update(running, "update", Comment="changed")
+    h.advance(30)
+    h.schedule()
+    return h
+
+
+def test_the_answer_is_byte_for_byte_the_whole_copy_cleared(tmp_path: Path) -> None:
+    h = _varied(tmp_path)
+    states = {j.state for j in h.ctl.jobs.values()}
+    assert {jobs_pb2.PENDING, jobs_pb2.RUNNING, jobs_pb2.FAILED} <= states and len(h.ctl.jobs) >= 8
+    for req in (
+        controller_pb2.GetJobsRequest(),
+        controller_pb2.GetJobsRequest(include_finished=True, show_all=True),
+        controller_pb2.GetJobsRequest(job_id_strs=["3"]),
+        controller_pb2.GetJobsRequest(job_ids=[1, 2], user_ids=[0]),
+    ):
+        for _ in range(2):  # the second time from the kept spec views
+            assert get_jobs_wire(h.ctl.state, req) == _reference(h, req)
+    listed = controller_pb2.GetJobsResponse.FromString(get_jobs_wire(h.ctl.state, controller_pb2.GetJobsRequest()))
+    assert all(not j.spec.environment and not j.spec.script for j in listed.jobs)
+    assert {j.spec.comment for j in listed.jobs} >= {"changed"}
+
+
+def test_a_change_made_in_memory_without_a_save_is_listed(tmp_path: Path) -> None:
+    h = _varied(tmp_path)
+    req = controller_pb2.GetJobsRequest(include_finished=True)
+    get_jobs_wire(h.ctl.state, req)
+    pending = next(j for j in h.ctl.jobs.values() if j.state == jobs_pb2.PENDING)
+    pending.state_reason = "Dependency"  # as the applier sets reasons inside its transaction
+    pending.spec.comment = "edited in memory"
+    pending.spec.environment["NEW"] = "1"
+    listed = controller_pb2.GetJobsResponse.FromString(get_jobs_wire(h.ctl.state, req))
+    view = next(j for j in listed.jobs if j.job_id == pending.job_id)
+    assert (view.state_reason, view.spec.comment) == ("Dependency", "edited in memory")
+    assert get_jobs_wire(h.ctl.state, req) == _reference(h, req)
+
+
+def test_the_controller_keeps_the_script_and_environment(tmp_path: Path) -> None:
+    h = _varied(tmp_path)
+    get_jobs_wire(h.ctl.state, controller_pb2.GetJobsRequest(include_finished=True))
+    first = h.ctl.jobs[min(h.ctl.jobs)]
+    assert first.spec.environment["HOME"] == "/home/alice" and first.spec.script
+
+
+def test_views_of_purged_jobs_are_dropped(tmp_path: Path) -> None:
+    h = Harness.of(cluster().nodes(1, cpus=4).set(MinJobAge=2), tmp_path)
+    for _ in range(120):
+        _sbatch(h, job().cpus(1))
+        h.schedule()
+        get_jobs_wire(h.ctl.state, controller_pb2.GetJobsRequest(include_finished=True))
+        for job_id, info in list(h.ctl.jobs.items()):
+            if info.state == jobs_pb2.RUNNING:
+                h.finish(job_id)
+        h.advance(5)
+        h.tick()
+    assert len(h.ctl.jobs) < 10
+    get_jobs_wire(h.ctl.state, controller_pb2.GetJobsRequest(include_finished=True))
+    assert len(h.ctl.state.listing) <= 2 * len(h.ctl.jobs) + 64
