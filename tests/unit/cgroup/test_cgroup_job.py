@@ -147,5 +147,5 @@ def test_v1_freezer_stops_the_group_and_removal_kills_it_frozen(tmp_path: Path) 
         cg.freeze(True)
     finally:
         cg.remove(timeout=10)  # thaws first: a frozen process does not die of SIGKILL on v1
-    assert os.waitpid(pid, 0)[0] == pid
     assert not any(d.exists() for d in cg.dirs())
+    assert os.waitpid(pid, 0)[0] == pid
