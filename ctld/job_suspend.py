@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from functools import partial
 
-from ctld.errors import ACCESS_DENIED, ALREADY_DONE, FAILED_PRECONDITION, JOB_PENDING, PERMISSION_DENIED, SlurmError
+from ctld.errors import (
+    ACCESS_DENIED,
+    ALREADY_DONE,
+    FAILED_PRECONDITION,
+    JOB_PENDING,
+    PERMISSION_DENIED,
+    SlurmError,
+)
 from ctld.state import ClusterState, Transaction
 from shoal.states import FINISHED_STATES, run_seconds
 from shoal.v1 import jobs_pb2

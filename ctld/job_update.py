@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+from ctld import job_suspend, top
 from ctld import jobs as jobrec
 from ctld import reservations as resv
-from ctld import job_suspend, top
 from ctld.errors import (
     ACCESS_DENIED,
     ALREADY_DONE,
