@@ -58,6 +58,13 @@ def sacct_state(c: Cluster, job: int) -> str:
     return c.ok("sacct", "-X", "-n", "-P", "-o", "State", "-j", str(job)).strip()
 
 
+def sacct_times(c: Cluster, job: int) -> tuple[int, int]:
+    """sacct's Elapsed (raw seconds) and Suspended (seconds) of the job."""
+    raw, suspended = c.ok("sacct", "-X", "-n", "-P", "-o", "ElapsedRaw,Suspended", "-j", str(job)).strip().split("|")
+    h, m, sec = (int(x) for x in suspended.split(":"))
+    return int(raw), h * 3600 + m * 60 + sec
+
+
 def test_a_suspended_job_stops_and_goes_on_after_resume_with_its_end_time_moved(c: Cluster, tmp_path: Path) -> None:
     job, out = counting_job(c, tmp_path, "suspend-counter")
     node = c.job_field(job, "%N")
@@ -68,17 +75,19 @@ def test_a_suspended_job_stops_and_goes_on_after_resume_with_its_end_time_moved(
     assert (c.job_field(job, "%t"), scontrol_field(c, "job", job, "JobState")) == ("S", "SUSPENDED")
     assert scontrol_field(c, "job", job, "SuspendTime") != "None"
     wait_until("the job's cgroup frozen", lambda: frozen(c, node, job))
-    seen, run_time = last(out), scontrol_field(c, "job", job, "RunTime")
+    wait_until("sacct SUSPENDED", lambda: sacct_state(c, job) == "SUSPENDED")
+    seen, run_time, elapsed = last(out), scontrol_field(c, "job", job, "RunTime"), sacct_times(c, job)[0]
     time.sleep(1.5)  # seven lines' worth: a running job would have printed on
     assert last(out) == seen
     assert scontrol_field(c, "job", job, "RunTime") == run_time
-    wait_until("sacct SUSPENDED", lambda: sacct_state(c, job) == "SUSPENDED")
+    assert sacct_times(c, job)[0] == elapsed  # Elapsed stops; Suspended grows
 
     assert c.run("scontrol", "resume", str(job)).returncode == 0
     assert c.state(job) == "RUNNING"
     wait_until("the counter going on", lambda: last(out) > seen)
     assert scontrol_field(c, "job", job, "EndTime") > end_before  # by the time suspended (ISO times sort)
     wait_until("sacct RUNNING", lambda: sacct_state(c, job) == "RUNNING")
+    assert sacct_times(c, job)[1] >= 1
     c.ok("scancel", str(job))
     c.wait_state(job, {"CANCELLED"})
 
