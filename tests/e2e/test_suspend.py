@@ -35,6 +35,7 @@ def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def counting_job(c: Cluster, tmp_path: Path, token: str) -> tuple[int, Path]:
     """A job (as nobody) printing a counter every 0.2 s into its output file."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     tmp_path.chmod(0o777)
     out = tmp_path / "count.out"
     script = "#!/bin/sh\ni=0\nwhile true; do i=$((i+1)); echo $i; sleep 0.2; done\n"
@@ -114,3 +115,22 @@ def test_scancel_of_a_suspended_job_leaves_no_process_or_cgroup(c: Cluster, tmp_
     c.wait_state(job, {"CANCELLED"})
     wait_until("no process of the job", lambda: not marked("suspend-cancel"))
     wait_until("no cgroup of the job", lambda: not job_cgroups(c, node, job))
+
+
+def test_without_cgroups_the_job_is_stopped_with_signals(tmp_path: Path) -> None:
+    bare = start_cluster(tmp_path / "bare", nodes=1, up_args=("--no-cgroups",))
+    try:
+        job, out = counting_job(bare, tmp_path / "job", "suspend-signals")
+        bare.ok("scontrol", "suspend", str(job))
+        wait_until("noded stopping it with SIGSTOP", lambda: "SIGSTOP" in bare.log("noded"))
+        seen = last(out)
+        time.sleep(1.5)
+        assert last(out) == seen
+        bare.ok("scontrol", "resume", str(job))
+        wait_until("the counter going on", lambda: last(out) > seen)
+        bare.ok("scontrol", "suspend", str(job))
+        bare.ok("scancel", str(job))
+        bare.wait_state(job, {"CANCELLED"})
+        wait_until("no process of the job", lambda: not marked("suspend-signals"))
+    finally:
+        stop_cluster(bare)
