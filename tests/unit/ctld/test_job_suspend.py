@@ -89,3 +89,15 @@ def test_a_cancelled_suspended_job_ends_without_its_suspended_time(h: Harness) -
     h.finish(job_id, exit_signal=15)
     info = h.ctl.jobs[job_id]
     assert (h.state(job_id), run_seconds(info, int(h.clock()))) == ("CANCELLED", 10)
+
+
+def test_a_suspended_job_on_a_failed_node_is_requeued_and_its_next_run_starts_afresh(h: Harness) -> None:
+    job_id = running(h, job().time(1))
+    h.update(job_id, "suspend")
+    h.silence("n1")
+    for _ in range(7):  # past SlurmdTimeout=60
+        h.advance(10)
+        h.tick()
+    info = h.ctl.jobs[job_id]
+    assert (h.state(job_id), info.restarts) == ("PENDING", 1)
+    assert (info.suspend_time, info.suspended_secs, info.pre_suspend_secs) == (0, 0, 0)
