@@ -78,7 +78,7 @@ def _elapsed(start: int, end: int, now: int) -> int:
 def _suspended(job: Record, now: int) -> int:
     """Seconds the job spent suspended (scontrol suspend), the current suspension included."""
     ongoing = now - job.suspend_time if job.state == "SUSPENDED" and job.suspend_time else 0
-    return job.suspended_secs + max(ongoing, 0)
+    return int(job.suspended_secs) + max(int(ongoing), 0)
 
 
 def _run(job: Record, now: int) -> int:
