@@ -75,6 +75,24 @@ def _elapsed(start: int, end: int, now: int) -> int:
     return max(0, (end or now) - start)
 
 
+def _suspended(job: Record, now: int) -> int:
+    """Seconds the job spent suspended (scontrol suspend), the current suspension included."""
+    ongoing = now - job.suspend_time if job.state == "SUSPENDED" and job.suspend_time else 0
+    return int(job.suspended_secs) + max(int(ongoing), 0)
+
+
+def _run(job: Record, now: int) -> int:
+    """Elapsed: time it ran, without the time suspended (22.05)."""
+    return max(0, _elapsed(job.start_time, job.end_time, now) - _suspended(job, now))
+
+
+def _step_run(r: Row, step: Record, now: int) -> int:
+    """The batch step spans its job, suspensions included; the others' own times (not split)."""
+    if step.step_id == -4:
+        return max(0, _elapsed(step.start_time, step.end_time, now) - _suspended(r.job, now))
+    return _elapsed(step.start_time, step.end_time, now)
+
+
 def _mem(mb: int, units: str) -> str:
     if units:
         factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[units]
@@ -102,10 +120,11 @@ def _job_columns(now: int, units: str) -> dict[str, JobColumn]:
         else j.state,
         "exitcode": lambda r, j: f"{j.exit_code}:{j.exit_signal}",
         "derivedexitcode": lambda r, j: f"{j.derived_exit_code}:{j.derived_exit_signal}",
-        "elapsed": lambda r, j: format_hms(_elapsed(j.start_time, j.end_time, now)),
-        "elapsedraw": lambda r, j: str(_elapsed(j.start_time, j.end_time, now)),
-        "cputime": lambda r, j: format_hms(_elapsed(j.start_time, j.end_time, now) * j.alloc_cpus),
-        "cputimeraw": lambda r, j: str(_elapsed(j.start_time, j.end_time, now) * j.alloc_cpus),
+        "elapsed": lambda r, j: format_hms(_run(j, now)),
+        "elapsedraw": lambda r, j: str(_run(j, now)),
+        "suspended": lambda r, j: format_hms(_suspended(j, now)),
+        "cputime": lambda r, j: format_hms(_run(j, now) * j.alloc_cpus),
+        "cputimeraw": lambda r, j: str(_run(j, now) * j.alloc_cpus),
         "totalcpu": lambda r, j: format_hms(r.cpu_time_s),
         "nodelist": lambda r, j: j.nodelist or "None assigned",
         "nnodes": lambda r, j: str(j.alloc_nodes or j.req_nodes),
@@ -146,10 +165,11 @@ def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
         "ntasks": lambda r, s: str(s.num_tasks),
         "state": lambda r, s: s.state,
         "exitcode": lambda r, s: f"{s.exit_code}:{s.exit_signal}",
-        "elapsed": lambda r, s: format_hms(_elapsed(s.start_time, s.end_time, now)),
-        "elapsedraw": lambda r, s: str(_elapsed(s.start_time, s.end_time, now)),
-        "cputime": lambda r, s: format_hms(_elapsed(s.start_time, s.end_time, now) * s.num_cpus),
-        "cputimeraw": lambda r, s: str(_elapsed(s.start_time, s.end_time, now) * s.num_cpus),
+        "elapsed": lambda r, s: format_hms(_step_run(r, s, now)),
+        "elapsedraw": lambda r, s: str(_step_run(r, s, now)),
+        "suspended": lambda r, s: format_hms(_suspended(r.job, now)),
+        "cputime": lambda r, s: format_hms(_step_run(r, s, now) * s.num_cpus),
+        "cputimeraw": lambda r, s: str(_step_run(r, s, now) * s.num_cpus),
         "nodelist": lambda r, s: s.nodelist or "None assigned",
         "nnodes": lambda r, s: str(s.num_nodes),
         "user": lambda r, s: "",
@@ -190,13 +210,15 @@ def _usage_in(step: Record, gpu_util: int) -> str:
 
 # The JobRecord/StepRecord fields each column reads (dbd sends only those); grouping always needs GROUPING.
 GROUPING = ("array_job_id", "array_task_id", "start_time", "state", "cancelled_by")
+SUSPENSION = ("suspended_secs", "suspend_time")
 NEEDS: dict[str, tuple[str, ...]] = {
     "jobname": ("name",), "partition": ("partition",), "account": ("account",),
     "alloccpus": ("alloc_cpus", "req_cpus", "num_cpus"), "ncpus": ("alloc_cpus", "req_cpus", "num_cpus"),
     "reqcpus": ("req_cpus",), "ntasks": ("num_tasks",), "exitcode": ("exit_code", "exit_signal"),
     "derivedexitcode": ("derived_exit_code", "derived_exit_signal"),
-    "elapsed": ("end_time",), "elapsedraw": ("end_time",),
-    "cputime": ("end_time", "alloc_cpus", "num_cpus"), "cputimeraw": ("end_time", "alloc_cpus", "num_cpus"),
+    "elapsed": ("end_time", *SUSPENSION), "elapsedraw": ("end_time", *SUSPENSION), "suspended": SUSPENSION,
+    "cputime": ("end_time", "alloc_cpus", "num_cpus", *SUSPENSION),
+    "cputimeraw": ("end_time", "alloc_cpus", "num_cpus", *SUSPENSION),
     "totalcpu": ("cpu_time_s",), "nodelist": ("nodelist",), "nnodes": ("alloc_nodes", "req_nodes", "num_nodes"),
     "reqnodes": ("req_nodes",), "user": ("user",), "uid": ("uid",), "gid": ("gid",), "group": ("gid",),
     "qos": ("qos",), "reason": ("reason",), "workdir": ("work_dir",), "eligible": ("eligible_time",),

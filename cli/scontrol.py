@@ -1,4 +1,4 @@
-"""scontrol: show cluster objects, update jobs and nodes, hold/release/requeue jobs, ping.
+"""scontrol: show cluster objects, update jobs and nodes, hold/release/requeue/suspend/resume jobs, ping.
 
 The `show` formatting lives in cli/show.py (loaded only for `show job|node|partition|config|topology`);
 this module parses the command line, calls the controller and reports errors in Slurm's words.
@@ -48,6 +48,7 @@ Commands:
   update NodeName=hosts State=DRAIN|DOWN|RESUME|IDLE|UNDRAIN Reason="..."
   hold|uhold|release ids        hold (as admin or user) or release pending jobs
   requeue|requeuehold ids       requeue jobs (and hold them)
+  suspend|resume ids            stop running jobs in place, and continue them (operators)
   top ids                       move jobs to the top of the user's queue
   create reservation KEY=VALUE...  ReservationName StartTime Duration|EndTime Nodes|NodeCnt
                                 [PartitionName] Users|Accounts [Flags=MAINT,IGNORE_JOBS,FLEX,DAILY]
@@ -174,6 +175,8 @@ def dispatch(word: str, args: list[str], flags: Flags) -> int:
         ("requeue", 3, lambda a, f: cmd_job_action("requeue", a, f)),
         ("requeuehold", 8, lambda a, f: cmd_job_action("requeuehold", a, f)),
         ("top", 3, lambda a, f: cmd_job_action("top", a, f)),
+        ("suspend", 2, lambda a, f: cmd_job_action("suspend", a, f)),
+        ("resume", 3, lambda a, f: cmd_job_action("resume", a, f)),
         ("ping", 2, cmd_ping),
         ("version", 4, cmd_version),
         ("create", 2, cmd_create),

@@ -35,15 +35,7 @@ def _hosts(names: Sequence[str]) -> str:
 
 
 def _run_seconds(job: jobs_pb2.JobInfo, now: int) -> int:
-    if job.state == jobs_pb2.PENDING or job.start_time <= 0:
-        return 0
-    if job.state == jobs_pb2.SUSPENDED and job.suspend_time > 0:
-        end = job.suspend_time
-    elif job.state in (jobs_pb2.RUNNING, jobs_pb2.COMPLETING) or job.end_time <= 0:
-        end = now
-    else:
-        end = job.end_time
-    return max(end - job.start_time, 0)
+    return states.run_seconds(job, now)
 
 
 def _num_nodes(job: jobs_pb2.JobInfo) -> str:
@@ -156,7 +148,7 @@ def job_lines(job: jobs_pb2.JobInfo, now: int, details: bool = False) -> list[st
         f"StartTime={format_timestamp(job.start_time)} EndTime={format_timestamp(job.end_time)}"
         f" Deadline={spec.deadline or 'N/A'}",
         *_preempt_times(job),
-        f"SuspendTime={format_timestamp(job.suspend_time, unknown='None')} SecsPreSuspend=0"
+        f"SuspendTime={format_timestamp(job.suspend_time, unknown='None')} SecsPreSuspend={job.pre_suspend_secs}"
         f" LastSchedEval={format_timestamp(job.last_sched_eval)} Scheduler={job.scheduler or 'Main'}",
         f"Partition={job.partition} AllocNode:Sid={_null(job.alloc_node_sid)}",
         f"ReqNodeList={_hosts(job.req_nodes)} ExcNodeList={_hosts(job.exc_nodes)}",

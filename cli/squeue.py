@@ -137,16 +137,9 @@ def job_id_str(row: Row) -> str:
 
 
 def time_used(job: jobs_pb2.JobInfo, now: int) -> int:
-    """Seconds a job has run: 0 while pending, up to now while running, start to end once over."""
-    if job.state == jobs_pb2.PENDING or job.start_time <= 0:
-        return 0
-    if job.state == jobs_pb2.SUSPENDED and job.suspend_time > 0:
-        end = job.suspend_time
-    elif job.state in (jobs_pb2.RUNNING, jobs_pb2.COMPLETING) or job.end_time <= 0:
-        end = now
-    else:
-        end = job.end_time
-    return max(end - job.start_time, 0)
+    """Seconds a job has run: 0 while pending, up to now while running, start to end once over;
+    time spent suspended is not run time."""
+    return states.run_seconds(job, now)
 
 
 def _time_left(job: jobs_pb2.JobInfo, now: int) -> str:

@@ -77,6 +77,7 @@ def job_record(job: jobs_pb2.JobInfo) -> pb.JobRecord:
         derived_exit_code=job.derived_exit_code, derived_exit_signal=job.derived_exit_signal,
         work_dir=job.spec.work_dir, reason=job.state_reason,
         cancelled_by=job.cancelled_by_uid if job.cancelled_by else -1, priority=job.priority,
+        suspended_secs=job.suspended_secs, suspend_time=job.suspend_time if job.state == jobs_pb2.SUSPENDED else 0,
     )
 
 

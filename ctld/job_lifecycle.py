@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from ctld import job_hooks, transitions
+from ctld import job_hooks, job_suspend, transitions
 from ctld.errors import (
     ACCESS_DENIED,
     ALREADY_DONE,
@@ -173,6 +173,7 @@ def _signal_one(
         job.cancelled_by = str(caller.uid)
         return 0, ""
     if sig == 0 or (sig == 9 and not batch_only):
+        job_suspend.settle(job, now)  # a suspended job is thawed on its nodes to die (noded)
         job.cancelled_by_uid = caller.uid
         job.cancelled_by = str(caller.uid)
         terminate_elsewhere(state, tx, job, "cancel")
@@ -227,7 +228,7 @@ def enforce_time_limits(state: ClusterState, tx: Transaction, now: int) -> None:
                 job.state = COMPLETING
                 tx.save(job)
             continue
-        if job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60:
+        if job_suspend.limit_reached(job, now):
             terminate_elsewhere(state, tx, job, "timeout")
             tx.save(job)
             if not job.batch_flag:
@@ -240,7 +241,7 @@ def enforce_time_limits(state: ClusterState, tx: Transaction, now: int) -> None:
             job.spec.signal_num
             and not job.warn_signal_sent
             and job.time_limit_min >= 0
-            and now >= job.start_time + job.time_limit_min * 60 - job.spec.signal_secs
+            and job_suspend.limit_reached(job, now + job.spec.signal_secs)
         ):
             job.warn_signal_sent = True
             signal_job(state, tx, job, job.spec.signal_num, job.spec.signal_batch_only, False)

@@ -1,11 +1,11 @@
-"""Changing a job the user or an admin names: hold, release, requeue(hold), top, and `scontrol update`'s
-fields. One transaction per request; a job's own refusal is its result line, the others go on."""
+"""Changing a job the user or an admin names: hold, release, requeue(hold), top, suspend/resume
+(ctld/job_suspend.py), and `scontrol update`'s fields. One transaction per request; a job's own refusal is its result line, the others go on."""
 
 from __future__ import annotations
 
+from ctld import job_suspend, top
 from ctld import jobs as jobrec
 from ctld import reservations as resv
-from ctld import top
 from ctld.errors import (
     ACCESS_DENIED,
     ALREADY_DONE,
@@ -45,7 +45,8 @@ def update_job(
         changed: list[jobs_pb2.JobInfo] = []
         for text, found in select(state, req.job_ids):
             if not found:
-                out.results.add(job_id=text, code=NOT_FOUND, message=INVALID_JOB_ID)
+                unknown = job_suspend.UNKNOWN_JOB if req.action in job_suspend.ACTIONS else INVALID_JOB_ID
+                out.results.add(job_id=text, code=NOT_FOUND, message=unknown)
                 continue
             for job in found:
                 try:
@@ -90,6 +91,8 @@ def _update_one(
         job.priority_set = False  # as Slurm: release recomputes the priority
     elif action in ("requeue", "requeuehold"):
         _requeue_action(state, tx, job, now, hold=action == "requeuehold")
+    elif action in job_suspend.ACTIONS:
+        job_suspend.suspend_or_resume(state, tx, job, action, operator, now)
     elif action == "top":
         if job.state != PENDING:
             raise SlurmError(NOT_PENDING, FAILED_PRECONDITION)
@@ -138,6 +141,7 @@ def _requeue_action(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo,
     if job.state == COMPLETING:
         raise SlurmError(ALREADY_DONE, FAILED_PRECONDITION)
     if job.state in ACTIVE_STATES:
+        job_suspend.settle(job, now)
         job.state = COMPLETING
         job.final_state = jobs_pb2.REQUEUED
         state.terminate(tx, state.nodes[job.batch_host], job.job_id, state.cfg.kill_wait, "requeue")

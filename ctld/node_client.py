@@ -103,6 +103,10 @@ class GrpcNodeActions:
         request = node_pb2.SignalStepRequest(node=node.name, job_id=job_id, step_id=step_id, signal=signal)
         self._pool.submit(self._retrying, node, "SignalStep", request)
 
+    def suspend(self, node: cluster_pb2.NodeInfo, job_id: int, suspend: bool) -> None:
+        request = node_pb2.NodeSuspendJobRequest(node=node.name, job_id=job_id, suspend=suspend)
+        self._pool.submit(self._retrying, node, "SuspendJob", request)
+
     def ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
         self._pool.submit(self._ping, node, ctld_start_time, on_answer)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from ctld import job_hooks
+from ctld import job_hooks, job_suspend
 from ctld import jobs as jobrec
 from ctld import nodes as noderec
 from ctld.sched import reasons
@@ -27,6 +27,7 @@ PREEMPT_REQUEUE_DELAY_S = 5  # a requeued preempted job's BeginTime: after this 
 def finish(state: ClusterState, job: jobs_pb2.JobInfo, end: int, exit_code: int, exit_signal: int,
            now: int) -> None:
     """The job ends as `end` (a JobState) at `now`."""
+    job_suspend.settle(job, now)  # ended while suspended: that time is not run time
     job.state = end  # type: ignore[assignment]
     job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
     job.exit_code = exit_code
@@ -61,6 +62,7 @@ def requeue(
     in its record). A preempted job waits PREEMPT_REQUEUE_DELAY_S before it may start again (Slurm
     waits longer), so the job that preempted it, even if it ranks lower, takes the room first."""
     delay = PREEMPT_REQUEUE_DELAY_S if ended_as == jobs_pb2.PREEMPTED else 1
+    job_suspend.settle(job, ended_at or now)
     if ended_as:
         end_job_steps(job, jobs_pb2.CANCELLED, ended_at or now)
         run = jobs_pb2.JobInfo()
@@ -82,6 +84,7 @@ def requeue(
     job.state_reason = reasons.BEGIN_TIME
     job.eligible_time = now
     job.warn_signal_sent = False
+    job.suspend_time = job.suspended_secs = job.pre_suspend_secs = 0  # the next run's own
     job.spec.begin_time = now + delay
     jobrec.clear_allocation(job)
 

@@ -31,6 +31,7 @@ JOB_FIELDS = (
     "tres_alloc", "nodelist", "alloc_cpus", "alloc_nodes", "req_cpus", "req_nodes", "req_mem_mb",
     "submit_time", "eligible_time", "start_time", "end_time", "time_limit_min", "state", "exit_code",
     "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "reason", "cancelled_by", "priority",
+    "suspended_secs", "suspend_time",
 )
 STEP_FIELDS = (
     "name", "nodelist", "num_tasks", "num_cpus", "num_nodes", "start_time", "end_time", "state", "exit_code",

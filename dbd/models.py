@@ -161,6 +161,8 @@ class Job(Base):
     reason: Mapped[Name]
     cancelled_by: Mapped[Limit]
     priority: Mapped[Num]
+    suspended_secs: Mapped[Time]  # scontrol suspend: time not run (sacct Suspended, not in Elapsed)
+    suspend_time: Mapped[Time]  # while SUSPENDED: since when
 
 
 class Step(Base):

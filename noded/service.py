@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
-from noded import job_hooks, jobs, tasks
+from noded import job_hooks, jobs, suspend, tasks
 from noded.discovery import cpu_load, free_memory_mb
 from noded.launcher import LaunchFailed, LaunchRefused, launch_batch
 from noded.node import HostedNode
@@ -123,12 +123,26 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         node = self._node(request.node, context)
         kill_wait = float(request.kill_wait) if request.kill_wait else None
         mark = request.reason not in UNMARKED_REASONS
+        suspend.thaw_for_termination(node, request.job_id)
         if jobs.terminate_job(node.spool, request.job_id, kill_wait, mark):
             log.info("%s: terminating job %d (%s)", node.name, request.job_id, request.reason or "cancel")
         if tasks.terminate_steps(node.spool, request.job_id):
             log.info("%s: terminating the steps of job %d", node.name, request.job_id)
         job_hooks.epilog_after_job(node, request.job_id, self.drain)
         return node_pb2.TerminateJobResponse()
+
+    def SuspendJob(
+        self, request: node_pb2.NodeSuspendJobRequest, context: grpc.ServicerContext
+    ) -> node_pb2.NodeSuspendJobResponse:
+        """scontrol suspend/resume: freeze or thaw the job's processes here."""
+        self._require_admin(context)
+        node = self._node(request.node, context)
+        method = suspend.suspend_job(node, request.job_id, request.suspend)
+        if method == suspend.NOT_HERE:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"Job {request.job_id} is not running on node {node.name}")
+        log.info("%s: job %d %s (%s)", node.name, request.job_id,
+                 "suspended" if request.suspend else "resumed", method)
+        return node_pb2.NodeSuspendJobResponse(method=method)
 
     def LaunchTasks(
         self, request: node_pb2.LaunchTasksRequest, context: grpc.ServicerContext

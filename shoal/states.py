@@ -99,3 +99,17 @@ NODE_STATE_SHORT: dict[str, str] = {
     "FUTURE": "futr",
     "COMPLETING": "comp",
 }
+
+
+def run_seconds(job: jobs_pb2.JobInfo, now: int) -> int:
+    """Seconds a job has run (squeue TIME, RunTime=, Elapsed): 0 while pending, the run before the
+    latest suspension while suspended, and never the time it spent suspended."""
+    if job.state == jobs_pb2.PENDING or job.start_time <= 0:
+        return 0
+    if job.state == jobs_pb2.SUSPENDED:
+        return job.pre_suspend_secs
+    if job.state in (jobs_pb2.RUNNING, jobs_pb2.COMPLETING) or job.end_time <= 0:
+        end = now
+    else:
+        end = job.end_time
+    return max(end - job.start_time - job.suspended_secs, 0)

@@ -187,6 +187,7 @@ class RunningJob:
     user_id: int = -1  # whose job: QOS per-user limits (MaxJobsPerUser, MaxTRESPerUser) count it
     start_time: int = 0  # when it started (quota reclaim takes the youngest borrowers first)
     releasing: bool = False  # already ending (COMPLETING, or being preempted): never preempted twice
+    suspended: bool = False  # scontrol suspend: holds what it has, and is not preempted (ctld/job_suspend.py)
 
 
 @dataclass(frozen=True, slots=True)

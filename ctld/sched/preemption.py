@@ -148,6 +148,8 @@ def victim_terms(
 ) -> tuple[str, int] | None:
     """(mode, grace seconds) when `job`, starting in `part`, may preempt `running`; else None."""
     config = snap.config.preempt
+    if running.suspended:  # an operator stopped it in place; ctld ends only running jobs by preemption
+        return None
     if config.exempt_time_s > 0 and now - running.start_time < config.exempt_time_s:
         return None
     if config.type == QOS:

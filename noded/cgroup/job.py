@@ -13,6 +13,7 @@ from noded.cgroup import bpf
 
 MOUNT = "/sys/fs/cgroup"
 V1_CONTROLLERS = ("cpuset", "memory", "devices", "cpuacct")
+V1_FREEZER = "freezer"  # joined where mounted: scontrol suspend freezes the job's group
 
 
 class CgroupError(Exception):
@@ -102,7 +103,12 @@ class JobCgroup:
     def dirs(self) -> list[Path]:
         if self.req.version == "v2":
             return [self.root / self.req.relpath]
-        return [self.root / c / self.req.relpath for c in V1_CONTROLLERS]
+        return [self.root / c / self.req.relpath for c in self._v1_controllers()]
+
+    def _v1_controllers(self) -> tuple[str, ...]:
+        if (self.root / V1_FREEZER).is_dir():
+            return (*V1_CONTROLLERS, V1_FREEZER)
+        return V1_CONTROLLERS
 
     # -- create ----------------------------------------------------------------------------
     def create(self) -> None:
@@ -164,6 +170,8 @@ class JobCgroup:
             kind = "c" if dev_type == bpf.DEV_CHAR else "b"
             _write(devices / "devices.deny", f"{kind} {major}:{minor} rwm")
         self._mkdirs(self.root / "cpuacct")
+        if V1_FREEZER in self._v1_controllers():
+            self._mkdirs(self.root / V1_FREEZER)
 
     def _create_v2(self) -> None:
         def enable_controllers(path: Path) -> None:
@@ -233,6 +241,37 @@ class JobCgroup:
             cpu_us = int(ns) // 1000 if ns.isdigit() else 0
         return {"max_rss_bytes": int(peak) if peak.isdigit() else 0, "cpu_time_us": cpu_us}
 
+    # -- suspend -----------------------------------------------------------------------------
+    def _freeze_file(self) -> Path | None:
+        """The file that stops the group: v1 freezer.state, v2 cgroup.freeze; None without one."""
+        if self.req.version == "v2":
+            path = self.root / self.req.relpath / "cgroup.freeze"
+        else:
+            path = self.root / V1_FREEZER / self.req.relpath / "freezer.state"
+        return path if path.exists() else None
+
+    def can_freeze(self) -> bool:
+        return self._freeze_file() is not None
+
+    def freeze(self, frozen: bool) -> bool:
+        """Stop (or continue) every process of the group and its steps' groups; False when the group
+        has no freezer (the caller falls back to signals)."""
+        path = self._freeze_file()
+        if path is None:
+            return False
+        if self.req.version == "v2":
+            _write(path, "1" if frozen else "0")
+        else:
+            _write(path, "FROZEN" if frozen else "THAWED")
+        return True
+
+    def frozen(self) -> bool:
+        path = self._freeze_file()
+        if path is None:
+            return False
+        text = _read(path).strip()
+        return text in ("1", "FROZEN", "FREEZING")
+
     # -- remove ------------------------------------------------------------------------------
     def remove(self, timeout: float = 60.0) -> None:
         """Remove the job's directories (killing what is left in them), then empty parents.
@@ -241,6 +280,8 @@ class JobCgroup:
         while to leave, and one slow controller must not leave the others behind.
         """
         deadline = time.monotonic() + timeout
+        if self.frozen():  # a suspended job: frozen processes (v1) do not die of SIGKILL until thawed
+            self.freeze(False)
         # Steps' groups inside first (deepest first): a directory with children cannot go.
         left = [Path(d) for top in self.dirs() if top.exists() for d, _, _ in os.walk(top, topdown=False)]
         while left:

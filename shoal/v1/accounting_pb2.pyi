@@ -59,6 +59,8 @@ class JobRecord(_message.Message):
     REQ_MEM_MB_FIELD_NUMBER: _builtins.int
     CLUSTER_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
+    SUSPENDED_SECS_FIELD_NUMBER: _builtins.int
+    SUSPEND_TIME_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     array_job_id: _builtins.int
     """0 = not an array"""
@@ -102,6 +104,10 @@ class JobRecord(_message.Message):
     cluster: _builtins.str
     """filled by dbd on the way out"""
     priority: _builtins.int
+    suspended_secs: _builtins.int
+    """seconds suspended in ended suspensions (scontrol suspend/resume)"""
+    suspend_time: _builtins.int
+    """while SUSPENDED: when the current suspension began; else 0"""
     def __init__(
         self,
         *,
@@ -138,10 +144,12 @@ class JobRecord(_message.Message):
         req_mem_mb: _builtins.int = ...,
         cluster: _builtins.str = ...,
         priority: _builtins.int = ...,
+        suspended_secs: _builtins.int = ...,
+        suspend_time: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "alloc_cpus", b"alloc_cpus", "alloc_nodes", b"alloc_nodes", "array_job_id", b"array_job_id", "array_task_id", b"array_task_id", "cancelled_by", b"cancelled_by", "cluster", b"cluster", "derived_exit_code", b"derived_exit_code", "derived_exit_signal", b"derived_exit_signal", "eligible_time", b"eligible_time", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "gid", b"gid", "job_id", b"job_id", "name", b"name", "nodelist", b"nodelist", "partition", b"partition", "priority", b"priority", "qos", b"qos", "reason", b"reason", "req_cpus", b"req_cpus", "req_mem_mb", b"req_mem_mb", "req_nodes", b"req_nodes", "start_time", b"start_time", "state", b"state", "submit_time", b"submit_time", "time_limit_min", b"time_limit_min", "tres_alloc", b"tres_alloc", "tres_req", b"tres_req", "uid", b"uid", "user", b"user", "work_dir", b"work_dir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "alloc_cpus", b"alloc_cpus", "alloc_nodes", b"alloc_nodes", "array_job_id", b"array_job_id", "array_task_id", b"array_task_id", "cancelled_by", b"cancelled_by", "cluster", b"cluster", "derived_exit_code", b"derived_exit_code", "derived_exit_signal", b"derived_exit_signal", "eligible_time", b"eligible_time", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "gid", b"gid", "job_id", b"job_id", "name", b"name", "nodelist", b"nodelist", "partition", b"partition", "priority", b"priority", "qos", b"qos", "reason", b"reason", "req_cpus", b"req_cpus", "req_mem_mb", b"req_mem_mb", "req_nodes", b"req_nodes", "start_time", b"start_time", "state", b"state", "submit_time", b"submit_time", "suspend_time", b"suspend_time", "suspended_secs", b"suspended_secs", "time_limit_min", b"time_limit_min", "tres_alloc", b"tres_alloc", "tres_req", b"tres_req", "uid", b"uid", "user", b"user", "work_dir", b"work_dir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

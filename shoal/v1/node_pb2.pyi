@@ -174,6 +174,56 @@ class NodeSignalJobResponse(_message.Message):
 Global___NodeSignalJobResponse: _TypeAlias = NodeSignalJobResponse  # noqa: Y015
 
 @_typing.final
+class NodeSuspendJobRequest(_message.Message):
+    """scontrol suspend/resume on one node of the job: freeze (or thaw) its cgroup, or SIGSTOP/SIGCONT
+    its processes where no freezer exists.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    SUSPEND_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    job_id: _builtins.int
+    suspend: _builtins.bool
+    """true: stop the job here; false: let it go on"""
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        job_id: _builtins.int = ...,
+        suspend: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "node", b"node", "suspend", b"suspend"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeSuspendJobRequest: _TypeAlias = NodeSuspendJobRequest  # noqa: Y015
+
+@_typing.final
+class NodeSuspendJobResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METHOD_FIELD_NUMBER: _builtins.int
+    method: _builtins.str
+    """"freezer" or "signals" """
+    def __init__(
+        self,
+        *,
+        method: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["method", b"method"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeSuspendJobResponse: _TypeAlias = NodeSuspendJobResponse  # noqa: Y015
+
+@_typing.final
 class TerminateJobRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

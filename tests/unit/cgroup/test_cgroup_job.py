@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -115,3 +116,36 @@ def test_v2_bpf_device_filter(tmp_path: Path) -> None:
     finally:
         cg.remove()
     assert not (Path(V2_MOUNTS[-1]) / rel).exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or detect_version("cgroup/v1") != "v1"
+                    or not os.path.isdir("/sys/fs/cgroup/freezer"),
+                    reason="no writable cgroup v1 freezer here (needs root and the freezer controller)")
+def test_v1_freezer_stops_the_group_and_removal_kills_it_frozen(tmp_path: Path) -> None:
+    rel = f"shoal/test_{uuid.uuid4().hex[:8]}/job_1"
+    cg = JobCgroup(CgroupRequest(version="v1", relpath=rel))
+    cg.create()
+    out = tmp_path / "count"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            cg.attach(os.getpid())
+            os.execvp("sh", ["sh", "-c", f"i=0; while true; do i=$((i+1)); echo $i > {out}; sleep 0.05; done"])
+        finally:
+            os._exit(127)
+    try:
+        while not out.exists() or not out.read_text().strip():
+            time.sleep(0.05)
+        assert cg.freeze(True) and cg.frozen()
+        time.sleep(0.3)  # let FREEZING settle
+        seen = out.read_text()
+        time.sleep(0.5)
+        assert out.read_text() == seen  # not one more line while frozen
+        assert cg.freeze(False) and not cg.frozen()
+        while out.read_text() == seen:
+            time.sleep(0.05)
+        cg.freeze(True)
+    finally:
+        cg.remove(timeout=10)  # thaws first: a frozen process does not die of SIGKILL on v1
+    assert not any(d.exists() for d in cg.dirs())
+    assert os.waitpid(pid, 0)[0] == pid

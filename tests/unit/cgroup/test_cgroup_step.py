@@ -31,7 +31,8 @@ def test_step_paths_v1_and_v2() -> None:
     assert step.relpath == "shoal/x_node1/job_7/step_3"
     assert (step.cpus, step.mem_bytes, step.deny_devices) == ([1], 40 << 20, [])
     assert [str(p) for p in JobCgroup(step).dirs()] == [
-        f"/sys/fs/cgroup/{c}/shoal/x_node1/job_7/step_3" for c in ("cpuset", "memory", "devices", "cpuacct")]
+        f"/sys/fs/cgroup/{c}/shoal/x_node1/job_7/step_3" for c in ("cpuset", "memory", "devices", "cpuacct")
+        + (("freezer",) if os.path.isdir("/sys/fs/cgroup/freezer") else ())]  # joined where mounted (suspend)
     batch = job.child(BATCH)  # nothing of its own: the job's limits apply
     assert batch.relpath.endswith("/job_7/step_batch") and (batch.cpus, batch.mem_bytes) == ([], 0)
     v2 = CgroupRequest(version="v2", relpath="shoal/x_node1/job_7", mount="/mnt/cg2").child(step_name(0))

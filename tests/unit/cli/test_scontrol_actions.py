@@ -96,6 +96,10 @@ def test_compress_in_order(names: Any, expected: Any) -> None:
         ),
         (["update", "JobId=abc", "TimeLimit=5"], "", "Invalid job id specified for job abc\n"),  # 22.05
         (["-Q", "foo"], "", ""),
+        (["suspend"], "", "too few arguments for keyword:suspend\n"),  # 22.05, as the four below
+        (["res"], "", "too few arguments for keyword:resume\n"),
+        (["su", "abc"], "", "Invalid job id specified for job abc\n"),
+        (["s", "1"], "", "invalid keyword: s\n"),
     ],
     ids=[
         "unknown-command",
@@ -109,6 +113,10 @@ def test_compress_in_order(names: Any, expected: Any) -> None:
         "no-entity",
         "bad-job-id",
         "quiet",
+        "suspend-no-ids",
+        "resume-abbreviated",
+        "suspend-bad-id",
+        "s-is-ambiguous",
     ],
 )
 def test_errors(args: Any, stdout: Any, stderr: Any) -> None:

@@ -67,7 +67,14 @@ class SignalStep:
     signal: int
 
 
-Effect = Launch | Terminate | Signal | LaunchTasks | SignalStep
+@dataclass(frozen=True)
+class Suspend:
+    node: str
+    job_id: int
+    suspend: bool  # False: resume
+
+
+Effect = Launch | Terminate | Signal | LaunchTasks | SignalStep | Suspend
 
 
 @dataclass
@@ -103,6 +110,9 @@ class RecordingNodes:
 
     def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None:
         self.effects.append(SignalStep(node.name, job_id, step_id, signal))
+
+    def suspend(self, node: cluster_pb2.NodeInfo, job_id: int, suspend: bool) -> None:
+        self.effects.append(Suspend(node.name, job_id, suspend))
 
 
 @dataclass

@@ -190,6 +190,15 @@ def test_an_ending_victim_keeps_the_room_held() -> None:
     assert result.reasons[9] == "Resources"
 
 
+def test_a_suspended_job_is_not_preempted() -> None:
+    """scontrol suspend keeps the job's allocation; preemption takes the running job beside it."""
+    case = Case("", [high(9, gpus=4)], [gpu_job(1, "node1", range(4), suspended=True, priority=1),
+                                gpu_job(2, "node1", range(4, 8), priority=5)], [])
+    result = run_cycle(snap_of(case), NOW)
+    assert [p.job_id for p in result.preemptions] == [2]
+    assert result.reasons[9] == "Resources"
+
+
 def test_once_the_victim_is_gone_the_preemptor_starts() -> None:
     case = Case("", [high(9)], [], [])
     result = run_cycle(snap_of(case), NOW)
