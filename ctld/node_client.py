@@ -103,6 +103,10 @@ class GrpcNodeActions:
         request = node_pb2.SignalStepRequest(node=node.name, job_id=job_id, step_id=step_id, signal=signal)
         self._pool.submit(self._retrying, node, "SignalStep", request)
 
+    def reconfigure(self, node: cluster_pb2.NodeInfo) -> None:
+        """REQUEST_RECONFIGURE: the node re-reads its files (a node that misses it reads them at restart)."""
+        self._pool.submit(self._retrying, node, "Reconfigure", node_pb2.NodeReconfigRequest(node=node.name))
+
     def ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
         self._pool.submit(self._ping, node, ctld_start_time, on_answer)
 

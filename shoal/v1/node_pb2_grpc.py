@@ -64,6 +64,11 @@ class NodeAgentStub:
                 request_serializer=shoal_dot_v1_dot_node__pb2.SignalStepRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_node__pb2.SignalStepResponse.FromString,
                 _registered_method=True)
+        self.Reconfigure = channel.unary_unary(
+                '/shoal.v1.NodeAgent/Reconfigure',
+                request_serializer=shoal_dot_v1_dot_node__pb2.NodeReconfigRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_node__pb2.NodeReconfigResponse.FromString,
+                _registered_method=True)
 
 
 class NodeAgentServicer:
@@ -106,6 +111,13 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reconfigure(self, request, context):
+        """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeAgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -138,6 +150,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.SignalStep,
                     request_deserializer=shoal_dot_v1_dot_node__pb2.SignalStepRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_node__pb2.SignalStepResponse.SerializeToString,
+            ),
+            'Reconfigure': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reconfigure,
+                    request_deserializer=shoal_dot_v1_dot_node__pb2.NodeReconfigRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_node__pb2.NodeReconfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -302,6 +319,33 @@ class NodeAgent:
             '/shoal.v1.NodeAgent/SignalStep',
             shoal_dot_v1_dot_node__pb2.SignalStepRequest.SerializeToString,
             shoal_dot_v1_dot_node__pb2.SignalStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reconfigure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.NodeAgent/Reconfigure',
+            shoal_dot_v1_dot_node__pb2.NodeReconfigRequest.SerializeToString,
+            shoal_dot_v1_dot_node__pb2.NodeReconfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

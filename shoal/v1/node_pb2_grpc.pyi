@@ -38,6 +38,8 @@ class NodeAgentStub:
     LaunchTasks: _grpc.UnaryUnaryMultiCallable[_node_pb2.LaunchTasksRequest, _node_pb2.LaunchTasksResponse]
     """steps: start this node's tasks of a step; signal a running step"""
     SignalStep: _grpc.UnaryUnaryMultiCallable[_node_pb2.SignalStepRequest, _node_pb2.SignalStepResponse]
+    Reconfigure: _grpc.UnaryUnaryMultiCallable[_node_pb2.NodeReconfigRequest, _node_pb2.NodeReconfigResponse]
+    """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
 
 @_typing.type_check_only
 class NodeAgentAsyncStub(NodeAgentStub):
@@ -49,6 +51,8 @@ class NodeAgentAsyncStub(NodeAgentStub):
     LaunchTasks: _aio.UnaryUnaryMultiCallable[_node_pb2.LaunchTasksRequest, _node_pb2.LaunchTasksResponse]  # type: ignore[assignment]
     """steps: start this node's tasks of a step; signal a running step"""
     SignalStep: _aio.UnaryUnaryMultiCallable[_node_pb2.SignalStepRequest, _node_pb2.SignalStepResponse]  # type: ignore[assignment]
+    Reconfigure: _aio.UnaryUnaryMultiCallable[_node_pb2.NodeReconfigRequest, _node_pb2.NodeReconfigResponse]  # type: ignore[assignment]
+    """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
 
 class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -93,5 +97,13 @@ class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
         request: _node_pb2.SignalStepRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.SignalStepResponse, _abc.Awaitable[_node_pb2.SignalStepResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def Reconfigure(
+        self,
+        request: _node_pb2.NodeReconfigRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.NodeReconfigResponse, _abc.Awaitable[_node_pb2.NodeReconfigResponse]]:
+        """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
 
 def add_NodeAgentServicer_to_server(servicer: NodeAgentServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -76,6 +76,7 @@ class RecordingNodes:
 
     effects: list[Effect] = field(default_factory=list)
     pings: list[str] = field(default_factory=list)
+    reconfigured: list[str] = field(default_factory=list)  # nodes told to re-read their files
     launch_requests: dict[int, node_pb2.LaunchBatchRequest] = field(default_factory=dict)
     running: dict[str, set[int]] = field(default_factory=dict)  # what each node would say it runs
     unanswered: list[tuple[str, PingAnswer]] = field(default_factory=list)  # pings the harness answers
@@ -103,6 +104,9 @@ class RecordingNodes:
 
     def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None:
         self.effects.append(SignalStep(node.name, job_id, step_id, signal))
+
+    def reconfigure(self, node: cluster_pb2.NodeInfo) -> None:
+        self.reconfigured.append(node.name)
 
 
 @dataclass
