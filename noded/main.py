@@ -21,6 +21,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import grpc
@@ -380,12 +381,40 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         noded.reporter.start()
         noded.health = HealthChecker(nodes, health, ctld_node_state(ctld))
         noded.health.start()
+        service.reload = partial(reload, args, conf_path, nodes, node_gpus, nvml, service, noded.health)
     except AgentServerError as exc:
         noded.stop()
         raise StartError(exc.message) from exc
     for node in nodes:
         log.info("%s: serving on %s:%d (spool %s)", node.name, node.conf.addr, node.port, node.spool)
     return noded
+
+
+def reload(args: argparse.Namespace, conf_path: str, nodes: list[HostedNode],
+           node_gpus: dict[str, list[cluster_pb2.GpuDevice]], nvml: Any | None,
+           service: NodeAgentService, health: HealthChecker) -> None:
+    """ctld's Reconfigure: fetch the files again (configless), read slurm.conf, gres.conf and cgroup.conf,
+    and take the hooks, the health check, KillWait, cgroup limits and GPUs from them. A file that does
+    not parse is logged and the node runs on as it was (ctld refused it already, or the copy is stale)."""
+    try:
+        if args.conf_server:
+            conf_path = configless.start(args.conf_server, args.conf_cache, args.key_file).conf
+        cfg = load_slurm_conf(conf_path)
+        gpus = discover_node_gpus(cfg, nodes, nvml)
+        fresh = [dataclasses.replace(n, conf=cfg.node(n.name) or n.conf, hooks=hook_config(cfg),
+                                     isolation=load_isolation(cfg.path, gpu_files(gpus[n.name]), cgroup_scope(cfg, n)),
+                                     gpu_cpus=gpu_cpus(gpus[n.name]))
+                 for n in nodes]
+    except (ConfigError, configless.ConfiglessError) as exc:
+        log.error("reconfigure: %s; the node runs on with its configuration as it was", exc)
+        return
+    except OSError as exc:
+        log.error("reconfigure: cannot read %s: %s", conf_path, exc.strerror or exc)
+        return
+    node_gpus.update(gpus)  # what the next registration reports
+    service.configure({n.name: n for n in fresh}, float(cfg.kill_wait))
+    health.configure(fresh, health_check_config(cfg))
+    log.info("reconfigure: %s read again (%s)", conf_path, ", ".join(n.name for n in fresh))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self.on_ctld_ping: Callable[[int], None] = lambda ctld_start_time: None  # the reporter's, once it runs
         self.local_conf = ""  # configless: SLURM_CONF for jobs here is this node's cached copy
         self.drain: job_hooks.Drain = lambda node, reason: None  # asks ctld to drain a node (main sets it)
+        self.reload: Callable[[], None] = lambda: None  # re-reads the configuration (main sets it)
 
     def _node(self, name: str, context: grpc.ServicerContext) -> HostedNode:
         node = self._nodes.get(name)
@@ -162,6 +163,18 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         node = self._node(request.node, context)
         tasks.signal_steps(node.spool, request.job_id, request.step_id, request.signal)
         return node_pb2.SignalStepResponse()
+
+    def Reconfigure(self, request: node_pb2.NodeReconfigRequest,
+                    context: grpc.ServicerContext) -> node_pb2.NodeReconfigResponse:
+        """ctld's REQUEST_RECONFIGURE (after `scontrol reconfigure`): read the files again."""
+        self._node(request.node, context)
+        self.reload()
+        return node_pb2.NodeReconfigResponse()
+
+    def configure(self, nodes: Mapping[str, HostedNode], kill_wait: float) -> None:
+        """Serve `nodes` (the same names, their settings read again) with this KillWait from now on."""
+        self._nodes.update((name, node) for name, node in nodes.items() if name in self._nodes)
+        self._kill_wait = kill_wait
 
     def Ping(self, request: node_pb2.NodePingRequest, context: grpc.ServicerContext) -> node_pb2.NodePingResponse:
         node = self._node(request.node, context)
