@@ -66,10 +66,9 @@ def test_a_partitions_maxtime_changes(cluster: Cluster) -> None:
     edit(cluster, lambda t: re.sub(r"(PartitionName=debug .*)MaxTime=01:00:00", r"\1MaxTime=02:30:00", t))
     cluster.ok("scontrol", "reconfigure")
     assert "MaxTime=02:30:00" in partition(cluster, "debug")
-    # and it is enforced: a job asking more than the old limit is taken now
+    # and it is what the scheduler uses: a job asking more than the old limit runs now
     job = cluster.submit("-p", "debug", "-t", "2:00:00", "--wrap", "true")
-    assert cluster.wait_state(job, {"COMPLETED", "FAILED", "PENDING"}) in ("COMPLETED", "PENDING")
-    assert "PartitionTimeLimit" not in cluster.job_field(job, "%r")
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
 
 
 def test_a_priority_weight_shows_in_sprio(cluster: Cluster) -> None:
@@ -119,9 +118,10 @@ def test_sighup_reconfigures_as_scontrol_does(cluster: Cluster) -> None:
     wait_until("the new MaxTime", lambda: "MaxTime=05:00:00" in partition(cluster, "debug"), timeout=30)
     # a broken file on SIGHUP: logged with file:line, ctld runs on with what it had
     edit(cluster, lambda t: t.replace("MaxTime=05:00:00", "MaxTime=06:00:00") + "Bogus line\n")
-    line = len(cluster.conf.read_text().splitlines())
+    where = f"{cluster.conf}:{len(cluster.conf.read_text().splitlines())}: cannot parse 'Bogus'"
+    before = cluster.log().count(where)
     os.kill(pid, signal.SIGHUP)
-    wait_until("the refusal in the log", lambda: f"{cluster.conf}:{line}" in cluster.log(), timeout=30)
+    wait_until("the refusal in the log", lambda: cluster.log().count(where) > before, timeout=30)
     assert "MaxTime=05:00:00" in partition(cluster, "debug")
 
 
@@ -130,14 +130,14 @@ def test_a_running_job_survives_a_reconfigure(cluster: Cluster, tmp_path: Path) 
     out = tmp_path / "out"
     job = cluster.submit("-o", str(out), "--wrap", "echo start; sleep 4; echo end")
     cluster.wait_state(job, {"RUNNING"})
+    reloads = cluster.log("noded").count("reconfigure:")
     edit(cluster, lambda t: t.replace("KillWait=2", "KillWait=3").replace("PriorityWeightAge=1000",
                                                                             "PriorityWeightAge=999"))
     cluster.ok("scontrol", "reconfigure")
     assert cluster.state(job) == "RUNNING"
+    wait_until("noded's reconfigure", lambda: cluster.log("noded").count("reconfigure:") > reloads, timeout=30)
     assert cluster.wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"}) == "COMPLETED"
     assert out.read_text() == "start\nend\n"
-    # every node was told, and re-read its files
-    wait_until("the nodes' reconfigure", lambda: cluster.log("noded").count("reconfigure:") >= 2, timeout=30)
 
 
 def test_a_configless_fetch_gets_the_new_file(cluster: Cluster, tmp_path: Path) -> None:
