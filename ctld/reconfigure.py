@@ -50,6 +50,7 @@ FIXED: tuple[tuple[str, Callable[[SlurmConfig], Any]], ...] = (
     ("AccountingStorageHost", lambda c: c.accounting_storage_host),
     ("AccountingStoragePort", lambda c: c.accounting_storage_port),
     ("GresTypes", lambda c: c.gres_types),
+    ("SchedulerType", lambda c: c.scheduler_type),  # 22.05 keeps the old one too (INVALID_SCHEDTYPE_CHANGE)
     ("SelectType", lambda c: c.select_type),
     ("ProctrackType", lambda c: c.proctrack_type),
     ("TaskPlugin", lambda c: c.task_plugin),

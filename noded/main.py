@@ -150,6 +150,7 @@ class Noded:
     agent: AgentServer | None = None
     health: HealthChecker | None = None
     pid_file: str = ""
+    reload: Callable[[], None] = lambda: None  # re-read the configuration (SIGHUP)
 
     def write_pid_file(self, path: str) -> None:
         """SlurmdPidFile: a failure is logged, not fatal (Slurm does the same)."""
@@ -381,7 +382,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         noded.reporter.start()
         noded.health = HealthChecker(nodes, health, ctld_node_state(ctld))
         noded.health.start()
-        service.reload = partial(reload, args, conf_path, nodes, node_gpus, nvml, service, noded.health)
+        service.reload = noded.reload = partial(reload, args, conf_path, nodes, node_gpus, nvml, service,
+                                                 noded.health)
     except AgentServerError as exc:
         noded.stop()
         raise StartError(exc.message) from exc
@@ -421,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     notifier = Notifier()
     stop = threading.Event()
-    install_signals(stop, PROG)
+    hup = threading.Event()  # SIGHUP: re-read the files, as on ctld's Reconfigure (slurmd does the same)
+    install_signals(stop, PROG, on_hup=hup.set)
     start_time = int(time.time())
     try:
         noded = build(args, start_time)
@@ -431,7 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     notifier.ready()
     try:
         while not stop.wait(1.0):
-            pass
+            if hup.is_set():
+                hup.clear()
+                noded.reload()
     finally:
         notifier.stopping()
         noded.stop()

@@ -125,10 +125,17 @@ def test_sighup_reconfigures_as_scontrol_does(cluster: Cluster) -> None:
     assert "MaxTime=05:00:00" in partition(cluster, "debug")
 
 
+def test_sighup_to_noded_rereads_its_files(cluster: Cluster) -> None:
+    reloads = cluster.log("noded").count("reconfigure:")
+    os.kill(int((cluster.dir / "run" / "noded.pid").read_text()), signal.SIGHUP)
+    wait_until("noded's reload", lambda: cluster.log("noded").count("reconfigure:") > reloads, timeout=30)
+    assert cluster.ok("sinfo", "-h", "-N", "-p", "batch", "-o", "%N %t").split() == ["node1", "idle", "node2", "idle"]
+
+
 def test_a_running_job_survives_a_reconfigure(cluster: Cluster, tmp_path: Path) -> None:
     tmp_path.chmod(0o777)
-    out = tmp_path / "out"
-    job = cluster.submit("-o", str(out), "--wrap", "echo start; sleep 4; echo end")
+    out, go = tmp_path / "out", tmp_path / "go"
+    job = cluster.submit("-o", str(out), "--wrap", f"echo start; while [ ! -e {go} ]; do sleep 0.2; done; echo end")
     cluster.wait_state(job, {"RUNNING"})
     reloads = cluster.log("noded").count("reconfigure:")
     edit(cluster, lambda t: t.replace("KillWait=2", "KillWait=3").replace("PriorityWeightAge=1000",
@@ -136,6 +143,8 @@ def test_a_running_job_survives_a_reconfigure(cluster: Cluster, tmp_path: Path) 
     cluster.ok("scontrol", "reconfigure")
     assert cluster.state(job) == "RUNNING"
     wait_until("noded's reconfigure", lambda: cluster.log("noded").count("reconfigure:") > reloads, timeout=30)
+    assert cluster.state(job) == "RUNNING"
+    go.touch()  # the job ends on its own, after the reconfigure
     assert cluster.wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"}) == "COMPLETED"
     assert out.read_text() == "start\nend\n"
 
