@@ -149,6 +149,20 @@ def test_a_running_job_survives_a_reconfigure(cluster: Cluster, tmp_path: Path) 
     assert out.read_text() == "start\nend\n"
 
 
+def test_a_prolog_added_runs_on_the_nodes_for_the_next_job(cluster: Cluster, tmp_path: Path) -> None:
+    tmp_path.chmod(0o777)
+    prolog = tmp_path / "prolog.sh"
+    prolog.write_text(f"#!/bin/sh\necho \"$SLURM_JOB_ID $(id -u)\" > {tmp_path}/ran-$SLURM_JOB_ID\n")
+    prolog.chmod(0o755)
+    reloads = cluster.log("noded").count("reconfigure:")
+    edit(cluster, lambda t: t + f"Prolog={prolog}\n")
+    cluster.ok("scontrol", "reconfigure")
+    wait_until("noded's reconfigure", lambda: cluster.log("noded").count("reconfigure:") > reloads, timeout=30)
+    job = cluster.submit("-o", "/dev/null", "--wrap", "true")
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
+    assert (tmp_path / f"ran-{job}").read_text() == f"{job} 0\n"  # run by noded, as root
+
+
 def test_a_configless_fetch_gets_the_new_file(cluster: Cluster, tmp_path: Path) -> None:
     text = cluster.conf.read_text()
     port = re.search(r"^SlurmctldPort=(\d+)$", text, re.M)
