@@ -1,4 +1,4 @@
-"""scontrol: show cluster objects, update jobs and nodes, hold/release/requeue/suspend/resume jobs, ping.
+"""scontrol: show cluster objects, update jobs and nodes, hold/release/requeue/suspend/resume jobs, reconfigure, ping.
 
 The `show` formatting lives in cli/show.py (loaded only for `show job|node|partition|config|topology`);
 this module parses the command line, calls the controller and reports errors in Slurm's words.
@@ -57,6 +57,7 @@ Commands:
   show reservation[s] [name]    show reservations
   token [lifespan=N] [username=U]  a JWT for shoal-restd (AuthAltTypes=auth/jwt)
   ping                          is the controller up?
+  reconfigure                   re-read slurm.conf in ctld and every node (operators)
   version                       print the version
 
 Options:
@@ -178,6 +179,7 @@ def dispatch(word: str, args: list[str], flags: Flags) -> int:
         ("suspend", 2, lambda a, f: cmd_job_action("suspend", a, f)),
         ("resume", 3, lambda a, f: cmd_job_action("resume", a, f)),
         ("ping", 2, cmd_ping),
+        ("reconfigure", 3, cmd_reconfigure),
         ("version", 4, cmd_version),
         ("create", 2, cmd_create),
         ("delete", 3, cmd_delete),
@@ -701,6 +703,23 @@ def cmd_token(args: list[str], flags: Flags) -> int:
         raise Failure(f"{PROG}: error: slurm_fetch_token: error with request: {exc.message}",
                       "Error fetching token") from exc
     print(f"SLURM_JWT={resp.token}")
+    return 0
+
+
+# --- reconfigure ---------------------------------------------------------------------------
+
+
+def cmd_reconfigure(args: list[str], flags: Flags) -> int:
+    """`scontrol reconfigure`: ctld re-reads slurm.conf and tells every node; silent when it took it."""
+    from cli.common import CommandError, ctld
+    from shoal.v1 import controller_pb2
+
+    if args:  # 22.05 complains, then reconfigures anyway
+        print("too many arguments for keyword:reconfigure", file=sys.stderr)
+    try:
+        ctld("Reconfigure", controller_pb2.ReconfigRequest(), controller_pb2.ReconfigResponse, timeout=60.0)
+    except CommandError as exc:
+        raise Failure(f"slurm_reconfigure error: {exc.message}") from exc
     return 0
 
 

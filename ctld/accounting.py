@@ -134,15 +134,8 @@ class Accounting:
 
     def __init__(self, cfg: SlurmConfig, store: StateStore, key: bytes) -> None:
         self.enabled = cfg.accounting_storage_type == SLURMDBD
-        enforce = {w.lower() for w in cfg.accounting_storage_enforce}
-        self.enforce_assoc = self.enabled and bool(enforce & {"associations", "limits", "qos", "safe"})
-        self.enforce_limits = self.enabled and bool(enforce & {"limits", "qos", "safe"})
-        self.enforce_qos = self.enabled and bool(enforce & {"qos", "safe"})
-        self.safe = self.enabled and "safe" in enforce
+        self.configure(cfg)
         self.cluster = cfg.cluster_name
-        self._cluster_cpus = sum(n.cpus for n in cfg.nodes)
-        self._cluster_gpus = sum(n.gres_count("gpu") for n in cfg.nodes)
-        self._node_gpus = {n.name: n.gres_count("gpu") for n in cfg.nodes}
         self._control_host = cfg.control_addr
         self._store = store
         self._key = key
@@ -172,6 +165,18 @@ class Accounting:
                 self._load_cache(pb.GetLimitsResponse.FromString(base64.b64decode(saved)))
 
     # ------------------------------------------------------------------ records (inside a transaction)
+    def configure(self, cfg: SlurmConfig) -> None:
+        """AccountingStorageEnforce and the cluster's size (at start and on reconfigure; the storage
+        type, host and port need a restart, ctld/reconfigure.py refuses a change of them)."""
+        enforce = {w.lower() for w in cfg.accounting_storage_enforce}
+        self.enforce_assoc = self.enabled and bool(enforce & {"associations", "limits", "qos", "safe"})
+        self.enforce_limits = self.enabled and bool(enforce & {"limits", "qos", "safe"})
+        self.enforce_qos = self.enabled and bool(enforce & {"qos", "safe"})
+        self.safe = self.enabled and "safe" in enforce
+        self._cluster_cpus = sum(n.cpus for n in cfg.nodes)
+        self._cluster_gpus = sum(n.gres_count("gpu") for n in cfg.nodes)
+        self._node_gpus = {n.name: n.gres_count("gpu") for n in cfg.nodes}
+
     def record_jobs(self, tx: StateStore, jobs: Iterable[jobs_pb2.JobInfo]) -> None:
         """Queue a record for each job whose accounting view changed (and `.batch` when it ends)."""
         if not self.enabled:

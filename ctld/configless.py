@@ -1,7 +1,7 @@
 """Configless: the config files ctld serves to nodes and login hosts (SlurmctldParameters=enable_configless).
 
-A noded or agentd started with `--conf-server head` fetches them once at start (shoal.conf.configless)
-and runs from its cached copy, so only the controller's host keeps the files. What is served:
+A noded or agentd started with `--conf-server head` fetches them at start (shoal.conf.configless),
+again when ctld tells it to reconfigure, and runs from its cached copy, so only the controller's host keeps the files. What is served:
 slurm.conf, the gres.conf, cgroup.conf and topology.conf that exist beside it, and every file
 slurm.conf Includes from its own directory (named relative to it, so the copy reads the same).
 """
@@ -26,8 +26,8 @@ def enabled(cfg: SlurmConfig) -> bool:
 
 
 def snapshot(cfg: SlurmConfig) -> dict[str, str] | SlurmError:
-    """The files as ctld loaded them at start (what it serves until restarted: nodes never get a
-    file that ctld itself does not run with), or the refusal every fetch gets."""
+    """The files as ctld loaded them (at start, again at each reconfigure: nodes never get a file
+    that ctld itself does not run with), or the refusal every fetch gets."""
     try:
         return config_files(cfg)
     except SlurmError as exc:

@@ -4,7 +4,7 @@ Nothing is decided here; each method names the module that does the work:
   queries (GetJobs/GetNodes/GetPartitions/GetConfig), priority_report (sprio, sshare), submit,
   applier (one scheduling cycle), job_lifecycle (completion, cancel/signal), job_update (hold,
   release, requeue, update, top), node_lifecycle (registration, pings, update_node), steps (srun),
-  reservations, housekeeping. ctld/state.py owns the lock, the store and the after-commit effects.
+  reservations, housekeeping, reconfigure (scontrol reconfigure, SIGHUP). ctld/state.py owns the lock, the store and the after-commit effects.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ctld import applier, housekeeping, job_lifecycle, job_update, node_lifecycle, priority_report, queries
+from ctld import reconfigure as reconf
 from ctld import reservations as resv
 from ctld import steps as jobsteps
 from ctld import submit as job_submit
@@ -96,6 +97,9 @@ class Controller:
 
     def housekeeping(self) -> None:
         housekeeping.housekeeping(self.state)
+
+    def reconfigure(self) -> reconf.Outcome:
+        return reconf.reconfigure(self.state)
 
     # ------------------------------------------------------------------ steps
     def create_step(self, req: controller_pb2.CreateStepRequest, caller: Caller) -> controller_pb2.CreateStepResponse:

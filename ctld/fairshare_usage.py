@@ -88,6 +88,16 @@ class UsageLedger:
     (GrpTRESMins, GrpWall), the latter per QOS too. Not thread-safe: the controller's lock guards it."""
 
     def __init__(self, cfg: SlurmConfig) -> None:
+        self.configure(cfg)
+        self.usage: dict[int, float] = {}
+        self.tres: dict[int, list[float]] = {}  # association -> [cpu, gpu, wall] seconds, decayed
+        self.qos_tres: dict[str, list[float]] = {}
+        self.last = 0
+        self.awaits_seed = False  # asked dbd for the usage of finished jobs, not yet added (see seed)
+
+    def configure(self, cfg: SlurmConfig) -> None:
+        """Take slurm.conf's decay, reset period, billing weights and flags (at start and on reconfigure;
+        the usage gathered so far is kept)."""
         self.half_life_s = _minutes(cfg.get("PriorityDecayHalfLife"), 7 * 1440) * 60
         self.reset_period = (cfg.get("PriorityUsageResetPeriod") or "NONE").strip()
         # TRESBillingWeights is a partition key in 22.05; a job is billed by its partition's weights
@@ -97,11 +107,6 @@ class UsageLedger:
         flags = {w.strip().upper() for w in (cfg.get("PriorityFlags") or "").split(",")}
         self.max_tres = "MAX_TRES" in flags
         self.fair_tree = "NO_FAIR_TREE" not in flags
-        self.usage: dict[int, float] = {}
-        self.tres: dict[int, list[float]] = {}  # association -> [cpu, gpu, wall] seconds, decayed
-        self.qos_tres: dict[str, list[float]] = {}
-        self.last = 0
-        self.awaits_seed = False  # asked dbd for the usage of finished jobs, not yet added (see seed)
 
     def accrue(self, now: int, jobs: Iterable[Charge]) -> None:
         """Decay to `now`, then charge each job for the time it ran since the last call."""

@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     stop = threading.Event()
-    install_signals(stop, PROG)  # SIGTERM/SIGINT stop (also while standing by for the lease)
+    hup = threading.Event()  # SIGHUP: reconfigure (as scontrol reconfigure), done by _reconfigure_loop
+    install_signals(stop, PROG, on_hup=hup.set)  # SIGTERM/SIGINT stop (also while standing by for the lease)
 
     try:
         lease = _take_lease(cfg, stop, notifier)
@@ -92,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     service = ControllerService(controller)
-    service.config_files = configless.snapshot(cfg)
-    if isinstance(service.config_files, dict):
-        log.info("configless: serving %s", ", ".join(sorted(service.config_files)))
+    files = controller.state.config_files
+    if isinstance(files, dict):
+        log.info("configless: serving %s", ", ".join(sorted(files)))
     elif configless.enabled(cfg):
-        log.error("configless: %s", service.config_files.message)
+        log.error("configless: %s", files.message)
     add_to_server(service, server)
     server.start()
     if cfg.slurmctld_pid_file:
@@ -122,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                          daemon=True, name="sched"),
         threading.Thread(target=_housekeeping_loop, args=(controller, stop), daemon=True, name="housekeeping"),
         threading.Thread(target=controller.accounting.run, args=(stop,), daemon=True, name="accounting"),
+        threading.Thread(target=_reconfigure_loop, args=(controller, hup, stop), daemon=True, name="reconfigure"),
     ]
     if lease is not None:
         threads.append(threading.Thread(target=lease.keep, args=(stop, _on_lost), daemon=True, name="lease"))
@@ -188,6 +190,24 @@ def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, i
                 diag.observe(controller.jobs.values())
         except Exception:  # keep scheduling; a bug must not take the controller down
             log.exception("scheduling cycle failed")
+
+
+def _reconfigure_loop(controller: Controller, hup: threading.Event, stop: threading.Event) -> None:
+    """SIGHUP does what `scontrol reconfigure` does; a refusal is logged and the old configuration runs on."""
+    from ctld.errors import SlurmError
+
+    log = logging.getLogger("shoal.ctld")
+    while not stop.is_set():
+        if not hup.wait(1.0):
+            continue
+        hup.clear()
+        log.info("SIGHUP: log file reopened; reconfiguring")
+        try:
+            controller.reconfigure()
+        except SlurmError as exc:
+            log.error("reconfigure refused, the configuration is unchanged: %s", exc.message)
+        except Exception:  # a bug must not take the controller down
+            log.exception("reconfigure failed")
 
 
 def _housekeeping_loop(controller: Controller, stop: threading.Event) -> None:

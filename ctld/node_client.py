@@ -106,6 +106,9 @@ class GrpcNodeActions:
     def suspend(self, node: cluster_pb2.NodeInfo, job_id: int, suspend: bool) -> None:
         request = node_pb2.NodeSuspendJobRequest(node=node.name, job_id=job_id, suspend=suspend)
         self._pool.submit(self._retrying, node, "SuspendJob", request)
+    def reconfigure(self, node: cluster_pb2.NodeInfo) -> None:
+        """REQUEST_RECONFIGURE: the node re-reads its files (a node that misses it reads them at restart)."""
+        self._pool.submit(self._retrying, node, "Reconfigure", node_pb2.NodeReconfigRequest(node=node.name))
 
     def ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
         self._pool.submit(self._ping, node, ctld_start_time, on_answer)

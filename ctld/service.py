@@ -13,10 +13,10 @@ from typing import TypeVar
 
 import grpc
 
-from ctld import configless, tokens
+from ctld import tokens
 from ctld.controller import Caller, Controller
 from ctld.diag import Diag, instrument
-from ctld.errors import FAILED_PRECONDITION, PERMISSION_DENIED, SlurmError
+from ctld.errors import PERMISSION_DENIED, SlurmError
 from shoal.rpc.server import current_caller
 from shoal.v1 import accounting_pb2, controller_pb2_grpc
 from shoal.v1 import controller_pb2 as pb
@@ -123,6 +123,17 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return pb.UpdateNodeResponse()
 
     @_slurm_errors
+    def Reconfigure(self, request: pb.ReconfigRequest, context: grpc.ServicerContext) -> pb.ReconfigResponse:
+        if not self.ctl.is_operator(_caller()):
+            raise SlurmError("Invalid user id", PERMISSION_DENIED)  # slurmctld's answer to a user
+        try:
+            outcome = self.ctl.reconfigure()
+        except SlurmError as exc:
+            logging.getLogger("shoal.ctld").error("reconfigure refused, the configuration is unchanged: %s", exc.message)
+            raise
+        return pb.ReconfigResponse(changed=outcome.changed, failed_jobs=outcome.failed_jobs)
+
+    @_slurm_errors
     def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.PingResponse:
         return pb.PingResponse(hostname=self.ctl.cfg.control_machine, role="primary", now=int(self.ctl.clock()))
 
@@ -208,15 +219,13 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         caller = _caller()
         return tokens.create(self.ctl.cfg, self.ctl.is_operator(caller), request, caller, self.ctl.clock())
 
-    # configless: the files as loaded at start (ctld.main sets it from configless.snapshot)
-    config_files: dict[str, str] | SlurmError = SlurmError(configless.DISABLED, FAILED_PRECONDITION)
-
+    # configless: the files as loaded at start or at the last reconfigure (ClusterState.config_files)
     @_slurm_errors
     def GetConfigFiles(
         self, request: pb.GetConfigFilesRequest, context: grpc.ServicerContext
     ) -> pb.GetConfigFilesResponse:
         self._node_only(context)  # a noded or agentd with the cluster key (configless)
-        files = self.config_files
+        files = self.ctl.state.config_files  # as loaded at start or at the last reconfigure
         if isinstance(files, SlurmError):
             raise files
         logging.getLogger("shoal.ctld").info("configless: sent %d file(s) to %s", len(files),

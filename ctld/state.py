@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
+from ctld import configless
 from ctld import jobs as jobrec
 from ctld.accounting import Accounting
 from ctld.actions import NodeActions
@@ -131,6 +132,7 @@ class ClusterState:
         self.sched_config = sched_config(cfg)
         self.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
         self.topology = sched_topology(cfg)
+        self.config_files = configless.snapshot(cfg)  # what GetConfigFiles serves (configless)
         self._requests: dict[int, m.JobRequest] = {}  # pending jobs' JobRequest, dropped when the job is saved
         self.listing = ListingViews()  # GetJobs' per-job views (ctld/listing.py), read under the lock
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
@@ -236,6 +238,10 @@ class ClusterState:
                 return None
             self._requests[job.job_id] = req
         return req
+
+    def drop_requests(self) -> None:
+        """Drop every cached JobRequest (a reconfigure changed what they are built from)."""
+        self._requests.clear()
 
     def forget_request(self, job_id: int) -> None:
         """Drop the cached JobRequest of a job that changed (every saved job is dropped at save time)."""

@@ -91,6 +91,13 @@ class HealthChecker:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="healthcheck", daemon=True)
 
+    def configure(self, nodes: Sequence[HostedNode], config: HealthCheckConfig) -> None:
+        """Take a reconfigure's settings; a checker that was not running starts when it now has work."""
+        self._nodes = list(nodes)
+        self._config = config
+        if not self._thread.is_alive() and not self._stop.is_set():
+            self.start()
+
     def start(self) -> None:
         if self._config.interval > 0 and self._config.program:
             self._thread.start()
@@ -102,9 +109,12 @@ class HealthChecker:
         return [n for n in self._nodes if selected(self._config.states, self._node_state(n.name))]
 
     def _loop(self) -> None:
-        cycle = "CYCLE" in self._config.states
         while True:
-            if cycle:  # one node at a time, spread over the interval
+            cycle = "CYCLE" in self._config.states
+            if self._config.interval <= 0 or not self._config.program:  # turned off by a reconfigure
+                if self._stop.wait(1.0):
+                    return
+            elif cycle:  # one node at a time, spread over the interval
                 pause = self._config.interval / max(len(self._nodes), 1)
                 for node in self._nodes:
                     if self._stop.wait(pause):

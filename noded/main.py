@@ -21,6 +21,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import grpc
@@ -149,6 +150,7 @@ class Noded:
     agent: AgentServer | None = None
     health: HealthChecker | None = None
     pid_file: str = ""
+    reload: Callable[[], None] = lambda: None  # re-read the configuration (SIGHUP)
 
     def write_pid_file(self, path: str) -> None:
         """SlurmdPidFile: a failure is logged, not fatal (Slurm does the same)."""
@@ -380,6 +382,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         noded.reporter.start()
         noded.health = HealthChecker(nodes, health, ctld_node_state(ctld))
         noded.health.start()
+        service.reload = noded.reload = partial(reload, args, conf_path, nodes, node_gpus, nvml, service,
+                                                 noded.health)
     except AgentServerError as exc:
         noded.stop()
         raise StartError(exc.message) from exc
@@ -388,11 +392,39 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
     return noded
 
 
+def reload(args: argparse.Namespace, conf_path: str, nodes: list[HostedNode],
+           node_gpus: dict[str, list[cluster_pb2.GpuDevice]], nvml: Any | None,
+           service: NodeAgentService, health: HealthChecker) -> None:
+    """ctld's Reconfigure: fetch the files again (configless), read slurm.conf, gres.conf and cgroup.conf,
+    and take the hooks, the health check, KillWait, cgroup limits and GPUs from them. A file that does
+    not parse is logged and the node runs on as it was (ctld refused it already, or the copy is stale)."""
+    try:
+        if args.conf_server:
+            conf_path = configless.start(args.conf_server, args.conf_cache, args.key_file).conf
+        cfg = load_slurm_conf(conf_path)
+        gpus = discover_node_gpus(cfg, nodes, nvml)
+        fresh = [dataclasses.replace(n, conf=cfg.node(n.name) or n.conf, hooks=hook_config(cfg),
+                                     isolation=load_isolation(cfg.path, gpu_files(gpus[n.name]), cgroup_scope(cfg, n)),
+                                     gpu_cpus=gpu_cpus(gpus[n.name]))
+                 for n in nodes]
+    except (ConfigError, configless.ConfiglessError) as exc:
+        log.error("reconfigure: %s; the node runs on with its configuration as it was", exc)
+        return
+    except OSError as exc:
+        log.error("reconfigure: cannot read %s: %s", conf_path, exc.strerror or exc)
+        return
+    node_gpus.update(gpus)  # what the next registration reports
+    service.configure({n.name: n for n in fresh}, float(cfg.kill_wait))
+    health.configure(fresh, health_check_config(cfg))
+    log.info("reconfigure: %s read again (%s)", conf_path, ", ".join(n.name for n in fresh))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     notifier = Notifier()
     stop = threading.Event()
-    install_signals(stop, PROG)
+    hup = threading.Event()  # SIGHUP: re-read the files, as on ctld's Reconfigure (slurmd does the same)
+    install_signals(stop, PROG, on_hup=hup.set)
     start_time = int(time.time())
     try:
         noded = build(args, start_time)
@@ -402,7 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     notifier.ready()
     try:
         while not stop.wait(1.0):
-            pass
+            if hup.is_set():
+                hup.clear()
+                noded.reload()
     finally:
         notifier.stopping()
         noded.stop()

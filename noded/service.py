@@ -6,6 +6,7 @@ One servicer serves every node of the process; each request names its node.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -49,6 +50,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self.on_ctld_ping: Callable[[int], None] = lambda ctld_start_time: None  # the reporter's, once it runs
         self.local_conf = ""  # configless: SLURM_CONF for jobs here is this node's cached copy
         self.drain: job_hooks.Drain = lambda node, reason: None  # asks ctld to drain a node (main sets it)
+        self.reload: Callable[[], None] = lambda: None  # re-reads the configuration (main sets it)
+        self._reloading = threading.Lock()
 
     def _node(self, name: str, context: grpc.ServicerContext) -> HostedNode:
         node = self._nodes.get(name)
@@ -176,6 +179,24 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         node = self._node(request.node, context)
         tasks.signal_steps(node.spool, request.job_id, request.step_id, request.signal)
         return node_pb2.SignalStepResponse()
+
+    def Reconfigure(self, request: node_pb2.NodeReconfigRequest,
+                    context: grpc.ServicerContext) -> node_pb2.NodeReconfigResponse:
+        """ctld's REQUEST_RECONFIGURE (after `scontrol reconfigure`): read the files again."""
+        self._node(request.node, context)
+        # one noded serving several nodes gets one call per node, all sent after ctld took the files:
+        # a reload already running reads the same files, so the calls meanwhile need no reload of their own
+        if self._reloading.acquire(blocking=False):
+            try:
+                self.reload()
+            finally:
+                self._reloading.release()
+        return node_pb2.NodeReconfigResponse()
+
+    def configure(self, nodes: Mapping[str, HostedNode], kill_wait: float) -> None:
+        """Serve `nodes` (the same names, their settings read again) with this KillWait from now on."""
+        self._nodes.update((name, node) for name, node in nodes.items() if name in self._nodes)
+        self._kill_wait = kill_wait
 
     def Ping(self, request: node_pb2.NodePingRequest, context: grpc.ServicerContext) -> node_pb2.NodePingResponse:
         node = self._node(request.node, context)

@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import NoReturn
 
@@ -73,15 +74,18 @@ def reopen_log_files() -> None:
             handler.reopen()
 
 
-def install_signals(stop: threading.Event, prog: str) -> None:
-    """SIGTERM/SIGINT set `stop`; SIGHUP/SIGUSR2 reopen the log file (the daemon keeps running)."""
+def install_signals(stop: threading.Event, prog: str, on_hup: Callable[[], None] | None = None) -> None:
+    """SIGTERM/SIGINT set `stop`; SIGHUP/SIGUSR2 reopen the log file (the daemon keeps running);
+    SIGHUP then calls `on_hup` (ctld: reconfigure; it must only set an event, it runs in the handler)."""
 
     def on_stop(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     def on_reopen(signum: int, frame: FrameType | None) -> None:
         reopen_log_files()
-        if signum == signal.SIGHUP:
+        if signum == signal.SIGHUP and on_hup is not None:
+            on_hup()
+        elif signum == signal.SIGHUP:
             logging.getLogger("shoal").info(
                 "%s: SIGHUP: log file reopened; configuration changes take effect on restart", prog)
 

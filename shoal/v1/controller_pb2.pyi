@@ -24,6 +24,49 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class ReconfigRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReconfigRequest: _TypeAlias = ReconfigRequest  # noqa: Y015
+
+@_typing.final
+class ReconfigResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANGED_FIELD_NUMBER: _builtins.int
+    FAILED_JOBS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def changed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """keys, PartitionName=P and NodeName=N that differ (for the log)"""
+
+    @_builtins.property
+    def failed_jobs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """pending jobs whose partition was removed (ended NODE_FAIL)"""
+
+    def __init__(
+        self,
+        *,
+        changed: _abc.Iterable[_builtins.str] | None = ...,
+        failed_jobs: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "failed_jobs", b"failed_jobs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReconfigResponse: _TypeAlias = ReconfigResponse  # noqa: Y015
+
+@_typing.final
 class PushLimitsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -165,6 +165,11 @@ class ControllerStub:
                 request_serializer=shoal_dot_v1_dot_controller__pb2.ResetDiagRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.GetDiagResponse.FromString,
                 _registered_method=True)
+        self.Reconfigure = channel.unary_unary(
+                '/shoal.v1.Controller/Reconfigure',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.ReconfigRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.ReconfigResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -335,6 +340,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reconfigure(self, request, context):
+        """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -467,6 +479,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ResetDiag,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.ResetDiagRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.GetDiagResponse.SerializeToString,
+            ),
+            'Reconfigure': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reconfigure,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.ReconfigRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.ReconfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1171,6 +1188,33 @@ class Controller:
             '/shoal.v1.Controller/ResetDiag',
             shoal_dot_v1_dot_controller__pb2.ResetDiagRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.GetDiagResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reconfigure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/Reconfigure',
+            shoal_dot_v1_dot_controller__pb2.ReconfigRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.ReconfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -69,6 +69,8 @@ class ControllerStub:
     GetDiag: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetDiagRequest, _controller_pb2.GetDiagResponse]
     """sdiag and the metrics: ctld's counters (GetDiag anyone, ResetDiag operators only: sdiag -r)"""
     ResetDiag: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ResetDiagRequest, _controller_pb2.GetDiagResponse]
+    Reconfigure: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ReconfigRequest, _controller_pb2.ReconfigResponse]
+    """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -108,6 +110,8 @@ class ControllerAsyncStub(ControllerStub):
     GetDiag: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetDiagRequest, _controller_pb2.GetDiagResponse]  # type: ignore[assignment]
     """sdiag and the metrics: ctld's counters (GetDiag anyone, ResetDiag operators only: sdiag -r)"""
     ResetDiag: _aio.UnaryUnaryMultiCallable[_controller_pb2.ResetDiagRequest, _controller_pb2.GetDiagResponse]  # type: ignore[assignment]
+    Reconfigure: _aio.UnaryUnaryMultiCallable[_controller_pb2.ReconfigRequest, _controller_pb2.ReconfigResponse]  # type: ignore[assignment]
+    """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -300,5 +304,13 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.ResetDiagRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.GetDiagResponse, _abc.Awaitable[_controller_pb2.GetDiagResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def Reconfigure(
+        self,
+        request: _controller_pb2.ReconfigRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ReconfigResponse, _abc.Awaitable[_controller_pb2.ReconfigResponse]]:
+        """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

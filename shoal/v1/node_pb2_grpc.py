@@ -69,6 +69,11 @@ class NodeAgentStub:
                 request_serializer=shoal_dot_v1_dot_node__pb2.NodeSuspendJobRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_node__pb2.NodeSuspendJobResponse.FromString,
                 _registered_method=True)
+        self.Reconfigure = channel.unary_unary(
+                '/shoal.v1.NodeAgent/Reconfigure',
+                request_serializer=shoal_dot_v1_dot_node__pb2.NodeReconfigRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_node__pb2.NodeReconfigResponse.FromString,
+                _registered_method=True)
 
 
 class NodeAgentServicer:
@@ -118,6 +123,13 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reconfigure(self, request, context):
+        """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeAgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +167,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.SuspendJob,
                     request_deserializer=shoal_dot_v1_dot_node__pb2.NodeSuspendJobRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_node__pb2.NodeSuspendJobResponse.SerializeToString,
+            ),
+            'Reconfigure': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reconfigure,
+                    request_deserializer=shoal_dot_v1_dot_node__pb2.NodeReconfigRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_node__pb2.NodeReconfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -346,6 +363,33 @@ class NodeAgent:
             '/shoal.v1.NodeAgent/SuspendJob',
             shoal_dot_v1_dot_node__pb2.NodeSuspendJobRequest.SerializeToString,
             shoal_dot_v1_dot_node__pb2.NodeSuspendJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reconfigure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.NodeAgent/Reconfigure',
+            shoal_dot_v1_dot_node__pb2.NodeReconfigRequest.SerializeToString,
+            shoal_dot_v1_dot_node__pb2.NodeReconfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,6 +40,8 @@ class NodeAgentStub:
     SignalStep: _grpc.UnaryUnaryMultiCallable[_node_pb2.SignalStepRequest, _node_pb2.SignalStepResponse]
     SuspendJob: _grpc.UnaryUnaryMultiCallable[_node_pb2.NodeSuspendJobRequest, _node_pb2.NodeSuspendJobResponse]
     """scontrol suspend/resume"""
+    Reconfigure: _grpc.UnaryUnaryMultiCallable[_node_pb2.NodeReconfigRequest, _node_pb2.NodeReconfigResponse]
+    """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
 
 @_typing.type_check_only
 class NodeAgentAsyncStub(NodeAgentStub):
@@ -53,6 +55,8 @@ class NodeAgentAsyncStub(NodeAgentStub):
     SignalStep: _aio.UnaryUnaryMultiCallable[_node_pb2.SignalStepRequest, _node_pb2.SignalStepResponse]  # type: ignore[assignment]
     SuspendJob: _aio.UnaryUnaryMultiCallable[_node_pb2.NodeSuspendJobRequest, _node_pb2.NodeSuspendJobResponse]  # type: ignore[assignment]
     """scontrol suspend/resume"""
+    Reconfigure: _aio.UnaryUnaryMultiCallable[_node_pb2.NodeReconfigRequest, _node_pb2.NodeReconfigResponse]  # type: ignore[assignment]
+    """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
 
 class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -105,5 +109,13 @@ class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.NodeSuspendJobResponse, _abc.Awaitable[_node_pb2.NodeSuspendJobResponse]]:
         """scontrol suspend/resume"""
+
+    @_abc_1.abstractmethod
+    def Reconfigure(
+        self,
+        request: _node_pb2.NodeReconfigRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.NodeReconfigResponse, _abc.Awaitable[_node_pb2.NodeReconfigResponse]]:
+        """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
 
 def add_NodeAgentServicer_to_server(servicer: NodeAgentServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

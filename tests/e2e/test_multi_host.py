@@ -161,6 +161,22 @@ def test_login_picks_up_changes_on_restart_and_runs_from_its_cache_when_ctld_is_
     hosts.restart(cluster, "login", "shoal.agent.agentd", "--conf-server", "head", *key)
 
 
+def test_a_reconfigure_reaches_the_configless_nodes_copies(cluster: hosts.Hosts) -> None:
+    """slurmctld tells every slurmd to reconfigure; a configless one fetches the files again."""
+    conf = cluster["head"].dir / "etc" / "slurm.conf"
+    original = conf.read_text()
+    conf.write_text(original + "PartitionName=reconf Nodes=gpu1 State=UP\n")
+    try:
+        cluster.ok("scontrol", "reconfigure")  # from login, as root
+        for name in ("gpu1", "gpu2"):
+            copy = cluster[name].cache / "slurm.conf"
+            wait_until(f"{name}'s new copy", lambda copy=copy: copy.read_text() == conf.read_text(), timeout=30)
+        assert "reconf" in cluster.ok("sinfo", "-h", "-o", "%P").split()
+    finally:
+        conf.write_text(original)
+        cluster.ok("scontrol", "reconfigure")
+
+
 def _configless_noded(cluster: hosts.Hosts, server: str, cache: Path) -> subprocess.CompletedProcess[str]:
     login = cluster["login"]
     return subprocess.run(login.wrap([sys.executable, "-P", "-m", "noded.main", "--conf-server", server,

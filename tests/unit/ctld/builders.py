@@ -46,6 +46,9 @@ class NoNodes:
     def launch_tasks(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchTasksRequest) -> str:
         raise AssertionError("no steps here")
 
+    def reconfigure(self, node: cluster_pb2.NodeInfo) -> None:
+        pass
+
     def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None:
         raise AssertionError("no steps here")
 

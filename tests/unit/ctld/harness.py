@@ -83,6 +83,7 @@ class RecordingNodes:
 
     effects: list[Effect] = field(default_factory=list)
     pings: list[str] = field(default_factory=list)
+    reconfigured: list[str] = field(default_factory=list)  # nodes told to re-read their files
     launch_requests: dict[int, node_pb2.LaunchBatchRequest] = field(default_factory=dict)
     running: dict[str, set[int]] = field(default_factory=dict)  # what each node would say it runs
     unanswered: list[tuple[str, PingAnswer]] = field(default_factory=list)  # pings the harness answers
@@ -113,6 +114,8 @@ class RecordingNodes:
 
     def suspend(self, node: cluster_pb2.NodeInfo, job_id: int, suspend: bool) -> None:
         self.effects.append(Suspend(node.name, job_id, suspend))
+    def reconfigure(self, node: cluster_pb2.NodeInfo) -> None:
+        self.reconfigured.append(node.name)
 
 
 @dataclass
