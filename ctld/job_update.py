@@ -34,6 +34,7 @@ from shoal.v1 import controller_pb2, jobs_pb2
 PENDING = jobs_pb2.PENDING
 COMPLETING = jobs_pb2.COMPLETING
 NOT_PENDING = "Job is no longer pending execution"
+INVALID_USER = "Invalid user id"
 
 
 def update_job(
@@ -50,7 +51,7 @@ def update_job(
             for job in found:
                 try:
                     if job.user_id != caller.uid and not state.is_operator(caller):
-                        raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+                        raise SlurmError(_not_owner_message(req.action), PERMISSION_DENIED)
                     _update_one(state, tx, job, req, caller, now)
                     changed.append(job)
                 except SlurmError as exc:
@@ -60,6 +61,12 @@ def update_job(
         tx.save(*changed)
     state.wake.set()
     return out
+
+
+def _not_owner_message(action: str) -> str:
+    """22.05 refuses another user's job with 'Invalid user id' for hold, uhold, release and update,
+    but with 'Access/permission denied' for requeue and requeuehold (measured on the running one)."""
+    return ACCESS_DENIED if action in ("requeue", "requeuehold") else INVALID_USER
 
 
 def _update_one(
