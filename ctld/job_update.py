@@ -28,7 +28,7 @@ from ctld.transitions import requeue
 from ctld.validate import TASK_COUNT_INVALID
 from shoal.arrayspec import INVALID as INVALID_ARRAY
 from shoal.states import ACTIVE_STATES
-from shoal.timefmt import parse_time_limit
+from shoal.timefmt import UNLIMITED, parse_time_limit
 from shoal.v1 import controller_pb2, jobs_pb2
 
 PENDING = jobs_pb2.PENDING
@@ -149,10 +149,11 @@ def _requeue_action(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo,
         job.final_state = jobs_pb2.REQUEUED
         state.terminate(tx, state.nodes[job.batch_host], job.job_id, state.cfg.kill_wait, "requeue")
     else:
-        requeue(tx, job, now)
+        requeue(state, tx, job, now)
     if hold:
         job.held = True
-        job.state_reason = reasons.HELD_USER
+        job.state_reason = reasons.REQUEUED_HELD
+        job.priority = 0
 
 
 def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: str, operator: bool) -> None:
@@ -163,10 +164,8 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
             minutes = parse_time_limit(value)
         except ValueError as exc:
             raise SlurmError("Invalid time limit specification") from exc
-        current = job.time_limit_min if job.state != PENDING else job.spec.time_limit_min
-        if not operator and (minutes == -2 or (current not in (-1, -2) and minutes > current) or current == -1):
-            if not (current == -2 and minutes != -2) and not (current >= 0 and 0 <= minutes <= current):
-                raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+        if not operator and not _user_may_set_time_limit(state, job, minutes):
+            raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
         job.spec.time_limit_min = minutes
         if job.state == PENDING:
             job.time_limit_min = minutes
@@ -181,7 +180,7 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
         job.spec.comment = value
         return
     if k == "nice":
-        nice = int(value) if value.lstrip("-").isdigit() else 0
+        nice = int(value) if value.isascii() and value.lstrip("-").isdigit() else 0
         if nice < 0 and not operator:
             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
         job.spec.nice = nice
@@ -189,7 +188,7 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
     if k == "sitefactor":
         if not operator:
             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
-        site = int(value) if value.lstrip("-").isdigit() else 0
+        site = int(value) if value.isascii() and value.lstrip("-").isdigit() else 0
         if not job.priority_set and job.priority and state.sched_config.priority.type == MULTIFACTOR:
             # as Slurm, the job's priority moves now (a pending one is recomputed next cycle anyway)
             job.priority = min(max(1, job.priority + site - job.site_factor), 0xFFFFFFFE)
@@ -271,6 +270,17 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
         raise SlurmError(f"Update of this parameter is not supported: {key}")
     req = jobrec.job_request(job, state.nodes, state.cfg)
     jobrec.describe_request(job, req, job.mem_mb // max(1, job.num_nodes), jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0]))
+
+
+def _user_may_set_time_limit(state: ClusterState, job: jobs_pb2.JobInfo, minutes: int) -> bool:
+    """22.05, measured: a user may set a pending job's TimeLimit to anything within its partition's
+    MaxTime (10 -> 20 and -> 1:00:00 allowed, -> 1:00:01 or UNLIMITED refused under MaxTime=1:00:00;
+    any under MaxTime=UNLIMITED), but may only lower a running job's."""
+    if job.state == PENDING:
+        caps = [p.max_time for name in job.partition.split(",") if (p := state.cfg.partition(name)) is not None]
+        return all(cap == UNLIMITED or minutes != UNLIMITED and minutes <= cap for cap in caps)
+    current = job.time_limit_min
+    return minutes != UNLIMITED and (current < 0 or minutes <= current)
 
 
 def _count(text: str, message: str) -> int:
