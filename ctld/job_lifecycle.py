@@ -84,7 +84,10 @@ def complete_batch(state: ClusterState, req: controller_pb2.CompleteBatchRequest
             end_by_node_failure(state, tx, job, now)
         elif req.launch_failed:
             log.warning("job %d failed to launch on %s: %s", job.job_id, req.node, req.message)
-            finish(state, job, jobs_pb2.FAILED, req.exit_code or 1, req.exit_signal, now)
+            # noded's exit_signal: 53 when the output/error file could not be opened (22.05's 0:53)
+            finish(state, job, jobs_pb2.FAILED, req.exit_code or (0 if req.exit_signal else 1), req.exit_signal, now)
+            if req.exit_signal:
+                job.state_reason = reasons.LAUNCH_FAILURE
         elif req.oom:
             finish(state, job, jobs_pb2.OUT_OF_MEMORY, req.exit_code, req.exit_signal, now)
         elif req.exit_code == 0 and req.exit_signal == 0:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctld.controller import Caller
+from shoal.v1 import controller_pb2
 from tests.unit.ctld.harness import Harness, cluster, job
 
 ALICE = Caller(uid=1001, gid=1001, host="login")
@@ -142,3 +143,24 @@ def test_a_user_may_only_lower_a_running_jobs_time_limit(two_partitions: Harness
     assert h.update(job_id, "update", caller=ALICE, TimeLimit="20") == ["Access/permission denied"]
     assert h.update(job_id, "update", caller=ALICE, TimeLimit="5") == []
     assert h.ctl.jobs[job_id].time_limit_min == 5
+
+
+def test_a_batch_job_whose_output_file_cannot_be_opened_ends_failed_0_53(h: Harness) -> None:
+    """22.05: sbatch -o /nonexistent/x.out ends FAILED, Reason=JobLaunchFailure, ExitCode=0:53."""
+    job_id = h.submit(job(), caller=ALICE)
+    h.schedule()
+    h.ctl.complete_batch(controller_pb2.CompleteBatchRequest(
+        node="n1", job_id=job_id, exit_code=0, exit_signal=53, launch_failed=True,
+        message="Could not open stdout file /nonexistent/x.out: No such file or directory", end_time=int(h.clock())))
+    info = h.ctl.jobs[job_id]
+    assert (h.state(job_id), h.reason(job_id), info.exit_code, info.exit_signal) == (
+        "FAILED", "JobLaunchFailure", 0, 53)
+
+
+def test_any_other_launch_failure_still_ends_1_0(h: Harness) -> None:
+    job_id = h.submit(job(), caller=ALICE)
+    h.schedule()
+    h.ctl.complete_batch(controller_pb2.CompleteBatchRequest(
+        node="n1", job_id=job_id, exit_code=1, launch_failed=True, message="execve(): x: Permission denied",
+        end_time=int(h.clock())))
+    assert (h.state(job_id), h.ctl.jobs[job_id].exit_code, h.ctl.jobs[job_id].exit_signal) == ("FAILED", 1, 0)
