@@ -389,6 +389,15 @@ class Interrupts:
         self.io.signal(0)
 
 
+def whole_nodes_unless_counted(req: controller_pb2.CreateStepRequest, opts: JobOptions) -> None:
+    """The step of an allocation srun made itself with --exclusive but no -n: as 22.05, its tasks get
+    all the (whole) nodes' CPUs (`srun -N1 --exclusive`: SLURM_CPUS_ON_NODE=16), where -n makes the
+    step exact as inside an allocation (-n1: 1, -n2: 2; measured on the running one)."""
+    if req.exclusive and not opts.has("ntasks") and not opts.has("exact") and not opts.has("cpus_per_task"):
+        req.exclusive = False  # steps get dedicated CPUs anyway; here it would only mean --exact
+        req.exact = False
+
+
 def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job: jobs_pb2.JobInfo,
              cli_given: set[str], own_allocation: bool = False) -> int:
     stdin_mode = (opts.get("input") or "").strip()
@@ -400,6 +409,8 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     except (ValueError, PortRangeError) as exc:
         raise CommandError(str(exc)) from exc
     req = step_request(opts, environ, command, job.job_id, cli_given)
+    if own_allocation:
+        whole_nodes_unless_counted(req, opts)
     check_excluded(req, job)
     req.launch.own_allocation = own_allocation
     req.launch.io_host = io_host(job)

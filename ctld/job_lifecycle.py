@@ -48,7 +48,7 @@ def launch_failed(state: ClusterState, job_id: int, message: str, node_down: boo
             if node is not None and node_down:
                 node.info.not_responding = True
             log.warning("launch of job %d on %s failed (%s); requeued", job_id, job.batch_host, message)
-            requeue(tx, job, state.now(), ended_as=jobs_pb2.NODE_FAIL if node_down else jobs_pb2.REQUEUED)
+            requeue(state, tx, job, state.now(), ended_as=jobs_pb2.NODE_FAIL if node_down else jobs_pb2.REQUEUED)
         else:
             log.warning("launch of job %d failed: %s", job_id, message)
             finish(state, job, jobs_pb2.FAILED, exit_code=1, exit_signal=0, now=state.now())
@@ -72,11 +72,11 @@ def complete_batch(state: ClusterState, req: controller_pb2.CompleteBatchRequest
         # final_state: what the controller ended it as (cancel, time limit, requeue, preemption)
         if job.final_state == jobs_pb2.REQUEUED:
             ended_as = jobs_pb2.PREEMPTED if job.preempt_time else jobs_pb2.REQUEUED
-            requeue(tx, job, state.now(), ended_as=ended_as, ended_at=now)
+            requeue(state, tx, job, state.now(), ended_as=ended_as, ended_at=now)
         elif job.final_state:
             finish(state, job, job.final_state, req.exit_code, req.exit_signal, now)
         elif req.prolog_failed:  # ctld.job_hooks: requeued held (its node is drained below)
-            requeue(tx, job, state.now(), ended_as=jobs_pb2.REQUEUED, ended_at=now)
+            requeue(state, tx, job, state.now(), ended_as=jobs_pb2.REQUEUED, ended_at=now)
             if "nohold_on_prolog_fail" not in state.cfg.scheduler_parameters:
                 job_hooks.hold_requeued(job)
         elif req.node_fail:
@@ -84,7 +84,10 @@ def complete_batch(state: ClusterState, req: controller_pb2.CompleteBatchRequest
             end_by_node_failure(state, tx, job, now)
         elif req.launch_failed:
             log.warning("job %d failed to launch on %s: %s", job.job_id, req.node, req.message)
-            finish(state, job, jobs_pb2.FAILED, req.exit_code or 1, req.exit_signal, now)
+            # noded's exit_signal: 53 when the output/error file could not be opened (22.05's 0:53)
+            finish(state, job, jobs_pb2.FAILED, req.exit_code or (0 if req.exit_signal else 1), req.exit_signal, now)
+            if req.exit_signal:
+                job.state_reason = reasons.LAUNCH_FAILURE
         elif req.oom:
             finish(state, job, jobs_pb2.OUT_OF_MEMORY, req.exit_code, req.exit_signal, now)
         elif req.exit_code == 0 and req.exit_signal == 0:

@@ -28,12 +28,13 @@ from ctld.transitions import requeue
 from ctld.validate import TASK_COUNT_INVALID
 from shoal.arrayspec import INVALID as INVALID_ARRAY
 from shoal.states import ACTIVE_STATES
-from shoal.timefmt import parse_time_limit
+from shoal.timefmt import UNLIMITED, parse_time_limit
 from shoal.v1 import controller_pb2, jobs_pb2
 
 PENDING = jobs_pb2.PENDING
 COMPLETING = jobs_pb2.COMPLETING
 NOT_PENDING = "Job is no longer pending execution"
+INVALID_USER = "Invalid user id"
 
 
 def update_job(
@@ -51,7 +52,7 @@ def update_job(
             for job in found:
                 try:
                     if job.user_id != caller.uid and not state.is_operator(caller):
-                        raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+                        raise SlurmError(_not_owner_message(req.action), PERMISSION_DENIED)
                     _update_one(state, tx, job, req, caller, now)
                     changed.append(job)
                 except SlurmError as exc:
@@ -61,6 +62,12 @@ def update_job(
         tx.save(*changed)
     state.wake.set()
     return out
+
+
+def _not_owner_message(action: str) -> str:
+    """22.05 refuses another user's job with 'Invalid user id' for hold, uhold, release and update,
+    but with 'Access/permission denied' for requeue and requeuehold (measured on the running one)."""
+    return ACCESS_DENIED if action in ("requeue", "requeuehold") else INVALID_USER
 
 
 def _update_one(
@@ -146,10 +153,11 @@ def _requeue_action(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo,
         job.final_state = jobs_pb2.REQUEUED
         state.terminate(tx, state.nodes[job.batch_host], job.job_id, state.cfg.kill_wait, "requeue")
     else:
-        requeue(tx, job, now)
+        requeue(state, tx, job, now)
     if hold:
         job.held = True
-        job.state_reason = reasons.HELD_USER
+        job.state_reason = reasons.REQUEUED_HELD
+        job.priority = 0
 
 
 def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: str, operator: bool) -> None:
@@ -160,10 +168,8 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
             minutes = parse_time_limit(value)
         except ValueError as exc:
             raise SlurmError("Invalid time limit specification") from exc
-        current = job.time_limit_min if job.state != PENDING else job.spec.time_limit_min
-        if not operator and (minutes == -2 or (current not in (-1, -2) and minutes > current) or current == -1):
-            if not (current == -2 and minutes != -2) and not (current >= 0 and 0 <= minutes <= current):
-                raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
+        if not operator and not _user_may_set_time_limit(state, job, minutes):
+            raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
         job.spec.time_limit_min = minutes
         if job.state == PENDING:
             job.time_limit_min = minutes
@@ -178,7 +184,7 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
         job.spec.comment = value
         return
     if k == "nice":
-        nice = int(value) if value.lstrip("-").isdigit() else 0
+        nice = int(value) if value.isascii() and value.lstrip("-").isdigit() else 0
         if nice < 0 and not operator:
             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
         job.spec.nice = nice
@@ -186,7 +192,7 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
     if k == "sitefactor":
         if not operator:
             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
-        site = int(value) if value.lstrip("-").isdigit() else 0
+        site = int(value) if value.isascii() and value.lstrip("-").isdigit() else 0
         if not job.priority_set and job.priority and state.sched_config.priority.type == MULTIFACTOR:
             # as Slurm, the job's priority moves now (a pending one is recomputed next cycle anyway)
             job.priority = min(max(1, job.priority + site - job.site_factor), 0xFFFFFFFE)
@@ -268,6 +274,17 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
         raise SlurmError(f"Update of this parameter is not supported: {key}")
     req = jobrec.job_request(job, state.nodes, state.cfg)
     jobrec.describe_request(job, req, job.mem_mb // max(1, job.num_nodes), jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0]))
+
+
+def _user_may_set_time_limit(state: ClusterState, job: jobs_pb2.JobInfo, minutes: int) -> bool:
+    """22.05, measured: a user may set a pending job's TimeLimit to anything within its partition's
+    MaxTime (10 -> 20 and -> 1:00:00 allowed, -> 1:00:01 or UNLIMITED refused under MaxTime=1:00:00;
+    any under MaxTime=UNLIMITED), but may only lower a running job's."""
+    if job.state == PENDING:
+        caps = [p.max_time for name in job.partition.split(",") if (p := state.cfg.partition(name)) is not None]
+        return all(cap == UNLIMITED or minutes != UNLIMITED and minutes <= cap for cap in caps)
+    current = job.time_limit_min
+    return minutes != UNLIMITED and (current < 0 or minutes <= current)
 
 
 def _count(text: str, message: str) -> int:

@@ -165,7 +165,7 @@ def _requeue_missing(state: ClusterState, tx: Transaction, req: controller_pb2.R
             if a.node != req.name and other is not None and other.available:
                 state.terminate(tx, other, job_id, 0, "missing")
         if job.requeue:
-            requeue(tx, job, now, jobs_pb2.NODE_FAIL, now, ran=False)
+            requeue(state, tx, job, now, jobs_pb2.NODE_FAIL, now, ran=False)
         else:
             finish(state, job, jobs_pb2.NODE_FAIL, 0, 0, now)
         tx.save(job)

@@ -35,11 +35,11 @@ def submit(
     with state.transaction() as tx:
         job = _new_job(state, spec, caller, now)
         state.accounting.fill_account(job)  # partition access (AllowAccounts) sees the default account
+        _check_dependencies(spec)
         try:
             req = jobrec.job_request(job, state.nodes, state.cfg)
         except ValueError as exc:
             raise SlurmError(str(exc) or "Invalid job specification") from exc
-        _check_dependencies(state, spec)
         state.accrue_usage()
         snap = snapshot.build(state, [req], capacity_only=not test_only)
         refusal = sched_submit.check_submission(req, snap)
@@ -135,16 +135,15 @@ def _new_job(state: ClusterState, spec: jobs_pb2.JobSpec, caller: Caller, now: i
     return job
 
 
-def _check_dependencies(state: ClusterState, spec: jobs_pb2.JobSpec) -> None:
+def _check_dependencies(spec: jobs_pb2.JobSpec) -> None:
+    """Refuse only a dependency that does not parse: as 22.05, an id the controller does not know
+    (never used, or purged) is accepted and counts as a finished job (ctld/sched/dependency.py)."""
     if not spec.dependency:
         return
     try:
-        wanted = jobrec.referenced_job_ids(spec)
+        jobrec.referenced_job_ids(spec)
     except ValueError as exc:
         raise SlurmError(DEPENDENCY_PROBLEM) from exc
-    known = set(state.jobs) | {j.array_job_id for j in state.jobs.values() if j.array_job_id}
-    if any(i not in known for i in wanted):
-        raise SlurmError(DEPENDENCY_PROBLEM)
 
 
 def _mem_per_node_for_display(req: m.JobRequest, part: m.Partition, config: m.Config) -> int:

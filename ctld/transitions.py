@@ -47,21 +47,23 @@ def end_by_node_failure(state: ClusterState, tx: Transaction, job: jobs_pb2.JobI
     again (its lost run recorded NODE_FAIL), any other ends NODE_FAIL, as in Slurm."""
     if job.batch_flag and job.requeue:
         log.warning("job %d requeued after the failure of its node", job.job_id)
-        requeue(tx, job, state.now(), ended_as=jobs_pb2.NODE_FAIL, ended_at=now)
+        requeue(state, tx, job, state.now(), ended_as=jobs_pb2.NODE_FAIL, ended_at=now)
     else:
         finish(state, job, jobs_pb2.NODE_FAIL, 0, 0, now)
 
 
 def requeue(
-    tx: Transaction, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0, ended_at: int = 0, ran: bool = True
+    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0, ended_at: int = 0,
+    ran: bool = True,
 ) -> None:
     """Back to pending (reason BeginTime, Restarts+1) with a new submit time, as Slurm: accounting
     then keeps each run as its own record (`sacct -D`), recorded in this same transaction; `ended_as`
     is the state of the run that just ended at `ended_at` (REQUEUED, PREEMPTED, NODE_FAIL; 0 = it was
     already recorded as finished); `ran=False`: that run never reached its node (no start, no `.batch`
-    in its record). A preempted job waits PREEMPT_REQUEUE_DELAY_S before it may start again (Slurm
-    waits longer), so the job that preempted it, even if it ranks lower, takes the room first."""
-    delay = PREEMPT_REQUEUE_DELAY_S if ended_as == jobs_pb2.PREEMPTED else 1
+    in its record). As 22.05, the job may start again only cred_expire + 1 s later (AuthInfo's,
+    120 s by default: EligibleTime=requeue+121 s on the real one, whatever requeued it); a preempted
+    job waits at least PREEMPT_REQUEUE_DELAY_S, so the job that preempted it takes the room first."""
+    delay = requeue_wait_s(state.cfg.cred_expire, ended_as)
     job_suspend.settle(job, ended_at or now)
     if ended_as:
         end_job_steps(job, jobs_pb2.CANCELLED, ended_at or now)
@@ -81,12 +83,19 @@ def requeue(
     job.state = jobs_pb2.PENDING
     job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
     job.restarts += 1
-    job.state_reason = reasons.BEGIN_TIME
-    job.eligible_time = now
+    if not job.held:  # requeuehold's reason (held before its run ended) stays
+        job.state_reason = reasons.BEGIN_TIME
+    job.eligible_time = now + delay
     job.warn_signal_sent = False
     job.suspend_time = job.suspended_secs = job.pre_suspend_secs = 0  # the next run's own
     job.spec.begin_time = now + delay
     jobrec.clear_allocation(job)
+
+
+def requeue_wait_s(cred_expire: int, ended_as: int) -> int:
+    """Seconds a requeued job waits before it is eligible again (see requeue)."""
+    wait = cred_expire + 1
+    return max(wait, PREEMPT_REQUEUE_DELAY_S) if ended_as == jobs_pb2.PREEMPTED else wait
 
 
 def terminate_elsewhere(

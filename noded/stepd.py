@@ -25,6 +25,10 @@ from noded.workdir import enter_workdir
 _IGNORED = (signal.SIGHUP, signal.SIGINT, signal.SIGPIPE, signal.SIGUSR1, signal.SIGUSR2)
 
 
+STREAM_OPEN_FAILED = "Could not open "  # how the child's message starts when -o/-e/-i cannot be opened
+IO_SETUP_FAILED = 53  # 22.05 records such a batch job FAILED with ExitCode=0:53 (measured: -o /nonexistent/x)
+
+
 class LaunchError(Exception):
     """The job could not be started; the message is recorded in status.json."""
 
@@ -128,7 +132,9 @@ class Supervisor:
         # The cgroup's figures (the whole job, daemons it left included) win; rusage where it has none.
         status["usage"] = {k: cgroup_usage.get(k) or v for k, v in rusage_usage(rusage).items()}
         if error:
-            status.update(exit_code=1, launch_failed=True, message=error)
+            io_failed = error.startswith(STREAM_OPEN_FAILED)
+            status.update(exit_code=0 if io_failed else 1, exit_signal=IO_SETUP_FAILED if io_failed else 0,
+                          launch_failed=True, message=error)
         elif os.WIFSIGNALED(wait_status):
             status["exit_signal"] = os.WTERMSIG(wait_status)
         else:
@@ -188,7 +194,7 @@ def _open_stream(path: str, flags: int, what: str) -> int:
     try:
         return os.open(path, flags, 0o644)
     except OSError as exc:
-        raise LaunchError(f"Could not open {what} file {path}: {exc.strerror}") from exc
+        raise LaunchError(f"{STREAM_OPEN_FAILED}{what} file {path}: {exc.strerror}") from exc
 
 
 def make_cgroup(spec: LaunchSpec) -> StepCgroup | None:

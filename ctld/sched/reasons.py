@@ -17,6 +17,8 @@ ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # --array=...%N: N tasks already run
 # the job itself or its user
 HELD_ADMIN = "JobHeldAdmin"
 HELD_USER = "JobHeldUser"
+LAUNCH_FAILURE = "JobLaunchFailure"  # the batch script could not be started (its -o file, say)
+REQUEUED_HELD = "job requeued in held state"  # scontrol requeuehold (22.05: until released)
 BEGIN_TIME = "BeginTime"  # --begin in the future, or a requeued job's wait
 DEPENDENCY = "Dependency"
 DEPENDENCY_NEVER = "DependencyNeverSatisfied"

@@ -175,6 +175,8 @@ class SlurmConfig:
     task_plugin: str = "task/none"
     proctrack_type: str = "proctrack/cgroup"
     auth_type: str = "auth/munge"
+    cred_expire: int = 120
+    """AuthInfo's cred_expire (seconds): a requeued job becomes eligible cred_expire + 1 s later."""
     accounting_storage_type: str = "accounting_storage/none"
     accounting_storage_host: str = ""
     accounting_storage_port: int = 6819
@@ -637,6 +639,7 @@ class _Builder:
             auth_key_file=top.text("AuthKeyFile", os.path.join(conf_dir, "shoal.key")),
             auth_alt_types=top.words("AuthAltTypes"),
             auth_alt_parameters=top.words("AuthAltParameters"),
+            cred_expire=_cred_expire(top),
             metrics_type=top.text("MetricsType", ""),
             metrics_auth_users=top.words("MetricsAuthUsers"),
             metrics_parameters=top.words("MetricsParameters"),
@@ -753,6 +756,17 @@ def _calc_period(values: Values) -> int:
     if minutes < 1 and minutes != timefmt.UNLIMITED:
         raise values.invalid("PriorityCalcPeriod", "a time of at least 1 minute, such as 5 or 0:10:00")
     return minutes
+
+
+def _cred_expire(values: Values) -> int:
+    """AuthInfo's cred_expire=N (the other AuthInfo words are the auth plugin's own); 120 unset."""
+    for word in values.words("AuthInfo"):
+        key, _, value = word.partition("=")
+        if key.strip().lower() == "cred_expire":
+            if not value.strip().isdigit():
+                raise values.invalid("AuthInfo", "cred_expire=SECONDS")
+            return int(value)
+    return 120
 
 
 def _seconds(values: Values, key: str) -> int:

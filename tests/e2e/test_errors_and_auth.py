@@ -27,7 +27,7 @@ pytestmark = pytest.mark.e2e
         (("--mem", "900G", "--wrap", "true"), "Requested node configuration is not available"),
         (("--gres", "gpu:1", "--wrap", "true"), "Invalid generic resource (gres) specification"),
         (("-t", "bogus", "--wrap", "true"), "Invalid --time specification"),
-        (("-d", "afterok:999999", "--wrap", "true"), "Job dependency problem"),
+        (("-d", "afterok:abc", "--wrap", "true"), "Job dependency problem"),  # an unknown id is accepted (22.05)
         (("-w", "node99", "--wrap", "true"), "Invalid node name specified"),
         (("--bogus-option",), "unrecognized option"),
         (("/nonexistent/script.sh",), "Unable to open file /nonexistent/script.sh"),

@@ -212,11 +212,17 @@ def test_unknown_keys_warn_with_file_and_line(tmp_path: Path) -> None:
         ("PriorityCalcPeriod=0\n", "slurm.conf:3: invalid value for PriorityCalcPeriod: '0' (expected a time"),
         ("PriorityCalcPeriod=-5\n", "slurm.conf:3: invalid value for PriorityCalcPeriod: '-5'"),
         ("PartitionName=p PreemptMode=GANG\n", "slurm.conf:3: PreemptMode=GANG is not supported by shoal"),
+        ("AuthInfo=cred_expire=soon\n", "slurm.conf:3: invalid value for AuthInfo: 'cred_expire=soon'"),
     ],
     ids=lambda v: v.split("\n")[0][:40],
 )
 def test_bad_values_fail_with_file_line_and_key(tmp_path: Path, text: str, message: str) -> None:
     assert message in error(tmp_path, HEAD + text)
+
+
+def test_auth_info_cred_expire_sets_a_requeued_jobs_wait(tmp_path: Path) -> None:
+    assert load(tmp_path, HEAD).cred_expire == 120  # 22.05's default
+    assert load(tmp_path, HEAD + "AuthInfo=socket=/run/munge/munge.socket.2,cred_expire=30\n").cred_expire == 30
 
 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ def test_a_failed_prolog_drains_the_node_and_requeues_the_job_held(h: Harness) -
         "PENDING", "launch failed requeued held", 0, 1)
     node = _node(h, "n1").nodes[0]
     assert (node.state, node.reason) == ("IDLE+DRAIN", "Prolog error")
-    h.advance(60)
+    h.advance(121)  # past any requeue's wait (cred_expire + 1 s)
     assert h.schedule() == 0  # held: it does not start on n2 either
     assert h.update(job_id, "release") == []
     assert h.schedule() == 1 and h.ctl.jobs[job_id].batch_host == "n2"  # never on the drained node

@@ -91,13 +91,13 @@ def test_a_requeued_run_is_recorded_in_the_requeue_s_own_transaction(tmp_path: P
     h.schedule()
     assert all(state.jobs[j].state == jobs_pb2.RUNNING for j in (failed, other, requeued))
     with pytest.raises(Boom), state.transaction() as tx:  # a requeue whose transaction fails ...
-        requeue(tx, state.jobs[failed], state.now(), ended_as=jobs_pb2.NODE_FAIL)
+        requeue(state, tx, state.jobs[failed], state.now(), ended_as=jobs_pb2.NODE_FAIL)
         raise Boom
     with state.transaction() as tx:  # ... leaves nothing behind for the next, unrelated save
         tx.save(state.jobs[other])
     assert (failed, "NODE_FAIL") not in _queued_runs(state)
     with state.transaction() as tx:
-        requeue(tx, state.jobs[requeued], state.now(), ended_as=jobs_pb2.NODE_FAIL)
+        requeue(state, tx, state.jobs[requeued], state.now(), ended_as=jobs_pb2.NODE_FAIL)
         tx.save(state.jobs[requeued])
     assert _queued_runs(state)[-2:] == [(requeued, "NODE_FAIL"), (requeued, "PENDING")]
 

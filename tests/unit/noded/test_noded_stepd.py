@@ -117,10 +117,11 @@ def test_separate_error_file_and_append_mode(open_dirs: tuple[Path, Path]) -> No
 
 
 def test_unopenable_output_fails_the_job(open_dirs: tuple[Path, Path]) -> None:
+    """As 22.05 records it: ExitCode=0:53 (sacct), whereas other launch failures end 1:0."""
     spool_root, work = open_dirs
     job_dir = submit(spool_root, work, "#!/bin/bash\necho hi\n", std_out="/nonexistent/dir/out")
     status = wait_status(job_dir)
-    assert (status["exit_code"], status["launch_failed"]) == (1, True)
+    assert (status["exit_code"], status["exit_signal"], status["launch_failed"]) == (0, 53, True)
     assert status["message"] == "Could not open stdout file /nonexistent/dir/out: No such file or directory"
 
 

@@ -128,6 +128,8 @@ def _run_step(cap: Capture, step: StepCapture, capsys: pytest.CaptureFixture[str
     if cap.kind == "srun":
         srun_cli.own_allocation_shape(opts)
     req = srun_cli.step_request(opts, environ, command, job.job_id, cli_given)
+    if cap.kind == "srun":  # as run_step does
+        srun_cli.whole_nodes_unless_counted(req, opts)
     req.launch.own_allocation = cap.kind == "srun"
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("srun: Warning")]
     try:
@@ -213,3 +215,22 @@ _SHOWN = re.compile(
     r"STEP_LAUNCHER_PORT|SUBMIT_DIR|SUBMIT_HOST|CLUSTER_NAME|CONF|WORKING_CLUSTER|JOB_UID|JOB_GID|JOB_USER|"
     r"JOB_ACCOUNT|JOB_QOS|UMASK|PRIO_PROCESS|LAUNCH_NODE_IPADDR|SRUN_COMM_HOST|TOPOLOGY_ADDR|"
     r"TOPOLOGY_ADDR_PATTERN|JOB_NAME|LABELIO|JOB_PARTITION|STEP_ID|STEPID)$).*)$")  # what show.sh keeps
+
+
+@pytest.mark.parametrize(("args", "cpus", "tasks"), [
+    (["-N1", "--exclusive"], 16, 1),  # the real one: SLURM_CPUS_ON_NODE=16, one task
+    (["--exclusive"], 16, 1),
+    (["-N1", "--exclusive", "-n1"], 1, 1),
+    (["-N1", "--exclusive", "-n2"], 2, 2),
+])
+def test_srun_exclusive_in_its_own_allocation_takes_the_whole_node_unless_n_is_given(
+        args: list[str], cpus: int, tasks: int) -> None:
+    """22.05, measured: `srun -N1 --exclusive` (a new, whole-node allocation) runs its task on all 16
+    CPUs; with -n the step is exact, as it is inside an allocation."""
+    job = jobs_pb2.JobInfo(job_id=7)
+    environ: dict[str, str] = {}
+    opts, command = parse_options("srun", [*args, "./show.sh"], srun_cli.SRUN_OPTIONS, environ, srun_cli.SRUN_ENV)
+    req = srun_cli.step_request(opts, environ, command, job.job_id, {d for d, s in opts.source.items() if s == "cli"})
+    srun_cli.whole_nodes_unless_counted(req, opts)
+    found = layout_step([AllocNode("node1", 16)], {}, ctld_steps.layout_request(req, job))
+    assert (found.cpus, found.num_tasks) == ((cpus,), tasks)
