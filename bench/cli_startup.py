@@ -145,8 +145,8 @@ def importtime(env: dict[str, str], top: int) -> None:
     for line in out.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, cum_us, name = line.removeprefix("import time:").split("|")
-        rows.append((int(self_us), int(cum_us), name.rstrip(), name.strip()))
+        self_text, cum_text, name = line.removeprefix("import time:").split("|")
+        rows.append((int(self_text), int(cum_text), name.rstrip(), name.strip()))
     total_self = sum(r[0] for r in rows)
     print(
         f"\n## python -X importtime -m cli.squeue -h: {len(rows)} modules, {total_self / 1000:.1f} ms self in all"

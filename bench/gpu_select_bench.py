@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ctld.sched.cycle import run_cycle  # noqa: E402
-from ctld.sched.model import GpuRequest, JobRequest, Node, NodeUsage, Partition, Snapshot  # noqa: E402
+from ctld.sched.model import GpuRequest, JobRequest, Node, NodeUsage, Partition, Snapshot, Start  # noqa: E402
 from ctld.sched.placement import Overlay, place  # noqa: E402
 from tests.unit.gpu.fixtures import described_node  # noqa: E402
 
@@ -118,7 +118,7 @@ def stream(count: int, length: int, seed: int) -> None:
                 )
                 start = place(gpu_job(tick, gpus), part, snapshot(current, ()), Overlay())
                 chosen = None
-                if not isinstance(start, str):
+                if isinstance(start, Start):
                     alloc = start.allocation[0]
                     chosen = next(i for i, n in enumerate(nodes) if n.name == alloc.node), list(alloc.gpu_indices)
             if chosen is None:

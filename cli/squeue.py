@@ -121,10 +121,6 @@ def _null(text: str) -> str:
     return text if text else "(null)"
 
 
-def _is_array(job: jobs_pb2.JobInfo) -> bool:
-    return job.array_job_id != 0 and (job.array_task_id >= 0 or bool(job.array_task_str))
-
-
 def job_id_str(row: Row) -> str:
     """%i: "12", "30_2", or "30_[1-3]" for pending tasks shown together."""
     job = row.job

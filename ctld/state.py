@@ -243,10 +243,6 @@ class ClusterState:
         """Drop every cached JobRequest (a reconfigure changed what they are built from)."""
         self._requests.clear()
 
-    def forget_request(self, job_id: int) -> None:
-        """Drop the cached JobRequest of a job that changed (every saved job is dropped at save time)."""
-        self._requests.pop(job_id, None)
-
     def terminate(self, tx: Transaction, node: NodeRuntime, job_id: int, kill_wait: int, reason: str) -> None:
         """TerminateJob on `node`, after the change commits."""
         tx.after(partial(self.actions.terminate, node.info, job_id, kill_wait, reason))

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import Insert
 
-from dbd.models import Cluster, Job, NodeEvent, Received, Step, Usage
+from dbd.models import Base, Cluster, Job, NodeEvent, Received, Step, Usage
 from shoal.v1 import accounting_pb2 as pb
 
 FINISHED = frozenset(
@@ -37,9 +37,20 @@ STEP_FIELDS = (
     "name", "nodelist", "num_tasks", "num_cpus", "num_nodes", "start_time", "end_time", "state", "exit_code",
     "exit_signal", "cpu_time_s", "max_rss_kb", "tres_alloc", "gpu_util_avg", "gpu_util_max", "gpu_mem_max_mb",
 )
+
+
+def _table(model: type[Base]) -> Table:
+    """A model's Core Table (SQLAlchemy types `__table__` as the wider FromClause)."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
+
+
 # Core columns, not ORM attributes, in the per-batch SELECTs: the ORM's statement handling was a third
 # of a small batch's CPU, and these only read plain values.
-JOBS: Table = Job.__table__  # type: ignore[assignment]
+JOBS = _table(Job)
+USAGE = _table(Usage)
+STEPS = _table(Step)
 ROWS_PER_STATEMENT = 500  # rows per executemany / per IN list
 UsageKey = tuple[str, str, int]  # (account, user, hour)
 
@@ -128,7 +139,6 @@ def _compiled_upsert(dialect: Dialect, table: Table, keys: tuple[str, ...], upda
 def _apply_jobs(session: Session, cluster: str, records: Iterable[pb.JobRecord]) -> None:
     """Upsert the last record of each job and add usage for every transition into a finished state."""
     records = list(records)
-    table = Job.__table__
     keys = {(r.job_id, r.submit_time) for r in records}
     states: dict[tuple[int, int], str] = {}
     for chunk in _chunks(sorted(keys), ROWS_PER_STATEMENT):
@@ -148,11 +158,11 @@ def _apply_jobs(session: Session, cluster: str, records: Iterable[pb.JobRecord])
         states[key] = rec.state
         last[key] = rec
     rows = [dict({f: getattr(r, f) for f in JOB_FIELDS}, cluster=cluster, job_id=r.job_id) for r in last.values()]
-    _upsert(session, table, rows, ("cluster", "job_id", "submit_time"), JOB_FIELDS)  # type: ignore[arg-type]
+    _upsert(session, JOBS, rows, ("cluster", "job_id", "submit_time"), JOB_FIELDS)
     if usage:
         usage_rows = [dict(cluster=cluster, account=a, user=u, hour=h, cpu_seconds=c, gpu_seconds=g)
                       for (a, u, h), (c, g) in usage.items()]
-        _upsert(session, Usage.__table__, usage_rows, ("cluster", "account", "user", "hour"), (),  # type: ignore[arg-type]
+        _upsert(session, USAGE, usage_rows, ("cluster", "account", "user", "hour"), (),
                 add=("cpu_seconds", "gpu_seconds"))
 
 
@@ -202,7 +212,7 @@ def _apply_steps(session: Session, cluster: str, records: Sequence[pb.StepRecord
             last[(max(candidates)[1], rec.step_id)] = rec
     rows = [dict({f: getattr(r, f) for f in STEP_FIELDS}, job_row=job_row, step_id=step_id)
             for (job_row, step_id), r in last.items()]
-    _upsert(session, Step.__table__, rows, ("job_row", "step_id"), STEP_FIELDS)  # type: ignore[arg-type]
+    _upsert(session, STEPS, rows, ("job_row", "step_id"), STEP_FIELDS)
 
 
 def _apply_event(session: Session, cluster: str, rec: pb.NodeEventRecord) -> None:

@@ -1,12 +1,18 @@
-"""The Accounting gRPC servicer: thin, converts messages and calls dbd's plain functions."""
+"""The Accounting gRPC servicer: thin, converts messages and calls dbd's plain functions.
+
+Every method is wrapped by `_admin_errors`: a refused sacctmgr request becomes INVALID_ARGUMENT with
+the words sacctmgr prints, the one mapping for all of them.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pwd
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -27,12 +33,30 @@ PUSH_TIMEOUT_S = 5.0  # a down ctld refuses at once; only a hung one holds sacct
 NOT_ADMIN = "Your user doesn't have privilege to perform this action"
 STORAGE_DOWN = "Unable to connect to the accounting storage"
 
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Method = Callable[["AccountingService", Req, grpc.ServicerContext], Resp]
+
 
 def _user_name(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
+
+
+def _admin_errors(method: Method[Req, Resp]) -> Method[Req, Resp]:
+    """Answer an AdminError as INVALID_ARGUMENT, its text as the details."""
+
+    @functools.wraps(method)
+    def wrapper(self: AccountingService, request: Req, context: grpc.ServicerContext) -> Resp:
+        try:
+            return method(self, request, context)
+        except admin.AdminError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise  # abort raises; this line is for the type checker
+
+    return wrapper
 
 
 class AccountingService(accounting_pb2_grpc.AccountingServicer):
@@ -70,6 +94,7 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
     def _privileged(self, uid: int) -> bool:
         return uid in (0, self._slurm_uid, os.getuid())
 
+    @_admin_errors
     def SendRecords(self, request: pb.SendRecordsRequest, context: grpc.ServicerContext) -> pb.SendRecordsResponse:
         if not self._privileged(current_caller().uid):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, NOT_ADMIN)
@@ -81,16 +106,19 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, STORAGE_DOWN)
         return pb.SendRecordsResponse(applied_through=through, applied=applied)
 
+    @_admin_errors
     def GetLimits(self, request: pb.GetLimitsRequest, context: grpc.ServicerContext) -> pb.GetLimitsResponse:
         if request.control_addr and request.cluster and self._privileged(current_caller().uid):
             self._ctlds[request.cluster] = request.control_addr
         with self._sessions() as session:
             return admin.limits(session, request.cluster, request.known_version)
 
+    @_admin_errors
     def GetJobs(self, request: pb.AcctJobsRequest, context: grpc.ServicerContext) -> pb.AcctJobsResponse:
         with self._sessions() as session:
             return queries.find_jobs(session, request.query)
 
+    @_admin_errors
     def Modify(self, request: pb.ModifyRequest, context: grpc.ServicerContext) -> pb.ModifyResponse:
         uid = current_caller().uid
         try:
@@ -107,26 +135,24 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
                     session.commit()
                 else:
                     session.rollback()
-        except admin.AdminError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except IntegrityError:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, "Nothing new added (it already exists).")
         if request.commit and changes:
             self._push_limits()
         return pb.ModifyResponse(changes=changes)
 
+    @_admin_errors
     def Show(self, request: pb.ShowRequest, context: grpc.ServicerContext) -> pb.ShowResponse:
-        try:
-            with self._sessions() as session:
-                rows = admin.show(session, request)
-        except admin.AdminError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        with self._sessions() as session:
+            rows = admin.show(session, request)
         return pb.ShowResponse(rows=[pb.AcctRow(fields=r) for r in rows])
 
+    @_admin_errors
     def GetUsage(self, request: pb.GetUsageRequest, context: grpc.ServicerContext) -> pb.GetUsageResponse:
         with self._sessions() as session:
             return queries.decayed_usage(session, request)
 
+    @_admin_errors
     def Report(self, request: pb.ReportRequest, context: grpc.ServicerContext) -> pb.ReportResponse:
         with self._sessions() as session:
             return queries.report(session, request)

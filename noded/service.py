@@ -1,14 +1,17 @@
 """The NodeAgent gRPC service: thin wrappers from messages to the launcher and the job table.
 
-One servicer serves every node of the process; each request names its node.
+One servicer serves every node of the process; each request names its node. Both launches are
+wrapped by `_launch_errors`, the one mapping of a refused or failed launch to a gRPC status.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import grpc
 
@@ -27,6 +30,33 @@ log = logging.getLogger("shoal.noded")
 PERMISSION_DENIED = "Access/permission denied"
 # TerminateJob reasons for a run ctld knows to have ended or not to be here: no cancel marker
 UNMARKED_REASONS = ("ended", "orphan")
+
+Launch = TypeVar("Launch", node_pb2.LaunchBatchRequest, node_pb2.LaunchTasksRequest)
+Resp = TypeVar("Resp")
+LaunchMethod = Callable[["NodeAgentService", Launch, grpc.ServicerContext], Resp]
+
+
+def _launch_errors(method: LaunchMethod[Launch, Resp]) -> LaunchMethod[Launch, Resp]:
+    """Answer LaunchRefused as FAILED_PRECONDITION and LaunchFailed as INTERNAL (logged: the node's
+    fault, not the job's), the exception's text as the details."""
+
+    @functools.wraps(method)
+    def wrapper(self: NodeAgentService, request: Launch, context: grpc.ServicerContext) -> Resp:
+        try:
+            return method(self, request, context)
+        except LaunchRefused as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            raise  # abort raises; this line is for the type checker
+        except LaunchFailed as exc:
+            if isinstance(request, node_pb2.LaunchTasksRequest):
+                what = f"step {request.job.job_id}.{request.step.step_id}"
+            else:
+                what = f"job {request.job.job_id}"
+            log.error("%s: %s: %s", request.node, what, exc)
+            context.abort(grpc.StatusCode.INTERNAL, str(exc))
+            raise
+
+    return wrapper
 
 
 class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
@@ -81,6 +111,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         ):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, INVALID_JOB)
 
+    @_launch_errors
     def LaunchBatch(
         self, request: node_pb2.LaunchBatchRequest, context: grpc.ServicerContext
     ) -> node_pb2.LaunchBatchResponse:
@@ -90,14 +121,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         if self.local_conf:
             request.slurm_conf = self.local_conf
         kill_wait = request.kill_wait or self._kill_wait
-        try:
-            launch_batch(request, node.conf, node.spool, kill_wait, isolation=node.isolation,
-                         identity=node.identity, hooks=node.hooks)
-        except LaunchRefused as exc:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-        except LaunchFailed as exc:
-            log.error("%s: job %d: %s", node.name, request.job.job_id, exc)
-            context.abort(grpc.StatusCode.INTERNAL, str(exc))
+        launch_batch(request, node.conf, node.spool, kill_wait, isolation=node.isolation,
+                     identity=node.identity, hooks=node.hooks)
         log.info("%s: launched batch job %d", node.name, request.job.job_id)
         return node_pb2.LaunchBatchResponse()
 
@@ -147,6 +172,7 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
                  "suspended" if request.suspend else "resumed", method)
         return node_pb2.NodeSuspendJobResponse(method=method)
 
+    @_launch_errors
     def LaunchTasks(
         self, request: node_pb2.LaunchTasksRequest, context: grpc.ServicerContext
     ) -> node_pb2.LaunchTasksResponse:
@@ -162,14 +188,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
             log.error("%s: job %d: %s", node.name, request.job.job_id, prolog.message)
             self.drain(node.name, "Prolog error")
             context.abort(grpc.StatusCode.INTERNAL, f"Job prolog failed ({prolog.message})")
-        try:
-            tasks.launch_tasks(request, node.name, node.spool, kill_wait, node.isolation, node.gpu_cpus,
-                               identity=node.identity, hooks=node.hooks)
-        except LaunchRefused as exc:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-        except LaunchFailed as exc:
-            log.error("%s: step %d.%d: %s", node.name, request.job.job_id, request.step.step_id, exc)
-            context.abort(grpc.StatusCode.INTERNAL, str(exc))
+        tasks.launch_tasks(request, node.name, node.spool, kill_wait, node.isolation, node.gpu_cpus,
+                           identity=node.identity, hooks=node.hooks)
         return node_pb2.LaunchTasksResponse()
 
     def SignalStep(

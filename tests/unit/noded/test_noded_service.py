@@ -271,3 +271,23 @@ def test_signal_job_spares_the_batch_shell_unless_asked(agent: tuple[Stub, bytes
     assert send(1, batch_only=True) == ["shell USR1"]
     assert send(3, full=True) == ["child USR1", "shell USR1", "shell USR1"]
     call(stub, "TerminateJob", node_pb2.TerminateJobRequest(node="n1", job_id=30, kill_wait=1), node_pb2.TerminateJobResponse)
+
+
+def test_a_refused_or_failed_launch_answers_its_status(agent: tuple[Stub, bytes, HostedNode, Path]) -> None:
+    """A launch this node refuses (an unknown user) is FAILED_PRECONDITION; one it fails at (its spool
+    unwritable) is INTERNAL; both with noded's words, which ctld shows as the job's reason."""
+    stub, key, node, work = agent
+    unknown_uid = 4_242_424
+    req = launch_request(key, work, "#!/bin/bash\ntrue\n", cred={"uid": unknown_uid})
+    req.job.user_id = unknown_uid
+    with pytest.raises(grpc.RpcError) as err:
+        call(stub, "LaunchBatch", req, node_pb2.LaunchBatchResponse)
+    assert (err.value.code(), err.value.details()) == (
+        grpc.StatusCode.FAILED_PRECONDITION, f"User id {unknown_uid} not found on node n1"
+    )
+    spool.job_dir(node.spool, 30).parent.mkdir(parents=True, exist_ok=True)
+    spool.job_dir(node.spool, 30).write_text("not a directory")
+    with pytest.raises(grpc.RpcError) as err:
+        call(stub, "LaunchBatch", launch_request(key, work, "#!/bin/bash\ntrue\n"), node_pb2.LaunchBatchResponse)
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    assert err.value.details().startswith(f"cannot create {spool.job_dir(node.spool, 30)}")
