@@ -136,8 +136,8 @@ def signal_jobs(
             step = text.partition(".")[2]
             for job in found:
                 code, message = _signal_one(state, tx, job, req, caller, now, step)
-                if code:
-                    out.results.add(job_id=job_id_str(job), code=code, message=message)
+                if code:  # named as asked: scancel words a step's refusal "job step id J.S"
+                    out.results.add(job_id=job_id_str(job) + (f".{step}" if step else ""), code=code, message=message)
                 else:
                     tx.save(job)
     state.wake.set()
@@ -156,6 +156,8 @@ def _signal_one(
     if job.user_id != caller.uid and not state.is_operator(caller):
         return PERMISSION_DENIED, ACCESS_DENIED
     if job.state in FINISHED_STATES or job.state == COMPLETING:
+        if step:  # 22.05: a step of an ended job is an unknown one (scancel exits 1, not silent)
+            return NOT_FOUND, INVALID_JOB_ID
         return FAILED_PRECONDITION, ALREADY_DONE
     sig = req.signal
     if step.isdigit() and job.state != PENDING:
