@@ -23,6 +23,8 @@ NO_LIMIT = -1  # JobSpec.time_limit_min not given
 UNLIMITED = -2
 _GPU_COUNT = re.compile(r"^(?:(?P<type>[A-Za-z0-9_.\-]+):)?(?P<count>\d+)$")
 
+UINT64_MAX = 2**64 - 1  # JobInfo.mem_mb's range
+
 
 def parse_gpu_count(text: str) -> tuple[str, int]:
     """'--gpus h100:4' -> ('h100', 4); '4' -> ('', 4). Raises SlurmError with Slurm's gres message."""
@@ -202,7 +204,7 @@ def describe_request(job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: in
     job.num_cpus = cpus
     job.num_tasks = req.num_tasks
     job.num_gpus = gpus
-    job.mem_mb = mem_per_node_mb * nodes
+    job.mem_mb = min(mem_per_node_mb * nodes, UINT64_MAX)  # absurd -N x --mem: refused later, shown capped
     job.min_cpus_node = req.cpus_per_task * (req.ntasks_per_node or 1)
     job.min_memory_cpu_mb = req.mem_per_cpu_mb
     job.min_memory_node_mb = max(0, req.mem_per_node_mb)  # --mem=0 (the whole node) shows 0, as Slurm

@@ -132,6 +132,15 @@ def test_any_submit_job_gets_an_answer_or_slurms_refusal(shared_controller: Cont
         event(exc.message.splitlines()[-1])
 
 
+
+def test_most_nodes_times_a_terabyte_is_a_pending_job_not_an_overflow(shared_controller: Controller) -> None:
+    """-N 2147483647 --mem=1T (found by the fuzz above): the memory shown for the request overflowed
+    JobInfo.mem_mb (a ValueError). 22.05 accepts the job and leaves it PENDING (PartitionConfig)."""
+    job_id = shared_controller.submit(_spec(min_nodes=2147483647, mem_per_node_mb=1 << 40), NOBODY,
+                                      test_only=False).job_id
+    assert shared_controller.jobs[job_id].state == jobs_pb2.PENDING
+
+
 _UPDATE_KEYS = st.sampled_from(["TimeLimit", "Nice", "Priority", "Partition", "Name", "NumNodes", "NumCPUs",
                                 "NumTasks", "MinMemoryNode", "StartTime", "Dependency", "Comment", "QOS",
                                 "Account", "SiteFactor", "ExcNodeList", "ReqNodeList", "TimeMin", "ArrayTaskThrottle"])
