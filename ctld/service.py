@@ -1,13 +1,16 @@
 """The Controller gRPC service: convert the message, check who calls, call the controller, map errors.
 
 Every method is wrapped by `_slurm_errors`: a SlurmError becomes the gRPC status of its code with
-Slurm's words as details, the one mapping for all of them.
+Slurm's words as details, the one mapping for all of them. A ctld standing by (no controller: it does
+not hold the leadership lease, docs/ha.md) answers Ping and UNAVAILABLE "not the primary" to the rest,
+which clients take as "try the next SlurmctldHost"; so does a deposed one (FencedError).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -16,7 +19,10 @@ import grpc
 from ctld import configless, tokens
 from ctld.controller import Caller, Controller
 from ctld.diag import Diag, instrument
-from ctld.errors import FAILED_PRECONDITION, PERMISSION_DENIED, SlurmError
+from ctld.errors import FAILED_PRECONDITION, PERMISSION_DENIED, UNAVAILABLE, SlurmError
+from ctld.store import FencedError
+from shoal.conf import SlurmConfig
+from shoal.rpc import NOT_PRIMARY
 from shoal.rpc.server import current_caller
 from shoal.v1 import accounting_pb2, controller_pb2_grpc
 from shoal.v1 import controller_pb2 as pb
@@ -38,8 +44,13 @@ def _slurm_errors(method: Method[Req, Resp]) -> Method[Req, Resp]:
 
     @functools.wraps(method)
     def wrapper(self: ControllerService, request: Req, context: grpc.ServicerContext) -> Resp:
+        if self._ctl is None and method.__name__ != "Ping":
+            context.abort(grpc.StatusCode.UNAVAILABLE, NOT_PRIMARY)
         try:
             return method(self, request, context)
+        except FencedError:
+            context.abort(grpc.StatusCode.UNAVAILABLE, NOT_PRIMARY)  # deposed: the new primary decides
+            raise
         except SlurmError as exc:
             context.abort(_CODES.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT), exc.message)
             raise  # abort raises; this line is for the type checker
@@ -49,9 +60,22 @@ def _slurm_errors(method: Method[Req, Resp]) -> Method[Req, Resp]:
 
 @instrument  # sdiag's RPC statistics (ctld/diag.py)
 class ControllerService(controller_pb2_grpc.ControllerServicer):
-    def __init__(self, controller: Controller) -> None:
-        self.ctl = controller
-        self.diag = Diag(controller.clock)
+    def __init__(self, controller: Controller | None, cfg: SlurmConfig | None = None, host: str = "") -> None:
+        self._ctl = controller
+        self.cfg = cfg if cfg is not None else controller.cfg if controller is not None else None
+        self.host = host or (self.cfg.control_machine if self.cfg is not None else "")
+        self.diag = Diag(controller.clock if controller is not None else time.time)
+
+    @property
+    def ctl(self) -> Controller:
+        ctl = self._ctl
+        if ctl is None:  # a standby's methods never get here (`_slurm_errors`), but a step-down may race
+            raise SlurmError(NOT_PRIMARY, UNAVAILABLE)
+        return ctl
+
+    def serve(self, controller: Controller | None) -> None:
+        """Take over (a controller) or stand by (None)."""
+        self._ctl = controller
 
     def _node_only(self, context: grpc.ServicerContext) -> None:
         if not self.ctl.is_operator(_caller()):
@@ -94,7 +118,8 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     @_slurm_errors
     def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.PingResponse:
-        return pb.PingResponse(hostname=self.ctl.cfg.control_machine, role="primary", now=int(self.ctl.clock()))
+        return pb.PingResponse(hostname=self.host, role="primary" if self._ctl is not None else "backup",
+                               now=int(time.time()))
 
     @_slurm_errors
     def RegisterNode(

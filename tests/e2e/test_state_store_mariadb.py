@@ -137,7 +137,7 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
 
-def test_a_sigstopped_ctld_is_replaced_and_steps_down_on_its_own_when_continued(tmp_path: Path) -> None:
+def test_a_sigstopped_ctld_is_replaced_and_steps_down_to_standby_when_continued(tmp_path: Path) -> None:
     """The issue's SIGSTOP case with real shoal-ctlds. The second one listens on another port (one host
     cannot give both the cluster's address before the clients follow SlurmctldHost lines, docs/ha.md)."""
     with scratch_database() as db:
@@ -157,8 +157,12 @@ def test_a_sigstopped_ctld_is_replaced_and_steps_down_on_its_own_when_continued(
             wait_until("the backup taking over", lambda: "took the leadership lease (epoch 2"
                        in cluster.log("ctld2"))
             os.kill(primary, signal.SIGCONT)
-            wait_until("the deposed primary exiting", lambda: not _alive(primary))
+            wait_until("the deposed primary standing by", lambda: "standing by: another shoal-ctld is the primary"
+                       in cluster.log("ctld"))
             assert "leadership lease lost to another shoal-ctld: stepping down" in cluster.log("ctld")
+            assert _alive(primary)  # back as a backup, not exited
+            refused = cluster.run("squeue")  # the agent's only host is the standby now: not the primary
+            assert refused.returncode != 0 and "Unable to contact slurm controller" in refused.stderr
             assert held in _stored_job_ids(db.database)
             assert backup.poll() is None  # the new primary goes on
         finally:
