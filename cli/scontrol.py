@@ -704,31 +704,55 @@ def cmd_token(args: list[str], flags: Flags) -> int:
 # --- ping ------------------------------------------------------------------------------------
 
 
-def controller_host() -> str:
-    """SlurmctldHost from slurm.conf, read cheaply (for the DOWN line of `ping`)."""
+def controller_hosts() -> list[str]:
+    """The names of the SlurmctldHost lines of slurm.conf, in order, read cheaply (no full parser)."""
     path = os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")
+    names: list[str] = []
     try:
         with open(path, encoding="utf-8") as fh:
             for raw in fh:
                 m = re.match(r"\s*(SlurmctldHost|ControlMachine)\s*=\s*([^\s(#]+)", raw, re.IGNORECASE)
                 if m:
-                    return m.group(2)
+                    names.append(m.group(2))
     except OSError:
         pass
-    return "localhost"
+    return names or ["localhost"]
+
+
+def ping_role(index: int, count: int) -> str:
+    """22.05 names a controller by its position in slurm.conf: primary, backup (of two), backupN (more)."""
+    if index == 0:
+        return "primary"
+    return "backup" if count == 2 else f"backup{index}"
+
+
+DOWN_BANNER = (
+    "*****************************************",
+    "** RESTORE SLURMCTLD DAEMON TO SERVICE **",
+    "*****************************************",
+)
 
 
 def cmd_ping(args: list[str], flags: Flags) -> int:
-    from cli.common import CommandError, ctld
+    """Each SlurmctldHost asked on its own (a standby answers too); the banner when any is down; exit 1
+    only when none answers, as 22.05."""
+    from cli.common import CommandError, ctld_at
     from shoal.v1 import controller_pb2
 
-    try:
-        resp = ctld("Ping", controller_pb2.PingRequest(), controller_pb2.PingResponse, timeout=10.0)
-    except CommandError:
-        print(f"Slurmctld(primary) at {controller_host()} is DOWN")
-        return 1
-    print(f"Slurmctld({resp.role or 'primary'}) at {resp.hostname or controller_host()} is UP")
-    return 0
+    hosts = controller_hosts()
+    up = 0
+    for index, name in enumerate(hosts):
+        try:
+            ctld_at(None if len(hosts) == 1 else index, "Ping", controller_pb2.PingRequest(),
+                    controller_pb2.PingResponse, timeout=5.0)
+        except CommandError:
+            print(f"Slurmctld({ping_role(index, len(hosts))}) at {name} is DOWN")
+            continue
+        up += 1
+        print(f"Slurmctld({ping_role(index, len(hosts))}) at {name} is UP")
+    if up < len(hosts):
+        print("\n".join(DOWN_BANNER))
+    return 0 if up else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -116,10 +116,15 @@ def test_errors(args: Any, stdout: Any, stderr: Any) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (1, stdout, stderr)
 
 
+# what 22.05 prints after the lines when a controller is down (docs/ha.md)
+BANNER = ("*****************************************\n** RESTORE SLURMCTLD DAEMON TO SERVICE **\n"
+          "*****************************************\n")
+
+
 @pytest.mark.parametrize(
     ("args", "stdout", "stderr"),
     [
-        (["ping"], "Slurmctld(primary) at localhost is DOWN\n", ""),
+        (["ping"], f"Slurmctld(primary) at localhost is DOWN\n{BANNER}", ""),
         (["show", "job", "5"], "", f"slurm_load_jobs error: {CONNECT}\n"),
         (["show", "nodes"], "", f"slurm_load_node error: {CONNECT}\n"),
         (["show", "partition"], "", f"slurm_load_partitions error: {CONNECT}\n"),
@@ -154,7 +159,21 @@ def test_ping_reads_the_controller_host_from_slurm_conf(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=c\nSlurmctldHost=head01(10.0.0.1)\n")
     result = run_scontrol(["ping"], {"SLURM_CONF": str(conf)})
-    assert result.stdout == "Slurmctld(primary) at head01 is DOWN\n"
+    assert result.stdout == f"Slurmctld(primary) at head01 is DOWN\n{BANNER}"
+
+
+def test_ping_names_each_controller_by_its_position_in_slurm_conf(tmp_path: Path) -> None:
+    """22.05: primary, then backup (of two) or backup1, backup2 ...; all down: the banner and exit 1."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\nSlurmctldHost=head01(10.0.0.1)\nSlurmctldHost=head02(10.0.0.2)\n")
+    two = run_scontrol(["ping"], {"SLURM_CONF": str(conf)})
+    assert (two.returncode, two.stdout) == (
+        1, f"Slurmctld(primary) at head01 is DOWN\nSlurmctld(backup) at head02 is DOWN\n{BANNER}")
+    conf.write_text(conf.read_text() + "SlurmctldHost=head03\n")
+    three = run_scontrol(["ping"], {"SLURM_CONF": str(conf)})
+    assert three.stdout.splitlines()[:3] == [
+        "Slurmctld(primary) at head01 is DOWN", "Slurmctld(backup1) at head02 is DOWN",
+        "Slurmctld(backup2) at head03 is DOWN"]
 
 
 @pytest.mark.parametrize("args", [["version"], ["-V"], ["--version"]], ids=["command", "-V", "--version"])
