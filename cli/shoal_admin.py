@@ -367,7 +367,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     dbd = local_dbd.start(directory, env, _spawn)
     ctlds = []
     for name, _addr in (cfg.control_hosts if ha else ()):
-        ctlds.append(_spawn([py, "-P", "-m", "ctld.main", "-f", str(conf), "--ctld-host", name],
+        ctlds.append(_spawn([py, "-P", "-m", "ctld.main", "-f", str(conf), "--ctld-host", name,
+                             "-L", str(directory / "log" / f"ctld-{name}.log")],
                             directory / "log" / f"ctld-{name}.out", env))
         (run / f"ctld-{name}.pid").write_text(f"{ctlds[-1].pid}\n")
         if len(ctlds) == 1:
