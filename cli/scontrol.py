@@ -55,7 +55,8 @@ Commands:
   delete reservation name       delete a reservation
   show reservation[s] [name]    show reservations
   token [lifespan=N] [username=U]  a JWT for shoal-restd (AuthAltTypes=auth/jwt)
-  ping                          is the controller up?
+  ping                          is each controller (SlurmctldHost) up?
+  takeover [INDEX]              the backup INDEX (default 1) takes over from the primary (operators)
   version                       print the version
 
 Options:
@@ -175,6 +176,7 @@ def dispatch(word: str, args: list[str], flags: Flags) -> int:
         ("requeuehold", 8, lambda a, f: cmd_job_action("requeuehold", a, f)),
         ("top", 3, lambda a, f: cmd_job_action("top", a, f)),
         ("ping", 2, cmd_ping),
+        ("takeover", 5, cmd_takeover),
         ("version", 4, cmd_version),
         ("create", 2, cmd_create),
         ("delete", 3, cmd_delete),
@@ -753,6 +755,27 @@ def cmd_ping(args: list[str], flags: Flags) -> int:
     if up < len(hosts):
         print("\n".join(DOWN_BANNER))
     return 0 if up else 1
+
+
+def cmd_takeover(args: list[str], flags: Flags) -> int:
+    """Ask backup INDEX (its position among the SlurmctldHost lines, 1 = the first backup) to take over;
+    it has the primary release the lease. Quiet on success, as 22.05."""
+    from cli.common import CommandError, ctld_at
+    from shoal.v1 import controller_pb2
+
+    index = 1
+    if args:
+        if len(args) > 1 or not args[0].isdigit():
+            raise Failure(f"invalid takeover index: {' '.join(args)}")
+        index = int(args[0])
+    hosts = controller_hosts()
+    if index < 1 or index >= len(hosts):  # no such backup: 22.05 cannot reach it
+        raise Failure("slurm_takeover error: Unable to contact slurm controller (connect failure)")
+    try:
+        ctld_at(index, "Takeover", controller_pb2.TakeoverRequest(), controller_pb2.TakeoverResponse, timeout=10.0)
+    except CommandError as exc:
+        raise Failure(f"slurm_takeover error: {exc.message}") from exc
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

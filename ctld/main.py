@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("configless: serving %s", ", ".join(sorted(service.config_files)))
     elif configless.enabled(cfg):
         log.error("configless: %s", service.config_files.message)
+    service.request_handover = lambda: _ask_primary_to_hand_over(cfg, key, name)
     controller_pb2_grpc.add_ControllerServicer_to_server(service, server)
     server.start()
     log.info("shoal-ctld listening on %s as %s (cluster %s, %d nodes)", address, name, cfg.cluster_name,
@@ -108,9 +109,12 @@ def main(argv: list[str] | None = None) -> int:
             server.stop(grace=1).wait()
             return 1
         clear = False  # -c is for the first term only: a later takeover keeps what the others saved
-        lost = _lead(cfg, args, key, store, lease, service, stop, notifier)
+        end = _lead(cfg, args, key, store, lease, service, stop, notifier)
+        lost = end == "lost"
         if lost and lease is None:  # SQLite has no lease to wait for: nothing to stand by for
             break
+        if end == "handed over" and lease is not None:
+            stop.wait(lease.timeout)  # let the backup that asked take the lease before standing by for it
     notifier.stopping()
     log.info("shoal-ctld stopping")
     server.stop(grace=1).wait()
@@ -129,9 +133,10 @@ def own_control_host(cfg: SlurmConfig, wanted: str | None = None) -> tuple[str, 
 
 
 def _lead(cfg: SlurmConfig, args: argparse.Namespace, key: bytes, store: StateStore, lease: Lease | None,
-          service: ControllerService, stop: threading.Event, notifier: Notifier) -> bool:
-    """One term as the primary: rebuild memory from the store, serve until stopped or deposed; then stop
-    the loops and answer UNAVAILABLE again. True when deposed (the lease lost)."""
+          service: ControllerService, stop: threading.Event, notifier: Notifier) -> str:
+    """One term as the primary: rebuild memory from the store, serve until stopped, deposed or asked to
+    hand over (scontrol takeover); then stop the loops and answer UNAVAILABLE again. How it ended:
+    "stopped", "lost" (deposed) or "handed over"."""
     from ctld.controller import Controller
     from ctld.node_client import GrpcNodeActions
 
@@ -152,6 +157,15 @@ def _lead(cfg: SlurmConfig, args: argparse.Namespace, key: bytes, store: StateSt
         controller.wake.set()
 
     store.on_fenced = _on_lost  # a write refused for a newer epoch: no need to wait for the renewal
+    handed = threading.Event()
+
+    def _hand_over() -> None:
+        handed.set()
+        service.serve(None)
+        term.set()
+        controller.wake.set()
+
+    service.hand_over = _hand_over
     threads = [
         threading.Thread(target=_scheduler_loop, args=(controller, service.diag, term, args.sched_interval),
                          daemon=True, name="sched"),
@@ -178,13 +192,36 @@ def _lead(cfg: SlurmConfig, args: argparse.Namespace, key: bytes, store: StateSt
     store.close()
     if lease is not None:
         if not lost.is_set():
-            lease.release()
+            lease.release()  # a clean stop or a handover: the backup takes at once
         lease.close()
     _remove_pid_file(cfg)
-    if lost.is_set() and not stop.is_set():
+    service.hand_over = None
+    if (lost.is_set() or handed.is_set()) and not stop.is_set():
         log.info("standing by: another shoal-ctld is the primary")
         notifier.status("standing by")
-    return lost.is_set()
+    return "lost" if lost.is_set() else "handed over" if handed.is_set() else "stopped"
+
+
+def _ask_primary_to_hand_over(cfg: SlurmConfig, key: bytes, me: str) -> None:
+    """scontrol takeover reached this standby: ask the other SlurmctldHosts (the lease's holder among
+    them) to release the lease; this ctld's standby loop then takes it within a poll."""
+    from shoal.rpc.client import Stub
+    from shoal.v1 import controller_pb2
+
+    def ask() -> None:
+        for name, addr in cfg.control_hosts:
+            if name == me:
+                continue
+            stub = Stub(f"{addr}:{cfg.slurmctld_port}", key)
+            try:
+                stub.call("/shoal.v1.Controller/Takeover", controller_pb2.TakeoverRequest(relinquish=True),
+                          controller_pb2.TakeoverResponse, timeout=5.0)
+            except Exception as exc:  # grpc.RpcError: that one is down; the others may hold the lease
+                logging.getLogger("shoal.ctld").info("takeover: %s did not answer: %s", name, exc)
+            finally:
+                stub.close()
+
+    threading.Thread(target=ask, daemon=True, name="takeover").start()
 
 
 def _write_pid_file(cfg: SlurmConfig) -> None:

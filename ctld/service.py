@@ -20,6 +20,7 @@ from ctld import configless, tokens
 from ctld.controller import Caller, Controller
 from ctld.diag import Diag, instrument
 from ctld.errors import FAILED_PRECONDITION, PERMISSION_DENIED, UNAVAILABLE, SlurmError
+from ctld.state import uid_of
 from ctld.store import FencedError
 from shoal.conf import SlurmConfig
 from shoal.rpc import NOT_PRIMARY
@@ -32,6 +33,7 @@ Resp = TypeVar("Resp")
 Method = Callable[["ControllerService", Req, grpc.ServicerContext], Resp]
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
+_STANDBY_METHODS = ("Ping", "Takeover")  # what a ctld that does not lead still answers
 
 
 def _caller() -> Caller:
@@ -44,7 +46,7 @@ def _slurm_errors(method: Method[Req, Resp]) -> Method[Req, Resp]:
 
     @functools.wraps(method)
     def wrapper(self: ControllerService, request: Req, context: grpc.ServicerContext) -> Resp:
-        if self._ctl is None and method.__name__ != "Ping":
+        if self._ctl is None and method.__name__ not in _STANDBY_METHODS:
             context.abort(grpc.StatusCode.UNAVAILABLE, NOT_PRIMARY)
         try:
             return method(self, request, context)
@@ -76,6 +78,11 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def serve(self, controller: Controller | None) -> None:
         """Take over (a controller) or stand by (None)."""
         self._ctl = controller
+
+    # `scontrol takeover` (ctld.main sets them): a standby asks the primary to hand over; the primary,
+    # asked so by a standby, releases the lease and stands by
+    request_handover: Callable[[], None] | None = None
+    hand_over: Callable[[], None] | None = None
 
     def _node_only(self, context: grpc.ServicerContext) -> None:
         if not self.ctl.is_operator(_caller()):
@@ -120,6 +127,20 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.PingResponse:
         return pb.PingResponse(hostname=self.host, role="primary" if self._ctl is not None else "backup",
                                now=int(time.time()))
+
+    @_slurm_errors
+    def Takeover(self, request: pb.TakeoverRequest, context: grpc.ServicerContext) -> pb.TakeoverResponse:
+        caller = current_caller()
+        if caller.uid != 0 and (self.cfg is None or caller.uid != uid_of(self.cfg.slurm_user)):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "Access/permission denied")
+        role = "primary" if self._ctl is not None else "backup"
+        if request.relinquish and self._ctl is not None and self.hand_over is not None:
+            logging.getLogger("shoal.ctld").info("scontrol takeover: handing over to a backup")
+            self.hand_over()
+        elif not request.relinquish and self._ctl is None and self.request_handover is not None:
+            logging.getLogger("shoal.ctld").info("scontrol takeover: asking the primary to hand over")
+            self.request_handover()
+        return pb.TakeoverResponse(role=role)
 
     @_slurm_errors
     def RegisterNode(

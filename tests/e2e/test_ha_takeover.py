@@ -145,3 +145,21 @@ def test_a_sigstopped_primary_is_replaced_and_steps_down_without_writing(ha_clus
     listed = set(map(int, cluster.ok("squeue", "-h", "-o", "%i").split()))
     assert listed == {held, moved, after} and after > moved > held
     assert _stored_job_ids(cluster) == listed  # the store holds exactly what the new primary knows
+
+
+def test_scontrol_takeover_hands_over_to_the_backup_and_jobs_go_on(ha_cluster: Cluster, workdir: Path) -> None:
+    cluster = ha_cluster
+    before = cluster.submit("-H", "--wrap", "echo before", "-o", str(workdir / "out-%j"))
+    denied = cluster.run("scontrol", "takeover", user=65534)  # nobody: operators only
+    assert denied.returncode == 1 and "Access/permission denied" in denied.stderr
+    done = cluster.run("scontrol", "takeover")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    wait_until("the backup leading", lambda: "took the leadership lease (epoch 2" in _head_log(cluster, "head2"))
+    wait_until("the primary standing by",
+               lambda: "standing by: another shoal-ctld is the primary" in _head_log(cluster, "head1"))
+    assert "scontrol takeover: handing over to a backup" in _head_log(cluster, "head1")
+    cluster.ok("scontrol", "release", str(before))
+    assert cluster.wait_state(before, {"COMPLETED", "FAILED"}, timeout=60) == "COMPLETED"
+    assert (workdir / f"out-{before}").read_text().strip() == "before"
+    ping = cluster.run("scontrol", "ping")
+    assert (ping.returncode, ping.stdout) == (0, "Slurmctld(primary) at head1 is UP\nSlurmctld(backup) at head2 is UP\n")
