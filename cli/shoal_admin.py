@@ -726,10 +726,11 @@ def shape_conflicts(args: argparse.Namespace, directory: Path) -> list[str]:
         "node_port": int(_conf_value(text, r"^SlurmdPort=(\d+)") or 0),
         "no_accounting": not (directory / "slurmdbd.conf").exists(),
         "no_cgroups": os.geteuid() == 0 and not (directory / "cgroup.conf").exists(),
+        "ha": len(re.findall(r"^SlurmctldHost=", text, re.M)) > 1,
     }
     out = []
     for name in ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node", "gpu_type", "base_addr", "ctld_port",
-                 "node_port", "no_accounting", "no_cgroups"):
+                 "node_port", "no_accounting", "no_cgroups", "ha"):
         value = getattr(args, name)
         if value != probe.get_default(name) and value != have[name]:
             out.append(f"--{name.replace('_', '-')}" + ("" if isinstance(value, bool) else f" {value}"))

@@ -92,6 +92,7 @@ def test_kill_9_of_the_primary_during_a_submit_storm_and_an_srun_step(ha_cluster
         t.start()
     try:
         wait_until("40 acknowledged submissions", lambda: len(acknowledged) >= 40)
+        assert step.poll() is None, "the srun step ended before the kill"
         os.kill(_head_pid(cluster, "head1"), signal.SIGKILL)
         killed.set()
         wait_until("submissions resuming on the backup", lambda: len(after_kill) >= 20, timeout=90)
