@@ -763,14 +763,18 @@ def cmd_takeover(args: list[str], flags: Flags) -> int:
     from cli.common import CommandError, ctld_at
     from shoal.v1 import controller_pb2
 
-    index = 1
-    if args:
-        if len(args) > 1 or not args[0].isdigit():
-            raise Failure(f"invalid takeover index: {' '.join(args)}")
-        index = int(args[0])
+    if len(args) > 1:
+        raise Failure("takeover: too many arguments")
     hosts = controller_hosts()
-    if index < 1 or index >= len(hosts):  # no such backup: 22.05 cannot reach it
-        raise Failure("slurm_takeover error: Unable to contact slurm controller (connect failure)")
+    if args:  # 22.05 reads the index as atoi does: "x" is 0; it must name a backup line
+        digits = re.match(r"\s*[+-]?\d+", args[0])
+        index = int(digits.group(0)) if digits else 0
+        if index < 1 or index >= len(hosts):
+            raise Failure(f"takeover: invalid backup controller index ({index})")
+    else:
+        index = 1
+        if len(hosts) < 2:  # no backup line: 22.05 cannot reach one
+            raise Failure("slurm_takeover error: Unable to contact slurm controller (connect failure)")
     try:
         ctld_at(index, "Takeover", controller_pb2.TakeoverRequest(), controller_pb2.TakeoverResponse, timeout=10.0)
     except CommandError as exc:

@@ -211,3 +211,21 @@ def test_refused_job_lines_as_slurm(action: str, message: str, lines: list[str])
     from cli.scontrol import refusal_lines
 
     assert refusal_lines(action, "12", message) == lines
+
+
+@pytest.mark.parametrize(
+    ("args", "stderr"),
+    [
+        (["takeover"], "slurm_takeover error: Unable to contact slurm controller (connect failure)\n"),
+        (["takeover", "1"], "takeover: invalid backup controller index (1)\n"),
+        (["takeover", "x"], "takeover: invalid backup controller index (0)\n"),
+        (["takeover", "1", "2"], "takeover: too many arguments\n"),
+    ],
+    ids=["no-backup", "index-past-the-lines", "not-a-number", "two-indexes"],
+)
+def test_takeover_without_a_backup_line_is_refused_as_22_05(tmp_path: Path, args: Any, stderr: str) -> None:
+    """Seen on the reference (one SlurmctldHost); 22.05 also prints two socket errors before the first."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\nSlurmctldHost=head01(10.0.0.1)\n")
+    result = run_scontrol(args, {"SLURM_CONF": str(conf)})
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", stderr)
