@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +59,7 @@ def ha_cluster(tmp_path: Path) -> Iterator[Cluster]:
 def test_shoal_up_ha_runs_a_primary_and_a_backup_that_scontrol_ping_shows(ha_cluster: Cluster) -> None:
     ping = ha_cluster.run("scontrol", "ping")
     assert (ping.returncode, ping.stdout) == (0, "Slurmctld(primary) at head1 is UP\nSlurmctld(backup) at head2 is UP\n")
-    status = subprocess.run(["python", "-m", "cli.shoal_admin", "status", "--dir", str(ha_cluster.dir)],
+    status = subprocess.run([sys.executable, "-m", "cli.shoal_admin", "status", "--dir", str(ha_cluster.dir)],
                             env=ha_cluster.env, capture_output=True, text=True, timeout=60)
     assert "shoal-ctld-head1: running" in status.stdout and "shoal-ctld-head2: running" in status.stdout
 
