@@ -109,7 +109,12 @@ def main(argv: list[str] | None = None) -> int:
             server.stop(grace=1).wait()
             return 1
         clear = False  # -c is for the first term only: a later takeover keeps what the others saved
-        end = _lead(cfg, args, key, store, lease, service, stop, notifier)
+        try:
+            end = _lead(cfg, args, key, store, lease, service, stop, notifier)
+        except StoreError as exc:  # the rebuild could not read the store
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            server.stop(grace=1).wait()
+            return 1
         lost = end == "lost"
         if lost and lease is None:  # SQLite has no lease to wait for: nothing to stand by for
             break
