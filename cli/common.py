@@ -35,6 +35,16 @@ def ctld(method: str, request: Message, response_type: type[M], *, timeout: floa
         raise CommandError(exc.message) from exc
 
 
+def ctld_at(index: int | None, method: str, request: Message, response_type: type[M], *,
+            timeout: float | None = None) -> M:
+    """A Controller method of the `index`th SlurmctldHost alone (None: whichever is the primary)."""
+    target = "ctld" if index is None else f"ctld@{index}"
+    try:
+        return call(CONTROLLER + method, request, response_type, timeout=timeout, target=target)
+    except AgentError as exc:
+        raise CommandError(exc.message) from exc
+
+
 INVALID_PARTITION = "Invalid partition name specified"
 
 

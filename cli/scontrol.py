@@ -56,8 +56,9 @@ Commands:
   delete reservation name       delete a reservation
   show reservation[s] [name]    show reservations
   token [lifespan=N] [username=U]  a JWT for shoal-restd (AuthAltTypes=auth/jwt)
-  ping                          is the controller up?
+  ping                          is each controller (SlurmctldHost) up?
   reconfigure                   re-read slurm.conf in ctld and every node (operators)
+  takeover [INDEX]              the backup INDEX (default 1) takes over from the primary (operators)
   version                       print the version
 
 Options:
@@ -180,6 +181,7 @@ def dispatch(word: str, args: list[str], flags: Flags) -> int:
         ("resume", 3, lambda a, f: cmd_job_action("resume", a, f)),
         ("ping", 2, cmd_ping),
         ("reconfigure", 3, cmd_reconfigure),
+        ("takeover", 5, cmd_takeover),
         ("version", 4, cmd_version),
         ("create", 2, cmd_create),
         ("delete", 3, cmd_delete),
@@ -726,30 +728,79 @@ def cmd_reconfigure(args: list[str], flags: Flags) -> int:
 # --- ping ------------------------------------------------------------------------------------
 
 
-def controller_host() -> str:
-    """SlurmctldHost from slurm.conf, read cheaply (for the DOWN line of `ping`)."""
+def controller_hosts() -> list[str]:
+    """The names of the SlurmctldHost lines of slurm.conf, in order, read cheaply (no full parser)."""
     path = os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")
+    names: list[str] = []
     try:
         with open(path, encoding="utf-8") as fh:
             for raw in fh:
                 m = re.match(r"\s*(SlurmctldHost|ControlMachine)\s*=\s*([^\s(#]+)", raw, re.IGNORECASE)
                 if m:
-                    return m.group(2)
+                    names.append(m.group(2))
     except OSError:
         pass
-    return "localhost"
+    return names or ["localhost"]
+
+
+def ping_role(index: int, count: int) -> str:
+    """22.05 names a controller by its position in slurm.conf: primary, backup (of two), backupN (more)."""
+    if index == 0:
+        return "primary"
+    return "backup" if count == 2 else f"backup{index}"
+
+
+DOWN_BANNER = (
+    "*****************************************",
+    "** RESTORE SLURMCTLD DAEMON TO SERVICE **",
+    "*****************************************",
+)
 
 
 def cmd_ping(args: list[str], flags: Flags) -> int:
-    from cli.common import CommandError, ctld
+    """Each SlurmctldHost asked on its own (a standby answers too); the banner when any is down; exit 1
+    only when none answers, as 22.05."""
+    from cli.common import CommandError, ctld_at
     from shoal.v1 import controller_pb2
 
+    hosts = controller_hosts()
+    up = 0
+    for index, name in enumerate(hosts):
+        try:
+            ctld_at(None if len(hosts) == 1 else index, "Ping", controller_pb2.PingRequest(),
+                    controller_pb2.PingResponse, timeout=5.0)
+        except CommandError:
+            print(f"Slurmctld({ping_role(index, len(hosts))}) at {name} is DOWN")
+            continue
+        up += 1
+        print(f"Slurmctld({ping_role(index, len(hosts))}) at {name} is UP")
+    if up < len(hosts):
+        print("\n".join(DOWN_BANNER))
+    return 0 if up else 1
+
+
+def cmd_takeover(args: list[str], flags: Flags) -> int:
+    """Ask backup INDEX (its position among the SlurmctldHost lines, 1 = the first backup) to take over;
+    it has the primary release the lease. Quiet on success, as 22.05."""
+    from cli.common import CommandError, ctld_at
+    from shoal.v1 import controller_pb2
+
+    if len(args) > 1:
+        raise Failure("takeover: too many arguments")
+    hosts = controller_hosts()
+    if args:  # 22.05 reads the index as atoi does: "x" is 0; it must name a backup line
+        digits = re.match(r"\s*[+-]?\d+", args[0])
+        index = int(digits.group(0)) if digits else 0
+        if index < 1 or index >= len(hosts):
+            raise Failure(f"takeover: invalid backup controller index ({index})")
+    else:
+        index = 1
+        if len(hosts) < 2:  # no backup line: 22.05 cannot reach one
+            raise Failure("slurm_takeover error: Unable to contact slurm controller (connect failure)")
     try:
-        resp = ctld("Ping", controller_pb2.PingRequest(), controller_pb2.PingResponse, timeout=10.0)
-    except CommandError:
-        print(f"Slurmctld(primary) at {controller_host()} is DOWN")
-        return 1
-    print(f"Slurmctld({resp.role or 'primary'}) at {resp.hostname or controller_host()} is UP")
+        ctld_at(index, "Takeover", controller_pb2.TakeoverRequest(), controller_pb2.TakeoverResponse, timeout=10.0)
+    except CommandError as exc:
+        raise Failure(f"slurm_takeover error: {exc.message}") from exc
     return 0
 
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli import local_dbd, local_restd
+from cli import local_dbd, local_ha, local_restd
 from shoal import version_line
 
 if TYPE_CHECKING:
@@ -139,7 +139,8 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
 
     nodes = args.nodes
     addrs = _node_addrs(nodes, args.base_addr)
-    ctld_port = args.ctld_port or _free_port(["127.0.0.1"])
+    ha = getattr(args, "ha", False)
+    ctld_port = args.ctld_port or _free_port(["127.0.0.1", *([local_ha.backup_addr(args.base_addr)] if ha else [])])
     node_port = args.node_port or _free_port(addrs)
     for sub in ("spool", "log", "run"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
@@ -175,6 +176,9 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
         ("SlurmdTimeout", "60"),
         ("MaxJobCount", "100000"),
     ]
+    if ha:  # two heads (primary, backup) on MariaDB instead of the one on SQLite
+        i = next(i for i, (k, _v) in enumerate(top) if k == "SlurmctldHost")
+        top[i:i + 1] = local_ha.conf_lines(directory, args.base_addr)
     topology = directory / "topology.conf"
     if getattr(args, "topology", None):
         shutil.copyfile(args.topology, topology)
@@ -325,7 +329,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     directory = Path(os.path.expanduser(args.dir)).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     run = directory / "run"
-    if any(_alive(run / f"{name}.pid") for name in ("ctld", "agentd", "noded", "dbd")):
+    if any(_alive(run / f"{name}.pid") for name in ("ctld", "agentd", "noded", "dbd", *local_ha.pid_names(directory))):
         print(
             f"{PROG}: error: a cluster is already running in {directory} (shoal down --dir {directory})",
             file=sys.stderr,
@@ -354,8 +358,23 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     py = sys.executable
+    ha = len(cfg.control_hosts) > 1
+    if ha and cfg.state_store.kind == "mysql":
+        problem = local_ha.create_database(directory)
+        if problem:
+            print(f"{PROG}: error: {problem}", file=sys.stderr)
+            return 1
     dbd = local_dbd.start(directory, env, _spawn)
-    ctld = _spawn([py, "-P", "-m", "ctld.main", "-f", str(conf)], directory / "log" / "ctld.out", env)
+    ctlds = []
+    for name, _addr in (cfg.control_hosts if ha else ()):
+        ctlds.append(_spawn([py, "-P", "-m", "ctld.main", "-f", str(conf), "--ctld-host", name,
+                             "-L", str(directory / "log" / f"ctld-{name}.log")],
+                            directory / "log" / f"ctld-{name}.out", env))
+        (run / f"ctld-{name}.pid").write_text(f"{ctlds[-1].pid}\n")
+        if len(ctlds) == 1:
+            time.sleep(1.0)  # the first line takes the lease first: it is the primary at start
+    if not ha:
+        ctlds.append(_spawn([py, "-P", "-m", "ctld.main", "-f", str(conf)], directory / "log" / "ctld.out", env))
     agentd = _spawn(
         [py, "-P", "-m", "shoal.agent.agentd", "-f", str(conf), "--pidfile", str(run / "agentd.pid")],
         directory / "log" / "agentd.out",
@@ -367,7 +386,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         directory / "log" / "noded.out",
         _noded_env(directory, env),
     )
-    error = _wait_idle(env, len(cfg.nodes), [ctld, agentd, noded, *([dbd] if dbd else [])], args.timeout)
+    error = _wait_idle(env, len(cfg.nodes), [*ctlds, agentd, noded, *([dbd] if dbd else [])], args.timeout)
     if not error and dbd is not None:
         error = local_dbd.bootstrap(env, cfg.cluster_name, local_dbd.local_users(),
                                     getattr(args, "accounts", None))
@@ -381,9 +400,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {error}; see {directory}/log/", file=sys.stderr)
         _stop(directory)
         return 1
+    heads = ", ".join(f"{n} {a}:{cfg.slurmctld_port}" for n, a in cfg.control_hosts) if ha else \
+        f"{cfg.control_addr}:{cfg.slurmctld_port}"
     print(
         f"shoal: cluster '{cfg.cluster_name}' is up: {len(cfg.nodes)} nodes, ctld on "
-        f"{cfg.control_addr}:{cfg.slurmctld_port}, state in {directory}"
+        f"{heads}, state in {cfg.state_store.location if ha else directory}"
     )
     if restd_url:
         print(f"shoal: REST API (shoal-restd) at {restd_url}/slurm/v0.0.44/ (token: scontrol token)")
@@ -510,7 +531,7 @@ def _stop(directory: Path) -> list[str]:
     stopped = []
     signalled: set[int] = set()
     run = directory / "run"
-    for name in local_dbd.pid_names(directory):
+    for name in (*local_dbd.pid_names(directory), *local_ha.pid_names(directory)):
         pid = _alive(run / f"{name}.pid")
         if pid is None:
             continue
@@ -584,23 +605,29 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     run = directory / "run"
     rc = 0
-    for name in local_dbd.pid_names(directory):
+    for name in (*local_dbd.pid_names(directory), *local_ha.pid_names(directory)):
         pid = _alive(run / f"{name}.pid")
         print(f"shoal-{name}: {f'running (pid {pid})' if pid else 'stopped'}")
         rc = rc or (0 if pid else 3)
     text = conf.read_text()
     nodes = re.findall(r"^NodeName=(\S+) NodeAddr=(\S+)", text, re.M)
-    host = _conf_value(text, r"^SlurmctldHost=.*[(](.*)[)]") or "localhost"
+    heads = re.findall(r"^SlurmctldHost=(\S+?)[(](.*)[)]", text, re.M)
     port = _conf_value(text, r"^SlurmctldPort=(\d+)")
-    print(f"\nctld: {host}:{port}; nodes: {', '.join(f'{n} {a}' for n, a in nodes)}")
+    ctlds = ", ".join(f"{n} {a}:{port}" for n, a in heads) if len(heads) > 1 else \
+        f"{heads[0][1] if heads else 'localhost'}:{port}"
+    print(f"\nctld: {ctlds}; nodes: {', '.join(f'{n} {a}' for n, a in nodes)}")
     dbd = _conf_value(text, r"^AccountingStoragePort=(\d+)")
     print(f"accounting: shoal-dbd on 127.0.0.1:{dbd} (sacct, sacctmgr, sshare)" if dbd else "accounting: off")
     restd_url = local_restd.url(directory)
     print(f"REST API: shoal-restd at {restd_url}/slurm/v0.0.44/" if restd_url else "REST API: off")
     print(f"metrics: {restd_url}/metrics" if restd_url else "metrics: off")
-    if _alive(run / "ctld.pid"):
+    if _alive(run / "ctld.pid") or any(_alive(run / f"{n}.pid") for n in local_ha.pid_names(directory)):
         env = dict(os.environ, SLURM_CONF=str(conf))
         env.pop("SHOAL_AGENT_SOCKET", None)
+        if len(heads) > 1:  # which head leads: scontrol ping's lines
+            ping = _command(env, "scontrol", "ping")
+            if ping is not None:
+                print("\n" + ping.rstrip())
         sinfo = _command(env, "sinfo")
         if sinfo is not None:
             print("\n" + sinfo.rstrip())
@@ -669,6 +696,9 @@ def up_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--no-accounting", action="store_true", help="no shoal-dbd (no sacct/sacctmgr)")
     up.add_argument("--no-restd", action="store_true", help="no shoal-restd (the REST API)")
     up.add_argument("--restd-port", type=int, default=0, help="shoal-restd's port on 127.0.0.1 (0: a free port)")
+    up.add_argument("--ha", action="store_true",
+                    help="two shoal-ctlds (head1 primary, head2 backup) on MariaDB at 127.0.0.1:3306 (root), "
+                         "a database per DIR")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every node to be idle")
 
 
@@ -696,10 +726,11 @@ def shape_conflicts(args: argparse.Namespace, directory: Path) -> list[str]:
         "node_port": int(_conf_value(text, r"^SlurmdPort=(\d+)") or 0),
         "no_accounting": not (directory / "slurmdbd.conf").exists(),
         "no_cgroups": os.geteuid() == 0 and not (directory / "cgroup.conf").exists(),
+        "ha": len(re.findall(r"^SlurmctldHost=", text, re.M)) > 1,
     }
     out = []
     for name in ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node", "gpu_type", "base_addr", "ctld_port",
-                 "node_port", "no_accounting", "no_cgroups"):
+                 "node_port", "no_accounting", "no_cgroups", "ha"):
         value = getattr(args, name)
         if value != probe.get_default(name) and value != have[name]:
             out.append(f"--{name.replace('_', '-')}" + ("" if isinstance(value, bool) else f" {value}"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 import threading
 import time
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from ctld.controller import Controller
     from ctld.diag import Diag
     from ctld.leader import Lease
+    from ctld.service import ControllerService
+    from ctld.store import StateStore
     from shoal.conf.slurm import SlurmConfig
 
 PROG = "shoal-ctld"
@@ -31,6 +34,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("-c", "--clear", action="store_true", help="start with empty state (discard saved jobs)")
     p.add_argument("-L", "--logfile", help="log file (default: SlurmctldLogFile, else stderr)")
     p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("--ctld-host", help=argparse.SUPPRESS)  # which SlurmctldHost line is this one (tests, shoal up --ha)
     p.add_argument("--sched-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -56,8 +60,6 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("%s", warning)
 
     from ctld import configless
-    from ctld.controller import Controller
-    from ctld.node_client import GrpcNodeActions
     from ctld.service import ControllerService, add_to_server
     from ctld.store import StoreError
     from ctld.store_open import open_store
@@ -75,75 +77,179 @@ def main(argv: list[str] | None = None) -> int:
     hup = threading.Event()  # SIGHUP: reconfigure (as scontrol reconfigure), done by _reconfigure_loop
     install_signals(stop, PROG, on_hup=hup.set)  # SIGTERM/SIGINT stop (also while standing by for the lease)
 
-    try:
-        lease = _take_lease(cfg, stop, notifier)
-        if stop.is_set():
-            return 0
-        store = open_store(cfg, clear=args.clear, epoch=None if lease is None else lease.epoch)
-    except (StoreError, OSError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
-
-    actions = GrpcNodeActions(key)
-    controller = Controller(cfg, store, key, actions)
-    address = f"{cfg.control_addr}:{cfg.slurmctld_port}"
+    name, addr = own_control_host(cfg, args.ctld_host)
+    address = f"{addr}:{cfg.slurmctld_port}"
     try:
         server = make_server([address], key, max_workers=32)
     except BindError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    service = ControllerService(controller)
-    files = controller.state.config_files
+    # listening (and answering Ping) from the start: a standby is UP as a backup for `scontrol ping`
+    service = ControllerService(None, cfg, host=name)
+    files = configless.snapshot(cfg)  # what the primary serves (ClusterState.config_files; reconfigure renews it)
     if isinstance(files, dict):
         log.info("configless: serving %s", ", ".join(sorted(files)))
     elif configless.enabled(cfg):
         log.error("configless: %s", files.message)
+    service.request_handover = lambda: _ask_primary_to_hand_over(cfg, key, name)
     add_to_server(service, server)
     server.start()
-    if cfg.slurmctld_pid_file:
+    log.info("shoal-ctld listening on %s as %s (cluster %s, %d nodes)", address, name, cfg.cluster_name,
+             len(cfg.nodes))
+    clear = args.clear
+    lost = False
+    while not stop.is_set():
         try:
-            Path(cfg.slurmctld_pid_file).parent.mkdir(parents=True, exist_ok=True)
-            Path(cfg.slurmctld_pid_file).write_text(f"{os.getpid()}\n")
-        except OSError as exc:
-            log.warning("cannot write pid file %s: %s", cfg.slurmctld_pid_file, exc)
-    log.info("shoal-ctld listening on %s (cluster %s, %d nodes)", address, cfg.cluster_name, len(cfg.nodes))
+            lease = _take_lease(cfg, stop, notifier)
+            if stop.is_set():
+                break
+            store = open_store(cfg, clear=clear, epoch=None if lease is None else lease.epoch)
+        except (StoreError, OSError) as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            server.stop(grace=1).wait()
+            return 1
+        clear = False  # -c is for the first term only: a later takeover keeps what the others saved
+        try:
+            end = _lead(cfg, args, key, store, lease, service, stop, hup, notifier)
+        except StoreError as exc:  # the rebuild could not read the store
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            server.stop(grace=1).wait()
+            return 1
+        lost = end == "lost"
+        if lost and lease is None:  # SQLite has no lease to wait for: nothing to stand by for
+            break
+        if end == "handed over" and lease is not None:
+            stop.wait(lease.timeout)  # let the backup that asked take the lease before standing by for it
+    notifier.stopping()
+    log.info("shoal-ctld stopping")
+    server.stop(grace=1).wait()
+    return 0 if stop.is_set() else 1
+
+
+def own_control_host(cfg: SlurmConfig, wanted: str | None = None) -> tuple[str, str]:
+    """This ctld's SlurmctldHost line (name, address): `wanted` (--ctld-host), else the one naming this
+    host (short or full hostname, as slurmctld matches), else the first."""
+    hosts = cfg.control_hosts or ((cfg.control_machine, cfg.control_addr),)
+    names = {wanted} if wanted else {socket.gethostname(), socket.gethostname().split(".")[0]}
+    for name, addr in hosts:
+        if name in names:
+            return name, addr
+    return hosts[0]
+
+
+def _lead(cfg: SlurmConfig, args: argparse.Namespace, key: bytes, store: StateStore, lease: Lease | None,
+          service: ControllerService, stop: threading.Event, hup: threading.Event, notifier: Notifier) -> str:
+    """One term as the primary: rebuild memory from the store, serve until stopped, deposed or asked to
+    hand over (scontrol takeover); then stop the loops and answer UNAVAILABLE again. How it ended:
+    "stopped", "lost" (deposed) or "handed over"."""
+    from ctld.controller import Controller
+    from ctld.node_client import GrpcNodeActions
+
+    log = logging.getLogger("shoal.ctld")
+    actions = GrpcNodeActions(key)
+    # recovery: nodes get a fresh SlurmdTimeout from now; the housekeeping loop pings them all at its first
+    # tick, and a noded pinged by a new ctld registers again
+    controller = Controller(cfg, store, key, actions)
+    term = threading.Event()  # the end of this term: stop, or the lease lost
     lost = threading.Event()
 
     def _on_lost() -> None:  # deposed (docs/ha.md): stop serving; the new primary owns the state now
         if not lost.is_set():
             log.error("leadership lease lost to another shoal-ctld: stepping down")
         lost.set()
-        stop.set()
+        service.serve(None)  # answer UNAVAILABLE at once
+        term.set()
         controller.wake.set()
 
     store.on_fenced = _on_lost  # a write refused for a newer epoch: no need to wait for the renewal
+    handed = threading.Event()
 
+    def _hand_over() -> None:
+        handed.set()
+        service.serve(None)
+        term.set()
+        controller.wake.set()
+
+    service.hand_over = _hand_over
     threads = [
-        threading.Thread(target=_scheduler_loop, args=(controller, service.diag, stop, args.sched_interval),
+        threading.Thread(target=_scheduler_loop, args=(controller, service.diag, term, args.sched_interval),
                          daemon=True, name="sched"),
-        threading.Thread(target=_housekeeping_loop, args=(controller, stop), daemon=True, name="housekeeping"),
-        threading.Thread(target=controller.accounting.run, args=(stop,), daemon=True, name="accounting"),
-        threading.Thread(target=_reconfigure_loop, args=(controller, hup, stop), daemon=True, name="reconfigure"),
+        threading.Thread(target=_housekeeping_loop, args=(controller, term), daemon=True, name="housekeeping"),
+        threading.Thread(target=controller.accounting.run, args=(term,), daemon=True, name="accounting"),
+        threading.Thread(target=_reconfigure_loop, args=(controller, hup, term), daemon=True, name="reconfigure"),
     ]
     if lease is not None:
-        threads.append(threading.Thread(target=lease.keep, args=(stop, _on_lost), daemon=True, name="lease"))
+        threads.append(threading.Thread(target=lease.keep, args=(term, _on_lost), daemon=True, name="lease"))
+    service.serve(controller)
     for t in threads:
         t.start()
+    _write_pid_file(cfg)
     controller.wake.set()
+    notifier.status("primary")
     notifier.ready()
-    stop.wait()
-    notifier.stopping()
-    controller.wake.set()  # the scheduler loop sees `stop` at once
-    log.info("shoal-ctld stopping")
-    server.stop(grace=1).wait()
+    while not term.wait(0.5):
+        if stop.is_set():
+            term.set()
+    controller.wake.set()  # the scheduler loop sees `term` at once
+    service.serve(None)
+    for t in threads:
+        t.join(timeout=5)
     actions.shutdown()
     store.close()
     if lease is not None:
-        lease.release()
+        if not lost.is_set():
+            lease.release()  # a clean stop or a handover: the backup takes at once
         lease.close()
-    if cfg.slurmctld_pid_file:
-        Path(cfg.slurmctld_pid_file).unlink(missing_ok=True)
-    return 1 if lost.is_set() else 0
+    _remove_pid_file(cfg)
+    service.hand_over = None
+    if (lost.is_set() or handed.is_set()) and not stop.is_set():
+        log.info("standing by: another shoal-ctld is the primary")
+        notifier.status("standing by")
+    return "lost" if lost.is_set() else "handed over" if handed.is_set() else "stopped"
+
+
+def _ask_primary_to_hand_over(cfg: SlurmConfig, key: bytes, me: str) -> None:
+    """scontrol takeover reached this standby: ask the other SlurmctldHosts (the lease's holder among
+    them) to release the lease; this ctld's standby loop then takes it within a poll."""
+    from shoal.rpc.client import Stub
+    from shoal.v1 import controller_pb2
+
+    def ask() -> None:
+        for name, addr in cfg.control_hosts:
+            if name == me:
+                continue
+            stub = Stub(f"{addr}:{cfg.slurmctld_port}", key)
+            try:
+                stub.call("/shoal.v1.Controller/Takeover", controller_pb2.TakeoverRequest(relinquish=True),
+                          controller_pb2.TakeoverResponse, timeout=5.0)
+            except Exception as exc:  # grpc.RpcError: that one is down; the others may hold the lease
+                logging.getLogger("shoal.ctld").info("takeover: %s did not answer: %s", name, exc)
+            finally:
+                stub.close()
+
+    threading.Thread(target=ask, daemon=True, name="takeover").start()
+
+
+def _write_pid_file(cfg: SlurmConfig) -> None:
+    """The primary's pid (a standby does not write it: tools read it as "the controller")."""
+    if not cfg.slurmctld_pid_file:
+        return
+    try:
+        Path(cfg.slurmctld_pid_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.slurmctld_pid_file).write_text(f"{os.getpid()}\n")
+    except OSError as exc:
+        logging.getLogger("shoal.ctld").warning("cannot write pid file %s: %s", cfg.slurmctld_pid_file, exc)
+
+
+def _remove_pid_file(cfg: SlurmConfig) -> None:
+    if not cfg.slurmctld_pid_file:
+        return
+    path = Path(cfg.slurmctld_pid_file)
+    try:
+        if path.read_text().split()[:1] == [str(os.getpid())]:
+            path.unlink()
+    except (OSError, IndexError):
+        pass
 
 
 def _take_lease(cfg: SlurmConfig, stop: threading.Event, notifier: Notifier) -> Lease | None:

@@ -1,13 +1,16 @@
 """The Controller gRPC service: convert the message, check who calls, call the controller, map errors.
 
 Every method is wrapped by `_slurm_errors`: a SlurmError becomes the gRPC status of its code with
-Slurm's words as details, the one mapping for all of them.
+Slurm's words as details, the one mapping for all of them. A ctld standing by (no controller: it does
+not hold the leadership lease, docs/ha.md) answers Ping and UNAVAILABLE "not the primary" to the rest,
+which clients take as "try the next SlurmctldHost"; so does a deposed one (FencedError).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -16,7 +19,11 @@ import grpc
 from ctld import tokens
 from ctld.controller import Caller, Controller
 from ctld.diag import Diag, instrument
-from ctld.errors import PERMISSION_DENIED, SlurmError
+from ctld.errors import PERMISSION_DENIED, UNAVAILABLE, SlurmError
+from ctld.state import uid_of
+from ctld.store import FencedError
+from shoal.conf import SlurmConfig
+from shoal.rpc import NOT_PRIMARY
 from shoal.rpc.server import current_caller
 from shoal.v1 import accounting_pb2, controller_pb2_grpc
 from shoal.v1 import controller_pb2 as pb
@@ -26,6 +33,7 @@ Resp = TypeVar("Resp")
 Method = Callable[["ControllerService", Req, grpc.ServicerContext], Resp]
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
+_STANDBY_METHODS = ("Ping", "Takeover")  # what a ctld that does not lead still answers
 
 
 def _caller() -> Caller:
@@ -38,8 +46,13 @@ def _slurm_errors(method: Method[Req, Resp]) -> Method[Req, Resp]:
 
     @functools.wraps(method)
     def wrapper(self: ControllerService, request: Req, context: grpc.ServicerContext) -> Resp:
+        if self._ctl is None and method.__name__ not in _STANDBY_METHODS:
+            context.abort(grpc.StatusCode.UNAVAILABLE, NOT_PRIMARY)
         try:
             return method(self, request, context)
+        except FencedError:
+            context.abort(grpc.StatusCode.UNAVAILABLE, NOT_PRIMARY)  # deposed: the new primary decides
+            raise
         except SlurmError as exc:
             context.abort(_CODES.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT), exc.message)
             raise  # abort raises; this line is for the type checker
@@ -78,9 +91,27 @@ def _as_sent(answer: bytes) -> bytes:
 
 @instrument  # sdiag's RPC statistics (ctld/diag.py)
 class ControllerService(controller_pb2_grpc.ControllerServicer):
-    def __init__(self, controller: Controller) -> None:
-        self.ctl = controller
-        self.diag = Diag(controller.clock)
+    def __init__(self, controller: Controller | None, cfg: SlurmConfig | None = None, host: str = "") -> None:
+        self._ctl = controller
+        self.cfg = cfg if cfg is not None else controller.cfg if controller is not None else None
+        self.host = host or (self.cfg.control_machine if self.cfg is not None else "")
+        self.diag = Diag(controller.clock if controller is not None else time.time)
+
+    @property
+    def ctl(self) -> Controller:
+        ctl = self._ctl
+        if ctl is None:  # a standby's methods never get here (`_slurm_errors`), but a step-down may race
+            raise SlurmError(NOT_PRIMARY, UNAVAILABLE)
+        return ctl
+
+    def serve(self, controller: Controller | None) -> None:
+        """Take over (a controller) or stand by (None)."""
+        self._ctl = controller
+
+    # `scontrol takeover` (ctld.main sets them): a standby asks the primary to hand over; the primary,
+    # asked so by a standby, releases the lease and stands by
+    request_handover: Callable[[], None] | None = None
+    hand_over: Callable[[], None] | None = None
 
     def _node_only(self, context: grpc.ServicerContext) -> None:
         if not self.ctl.is_operator(_caller()):
@@ -135,7 +166,22 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     @_slurm_errors
     def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.PingResponse:
-        return pb.PingResponse(hostname=self.ctl.cfg.control_machine, role="primary", now=int(self.ctl.clock()))
+        return pb.PingResponse(hostname=self.host, role="primary" if self._ctl is not None else "backup",
+                               now=int(time.time()))
+
+    @_slurm_errors
+    def Takeover(self, request: pb.TakeoverRequest, context: grpc.ServicerContext) -> pb.TakeoverResponse:
+        caller = current_caller()
+        if caller.uid != 0 and (self.cfg is None or caller.uid != uid_of(self.cfg.slurm_user)):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "Access/permission denied")
+        role = "primary" if self._ctl is not None else "backup"
+        if request.relinquish and self._ctl is not None and self.hand_over is not None:
+            logging.getLogger("shoal.ctld").info("scontrol takeover: handing over to a backup")
+            self.hand_over()
+        elif not request.relinquish and self._ctl is None and self.request_handover is not None:
+            logging.getLogger("shoal.ctld").info("scontrol takeover: asking the primary to hand over")
+            self.request_handover()
+        return pb.TakeoverResponse(role=role)
 
     @_slurm_errors
     def RegisterNode(

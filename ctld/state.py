@@ -151,8 +151,12 @@ class ClusterState:
             self.shares.awaits_seed = self.accounting.enabled
             self.accounting.request_usage(self.shares.half_life_s, last_reset(now, self.shares.reset_period), now)
         saved_nodes = self.store.load_nodes()
+        recovered_at = self.clock()
         for conf in self.cfg.nodes:
-            self.nodes[conf.name] = new_runtime(self.cfg, conf, saved_nodes.get(conf.name))
+            node = new_runtime(self.cfg, conf, saved_nodes.get(conf.name))
+            # a full SlurmdTimeout from the recovery (a takeover), never from a heartbeat the old primary got
+            node.last_contact = recovered_at
+            self.nodes[conf.name] = node
         for blob in self.store.load_jobs():
             job = jobs_pb2.JobInfo()
             job.ParseFromString(blob)

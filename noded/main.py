@@ -40,7 +40,7 @@ from noded.node import HostedNode, spool_root
 from noded.reporter import Reporter
 from noded.service import NodeAgentService
 from shoal import configless
-from shoal.agent.server import AgentServer, AgentServerError, targets_from_config
+from shoal.agent.server import AgentServer, AgentServerError, ctld_addresses, targets_from_config
 from shoal.auth.errors import AuthError
 from shoal.auth.key import load_key
 from shoal.conf import ConfigError, SlurmConfig, load_slurm_conf
@@ -364,7 +364,7 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
     if cfg.slurmd_pid_file:
         noded.write_pid_file(cfg.slurmd_pid_file.replace("%n", nodes[0].name).replace("%h", short_hostname()))
     try:
-        ctld_target = f"{cfg.control_addr}:{cfg.slurmctld_port}"
+        ctld_target = ",".join(ctld_addresses(cfg))  # every SlurmctldHost, tried in order
         if not args.no_agent:
             socket_path = args.agent_socket or cfg.agent_socket
             # ctld and dbd: sacct and sacctmgr work on a compute node (inside jobs) as on a login host

@@ -30,7 +30,7 @@ from shoal.agent.protocol import (
     send_frame,
 )
 from shoal.auth.credential import encode, mint
-from shoal.rpc import METADATA_KEY
+from shoal.rpc import METADATA_KEY, NOT_PRIMARY
 from shoal.rpc.client import CHANNEL_OPTIONS
 from shoal.v1 import common_pb2
 
@@ -78,7 +78,12 @@ def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
 
 
 class AgentServer:
-    """Serve AgentRequests on `socket_path`, forwarding to `targets` ({"ctld": "host:port", ...})."""
+    """Serve AgentRequests on `socket_path`, forwarding to `targets` ({"ctld": "host:port", ...}).
+
+    A target may list several addresses, comma-separated (ctld's SlurmctldHost lines): they are tried
+    in order, the last one that answered first, moving on when a request never left (no connection) or
+    a standby answered "not the primary" (docs/ha.md); both mean nothing was done, so nothing doubles.
+    """
 
     def __init__(self, socket_path: str, key: bytes, targets: dict[str, str], host: str,
                  command_runner: bool = False, connect_grace: float = CONNECT_GRACE) -> None:
@@ -89,7 +94,9 @@ class AgentServer:
         self._runner_pipe: int | None = None
         self._runner_started = 0.0
         self._key = key
-        self._targets = dict(targets)
+        self._targets = {name: tuple(a.strip() for a in addrs.split(",") if a.strip())
+                         for name, addrs in targets.items()}
+        self._good: dict[str, str] = {}  # per target: the address that answered last
         self._host = host
         self._channels: dict[str, grpc.Channel] = {}
         self._methods: dict[tuple[str, str], Any] = {}
@@ -279,21 +286,36 @@ class AgentServer:
         if not request.method.startswith("/"):
             return _error(codes.INVALID_ARGUMENT, f"Invalid method name '{request.method}'")
         timeout = request.timeout if request.timeout > 0 else codes.DEFAULT_TIMEOUT
-        rpc = self._multicallable(target, request.method)
         deadline = time.monotonic() + min(timeout, self._connect_grace)
         while True:
-            try:
-                body = rpc(request.body, metadata=((METADATA_KEY, encode(cred)),), timeout=timeout)
-                return common_pb2.AgentResponse(code=codes.OK, body=body)
-            except grpc.RpcError as exc:
-                left = deadline - time.monotonic()
-                if not self._never_sent(exc) or left <= 0:
-                    return self._rpc_error(target, exc)
-                # No connection (the daemon is (re)starting, or the channel is between connection
-                # attempts): the request never left, so sending it again cannot duplicate it.
-                if not self._wait_connected(target, left):
-                    time.sleep(min(RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
+            addresses = self._in_order(target)
+            last: grpc.RpcError | None = None
+            for address in addresses:
+                rpc = self._multicallable(address, request.method)
+                try:
+                    body = rpc(request.body, metadata=((METADATA_KEY, encode(cred)),), timeout=timeout)
+                    self._good[target] = address
+                    return common_pb2.AgentResponse(code=codes.OK, body=body)
+                except grpc.RpcError as exc:
+                    if not (self._never_sent(exc) or _not_primary(exc)):
+                        return self._rpc_error(target, exc)
+                    last = exc
                 cred = mint(self._key, uid, gid, host=self._host)  # a fresh nonce for each attempt
+            assert last is not None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._rpc_error(target, last)
+            # No connection (the daemon is (re)starting, or the channel is between connection attempts),
+            # or only standbys answered (a takeover under way): try them all again shortly.
+            if len(addresses) > 1 or _not_primary(last) or not self._wait_connected(addresses[0], left):
+                time.sleep(min(RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
+
+    def _in_order(self, target: str) -> tuple[str, ...]:
+        addresses = self._targets[target]
+        good = self._good.get(target)
+        if good is None or len(addresses) == 1:
+            return addresses
+        return (good, *(a for a in addresses if a != good))
 
     @staticmethod
     def _never_sent(exc: grpc.RpcError) -> bool:
@@ -303,9 +325,9 @@ class AgentServer:
             "failed to connect" in details or "connection refused" in details
         )
 
-    def _wait_connected(self, target: str, timeout: float) -> bool:
+    def _wait_connected(self, address: str, timeout: float) -> bool:
         with self._lock:
-            chan = self._channels.get(target)
+            chan = self._channels.get(address)
         if chan is None:
             return False
         try:
@@ -314,17 +336,17 @@ class AgentServer:
             return False
         return True
 
-    def _multicallable(self, target: str, method: str) -> Any:
+    def _multicallable(self, address: str, method: str) -> Any:
         with self._lock:
-            rpc = self._methods.get((target, method))
+            rpc = self._methods.get((address, method))
             if rpc is None:
-                chan = self._channels.get(target)
+                chan = self._channels.get(address)
                 if chan is None:
-                    chan = grpc.insecure_channel(self._targets[target], options=AGENT_CHANNEL_OPTIONS)
-                    self._channels[target] = chan
+                    chan = grpc.insecure_channel(address, options=AGENT_CHANNEL_OPTIONS)
+                    self._channels[address] = chan
                 # No serializers: the request and response stay raw bytes.
                 rpc = chan.unary_unary(method, request_serializer=None, response_deserializer=None)
-                self._methods[(target, method)] = rpc
+                self._methods[(address, method)] = rpc
             return rpc
 
     @staticmethod
@@ -332,7 +354,7 @@ class AgentServer:
         status: grpc.StatusCode = exc.code()
         code = int(status.value[0])
         if status == grpc.StatusCode.UNAVAILABLE:
-            message = UNAVAILABLE_MESSAGES.get(target, f"Unable to contact {target} (connect failure)")
+            message = UNAVAILABLE_MESSAGES.get(target.split("@")[0], f"Unable to contact {target} (connect failure)")
         elif status == grpc.StatusCode.DEADLINE_EXCEEDED:
             message = codes.TIMED_OUT
         else:
@@ -340,15 +362,29 @@ class AgentServer:
         return _error(code, message)
 
 
+def _not_primary(exc: grpc.RpcError) -> bool:
+    """A standby (or deposed) ctld's answer: it did nothing, the primary is elsewhere."""
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and (exc.details() or "") == NOT_PRIMARY
+
+
 def _error(code: int, message: str) -> common_pb2.AgentResponse:
     return common_pb2.AgentResponse(code=code, message=message)
 
 
 def targets_from_config(cfg: SlurmConfig) -> dict[str, str]:
-    """Where an agent (agentd's and noded's) forwards: ctld at ControlAddr:SlurmctldPort, dbd at
+    """Where an agent (agentd's and noded's) forwards: "ctld" at every SlurmctldHost's address (in
+    slurm.conf's order, the primary found among them), "ctld@N" at the Nth alone (`scontrol ping`), dbd at
     AccountingStorageHost (else ctld's host):AccountingStoragePort."""
     dbd_host = cfg.accounting_storage_host or cfg.control_addr
+    ctlds = ctld_addresses(cfg)
     return {
-        "ctld": f"{cfg.control_addr}:{cfg.slurmctld_port}",
+        "ctld": ",".join(ctlds),
+        **{f"ctld@{i}": address for i, address in enumerate(ctlds)},
         "dbd": f"{dbd_host}:{cfg.accounting_storage_port}",
     }
+
+
+def ctld_addresses(cfg: SlurmConfig) -> list[str]:
+    """host:port of each SlurmctldHost line, in slurm.conf's order."""
+    hosts = cfg.control_hosts or ((cfg.control_machine, cfg.control_addr),)
+    return [f"{addr}:{cfg.slurmctld_port}" for _name, addr in hosts]

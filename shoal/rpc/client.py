@@ -11,7 +11,7 @@ import grpc
 from google.protobuf.message import Message
 
 from shoal.auth.credential import encode, mint
-from shoal.rpc import MAX_MESSAGE_BYTES, METADATA_KEY
+from shoal.rpc import MAX_MESSAGE_BYTES, METADATA_KEY, NOT_PRIMARY
 
 M = TypeVar("M", bound=Message)
 
@@ -73,7 +73,9 @@ def call_with_retry(
 class Stub:
     """A persistent channel to one daemon and a method call by full name, credential attached.
 
-    `Stub(target, key).call("/shoal.v1.Node/Ping", req, NodePingResponse)`.
+    `Stub(target, key).call("/shoal.v1.Node/Ping", req, NodePingResponse)`. A target listing several
+    addresses, comma-separated (ctld's SlurmctldHost lines), tries them in order, the last that answered
+    first, moving on when the call never left (no connection) or a standby said "not the primary".
     """
 
     def __init__(self, target: str, key: bytes, *, uid: int = 0, gid: int = 0) -> None:
@@ -81,8 +83,9 @@ class Stub:
         self._key = key
         self._uid = uid
         self._gid = gid
-        self._channel = channel(target)
-        self._methods: dict[tuple[str, type[Message]], Callable[..., Any]] = {}
+        self._addresses = [a.strip() for a in target.split(",") if a.strip()] or [target]
+        self._channels = {a: channel(a) for a in self._addresses}
+        self._methods: dict[tuple[str, str, type[Message]], Callable[..., Any]] = {}
 
     def call(
         self,
@@ -95,16 +98,8 @@ class Stub:
         backoff: float = 0.5,
     ) -> M:
         """Call `method`; grpc.RpcError on failure (after `attempts` tries on UNAVAILABLE)."""
-        fn = self._methods.get((method, response_type))
-        if fn is None:
-            fn = self._channel.unary_unary(
-                method,
-                request_serializer=_serialize,
-                response_deserializer=response_type.FromString,
-            )
-            self._methods[(method, response_type)] = fn
         result: M = call_with_retry(
-            fn,
+            lambda req, metadata, timeout: self._call_any(method, req, response_type, metadata, timeout),
             request,
             metadata_fn=lambda: daemon_metadata(self._key, self._uid, self._gid),
             timeout=timeout,
@@ -113,8 +108,42 @@ class Stub:
         )
         return result
 
+    def _call_any(self, method: str, request: Message, response_type: type[M], metadata: Metadata,
+                  timeout: float) -> M:
+        last: grpc.RpcError | None = None
+        for address in list(self._addresses):
+            fn = self._methods.get((address, method, response_type))
+            if fn is None:
+                fn = self._channels[address].unary_unary(
+                    method, request_serializer=_serialize, response_deserializer=response_type.FromString)
+                self._methods[(address, method, response_type)] = fn
+            try:
+                result: M = fn(request, metadata=metadata, timeout=timeout)
+            except grpc.RpcError as exc:
+                if len(self._addresses) == 1 or not may_try_next(exc):
+                    raise
+                last = exc
+                metadata = daemon_metadata(self._key, self._uid, self._gid)  # nonces are single-use
+                continue
+            if address != self._addresses[0]:  # the primary moved: ask it first next time
+                self._addresses.remove(address)
+                self._addresses.insert(0, address)
+            return result
+        assert last is not None
+        raise last
+
     def close(self) -> None:
-        self._channel.close()
+        for chan in self._channels.values():
+            chan.close()
+
+
+def may_try_next(exc: grpc.RpcError) -> bool:
+    """The call did nothing: no connection existed (gRPC never sent it), or a standby ctld refused it."""
+    if exc.code() != grpc.StatusCode.UNAVAILABLE:
+        return False
+    details = exc.details() or ""
+    lowered = details.lower()
+    return details == NOT_PRIMARY or "failed to connect" in lowered or "connection refused" in lowered
 
 
 def _serialize(message: Message) -> bytes:

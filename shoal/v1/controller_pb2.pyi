@@ -619,7 +619,7 @@ class PingResponse(_message.Message):
     NOW_FIELD_NUMBER: _builtins.int
     hostname: _builtins.str
     role: _builtins.str
-    """"primary" """
+    """"primary" (holds the lease) or "backup" (standing by)"""
     now: _builtins.int
     def __init__(
         self,
@@ -635,6 +635,49 @@ class PingResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PingResponse: _TypeAlias = PingResponse  # noqa: Y015
+
+@_typing.final
+class TakeoverRequest(_message.Message):
+    """To a standby: take over (it asks the primary to hand over). To the primary, from a standby
+    (relinquish): release the lease and stand by.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELINQUISH_FIELD_NUMBER: _builtins.int
+    relinquish: _builtins.bool
+    def __init__(
+        self,
+        *,
+        relinquish: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["relinquish", b"relinquish"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TakeoverRequest: _TypeAlias = TakeoverRequest  # noqa: Y015
+
+@_typing.final
+class TakeoverResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROLE_FIELD_NUMBER: _builtins.int
+    role: _builtins.str
+    """the answering ctld's role when it got the request"""
+    def __init__(
+        self,
+        *,
+        role: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TakeoverResponse: _TypeAlias = TakeoverResponse  # noqa: Y015
 
 @_typing.final
 class RegisterNodeRequest(_message.Message):

@@ -80,6 +80,11 @@ class ControllerStub:
                 request_serializer=shoal_dot_v1_dot_controller__pb2.PingRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.PingResponse.FromString,
                 _registered_method=True)
+        self.Takeover = channel.unary_unary(
+                '/shoal.v1.Controller/Takeover',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.TakeoverRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.TakeoverResponse.FromString,
+                _registered_method=True)
         self.RegisterNode = channel.unary_unary(
                 '/shoal.v1.Controller/RegisterNode',
                 request_serializer=shoal_dot_v1_dot_controller__pb2.RegisterNodeRequest.SerializeToString,
@@ -226,6 +231,13 @@ class ControllerServicer:
 
     def Ping(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Takeover(self, request, context):
+        """scontrol takeover: served by a standby too (docs/ha.md)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -394,6 +406,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.Ping,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.PingRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.PingResponse.SerializeToString,
+            ),
+            'Takeover': grpc.unary_unary_rpc_method_handler(
+                    servicer.Takeover,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.TakeoverRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.TakeoverResponse.SerializeToString,
             ),
             'RegisterNode': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterNode,
@@ -729,6 +746,33 @@ class Controller:
             '/shoal.v1.Controller/Ping',
             shoal_dot_v1_dot_controller__pb2.PingRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.PingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Takeover(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/Takeover',
+            shoal_dot_v1_dot_controller__pb2.TakeoverRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.TakeoverResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -44,6 +44,8 @@ class ControllerStub:
     UpdateJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.UpdateJobRequest, _controller_pb2.UpdateJobResponse]
     UpdateNode: _grpc.UnaryUnaryMultiCallable[_controller_pb2.UpdateNodeRequest, _controller_pb2.UpdateNodeResponse]
     Ping: _grpc.UnaryUnaryMultiCallable[_controller_pb2.PingRequest, _controller_pb2.PingResponse]
+    Takeover: _grpc.UnaryUnaryMultiCallable[_controller_pb2.TakeoverRequest, _controller_pb2.TakeoverResponse]
+    """scontrol takeover: served by a standby too (docs/ha.md)"""
     RegisterNode: _grpc.UnaryUnaryMultiCallable[_controller_pb2.RegisterNodeRequest, _controller_pb2.RegisterNodeResponse]
     """node agents"""
     CompleteBatch: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CompleteBatchRequest, _controller_pb2.CompleteBatchResponse]
@@ -85,6 +87,8 @@ class ControllerAsyncStub(ControllerStub):
     UpdateJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.UpdateJobRequest, _controller_pb2.UpdateJobResponse]  # type: ignore[assignment]
     UpdateNode: _aio.UnaryUnaryMultiCallable[_controller_pb2.UpdateNodeRequest, _controller_pb2.UpdateNodeResponse]  # type: ignore[assignment]
     Ping: _aio.UnaryUnaryMultiCallable[_controller_pb2.PingRequest, _controller_pb2.PingResponse]  # type: ignore[assignment]
+    Takeover: _aio.UnaryUnaryMultiCallable[_controller_pb2.TakeoverRequest, _controller_pb2.TakeoverResponse]  # type: ignore[assignment]
+    """scontrol takeover: served by a standby too (docs/ha.md)"""
     RegisterNode: _aio.UnaryUnaryMultiCallable[_controller_pb2.RegisterNodeRequest, _controller_pb2.RegisterNodeResponse]  # type: ignore[assignment]
     """node agents"""
     CompleteBatch: _aio.UnaryUnaryMultiCallable[_controller_pb2.CompleteBatchRequest, _controller_pb2.CompleteBatchResponse]  # type: ignore[assignment]
@@ -177,6 +181,14 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.PingRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.PingResponse, _abc.Awaitable[_controller_pb2.PingResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def Takeover(
+        self,
+        request: _controller_pb2.TakeoverRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.TakeoverResponse, _abc.Awaitable[_controller_pb2.TakeoverResponse]]:
+        """scontrol takeover: served by a standby too (docs/ha.md)"""
 
     @_abc_1.abstractmethod
     def RegisterNode(

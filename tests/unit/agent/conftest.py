@@ -16,11 +16,13 @@ from shoal.v1 import controller_pb2
 
 KEY = b"a" * 32
 AGENT_HOST = "login-test"
+PINGED_BY: list[tuple[int, int, str]] = []  # (uid, gid, host) of each Ping's caller, as the server saw it
 
 
 def _ping(request: controller_pb2.PingRequest, context: grpc.ServicerContext) -> controller_pb2.PingResponse:
     """Answers with the caller the server saw: role "uid:gid", hostname the credential's host."""
     caller = current_caller()
+    PINGED_BY.append((caller.uid, caller.gid, caller.host))
     return controller_pb2.PingResponse(hostname=caller.host, role=f"{caller.uid}:{caller.gid}")
 
 

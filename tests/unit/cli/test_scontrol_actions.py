@@ -124,10 +124,15 @@ def test_errors(args: Any, stdout: Any, stderr: Any) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (1, stdout, stderr)
 
 
+# what 22.05 prints after the lines when a controller is down (docs/ha.md)
+BANNER = ("*****************************************\n** RESTORE SLURMCTLD DAEMON TO SERVICE **\n"
+          "*****************************************\n")
+
+
 @pytest.mark.parametrize(
     ("args", "stdout", "stderr"),
     [
-        (["ping"], "Slurmctld(primary) at localhost is DOWN\n", ""),
+        (["ping"], f"Slurmctld(primary) at localhost is DOWN\n{BANNER}", ""),
         (["show", "job", "5"], "", f"slurm_load_jobs error: {CONNECT}\n"),
         (["show", "nodes"], "", f"slurm_load_node error: {CONNECT}\n"),
         (["show", "partition"], "", f"slurm_load_partitions error: {CONNECT}\n"),
@@ -162,7 +167,21 @@ def test_ping_reads_the_controller_host_from_slurm_conf(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=c\nSlurmctldHost=head01(10.0.0.1)\n")
     result = run_scontrol(["ping"], {"SLURM_CONF": str(conf)})
-    assert result.stdout == "Slurmctld(primary) at head01 is DOWN\n"
+    assert result.stdout == f"Slurmctld(primary) at head01 is DOWN\n{BANNER}"
+
+
+def test_ping_names_each_controller_by_its_position_in_slurm_conf(tmp_path: Path) -> None:
+    """22.05: primary, then backup (of two) or backup1, backup2 ...; all down: the banner and exit 1."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\nSlurmctldHost=head01(10.0.0.1)\nSlurmctldHost=head02(10.0.0.2)\n")
+    two = run_scontrol(["ping"], {"SLURM_CONF": str(conf)})
+    assert (two.returncode, two.stdout) == (
+        1, f"Slurmctld(primary) at head01 is DOWN\nSlurmctld(backup) at head02 is DOWN\n{BANNER}")
+    conf.write_text(conf.read_text() + "SlurmctldHost=head03\n")
+    three = run_scontrol(["ping"], {"SLURM_CONF": str(conf)})
+    assert three.stdout.splitlines()[:3] == [
+        "Slurmctld(primary) at head01 is DOWN", "Slurmctld(backup1) at head02 is DOWN",
+        "Slurmctld(backup2) at head03 is DOWN"]
 
 
 @pytest.mark.parametrize("args", [["version"], ["-V"], ["--version"]], ids=["command", "-V", "--version"])
@@ -200,3 +219,21 @@ def test_refused_job_lines_as_slurm(action: str, message: str, lines: list[str])
     from cli.scontrol import refusal_lines
 
     assert refusal_lines(action, "12", message) == lines
+
+
+@pytest.mark.parametrize(
+    ("args", "stderr"),
+    [
+        (["takeover"], "slurm_takeover error: Unable to contact slurm controller (connect failure)\n"),
+        (["takeover", "1"], "takeover: invalid backup controller index (1)\n"),
+        (["takeover", "x"], "takeover: invalid backup controller index (0)\n"),
+        (["takeover", "1", "2"], "takeover: too many arguments\n"),
+    ],
+    ids=["no-backup", "index-past-the-lines", "not-a-number", "two-indexes"],
+)
+def test_takeover_without_a_backup_line_is_refused_as_22_05(tmp_path: Path, args: Any, stderr: str) -> None:
+    """Seen on the reference (one SlurmctldHost); 22.05 also prints two socket errors before the first."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\nSlurmctldHost=head01(10.0.0.1)\n")
+    result = run_scontrol(args, {"SLURM_CONF": str(conf)})
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", stderr)
