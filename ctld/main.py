@@ -185,8 +185,8 @@ def _lead(cfg: SlurmConfig, args: argparse.Namespace, key: bytes, store: StateSt
         t.start()
     _write_pid_file(cfg)
     controller.wake.set()
+    notifier.ready()  # READY=1 first: systemd (and the units' test) wait for that one
     notifier.status("primary")
-    notifier.ready()
     while not term.wait(0.5):
         if stop.is_set():
             term.set()
