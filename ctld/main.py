@@ -186,7 +186,8 @@ def _lead(cfg: SlurmConfig, args: argparse.Namespace, key: bytes, store: StateSt
     _write_pid_file(cfg)
     controller.wake.set()
     notifier.ready()  # READY=1 first: systemd (and the units' test) wait for that one
-    notifier.status("primary")
+    if lease is not None:  # with backups, `systemctl status` tells the primary from a standby
+        notifier.status("primary")
     while not term.wait(0.5):
         if stop.is_set():
             term.set()
