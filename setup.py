@@ -43,10 +43,14 @@ def _compile(target: str) -> bool:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return False
-    result = subprocess.run([compiler, "-O2", "-Wall", "-o", target, os.path.join(HERE, SOURCE)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [compiler, "-O2", "-Wall", "-o", target, os.path.join(HERE, SOURCE)], capture_output=True, text=True
+    )
     if result.returncode != 0:
-        print(f"shoal: cannot build the native commands, installing Python ones:\n{result.stderr}", file=sys.stderr)
+        print(
+            f"shoal: cannot build the native commands, installing Python ones:\n{result.stderr}",
+            file=sys.stderr,
+        )
         return False
     return True
 

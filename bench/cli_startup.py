@@ -67,13 +67,14 @@ def process_cpu_s(pids: list[int]) -> float:
             text = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2:].split()
+        fields = text[text.rindex(")") + 2 :].split()
         total += sum(int(f) for f in fields[11:15])
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def run_many(argv: list[str], env: dict[str, str], reps: int, warm: int = 2,
-             agent: Sequence[int] = ()) -> tuple[float, float, float, float]:
+def run_many(
+    argv: list[str], env: dict[str, str], reps: int, warm: int = 2, agent: Sequence[int] = ()
+) -> tuple[float, float, float, float]:
     """(median wall ms, min wall ms, mean user+sys CPU ms of the command, mean CPU ms of the agent and
     runner, their forks included) over reps calls."""
     for _ in range(warm):
@@ -220,9 +221,13 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for label, name, cargs in cases:
             for variant in ("installed", "no-pyc", "no-site"):
-                med, low, cpu, agent_ms = run_many(command(variant, name, cargs), variants[variant], args.reps,
-                                                   agent=agent)
-                print(f"{label:<44} {variant:<10} {med:>9.1f} {low:>7.1f} {cpu:>7.1f} {agent_ms:>8.1f}", flush=True)
+                med, low, cpu, agent_ms = run_many(
+                    command(variant, name, cargs), variants[variant], args.reps, agent=agent
+                )
+                print(
+                    f"{label:<44} {variant:<10} {med:>9.1f} {low:>7.1f} {cpu:>7.1f} {agent_ms:>8.1f}",
+                    flush=True,
+                )
         print(f"{'in one warm process: main(args) per call':<44} {'':<10} {'median ms':>9} {'min ms':>7}")
         for label, name, cargs in cases:
             med, low = in_process(name, cargs, inst, args.reps)

@@ -26,9 +26,21 @@ from shoal.v1 import accounting_pb2 as pb
 
 
 def _job(i: int) -> pb.JobRecord:
-    return pb.JobRecord(job_id=i, name=f"job{i}", user="alice", account="physics", partition="batch",
-                        state="COMPLETED", submit_time=1000 + i, start_time=1000 + i, end_time=1060 + i,
-                        alloc_cpus=4, nodelist="node[1-2]", array_task_id=-1, cancelled_by=-1)
+    return pb.JobRecord(
+        job_id=i,
+        name=f"job{i}",
+        user="alice",
+        account="physics",
+        partition="batch",
+        state="COMPLETED",
+        submit_time=1000 + i,
+        start_time=1000 + i,
+        end_time=1060 + i,
+        alloc_cpus=4,
+        nodelist="node[1-2]",
+        array_task_id=-1,
+        cancelled_by=-1,
+    )
 
 
 def ingest_rate(url: str, count: int, batch: int = 500) -> float:
@@ -37,15 +49,21 @@ def ingest_rate(url: str, count: int, batch: int = 500) -> float:
     records = []
     for i in range(1, count // 2 + 1):
         records.append(pb.AcctRecord(job=_job(i)))
-        records.append(pb.AcctRecord(step=pb.StepRecord(job_id=i, step_id=-4, name="batch", state="COMPLETED",
-                                                        submit_time=1000 + i)))
+        records.append(
+            pb.AcctRecord(
+                step=pb.StepRecord(
+                    job_id=i, step_id=-4, name="batch", state="COMPLETED", submit_time=1000 + i
+                )
+            )
+        )
     for seq, rec in enumerate(records, start=1):
         rec.seq = seq
     started = time.perf_counter()
     for k in range(0, len(records), batch):
         with sessions.begin() as session:
-            ingest.apply_records(session, pb.SendRecordsRequest(cluster="bench", epoch="e",
-                                                                records=records[k : k + batch]))
+            ingest.apply_records(
+                session, pb.SendRecordsRequest(cluster="bench", epoch="e", records=records[k : k + batch])
+            )
     elapsed = time.perf_counter() - started
     sessions.kw["bind"].dispose()
     return len(records) / elapsed
@@ -57,15 +75,35 @@ def sacct_time(url: str, jobs: int) -> tuple[float, float, int]:
     with sessions.begin() as session:
         chunk = 5000
         for k in range(0, jobs, chunk):
-            rows = [dict(cluster="c", job_id=i, name=f"job{i}", user="alice", account="physics", partition="batch",
-                         state="COMPLETED", submit_time=1000 + i, start_time=1000 + i, end_time=1060 + i,
-                         alloc_cpus=4, nodelist="node[1-2]", array_task_id=-1, cancelled_by=-1)
-                    for i in range(k + 1, min(jobs, k + chunk) + 1)]
+            rows = [
+                dict(
+                    cluster="c",
+                    job_id=i,
+                    name=f"job{i}",
+                    user="alice",
+                    account="physics",
+                    partition="batch",
+                    state="COMPLETED",
+                    submit_time=1000 + i,
+                    start_time=1000 + i,
+                    end_time=1060 + i,
+                    alloc_cpus=4,
+                    nodelist="node[1-2]",
+                    array_task_id=-1,
+                    cancelled_by=-1,
+                )
+                for i in range(k + 1, min(jobs, k + chunk) + 1)
+            ]
             session.execute(insert(Job), rows)
         ids = session.execute(text("SELECT id FROM jobs")).scalars().all()
         for k in range(0, len(ids), chunk):
-            session.execute(insert(Step), [dict(job_row=r, step_id=-4, name="batch", state="COMPLETED",
-                                                nodelist="node1") for r in ids[k : k + chunk]])
+            session.execute(
+                insert(Step),
+                [
+                    dict(job_row=r, step_id=-4, name="batch", state="COMPLETED", nodelist="node1")
+                    for r in ids[k : k + chunk]
+                ],
+            )
     fields = parse_format("JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode")  # sacct's default
     started, cpu = time.perf_counter(), time.process_time()
     with sessions() as session:
@@ -78,8 +116,10 @@ def sacct_time(url: str, jobs: int) -> tuple[float, float, int]:
         lines = render(group_rows(parsed, with_steps=True), fields, parsable="", header=True, now=10**9)
     formatted, format_cpu = time.perf_counter() - started, time.process_time() - cpu
     sessions.kw["bind"].dispose()
-    print(f"  (this process's CPU: query {query_cpu:.2f} s, format {format_cpu:.2f} s; the rest of the wall time"
-          f" is the database server and the other processes on the machine; answer {len(data) / 1e6:.1f} MB)")
+    print(
+        f"  (this process's CPU: query {query_cpu:.2f} s, format {format_cpu:.2f} s; the rest of the wall time"
+        f" is the database server and the other processes on the machine; answer {len(data) / 1e6:.1f} MB)"
+    )
     return queried, formatted, len(lines)
 
 

@@ -46,8 +46,17 @@ def cluster(count: int) -> tuple[Node, ...]:
 
 
 def gpu_job(job_id: int, gpus: int) -> JobRequest:
-    return JobRequest(job_id=job_id, user_id=1000, name=f"j{job_id}", submit_time=job_id, partitions=("gpu",),
-                      cpus_per_task=4, mem_per_node_mb=16000, gpus=GpuRequest(per_node=gpus), time_limit_min=60)
+    return JobRequest(
+        job_id=job_id,
+        user_id=1000,
+        name=f"j{job_id}",
+        submit_time=job_id,
+        partitions=("gpu",),
+        cpus_per_task=4,
+        mem_per_node_mb=16000,
+        gpus=GpuRequest(per_node=gpus),
+        time_limit_min=60,
+    )
 
 
 def snapshot(nodes: tuple[Node, ...], pending: tuple[JobRequest, ...]) -> Snapshot:
@@ -60,8 +69,15 @@ def time_cycles(count: int, jobs: int, seed: int) -> None:
     pending = tuple(gpu_job(i, rng.choices(SIZES, WEIGHTS)[0]) for i in range(1, jobs + 1))
     empty = cluster(count)
     half = tuple(
-        dataclasses.replace(n, usage=NodeUsage(cpu_ids=frozenset(range(0, 112, 2)), mem_mb=1000,
-                                               gpu_indices=frozenset(rng.sample(range(8), 4)), jobs=1))
+        dataclasses.replace(
+            n,
+            usage=NodeUsage(
+                cpu_ids=frozenset(range(0, 112, 2)),
+                mem_mb=1000,
+                gpu_indices=frozenset(rng.sample(range(8), 4)),
+                jobs=1,
+            ),
+        )
         for n in empty
     )
     for label, nodes in (("empty", empty), ("half used", half)):
@@ -72,8 +88,10 @@ def time_cycles(count: int, jobs: int, seed: int) -> None:
             result = run_cycle(snap, now=1000)
             times.append(time.perf_counter() - t0)
         best = min(times)
-        print(f"cycle  nodes={count} pending={jobs} {label:9s}: {best * 1000:8.1f} ms/cycle "
-              f"{best / jobs * 1e6:7.1f} us/job  starts={len(result.starts)}")
+        print(
+            f"cycle  nodes={count} pending={jobs} {label:9s}: {best * 1000:8.1f} ms/cycle "
+            f"{best / jobs * 1e6:7.1f} us/job  starts={len(result.starts)}"
+        )
 
 
 def first_fit(free: list[list[int]], gpus: int) -> tuple[int, list[int]] | None:
@@ -112,15 +130,20 @@ def stream(count: int, length: int, seed: int) -> None:
                 chosen = spread(free, gpus)
             else:
                 current = tuple(
-                    dataclasses.replace(n, usage=NodeUsage(gpu_indices=frozenset(set(range(8)) - set(f)),
-                                                           jobs=int(len(f) < 8)))
+                    dataclasses.replace(
+                        n,
+                        usage=NodeUsage(gpu_indices=frozenset(set(range(8)) - set(f)), jobs=int(len(f) < 8)),
+                    )
                     for n, f in zip(nodes, free, strict=True)
                 )
                 start = place(gpu_job(tick, gpus), part, snapshot(current, ()), Overlay())
                 chosen = None
                 if isinstance(start, Start):
                     alloc = start.allocation[0]
-                    chosen = next(i for i, n in enumerate(nodes) if n.name == alloc.node), list(alloc.gpu_indices)
+                    chosen = (
+                        next(i for i, n in enumerate(nodes) if n.name == alloc.node),
+                        list(alloc.gpu_indices),
+                    )
             if chosen is None:
                 turned_away[gpus] += 1
             else:
@@ -130,12 +153,16 @@ def stream(count: int, length: int, seed: int) -> None:
                 ending.setdefault(tick + duration, []).append((node, indices))
             if tick >= length // 4:
                 whole.append(sum(1 for f in free if len(f) == 8) / count)
-        print(f"stream nodes={count} jobs={length} {policy:9s}: whole-free nodes {statistics.mean(whole) * 100:5.1f} % "
-              f"(mean after warm-up), turned away: 8-GPU {turned_away[8]}, all {sum(turned_away.values())}")
+        print(
+            f"stream nodes={count} jobs={length} {policy:9s}: whole-free nodes {statistics.mean(whole) * 100:5.1f} % "
+            f"(mean after warm-up), turned away: 8-GPU {turned_away[8]}, all {sum(turned_away.values())}"
+        )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nodes", type=int, default=256)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--stream", type=int, default=4000)

@@ -21,22 +21,48 @@ from pathlib import Path
 
 
 def _sbatch(env: dict[str, str], cwd: str) -> int | None:
-    out = subprocess.run(["sbatch", "--parsable", "-H", "--wrap", "true", "-o", "/dev/null"], env=env, cwd=cwd,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        ["sbatch", "--parsable", "-H", "--wrap", "true", "-o", "/dev/null"],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return int(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip().isdigit() else None
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=15.0, help="storm before the kill, and after the takeover")
+    p.add_argument(
+        "--seconds", type=float, default=15.0, help="storm before the kill, and after the takeover"
+    )
     p.add_argument("--lease", type=float, default=3.0, help="ShoalLeaseTimeout")
     p.add_argument("--clients", type=int, default=4)
     args = p.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="shoal-ha-bench-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    up = subprocess.run([sys.executable, "-m", "cli.shoal_admin", "up", "--dir", str(directory), "--ha",
-                         "--nodes", "2", "--no-accounting", "--no-restd", "--no-check",
-                         "--set", f"ShoalLeaseTimeout={args.lease:g}"], env=env, capture_output=True, text=True)
+    up = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.shoal_admin",
+            "up",
+            "--dir",
+            str(directory),
+            "--ha",
+            "--nodes",
+            "2",
+            "--no-accounting",
+            "--no-restd",
+            "--no-check",
+            "--set",
+            f"ShoalLeaseTimeout={args.lease:g}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if up.returncode != 0:
         print(up.stderr, file=sys.stderr)
         return 1
@@ -70,9 +96,14 @@ def main() -> int:
         stop.set()
         for t in threads:
             t.join()
-        listed = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True).stdout.split()
-        subprocess.run([sys.executable, "-m", "cli.shoal_admin", "down", "--dir", str(directory)], env=env,
-                       capture_output=True)
+        listed = subprocess.run(
+            ["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True
+        ).stdout.split()
+        subprocess.run(
+            [sys.executable, "-m", "cli.shoal_admin", "down", "--dir", str(directory)],
+            env=env,
+            capture_output=True,
+        )
         _drop_database(directory)
     before = sum(1 for t, _ in acked if t <= killed) / (killed - start)
     after = sum(1 for t, _ in acked if t >= resumed) / (end - resumed)
@@ -81,8 +112,10 @@ def main() -> int:
     print(f"jobs/s before the kill: {before:.1f}")
     print(f"takeover (kill -9 to the first acknowledged submission): {resumed - killed:.2f} s")
     print(f"jobs/s after the takeover: {after:.1f}")
-    print(f"acknowledged: {len(ids)}, duplicates: {len(ids) - len(set(ids))}, "
-          f"lost: {len(set(map(str, ids)) - set(listed))}")
+    print(
+        f"acknowledged: {len(ids)}, duplicates: {len(ids) - len(set(ids))}, "
+        f"lost: {len(set(map(str, ids)) - set(listed))}"
+    )
     return 0
 
 

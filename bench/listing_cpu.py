@@ -74,37 +74,86 @@ def measure(argv: list[str], env: dict[str, str], daemons: dict[int, str], reps:
 def slurm(queue: int, reps: int) -> dict[str, dict[str, float]]:
     ids = []
     for _ in range(queue):
-        out = subprocess.run(["runuser", "-u", "alice", "--", "/usr/bin/sbatch", "--parsable", "-H", "-J", "perf2-listing",
-                              "-o", "/dev/null", "--chdir=/tmp", "--wrap=true"], env=SLURM_ENV, capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            [
+                "runuser",
+                "-u",
+                "alice",
+                "--",
+                "/usr/bin/sbatch",
+                "--parsable",
+                "-H",
+                "-J",
+                "perf2-listing",
+                "-o",
+                "/dev/null",
+                "--chdir=/tmp",
+                "--wrap=true",
+            ],
+            env=SLURM_ENV,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         ids.append(out.stdout.strip().split(";")[0])
     try:
         daemons = _pids({"slurmctld": "ctld", "munged": "auth (munge)"}, "")
         return {name: measure([f"/usr/bin/{name}"], SLURM_ENV, daemons, reps) for name in ("squeue", "sinfo")}
     finally:
         for start in range(0, len(ids), 200):
-            subprocess.run(["/usr/bin/scancel", *ids[start:start + 200]], env=SLURM_ENV, capture_output=True)
+            subprocess.run(
+                ["/usr/bin/scancel", *ids[start : start + 200]], env=SLURM_ENV, capture_output=True
+            )
 
 
 def shoal(queue: int, reps: int) -> dict[str, dict[str, float]]:
     directory = Path(tempfile.mkdtemp(prefix="listing-cpu-", dir="/tmp"))
     py = sys.executable
     scripts = Path(sysconfig.get_path("scripts"))
-    up = subprocess.run([py, "-m", "cli.shoal_admin", "up", "--dir", str(directory), "--nodes", "4",
-                         "--cpus-per-node", "16", "--mem-per-node", "64000", "--gpus-per-node", "8",
-                         "--gpu-type", "h100", "--no-check"], capture_output=True, text=True, timeout=300)
+    up = subprocess.run(
+        [
+            py,
+            "-m",
+            "cli.shoal_admin",
+            "up",
+            "--dir",
+            str(directory),
+            "--nodes",
+            "4",
+            "--cpus-per-node",
+            "16",
+            "--mem-per-node",
+            "64000",
+            "--gpus-per-node",
+            "8",
+            "--gpu-type",
+            "h100",
+            "--no-check",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if up.returncode != 0:
         raise SystemExit(f"listing_cpu: shoal up failed: {up.stderr}")
     env = {**os.environ, "SLURM_CONF": str(directory / "slurm.conf")}
     try:
         for _ in range(queue):
-            subprocess.run([str(scripts / "sbatch"), "-H", "-o", "/dev/null", "--chdir=/tmp", "--wrap=true"],
-                           env=env, capture_output=True, check=True)
-        daemons = _pids({"ctld.main": "ctld", "shoal.agent.agentd": "agent + runner", "cli.runner": "agent + runner"},
-                        str(directory))
+            subprocess.run(
+                [str(scripts / "sbatch"), "-H", "-o", "/dev/null", "--chdir=/tmp", "--wrap=true"],
+                env=env,
+                capture_output=True,
+                check=True,
+            )
+        daemons = _pids(
+            {"ctld.main": "ctld", "shoal.agent.agentd": "agent + runner", "cli.runner": "agent + runner"},
+            str(directory),
+        )
         return {name: measure([str(scripts / name)], env, daemons, reps) for name in ("squeue", "sinfo")}
     finally:
-        subprocess.run([py, "-m", "cli.shoal_admin", "down", "--dir", str(directory)], capture_output=True, timeout=120)
+        subprocess.run(
+            [py, "-m", "cli.shoal_admin", "down", "--dir", str(directory)], capture_output=True, timeout=120
+        )
 
 
 def main() -> int:

@@ -20,8 +20,13 @@ JOBS = 50_000
 
 def main() -> None:
     conf = PriorityConfig(
-        type="priority/multifactor", weight_age=1000, weight_fairshare=10000, weight_job_size=1000,
-        weight_partition=1000, weight_qos=1000, weight_tres=(("cpu", 1000.0), ("gres/gpu", 2000.0)),
+        type="priority/multifactor",
+        weight_age=1000,
+        weight_fairshare=10000,
+        weight_job_size=1000,
+        weight_partition=1000,
+        weight_qos=1000,
+        weight_tres=(("cpu", 1000.0), ("gres/gpu", 2000.0)),
     )
     jobs = [
         dataclasses.replace(

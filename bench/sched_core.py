@@ -95,7 +95,9 @@ def make_running(nodes: tuple[Node, ...]) -> tuple[RunningJob, ...]:
             end_time=NOW + 3600 + i,
             partition="batch",
             allocation=(
-                NodeAllocation(n.name, tuple(sorted(n.usage.cpu_ids)), n.usage.mem_mb, tuple(sorted(n.usage.gpu_indices))),
+                NodeAllocation(
+                    n.name, tuple(sorted(n.usage.cpu_ids)), n.usage.mem_mb, tuple(sorted(n.usage.gpu_indices))
+                ),
             ),
         )
         for i, n in enumerate(nodes)

@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile one main and one backfill pass (top 20)")
     args = ap.parse_args(argv)
 
-    print(f"# python {sys.version.split()[0]}; {args.nodes} nodes x 8 GPUs; {args.jobs} pending; CPU s, best of {args.reps}")
+    print(
+        f"# python {sys.version.split()[0]}; {args.nodes} nodes x 8 GPUs; {args.jobs} pending; CPU s, best of {args.reps}"
+    )
     print(f"{'state':>5} {'main ms':>8} {'starts':>6} {'backfill ms':>11} {'bf starts':>9} {'planned':>7}")
     for state in args.state.split(","):
         snap = make_snapshot(args.nodes, args.jobs, state, args.seed, 0.0)
@@ -121,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             ),
         )
         prio_s, _ = cpu_seconds(lambda: all_priorities(snap, NOW), args.reps)
-        print(f"priority recalculation, {len(jobs)} jobs: {prio_s * 1000:.0f} ms ({prio_s / len(jobs) * 1e6:.1f} us/job)")
+        print(
+            f"priority recalculation, {len(jobs)} jobs: {prio_s * 1000:.0f} ms ({prio_s / len(jobs) * 1e6:.1f} us/job)"
+        )
     return 0
 
 

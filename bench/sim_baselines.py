@@ -38,7 +38,9 @@ def main() -> None:
     p.add_argument("--backfill-rule", choices=("easy", "strict"), default="easy")
     p.add_argument("--speed", action="store_true", help="also replay whole traces and report jobs/s")
     args = p.parse_args()
-    print("| trace | policy | avg bsld (published) | utilization (published) | max wait s | wall s | command |")
+    print(
+        "| trace | policy | avg bsld (published) | utilization (published) | max wait s | wall s | command |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in ("lublin_256.swf", "lublin_256_new2.swf", "NASA-iPSC-1993-3.1-cln.swf.gz"):
         trace = read_swf(Path(args.traces) / name)
@@ -57,14 +59,19 @@ def main() -> None:
                 flush=True,
             )
     if args.speed:
-        print("\n| trace (whole) | policy | jobs | jobs/s (CPU) | CPU s | wall s |\n|---|---|---|---|---|---|")
+        print(
+            "\n| trace (whole) | policy | jobs | jobs/s (CPU) | CPU s | wall s |\n|---|---|---|---|---|---|"
+        )
         for name in ("NASA-iPSC-1993-3.1-cln.swf.gz", "lublin_256.swf", "lublin_256_new2.swf"):
             trace = read_swf(Path(args.traces) / name)
             for policy in ("fcfs", "easy", "sjbf", "short", "shoal"):
                 started, cpu = time.perf_counter(), time.process_time()
                 s = evaluate(trace, default_machine(trace), policy).summary
                 wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-                print(f"| {name} | {policy} | {s.jobs} | {s.jobs / cpu:.0f} | {cpu:.1f} | {wall:.1f} |", flush=True)
+                print(
+                    f"| {name} | {policy} | {s.jobs} | {s.jobs / cpu:.0f} | {cpu:.1f} | {wall:.1f} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

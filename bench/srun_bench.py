@@ -24,22 +24,30 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def measure(srun: list[str], sbatch: list[str], env: dict[str, str], tmp: Path, runs: int) -> tuple[
-        list[float], list[float], int, float]:
+def measure(
+    srun: list[str], sbatch: list[str], env: dict[str, str], tmp: Path, runs: int
+) -> tuple[list[float], list[float], int, float]:
     """(inside, outside latencies, bytes, seconds for 100 MB) with these srun/sbatch commands."""
     outside = [timed([*srun, "-N4", "-n16", "true"], env) for _ in range(runs)]
     script = tmp / "inside.sh"
-    script.write_text(f"#!/bin/bash\nfor i in $(seq {runs}); do s=$(date +%s.%N); "
-                      f"{' '.join(srun)} -N4 -n16 true; e=$(date +%s.%N); echo T $s $e; done\n")
+    script.write_text(
+        f"#!/bin/bash\nfor i in $(seq {runs}); do s=$(date +%s.%N); "
+        f"{' '.join(srun)} -N4 -n16 true; e=$(date +%s.%N); echo T $s $e; done\n"
+    )
     out = tmp / "inside.out"
-    subprocess.run([*sbatch, "-W", "-N4", "-n16", "-o", str(out), str(script)],
-                   env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*sbatch, "-W", "-N4", "-n16", "-o", str(out), str(script)],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     pairs = [ln.split() for ln in out.read_text().splitlines() if ln.startswith("T ")]
     inside = [float(e) - float(s) for _, s, e in pairs]
     size = 100 * 1024 * 1024
     start = time.perf_counter()
-    proc = subprocess.run([*srun, "-n1", "head", "-c", str(size), "/dev/zero"], env=env, check=True,
-                          stdout=subprocess.PIPE)
+    proc = subprocess.run(
+        [*srun, "-n1", "head", "-c", str(size), "/dev/zero"], env=env, check=True, stdout=subprocess.PIPE
+    )
     seconds = time.perf_counter() - start
     return inside, outside, len(proc.stdout), seconds
 
@@ -54,23 +62,56 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         if args.slurm:
             env["SLURM_CONF"] = "/etc/slurm/slurm.conf"
-            inside, outside, got, seconds = measure(["/usr/bin/srun"], ["/usr/bin/sbatch"], env, Path(tmp), args.runs)
+            inside, outside, got, seconds = measure(
+                ["/usr/bin/srun"], ["/usr/bin/sbatch"], env, Path(tmp), args.runs
+            )
         else:
             d = Path(tmp) / "c"
-            subprocess.run([sys.executable, "-m", "cli.shoal_admin", "up", "--dir", str(d), "--nodes", "4",
-                            "--cpus-per-node", "4", "--base-addr", "127.91.0.2", "--no-check"], check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "cli.shoal_admin",
+                    "up",
+                    "--dir",
+                    str(d),
+                    "--nodes",
+                    "4",
+                    "--cpus-per-node",
+                    "4",
+                    "--base-addr",
+                    "127.91.0.2",
+                    "--no-check",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             env["SLURM_CONF"] = str(d / "slurm.conf")
             try:
-                inside, outside, got, seconds = measure([sys.executable, "-m", "cli.srun"],
-                                                        [sys.executable, "-m", "cli.sbatch"], env, Path(tmp), args.runs)
+                inside, outside, got, seconds = measure(
+                    [sys.executable, "-m", "cli.srun"],
+                    [sys.executable, "-m", "cli.sbatch"],
+                    env,
+                    Path(tmp),
+                    args.runs,
+                )
             finally:
-                subprocess.run([sys.executable, "-m", "cli.shoal_admin", "down", "--dir", str(d)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                subprocess.run(
+                    [sys.executable, "-m", "cli.shoal_admin", "down", "--dir", str(d)],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
     assert got == size, got
-    print(f"srun -N4 -n16 true, inside an allocation: median {statistics.median(inside):.3f}s (n={len(inside)})")
-    print(f"srun -N4 -n16 true, new allocation:       median {statistics.median(outside):.3f}s (n={len(outside)})")
-    print(f"100 MB of stdout through srun: {size / seconds / 1e6:.0f} MB/s ({seconds:.2f}s, all bytes received)")
+    print(
+        f"srun -N4 -n16 true, inside an allocation: median {statistics.median(inside):.3f}s (n={len(inside)})"
+    )
+    print(
+        f"srun -N4 -n16 true, new allocation:       median {statistics.median(outside):.3f}s (n={len(outside)})"
+    )
+    print(
+        f"100 MB of stdout through srun: {size / seconds / 1e6:.0f} MB/s ({seconds:.2f}s, all bytes received)"
+    )
     return 0
 
 

@@ -51,7 +51,7 @@ def _stat(pid: int) -> int | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(text[text.rindex(")") + 2:].split()[1])
+    return int(text[text.rindex(")") + 2 :].split()[1])
 
 
 def _cmdline(pid: int) -> str:
@@ -69,11 +69,27 @@ def daemons(kind: str, cluster_dir: Path | None) -> dict[int, str]:
         cmd = _cmdline(pid)
         if kind == "slurm":
             exe = cmd.split(" ")[0].rsplit("/", 1)[-1]
-            role = {"slurmctld": "ctld", "slurmdbd": "dbd", "slurmd": "node daemon", "munged": "auth (munge)"}.get(exe)
+            role = {
+                "slurmctld": "ctld",
+                "slurmdbd": "dbd",
+                "slurmd": "node daemon",
+                "munged": "auth (munge)",
+            }.get(exe)
         elif cluster_dir is not None and str(cluster_dir) in cmd:
-            role = next((r for key, r in (("ctld.main", "ctld"), ("dbd.main", "dbd"), ("noded.main", "node daemon"),
-                                          ("shoal.agent.agentd", "agent + runner"), ("cli.runner", "agent + runner"))
-                         if key in cmd), None)
+            role = next(
+                (
+                    r
+                    for key, r in (
+                        ("ctld.main", "ctld"),
+                        ("dbd.main", "dbd"),
+                        ("noded.main", "node daemon"),
+                        ("shoal.agent.agentd", "agent + runner"),
+                        ("cli.runner", "agent + runner"),
+                    )
+                    if key in cmd
+                ),
+                None,
+            )
         else:
             role = None
         if role:
@@ -91,8 +107,10 @@ class RoleGroups:
 
     def __init__(self, roles: set[str]) -> None:
         self.base = CPUACCT / f"vs_slurm.{os.getpid()}"
-        self.dirs = {r: self.base / r.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "and")
-                     for r in roles}
+        self.dirs = {
+            r: self.base / r.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "and")
+            for r in roles
+        }
         for d in self.dirs.values():
             d.mkdir(parents=True, exist_ok=True)
         self.moved: list[int] = []
@@ -143,14 +161,19 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
 
 
-def cpu_per_job(kind: str, bin_dir: Path, env: dict[str, str], jobs: int, cluster_dir: Path | None
-                ) -> tuple[dict[str, float], float]:
+def cpu_per_job(
+    kind: str, bin_dir: Path, env: dict[str, str], jobs: int, cluster_dir: Path | None
+) -> tuple[dict[str, float], float]:
     """ms of CPU per trivial job by role, and the wall time of the whole batch."""
     name = f"cpujob_{os.getpid()}_{kind}"
     found = daemons(kind, cluster_dir)
     groups = RoleGroups(set(found.values()))
     work = ""
-    pinned = PinnedJobCgroups(cluster_dir / "slurm.conf", [f"node{i}" for i in range(1, 5)]) if cluster_dir else None
+    pinned = (
+        PinnedJobCgroups(cluster_dir / "slurm.conf", [f"node{i}" for i in range(1, 5)])
+        if cluster_dir
+        else None
+    )
     try:
         for pid, role in found.items():
             groups.move(pid, role)
@@ -160,13 +183,21 @@ def cpu_per_job(kind: str, bin_dir: Path, env: dict[str, str], jobs: int, cluste
         work = tempfile.mkdtemp(prefix="vs_slurm.work.")  # the jobs' slurm-N.out land there
         os.chmod(work, 0o1777)
         for _ in range(jobs):
-            subprocess.run([str(bin_dir / "sbatch"), "-J", name, "--wrap=true"], env={**os.environ, **env},
-                           cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            subprocess.run(
+                [str(bin_dir / "sbatch"), "-J", name, "--wrap=true"],
+                env={**os.environ, **env},
+                cwd=work,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             time.sleep(2)
-            out = _run([str(bin_dir / "sacct"), "-n", "-X", "-P", "-S", "now-2hours", "--name", name, "-o", "State"],
-                       env)
+            out = _run(
+                [str(bin_dir / "sacct"), "-n", "-X", "-P", "-S", "now-2hours", "--name", name, "-o", "State"],
+                env,
+            )
             if out.stdout.split().count("COMPLETED") >= jobs:
                 break
         wall = time.monotonic() - t0
@@ -186,9 +217,13 @@ def cpu_per_job(kind: str, bin_dir: Path, env: dict[str, str], jobs: int, cluste
 
 def bench_sh(bin_dir: Path, env: dict[str, str], runs: int, small: bool, pidfile: str) -> dict[str, str]:
     sizes = {"N_SEQ": "100", "N_PAR_EACH": "25", "N_DRAIN": "100", "N_QUEUE": "500"} if small else {}
-    out = subprocess.run(["bash", str(BENCH_SH), str(bin_dir), str(runs)],
-                         env={**os.environ, **env, **sizes, "CTLD_PIDFILE": pidfile},
-                         capture_output=True, text=True, timeout=3600)
+    out = subprocess.run(
+        ["bash", str(BENCH_SH), str(bin_dir), str(runs)],
+        env={**os.environ, **env, **sizes, "CTLD_PIDFILE": pidfile},
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     sys.stderr.write(out.stderr)
     rows = [line.split("\t") for line in out.stdout.splitlines()[1:] if "\t" in line]
     # "c_squeue_latency_s_with_501_jobs": the count is the queue's (another user's job may be in it)
@@ -197,9 +232,31 @@ def bench_sh(bin_dir: Path, env: dict[str, str], runs: int, small: bool, pidfile
 
 def start_shoal(directory: Path) -> tuple[Path, dict[str, str]]:
     py = sys.executable
-    up = subprocess.run([py, "-P", "-m", "cli.shoal_admin", "up", "--dir", str(directory), "--nodes", "4",
-                         "--cpus-per-node", "16", "--mem-per-node", "64000", "--gpus-per-node", "8",
-                         "--gpu-type", "h100", "--no-check"], capture_output=True, text=True, timeout=300)
+    up = subprocess.run(
+        [
+            py,
+            "-P",
+            "-m",
+            "cli.shoal_admin",
+            "up",
+            "--dir",
+            str(directory),
+            "--nodes",
+            "4",
+            "--cpus-per-node",
+            "16",
+            "--mem-per-node",
+            "64000",
+            "--gpus-per-node",
+            "8",
+            "--gpu-type",
+            "h100",
+            "--no-check",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if up.returncode != 0:
         raise SystemExit(f"vs_slurm: shoal up failed: {up.stderr}")
     scripts = Path(sysconfig.get_path("scripts"))
@@ -238,13 +295,17 @@ def main() -> int:
         raise SystemExit("vs_slurm: run as root (process accounting, and the real Slurm's jobs)")
     if _run([str(SLURM_BIN / "sinfo"), "-h"], SLURM_ENV).returncode != 0:
         raise SystemExit("vs_slurm: the real Slurm is not answering; start it: ../shared/realslurm/up.sh")
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; "
-          f"bench.sh runs {args.runs}{' (small)' if args.small else ''}; CPU split over {args.jobs} jobs")
+    print(
+        f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; "
+        f"bench.sh runs {args.runs}{' (small)' if args.small else ''}; CPU split over {args.jobs} jobs"
+    )
 
     results: dict[str, dict[str, str]] = {}
     cpu: dict[str, tuple[dict[str, float], float]] = {}
     if not args.skip_bench:
-        results["slurm"] = bench_sh(SLURM_BIN, SLURM_ENV, args.runs, args.small, "/run/realslurm/slurmctld.pid")
+        results["slurm"] = bench_sh(
+            SLURM_BIN, SLURM_ENV, args.runs, args.small, "/run/realslurm/slurmctld.pid"
+        )
     if not args.skip_cpu:
         cpu["slurm"] = cpu_per_job("slurm", SLURM_BIN, SLURM_ENV, args.jobs, None)
     directory = Path(tempfile.mkdtemp(prefix="vs_slurm."))
@@ -255,8 +316,11 @@ def main() -> int:
         if not args.skip_cpu:
             cpu["shoal"] = cpu_per_job("shoal", cli, env, args.jobs, directory)
     finally:
-        subprocess.run([sys.executable, "-P", "-m", "cli.shoal_admin", "down", "--dir", str(directory)],
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-P", "-m", "cli.shoal_admin", "down", "--dir", str(directory)],
+            capture_output=True,
+            timeout=120,
+        )
         shutil.rmtree(directory, ignore_errors=True)
 
     if results:
@@ -266,15 +330,23 @@ def main() -> int:
             s, o = results["slurm"].get(key, ""), results["shoal"].get(key, "")
             print(f"| `{key}` | {s} | {o} | {_ratio(o, s, higher)} |")
     if cpu:
-        print(f"\n| CPU ms per trivial job ({args.jobs} x `sbatch --wrap=true`, to COMPLETED in sacct) "
-              "| Slurm 22.05 | shoal | shoal vs Slurm |\n|---|---|---|---|")
+        print(
+            f"\n| CPU ms per trivial job ({args.jobs} x `sbatch --wrap=true`, to COMPLETED in sacct) "
+            "| Slurm 22.05 | shoal | shoal vs Slurm |\n|---|---|---|---|"
+        )
         roles = [r for r in ROLES if any(r in c[0] for c in cpu.values())]
         for role in [*roles, "total"]:
-            vals = {k: (sum(c[0].values()) if role == "total" else c[0].get(role, 0.0)) for k, c in cpu.items()}
+            vals = {
+                k: (sum(c[0].values()) if role == "total" else c[0].get(role, 0.0)) for k, c in cpu.items()
+            }
             ms_slurm, ms_shoal = vals.get("slurm", 0.0), vals.get("shoal", 0.0)
-            print(f"| {role} | {ms_slurm:.2f} | {ms_shoal:.2f} | {_ratio(f'{ms_shoal}', f'{ms_slurm}', False)} |")
+            print(
+                f"| {role} | {ms_slurm:.2f} | {ms_shoal:.2f} | {_ratio(f'{ms_shoal}', f'{ms_slurm}', False)} |"
+            )
         walls = {k: c[1] for k, c in cpu.items()}
-        print(f"| (wall time of the {args.jobs} jobs, s) | {walls.get('slurm', 0):.1f} | {walls.get('shoal', 0):.1f} | |")
+        print(
+            f"| (wall time of the {args.jobs} jobs, s) | {walls.get('slurm', 0):.1f} | {walls.get('shoal', 0):.1f} | |"
+        )
     return 0
 
 

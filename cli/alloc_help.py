@@ -79,24 +79,49 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "gres": ("list", "generic resources per node (gpu:h100:2)"),
     "mem_per_gpu": ("size", "memory per GPU"),
 }
-GPU = {"cpus_per_gpu", "gpus", "gpu_bind", "gpus_per_node", "gpus_per_socket", "gpus_per_task", "gres",
-       "mem_per_gpu"}
+GPU = {
+    "cpus_per_gpu",
+    "gpus",
+    "gpu_bind",
+    "gpus_per_node",
+    "gpus_per_socket",
+    "gpus_per_task",
+    "gres",
+    "mem_per_gpu",
+}
 HELP_ONLY = {"help", "usage", "version"}
 
 
 def _line(opt: Opt, metavar: str, text: str) -> str:
     short = f"-{opt.short}, " if opt.short else "    "
-    value = "" if opt.arg == NO_ARG or not metavar else (f"[={metavar}]" if opt.arg == OPTIONAL else f"={metavar}")
+    value = (
+        ""
+        if opt.arg == NO_ARG or not metavar
+        else (f"[={metavar}]" if opt.arg == OPTIONAL else f"={metavar}")
+    )
     left = f"  {short}--{opt.longs[0]}{value}"
     return f"{left:<30}{text}" if len(left) < 30 else f"{left} {text}"
 
 
 def help_text(usage: str, options: Iterable[Opt]) -> str:
     """The whole --help text: the usage line, then the described options by section."""
-    listed = sorted((o for o in options if o.dest in DESCRIPTIONS), key=lambda o: (o.longs[0].lower()))
+    listed = sorted((o for o in options if o.dest in DESCRIPTIONS), key=lambda o: o.longs[0].lower())
     run = [_line(o, *DESCRIPTIONS[o.dest]) for o in listed if o.dest not in GPU]
     gpu = [_line(o, *DESCRIPTIONS[o.dest]) for o in listed if o.dest in GPU]
-    parts = [usage, "", "Parallel run options:", *run, "", "GPU scheduling options:", *gpu, "",
-             "Help options:", "  -h, --help                  this help", "      --usage                 a short usage line",
-             "", "Other options:", "  -V, --version               print the version"]
+    parts = [
+        usage,
+        "",
+        "Parallel run options:",
+        *run,
+        "",
+        "GPU scheduling options:",
+        *gpu,
+        "",
+        "Help options:",
+        "  -h, --help                  this help",
+        "      --usage                 a short usage line",
+        "",
+        "Other options:",
+        "  -V, --version               print the version",
+    ]
     return "\n".join(parts) + "\n"

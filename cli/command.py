@@ -10,7 +10,19 @@ from __future__ import annotations
 import importlib
 import sys
 
-COMMANDS = ("sbatch", "squeue", "sinfo", "scontrol", "scancel", "sacct", "sacctmgr", "sprio", "sshare", "sreport", "sdiag")
+COMMANDS = (
+    "sbatch",
+    "squeue",
+    "sinfo",
+    "scontrol",
+    "scancel",
+    "sacct",
+    "sacctmgr",
+    "sprio",
+    "sshare",
+    "sreport",
+    "sdiag",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

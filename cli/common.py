@@ -35,8 +35,9 @@ def ctld(method: str, request: Message, response_type: type[M], *, timeout: floa
         raise CommandError(exc.message) from exc
 
 
-def ctld_at(index: int | None, method: str, request: Message, response_type: type[M], *,
-            timeout: float | None = None) -> M:
+def ctld_at(
+    index: int | None, method: str, request: Message, response_type: type[M], *, timeout: float | None = None
+) -> M:
     """A Controller method of the `index`th SlurmctldHost alone (None: whichever is the primary)."""
     target = "ctld" if index is None else f"ctld@{index}"
     try:
@@ -71,7 +72,9 @@ def first_unknown_partition(partitions: str) -> str:
     if len(names) == 1:
         return names[0]
     try:
-        known = ctld("GetPartitions", controller_pb2.GetPartitionsRequest(), controller_pb2.GetPartitionsResponse)
+        known = ctld(
+            "GetPartitions", controller_pb2.GetPartitionsRequest(), controller_pb2.GetPartitionsResponse
+        )
     except CommandError:
         return ""
     have = {p.name for p in known.partitions}

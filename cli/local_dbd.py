@@ -36,25 +36,37 @@ LogFile={directory}/log/dbd.log
 PidFile={directory}/run/dbd.pid
 """
     )
-    return [("AccountingStorageType", "accounting_storage/slurmdbd"), ("AccountingStorageHost", "127.0.0.1"),
-            ("AccountingStoragePort", str(port))]
+    return [
+        ("AccountingStorageType", "accounting_storage/slurmdbd"),
+        ("AccountingStorageHost", "127.0.0.1"),
+        ("AccountingStoragePort", str(port)),
+    ]
 
 
-def start(directory: Path, env: dict[str, str],
-          spawn: Callable[[list[str], Path, dict[str, str]], subprocess.Popen[bytes]]
-          ) -> subprocess.Popen[bytes] | None:
+def start(
+    directory: Path,
+    env: dict[str, str],
+    spawn: Callable[[list[str], Path, dict[str, str]], subprocess.Popen[bytes]],
+) -> subprocess.Popen[bytes] | None:
     """Start shoal-dbd when the cluster has a slurmdbd.conf."""
     conf = directory / "slurmdbd.conf"
     if not conf.exists():
         return None
-    return spawn([sys.executable, "-P", "-m", "dbd.main", "-f", str(conf)], directory / "log" / "dbd.out", env)
+    return spawn(
+        [sys.executable, "-P", "-m", "dbd.main", "-f", str(conf)], directory / "log" / "dbd.out", env
+    )
 
 
 Accounts = tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
 
 
-def bootstrap(env: dict[str, str], cluster: str, users: list[str], accounts: Accounts | None = None,
-              timeout: float = 30.0) -> str | None:
+def bootstrap(
+    env: dict[str, str],
+    cluster: str,
+    users: list[str],
+    accounts: Accounts | None = None,
+    timeout: float = 30.0,
+) -> str | None:
     """Create the cluster, the default account and `users` (idempotent); returns an error or None.
 
     With `accounts` ((name, sacctmgr settings, users), ...) that tree replaces the default account; a
@@ -64,7 +76,13 @@ def bootstrap(env: dict[str, str], cluster: str, users: list[str], accounts: Acc
     if accounts is None:
         steps += [
             ["add", "account", DEFAULT_ACCOUNT, "Description=default", "Organization=shoal"],
-            ["add", "user", ",".join(users), f"Account={DEFAULT_ACCOUNT}", f"DefaultAccount={DEFAULT_ACCOUNT}"],
+            [
+                "add",
+                "user",
+                ",".join(users),
+                f"Account={DEFAULT_ACCOUNT}",
+                f"DefaultAccount={DEFAULT_ACCOUNT}",
+            ],
         ]
     else:
         first: dict[str, str] = {}
@@ -84,8 +102,13 @@ def bootstrap(env: dict[str, str], cluster: str, users: list[str], accounts: Acc
     deadline = time.monotonic() + timeout
     for words in steps:
         while True:
-            out = subprocess.run([sys.executable, "-P", "-m", "cli.sacctmgr", "-i", *words], env=env,
-                                 capture_output=True, text=True, timeout=60)
+            out = subprocess.run(
+                [sys.executable, "-P", "-m", "cli.sacctmgr", "-i", *words],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             if out.returncode == 0 or "already exists" in out.stderr:
                 break
             if time.monotonic() > deadline:
@@ -100,8 +123,13 @@ def _wait_for_ctld(env: dict[str, str], account: str, deadline: float) -> str | 
     changes reach ctld before sacctmgr returns. Without this wait, an sbatch right after `shoal up`
     could be refused with "Invalid account"."""
     while True:
-        out = subprocess.run([sys.executable, "-P", "-m", "cli.sshare", "-n", "-P", "-A", account],
-                             env=env, capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-P", "-m", "cli.sshare", "-n", "-P", "-A", account],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if any(line.startswith(f"{account}|") for line in out.stdout.splitlines()):
             return None
         if time.monotonic() > deadline:
@@ -111,7 +139,11 @@ def _wait_for_ctld(env: dict[str, str], account: str, deadline: float) -> str | 
 
 def pid_names(directory: Path) -> tuple[str, ...]:
     """The daemons of the local cluster, with shoal-dbd when it has accounting, shoal-restd when it runs one."""
-    names = ("noded", "agentd", "ctld", "dbd") if (directory / "slurmdbd.conf").exists() else ("noded", "agentd", "ctld")
+    names = (
+        ("noded", "agentd", "ctld", "dbd")
+        if (directory / "slurmdbd.conf").exists()
+        else ("noded", "agentd", "ctld")
+    )
     return ("restd", *names) if (directory / "run" / "restd.url").exists() else names
 
 

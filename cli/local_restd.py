@@ -25,8 +25,11 @@ def write_conf(directory: Path) -> list[tuple[str, str]]:
     key = directory / JWT_KEY
     generate_jwt_key(str(key))
     # MetricsType: restd serves Slurm 25.11's OpenMetrics at /metrics/* (open to all: no PrivateData here)
-    return [("AuthAltTypes", "auth/jwt"), ("AuthAltParameters", f"jwt_key={key}"),
-            ("MetricsType", "metrics/openmetrics")]
+    return [
+        ("AuthAltTypes", "auth/jwt"),
+        ("AuthAltParameters", f"jwt_key={key}"),
+        ("MetricsType", "metrics/openmetrics"),
+    ]
 
 
 def url_file(directory: Path) -> Path:
@@ -40,11 +43,27 @@ def url(directory: Path) -> str | None:
         return None
 
 
-def start(directory: Path, conf: Path, env: dict[str, str], port: int,
-          spawn: Callable[[list[str], Path, dict[str, str]], Popen[bytes]]) -> Popen[bytes]:
+def start(
+    directory: Path,
+    conf: Path,
+    env: dict[str, str],
+    port: int,
+    spawn: Callable[[list[str], Path, dict[str, str]], Popen[bytes]],
+) -> Popen[bytes]:
     run = directory / "run"
-    argv = [sys.executable, "-P", "-m", "restd.main", "-f", str(conf), "--pidfile", str(run / "restd.pid"),
-            "-L", str(directory / "log" / "restd.log"), f"127.0.0.1:{port}"]
+    argv = [
+        sys.executable,
+        "-P",
+        "-m",
+        "restd.main",
+        "-f",
+        str(conf),
+        "--pidfile",
+        str(run / "restd.pid"),
+        "-L",
+        str(directory / "log" / "restd.log"),
+        f"127.0.0.1:{port}",
+    ]
     proc = spawn(argv, directory / "log" / "restd.out", env)
     url_file(directory).write_text(f"http://127.0.0.1:{port}\n")
     return proc

@@ -64,7 +64,9 @@ def parse_request(
                 when = parse_datetime(value, now)
             except ValueError as exc:
                 first = "start" if key == "StartTime" else "end"
-                raise fail(f"Invalid {first} time {key}={value}.", f"Invalid time specification (pos=0): {value}") from exc
+                raise fail(
+                    f"Invalid {first} time {key}={value}.", f"Invalid time specification (pos=0): {value}"
+                ) from exc
             if key == "StartTime":
                 req.start_time = when
             else:
@@ -163,8 +165,11 @@ def delete(word: str, names: Sequence[str]) -> int:
 
     name = names[0]
     try:
-        ctld("DeleteReservation", controller_pb2.DeleteReservationRequest(name=name),
-             controller_pb2.DeleteReservationResponse)
+        ctld(
+            "DeleteReservation",
+            controller_pb2.DeleteReservationRequest(name=name),
+            controller_pb2.DeleteReservationResponse,
+        )
     except CommandError as exc:
         raise ReservationError(f"delete_reservation {word}: {exc.message}") from exc
     return 0
@@ -175,8 +180,11 @@ def load(names: Sequence[str] = ()) -> controller_pb2.GetReservationsResponse:
     from shoal.v1 import controller_pb2
 
     try:
-        return ctld("GetReservations", controller_pb2.GetReservationsRequest(names=list(names)),
-                    controller_pb2.GetReservationsResponse)
+        return ctld(
+            "GetReservations",
+            controller_pb2.GetReservationsRequest(names=list(names)),
+            controller_pb2.GetReservationsResponse,
+        )
     except CommandError as exc:
         raise ReservationError(f"slurm_load_reservations error: {exc.message}") from exc
 
@@ -204,7 +212,13 @@ def state(info: controller_pb2.ReservationInfo, now: int) -> str:
 
     The controller moves a recurring reservation to its next occurrence once one ends (WEEKDAY and
     WEEKEND skipping the other days), so between occurrences start_time is already the next one."""
-    period = 7 * 86400 if "WEEKLY" in info.flags else 86400 if {"DAILY", "WEEKDAY", "WEEKEND"} & set(info.flags) else 0
+    period = (
+        7 * 86400
+        if "WEEKLY" in info.flags
+        else 86400
+        if {"DAILY", "WEEKDAY", "WEEKEND"} & set(info.flags)
+        else 0
+    )
     if period and now >= info.start_time:
         into = (now - info.start_time) % period
         return "ACTIVE" if into < info.end_time - info.start_time else "INACTIVE"
@@ -214,8 +228,11 @@ def state(info: controller_pb2.ReservationInfo, now: int) -> str:
 def _times(info: controller_pb2.ReservationInfo) -> tuple[str, str, str]:
     from shoal.timefmt import format_hms, format_timestamp
 
-    return (format_timestamp(info.start_time), format_timestamp(info.end_time),
-            format_hms(info.end_time - info.start_time))
+    return (
+        format_timestamp(info.start_time),
+        format_timestamp(info.end_time),
+        format_hms(info.end_time - info.start_time),
+    )
 
 
 def format_reservation(info: controller_pb2.ReservationInfo, now: int) -> str:
@@ -244,7 +261,9 @@ def sinfo_lines(resp: controller_pb2.GetReservationsResponse, header: bool) -> l
     """
     from shoal.hostlist import collect
 
-    rows = [(info.name, state(info, resp.now), *_times(info), collect(info.nodes)) for info in resp.reservations]
+    rows = [
+        (info.name, state(info, resp.now), *_times(info), collect(info.nodes)) for info in resp.reservations
+    ]
     heads = ("RESV_NAME", "STATE", "START_TIME", "END_TIME", "DURATION", "NODELIST")
     widths = [max([9, *(len(r[0]) for r in rows)]), 8, 19, 19, 11]
 

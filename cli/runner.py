@@ -59,10 +59,29 @@ _UCRED = struct.Struct("3i")
 # lazily while it runs, too).
 PRELOAD = (
     *(f"cli.{name}" for name in COMMANDS),
-    "cli.fmt", "cli.show", "cli.options", "cli.reservations", "cli.stepshow",
-    "shoal.agent.client", "shoal.v1.controller_pb2", "shoal.v1.jobs_pb2", "shoal.v1.cluster_pb2",
-    "shoal.v1.common_pb2", "shoal.timefmt", "shoal.sizefmt", "shoal.hostlist", "shoal.states",
-    "shoal.arrayspec", "shoal.outpath", "argparse", "shlex", "getpass", "pwd", "grp", "json", "datetime",
+    "cli.fmt",
+    "cli.show",
+    "cli.options",
+    "cli.reservations",
+    "cli.stepshow",
+    "shoal.agent.client",
+    "shoal.v1.controller_pb2",
+    "shoal.v1.jobs_pb2",
+    "shoal.v1.cluster_pb2",
+    "shoal.v1.common_pb2",
+    "shoal.timefmt",
+    "shoal.sizefmt",
+    "shoal.hostlist",
+    "shoal.states",
+    "shoal.arrayspec",
+    "shoal.outpath",
+    "argparse",
+    "shlex",
+    "getpass",
+    "pwd",
+    "grp",
+    "json",
+    "datetime",
 )
 
 
@@ -105,7 +124,7 @@ class _Reader:
         if n > MAX_REQUEST:
             raise RequestError("request too large")
         self._fill(n)
-        value = bytes(self.data[self.pos:self.pos + n])
+        value = bytes(self.data[self.pos : self.pos + n])
         self.pos += n
         return value
 
@@ -188,8 +207,13 @@ def _stdio(fd: int, mode: str) -> io.TextIOWrapper:
         return io.TextIOWrapper(open(fd, "rb", closefd=False), encoding="utf-8", errors="surrogateescape")
     raw = open(fd, "wb", buffering=0, closefd=False)
     errors = "backslashreplace" if fd == 2 else "surrogateescape"
-    stream = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors=errors,
-                              line_buffering=tty or fd == 2, write_through=fd == 2)
+    stream = io.TextIOWrapper(
+        io.BufferedWriter(raw),
+        encoding="utf-8",
+        errors=errors,
+        line_buffering=tty or fd == 2,
+        write_through=fd == 2,
+    )
     return stream
 
 

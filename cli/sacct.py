@@ -35,9 +35,20 @@ LONG_FIELDS = (
 )
 STEP_NAMES = {-4: "batch", -5: "extern"}
 STATE_CODES = {
-    "CA": "CANCELLED", "CD": "COMPLETED", "F": "FAILED", "PD": "PENDING", "R": "RUNNING", "TO": "TIMEOUT",
-    "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY", "PR": "PREEMPTED", "RQ": "REQUEUED", "S": "SUSPENDED",
-    "BF": "BOOT_FAIL", "DL": "DEADLINE", "CG": "COMPLETING",
+    "CA": "CANCELLED",
+    "CD": "COMPLETED",
+    "F": "FAILED",
+    "PD": "PENDING",
+    "R": "RUNNING",
+    "TO": "TIMEOUT",
+    "NF": "NODE_FAIL",
+    "OOM": "OUT_OF_MEMORY",
+    "PR": "PREEMPTED",
+    "RQ": "REQUEUED",
+    "S": "SUSPENDED",
+    "BF": "BOOT_FAIL",
+    "DL": "DEADLINE",
+    "CG": "COMPLETING",
 }
 
 
@@ -46,8 +57,9 @@ class Row:
 
     __slots__ = ("job", "step", "job_id", "steps")
 
-    def __init__(self, job: Record, step: Record | None = None, job_id: str = "",
-                 steps: Sequence[Record] = ()) -> None:
+    def __init__(
+        self, job: Record, step: Record | None = None, job_id: str = "", steps: Sequence[Record] = ()
+    ) -> None:
         self.job = job
         self.step = step
         self.job_id = job_id or _job_id(job)
@@ -116,8 +128,9 @@ def _job_columns(now: int, units: str) -> dict[str, JobColumn]:
         "alloccpus": lambda r, j: str(j.alloc_cpus or j.req_cpus),  # never started: what it asked for
         "ncpus": lambda r, j: str(j.alloc_cpus or j.req_cpus),
         "reqcpus": lambda r, j: str(j.req_cpus),
-        "state": lambda r, j: f"CANCELLED by {j.cancelled_by}" if j.state == "CANCELLED" and j.cancelled_by >= 0
-        else j.state,
+        "state": lambda r, j: (
+            f"CANCELLED by {j.cancelled_by}" if j.state == "CANCELLED" and j.cancelled_by >= 0 else j.state
+        ),
         "exitcode": lambda r, j: f"{j.exit_code}:{j.exit_signal}",
         "derivedexitcode": lambda r, j: f"{j.derived_exit_code}:{j.derived_exit_signal}",
         "elapsed": lambda r, j: format_hms(_run(j, now)),
@@ -141,16 +154,19 @@ def _job_columns(now: int, units: str) -> dict[str, JobColumn]:
         "eligible": lambda r, j: format_timestamp(j.eligible_time),
         "start": lambda r, j: format_timestamp(j.start_time),
         "end": lambda r, j: format_timestamp(j.end_time),
-        "timelimit": lambda r, j: format_time_limit(j.time_limit_min) if j.time_limit_min != -1 else "Partition_Limit",
+        "timelimit": lambda r, j: (
+            format_time_limit(j.time_limit_min) if j.time_limit_min != -1 else "Partition_Limit"
+        ),
         "reqmem": lambda r, j: _mem(j.req_mem_mb, units),
         "reqtres": lambda r, j: _by_tres_name(j.tres_req),
         "alloctres": lambda r, j: _by_tres_name(j.tres_alloc),
         "priority": lambda r, j: str(j.priority),
         "arrayjobid": lambda r, j: str(j.array_job_id) if j.array_job_id else "",
         "arraytaskid": lambda r, j: str(j.array_task_id) if j.array_task_id >= 0 else "",
-        "reqcpufreqmin": lambda r, j: "Unknown", "reqcpufreqmax": lambda r, j: "Unknown", "reqcpufreqgov": lambda r, j: "Unknown",
+        "reqcpufreqmin": lambda r, j: "Unknown",
+        "reqcpufreqmax": lambda r, j: "Unknown",
+        "reqcpufreqgov": lambda r, j: "Unknown",
     }
-
 
 
 def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
@@ -182,11 +198,16 @@ def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
         "alloctres": lambda r, s: _by_tres_name(s.tres_alloc),
         "maxrss": lambda r, s: f"{s.max_rss_kb}K" if s.max_rss_kb else "",
         "totalcpu": lambda r, s: format_hms(s.cpu_time_s),
-        "avecpufreq": lambda r, s: "0", "reqcpufreqmin": lambda r, s: "0", "reqcpufreqmax": lambda r, s: "0",
-        "reqcpufreqgov": lambda r, s: "0", "consumedenergy": lambda r, s: "0",
+        "avecpufreq": lambda r, s: "0",
+        "reqcpufreqmin": lambda r, s: "0",
+        "reqcpufreqmax": lambda r, s: "0",
+        "reqcpufreqgov": lambda r, s: "0",
+        "consumedenergy": lambda r, s: "0",
         "tresusageinave": lambda r, s: _usage_in(s, s.gpu_util_avg) or "energy=0",
-        "tresusageinmax": lambda r, s: _usage_in(s, s.gpu_util_max), "tresusageintot": lambda r, s: "energy=0",
-        "tresusageoutave": lambda r, s: "energy=0", "tresusageouttot": lambda r, s: "energy=0",
+        "tresusageinmax": lambda r, s: _usage_in(s, s.gpu_util_max),
+        "tresusageintot": lambda r, s: "energy=0",
+        "tresusageoutave": lambda r, s: "energy=0",
+        "tresusageouttot": lambda r, s: "energy=0",
     }
 
 
@@ -212,18 +233,39 @@ def _usage_in(step: Record, gpu_util: int) -> str:
 GROUPING = ("array_job_id", "array_task_id", "start_time", "state", "cancelled_by")
 SUSPENSION = ("suspended_secs", "suspend_time")
 NEEDS: dict[str, tuple[str, ...]] = {
-    "jobname": ("name",), "partition": ("partition",), "account": ("account",),
-    "alloccpus": ("alloc_cpus", "req_cpus", "num_cpus"), "ncpus": ("alloc_cpus", "req_cpus", "num_cpus"),
-    "reqcpus": ("req_cpus",), "ntasks": ("num_tasks",), "exitcode": ("exit_code", "exit_signal"),
+    "jobname": ("name",),
+    "partition": ("partition",),
+    "account": ("account",),
+    "alloccpus": ("alloc_cpus", "req_cpus", "num_cpus"),
+    "ncpus": ("alloc_cpus", "req_cpus", "num_cpus"),
+    "reqcpus": ("req_cpus",),
+    "ntasks": ("num_tasks",),
+    "exitcode": ("exit_code", "exit_signal"),
     "derivedexitcode": ("derived_exit_code", "derived_exit_signal"),
-    "elapsed": ("end_time", *SUSPENSION), "elapsedraw": ("end_time", *SUSPENSION), "suspended": SUSPENSION,
+    "elapsed": ("end_time", *SUSPENSION),
+    "elapsedraw": ("end_time", *SUSPENSION),
+    "suspended": SUSPENSION,
     "cputime": ("end_time", "alloc_cpus", "num_cpus", *SUSPENSION),
     "cputimeraw": ("end_time", "alloc_cpus", "num_cpus", *SUSPENSION),
-    "totalcpu": ("cpu_time_s",), "nodelist": ("nodelist",), "nnodes": ("alloc_nodes", "req_nodes", "num_nodes"),
-    "reqnodes": ("req_nodes",), "user": ("user",), "uid": ("uid",), "gid": ("gid",), "group": ("gid",),
-    "qos": ("qos",), "reason": ("reason",), "workdir": ("work_dir",), "eligible": ("eligible_time",),
-    "end": ("end_time",), "timelimit": ("time_limit_min",), "reqmem": ("req_mem_mb",), "reqtres": ("tres_req",),
-    "alloctres": ("tres_alloc",), "priority": ("priority",), "maxrss": ("max_rss_kb",),
+    "totalcpu": ("cpu_time_s",),
+    "nodelist": ("nodelist",),
+    "nnodes": ("alloc_nodes", "req_nodes", "num_nodes"),
+    "reqnodes": ("req_nodes",),
+    "user": ("user",),
+    "uid": ("uid",),
+    "gid": ("gid",),
+    "group": ("gid",),
+    "qos": ("qos",),
+    "reason": ("reason",),
+    "workdir": ("work_dir",),
+    "eligible": ("eligible_time",),
+    "end": ("end_time",),
+    "timelimit": ("time_limit_min",),
+    "reqmem": ("req_mem_mb",),
+    "reqtres": ("tres_req",),
+    "alloctres": ("tres_alloc",),
+    "priority": ("priority",),
+    "maxrss": ("max_rss_kb",),
     "tresusageinave": ("cpu_time_s", "max_rss_kb", "gpu_util_avg", "gpu_util_max", "gpu_mem_max_mb"),
     "tresusageinmax": ("cpu_time_s", "max_rss_kb", "gpu_util_max", "gpu_mem_max_mb"),
 }
@@ -239,19 +281,73 @@ def needed_fields(fields: list[Column]) -> list[str]:
 
 # Default column widths of 22.05's sacct (measured on the real one: `sacct -o FIELD`); any other: 10.
 WIDTHS = {
-    "AdminComment": 15, "AssocID": 7, "AveDiskRead": 14, "AveDiskWrite": 14, "BlockID": 16, "Comment": 14,
-    "Constraints": 19, "ConsumedEnergy": 14, "ConsumedEnergyRaw": 17, "Container": 19, "DerivedExitCode": 15,
-    "Eligible": 19, "End": 19, "ExitCode": 8, "Flags": 19, "GID": 6, "Group": 9, "JobID": 12, "JobIDRaw": 12,
-    "Layout": 9, "MaxDiskRead": 12, "MaxDiskReadNode": 15, "MaxDiskReadTask": 15, "MaxDiskWrite": 12,
-    "MaxDiskWriteNode": 16, "MaxDiskWriteTask": 16, "MaxPages": 8, "MaxPagesNode": 12, "MaxPagesTask": 14,
-    "MaxVMSizeNode": 14, "MaxVMSizeTask": 14, "McsLabel": 12, "NNodes": 8, "NodeList": 15, "NTasks": 8,
-    "QOSRAW": 6, "Reason": 22, "ReqCPUFreqGov": 13, "ReqCPUFreqMax": 13, "ReqCPUFreqMin": 13, "ReqCPUS": 8,
-    "ReqNodes": 8, "Reservation": 20, "ReservationId": 8, "Start": 19, "Submit": 19, "SubmitLine": 20,
-    "SystemComment": 15, "TRESUsageInAve": 14, "TRESUsageInMax": 14, "TRESUsageInMaxNode": 18,
-    "TRESUsageInMaxTask": 18, "TRESUsageInMin": 14, "TRESUsageInMinNode": 18, "TRESUsageInMinTask": 18,
-    "TRESUsageInTot": 14, "TRESUsageOutAve": 15, "TRESUsageOutMax": 15, "TRESUsageOutMaxNode": 19,
-    "TRESUsageOutMaxTask": 19, "TRESUsageOutMin": 15, "TRESUsageOutMinNode": 19, "TRESUsageOutMinTask": 19,
-    "TRESUsageOutTot": 15, "UID": 6, "User": 9, "WorkDir": 20,
+    "AdminComment": 15,
+    "AssocID": 7,
+    "AveDiskRead": 14,
+    "AveDiskWrite": 14,
+    "BlockID": 16,
+    "Comment": 14,
+    "Constraints": 19,
+    "ConsumedEnergy": 14,
+    "ConsumedEnergyRaw": 17,
+    "Container": 19,
+    "DerivedExitCode": 15,
+    "Eligible": 19,
+    "End": 19,
+    "ExitCode": 8,
+    "Flags": 19,
+    "GID": 6,
+    "Group": 9,
+    "JobID": 12,
+    "JobIDRaw": 12,
+    "Layout": 9,
+    "MaxDiskRead": 12,
+    "MaxDiskReadNode": 15,
+    "MaxDiskReadTask": 15,
+    "MaxDiskWrite": 12,
+    "MaxDiskWriteNode": 16,
+    "MaxDiskWriteTask": 16,
+    "MaxPages": 8,
+    "MaxPagesNode": 12,
+    "MaxPagesTask": 14,
+    "MaxVMSizeNode": 14,
+    "MaxVMSizeTask": 14,
+    "McsLabel": 12,
+    "NNodes": 8,
+    "NodeList": 15,
+    "NTasks": 8,
+    "QOSRAW": 6,
+    "Reason": 22,
+    "ReqCPUFreqGov": 13,
+    "ReqCPUFreqMax": 13,
+    "ReqCPUFreqMin": 13,
+    "ReqCPUS": 8,
+    "ReqNodes": 8,
+    "Reservation": 20,
+    "ReservationId": 8,
+    "Start": 19,
+    "Submit": 19,
+    "SubmitLine": 20,
+    "SystemComment": 15,
+    "TRESUsageInAve": 14,
+    "TRESUsageInMax": 14,
+    "TRESUsageInMaxNode": 18,
+    "TRESUsageInMaxTask": 18,
+    "TRESUsageInMin": 14,
+    "TRESUsageInMinNode": 18,
+    "TRESUsageInMinTask": 18,
+    "TRESUsageInTot": 14,
+    "TRESUsageOutAve": 15,
+    "TRESUsageOutMax": 15,
+    "TRESUsageOutMaxNode": 19,
+    "TRESUsageOutMaxTask": 19,
+    "TRESUsageOutMin": 15,
+    "TRESUsageOutMinNode": 19,
+    "TRESUsageOutMinTask": 19,
+    "TRESUsageOutTot": 15,
+    "UID": 6,
+    "User": 9,
+    "WorkDir": 20,
 }
 # Without a width, only these print left-aligned; with one (`JobID%20`) every column is right-aligned.
 LEFT_BY_DEFAULT = ("JobID", "JobIDRaw", "DBIndex")
@@ -272,23 +368,116 @@ def _width(name: str) -> int:
 # Every field 22.05's sacct knows (`sacct --helpformat`), in its order: a name typed in -o stands for the
 # first of these it begins (case aside); one that begins none is refused. Those shoal does not keep print blank.
 FIELD_NAMES = (
-    "Account", "AdminComment", "AllocCPUS", "AllocNodes", "AllocTRES", "AssocID", "AveCPU", "AveCPUFreq",
-    "AveDiskRead", "AveDiskWrite", "AvePages", "AveRSS", "AveVMSize", "BlockID", "Cluster", "Comment",
-    "Constraints", "ConsumedEnergy", "ConsumedEnergyRaw", "Container", "CPUTime", "CPUTimeRAW", "DBIndex",
-    "DerivedExitCode", "Elapsed", "ElapsedRaw", "Eligible", "End", "ExitCode", "Flags", "GID", "Group",
-    "JobID", "JobIDRaw", "JobName", "Layout", "MaxDiskRead", "MaxDiskReadNode", "MaxDiskReadTask",
-    "MaxDiskWrite", "MaxDiskWriteNode", "MaxDiskWriteTask", "MaxPages", "MaxPagesNode", "MaxPagesTask",
-    "MaxRSS", "MaxRSSNode", "MaxRSSTask", "MaxVMSize", "MaxVMSizeNode", "MaxVMSizeTask", "McsLabel",
-    "MinCPU", "MinCPUNode", "MinCPUTask", "NCPUS", "NNodes", "NodeList", "NTasks", "Partition", "Priority",
-    "QOS", "QOSRAW", "Reason", "ReqCPUFreq", "ReqCPUFreqGov", "ReqCPUFreqMax", "ReqCPUFreqMin", "ReqCPUS",
-    "ReqMem", "ReqNodes", "ReqTRES", "Reservation", "ReservationId", "Reserved", "ResvCPU", "ResvCPURAW",
-    "Start", "State", "Submit", "SubmitLine", "Suspended", "SystemComment", "SystemCPU", "Timelimit",
-    "TimelimitRaw", "TotalCPU", "TRESUsageInAve", "TRESUsageInMax", "TRESUsageInMaxNode",
-    "TRESUsageInMaxTask", "TRESUsageInMin", "TRESUsageInMinNode", "TRESUsageInMinTask", "TRESUsageInTot",
-    "TRESUsageOutAve", "TRESUsageOutMax", "TRESUsageOutMaxNode", "TRESUsageOutMaxTask", "TRESUsageOutMin",
-    "TRESUsageOutMinNode", "TRESUsageOutMinTask", "TRESUsageOutTot", "UID", "User", "UserCPU", "WCKey",
-    "WCKeyID", "WorkDir",
-)# Fields of later Slurm versions that shoal also prints.
+    "Account",
+    "AdminComment",
+    "AllocCPUS",
+    "AllocNodes",
+    "AllocTRES",
+    "AssocID",
+    "AveCPU",
+    "AveCPUFreq",
+    "AveDiskRead",
+    "AveDiskWrite",
+    "AvePages",
+    "AveRSS",
+    "AveVMSize",
+    "BlockID",
+    "Cluster",
+    "Comment",
+    "Constraints",
+    "ConsumedEnergy",
+    "ConsumedEnergyRaw",
+    "Container",
+    "CPUTime",
+    "CPUTimeRAW",
+    "DBIndex",
+    "DerivedExitCode",
+    "Elapsed",
+    "ElapsedRaw",
+    "Eligible",
+    "End",
+    "ExitCode",
+    "Flags",
+    "GID",
+    "Group",
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "Layout",
+    "MaxDiskRead",
+    "MaxDiskReadNode",
+    "MaxDiskReadTask",
+    "MaxDiskWrite",
+    "MaxDiskWriteNode",
+    "MaxDiskWriteTask",
+    "MaxPages",
+    "MaxPagesNode",
+    "MaxPagesTask",
+    "MaxRSS",
+    "MaxRSSNode",
+    "MaxRSSTask",
+    "MaxVMSize",
+    "MaxVMSizeNode",
+    "MaxVMSizeTask",
+    "McsLabel",
+    "MinCPU",
+    "MinCPUNode",
+    "MinCPUTask",
+    "NCPUS",
+    "NNodes",
+    "NodeList",
+    "NTasks",
+    "Partition",
+    "Priority",
+    "QOS",
+    "QOSRAW",
+    "Reason",
+    "ReqCPUFreq",
+    "ReqCPUFreqGov",
+    "ReqCPUFreqMax",
+    "ReqCPUFreqMin",
+    "ReqCPUS",
+    "ReqMem",
+    "ReqNodes",
+    "ReqTRES",
+    "Reservation",
+    "ReservationId",
+    "Reserved",
+    "ResvCPU",
+    "ResvCPURAW",
+    "Start",
+    "State",
+    "Submit",
+    "SubmitLine",
+    "Suspended",
+    "SystemComment",
+    "SystemCPU",
+    "Timelimit",
+    "TimelimitRaw",
+    "TotalCPU",
+    "TRESUsageInAve",
+    "TRESUsageInMax",
+    "TRESUsageInMaxNode",
+    "TRESUsageInMaxTask",
+    "TRESUsageInMin",
+    "TRESUsageInMinNode",
+    "TRESUsageInMinTask",
+    "TRESUsageInTot",
+    "TRESUsageOutAve",
+    "TRESUsageOutMax",
+    "TRESUsageOutMaxNode",
+    "TRESUsageOutMaxTask",
+    "TRESUsageOutMin",
+    "TRESUsageOutMinNode",
+    "TRESUsageOutMinTask",
+    "TRESUsageOutTot",
+    "UID",
+    "User",
+    "UserCPU",
+    "WCKey",
+    "WCKeyID",
+    "WorkDir",
+)  # Fields of later Slurm versions that shoal also prints.
 LATER_FIELDS = ("ArrayJobID", "ArrayTaskID")
 
 
@@ -340,8 +529,9 @@ def group_rows(jobs: Iterable[AcctEntry], with_steps: bool) -> list[Row]:
     return rows
 
 
-def render(rows: Sequence[Row], fields: list[Column], *, parsable: str, header: bool, now: int,
-           units: str = "") -> list[str]:
+def render(
+    rows: Sequence[Row], fields: list[Column], *, parsable: str, header: bool, now: int, units: str = ""
+) -> list[str]:
     """Lines as sacct prints them: fixed width (aligned as each Column says, '+' marks truncation) or '|'."""
     lines: list[str] = []
     job_columns, step_columns = _job_columns(now, units), _step_columns(now, units)
@@ -515,8 +705,15 @@ def build_query(args: argparse.Namespace, now: int, uid: int) -> tuple[pb.JobQue
     from shoal.timefmt import parse_datetime
 
     ids, steps = parse_job_ids(args.jobs)
-    q = pb.JobQuery(job_ids=ids, accounts=_csv(args.accounts), states=_states(args.state), names=_csv(args.name),
-                    partitions=_csv(args.partition), duplicates=args.duplicates, clusters=_clusters(args))
+    q = pb.JobQuery(
+        job_ids=ids,
+        accounts=_csv(args.accounts),
+        states=_states(args.state),
+        names=_csv(args.name),
+        partitions=_csv(args.partition),
+        duplicates=args.duplicates,
+        clusters=_clusters(args),
+    )
     if args.nodelist:
         from shoal import hostlist
 
@@ -524,7 +721,9 @@ def build_query(args: argparse.Namespace, now: int, uid: int) -> tuple[pb.JobQue
             try:
                 q.nodes.extend(hostlist.expand(value))
             except hostlist.TooManyHosts as exc:
-                raise CommandError("Invalid argument", exit_code=22) from exc  # 22.05: EINVAL, after the header
+                raise CommandError(
+                    "Invalid argument", exit_code=22
+                ) from exc  # 22.05: EINVAL, after the header
             except hostlist.HostlistError:
                 q.nodes.append(value)  # 22.05 matches it as a name: no job ran there, so only the header
     users = _csv(args.user)
@@ -551,7 +750,9 @@ def build_query(args: argparse.Namespace, now: int, uid: int) -> tuple[pb.JobQue
 def _midnight(now: int) -> int:
     import datetime
 
-    return int(datetime.datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0).timestamp())
+    return int(
+        datetime.datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -574,8 +775,12 @@ def main(argv: list[str] | None = None) -> int:
         from shoal.agent.client import AgentError, call
 
         try:
-            resp = call("/shoal.v1.Accounting/GetJobs", pb.AcctJobsRequest(query=query), pb.AcctJobsResponse,
-                        target="dbd")
+            resp = call(
+                "/shoal.v1.Accounting/GetJobs",
+                pb.AcctJobsRequest(query=query),
+                pb.AcctJobsResponse,
+                target="dbd",
+            )
         except AgentError as exc:
             raise CommandError(exc.message) from exc
         with gc_paused():
@@ -592,7 +797,9 @@ def main(argv: list[str] | None = None) -> int:
                 # `-j 5.0` lists that step alone, and nothing when job 5 has no step 0 (22.05)
                 rows = [r for r in rows if r.step is not None or id(r.job) not in step_only]
             parsable = "P" if args.parsable2 else ("p" if args.parsable else "")
-            lines = render(rows, fields, parsable=parsable, header=not args.noheader, now=now, units=args.units)
+            lines = render(
+                rows, fields, parsable=parsable, header=not args.noheader, now=now, units=args.units
+            )
             sys.stdout.write("".join(line + "\n" for line in lines))
         return 0
 

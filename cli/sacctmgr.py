@@ -19,51 +19,125 @@ from shoal.v1 import accounting_pb2 as pb
 
 M = TypeVar("M", bound=Message)
 PROG = "sacctmgr"
-ACTIONS = {"add": "add", "create": "add", "modify": "modify", "update": "modify", "delete": "delete",
-           "remove": "delete", "show": "show", "list": "show"}
+ACTIONS = {
+    "add": "add",
+    "create": "add",
+    "modify": "modify",
+    "update": "modify",
+    "delete": "delete",
+    "remove": "delete",
+    "show": "show",
+    "list": "show",
+}
 FORMATS = {
     "association": "Cluster,Account,User,Partition,Share%9,Priority,GrpJobs%7,GrpTRES%13,GrpSubmit%9,"
-                   "GrpWall%11,GrpTRESMins%13,MaxJobs%7,MaxTRES%13,MaxTRESPerNode%14,MaxSubmit%9,MaxWall%11,"
-                   "MaxTRESMins%13,QOS%20,Def QOS%9,GrpTRESRunMins%13",
+    "GrpWall%11,GrpTRESMins%13,MaxJobs%7,MaxTRES%13,MaxTRESPerNode%14,MaxSubmit%9,MaxWall%11,"
+    "MaxTRESMins%13,QOS%20,Def QOS%9,GrpTRESRunMins%13",
     "user": "User,Def Acct,Admin%9",
     "user_assoc": "User,Def Acct,Admin%9,Cluster,Account,Partition,Share%9,Priority,MaxJobs%7,MaxNodes%8,"
-                  "MaxCPUs%8,MaxSubmit%9,MaxWall%11,MaxCPUMins%11,QOS%20,Def QOS%9",
+    "MaxCPUs%8,MaxSubmit%9,MaxWall%11,MaxCPUMins%11,QOS%20,Def QOS%9",
     "account": "Account,Descr%20,Org%20",
     # 22.05's default columns; those shoal does not keep (PreemptExemptTime, UsageThres, GrpSubmit,
     # MaxTRESPerNode, the per-account limits, MinTRES) stay empty, as they are for a QOS without them
     "qos": "Name,Priority,GraceTime,Preempt,PreemptExemptTime%19,PreemptMode%11,Flags%40,UsageThres,UsageFactor%11,"
-           "GrpTRES%13,GrpTRESMins%13,GrpTRESRunMins%13,GrpJobs%7,GrpSubmit%9,GrpWall%11,MaxTRES%13,"
-           "MaxTRESPerNode%14,MaxTRESMins%13,MaxWall%11,MaxTRESPU%13,MaxJobsPU%9,MaxSubmitPU%11,MaxTRESPA%13,"
-           "MaxJobsPA%9,MaxSubmitPA%11,MinTRES%13",
+    "GrpTRES%13,GrpTRESMins%13,GrpTRESRunMins%13,GrpJobs%7,GrpSubmit%9,GrpWall%11,MaxTRES%13,"
+    "MaxTRESPerNode%14,MaxTRESMins%13,MaxWall%11,MaxTRESPU%13,MaxJobsPU%9,MaxSubmitPU%11,MaxTRESPA%13,"
+    "MaxJobsPA%9,MaxSubmitPA%11,MinTRES%13",
     "cluster": "Cluster,ControlHost%15,Share%9,QOS%20",
 }
-ALIASES = {"defacct": "defaultaccount", "admin": "adminlevel", "fairshare": "share", "maxtresperjob": "maxtres",
-           "grpsubmitjobs": "grpsubmit", "maxsubmitjobs": "maxsubmit", "defaultqos": "defqos",
-           "maxwalldurationperjob": "maxwall", "description": "descr", "organization": "org",
-           "parent": "parentname", "par name": "parentname", "parname": "parentname",
-           "grptresrunmins": "grptresrunmin", "maxtresminsperjob": "maxtresmins", "maxtresminsperjobs": "maxtresmins",
-           "maxtresperuser": "maxtrespu"}
+ALIASES = {
+    "defacct": "defaultaccount",
+    "admin": "adminlevel",
+    "fairshare": "share",
+    "maxtresperjob": "maxtres",
+    "grpsubmitjobs": "grpsubmit",
+    "maxsubmitjobs": "maxsubmit",
+    "defaultqos": "defqos",
+    "maxwalldurationperjob": "maxwall",
+    "description": "descr",
+    "organization": "org",
+    "parent": "parentname",
+    "par name": "parentname",
+    "parname": "parentname",
+    "grptresrunmins": "grptresrunmin",
+    "maxtresminsperjob": "maxtresmins",
+    "maxtresminsperjobs": "maxtresmins",
+    "maxtresperuser": "maxtrespu",
+}
 # Slurm's own title for each column, whatever case format= typed it in (22.05: `format=name,maxtrespu`
 # prints Name|MaxTRESPU); a name not here keeps the typed text.
 HEADERS = {
-    "cluster": "Cluster", "account": "Account", "user": "User", "partition": "Partition", "share": "Share",
-    "priority": "Priority", "grpjobs": "GrpJobs", "grptres": "GrpTRES", "grpsubmit": "GrpSubmit",
-    "grpwall": "GrpWall", "grptresmins": "GrpTRESMins", "grptresrunmin": "GrpTRESRunMins", "maxjobs": "MaxJobs",
-    "maxtres": "MaxTRES", "maxtrespernode": "MaxTRESPerNode", "maxsubmit": "MaxSubmit", "maxwall": "MaxWall",
-    "maxtresmins": "MaxTRESMins", "maxnodes": "MaxNodes", "maxcpus": "MaxCPUs", "maxcpumins": "MaxCPUMins",
-    "qos": "QOS", "defqos": "Def QOS", "parentname": "ParentName", "id": "ID", "lft": "LFT", "rgt": "RGT",
-    "maxborrowtres": "MaxBorrowTRES", "name": "Name", "gracetime": "GraceTime", "preempt": "Preempt",
-    "preemptexempttime": "PreemptExemptTime", "preemptmode": "PreemptMode", "flags": "Flags",
-    "usagethres": "UsageThres", "usagefactor": "UsageFactor", "maxtrespu": "MaxTRESPU", "maxjobspu": "MaxJobsPU",
-    "maxsubmitpu": "MaxSubmitPU", "maxtrespa": "MaxTRESPA", "maxjobspa": "MaxJobsPA", "maxsubmitpa": "MaxSubmitPA",
-    "mintres": "MinTRES", "descr": "Descr", "org": "Org", "defaultaccount": "Def Acct", "adminlevel": "Admin",
-    "controlhost": "ControlHost", "controlport": "ControlPort", "rpc": "RPC", "nodecount": "NodeCount",
-    "nodenames": "NodeName", "tres": "TRES", "classification": "Class",
+    "cluster": "Cluster",
+    "account": "Account",
+    "user": "User",
+    "partition": "Partition",
+    "share": "Share",
+    "priority": "Priority",
+    "grpjobs": "GrpJobs",
+    "grptres": "GrpTRES",
+    "grpsubmit": "GrpSubmit",
+    "grpwall": "GrpWall",
+    "grptresmins": "GrpTRESMins",
+    "grptresrunmin": "GrpTRESRunMins",
+    "maxjobs": "MaxJobs",
+    "maxtres": "MaxTRES",
+    "maxtrespernode": "MaxTRESPerNode",
+    "maxsubmit": "MaxSubmit",
+    "maxwall": "MaxWall",
+    "maxtresmins": "MaxTRESMins",
+    "maxnodes": "MaxNodes",
+    "maxcpus": "MaxCPUs",
+    "maxcpumins": "MaxCPUMins",
+    "qos": "QOS",
+    "defqos": "Def QOS",
+    "parentname": "ParentName",
+    "id": "ID",
+    "lft": "LFT",
+    "rgt": "RGT",
+    "maxborrowtres": "MaxBorrowTRES",
+    "name": "Name",
+    "gracetime": "GraceTime",
+    "preempt": "Preempt",
+    "preemptexempttime": "PreemptExemptTime",
+    "preemptmode": "PreemptMode",
+    "flags": "Flags",
+    "usagethres": "UsageThres",
+    "usagefactor": "UsageFactor",
+    "maxtrespu": "MaxTRESPU",
+    "maxjobspu": "MaxJobsPU",
+    "maxsubmitpu": "MaxSubmitPU",
+    "maxtrespa": "MaxTRESPA",
+    "maxjobspa": "MaxJobsPA",
+    "maxsubmitpa": "MaxSubmitPA",
+    "mintres": "MinTRES",
+    "descr": "Descr",
+    "org": "Org",
+    "defaultaccount": "Def Acct",
+    "adminlevel": "Admin",
+    "controlhost": "ControlHost",
+    "controlport": "ControlPort",
+    "rpc": "RPC",
+    "nodecount": "NodeCount",
+    "nodenames": "NodeName",
+    "tres": "TRES",
+    "classification": "Class",
 }
 VERBS = {"add": "Adding", "modify": "Modified", "delete": "Deleting"}
-TITLES = {"account": "Account", "user": "User", "qos": "QOS", "cluster": "Cluster", "association": "Association"}
+TITLES = {
+    "account": "Account",
+    "user": "User",
+    "qos": "QOS",
+    "cluster": "Cluster",
+    "association": "Association",
+}
 # 22.05's plural in " Problem adding accounts: ..." (a user's add refused after its plan)
-PLURALS = {"account": "accounts", "user": "users", "qos": "QOS", "cluster": "clusters", "association": "associations"}
+PLURALS = {
+    "account": "accounts",
+    "user": "users",
+    "qos": "QOS",
+    "cluster": "clusters",
+    "association": "associations",
+}
 NOT_ADMIN = "Your user doesn't have privilege to perform this action"
 DENIED = "Access/permission denied"
 
@@ -133,13 +207,17 @@ def _default_width(key: str) -> int:
     for layout in FORMATS.values():
         for item in layout.split(","):
             name, _, width = item.partition("%")
-            if width.isdigit() and ALIASES.get(name.lower().replace(" ", ""), name.lower().replace(" ", "")) == key:
+            if (
+                width.isdigit()
+                and ALIASES.get(name.lower().replace(" ", ""), name.lower().replace(" ", "")) == key
+            ):
                 return int(width)
     return 10
 
 
-def render(rows: Sequence[dict[str, str]], fields: list[tuple[str, str, int]], *, parsable: str,
-           header: bool) -> list[str]:
+def render(
+    rows: Sequence[dict[str, str]], fields: list[tuple[str, str, int]], *, parsable: str, header: bool
+) -> list[str]:
     lines = []
     if parsable:
         end = "|" if parsable == "p" else ""
@@ -215,8 +293,9 @@ def main(argv: list[str] | None = None) -> int:
             for line in render([dict(r.fields) for r in resp.rows], fields, parsable=parsable, header=header):
                 sys.stdout.write(line + "\n")
             return 0
-        req_m = pb.ModifyRequest(action=action, kind=kind, names=names, where=where, set=values,
-                                 commit=bool(immediate))
+        req_m = pb.ModifyRequest(
+            action=action, kind=kind, names=names, where=where, set=values, commit=bool(immediate)
+        )
         try:
             resp_m = _call("Modify", req_m, pb.ModifyResponse)
         except CommandError as exc:
@@ -229,8 +308,11 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f" Problem adding {PLURALS[kind]}: {DENIED}\n")
             return 1
         if not resp_m.changes:
-            sys.stdout.write(" Nothing new added.\n" if action == "add" else
-                             f" Nothing {'modified' if action == 'modify' else 'deleted'}\n")
+            sys.stdout.write(
+                " Nothing new added.\n"
+                if action == "add"
+                else f" Nothing {'modified' if action == 'modify' else 'deleted'}\n"
+            )
             return 0 if action != "delete" else 1
         if action == "add":
             sys.stdout.write(f" Adding {TITLES[kind]}(s)\n")

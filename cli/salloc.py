@@ -47,8 +47,21 @@ SALLOC_ENV = {
     "SALLOC_IMMEDIATE": "immediate",
 }
 
-_SKIP = {"array", "wrap", "parsable", "test_only", "wait", "requeue", "no_requeue", "open_mode", "output",
-         "error", "input", "signal", "kill_on_invalid_dep"}
+_SKIP = {
+    "array",
+    "wrap",
+    "parsable",
+    "test_only",
+    "wait",
+    "requeue",
+    "no_requeue",
+    "open_mode",
+    "output",
+    "error",
+    "input",
+    "signal",
+    "kill_on_invalid_dep",
+}
 SALLOC_OPTIONS: tuple[Opt, ...] = tuple(o for o in SBATCH_OPTIONS if o.dest not in _SKIP) + (
     Opt("no_shell", ("no-shell",), arg=0),
     Opt("immediate", ("immediate",), "I", OPTIONAL),
@@ -81,8 +94,11 @@ def job_environment(job: jobs_pb2.JobInfo) -> dict[str, str]:
     if job.spec.cpus_per_task:
         env["SLURM_CPUS_PER_TASK"] = str(job.spec.cpus_per_task)
     env["SLURM_NODE_ALIASES"] = "(null)"
-    for name, value in (("SLURM_GPUS", job.spec.gpus), ("SLURM_GPUS_PER_NODE", job.spec.gpus_per_node),
-                        ("SLURM_GPUS_PER_TASK", job.spec.gpus_per_task)):
+    for name, value in (
+        ("SLURM_GPUS", job.spec.gpus),
+        ("SLURM_GPUS_PER_NODE", job.spec.gpus_per_node),
+        ("SLURM_GPUS_PER_TASK", job.spec.gpus_per_task),
+    ):
         if value:  # the --gpus* options as given (22.05: not for --gres)
             env[name] = value
     if not env["SLURM_CLUSTER_NAME"]:
@@ -113,14 +129,17 @@ def immediate_seconds(opts: JobOptions, prog: str) -> float | None:
     return float(value)
 
 
-def allocate(prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False,
-             immediate: float | None = None) -> jobs_pb2.JobInfo:
+def allocate(
+    prog: str, spec: jobs_pb2.JobSpec, quiet: bool = False, immediate: float | None = None
+) -> jobs_pb2.JobInfo:
     """Submit an interactive job and wait until it runs (Slurm's messages while it waits); with
     `immediate`, give up (cancelling the job) when it has not started within that many seconds."""
     # salloc's words differ from srun's (both as 22.05)
     failed = "Job submit/allocate failed" if prog == "salloc" else "Unable to allocate resources"
     try:
-        reply = ctld("SubmitJob", controller_pb2.SubmitJobRequest(spec=spec), controller_pb2.SubmitJobResponse)
+        reply = ctld(
+            "SubmitJob", controller_pb2.SubmitJobRequest(spec=spec), controller_pb2.SubmitJobResponse
+        )
     except CommandError as exc:
         raise CommandError(f"{failed}: {submit_failure(prog, exc.message, spec.partition)}") from exc
     job_id = reply.job_id
@@ -190,18 +209,26 @@ def release(job_id: int, exit_code: int, exit_signal: int, cancel: bool = False)
     """End the allocation (with the command's status); quiet if it has already ended."""
     try:
         if cancel:
-            ctld("SignalJobs", controller_pb2.SignalJobsRequest(job_ids=[str(job_id)]),
-                 controller_pb2.SignalJobsResponse)
+            ctld(
+                "SignalJobs",
+                controller_pb2.SignalJobsRequest(job_ids=[str(job_id)]),
+                controller_pb2.SignalJobsResponse,
+            )
         else:
-            ctld("CompleteAllocation",
-                 controller_pb2.CompleteAllocationRequest(job_id=job_id, exit_code=exit_code, exit_signal=exit_signal),
-                 controller_pb2.CompleteAllocationResponse)
+            ctld(
+                "CompleteAllocation",
+                controller_pb2.CompleteAllocationRequest(
+                    job_id=job_id, exit_code=exit_code, exit_signal=exit_signal
+                ),
+                controller_pb2.CompleteAllocationResponse,
+            )
     except CommandError:
         pass
 
 
-def parse_options(prog: str, argv: list[str], table: tuple[Opt, ...], environ: Mapping[str, str],
-                  env_map: Mapping[str, str]) -> tuple[JobOptions, list[str]]:
+def parse_options(
+    prog: str, argv: list[str], table: tuple[Opt, ...], environ: Mapping[str, str], env_map: Mapping[str, str]
+) -> tuple[JobOptions, list[str]]:
     parsed, rest = parse_argv(prog, argv, table, stop_at_positional=True)
     opts = JobOptions()
     opts.apply_env(environ, env_map)

@@ -204,7 +204,9 @@ def submit(spec: jobs_pb2.JobSpec, test_only: bool) -> controller_pb2.SubmitJobR
     try:
         return ctld("SubmitJob", request, controller_pb2.SubmitJobResponse)
     except CommandError as exc:
-        raise Failure(f"Batch job submission failed: {submit_failure(PROG, exc.message, spec.partition)}") from exc
+        raise Failure(
+            f"Batch job submission failed: {submit_failure(PROG, exc.message, spec.partition)}"
+        ) from exc
 
 
 def test_only_line(resp: controller_pb2.SubmitJobResponse) -> str:

@@ -381,8 +381,11 @@ def show_partitions(name: str, flags: Flags) -> int:
         resp = ctld("GetNodes", request, controller_pb2.GetNodesResponse)
     except CommandError as exc:
         raise Failure(f"slurm_load_partitions error: {exc.message}") from exc
-    partitions = [p for p in resp.partitions if (not name or p.name == name)
-                  and (flags.all or not (p.hidden or p.unavailable))]
+    partitions = [
+        p
+        for p in resp.partitions
+        if (not name or p.name == name) and (flags.all or not (p.hidden or p.unavailable))
+    ]
     if not partitions:
         if name:
             raise Failure(f"Partition {name} not found")
@@ -431,7 +434,10 @@ def show_topology(name: str) -> int:
     if name:
         switches = [s for s in switches if s.name == name] or [s for s in switches if name in expand(s.nodes)]
         if not switches:
-            print(f"{PROG}: error: Topology information contains no switch or node named {name}", file=sys.stderr)
+            print(
+                f"{PROG}: error: Topology information contains no switch or node named {name}",
+                file=sys.stderr,
+            )
             return 0
     from cli.show import format_switch
 
@@ -636,7 +642,9 @@ def _send_job_update(
     failed = [r for r in resp.results if r.code != 0]
     if not flags.quiet:
         for result in failed:
-            for text in refusal_lines(request.action, result.job_id, result.message or "Invalid job id specified"):
+            for text in refusal_lines(
+                request.action, result.job_id, result.message or "Invalid job id specified"
+            ):
                 print(text, file=sys.stderr)
     return 1 if failed else 0
 
@@ -690,7 +698,9 @@ def cmd_token(args: list[str], flags: Flags) -> int:
     for word in args:
         key, eq, value = word.partition("=")
         if eq and key.lower() == "lifespan":
-            match = re.match(r"\s*(\d+)", value)  # as Slurm reads it: the leading number, else 0 (the default)
+            match = re.match(
+                r"\s*(\d+)", value
+            )  # as Slurm reads it: the leading number, else 0 (the default)
             request.lifespan = int(match.group(1)) if match else 0
         elif eq and key.lower() == "username":
             request.username = value
@@ -702,8 +712,9 @@ def cmd_token(args: list[str], flags: Flags) -> int:
         code = getattr(exc.__cause__, "code", None)
         if code == FAILED_PRECONDITION:
             raise Failure("Error fetching token") from exc
-        raise Failure(f"{PROG}: error: slurm_fetch_token: error with request: {exc.message}",
-                      "Error fetching token") from exc
+        raise Failure(
+            f"{PROG}: error: slurm_fetch_token: error with request: {exc.message}", "Error fetching token"
+        ) from exc
     print(f"SLURM_JWT={resp.token}")
     return 0
 
@@ -767,8 +778,13 @@ def cmd_ping(args: list[str], flags: Flags) -> int:
     up = 0
     for index, name in enumerate(hosts):
         try:
-            ctld_at(None if len(hosts) == 1 else index, "Ping", controller_pb2.PingRequest(),
-                    controller_pb2.PingResponse, timeout=5.0)
+            ctld_at(
+                None if len(hosts) == 1 else index,
+                "Ping",
+                controller_pb2.PingRequest(),
+                controller_pb2.PingResponse,
+                timeout=5.0,
+            )
         except CommandError:
             print(f"Slurmctld({ping_role(index, len(hosts))}) at {name} is DOWN")
             continue
@@ -798,7 +814,9 @@ def cmd_takeover(args: list[str], flags: Flags) -> int:
         if len(hosts) < 2:  # no backup line: 22.05 cannot reach one
             raise Failure("slurm_takeover error: Unable to contact slurm controller (connect failure)")
     try:
-        ctld_at(index, "Takeover", controller_pb2.TakeoverRequest(), controller_pb2.TakeoverResponse, timeout=10.0)
+        ctld_at(
+            index, "Takeover", controller_pb2.TakeoverRequest(), controller_pb2.TakeoverResponse, timeout=10.0
+        )
     except CommandError as exc:
         raise Failure(f"slurm_takeover error: {exc.message}") from exc
     return 0

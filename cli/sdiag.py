@@ -93,8 +93,10 @@ def render(d: pb.GetDiagResponse, sort: str = "count", latency_us: int = 0) -> l
         f"\tTotal cycles: {d.sched_cycles}",
     ]
     if d.sched_cycles:
-        lines += [f"\tMean cycle:   {d.sched_cycle_sum_us // d.sched_cycles}",
-                  f"\tMean depth cycle:  {d.sched_depth_sum // d.sched_cycles}"]
+        lines += [
+            f"\tMean cycle:   {d.sched_cycle_sum_us // d.sched_cycles}",
+            f"\tMean depth cycle:  {d.sched_depth_sum // d.sched_cycles}",
+        ]
     if d.now - d.since > 60:
         lines.append(f"\tCycles per minute: {d.sched_cycles // ((d.now - d.since) // 60)}")
     lines += [
@@ -121,15 +123,23 @@ def render(d: pb.GetDiagResponse, sort: str = "count", latency_us: int = 0) -> l
     lines.append("\tLast table size: 1" if n else "\tLast table size: 0")
     if n:
         lines.append("\tMean table size: 1")
-    lines += ["", f"Latency for 1000 calls to gettimeofday(): {latency_us} microseconds", "",
-              "Remote Procedure Call statistics by message type"]
+    lines += [
+        "",
+        f"Latency for 1000 calls to gettimeofday(): {latency_us} microseconds",
+        "",
+        "Remote Procedure Call statistics by message type",
+    ]
     for r in _sorted_rpcs(d.rpcs, sort):
-        lines.append(f"\t{r.name:<40}({r.type_id:5}) count:{r.count:<6} "
-                     f"ave_time:{_ave(r.total_time_us, r.count):<6} total_time:{r.total_time_us}")
+        lines.append(
+            f"\t{r.name:<40}({r.type_id:5}) count:{r.count:<6} "
+            f"ave_time:{_ave(r.total_time_us, r.count):<6} total_time:{r.total_time_us}"
+        )
     lines += ["", "Remote Procedure Call statistics by user"]
     for u in _sorted_users(d.users, sort):
-        lines.append(f"\t{u.name:<15} ({u.uid:8}) count:{u.count:<6} "
-                     f"ave_time:{_ave(u.total_time_us, u.count):<6} total_time:{u.total_time_us}")
+        lines.append(
+            f"\t{u.name:<15} ({u.uid:8}) count:{u.count:<6} "
+            f"ave_time:{_ave(u.total_time_us, u.count):<6} total_time:{u.total_time_us}"
+        )
     lines += ["", "Pending RPC statistics", "\tNo pending RPCs"]
     return lines
 
@@ -148,15 +158,31 @@ def _is_this_cluster(name: str) -> bool:
     if name.lower() == local.lower():
         return True
     print(f"{PROG}: error: No cluster '{name}' known by database.", file=sys.stderr)
-    print(f"{PROG}: error: '{name}' can't be reached now, or it is an invalid entry for --cluster.  "
-          "Use 'sacctmgr list clusters' to see available clusters.", file=sys.stderr)
+    print(
+        f"{PROG}: error: '{name}' can't be reached now, or it is an invalid entry for --cluster.  "
+        "Use 'sacctmgr list clusters' to see available clusters.",
+        file=sys.stderr,
+    )
     return False
 
 
 def _body(argv: list[str]) -> int:
     try:
-        opts, _ = getopt.gnu_getopt(argv, "aM:ritTV", ["all", "cluster=", "reset", "sort-by-id", "sort-by-time",
-                                                       "sort-by-time2", "version", "help", "usage"])
+        opts, _ = getopt.gnu_getopt(
+            argv,
+            "aM:ritTV",
+            [
+                "all",
+                "cluster=",
+                "reset",
+                "sort-by-id",
+                "sort-by-time",
+                "sort-by-time2",
+                "version",
+                "help",
+                "usage",
+            ],
+        )
     except getopt.GetoptError as exc:
         print(f"{PROG}: invalid option -- '{exc.opt}'", file=sys.stderr)
         print(f'Try "{PROG} --help" for more information', file=sys.stderr)

@@ -34,13 +34,30 @@ DEFAULT_DIR = "~/.shoal/cluster"
 # `shoal up --realslurm-shape`: the cluster of /work/shared/realslurm (Slurm 22.05 as a reference), so the
 # same commands can be replayed against both and compared (tests/compat). Sizes, then slurm.conf keys
 # (written before any --set, which still wins), then partitions and the account tree (name, shares, users).
-REALSLURM_SIZES = {"nodes": 4, "cpus_per_node": 16, "mem_per_node": 64000, "gpus_per_node": 8, "gpu_type": "h100"}
+REALSLURM_SIZES = {
+    "nodes": 4,
+    "cpus_per_node": 16,
+    "mem_per_node": 64000,
+    "gpus_per_node": 8,
+    "gpu_type": "h100",
+}
 REALSLURM_KEYS = (
-    "ClusterName=realslurm", "DefMemPerCPU=1000", "KillWait=30", "MinJobAge=300", "SlurmdTimeout=300",
-    "SchedulerType=sched/backfill", "PriorityType=priority/multifactor", "PriorityDecayHalfLife=7-0",
-    "PriorityMaxAge=7-0", "PriorityWeightAge=1000", "PriorityWeightFairshare=10000",
-    "PriorityWeightJobSize=1000", "PriorityWeightPartition=1000", "PriorityWeightQOS=0",
-    "AccountingStorageEnforce=associations", "AccountingStorageTRES=gres/gpu",
+    "ClusterName=realslurm",
+    "DefMemPerCPU=1000",
+    "KillWait=30",
+    "MinJobAge=300",
+    "SlurmdTimeout=300",
+    "SchedulerType=sched/backfill",
+    "PriorityType=priority/multifactor",
+    "PriorityDecayHalfLife=7-0",
+    "PriorityMaxAge=7-0",
+    "PriorityWeightAge=1000",
+    "PriorityWeightFairshare=10000",
+    "PriorityWeightJobSize=1000",
+    "PriorityWeightPartition=1000",
+    "PriorityWeightQOS=0",
+    "AccountingStorageEnforce=associations",
+    "AccountingStorageTRES=gres/gpu",
 )
 REALSLURM_PARTITIONS = (
     "PartitionName=batch Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP",
@@ -140,7 +157,9 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
     nodes = args.nodes
     addrs = _node_addrs(nodes, args.base_addr)
     ha = getattr(args, "ha", False)
-    ctld_port = args.ctld_port or _free_port(["127.0.0.1", *([local_ha.backup_addr(args.base_addr)] if ha else [])])
+    ctld_port = args.ctld_port or _free_port(
+        ["127.0.0.1", *([local_ha.backup_addr(args.base_addr)] if ha else [])]
+    )
     node_port = args.node_port or _free_port(addrs)
     for sub in ("spool", "log", "run"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
@@ -178,7 +197,7 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
     ]
     if ha:  # two heads (primary, backup) on MariaDB instead of the one on SQLite
         i = next(i for i, (k, _v) in enumerate(top) if k == "SlurmctldHost")
-        top[i:i + 1] = local_ha.conf_lines(directory, args.base_addr)
+        top[i : i + 1] = local_ha.conf_lines(directory, args.base_addr)
     topology = directory / "topology.conf"
     if getattr(args, "topology", None):
         shutil.copyfile(args.topology, topology)
@@ -191,9 +210,13 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
         top.extend(local_dbd.write_conf(directory, user))
     top.extend(local_restd.write_conf(directory))
     settings = _format_settings(merge_settings(top, args.set or []))
-    partitions = "\n".join(getattr(args, "partition", None) or (
-        f"PartitionName=batch Nodes={names} Default=YES MaxTime=INFINITE State=UP",
-        f"PartitionName=debug Nodes={names} DefaultTime=00:30:00 MaxTime=01:00:00 State=UP"))
+    partitions = "\n".join(
+        getattr(args, "partition", None)
+        or (
+            f"PartitionName=batch Nodes={names} Default=YES MaxTime=INFINITE State=UP",
+            f"PartitionName=debug Nodes={names} DefaultTime=00:30:00 MaxTime=01:00:00 State=UP",
+        )
+    )
     conf = f"""# Local shoal cluster written by `shoal up` ({time.strftime("%Y-%m-%dT%H:%M:%S")}).
 {settings}
 NodeName=DEFAULT CPUs={args.cpus_per_node} Boards=1 SocketsPerBoard={sockets} CoresPerSocket={args.cpus_per_node // sockets} ThreadsPerCore=1 RealMemory={args.mem_per_node}{gres} State=UNKNOWN
@@ -301,9 +324,7 @@ def _wait_idle(
     while time.monotonic() < deadline:
         for p in procs:
             if p.poll() is not None:
-                return (
-                    f"{_describe(p)} exited with status {p.returncode}"
-                )
+                return f"{_describe(p)} exited with status {p.returncode}"
         try:
             resp = call(
                 "/shoal.v1.Controller/GetNodes",
@@ -329,7 +350,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     directory = Path(os.path.expanduser(args.dir)).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     run = directory / "run"
-    if any(_alive(run / f"{name}.pid") for name in ("ctld", "agentd", "noded", "dbd", *local_ha.pid_names(directory))):
+    if any(
+        _alive(run / f"{name}.pid")
+        for name in ("ctld", "agentd", "noded", "dbd", *local_ha.pid_names(directory))
+    ):
         print(
             f"{PROG}: error: a cluster is already running in {directory} (shoal down --dir {directory})",
             file=sys.stderr,
@@ -341,9 +365,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     else:
         given = shape_conflicts(args, directory)
         if given:
-            print(f"{PROG}: error: {directory} already has a cluster ({conf}); {', '.join(given)} "
-                  f"would change it: add --rewrite to write slurm.conf again (job state and the key are kept), "
-                  f"or use another --dir", file=sys.stderr)
+            print(
+                f"{PROG}: error: {directory} already has a cluster ({conf}); {', '.join(given)} "
+                f"would change it: add --rewrite to write slurm.conf again (job state and the key are kept), "
+                f"or use another --dir",
+                file=sys.stderr,
+            )
             return 1
         print(f"shoal: using the existing {conf} (--rewrite writes it again)")
         for change in update_settings(conf, args.set or []):
@@ -366,15 +393,32 @@ def cmd_up(args: argparse.Namespace) -> int:
             return 1
     dbd = local_dbd.start(directory, env, _spawn)
     ctlds = []
-    for name, _addr in (cfg.control_hosts if ha else ()):
-        ctlds.append(_spawn([py, "-P", "-m", "ctld.main", "-f", str(conf), "--ctld-host", name,
-                             "-L", str(directory / "log" / f"ctld-{name}.log")],
-                            directory / "log" / f"ctld-{name}.out", env))
+    for name, _addr in cfg.control_hosts if ha else ():
+        ctlds.append(
+            _spawn(
+                [
+                    py,
+                    "-P",
+                    "-m",
+                    "ctld.main",
+                    "-f",
+                    str(conf),
+                    "--ctld-host",
+                    name,
+                    "-L",
+                    str(directory / "log" / f"ctld-{name}.log"),
+                ],
+                directory / "log" / f"ctld-{name}.out",
+                env,
+            )
+        )
         (run / f"ctld-{name}.pid").write_text(f"{ctlds[-1].pid}\n")
         if len(ctlds) == 1:
             time.sleep(1.0)  # the first line takes the lease first: it is the primary at start
     if not ha:
-        ctlds.append(_spawn([py, "-P", "-m", "ctld.main", "-f", str(conf)], directory / "log" / "ctld.out", env))
+        ctlds.append(
+            _spawn([py, "-P", "-m", "ctld.main", "-f", str(conf)], directory / "log" / "ctld.out", env)
+        )
     agentd = _spawn(
         [py, "-P", "-m", "shoal.agent.agentd", "-f", str(conf), "--pidfile", str(run / "agentd.pid")],
         directory / "log" / "agentd.out",
@@ -388,8 +432,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     error = _wait_idle(env, len(cfg.nodes), [*ctlds, agentd, noded, *([dbd] if dbd else [])], args.timeout)
     if not error and dbd is not None:
-        error = local_dbd.bootstrap(env, cfg.cluster_name, local_dbd.local_users(),
-                                    getattr(args, "accounts", None))
+        error = local_dbd.bootstrap(
+            env, cfg.cluster_name, local_dbd.local_users(), getattr(args, "accounts", None)
+        )
     restd_url = None
     previous = local_restd.url(directory)  # the port restd had: its URL stays the same across `up`s
     local_restd.url_file(directory).unlink(missing_ok=True)
@@ -400,8 +445,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {error}; see {directory}/log/", file=sys.stderr)
         _stop(directory)
         return 1
-    heads = ", ".join(f"{n} {a}:{cfg.slurmctld_port}" for n, a in cfg.control_hosts) if ha else \
-        f"{cfg.control_addr}:{cfg.slurmctld_port}"
+    heads = (
+        ", ".join(f"{n} {a}:{cfg.slurmctld_port}" for n, a in cfg.control_hosts)
+        if ha
+        else f"{cfg.control_addr}:{cfg.slurmctld_port}"
+    )
     print(
         f"shoal: cluster '{cfg.cluster_name}' is up: {len(cfg.nodes)} nodes, ctld on "
         f"{heads}, state in {cfg.state_store.location if ha else directory}"
@@ -411,8 +459,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"shoal: metrics (OpenMetrics, for Prometheus) at {restd_url}/metrics")
     if (directory / "cgroup.conf").exists():
         print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
-    note = cpu_ids_note(sum(n.cpus for n in cfg.nodes), len(cfg.nodes), _host_cpus(),
-                        (directory / "cgroup.conf").exists())
+    note = cpu_ids_note(
+        sum(n.cpus for n in cfg.nodes), len(cfg.nodes), _host_cpus(), (directory / "cgroup.conf").exists()
+    )
     if note:
         print(f"shoal: note: {note}")
     for warning in (_node_names_warning(), _interpreter_warning()):
@@ -426,14 +475,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_restd(directory: Path, conf: Path, env: dict[str, str], cfg: SlurmConfig,
-                 port: int) -> tuple[str | None, str | None]:
+def _start_restd(
+    directory: Path, conf: Path, env: dict[str, str], cfg: SlurmConfig, port: int
+) -> tuple[str | None, str | None]:
     """Start shoal-restd on 127.0.0.1:port (0: a free port); (error, URL)."""
     if "auth/jwt" not in cfg.auth_alt_types:
         return None, None  # a slurm.conf of an older `shoal up`, without auth/jwt: no tokens, no restd
     if importlib.util.find_spec("aiohttp") is None:
-        print(f"{PROG}: note: no REST API: shoal-restd needs the restd extra (pip install 'shoal[restd]')",
-              file=sys.stderr)
+        print(
+            f"{PROG}: note: no REST API: shoal-restd needs the restd extra (pip install 'shoal[restd]')",
+            file=sys.stderr,
+        )
         return None, None
     port = port or _free_port(["127.0.0.1"])
     proc = local_restd.start(directory, conf, env, port, _spawn)
@@ -452,23 +504,35 @@ def cpu_ids_note(emulated: int, nodes: int, host: int, confined: bool) -> str | 
     """Why a task's cpuset shows this host's CPUs, not the node's (only when the nodes have more CPUs)."""
     if emulated <= host:
         return None
-    where = (f"each task's cpuset is the host CPUs its node's CPU ids wrap onto (id modulo {host})" if confined
-             else "tasks run on any of the host's CPUs (no cgroup enforcement)")
-    return (f"the {nodes} node(s) emulate {emulated} CPUs on this host's {host}: {where}, shared with the other "
-            f"nodes' jobs; `scontrol show job -d` shows the node CPU ids a job holds (CPU_IDs=)")
+    where = (
+        f"each task's cpuset is the host CPUs its node's CPU ids wrap onto (id modulo {host})"
+        if confined
+        else "tasks run on any of the host's CPUs (no cgroup enforcement)"
+    )
+    return (
+        f"the {nodes} node(s) emulate {emulated} CPUs on this host's {host}: {where}, shared with the other "
+        f"nodes' jobs; `scontrol show job -d` shows the node CPU ids a job holds (CPU_IDs=)"
+    )
 
 
 def _node_names_warning() -> str | None:
     """Why node names will not resolve inside jobs (noded could not make the namespaces), or None."""
-    probe = subprocess.run([sys.executable, "-P", "-m", "noded.nodens", "--probe"], capture_output=True, text=True,
-                           timeout=30)
+    probe = subprocess.run(
+        [sys.executable, "-P", "-m", "noded.nodens", "--probe"], capture_output=True, text=True, timeout=30
+    )
     if probe.returncode == 0:
         return None
-    fix = ("allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
-           "user.max_user_namespaces > 0; on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0) or run "
-           "shoal up as root" if os.geteuid() else "check that this kernel has mount and UTS namespaces")
-    return (f"node names (node1, ...) will not resolve inside jobs and every node's hostname is this host's: "
-            f"cannot make private namespaces ({probe.stderr.strip() or f'exit {probe.returncode}'}); {fix}")
+    fix = (
+        "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
+        "user.max_user_namespaces > 0; on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0) or run "
+        "shoal up as root"
+        if os.geteuid()
+        else "check that this kernel has mount and UTS namespaces"
+    )
+    return (
+        f"node names (node1, ...) will not resolve inside jobs and every node's hostname is this host's: "
+        f"cannot make private namespaces ({probe.stderr.strip() or f'exit {probe.returncode}'}); {fix}"
+    )
 
 
 def _blocking_dir(path: str) -> Path | None:
@@ -488,11 +552,13 @@ def _interpreter_warning() -> str | None:
     if blocked is None:
         return None
     mode = f"{blocked.stat().st_mode & 0o777:04o}"
-    return (f"jobs of users other than root cannot run srun or python from this environment: its interpreter "
-            f"{os.path.realpath(sys.executable)} is behind {blocked} (mode {mode}), which they cannot enter "
-            f"(they get 'Permission denied'); the commands still work through the local agent. Fix: "
-            f"chmod o+x on {blocked} (and its parents), or install shoal into a virtualenv made from a Python "
-            f"every user can run (e.g. /usr/bin/python3 -m venv /opt/shoal)")
+    return (
+        f"jobs of users other than root cannot run srun or python from this environment: its interpreter "
+        f"{os.path.realpath(sys.executable)} is behind {blocked} (mode {mode}), which they cannot enter "
+        f"(they get 'Permission denied'); the commands still work through the local agent. Fix: "
+        f"chmod o+x on {blocked} (and its parents), or install shoal into a virtualenv made from a Python "
+        f"every user can run (e.g. /usr/bin/python3 -m venv /opt/shoal)"
+    )
 
 
 def _quick_start(directory: Path, env: dict[str, str], nodes: int) -> int:
@@ -571,7 +637,9 @@ def _stop_strays(directory: Path, signalled: set[int]) -> list[str]:
         if proc.pid in signalled:  # stopped through its pid file, still finishing its shutdown
             found.append(proc)
             continue
-        if not any(m in cmdline for m in ("ctld.main", "noded.main", "shoal.agent.agentd", "dbd.main", "restd.main")):
+        if not any(
+            m in cmdline for m in ("ctld.main", "noded.main", "shoal.agent.agentd", "dbd.main", "restd.main")
+        ):
             continue
         try:
             proc.terminate()
@@ -613,8 +681,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     nodes = re.findall(r"^NodeName=(\S+) NodeAddr=(\S+)", text, re.M)
     heads = re.findall(r"^SlurmctldHost=(\S+?)[(](.*)[)]", text, re.M)
     port = _conf_value(text, r"^SlurmctldPort=(\d+)")
-    ctlds = ", ".join(f"{n} {a}:{port}" for n, a in heads) if len(heads) > 1 else \
-        f"{heads[0][1] if heads else 'localhost'}:{port}"
+    ctlds = (
+        ", ".join(f"{n} {a}:{port}" for n, a in heads)
+        if len(heads) > 1
+        else f"{heads[0][1] if heads else 'localhost'}:{port}"
+    )
     print(f"\nctld: {ctlds}; nodes: {', '.join(f'{n} {a}' for n, a in nodes)}")
     dbd = _conf_value(text, r"^AccountingStoragePort=(\d+)")
     print(f"accounting: shoal-dbd on 127.0.0.1:{dbd} (sacct, sacctmgr, sshare)" if dbd else "accounting: off")
@@ -646,8 +717,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _command(env: dict[str, str], name: str, *argv: str) -> str | None:
     """A short command's output for `shoal status` (its error, shown, when it fails)."""
     try:
-        out = subprocess.run([sys.executable, "-P", "-m", f"cli.{name}", *argv], env=env, capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(
+            [sys.executable, "-P", "-m", f"cli.{name}", *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except subprocess.TimeoutExpired:
         print(f"{name}: no answer within 30s")
         return None
@@ -680,25 +756,41 @@ def up_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--base-addr", default="127.0.0.2", help="first node's loopback address")
     up.add_argument("--ctld-port", type=int, default=0, help="SlurmctldPort (0: a free port)")
     up.add_argument("--node-port", type=int, default=0, help="SlurmdPort (0: a free port)")
-    up.add_argument("--set", action="append", metavar="KEY=VALUE",
-                    help="slurm.conf line: replaces the default KEY (" + ", ".join(
-                        f"{k}={v}" for k, v in SCHEDULING_DEFAULTS if k.startswith(("Sched", "PriorityType"))
-                    ) + ", fair share weighted ...), else added; on an existing DIR it changes that key")
-    up.add_argument("--partition", action="append", metavar="LINE",
-                    help="a PartitionName=... line (replaces the default batch and debug partitions)")
-    up.add_argument("--realslurm-shape", action="store_true",
-                    help="the reference Slurm cluster's shape: 4 x 16 CPUs, 64000 MB, 8 gpu:h100, batch and "
-                         "debug (node[1-2]), ClusterName=realslurm, accounts research (alice, root) and physics "
-                         "(alice, bob)")
+    up.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="slurm.conf line: replaces the default KEY ("
+        + ", ".join(f"{k}={v}" for k, v in SCHEDULING_DEFAULTS if k.startswith(("Sched", "PriorityType")))
+        + ", fair share weighted ...), else added; on an existing DIR it changes that key",
+    )
+    up.add_argument(
+        "--partition",
+        action="append",
+        metavar="LINE",
+        help="a PartitionName=... line (replaces the default batch and debug partitions)",
+    )
+    up.add_argument(
+        "--realslurm-shape",
+        action="store_true",
+        help="the reference Slurm cluster's shape: 4 x 16 CPUs, 64000 MB, 8 gpu:h100, batch and "
+        "debug (node[1-2]), ClusterName=realslurm, accounts research (alice, root) and physics "
+        "(alice, bob)",
+    )
     up.add_argument("--topology", metavar="FILE", help="topology.conf to use (TopologyPlugin=topology/tree)")
     up.add_argument("--rewrite", action="store_true", help="write slurm.conf again even if DIR has one")
     up.add_argument("--no-check", action="store_true", help="do not run the quick-start job")
     up.add_argument("--no-accounting", action="store_true", help="no shoal-dbd (no sacct/sacctmgr)")
     up.add_argument("--no-restd", action="store_true", help="no shoal-restd (the REST API)")
-    up.add_argument("--restd-port", type=int, default=0, help="shoal-restd's port on 127.0.0.1 (0: a free port)")
-    up.add_argument("--ha", action="store_true",
-                    help="two shoal-ctlds (head1 primary, head2 backup) on MariaDB at 127.0.0.1:3306 (root), "
-                         "a database per DIR")
+    up.add_argument(
+        "--restd-port", type=int, default=0, help="shoal-restd's port on 127.0.0.1 (0: a free port)"
+    )
+    up.add_argument(
+        "--ha",
+        action="store_true",
+        help="two shoal-ctlds (head1 primary, head2 backup) on MariaDB at 127.0.0.1:3306 (root), "
+        "a database per DIR",
+    )
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every node to be idle")
 
 
@@ -716,7 +808,13 @@ def shape_conflicts(args: argparse.Namespace, directory: Path) -> list[str]:
     node_default = _conf_value(text, r"^NodeName=DEFAULT\b(.*)$") or ""
     gres = _conf_value(node_default, r"Gres=(gpu:[^:\s]+:\d+)")  # gpu:TYPE:COUNT
     have: dict[str, object] = {
-        "nodes": len([ln for ln in text.splitlines() if ln.startswith("NodeName=") and not ln.startswith("NodeName=DEFAULT")]),
+        "nodes": len(
+            [
+                ln
+                for ln in text.splitlines()
+                if ln.startswith("NodeName=") and not ln.startswith("NodeName=DEFAULT")
+            ]
+        ),
         "cpus_per_node": int(_conf_value(node_default, r"\bCPUs=(\d+)") or 0),
         "mem_per_node": int(_conf_value(node_default, r"\bRealMemory=(\d+)") or 0),
         "gpus_per_node": int(gres.rsplit(":", 1)[1]) if gres else 0,
@@ -729,8 +827,19 @@ def shape_conflicts(args: argparse.Namespace, directory: Path) -> list[str]:
         "ha": len(re.findall(r"^SlurmctldHost=", text, re.M)) > 1,
     }
     out = []
-    for name in ("nodes", "cpus_per_node", "mem_per_node", "gpus_per_node", "gpu_type", "base_addr", "ctld_port",
-                 "node_port", "no_accounting", "no_cgroups", "ha"):
+    for name in (
+        "nodes",
+        "cpus_per_node",
+        "mem_per_node",
+        "gpus_per_node",
+        "gpu_type",
+        "base_addr",
+        "ctld_port",
+        "node_port",
+        "no_accounting",
+        "no_cgroups",
+        "ha",
+    ):
         value = getattr(args, name)
         if value != probe.get_default(name) and value != have[name]:
             out.append(f"--{name.replace('_', '-')}" + ("" if isinstance(value, bool) else f" {value}"))
@@ -740,7 +849,9 @@ def shape_conflicts(args: argparse.Namespace, directory: Path) -> list[str]:
             out.append(f"--topology {args.topology}")
     for name in ("gpu_files", "fake_nvml"):
         if getattr(args, name):
-            out.append(f"--{name.replace('_', '-')} {getattr(args, name)}")  # not read back: rewrite to be sure
+            out.append(
+                f"--{name.replace('_', '-')} {getattr(args, name)}"
+            )  # not read back: rewrite to be sure
     return out
 
 
@@ -775,8 +886,9 @@ def update_settings(conf: Path, sets: list[str]) -> list[str]:
             changes.append(f"{wanted} (was {lines[at].strip()})")
             lines[at] = wanted
         else:
-            first_node = next((i for i, ln in enumerate(lines) if (_line_key(ln) or "").startswith(_LINE_KEYS)),
-                              len(lines))
+            first_node = next(
+                (i for i, ln in enumerate(lines) if (_line_key(ln) or "").startswith(_LINE_KEYS)), len(lines)
+            )
             lines.insert(first_node, wanted)
             changes.append(f"{wanted} (added)")
     if changes:
@@ -788,11 +900,14 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="shoal admin command")
     p.add_argument("-V", "--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start a local cluster and run the quick-start job",
-                        description="Write DIR/slurm.conf (unless DIR has one), start the daemons and run the "
-                                    "quick-start job. On an existing DIR, --set changes those keys in place; "
-                                    "options that shape the cluster (--nodes ...) need --rewrite.",
-                        formatter_class=_DefaultsHelp)
+    up = sub.add_parser(
+        "up",
+        help="start a local cluster and run the quick-start job",
+        description="Write DIR/slurm.conf (unless DIR has one), start the daemons and run the "
+        "quick-start job. On an existing DIR, --set changes those keys in place; "
+        "options that shape the cluster (--nodes ...) need --rewrite.",
+        formatter_class=_DefaultsHelp,
+    )
     up_arguments(up)
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop the local cluster")

@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--csv", metavar="FILE", help="write one line per job")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots (needs matplotlib)")
-    p.add_argument("--windows", metavar="NxSIZE", help="N windows of SIZE consecutive jobs, each on an empty machine")
+    p.add_argument(
+        "--windows", metavar="NxSIZE", help="N windows of SIZE consecutive jobs, each on an empty machine"
+    )
     p.add_argument("--seed", type=int, default=1, help="seed for --windows and synthetic traces")
     p.add_argument("--compare", nargs="+", metavar="CONF_OR_POLICY", help="also run these, side by side")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -93,7 +95,13 @@ def _runs(args: argparse.Namespace, trace: Trace) -> list[tuple[str, Machine, st
 
     default = default_machine(trace)
     base = conf_machine(args.conf) if args.conf else default
-    runs = [(args.policy or ("conf" if args.conf else "easy"), base, args.policy or ("conf" if args.conf else "easy"))]
+    runs = [
+        (
+            args.policy or ("conf" if args.conf else "easy"),
+            base,
+            args.policy or ("conf" if args.conf else "easy"),
+        )
+    ]
     for item in args.compare or ():
         if item in POLICIES:
             runs.append((item, base, item))
@@ -102,7 +110,9 @@ def _runs(args: argparse.Namespace, trace: Trace) -> list[tuple[str, Machine, st
     if args.backfill_rule == "strict":
         runs = [(label, with_config(machine, bf_strict=True), policy) for label, machine, policy in runs]
     if args.sched_params:
-        runs = [(label, with_sched_params(machine, args.sched_params), policy) for label, machine, policy in runs]
+        runs = [
+            (label, with_sched_params(machine, args.sched_params), policy) for label, machine, policy in runs
+        ]
     return runs
 
 
@@ -133,14 +143,20 @@ def _table(trace: Trace, outcomes: list[Outcome]) -> str:
     head = f"{'':<{width}}" + "".join(f"{title:>15}" for _, title, _ in COLUMNS)
     lines = [f"trace {trace.name}: {len(trace.jobs)} jobs, {trace.max_procs} processors", head]
     if int(trace.header.get("Unreplayable", "0")):
-        lines.insert(1, f"({trace.header['Unreplayable']} jobs that never ran or never ended are not replayed)")
+        lines.insert(
+            1, f"({trace.header['Unreplayable']} jobs that never ran or never ended are not replayed)"
+        )
     for o in outcomes:
         values = o.summary.as_dict()
-        lines.append(f"{o.label:<{width}}" + "".join(f"{fmt.format(values[key]):>15}" for key, _, fmt in COLUMNS))
+        lines.append(
+            f"{o.label:<{width}}" + "".join(f"{fmt.format(values[key]):>15}" for key, _, fmt in COLUMNS)
+        )
         if o.summary.skipped:
             lines.append(f"{'':<{width}}  ({o.summary.skipped} jobs larger than the machine were skipped)")
         if o.summary.timeouts:
-            lines.append(f"{'':<{width}}  ({o.summary.timeouts} jobs ran past their time limit: ended there, TIMEOUT)")
+            lines.append(
+                f"{'':<{width}}  ({o.summary.timeouts} jobs ran past their time limit: ended there, TIMEOUT)"
+            )
     return "\n".join(lines)
 
 
@@ -187,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         write_plots(args.plot, outcomes[0], trace)
     if args.json:
-        data: dict[str, object] = {"trace": trace.name, "policy": outcomes[0].label, **outcomes[0].summary.as_dict()}
+        data: dict[str, object] = {
+            "trace": trace.name,
+            "policy": outcomes[0].label,
+            **outcomes[0].summary.as_dict(),
+        }
         if len(outcomes) > 1:
             data["compare"] = [{"label": o.label, **o.summary.as_dict()} for o in outcomes[1:]]
         print(json.dumps(data, sort_keys=True))

@@ -26,8 +26,9 @@ def _null(text: str) -> str:
 
 
 def _dependency(job: jobs_pb2.JobInfo) -> str:
-    return shown_dependency(job.spec.dependency, job.state == jobs_pb2.PENDING,
-                            job.state_reason == "DependencyNeverSatisfied")
+    return shown_dependency(
+        job.spec.dependency, job.state == jobs_pb2.PENDING, job.state_reason == "DependencyNeverSatisfied"
+    )
 
 
 def _hosts(names: Sequence[str]) -> str:
@@ -61,8 +62,10 @@ def _job_head(job: jobs_pb2.JobInfo) -> str:
     elif job.array_job_id and job.array_task_id >= 0:
         # a task that has never left the pending array is part of the array's record in 22.05 (134)
         unsplit = job.state == jobs_pb2.PENDING and not job.restarts
-        head = (f"JobId={job.array_job_id if unsplit else job.job_id} ArrayJobId={job.array_job_id}"
-                f" ArrayTaskId={job.array_task_id}")
+        head = (
+            f"JobId={job.array_job_id if unsplit else job.job_id} ArrayJobId={job.array_job_id}"
+            f" ArrayTaskId={job.array_task_id}"
+        )
         if job.array_max_tasks:
             head += f" ArrayTaskThrottle={job.array_max_tasks}"
     else:

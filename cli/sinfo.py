@@ -550,7 +550,9 @@ def _query() -> tuple[list[cluster_pb2.PartitionInfo], list[cluster_pb2.NodeInfo
     from shoal.v1 import controller_pb2
 
     try:  # nodes and partitions in one round trip
-        nodes = ctld("GetNodes", controller_pb2.GetNodesRequest(with_partitions=True), controller_pb2.GetNodesResponse)
+        nodes = ctld(
+            "GetNodes", controller_pb2.GetNodesRequest(with_partitions=True), controller_pb2.GetNodesResponse
+        )
     except CommandError as exc:
         raise _LoadError(f"slurm_load_partitions: {exc.message}") from exc
     now = nodes.now

@@ -21,8 +21,21 @@ LONG = "%.15i %9r %.8u %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10Q %.11N %.2
 # -n: left-aligned normalized factors, and neither SITE nor NICE (as 22.05's sprio)
 NORM_DEFAULT = "%.15i %9r %10y %10a %10b %10f %10j %10p %10q %20t"
 NORM_LONG = "%.15i %9r %.8u %10y %10a %10b %10f %10j %10p %10q %20t"
-HEADERS = {"i": "JOBID", "r": "PARTITION", "u": "USER", "y": "PRIORITY", "s": "SITE", "a": "AGE", "b": "ASSOC",
-           "f": "FAIRSHARE", "j": "JOBSIZE", "p": "PARTITION", "q": "QOS", "n": "NICE", "t": "TRES"}
+HEADERS = {
+    "i": "JOBID",
+    "r": "PARTITION",
+    "u": "USER",
+    "y": "PRIORITY",
+    "s": "SITE",
+    "a": "AGE",
+    "b": "ASSOC",
+    "f": "FAIRSHARE",
+    "j": "JOBSIZE",
+    "p": "PARTITION",
+    "q": "QOS",
+    "n": "NICE",
+    "t": "TRES",
+}
 FACTOR_FIELDS = {"a": "age", "b": "assoc", "f": "fairshare", "j": "job_size", "p": "partition", "q": "qos"}
 SPEC = re.compile(r"%(-?)(\.?)(\d*)([a-zA-Z])")
 USAGE = "Usage: sprio [-j jid[s]] [-u user_name[s]] [-o format] [-p partitions] [--usage] [-hlnvVw]"
@@ -39,7 +52,9 @@ def _drop_unweighted(fmt: str, weights: pb.PriorityFactors) -> str:
 
 
 def _number(value: float, normalized: bool) -> str:
-    return f"{value:.7f}" if normalized else f"{value:.0f}"  # rounded, as 22.05 prints it (0.1328 x 1000: 133)
+    return (
+        f"{value:.7f}" if normalized else f"{value:.0f}"
+    )  # rounded, as 22.05 prints it (0.1328 x 1000: 133)
 
 
 def cell(letter: str, job: pb.JobPriority | None, weights: pb.PriorityFactors, normalized: bool) -> str:
@@ -54,8 +69,11 @@ def cell(letter: str, job: pb.JobPriority | None, weights: pb.PriorityFactors, n
         if key in FACTOR_FIELDS:
             return str(int(getattr(weights, FACTOR_FIELDS[key])))
         if key == "t":
-            return ",".join(f"{t.split('=')[0].upper() if t.startswith(('cpu', 'mem', 'node')) else t.split('=')[0]}"
-                            f"={t.split('=')[1]}" for t in weights.tres)
+            return ",".join(
+                f"{t.split('=')[0].upper() if t.startswith(('cpu', 'mem', 'node')) else t.split('=')[0]}"
+                f"={t.split('=')[1]}"
+                for t in weights.tres
+            )
         return ""
     factors = job.normalized if norm else job.weighted
     if key == "i":
@@ -77,8 +95,13 @@ def cell(letter: str, job: pb.JobPriority | None, weights: pb.PriorityFactors, n
     return ""
 
 
-def render(fmt: str, rows: Sequence[pb.JobPriority | None], weights: pb.PriorityFactors, normalized: bool,
-           header: bool = True) -> list[str]:
+def render(
+    fmt: str,
+    rows: Sequence[pb.JobPriority | None],
+    weights: pb.PriorityFactors,
+    normalized: bool,
+    header: bool = True,
+) -> list[str]:
     """The lines sprio prints for `rows` in format `fmt`."""
     parts = SPEC.split(fmt)
     specs: list[tuple[str, bool, int, str]] = []  # (literal before, right-aligned, width, letter)
@@ -109,8 +132,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: list[str]) -> int:
     try:
-        opts, _ = getopt.gnu_getopt(args, "hlnwVj:u:o:p:", ["noheader", "long", "norm", "weights", "jobs=", "user=",
-                                                          "format=", "partition=", "usage", "help", "version"])
+        opts, _ = getopt.gnu_getopt(
+            args,
+            "hlnwVj:u:o:p:",
+            [
+                "noheader",
+                "long",
+                "norm",
+                "weights",
+                "jobs=",
+                "user=",
+                "format=",
+                "partition=",
+                "usage",
+                "help",
+                "version",
+            ],
+        )
     except getopt.GetoptError as exc:
         raise CommandError(f"{exc.msg}\n{USAGE}") from exc
     header, long, normalized, show_weights = True, False, False, False
@@ -146,8 +184,11 @@ def _run(args: list[str]) -> int:
             return 0
     resp = ctld("GetPriorities", pb.GetPrioritiesRequest(), pb.GetPrioritiesResponse)
     if not resp.multifactor:
-        print("You are not running a supported priority plugin\n(priority/basic).\n"
-              "Only 'priority/multifactor' is supported.", file=sys.stderr)
+        print(
+            "You are not running a supported priority plugin\n(priority/basic).\n"
+            "Only 'priority/multifactor' is supported.",
+            file=sys.stderr,
+        )
         return 1
     if fmt is None:
         if normalized:
@@ -158,8 +199,13 @@ def _run(args: list[str]) -> int:
     if show_weights:
         rows = [None]
     else:
-        rows = [j for j in resp.jobs if (not jobs or j.job_id in jobs) and (not users or j.user_name in users)
-                and (not parts or j.partition in parts)]
+        rows = [
+            j
+            for j in resp.jobs
+            if (not jobs or j.job_id in jobs)
+            and (not users or j.user_name in users)
+            and (not parts or j.partition in parts)
+        ]
         rows.sort(key=lambda j: (j.job_id, j.partition) if j else (0, ""))
         if jobs and not rows:
             print("Unable to find jobs matching user/id(s) specified", file=sys.stderr)

@@ -201,8 +201,11 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
     "d": lambda r, now: "0",
     "D": lambda r, now: str(r.job.num_nodes),
     "e": lambda r, now: format_timestamp(r.job.end_time, unknown="N/A"),
-    "E": lambda r, now: shown_dependency(r.job.spec.dependency, r.job.state == jobs_pb2.PENDING,
-                                         r.job.state_reason == "DependencyNeverSatisfied"),
+    "E": lambda r, now: shown_dependency(
+        r.job.spec.dependency,
+        r.job.state == jobs_pb2.PENDING,
+        r.job.state_reason == "DependencyNeverSatisfied",
+    ),
     "f": lambda r, now: _null(r.job.spec.constraint),
     "F": lambda r, now: str(r.job.array_job_id if r.job.array_job_id else r.job.job_id),
     "g": lambda r, now: r.job.group_name or str(r.job.group_id),
@@ -379,9 +382,20 @@ def without_unsplit_cancelled_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[jo
     22.05 keeps those waiting tasks as one record and cancelling one only takes it out of that
     record (scenario 133: `scancel A_2` then `squeue -t all -r` lists A_1 and A_3 only)."""
     jobs = list(jobs)
-    waiting = {j.array_job_id for j in jobs if j.array_job_id and j.state == jobs_pb2.PENDING and not j.restarts}
-    return [j for j in jobs if not (j.array_job_id in waiting and j.array_task_id >= 0 and not j.restarts
-                                    and j.state == jobs_pb2.CANCELLED and not j.start_time)]
+    waiting = {
+        j.array_job_id for j in jobs if j.array_job_id and j.state == jobs_pb2.PENDING and not j.restarts
+    }
+    return [
+        j
+        for j in jobs
+        if not (
+            j.array_job_id in waiting
+            and j.array_task_id >= 0
+            and not j.restarts
+            and j.state == jobs_pb2.CANCELLED
+            and not j.start_time
+        )
+    ]
 
 
 def group_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[Row]:

@@ -68,8 +68,14 @@ _HEADERS = {
 TRES = {"cpu": ("cpu_seconds", "cpu"), "gres/gpu": ("gpu_seconds", "gpu")}  # -T name -> (usage field, key)
 
 
-def build(report: str, resp: pb.ReportResponse, unit: str, cluster: str, tres: Sequence[str] = ("cpu",),
-          tres_column: bool = False) -> tuple[list[str], list[list[str]]]:
+def build(
+    report: str,
+    resp: pb.ReportResponse,
+    unit: str,
+    cluster: str,
+    tres: Sequence[str] = ("cpu",),
+    tres_column: bool = False,
+) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of a report; one row group per TRES, with a "TRES Name" column after -T."""
     header: list[str] = []
     rows: list[list[str]] = []
@@ -85,8 +91,9 @@ def build(report: str, resp: pb.ReportResponse, unit: str, cluster: str, tres: S
     return header, rows
 
 
-def _build_one(report: str, resp: pb.ReportResponse, unit: str, cluster: str,
-               tres: str) -> tuple[list[str], list[list[str]]]:
+def _build_one(
+    report: str, resp: pb.ReportResponse, unit: str, cluster: str, tres: str
+) -> tuple[list[str], list[list[str]]]:
     field, key = TRES[tres]
     since = resp.cluster_since - resp.cluster_since % 3600
     if not resp.cluster_since or resp.end <= since:  # no hour of the period was recorded: no row, as 22.05
@@ -101,15 +108,19 @@ def _build_one(report: str, resp: pb.ReportResponse, unit: str, cluster: str,
         free = max(0, total - used - down - pdown)
         planned = min(resp.totals[f"planned_{key}"], free)  # waiting jobs count only where CPUs were idle
         idle = free - planned
-        return (_HEADERS[report],
-                [[cluster, *(_amount(v, unit, total) for v in (used, down, pdown, idle, planned, total))]])
+        return (
+            _HEADERS[report],
+            [[cluster, *(_amount(v, unit, total) for v in (used, down, pdown, idle, planned, total))]],
+        )
     if report == "user_topusage":
         per_user: dict[tuple[str, str], int] = defaultdict(int)
         for account, user, seconds in usage:
             per_user[(user, account)] += seconds
         ranked = sorted(per_user.items(), key=lambda kv: -kv[1])[:10]
-        return (_HEADERS[report],
-                [[cluster, u, u, a, _amount(s, unit, capacity or used), "0"] for (u, a), s in ranked])
+        return (
+            _HEADERS[report],
+            [[cluster, u, u, a, _amount(s, unit, capacity or used), "0"] for (u, a), s in ranked],
+        )
     per_account: dict[str, int] = defaultdict(int)
     for account, _, seconds in usage:
         per_account[account] += seconds
@@ -122,12 +133,25 @@ def _build_one(report: str, resp: pb.ReportResponse, unit: str, cluster: str,
     return _HEADERS[report], rows
 
 
-TITLES = {"cluster_utilization": "Cluster Utilization", "user_topusage": "Top 10 Users",
-          "account_utilization_by_user": "Cluster/Account/User Utilization"}
+TITLES = {
+    "cluster_utilization": "Cluster Utilization",
+    "user_topusage": "Top 10 Users",
+    "account_utilization_by_user": "Cluster/Account/User Utilization",
+}
 
 
-def render(report: str, names: Sequence[str], rows: Sequence[Sequence[str]], *, start: int, end: int, unit: str,
-           tres: bool, parsable: str, header: bool) -> list[str]:
+def render(
+    report: str,
+    names: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    start: int,
+    end: int,
+    unit: str,
+    tres: bool,
+    parsable: str,
+    header: bool,
+) -> list[str]:
     """The lines sreport prints: the title block (also above -P/-p output, as 22.05; -n drops it with
     the column titles), then the table."""
     from shoal.timefmt import format_timestamp
@@ -139,8 +163,12 @@ def render(report: str, names: Sequence[str], rows: Sequence[Sequence[str]], *, 
         if tres:
             label = label.replace("CPU", "TRES", 1)
         rule = "-" * 80
-        lines += [rule, f"{TITLES[report]} {format_timestamp(start)} - {format_timestamp(end - 1)}{secs}",
-                  f"Usage reported in {label}", rule]
+        lines += [
+            rule,
+            f"{TITLES[report]} {format_timestamp(start)} - {format_timestamp(end - 1)}{secs}",
+            f"Usage reported in {label}",
+            rule,
+        ]
     if not parsable:
         return lines + table(names, rows, header)
     end_mark = "|" if parsable == "p" else ""
@@ -193,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 rest.append(word.lower())
         start, end = period(start, end)
-        unit = {"hour": "hours", "minute": "minutes", "percent": "percent", "seconds": "seconds"}.get(unit, unit)
+        unit = {"hour": "hours", "minute": "minutes", "percent": "percent", "seconds": "seconds"}.get(
+            unit, unit
+        )
         if unit not in (*UNITS, "percent"):
             raise CommandError(f"Unknown time format '{unit}'")
         tres = [t.lower() for t in tres if t]
@@ -204,18 +234,35 @@ def main(argv: list[str] | None = None) -> int:
                 raise CommandError(f"Unknown TRES '{name}' (shoal reports cpu and gres/gpu)")
         report = REPORTS.get(tuple(rest[:2]))  # type: ignore[arg-type]
         if report is None:
-            raise CommandError("Not a valid report: use 'cluster utilization', 'user topusage' or "
-                               "'cluster AccountUtilizationByUser'")
+            raise CommandError(
+                "Not a valid report: use 'cluster utilization', 'user topusage' or "
+                "'cluster AccountUtilizationByUser'"
+            )
         from shoal.agent.client import AgentError, call
 
         try:
-            resp = call("/shoal.v1.Accounting/Report", pb.ReportRequest(report=report, start=start, end=end,
-                        cluster=cluster or _cluster()), pb.ReportResponse, target="dbd")
+            resp = call(
+                "/shoal.v1.Accounting/Report",
+                pb.ReportRequest(report=report, start=start, end=end, cluster=cluster or _cluster()),
+                pb.ReportResponse,
+                target="dbd",
+            )
         except AgentError as exc:
             raise CommandError(exc.message) from exc
-        names, rows = build(report, resp, unit, cluster or _cluster(), tres or ("cpu",), tres_column=bool(tres))
-        for line in render(report, names, rows, start=start, end=end, unit=unit, tres=bool(tres),
-                           parsable=parsable, header=header):
+        names, rows = build(
+            report, resp, unit, cluster or _cluster(), tres or ("cpu",), tres_column=bool(tres)
+        )
+        for line in render(
+            report,
+            names,
+            rows,
+            start=start,
+            end=end,
+            unit=unit,
+            tres=bool(tres),
+            parsable=parsable,
+            header=header,
+        ):
             sys.stdout.write(line + "\n")
         return 0
 

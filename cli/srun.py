@@ -46,8 +46,18 @@ JOB_CHECK_S = 3.0
 ABORT_WAIT_S = 32  # KillWait + 2 with Slurm's default KillWait; the step's reply gives the real one
 FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
 
-_SKIP = {"array", "wrap", "parsable", "test_only", "wait", "requeue", "no_requeue", "kill_on_invalid_dep",
-         "signal", "get_user_env"}
+_SKIP = {
+    "array",
+    "wrap",
+    "parsable",
+    "test_only",
+    "wait",
+    "requeue",
+    "no_requeue",
+    "kill_on_invalid_dep",
+    "signal",
+    "get_user_env",
+}
 SRUN_OPTIONS: tuple[Opt, ...] = tuple(o for o in SBATCH_OPTIONS if o.dest not in _SKIP) + (
     Opt("label", ("label",), "l", NO_ARG),
     Opt("unbuffered", ("unbuffered",), "u", NO_ARG),
@@ -75,7 +85,7 @@ SRUN_ENV = {
     "SLURM_EXCLUSIVE": "exclusive",
     "SLURM_IMMEDIATE": "immediate",
     "SLURM_GRES": "gres",
-    "SLURM_GPUS": "gpus",                    # the job's --gpus* (batch script, salloc): the step asks the same
+    "SLURM_GPUS": "gpus",  # the job's --gpus* (batch script, salloc): the step asks the same
     "SLURM_GPUS_PER_NODE": "gpus_per_node",
     "SLURM_GPUS_PER_TASK": "gpus_per_task",
     "SLURM_JOB_NAME": "job_name",
@@ -195,8 +205,10 @@ def step_exit_status(exits: dict[int, TaskExit]) -> int:
 
 def step_usage(exits: dict[int, TaskExit]) -> jobs_pb2.Usage:
     """What sacct shows for the step: MaxRSS is the largest task's peak, TotalCPU the sum."""
-    return jobs_pb2.Usage(max_rss_kb=max((e.max_rss_kb for e in exits.values()), default=0),
-                          cpu_time_us=sum(e.cpu_time_us for e in exits.values()))
+    return jobs_pb2.Usage(
+        max_rss_kb=max((e.max_rss_kb for e in exits.values()), default=0),
+        cpu_time_us=sum(e.cpu_time_us for e in exits.values()),
+    )
 
 
 def io_host(job: jobs_pb2.JobInfo) -> str:
@@ -204,7 +216,9 @@ def io_host(job: jobs_pb2.JobInfo) -> str:
     first = job.allocation[0].node if job.allocation else ""
     addr = first
     try:
-        reply = ctld("GetNodes", controller_pb2.GetNodesRequest(names=[first]), controller_pb2.GetNodesResponse)
+        reply = ctld(
+            "GetNodes", controller_pb2.GetNodesRequest(names=[first]), controller_pb2.GetNodesResponse
+        )
         if reply.nodes and reply.nodes[0].addr:
             addr = reply.nodes[0].addr
     except CommandError:
@@ -217,8 +231,9 @@ def io_host(job: jobs_pb2.JobInfo) -> str:
         return "127.0.0.1"
 
 
-def step_request(opts: JobOptions, environ: dict[str, str], command: list[str], job_id: int,
-                 cli_given: set[str]) -> controller_pb2.CreateStepRequest:
+def step_request(
+    opts: JobOptions, environ: dict[str, str], command: list[str], job_id: int, cli_given: set[str]
+) -> controller_pb2.CreateStepRequest:
     req = controller_pb2.CreateStepRequest(job_id=job_id)
     v = opts.get
     try:
@@ -280,14 +295,19 @@ def ignores_ntasks_per_node(num_tasks: int, nodes: int, per_node: int) -> bool:
 
 
 def ntasks_per_node_warning(num_tasks: int, nodes: int, per_node: int) -> str:
-    return (f"srun: Warning: can't honor --ntasks-per-node set to {per_node} which doesn't match the requested "
-            f"tasks {num_tasks} with the number of requested nodes {nodes}. Ignoring --ntasks-per-node.")
+    return (
+        f"srun: Warning: can't honor --ntasks-per-node set to {per_node} which doesn't match the requested "
+        f"tasks {num_tasks} with the number of requested nodes {nodes}. Ignoring --ntasks-per-node."
+    )
 
 
-def inherit_shape(req: controller_pb2.CreateStepRequest, environ: dict[str, str], cli_given: set[str]) -> None:
+def inherit_shape(
+    req: controller_pb2.CreateStepRequest, environ: dict[str, str], cli_given: set[str]
+) -> None:
     """Inside an allocation SLURM_NTASKS, SLURM_NNODES and SLURM_NTASKS_PER_NODE are srun's input
     variables for -n, -N and --ntasks-per-node (the command line wins each), as in 22.05 (-w names
     nodes the step must include, among as many as SLURM_NNODES says)."""
+
     def number(name: str) -> int:
         text = environ.get(name, "")
         return int(text) if text.isdigit() else 0
@@ -299,8 +319,11 @@ def inherit_shape(req: controller_pb2.CreateStepRequest, environ: dict[str, str]
     if "ntasks_per_node" not in cli_given and not req.ntasks_per_node:
         req.ntasks_per_node = number("SLURM_NTASKS_PER_NODE")
     if req.num_tasks and req.min_nodes > req.num_tasks:
-        print(f"srun: Warning: can't run {req.num_tasks} processes on {req.min_nodes} nodes, "
-              f"setting nnodes to {req.num_tasks}", file=sys.stderr)
+        print(
+            f"srun: Warning: can't run {req.num_tasks} processes on {req.min_nodes} nodes, "
+            f"setting nnodes to {req.num_tasks}",
+            file=sys.stderr,
+        )
         req.min_nodes = req.max_nodes = req.num_tasks
     if ignores_ntasks_per_node(req.num_tasks, req.min_nodes, req.ntasks_per_node):
         print(ntasks_per_node_warning(req.num_tasks, req.min_nodes, req.ntasks_per_node), file=sys.stderr)
@@ -317,8 +340,10 @@ def check_excluded(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo)
         return  # ctld refuses it in Slurm's words
     left = len([a for a in job.allocation if a.node not in excluded])
     if req.min_nodes > left:
-        raise CommandError(f"Only allocated {left} nodes asked for {req.min_nodes}\n"
-                           "srun: error: Are required nodes explicitly excluded?")
+        raise CommandError(
+            f"Only allocated {left} nodes asked for {req.min_nodes}\n"
+            "srun: error: Are required nodes explicitly excluded?"
+        )
 
 
 def step_gpus(req: controller_pb2.CreateStepRequest, opts: JobOptions) -> None:
@@ -376,8 +401,10 @@ class Interrupts:
             return
         self.announced = True
         print(f"srun: sending Ctrl-C to {self.step_text}", file=sys.stderr)
-        print(f"srun: Job step aborted: Waiting up to {self.abort_wait} seconds for job step to finish.",
-              file=sys.stderr)
+        print(
+            f"srun: Job step aborted: Waiting up to {self.abort_wait} seconds for job step to finish.",
+            file=sys.stderr,
+        )
 
     def abort_expired(self) -> bool:
         """The step was aborted and did not end within the time announced: stop waiting for it."""
@@ -398,14 +425,26 @@ def whole_nodes_unless_counted(req: controller_pb2.CreateStepRequest, opts: JobO
         req.exact = False
 
 
-def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job: jobs_pb2.JobInfo,
-             cli_given: set[str], own_allocation: bool = False) -> int:
+def run_step(
+    opts: JobOptions,
+    environ: dict[str, str],
+    command: list[str],
+    job: jobs_pb2.JobInfo,
+    cli_given: set[str],
+    own_allocation: bool = False,
+) -> int:
     stdin_mode = (opts.get("input") or "").strip()
-    targets = "0" if not stdin_mode else ("all" if stdin_mode.lower() == "all" else
-                                          (stdin_mode if stdin_mode.isdigit() else "none"))
+    targets = (
+        "0"
+        if not stdin_mode
+        else ("all" if stdin_mode.lower() == "all" else (stdin_mode if stdin_mode.isdigit() else "none"))
+    )
     try:
-        io = StepIO(label=opts.has("label"), stdin_targets=targets,
-                    port_range=parse_port_range(slurm_conf_value("SrunPortRange")))
+        io = StepIO(
+            label=opts.has("label"),
+            stdin_targets=targets,
+            port_range=parse_port_range(slurm_conf_value("SrunPortRange")),
+        )
     except (ValueError, PortRangeError) as exc:
         raise CommandError(str(exc)) from exc
     req = step_request(opts, environ, command, job.job_id, cli_given)
@@ -449,8 +488,10 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
         if interrupts.cancelled:
             raise KeyboardInterrupt
         if not waiting:
-            print(f"srun: Job {job.job_id} step creation temporarily disabled, retrying ({reply.message})",
-                  file=sys.stderr)
+            print(
+                f"srun: Job {job.job_id} step creation temporarily disabled, retrying ({reply.message})",
+                file=sys.stderr,
+            )
             waiting = True
         time.sleep(RETRY_S)
     step = reply.step
@@ -476,7 +517,10 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
         if wait_secs and io.exits and first_exit is None:
             first_exit = time.monotonic()
         if first_exit is not None and time.monotonic() - first_exit > wait_secs:
-            print(f"srun: error: {step_text}: tasks still running {wait_secs}s after the first one ended", file=sys.stderr)
+            print(
+                f"srun: error: {step_text}: tasks still running {wait_secs}s after the first one ended",
+                file=sys.stderr,
+            )
             io.signal(0)
             first_exit = float("inf")
         current = get_job(job.job_id)
@@ -497,10 +541,18 @@ def run_step(opts: JobOptions, environ: dict[str, str], command: list[str], job:
     if missing and not status:
         status = 1
     try:
-        ctld("CompleteStep", controller_pb2.CompleteStepRequest(
-            job_id=step.job_id, step_id=step.step_id, exit_code=min(status, 255),
-            cancelled=interrupts.cancelled, usage=step_usage(exits), oom=any(e.oom for e in exits.values())),
-            controller_pb2.CompleteStepResponse)
+        ctld(
+            "CompleteStep",
+            controller_pb2.CompleteStepRequest(
+                job_id=step.job_id,
+                step_id=step.step_id,
+                exit_code=min(status, 255),
+                cancelled=interrupts.cancelled,
+                usage=step_usage(exits),
+                oom=any(e.oom for e in exits.values()),
+            ),
+            controller_pb2.CompleteStepResponse,
+        )
     except CommandError:
         pass
     return status
@@ -511,8 +563,11 @@ def own_allocation_shape(opts: JobOptions) -> None:
     try:
         tasks = parse_positive(opts.get("ntasks") or "", "--ntasks") if opts.has("ntasks") else 0
         nodes = parse_node_range(opts.get("nodes") or "")[0] if opts.has("nodes") else 0
-        per_node = (parse_count(opts.get("ntasks_per_node") or "", "--ntasks-per-node")
-                    if opts.has("ntasks_per_node") else 0)
+        per_node = (
+            parse_count(opts.get("ntasks_per_node") or "", "--ntasks-per-node")
+            if opts.has("ntasks_per_node")
+            else 0
+        )
     except SpecError:
         return  # build_job_spec reports it in Slurm's words
     if ignores_ntasks_per_node(tasks, nodes, per_node):
@@ -545,9 +600,11 @@ def body(argv: list[str]) -> int:
             raise CommandError(f"Invalid job id {job_id_text}")
         job = get_job(int(job_id_text))
         if job is None or job.state != jobs_pb2.RUNNING:
-            raise CommandError(f"Unable to create step for job {job_id_text}: Job/step already completing or completed"
-                               if job is not None else f"Unable to confirm allocation for job {job_id_text}: "
-                               "Invalid job id specified")
+            raise CommandError(
+                f"Unable to create step for job {job_id_text}: Job/step already completing or completed"
+                if job is not None
+                else f"Unable to confirm allocation for job {job_id_text}: Invalid job id specified"
+            )
         return run_step(opts, environ, command, job, cli_given)
     ctx = SubmitContext(cwd=os.getcwd(), environ=environ, now=int(time.time()), is_root=os.getuid() == 0)
     own_allocation_shape(opts)

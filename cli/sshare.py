@@ -21,14 +21,28 @@ PROG = "sshare"
 USAGE = "Usage: sshare [-A accounts] [-a] [-l] [-n] [-p] [-P] [-U] [-u users] [--help]"
 # (header, width, right-aligned)
 COLUMNS = {
-    "account": ("Account", 20, False), "user": ("User", 10, True), "raw_shares": ("RawShares", 10, True),
-    "norm_shares": ("NormShares", 11, True), "raw_usage": ("RawUsage", 11, True),
-    "norm_usage": ("NormUsage", 11, True), "effective_usage": ("EffectvUsage", 13, True),
-    "fairshare": ("FairShare", 10, True), "level_fs": ("LevelFS", 10, True),
+    "account": ("Account", 20, False),
+    "user": ("User", 10, True),
+    "raw_shares": ("RawShares", 10, True),
+    "norm_shares": ("NormShares", 11, True),
+    "raw_usage": ("RawUsage", 11, True),
+    "norm_usage": ("NormUsage", 11, True),
+    "effective_usage": ("EffectvUsage", 13, True),
+    "fairshare": ("FairShare", 10, True),
+    "level_fs": ("LevelFS", 10, True),
 }
 DEFAULT = ("account", "user", "raw_shares", "norm_shares", "raw_usage", "effective_usage", "fairshare")
-LONG = ("account", "user", "raw_shares", "norm_shares", "raw_usage", "norm_usage", "effective_usage", "fairshare",
-        "level_fs")
+LONG = (
+    "account",
+    "user",
+    "raw_shares",
+    "norm_shares",
+    "raw_usage",
+    "norm_usage",
+    "effective_usage",
+    "fairshare",
+    "level_fs",
+)
 
 
 def value(row: pb.ShareRow, column: str, parsable: bool, indent: bool = True) -> str:
@@ -49,8 +63,13 @@ def value(row: pb.ShareRow, column: str, parsable: bool, indent: bool = True) ->
     return f"{number:.6f}"
 
 
-def render(rows: Sequence[pb.ShareRow], columns: Sequence[str], header: bool = True, parsable: str = "",
-           indent: bool = True) -> list[str]:
+def render(
+    rows: Sequence[pb.ShareRow],
+    columns: Sequence[str],
+    header: bool = True,
+    parsable: str = "",
+    indent: bool = True,
+) -> list[str]:
     """The lines for `rows`; `parsable` "|" (-p, trailing delimiter) or "P" (-P, none) or "" (aligned)."""
     lines: list[str] = []
     if parsable:
@@ -76,7 +95,9 @@ def render(rows: Sequence[pb.ShareRow], columns: Sequence[str], header: bool = T
     return lines
 
 
-def select(rows: Sequence[pb.ShareRow], all_users: bool, users: set[str], accounts: set[str]) -> list[pb.ShareRow]:
+def select(
+    rows: Sequence[pb.ShareRow], all_users: bool, users: set[str], accounts: set[str]
+) -> list[pb.ShareRow]:
     """The rows to print: accounts (restricted to -A) and the wanted users' rows."""
     out = []
     for row in rows:
@@ -94,8 +115,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: list[str]) -> int:
     try:
-        opts, _ = getopt.gnu_getopt(args, "aA:lnpPUu:V", ["all", "accounts=", "long", "noheader", "parsable",
-                                                        "parsable2", "Users", "users=", "help", "usage", "version"])
+        opts, _ = getopt.gnu_getopt(
+            args,
+            "aA:lnpPUu:V",
+            [
+                "all",
+                "accounts=",
+                "long",
+                "noheader",
+                "parsable",
+                "parsable2",
+                "Users",
+                "users=",
+                "help",
+                "usage",
+                "version",
+            ],
+        )
     except getopt.GetoptError as exc:
         raise CommandError(f"{exc.msg}\n{USAGE}") from exc
     all_users, long, header, parsable, users_only = False, False, True, "", False

@@ -32,7 +32,9 @@ def parse_port_range(text: str | None) -> tuple[int, int] | None:
         return None
     low, sep, high = text.strip().partition("-")
     if not sep or not low.isdigit() or not high.isdigit() or not 0 < int(low) <= int(high) <= 65535:
-        raise ValueError(f"invalid SrunPortRange={text.strip()}: expected LOW-HIGH, 1 <= LOW <= HIGH <= 65535")
+        raise ValueError(
+            f"invalid SrunPortRange={text.strip()}: expected LOW-HIGH, 1 <= LOW <= HIGH <= 65535"
+        )
     return int(low), int(high)
 
 
@@ -62,9 +64,9 @@ class TaskExit:
     node: str
     code: int
     signal: int
-    max_rss_kb: int = 0   # the task's peak RSS (with the children it waited for)
+    max_rss_kb: int = 0  # the task's peak RSS (with the children it waited for)
     cpu_time_us: int = 0  # its user + system CPU time
-    oom: bool = False     # killed by the kernel for exceeding the step's (or job's) memory
+    oom: bool = False  # killed by the kernel for exceeding the step's (or job's) memory
 
     @property
     def status(self) -> int:
@@ -154,9 +156,14 @@ class StepIO:
                 self._write(kind, task, payload)
             elif kind == taskio.EXIT:
                 data = json.loads(payload)
-                ended = TaskExit(node, int(data.get("code", 0)), int(data.get("signal", 0)),
-                                 int(data.get("max_rss_kb", 0)), int(data.get("cpu_time_us", 0)),
-                                 bool(data.get("oom", False)))
+                ended = TaskExit(
+                    node,
+                    int(data.get("code", 0)),
+                    int(data.get("signal", 0)),
+                    int(data.get("max_rss_kb", 0)),
+                    int(data.get("cpu_time_us", 0)),
+                    bool(data.get("oom", False)),
+                )
                 with self.lock:
                     self.exits[task] = ended
                 for callback in list(self.on_exit):

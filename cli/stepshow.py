@@ -17,7 +17,9 @@ def step_id_text(step: jobs_pb2.JobStep) -> str:
 
 
 def load_steps(ids: Iterable[str], include_finished: bool) -> tuple[list[jobs_pb2.JobStep], int]:
-    request = controller_pb2.GetStepsRequest(step_ids=[i for i in ids if i], include_finished=include_finished)
+    request = controller_pb2.GetStepsRequest(
+        step_ids=[i for i in ids if i], include_finished=include_finished
+    )
     reply = ctld("GetSteps", request, controller_pb2.GetStepsResponse)
     steps = sorted(reply.steps, key=lambda s: (s.job_id, s.step_id))
     return steps, reply.now
@@ -37,7 +39,9 @@ def format_step(step: jobs_pb2.JobStep, now: int) -> str:
         f"   CPUFreqReq=Default Dist={(step.distribution or 'block').partition('=')[0].capitalize()}",
     ]
     if state != "RUNNING":
-        lines.append(f"   EndTime={format_timestamp(step.end_time)} ExitCode={step.exit_code}:{step.exit_signal}")
+        lines.append(
+            f"   EndTime={format_timestamp(step.end_time)} ExitCode={step.exit_code}:{step.exit_signal}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -54,7 +58,9 @@ def show_steps(step_id: str) -> list[str]:
     return [format_step(s, now) for s in steps]
 
 
-def squeue_rows(value_of: Callable[[jobs_pb2.JobStep, int], Callable[[str], str]], ids: str) -> list[Callable[[str], str]]:
+def squeue_rows(
+    value_of: Callable[[jobs_pb2.JobStep, int], Callable[[str], str]], ids: str
+) -> list[Callable[[str], str]]:
     steps, now = load_steps(ids.split(",") if ids else [], include_finished=False)
     return [value_of(s, now) for s in steps]
 

@@ -65,19 +65,40 @@ def job_record(job: jobs_pb2.JobInfo) -> pb.JobRecord:
         exit_code, exit_signal = 0, 0  # the job's own code; its .batch step shows the signal
     started = job.start_time > 0 and bool(job.nodes)
     return pb.JobRecord(
-        job_id=job.job_id, array_job_id=job.array_job_id, array_task_id=job.array_task_id, name=job.spec.name,
-        uid=job.user_id, gid=job.group_id, user=job.user_name, account=job.account,
-        partition=job.partition, qos=job.qos, tres_req=job.tres_req, tres_alloc=job.tres_alloc if started else "",
-        nodelist=job.nodes if started else "", alloc_cpus=job.num_cpus if started else 0,
-        alloc_nodes=job.num_nodes if started else 0, req_cpus=job.num_cpus, req_nodes=job.num_nodes,
-        req_mem_mb=job.mem_mb, submit_time=job.submit_time, eligible_time=job.eligible_time,
+        job_id=job.job_id,
+        array_job_id=job.array_job_id,
+        array_task_id=job.array_task_id,
+        name=job.spec.name,
+        uid=job.user_id,
+        gid=job.group_id,
+        user=job.user_name,
+        account=job.account,
+        partition=job.partition,
+        qos=job.qos,
+        tres_req=job.tres_req,
+        tres_alloc=job.tres_alloc if started else "",
+        nodelist=job.nodes if started else "",
+        alloc_cpus=job.num_cpus if started else 0,
+        alloc_nodes=job.num_nodes if started else 0,
+        req_cpus=job.num_cpus,
+        req_nodes=job.num_nodes,
+        req_mem_mb=job.mem_mb,
+        submit_time=job.submit_time,
+        eligible_time=job.eligible_time,
         start_time=job.start_time if started else 0,
-        end_time=job.end_time if state in _RUN_ENDED else 0, time_limit_min=job.time_limit_min,
-        state=JOB_STATE_NAMES.get(state, "PENDING"), exit_code=exit_code, exit_signal=exit_signal,
-        derived_exit_code=job.derived_exit_code, derived_exit_signal=job.derived_exit_signal,
-        work_dir=job.spec.work_dir, reason=job.state_reason,
-        cancelled_by=job.cancelled_by_uid if job.cancelled_by else -1, priority=job.priority,
-        suspended_secs=job.suspended_secs, suspend_time=job.suspend_time if job.state == jobs_pb2.SUSPENDED else 0,
+        end_time=job.end_time if state in _RUN_ENDED else 0,
+        time_limit_min=job.time_limit_min,
+        state=JOB_STATE_NAMES.get(state, "PENDING"),
+        exit_code=exit_code,
+        exit_signal=exit_signal,
+        derived_exit_code=job.derived_exit_code,
+        derived_exit_signal=job.derived_exit_signal,
+        work_dir=job.spec.work_dir,
+        reason=job.state_reason,
+        cancelled_by=job.cancelled_by_uid if job.cancelled_by else -1,
+        priority=job.priority,
+        suspended_secs=job.suspended_secs,
+        suspend_time=job.suspend_time if job.state == jobs_pb2.SUSPENDED else 0,
     )
 
 
@@ -91,12 +112,24 @@ def batch_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
     first = job.allocation[0] if job.allocation else None
     cpus = len(first.cpu_ids) if first is not None else job.num_cpus
     return pb.StepRecord(
-        job_id=job.job_id, step_id=BATCH_STEP, name="batch", nodelist=job.batch_host, num_tasks=1, num_cpus=cpus,
-        num_nodes=1, start_time=job.start_time, end_time=job.end_time, state=state, exit_code=code,
-        exit_signal=sig, submit_time=job.submit_time,
+        job_id=job.job_id,
+        step_id=BATCH_STEP,
+        name="batch",
+        nodelist=job.batch_host,
+        num_tasks=1,
+        num_cpus=cpus,
+        num_nodes=1,
+        start_time=job.start_time,
+        end_time=job.end_time,
+        state=state,
+        exit_code=code,
+        exit_signal=sig,
+        submit_time=job.submit_time,
         tres_alloc=f"cpu={cpus},mem={first.mem_mb if first else 0}M,node=1",
-        max_rss_kb=job.batch_usage.max_rss_kb, cpu_time_s=_seconds(job.batch_usage.cpu_time_us),
-        gpu_util_avg=job.batch_usage.gpu_util_avg, gpu_util_max=job.batch_usage.gpu_util_max,
+        max_rss_kb=job.batch_usage.max_rss_kb,
+        cpu_time_s=_seconds(job.batch_usage.cpu_time_us),
+        gpu_util_avg=job.batch_usage.gpu_util_avg,
+        gpu_util_max=job.batch_usage.gpu_util_max,
         gpu_mem_max_mb=job.batch_usage.gpu_mem_max_mb,
     )
 
@@ -108,10 +141,22 @@ def step_record(job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep) -> pb.StepRecord:
     if step.num_gpus:
         tres += f",gres/gpu={step.num_gpus}"
     return pb.StepRecord(
-        job_id=step.job_id, step_id=step.step_id, name=step.name, nodelist=step.nodes, num_tasks=step.num_tasks,
-        num_cpus=step.num_cpus, num_nodes=step.num_nodes, start_time=step.start_time, end_time=step.end_time,
-        state=state, exit_code=step.exit_code, exit_signal=step.exit_signal, submit_time=job.submit_time,
-        tres_alloc=tres, max_rss_kb=step.usage.max_rss_kb, cpu_time_s=_seconds(step.usage.cpu_time_us),
+        job_id=step.job_id,
+        step_id=step.step_id,
+        name=step.name,
+        nodelist=step.nodes,
+        num_tasks=step.num_tasks,
+        num_cpus=step.num_cpus,
+        num_nodes=step.num_nodes,
+        start_time=step.start_time,
+        end_time=step.end_time,
+        state=state,
+        exit_code=step.exit_code,
+        exit_signal=step.exit_signal,
+        submit_time=job.submit_time,
+        tres_alloc=tres,
+        max_rss_kb=step.usage.max_rss_kb,
+        cpu_time_s=_seconds(step.usage.cpu_time_us),
     )
 
 
@@ -222,9 +267,15 @@ class Accounting:
         if state == previous:
             return
         self._nodes[info.name] = state
-        event = pb.NodeEventRecord(node=info.name, state=state[0], reason=state[1], reason_uid=info.reason_uid,
-                                   start_time=info.reason_time or now, cpus=info.cpus,
-                                   gpus=self._node_gpus.get(info.name, 0))
+        event = pb.NodeEventRecord(
+            node=info.name,
+            state=state[0],
+            reason=state[1],
+            reason_uid=info.reason_uid,
+            start_time=info.reason_time or now,
+            cpus=info.cpus,
+            gpus=self._node_gpus.get(info.name, 0),
+        )
         if not state[0]:
             event.start_time = now
         tx.enqueue_record(pb.AcctRecord(node_event=event).SerializeToString())
@@ -249,8 +300,11 @@ class Accounting:
                 job.qos = assoc.default_qos
             if not self.enforce_limits or self._limits is None:
                 return
-            queued = [(self._find(j.account, j.user_name, j.partition), j.qos, j.user_id)
-                      for j in jobs if j.state not in FINISHED_STATES]
+            queued = [
+                (self._find(j.account, j.user_name, j.partition), j.qos, j.user_id)
+                for j in jobs
+                if j.state not in FINISHED_STATES
+            ]
             why = submit_refusal(self._limits, assoc_id, job.qos, job.user_id, count, queued)
         if why:
             raise SlurmError(why)
@@ -309,23 +363,40 @@ class Accounting:
         account_ids = {a.account: a.id for a in resp.associations if not a.user and not a.partition}
         assocs = tuple(
             m.AssocLimits(
-                id=a.id, parent_id=account_ids.get(a.parent if not a.user else a.account, 0) if a.parent else 0,
-                account=a.account, user=a.user, grp_jobs=a.grp_jobs, grp_submit_jobs=a.grp_submit_jobs,
-                max_jobs=a.max_jobs, max_submit_jobs=a.max_submit_jobs, grp_cpus=_tres(a.grp_tres, "cpu"),
-                grp_gpus=_tres(a.grp_tres, "gres/gpu"), max_cpus_per_job=_tres(a.max_tres_per_job, "cpu"),
-                max_gpus_per_job=_tres(a.max_tres_per_job, "gres/gpu"), max_wall_min=a.max_wall_min,
-                max_borrow_cpus=_tres(a.max_borrow_tres, "cpu"), max_borrow_gpus=_tres(a.max_borrow_tres, "gres/gpu"),
+                id=a.id,
+                parent_id=account_ids.get(a.parent if not a.user else a.account, 0) if a.parent else 0,
+                account=a.account,
+                user=a.user,
+                grp_jobs=a.grp_jobs,
+                grp_submit_jobs=a.grp_submit_jobs,
+                max_jobs=a.max_jobs,
+                max_submit_jobs=a.max_submit_jobs,
+                grp_cpus=_tres(a.grp_tres, "cpu"),
+                grp_gpus=_tres(a.grp_tres, "gres/gpu"),
+                max_cpus_per_job=_tres(a.max_tres_per_job, "cpu"),
+                max_gpus_per_job=_tres(a.max_tres_per_job, "gres/gpu"),
+                max_wall_min=a.max_wall_min,
+                max_borrow_cpus=_tres(a.max_borrow_tres, "cpu"),
+                max_borrow_gpus=_tres(a.max_borrow_tres, "gres/gpu"),
                 usage=_usage_limits(a),
             )
             for a in resp.associations
         )
         qos = tuple(
-            m.QosLimits(name=q.name, max_wall_min=q.max_wall_min, max_jobs_per_user=q.max_jobs_per_user,
-                        max_submit_per_user=q.max_submit_per_user, max_cpus_per_job=_tres(q.max_tres_per_job, "cpu"),
-                        max_gpus_per_job=_tres(q.max_tres_per_job, "gres/gpu"), grp_jobs=q.grp_jobs,
-                        grp_cpus=_tres(q.grp_tres, "cpu"), grp_gpus=_tres(q.grp_tres, "gres/gpu"),
-                        max_cpus_per_user=_tres(q.max_tres_per_user, "cpu"),
-                        max_gpus_per_user=_tres(q.max_tres_per_user, "gres/gpu"), usage=_usage_limits(q))
+            m.QosLimits(
+                name=q.name,
+                max_wall_min=q.max_wall_min,
+                max_jobs_per_user=q.max_jobs_per_user,
+                max_submit_per_user=q.max_submit_per_user,
+                max_cpus_per_job=_tres(q.max_tres_per_job, "cpu"),
+                max_gpus_per_job=_tres(q.max_tres_per_job, "gres/gpu"),
+                grp_jobs=q.grp_jobs,
+                grp_cpus=_tres(q.grp_tres, "cpu"),
+                grp_gpus=_tres(q.grp_tres, "gres/gpu"),
+                max_cpus_per_user=_tres(q.max_tres_per_user, "cpu"),
+                max_gpus_per_user=_tres(q.max_tres_per_user, "gres/gpu"),
+                usage=_usage_limits(q),
+            )
             for q in resp.qos
         )
         qos_preempt = tuple(_qos_preempt(q) for q in resp.qos)
@@ -334,8 +405,9 @@ class Accounting:
             self._qos_preempt = qos_preempt
             self._assoc_index = by_key
             self._default_account = {u.name: u.default_account for u in resp.users}
-            self._limits = m.AccountingLimits(assocs=assocs, qos=qos, enforce_qos=self.enforce_qos,
-                                              safe=self.safe)
+            self._limits = m.AccountingLimits(
+                assocs=assocs, qos=qos, enforce_qos=self.enforce_qos, safe=self.safe
+            )
 
     # ------------------------------------------------------------------ the sender
     def run(self, stop: threading.Event) -> None:
@@ -367,7 +439,9 @@ class Accounting:
             except Exception as exc:  # dbd away (grpc.RpcError) or a bug: keep the records, retry
                 if not down:
                     detail = exc.details() if hasattr(exc, "details") else str(exc)
-                    log.warning("accounting storage at %s unreachable, queueing records: %s", self._target, detail)
+                    log.warning(
+                        "accounting storage at %s unreachable, queueing records: %s", self._target, detail
+                    )
                 down = True
                 stop.wait(2.0)
         stub.close()
@@ -377,8 +451,9 @@ class Accounting:
         """Ask dbd (once, before any record is sent) for the decayed usage per association since the
         last reset: the controller's ledger starts from it when it has none of its own."""
         if self.enabled:
-            self._usage_wanted = pb.GetUsageRequest(cluster=self.cluster, now=now, half_life_s=half_life_s,
-                                                    since=since)
+            self._usage_wanted = pb.GetUsageRequest(
+                cluster=self.cluster, now=now, half_life_s=half_life_s, since=since
+            )
 
     def _fetch_usage(self, stub: Stub) -> None:
         want = self._usage_wanted
@@ -408,9 +483,13 @@ class Accounting:
         queued = self._store.queued_records(BATCH_SIZE)
         if not queued:
             return 0
-        req = pb.SendRecordsRequest(cluster=self.cluster, epoch=self._epoch, cluster_cpus=self._cluster_cpus,
-                                    cluster_gpus=self._cluster_gpus,
-                                    control_host=self._control_host)
+        req = pb.SendRecordsRequest(
+            cluster=self.cluster,
+            epoch=self._epoch,
+            cluster_cpus=self._cluster_cpus,
+            cluster_gpus=self._cluster_gpus,
+            control_host=self._control_host,
+        )
         for seq, data in queued:
             rec = req.records.add()
             rec.ParseFromString(data)
@@ -420,8 +499,9 @@ class Accounting:
         return len(queued)
 
     def _refresh(self, stub: Stub) -> None:
-        request = pb.GetLimitsRequest(cluster=self.cluster, known_version=self._cache.version,
-                                      control_addr=self._control_target)
+        request = pb.GetLimitsRequest(
+            cluster=self.cluster, known_version=self._cache.version, control_addr=self._control_target
+        )
         resp = stub.call(GET_LIMITS, request, pb.GetLimitsResponse, timeout=10.0)
         if resp.changed:
             self._take(resp)
@@ -441,15 +521,19 @@ class Accounting:
             self._load_cache(resp)
             with self._store.transaction() as tx:
                 tx.set_meta("acct_limits", base64.b64encode(resp.SerializeToString()).decode())
-        log.info("association/QOS cache loaded (version %d, %d associations)", resp.version, len(resp.associations))
+        log.info(
+            "association/QOS cache loaded (version %d, %d associations)", resp.version, len(resp.associations)
+        )
 
 
 def _usage_limits(row: pb.Association | pb.Qos) -> m.UsageLimits:
     """GrpTRESMins, GrpTRESRunMins, GrpWall and MaxTRESMinsPerJob of an association or QOS."""
     limits = m.UsageLimits(
-        grp_cpu_mins=_tres(row.grp_tres_mins, "cpu"), grp_gpu_mins=_tres(row.grp_tres_mins, "gres/gpu"),
+        grp_cpu_mins=_tres(row.grp_tres_mins, "cpu"),
+        grp_gpu_mins=_tres(row.grp_tres_mins, "gres/gpu"),
         grp_cpu_run_mins=_tres(row.grp_tres_run_mins, "cpu"),
-        grp_gpu_run_mins=_tres(row.grp_tres_run_mins, "gres/gpu"), grp_wall_min=row.grp_wall_min,
+        grp_gpu_run_mins=_tres(row.grp_tres_run_mins, "gres/gpu"),
+        grp_wall_min=row.grp_wall_min,
         max_cpu_mins_per_job=_tres(row.max_tres_mins_per_job, "cpu"),
         max_gpu_mins_per_job=_tres(row.max_tres_mins_per_job, "gres/gpu"),
     )
@@ -471,7 +555,9 @@ def _qos_preempt(qos: pb.Qos) -> m.QosPreempt:
     if mode in ("", "CLUSTER", "OFF"):  # as Slurm: a QOS's OFF means "the cluster's"
         mode = ""
     elif mode not in ("CANCEL", "REQUEUE"):
-        log.warning("QOS %s: PreemptMode=%s is not supported; its jobs are not preempted", qos.name, qos.preempt_mode)
+        log.warning(
+            "QOS %s: PreemptMode=%s is not supported; its jobs are not preempted", qos.name, qos.preempt_mode
+        )
         mode = "OFF"
     preempt = frozenset(name.strip() for name in qos.preempt.split(",") if name.strip())
     return m.QosPreempt(name=qos.name, preempt=preempt, mode=mode, grace_time_s=max(0, int(qos.grace_time)))

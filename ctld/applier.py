@@ -80,10 +80,19 @@ def schedule(state: ClusterState) -> int:
             if not job.spec.batch:
                 continue  # an salloc/srun allocation: its own command runs steps in it
             node = state.nodes[job.batch_host]
-            launch = partial(state.actions.launch, node.info, batch_request(state, job), partial(launch_failed, state))
+            launch = partial(
+                state.actions.launch, node.info, batch_request(state, job), partial(launch_failed, state)
+            )
             # once PrologSlurmctld, if any, has succeeded (ctld.job_hooks); its failure requeues the job
-            tx.after(partial(job_hooks.launch_after_prolog_slurmctld, state.cfg, job, launch,
-                             partial(_prolog_slurmctld_failed, state, job.job_id)))
+            tx.after(
+                partial(
+                    job_hooks.launch_after_prolog_slurmctld,
+                    state.cfg,
+                    job,
+                    launch,
+                    partial(_prolog_slurmctld_failed, state, job.job_id),
+                )
+            )
             launched += 1
         tx.save(*preempt.apply_preemptions(state, tx, result.preemptions, now))
     return launched

@@ -41,13 +41,18 @@ def config_files(cfg: SlurmConfig) -> dict[str, str]:
         raise SlurmError(DISABLED, FAILED_PRECONDITION)
     conf = os.path.abspath(cfg.path)
     conf_dir = os.path.dirname(conf)
-    names = [conf] + [os.path.join(conf_dir, n) for n in SIBLINGS if os.path.isfile(os.path.join(conf_dir, n))]
+    names = [conf] + [
+        os.path.join(conf_dir, n) for n in SIBLINGS if os.path.isfile(os.path.join(conf_dir, n))
+    ]
     try:
         included = {line.source.rsplit(":", 1)[0] for line in read_config_file(conf)}
     except ConfigError as exc:
         raise SlurmError(str(exc), FAILED_PRECONDITION) from exc
-    names += sorted(os.path.abspath(p) for p in included if os.path.abspath(p) != conf
-                    and os.path.abspath(p).startswith(conf_dir + os.sep))
+    names += sorted(
+        os.path.abspath(p)
+        for p in included
+        if os.path.abspath(p) != conf and os.path.abspath(p).startswith(conf_dir + os.sep)
+    )
     files: dict[str, str] = {}
     for path in names:
         try:

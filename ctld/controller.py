@@ -77,7 +77,9 @@ class Controller:
         return self.state.is_operator(caller)
 
     # ------------------------------------------------------------------ jobs
-    def submit(self, spec: jobs_pb2.JobSpec, caller: Caller, test_only: bool) -> controller_pb2.SubmitJobResponse:
+    def submit(
+        self, spec: jobs_pb2.JobSpec, caller: Caller, test_only: bool
+    ) -> controller_pb2.SubmitJobResponse:
         return job_submit.submit(self.state, spec, caller, test_only)
 
     def schedule(self) -> int:
@@ -89,10 +91,14 @@ class Controller:
     def complete_batch(self, req: controller_pb2.CompleteBatchRequest) -> None:
         job_lifecycle.complete_batch(self.state, req)
 
-    def signal_jobs(self, req: controller_pb2.SignalJobsRequest, caller: Caller) -> controller_pb2.SignalJobsResponse:
+    def signal_jobs(
+        self, req: controller_pb2.SignalJobsRequest, caller: Caller
+    ) -> controller_pb2.SignalJobsResponse:
         return job_lifecycle.signal_jobs(self.state, req, caller)
 
-    def update_job(self, req: controller_pb2.UpdateJobRequest, caller: Caller) -> controller_pb2.UpdateJobResponse:
+    def update_job(
+        self, req: controller_pb2.UpdateJobRequest, caller: Caller
+    ) -> controller_pb2.UpdateJobResponse:
         return job_update.update_job(self.state, req, caller)
 
     def housekeeping(self) -> None:
@@ -102,7 +108,9 @@ class Controller:
         return reconf.reconfigure(self.state)
 
     # ------------------------------------------------------------------ steps
-    def create_step(self, req: controller_pb2.CreateStepRequest, caller: Caller) -> controller_pb2.CreateStepResponse:
+    def create_step(
+        self, req: controller_pb2.CreateStepRequest, caller: Caller
+    ) -> controller_pb2.CreateStepResponse:
         return jobsteps.create_step(self.state, req, caller)
 
     def complete_step(self, req: controller_pb2.CompleteStepRequest, caller: Caller) -> None:
@@ -133,39 +141,49 @@ class Controller:
             self.state.actions.ping(info, self.state.started, self.node_contact)
 
     # ------------------------------------------------------------------ reservations
-    def create_reservation(self, req: controller_pb2.ReservationRequest,
-                           caller: Caller) -> controller_pb2.ReservationResponse:
+    def create_reservation(
+        self, req: controller_pb2.ReservationRequest, caller: Caller
+    ) -> controller_pb2.ReservationResponse:
         return resv.create(self.state, req, caller)
 
-    def update_reservation(self, req: controller_pb2.ReservationRequest,
-                           caller: Caller) -> controller_pb2.ReservationResponse:
+    def update_reservation(
+        self, req: controller_pb2.ReservationRequest, caller: Caller
+    ) -> controller_pb2.ReservationResponse:
         return resv.update(self.state, req, caller)
 
     def delete_reservation(self, req: controller_pb2.DeleteReservationRequest, caller: Caller) -> None:
         resv.delete(self.state, req, caller)
 
-    def get_reservations(self, req: controller_pb2.GetReservationsRequest) -> controller_pb2.GetReservationsResponse:
+    def get_reservations(
+        self, req: controller_pb2.GetReservationsRequest
+    ) -> controller_pb2.GetReservationsResponse:
         return resv.get(self.state, req)
 
     # ------------------------------------------------------------------ queries
-    def get_jobs(self, req: controller_pb2.GetJobsRequest, caller: Caller | None = None) -> controller_pb2.GetJobsResponse:
+    def get_jobs(
+        self, req: controller_pb2.GetJobsRequest, caller: Caller | None = None
+    ) -> controller_pb2.GetJobsResponse:
         return queries.get_jobs(self.state, req, caller)
 
     def get_jobs_wire(self, req: controller_pb2.GetJobsRequest, caller: Caller | None = None) -> bytes:
         return queries.get_jobs_wire(self.state, req, caller)
 
-    def get_nodes(self, req: controller_pb2.GetNodesRequest,
-                  caller: Caller | None = None) -> controller_pb2.GetNodesResponse:
+    def get_nodes(
+        self, req: controller_pb2.GetNodesRequest, caller: Caller | None = None
+    ) -> controller_pb2.GetNodesResponse:
         return queries.get_nodes(self.state, req, caller)
 
-    def get_partitions(self, req: controller_pb2.GetPartitionsRequest,
-                       caller: Caller | None = None) -> controller_pb2.GetPartitionsResponse:
+    def get_partitions(
+        self, req: controller_pb2.GetPartitionsRequest, caller: Caller | None = None
+    ) -> controller_pb2.GetPartitionsResponse:
         return queries.get_partitions(self.state, req, caller)
 
     def get_config(self) -> controller_pb2.GetConfigResponse:
         return queries.get_config(self.state)
 
-    def get_priorities(self, req: controller_pb2.GetPrioritiesRequest) -> controller_pb2.GetPrioritiesResponse:
+    def get_priorities(
+        self, req: controller_pb2.GetPrioritiesRequest
+    ) -> controller_pb2.GetPrioritiesResponse:
         return priority_report.get_priorities(self.state, req)
 
     def get_shares(self, req: controller_pb2.GetSharesRequest) -> controller_pb2.GetSharesResponse:

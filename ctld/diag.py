@@ -48,8 +48,16 @@ RPC_TYPES: dict[str, tuple[str, int]] = {
     "PushLimits": ("ACCOUNTING_UPDATE_MSG", 10001),
 }
 
-_FAILED = frozenset({jobs_pb2.FAILED, jobs_pb2.TIMEOUT, jobs_pb2.NODE_FAIL, jobs_pb2.OUT_OF_MEMORY,
-                     jobs_pb2.BOOT_FAIL, jobs_pb2.DEADLINE})
+_FAILED = frozenset(
+    {
+        jobs_pb2.FAILED,
+        jobs_pb2.TIMEOUT,
+        jobs_pb2.NODE_FAIL,
+        jobs_pb2.OUT_OF_MEMORY,
+        jobs_pb2.BOOT_FAIL,
+        jobs_pb2.DEADLINE,
+    }
+)
 
 
 @dataclass
@@ -167,15 +175,31 @@ class Diag:
     def snapshot(self) -> controller_pb2.GetDiagResponse:
         with self._lock:
             resp = controller_pb2.GetDiagResponse(
-                now=int(self._clock()), since=self.since, server_thread_count=self._in_flight,
-                jobs_submitted=self.submitted, jobs_started=self.started, jobs_completed=self.completed,
-                jobs_canceled=self.canceled, jobs_failed=self.failed, job_states_ts=self.states_ts,
-                jobs_pending=self.pending, jobs_running=self.running,
-                sched_cycles=self.cycles, sched_cycle_last_us=self.cycle_last, sched_cycle_max_us=self.cycle_max,
-                sched_cycle_sum_us=self.cycle_sum, sched_depth_sum=self.depth_sum, sched_queue_len=self.queue_len,
-                bf_cycles=self.bf_cycles, bf_last_when=self.bf_when, bf_cycle_last_us=self.bf_last,
-                bf_cycle_max_us=self.bf_max, bf_cycle_sum_us=self.bf_sum, bf_last_depth=self.bf_depth,
-                bf_depth_sum=self.bf_depth_sum, bf_queue_len=self.bf_queue_len,
+                now=int(self._clock()),
+                since=self.since,
+                server_thread_count=self._in_flight,
+                jobs_submitted=self.submitted,
+                jobs_started=self.started,
+                jobs_completed=self.completed,
+                jobs_canceled=self.canceled,
+                jobs_failed=self.failed,
+                job_states_ts=self.states_ts,
+                jobs_pending=self.pending,
+                jobs_running=self.running,
+                sched_cycles=self.cycles,
+                sched_cycle_last_us=self.cycle_last,
+                sched_cycle_max_us=self.cycle_max,
+                sched_cycle_sum_us=self.cycle_sum,
+                sched_depth_sum=self.depth_sum,
+                sched_queue_len=self.queue_len,
+                bf_cycles=self.bf_cycles,
+                bf_last_when=self.bf_when,
+                bf_cycle_last_us=self.bf_last,
+                bf_cycle_max_us=self.bf_max,
+                bf_cycle_sum_us=self.bf_sum,
+                bf_last_depth=self.bf_depth,
+                bf_depth_sum=self.bf_depth_sum,
+                bf_queue_len=self.bf_queue_len,
                 bf_queue_len_sum=self.bf_queue_len_sum,
             )
             by_type: dict[tuple[str, int], _Tally] = {}

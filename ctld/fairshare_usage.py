@@ -135,11 +135,17 @@ class UsageLedger:
         self.qos_tres = {k: [down(x) for x in v] for k, v in self.qos_tres.items()}
 
     def _charge(self, job: Charge, seconds: float) -> None:
-        self.usage[job.assoc_id] = self.usage.get(job.assoc_id, 0.0) + \
-            fairshare.billing(job.tres, self.weights_by_partition.get(job.partition, self.weights), self.max_tres) \
+        self.usage[job.assoc_id] = (
+            self.usage.get(job.assoc_id, 0.0)
+            + fairshare.billing(
+                job.tres, self.weights_by_partition.get(job.partition, self.weights), self.max_tres
+            )
             * seconds
-        for totals in (self.tres.setdefault(job.assoc_id, [0.0, 0.0, 0.0]),
-                       self.qos_tres.setdefault(job.qos, [0.0, 0.0, 0.0])):
+        )
+        for totals in (
+            self.tres.setdefault(job.assoc_id, [0.0, 0.0, 0.0]),
+            self.qos_tres.setdefault(job.qos, [0.0, 0.0, 0.0]),
+        ):
             totals[0] += job.tres.get("cpu", 0.0) * seconds
             totals[1] += job.tres.get("gres/gpu", 0.0) * seconds
             totals[2] += seconds
@@ -150,7 +156,9 @@ class UsageLedger:
         (dbd keeps no memory or node usage), priced by the default partition's weights."""
         for assoc, (cpu, gpu) in usage.items():
             tres = {"cpu": cpu, "gres/gpu": gpu}
-            self.usage[assoc] = self.usage.get(assoc, 0.0) + fairshare.billing(tres, self.weights, self.max_tres)
+            self.usage[assoc] = self.usage.get(assoc, 0.0) + fairshare.billing(
+                tres, self.weights, self.max_tres
+            )
             totals = self.tres.setdefault(assoc, [0.0, 0.0, 0.0])
             totals[0] += cpu
             totals[1] += gpu
@@ -158,10 +166,14 @@ class UsageLedger:
 
     def used_minutes(self) -> tuple[dict[int, UsedMinutes], dict[str, UsedMinutes]]:
         """The decayed CPU-, GPU- and wall-minutes per association and per QOS (GrpTRESMins, GrpWall)."""
+
         def minutes(v: list[float]) -> UsedMinutes:
             return UsedMinutes(cpu=v[0] / 60, gpu=v[1] / 60, wall=v[2] / 60)
 
-        return ({k: minutes(v) for k, v in self.tres.items()}, {k: minutes(v) for k, v in self.qos_tres.items()})
+        return (
+            {k: minutes(v) for k, v in self.tres.items()},
+            {k: minutes(v) for k, v in self.qos_tres.items()},
+        )
 
     def factors(self, tree: list[ShareAssoc]) -> dict[int, float]:
         return fairshare.factors(tree, self.usage, self.fair_tree)
@@ -170,9 +182,15 @@ class UsageLedger:
         return fairshare.share_rows(tree, self.usage, self.fair_tree)
 
     def dump(self) -> str:
-        return json.dumps({"last": self.last, "usage": {str(k): v for k, v in self.usage.items()},
-                           "tres": {str(k): v for k, v in self.tres.items()}, "qos_tres": self.qos_tres,
-                           "awaits_seed": self.awaits_seed})
+        return json.dumps(
+            {
+                "last": self.last,
+                "usage": {str(k): v for k, v in self.usage.items()},
+                "tres": {str(k): v for k, v in self.tres.items()},
+                "qos_tres": self.qos_tres,
+                "awaits_seed": self.awaits_seed,
+            }
+        )
 
     def load(self, text: str | None) -> None:
         """Restore a dump(); anything unreadable starts from no usage."""

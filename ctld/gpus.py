@@ -102,6 +102,8 @@ def gres_difference(configured: Sequence[GresSpec], reported: Sequence[cluster_p
     for gpu_type, count in sorted(want.items()):
         if gpu_type and have.get(gpu_type, 0) < count and total_have >= total_want:
             found = ",".join(f"gpu:{t or '(untyped)'}:{n}" for t, n in sorted(have.items()))
-            problems.append(f"gres/gpu:{gpu_type} count reported lower than configured "
-                            f"({have.get(gpu_type, 0)} < {count}; found {found})")
+            problems.append(
+                f"gres/gpu:{gpu_type} count reported lower than configured "
+                f"({have.get(gpu_type, 0)} < {count}; found {found})"
+            )
     return problems

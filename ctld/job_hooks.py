@@ -75,12 +75,14 @@ def _slurm_user(cfg: SlurmConfig) -> hookrun.RunAs | None:
 def _run(cfg: SlurmConfig, scripts: tuple[str, ...], env: dict[str, str], what: str) -> hookrun.HookResult:
     run_as = _slurm_user(cfg)
     timeout = hookrun.timeout_of(cfg.prolog_epilog_timeout)
-    return hookrun.run_all(scripts, env, timeout, what,
-                           lambda path: hookrun.run_script(path, env, timeout, what, run_as=run_as))
+    return hookrun.run_all(
+        scripts, env, timeout, what, lambda path: hookrun.run_script(path, env, timeout, what, run_as=run_as)
+    )
 
 
-def launch_after_prolog_slurmctld(cfg: SlurmConfig, job: jobs_pb2.JobInfo, launch: Callable[[], None],
-                                  requeue: Callable[[str], None]) -> None:
+def launch_after_prolog_slurmctld(
+    cfg: SlurmConfig, job: jobs_pb2.JobInfo, launch: Callable[[], None], requeue: Callable[[str], None]
+) -> None:
     """Launch a batch job now, or once PrologSlurmctld has succeeded (requeue(message) if it fails)."""
     if not cfg.prolog_slurmctld:
         launch()

@@ -36,7 +36,9 @@ COMPLETING = jobs_pb2.COMPLETING
 
 
 # ------------------------------------------------------------------ the end of a run
-def launch_failed(state: ClusterState, job_id: int, message: str, node_down: bool, requeue_job: bool = False) -> None:
+def launch_failed(
+    state: ClusterState, job_id: int, message: str, node_down: bool, requeue_job: bool = False
+) -> None:
     """A LaunchBatch RPC failed: requeue when the node is unreachable (or `requeue_job`: PrologSlurmctld
     failed), else fail the job."""
     with state.transaction() as tx:
@@ -48,7 +50,9 @@ def launch_failed(state: ClusterState, job_id: int, message: str, node_down: boo
             if node is not None and node_down:
                 node.info.not_responding = True
             log.warning("launch of job %d on %s failed (%s); requeued", job_id, job.batch_host, message)
-            requeue(state, tx, job, state.now(), ended_as=jobs_pb2.NODE_FAIL if node_down else jobs_pb2.REQUEUED)
+            requeue(
+                state, tx, job, state.now(), ended_as=jobs_pb2.NODE_FAIL if node_down else jobs_pb2.REQUEUED
+            )
         else:
             log.warning("launch of job %d failed: %s", job_id, message)
             finish(state, job, jobs_pb2.FAILED, exit_code=1, exit_signal=0, now=state.now())
@@ -65,7 +69,9 @@ def complete_batch(state: ClusterState, req: controller_pb2.CompleteBatchRequest
         if req.run != job.restarts:
             # a late report of an earlier run (it was requeued meanwhile, e.g. as NODE_FAIL): the
             # run now going on is not the one that ended
-            log.info("job %d: ignoring the end of run %d (run %d is current)", job.job_id, req.run, job.restarts)
+            log.info(
+                "job %d: ignoring the end of run %d (run %d is current)", job.job_id, req.run, job.restarts
+            )
             return
         now = req.end_time or state.now()
         job.batch_usage.CopyFrom(req.usage)  # the .batch step's MaxRSS/TotalCPU in accounting
@@ -85,7 +91,14 @@ def complete_batch(state: ClusterState, req: controller_pb2.CompleteBatchRequest
         elif req.launch_failed:
             log.warning("job %d failed to launch on %s: %s", job.job_id, req.node, req.message)
             # noded's exit_signal: 53 when the output/error file could not be opened (22.05's 0:53)
-            finish(state, job, jobs_pb2.FAILED, req.exit_code or (0 if req.exit_signal else 1), req.exit_signal, now)
+            finish(
+                state,
+                job,
+                jobs_pb2.FAILED,
+                req.exit_code or (0 if req.exit_signal else 1),
+                req.exit_signal,
+                now,
+            )
             if req.exit_signal:
                 job.state_reason = reasons.LAUNCH_FAILURE
         elif req.oom:
@@ -103,7 +116,12 @@ def complete_batch(state: ClusterState, req: controller_pb2.CompleteBatchRequest
             reason = job_hooks.PROLOG_ERROR if req.prolog_failed else job_hooks.EPILOG_ERROR
             job_hooks.drain(host.info, reason, now, req.hook_message or req.message)
             tx.save_node(host)
-        if job.state in FINISHED_STATES and host is not None and host.registered and not host.info.not_responding:
+        if (
+            job.state in FINISHED_STATES
+            and host is not None
+            and host.registered
+            and not host.info.not_responding
+        ):
             state.terminate(tx, host, job.job_id, state.cfg.kill_wait, "ended")
     state.wake.set()
 
@@ -116,7 +134,9 @@ def signal_jobs(
     out = controller_pb2.SignalJobsResponse()
     now = state.now()
     with state.transaction() as tx:
-        filters = bool(req.filter_user or req.name or req.states or req.partition or req.account or req.nodelist)
+        filters = bool(
+            req.filter_user or req.name or req.states or req.partition or req.account or req.nodelist
+        )
         groups: list[tuple[str, list[jobs_pb2.JobInfo]]]
         if req.job_ids:
             groups = select(state, req.job_ids)
@@ -137,7 +157,9 @@ def signal_jobs(
             for job in found:
                 code, message = _signal_one(state, tx, job, req, caller, now, step)
                 if code:  # named as asked: scancel words a step's refusal "job step id J.S"
-                    out.results.add(job_id=job_id_str(job) + (f".{step}" if step else ""), code=code, message=message)
+                    out.results.add(
+                        job_id=job_id_str(job) + (f".{step}" if step else ""), code=code, message=message
+                    )
                 else:
                     tx.save(job)
     state.wake.set()
@@ -194,8 +216,9 @@ def _signal_one(
     return 0, ""
 
 
-def _signal_step(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, step_id: int, sig: int,
-                 now: int) -> None:
+def _signal_step(
+    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, step_id: int, sig: int, now: int
+) -> None:
     """`scancel [-s SIG] J.S`: that step's tasks on its nodes; the job runs on. Without a signal the
     step ends CANCELLED (SIGTERM, KillWait, SIGKILL). A step that does not run is no error (Slurm's)."""
     step = next((s for s in job.steps if s.step_id == step_id and s.state == RUNNING), None)
@@ -209,12 +232,15 @@ def _signal_step(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, st
         transitions.cancel_step(step, now)
 
 
-def signal_job(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, sig: int, batch_only: bool,
-               full: bool) -> None:
+def signal_job(
+    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, sig: int, batch_only: bool, full: bool
+) -> None:
     """Deliver a signal where Slurm does: by default to every step on every node of the job but
     never to the batch shell (a tool's step catches it, the shell does not die of it); -b/B: to
     the shell alone; -f to the shell, what it started and every step."""
-    tx.after(partial(state.actions.signal, state.nodes[job.batch_host].info, job.job_id, sig, batch_only, full))
+    tx.after(
+        partial(state.actions.signal, state.nodes[job.batch_host].info, job.job_id, sig, batch_only, full)
+    )
     if not batch_only:
         for name in sorted({a.node for a in job.allocation} - {job.batch_host}):
             if name in state.nodes:

@@ -36,9 +36,7 @@ def select(state: ClusterState, ids: Iterable[str]) -> list[tuple[str, list[jobs
                 tasks = set(parse_array(task.split("%")[0], 1 << 31).task_ids)
             except ValueError as exc:
                 raise SlurmError(INVALID_JOB_ID) from exc
-            found = [
-                j for j in state.jobs.values() if j.array_job_id == jid and j.array_task_id in tasks
-            ]
+            found = [j for j in state.jobs.values() if j.array_job_id == jid and j.array_task_id in tasks]
         else:
             found = [
                 j for j in state.jobs.values() if j.job_id == jid or (j.array_job_id == jid and jid != 0)
@@ -80,4 +78,3 @@ def filtered(state: ClusterState, req: controller_pb2.SignalJobsRequest) -> list
             continue
         out.append(job)
     return out
-

@@ -28,8 +28,9 @@ NOT_SUSPENDED = "Job is not suspended"
 UNKNOWN_JOB = "Unexpected message received"
 
 
-def suspend_or_resume(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, action: str,
-                      operator: bool, now: int) -> None:
+def suspend_or_resume(
+    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, action: str, operator: bool, now: int
+) -> None:
     """One job of `scontrol suspend|resume`: operators only, a running (or suspended) job only."""
     if not operator:
         raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)

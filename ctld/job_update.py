@@ -123,8 +123,11 @@ def _top(state: ClusterState, targets: list[jobs_pb2.JobInfo]) -> list[jobs_pb2.
             groups.setdefault((job.user_id, job.partition, job.account, job.qos), []).append(job)
     for key, members in groups.items():
         peers = [
-            j for j in state.jobs.values()
-            if j.state == PENDING and not j.held and j.job_id not in listed
+            j
+            for j in state.jobs.values()
+            if j.state == PENDING
+            and not j.held
+            and j.job_id not in listed
             and (j.user_id, j.partition, j.account, j.qos) == key
         ]
         queued = {j.job_id: top.Queued(j.job_id, j.priority, j.spec.nice) for j in members + peers}
@@ -140,7 +143,9 @@ def _top(state: ClusterState, targets: list[jobs_pb2.JobInfo]) -> list[jobs_pb2.
     return changed
 
 
-def _requeue_action(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int, hold: bool) -> None:
+def _requeue_action(
+    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int, hold: bool
+) -> None:
     if not job.batch_flag:
         raise SlurmError("Only batch jobs are accepted or processed", FAILED_PRECONDITION)
     if job.state == PENDING:
@@ -273,7 +278,12 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
     else:
         raise SlurmError(f"Update of this parameter is not supported: {key}")
     req = jobrec.job_request(job, state.nodes, state.cfg)
-    jobrec.describe_request(job, req, job.mem_mb // max(1, job.num_nodes), jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0]))
+    jobrec.describe_request(
+        job,
+        req,
+        job.mem_mb // max(1, job.num_nodes),
+        jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0]),
+    )
 
 
 def _user_may_set_time_limit(state: ClusterState, job: jobs_pb2.JobInfo, minutes: int) -> bool:
@@ -281,7 +291,9 @@ def _user_may_set_time_limit(state: ClusterState, job: jobs_pb2.JobInfo, minutes
     MaxTime (10 -> 20 and -> 1:00:00 allowed, -> 1:00:01 or UNLIMITED refused under MaxTime=1:00:00;
     any under MaxTime=UNLIMITED), but may only lower a running job's."""
     if job.state == PENDING:
-        caps = [p.max_time for name in job.partition.split(",") if (p := state.cfg.partition(name)) is not None]
+        caps = [
+            p.max_time for name in job.partition.split(",") if (p := state.cfg.partition(name)) is not None
+        ]
         return all(cap == UNLIMITED or minutes != UNLIMITED and minutes <= cap for cap in caps)
     current = job.time_limit_min
     return minutes != UNLIMITED and (current < 0 or minutes <= current)

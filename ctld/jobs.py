@@ -127,12 +127,16 @@ def default_cpus_per_gpu(spec: jobs_pb2.JobSpec, partition: str, cfg: SlurmConfi
     return (part.def_cpu_per_gpu if part is not None else 0) or cfg.def_cpu_per_gpu
 
 
-def job_request(job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object], cfg: SlurmConfig | None = None) -> JobRequest:
+def job_request(
+    job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object], cfg: SlurmConfig | None = None
+) -> JobRequest:
     """The scheduler core's view of a pending job (with slurm.conf's DefCpuPerGPU when `cfg` is given)."""
     spec = job.spec
     min_nodes, max_nodes, tasks = requested_shape(spec)
     deps = sched_dependency.parse_dependency(spec.dependency) if spec.dependency else DependencySpec()
-    features = frozenset(f for f in re.split(r"[&,]", spec.constraint) if f) if spec.constraint else frozenset()
+    features = (
+        frozenset(f for f in re.split(r"[&,]", spec.constraint) if f) if spec.constraint else frozenset()
+    )
     return JobRequest(
         job_id=job.job_id,
         user_id=job.user_id,
@@ -187,7 +191,9 @@ def tres_per_node(req: JobRequest) -> str:
     return ""
 
 
-def describe_request(job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: int, node_cpus: int = 0) -> None:
+def describe_request(
+    job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: int, node_cpus: int = 0
+) -> None:
     """Fill the requested-size fields squeue/scontrol show for a pending job.
 
     NumNodes is Slurm's estimate until the job starts: its minimum, or as many of the partition's

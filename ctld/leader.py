@@ -59,7 +59,9 @@ def check_fence(cur: pymysql.cursors.Cursor, epoch: int | None, name: str = LEAS
 
 def register_store_connection(cur: pymysql.cursors.Cursor, epoch: int, name: str = LEASE_NAME) -> None:
     """Record the holder's store connection, for a taker to kill if it is stuck in a transaction."""
-    cur.execute("UPDATE shoal_lease SET store_conn = CONNECTION_ID() WHERE name = %s AND epoch = %s", (name, epoch))
+    cur.execute(
+        "UPDATE shoal_lease SET store_conn = CONNECTION_ID() WHERE name = %s AND epoch = %s", (name, epoch)
+    )
     if cur.rowcount != 1:
         raise FencedError(f"leadership lost: the lease is no longer at epoch {epoch}")
 
@@ -79,8 +81,15 @@ def default_holder() -> str:
 class Lease:
     """Acquire, renew and release the cluster's leadership lease (its own connection, apart from the store's)."""
 
-    def __init__(self, conf: StateStoreConf, password: str, *, holder: str | None = None,
-                 timeout: float | None = None, name: str = LEASE_NAME) -> None:
+    def __init__(
+        self,
+        conf: StateStoreConf,
+        password: str,
+        *,
+        holder: str | None = None,
+        timeout: float | None = None,
+        name: str = LEASE_NAME,
+    ) -> None:
         self.conf = conf
         self.holder = holder or default_holder()
         self.timeout = float(timeout if timeout is not None else conf.lease_timeout)
@@ -115,7 +124,9 @@ class Lease:
             (self.name,),
         )
         holder, epoch, expired, store_conn = cur.fetchone()
-        return LeaseState(str(holder), int(epoch), bool(expired), None if store_conn is None else int(store_conn))
+        return LeaseState(
+            str(holder), int(epoch), bool(expired), None if store_conn is None else int(store_conn)
+        )
 
     # ---- acquire / renew / release ----
     def try_acquire(self) -> bool:
@@ -148,8 +159,12 @@ class Lease:
                 if seen.store_conn is None:
                     return False
                 # the expired holder is stuck inside a write transaction (stopped?): end it on the server
-                log.warning("lease holder %s (epoch %d) is stuck in a transaction: killing its connection %d",
-                            seen.holder, seen.epoch, seen.store_conn)
+                log.warning(
+                    "lease holder %s (epoch %d) is stuck in a transaction: killing its connection %d",
+                    seen.holder,
+                    seen.epoch,
+                    seen.store_conn,
+                )
                 try:
                     cur.execute("KILL CONNECTION %s", (seen.store_conn,))
                 except pymysql.err.Error as kill_exc:
@@ -220,7 +235,9 @@ class Lease:
                 except (pymysql.err.Error, StoreError) as exc:
                     self._drop()
                     if attempt == 2:
-                        log.warning("cannot release the leadership lease (a backup waits for its expiry): %s", exc)
+                        log.warning(
+                            "cannot release the leadership lease (a backup waits for its expiry): %s", exc
+                        )
             self.epoch = None
 
     def close(self) -> None:

@@ -30,11 +30,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = DaemonArgumentParser(prog=PROG, description="shoal controller daemon (slurmctld)")
     p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-f", "--conf", help="slurm.conf (default: $SLURM_CONF, else /etc/slurm/slurm.conf)")
-    p.add_argument("-D", "--foreground", action="store_true", help="foreground, log copied to stderr (never forks)")
+    p.add_argument(
+        "-D", "--foreground", action="store_true", help="foreground, log copied to stderr (never forks)"
+    )
     p.add_argument("-c", "--clear", action="store_true", help="start with empty state (discard saved jobs)")
     p.add_argument("-L", "--logfile", help="log file (default: SlurmctldLogFile, else stderr)")
     p.add_argument("-v", "--verbose", action="count", default=0)
-    p.add_argument("--ctld-host", help=argparse.SUPPRESS)  # which SlurmctldHost line is this one (tests, shoal up --ha)
+    p.add_argument(
+        "--ctld-host", help=argparse.SUPPRESS
+    )  # which SlurmctldHost line is this one (tests, shoal up --ha)
     p.add_argument("--sched-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -50,8 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     try:
-        setup_logging(args.logfile or cfg.slurmctld_log_file or None,
-                      logging.DEBUG if args.verbose else logging.INFO, args.foreground)
+        setup_logging(
+            args.logfile or cfg.slurmctld_log_file or None,
+            logging.DEBUG if args.verbose else logging.INFO,
+            args.foreground,
+        )
     except OSError as exc:
         print(f"{PROG}: error: cannot open log file: {exc}", file=sys.stderr)
         return 1
@@ -86,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     # listening (and answering Ping) from the start: a standby is UP as a backup for `scontrol ping`
     service = ControllerService(None, cfg, host=name)
-    files = configless.snapshot(cfg)  # what the primary serves (ClusterState.config_files; reconfigure renews it)
+    files = configless.snapshot(
+        cfg
+    )  # what the primary serves (ClusterState.config_files; reconfigure renews it)
     if isinstance(files, dict):
         log.info("configless: serving %s", ", ".join(sorted(files)))
     elif configless.enabled(cfg):
@@ -94,8 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     service.request_handover = lambda: _ask_primary_to_hand_over(cfg, key, name)
     add_to_server(service, server)
     server.start()
-    log.info("shoal-ctld listening on %s as %s (cluster %s, %d nodes)", address, name, cfg.cluster_name,
-             len(cfg.nodes))
+    log.info(
+        "shoal-ctld listening on %s as %s (cluster %s, %d nodes)",
+        address,
+        name,
+        cfg.cluster_name,
+        len(cfg.nodes),
+    )
     clear = args.clear
     lost = False
     while not stop.is_set():
@@ -137,8 +151,17 @@ def own_control_host(cfg: SlurmConfig, wanted: str | None = None) -> tuple[str, 
     return hosts[0]
 
 
-def _lead(cfg: SlurmConfig, args: argparse.Namespace, key: bytes, store: StateStore, lease: Lease | None,
-          service: ControllerService, stop: threading.Event, hup: threading.Event, notifier: Notifier) -> str:
+def _lead(
+    cfg: SlurmConfig,
+    args: argparse.Namespace,
+    key: bytes,
+    store: StateStore,
+    lease: Lease | None,
+    service: ControllerService,
+    stop: threading.Event,
+    hup: threading.Event,
+    notifier: Notifier,
+) -> str:
     """One term as the primary: rebuild memory from the store, serve until stopped, deposed or asked to
     hand over (scontrol takeover); then stop the loops and answer UNAVAILABLE again. How it ended:
     "stopped", "lost" (deposed) or "handed over"."""
@@ -172,11 +195,19 @@ def _lead(cfg: SlurmConfig, args: argparse.Namespace, key: bytes, store: StateSt
 
     service.hand_over = _hand_over
     threads = [
-        threading.Thread(target=_scheduler_loop, args=(controller, service.diag, term, args.sched_interval),
-                         daemon=True, name="sched"),
-        threading.Thread(target=_housekeeping_loop, args=(controller, term), daemon=True, name="housekeeping"),
+        threading.Thread(
+            target=_scheduler_loop,
+            args=(controller, service.diag, term, args.sched_interval),
+            daemon=True,
+            name="sched",
+        ),
+        threading.Thread(
+            target=_housekeeping_loop, args=(controller, term), daemon=True, name="housekeeping"
+        ),
         threading.Thread(target=controller.accounting.run, args=(term,), daemon=True, name="accounting"),
-        threading.Thread(target=_reconfigure_loop, args=(controller, hup, term), daemon=True, name="reconfigure"),
+        threading.Thread(
+            target=_reconfigure_loop, args=(controller, hup, term), daemon=True, name="reconfigure"
+        ),
     ]
     if lease is not None:
         threads.append(threading.Thread(target=lease.keep, args=(term, _on_lost), daemon=True, name="lease"))
@@ -221,8 +252,12 @@ def _ask_primary_to_hand_over(cfg: SlurmConfig, key: bytes, me: str) -> None:
                 continue
             stub = Stub(f"{addr}:{cfg.slurmctld_port}", key)
             try:
-                stub.call("/shoal.v1.Controller/Takeover", controller_pb2.TakeoverRequest(relinquish=True),
-                          controller_pb2.TakeoverResponse, timeout=5.0)
+                stub.call(
+                    "/shoal.v1.Controller/Takeover",
+                    controller_pb2.TakeoverRequest(relinquish=True),
+                    controller_pb2.TakeoverResponse,
+                    timeout=5.0,
+                )
             except Exception as exc:  # grpc.RpcError: that one is down; the others may hold the lease
                 logging.getLogger("shoal.ctld").info("takeover: %s did not answer: %s", name, exc)
             finally:
@@ -267,7 +302,9 @@ def _take_lease(cfg: SlurmConfig, stop: threading.Event, notifier: Notifier) -> 
     lease = Lease(cfg.state_store, read_password(cfg.state_store.pass_file))
     holder = lease.state().holder
     logging.getLogger("shoal.ctld").info(
-        "state store %s; leadership lease %s", cfg.state_store.location, f"held by {holder}" if holder else "free"
+        "state store %s; leadership lease %s",
+        cfg.state_store.location,
+        f"held by {holder}" if holder else "free",
     )
     if holder:
         # a standby is a started service (systemd's Type=notify would otherwise kill it at its start timeout)
@@ -319,7 +356,9 @@ def _reconfigure_loop(controller: Controller, hup: threading.Event, stop: thread
 
 def _housekeeping_loop(controller: Controller, stop: threading.Event) -> None:
     log = logging.getLogger("shoal.ctld.housekeeping")
-    ping_every = max(1.0, min(controller.cfg.slurmd_timeout / 3.0, 30.0)) if controller.cfg.slurmd_timeout else 30.0
+    ping_every = (
+        max(1.0, min(controller.cfg.slurmd_timeout / 3.0, 30.0)) if controller.cfg.slurmd_timeout else 30.0
+    )
     last_ping = 0.0
     while not stop.wait(1.0):
         try:

@@ -51,15 +51,23 @@ def is_connection_error(exc: BaseException) -> bool:
     )
 
 
-def connect(conf: StateStoreConf, password: str, *, lock_wait_s: int, give_up_after: float) -> pymysql.Connection:
+def connect(
+    conf: StateStoreConf, password: str, *, lock_wait_s: int, give_up_after: float
+) -> pymysql.Connection:
     """A connection in autocommit mode (reads see the newest commit; writes use explicit BEGIN), retried
     until `give_up_after` seconds have passed, then a StoreError naming the database and the last error."""
     deadline = time.monotonic() + give_up_after
     while True:
         try:
             conn = pymysql.connect(
-                host=conf.host, port=conf.port, user=conf.user, password=password, database=conf.database,
-                autocommit=True, connect_timeout=5, charset="utf8mb4",
+                host=conf.host,
+                port=conf.port,
+                user=conf.user,
+                password=password,
+                database=conf.database,
+                autocommit=True,
+                connect_timeout=5,
+                charset="utf8mb4",
                 client_flag=CLIENT.FOUND_ROWS,  # rowcount = rows matched, so "renewed" never reads as "lost"
             )
             with conn.cursor() as cur:

@@ -64,7 +64,9 @@ class GrpcNodeActions:
             on_failure(job_id, last.details() or str(last.code()), unreachable)
 
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None:
-        request = node_pb2.TerminateJobRequest(node=node.name, job_id=job_id, kill_wait=kill_wait, reason=reason)
+        request = node_pb2.TerminateJobRequest(
+            node=node.name, job_id=job_id, kill_wait=kill_wait, reason=reason
+        )
         self._pool.submit(self._retrying, node, "TerminateJob", request)
 
     def signal(
@@ -106,6 +108,7 @@ class GrpcNodeActions:
     def suspend(self, node: cluster_pb2.NodeInfo, job_id: int, suspend: bool) -> None:
         request = node_pb2.NodeSuspendJobRequest(node=node.name, job_id=job_id, suspend=suspend)
         self._pool.submit(self._retrying, node, "SuspendJob", request)
+
     def reconfigure(self, node: cluster_pb2.NodeInfo) -> None:
         """REQUEST_RECONFIGURE: the node re-reads its files (a node that misses it reads them at restart)."""
         self._pool.submit(self._retrying, node, "Reconfigure", node_pb2.NodeReconfigRequest(node=node.name))

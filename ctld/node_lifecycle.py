@@ -81,12 +81,16 @@ def fail_jobs_on(state: ClusterState, tx: Transaction, name: str, now: int) -> N
                 state.terminate(tx, other, job.job_id, 0, "node_fail")
 
 
-def register_node(state: ClusterState, req: controller_pb2.RegisterNodeRequest) -> controller_pb2.RegisterNodeResponse:
+def register_node(
+    state: ClusterState, req: controller_pb2.RegisterNodeRequest
+) -> controller_pb2.RegisterNodeResponse:
     now = state.now()
     with state.transaction() as tx:
         node = state.nodes.get(req.name)
         if node is None:
-            return controller_pb2.RegisterNodeResponse(accepted=False, message=f"Unknown node name {req.name}")
+            return controller_pb2.RegisterNodeResponse(
+                accepted=False, message=f"Unknown node name {req.name}"
+            )
         info = node.info
         info.hardware.CopyFrom(req.hardware)
         info.version = req.version
@@ -121,7 +125,11 @@ def register_node(state: ClusterState, req: controller_pb2.RegisterNodeRequest) 
 
 
 def _reconcile_after_register(
-    state: ClusterState, tx: Transaction, req: controller_pb2.RegisterNodeRequest, previous_boot: int, now: int
+    state: ClusterState,
+    tx: Transaction,
+    req: controller_pb2.RegisterNodeRequest,
+    previous_boot: int,
+    now: int,
 ) -> None:
     """Square what a (re-)registering node runs with what the controller believes.
 
@@ -145,7 +153,9 @@ def _reconcile_after_register(
         _requeue_missing(state, tx, req, now)
 
 
-def _requeue_missing(state: ClusterState, tx: Transaction, req: controller_pb2.RegisterNodeRequest, now: int) -> None:
+def _requeue_missing(
+    state: ClusterState, tx: Transaction, req: controller_pb2.RegisterNodeRequest, now: int
+) -> None:
     """Recovered batch jobs of this node that it never got (see _reconcile_after_register)."""
     known = set(req.running_jobs) | set(req.finished_jobs)
     for job_id in sorted(state.unconfirmed):
@@ -158,8 +168,12 @@ def _requeue_missing(state: ClusterState, tx: Transaction, req: controller_pb2.R
         state.unconfirmed.discard(job_id)
         if job_id in known:
             continue
-        log.warning("batch job %d missing from its node %s: %s", job_id, req.name,
-                    "requeued" if job.requeue else "NODE_FAIL")
+        log.warning(
+            "batch job %d missing from its node %s: %s",
+            job_id,
+            req.name,
+            "requeued" if job.requeue else "NODE_FAIL",
+        )
         for a in job.allocation:
             other = state.nodes.get(a.node)
             if a.node != req.name and other is not None and other.available:
@@ -178,7 +192,11 @@ def _terminate_orphans(state: ClusterState, tx: Transaction, name: str, running:
     count = 0
     for job_id in running:
         known = state.jobs.get(job_id)
-        if known is not None and known.state in ACTIVE_STATES and any(a.node == name for a in known.allocation):
+        if (
+            known is not None
+            and known.state in ACTIVE_STATES
+            and any(a.node == name for a in known.allocation)
+        ):
             continue
         log.info("node %s still runs job %d, which has ended there: terminating it", name, job_id)
         state.terminate(tx, node, job_id, state.cfg.kill_wait, "orphan")
@@ -203,7 +221,9 @@ def node_contact(state: ClusterState, name: str, ok: bool, running: Iterable[int
             return
         node.last_contact = state.clock()
         info = node.info
-        orphans = _terminate_orphans(state, tx, name, running) if running is not None and node.registered else 0
+        orphans = (
+            _terminate_orphans(state, tx, name, running) if running is not None and node.registered else 0
+        )
         rts = state.cfg.return_to_service
         returns = (rts == 2 and info.not_responding) or (rts == 1 and info.reason == NOT_RESPONDING)
         if info.base_state == "DOWN" and node.registered and running is not None and not orphans and returns:

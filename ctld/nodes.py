@@ -28,7 +28,12 @@ class NodeRuntime:
     def available(self) -> bool:
         """May take new work: registered, responding, not down, not drained."""
         i = self.info
-        return self.registered and not i.not_responding and i.base_state not in ("DOWN", "UNKNOWN", "FUTURE") and not i.drain
+        return (
+            self.registered
+            and not i.not_responding
+            and i.base_state not in ("DOWN", "UNKNOWN", "FUTURE")
+            and not i.drain
+        )
 
 
 def gpu_types_from_conf(conf: NodeConf) -> dict[int, str]:
@@ -94,7 +99,9 @@ def registration_problems(conf: NodeConf, hw: cluster_pb2.NodeHardware) -> list[
         problems.append(
             f"Low RealMemory (reported:{hw.real_memory_mb} < 100.00% of configured:{conf.real_memory})"
         )
-    if hw.gpus:  # a node that reports no GPUs at all (no NVML, no gres.conf lines) is taken at its word of slurm.conf
+    if (
+        hw.gpus
+    ):  # a node that reports no GPUs at all (no NVML, no gres.conf lines) is taken at its word of slurm.conf
         problems.extend(gres_difference(conf.gres, hw.gpus))
     return problems
 
@@ -157,4 +164,3 @@ def note_job_ended(
         node = nodes.get(name)
         if node is not None:
             node.info.last_busy_time = now
-

@@ -38,7 +38,10 @@ def apply_preemptions(
         kill_wait = decision.grace_time_s or state.cfg.kill_wait
         log.info(
             "job %d %s: %s, grace time %ds",
-            job.job_id, "requeued" if requeue else "cancelled", decision.reason or "preempted", decision.grace_time_s,
+            job.job_id,
+            "requeued" if requeue else "cancelled",
+            decision.reason or "preempted",
+            decision.grace_time_s,
         )
         job.preempt_time = now
         changed.append(job)

@@ -53,15 +53,25 @@ def get_priorities(state: ClusterState, req: pb.GetPrioritiesRequest) -> pb.GetP
                         account=job.account,
                         priority=job.priority if job_req.admin_priority is not None else weighted.priority,
                         weighted=pb.PriorityFactors(
-                            age=weighted.age, assoc=weighted.assoc, fairshare=weighted.fairshare,
-                            job_size=weighted.job_size, partition=weighted.partition, qos=weighted.qos,
-                            nice=weighted.nice, tres=[f"{n}={v:g}" for n, v in weighted.tres],
+                            age=weighted.age,
+                            assoc=weighted.assoc,
+                            fairshare=weighted.fairshare,
+                            job_size=weighted.job_size,
+                            partition=weighted.partition,
+                            qos=weighted.qos,
+                            nice=weighted.nice,
+                            tres=[f"{n}={v:g}" for n, v in weighted.tres],
                             site=weighted.site,
                         ),
                         normalized=pb.PriorityFactors(
-                            age=factors.age, assoc=factors.assoc, fairshare=factors.fairshare,
-                            job_size=factors.job_size, partition=factors.partition, qos=factors.qos,
-                            nice=factors.nice, tres=[f"{n}={v:g}" for n, v in factors.tres],
+                            age=factors.age,
+                            assoc=factors.assoc,
+                            fairshare=factors.fairshare,
+                            job_size=factors.job_size,
+                            partition=factors.partition,
+                            qos=factors.qos,
+                            nice=factors.nice,
+                            tres=[f"{n}={v:g}" for n, v in factors.tres],
                             site=factors.site,
                         ),
                     )
@@ -72,8 +82,12 @@ def get_priorities(state: ClusterState, req: pb.GetPrioritiesRequest) -> pb.GetP
 def _listed(job: jobs_pb2.JobInfo, now: int) -> bool:
     """sprio shows the jobs the scheduler may start: pending, not held, not waiting for a dependency or
     a begin time (22.05 leaves those out)."""
-    return (job.state == jobs_pb2.PENDING and not job.held and job.spec.begin_time <= now
-            and job.state_reason not in WAITING_FOR_OTHERS)
+    return (
+        job.state == jobs_pb2.PENDING
+        and not job.held
+        and job.spec.begin_time <= now
+        and job.state_reason not in WAITING_FOR_OTHERS
+    )
 
 
 def get_shares(state: ClusterState, req: pb.GetSharesRequest) -> pb.GetSharesResponse:
@@ -84,9 +98,16 @@ def get_shares(state: ClusterState, req: pb.GetSharesRequest) -> pb.GetSharesRes
     for row in rows:
         out.rows.append(
             pb.ShareRow(
-                account=row.account, user=row.user, depth=row.depth, raw_shares=row.raw_shares,
-                norm_shares=row.norm_shares, raw_usage=row.raw_usage, norm_usage=row.norm_usage,
-                effective_usage=row.effective_usage, level_fs=row.level_fs, fairshare=row.fairshare,
+                account=row.account,
+                user=row.user,
+                depth=row.depth,
+                raw_shares=row.raw_shares,
+                norm_shares=row.norm_shares,
+                raw_usage=row.raw_usage,
+                norm_usage=row.norm_usage,
+                effective_usage=row.effective_usage,
+                level_fs=row.level_fs,
+                fairshare=row.fairshare,
             )
         )
     return out
@@ -94,7 +115,11 @@ def get_shares(state: ClusterState, req: pb.GetSharesRequest) -> pb.GetSharesRes
 
 def _weights(conf: PriorityConfig) -> pb.PriorityFactors:
     return pb.PriorityFactors(
-        age=conf.weight_age, assoc=conf.weight_assoc, fairshare=conf.weight_fairshare,
-        job_size=conf.weight_job_size, partition=conf.weight_partition, qos=conf.weight_qos,
+        age=conf.weight_age,
+        assoc=conf.weight_assoc,
+        fairshare=conf.weight_fairshare,
+        job_size=conf.weight_job_size,
+        partition=conf.weight_partition,
+        qos=conf.weight_qos,
         tres=[f"{n}={v:g}" for n, v in conf.weight_tres],
     )

@@ -20,15 +20,21 @@ def unavailable_partitions(state: ClusterState, caller: Caller | None) -> set[st
     their jobs) only with -a or when named, as Slurm does. Root and SlurmUser pass every AllowGroups."""
     if caller is None:
         return set()
-    return {p.name for p in state.partitions_view if p.allow_uids is not None and caller.uid not in p.allow_uids}
+    return {
+        p.name for p in state.partitions_view if p.allow_uids is not None and caller.uid not in p.allow_uids
+    }
 
 
-def get_jobs(state: ClusterState, req: controller_pb2.GetJobsRequest, caller: Caller | None = None) -> controller_pb2.GetJobsResponse:
+def get_jobs(
+    state: ClusterState, req: controller_pb2.GetJobsRequest, caller: Caller | None = None
+) -> controller_pb2.GetJobsResponse:
     """GetJobs as a message (in-process callers); the gRPC service sends `get_jobs_wire`'s bytes."""
     return controller_pb2.GetJobsResponse.FromString(get_jobs_wire(state, req, caller))
 
 
-def get_jobs_wire(state: ClusterState, req: controller_pb2.GetJobsRequest, caller: Caller | None = None) -> bytes:
+def get_jobs_wire(
+    state: ClusterState, req: controller_pb2.GetJobsRequest, caller: Caller | None = None
+) -> bytes:
     """GetJobs' answer, serialised: each listed job's listing view (ctld/listing.py), then `now`."""
     with state.reading():
         wanted = set(req.job_ids)
@@ -36,8 +42,11 @@ def get_jobs_wire(state: ClusterState, req: controller_pb2.GetJobsRequest, calle
         candidates: Iterable[jobs_pb2.JobInfo] = state.jobs.values()
         if req.job_id_strs:
             candidates = [j for _, found in select(state, req.job_id_strs) for j in found]
-        hidden = set() if req.show_all else (
-            {p.name for p in state.cfg.partitions if p.hidden} | unavailable_partitions(state, caller))
+        hidden = (
+            set()
+            if req.show_all
+            else ({p.name for p in state.cfg.partitions if p.hidden} | unavailable_partitions(state, caller))
+        )
         # jobs kept by MinJobAge go to listings that ask for them (squeue -t all, scontrol) and to
         # whoever names jobs (squeue -j, sbatch --wait, salloc): a plain squeue does not need them
         finished_too = req.include_finished or bool(req.job_ids or req.job_id_strs)
@@ -60,14 +69,17 @@ def get_jobs_wire(state: ClusterState, req: controller_pb2.GetJobsRequest, calle
         return b"".join(parts)
 
 
-def get_nodes(state: ClusterState, req: controller_pb2.GetNodesRequest,
-              caller: Caller | None = None) -> controller_pb2.GetNodesResponse:
+def get_nodes(
+    state: ClusterState, req: controller_pb2.GetNodesRequest, caller: Caller | None = None
+) -> controller_pb2.GetNodesResponse:
     with state.reading():
         usage = snapshot.usage(state)
         names = set(req.names)
         out = controller_pb2.GetNodesResponse(now=state.now())
         maint = snapshot.maint_nodes(state, out.now)
-        completing = {a.node for j in state.jobs.values() if j.state == jobs_pb2.COMPLETING for a in j.allocation}
+        completing = {
+            a.node for j in state.jobs.values() if j.state == jobs_pb2.COMPLETING for a in j.allocation
+        }
         for name, node in state.nodes.items():
             if names and name not in names:
                 continue
@@ -84,12 +96,15 @@ def get_nodes(state: ClusterState, req: controller_pb2.GetNodesRequest,
             info.maint = name in maint
             info.base_state, info.state = long_state(info, info.alloc_cpus, info.completing)
         if req.with_partitions:
-            out.partitions.extend(get_partitions(state, controller_pb2.GetPartitionsRequest(), caller).partitions)
+            out.partitions.extend(
+                get_partitions(state, controller_pb2.GetPartitionsRequest(), caller).partitions
+            )
         return out
 
 
-def get_partitions(state: ClusterState, req: controller_pb2.GetPartitionsRequest,
-                   caller: Caller | None = None) -> controller_pb2.GetPartitionsResponse:
+def get_partitions(
+    state: ClusterState, req: controller_pb2.GetPartitionsRequest, caller: Caller | None = None
+) -> controller_pb2.GetPartitionsResponse:
     names = set(req.names)
     unavailable = unavailable_partitions(state, caller)
     out = controller_pb2.GetPartitionsResponse()
@@ -142,4 +157,3 @@ def get_config(state: ClusterState) -> controller_pb2.GetConfigResponse:
             switches=hostlist.collect(switch.switches),
         )
     return out
-

@@ -81,18 +81,26 @@ def load(path: str) -> SlurmConfig:
 
 def refusals(old: SlurmConfig, new: SlurmConfig) -> list[str]:
     """Why `new` cannot replace `old` in a running ctld (empty: it can)."""
-    out = [f"{key} changed ({_show(read(old))} -> {_show(read(new))}): a restart of shoal-ctld is required"
-           for key, read in FIXED if read(old) != read(new)]
+    out = [
+        f"{key} changed ({_show(read(old))} -> {_show(read(new))}): a restart of shoal-ctld is required"
+        for key, read in FIXED
+        if read(old) != read(new)
+    ]
     old_nodes = {n.name: n for n in old.nodes}
     new_nodes = {n.name: n for n in new.nodes}
     added, removed = sorted(set(new_nodes) - set(old_nodes)), sorted(set(old_nodes) - set(new_nodes))
     if added or removed:
         what = ", ".join([*(f"{n} added" for n in added), *(f"{n} removed" for n in removed)])
-        out.append(f"NodeName set changed ({what}): adding or removing nodes requires a restart of all daemons")
+        out.append(
+            f"NodeName set changed ({what}): adding or removing nodes requires a restart of all daemons"
+        )
     for name in sorted(set(old_nodes) & set(new_nodes)):
         a, b = old_nodes[name], new_nodes[name]
-        for key, x, y in (("NodeAddr", a.addr, b.addr), ("NodeHostname", a.hostname, b.hostname),
-                          ("Port", old.slurmd_port_of(a), new.slurmd_port_of(b))):
+        for key, x, y in (
+            ("NodeAddr", a.addr, b.addr),
+            ("NodeHostname", a.hostname, b.hostname),
+            ("Port", old.slurmd_port_of(a), new.slurmd_port_of(b)),
+        ):
             if x != y:
                 out.append(f"{key} of node {name} changed ({x} -> {y}): a restart is required")
     return out
@@ -110,10 +118,15 @@ def changed_keys(old: SlurmConfig, new: SlurmConfig) -> tuple[str, ...]:
     keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     parts_old = {p.name: p for p in old.partitions}
     parts_new = {p.name: p for p in new.partitions}
-    parts = sorted(n for n in parts_old.keys() | parts_new.keys() if _plain(parts_old.get(n)) != _plain(parts_new.get(n)))
+    parts = sorted(
+        n for n in parts_old.keys() | parts_new.keys() if _plain(parts_old.get(n)) != _plain(parts_new.get(n))
+    )
     nodes = sorted(n.name for n in new.nodes if _plain(old.node(n.name)) != _plain(n))
-    return (*(before.get(k, after.get(k, ("", "")))[0] for k in keys),
-            *(f"PartitionName={n}" for n in parts), *(f"NodeName={n}" for n in nodes))
+    return (
+        *(before.get(k, after.get(k, ("", "")))[0] for k in keys),
+        *(f"PartitionName={n}" for n in parts),
+        *(f"NodeName={n}" for n in nodes),
+    )
 
 
 def _lower(entries: tuple[tuple[str, str], ...]) -> list[tuple[str, tuple[str, str]]]:
@@ -134,8 +147,13 @@ def reconfigure(state: ClusterState) -> Outcome:
         old = state.cfg
         problems = refusals(old, new)
         gone = {p.name for p in old.partitions} - {p.name for p in new.partitions}
-        busy = sorted({j.partition for j in state.jobs.values()
-                       if j.state in (jobs_pb2.RUNNING, jobs_pb2.SUSPENDED) and _parts(j) <= gone})
+        busy = sorted(
+            {
+                j.partition
+                for j in state.jobs.values()
+                if j.state in (jobs_pb2.RUNNING, jobs_pb2.SUSPENDED) and _parts(j) <= gone
+            }
+        )
         problems += [f"PartitionName={name} removed while it runs jobs: drain it first" for name in busy]
         if problems:
             raise SlurmError("; ".join(problems), FAILED_PRECONDITION)
@@ -143,7 +161,11 @@ def reconfigure(state: ClusterState) -> Outcome:
         failed = []
         for job in state.jobs.values():
             if job.state == jobs_pb2.PENDING and _parts(job) and _parts(job) <= gone:
-                log.error("reconfigure: partition %s of pending job %d is gone: the job fails", job.partition, job.job_id)
+                log.error(
+                    "reconfigure: partition %s of pending job %d is gone: the job fails",
+                    job.partition,
+                    job.job_id,
+                )
                 transitions.finish(state, job, jobs_pb2.NODE_FAIL, 0, 0, now)
                 tx.save(job)
                 failed.append(job.job_id)
@@ -159,7 +181,9 @@ def reconfigure(state: ClusterState) -> Outcome:
             tx.save_node(node)
         apply(state, new)
         for node in state.nodes.values():
-            if node.registered and not node.info.not_responding:  # slurmctld's REQUEST_RECONFIGURE to each slurmd
+            if (
+                node.registered and not node.info.not_responding
+            ):  # slurmctld's REQUEST_RECONFIGURE to each slurmd
                 tx.after(partial(state.actions.reconfigure, node.info))
         state.wake.set()
     outcome = Outcome(changed=changed_keys(old, new), failed_jobs=tuple(failed))

@@ -34,7 +34,17 @@ OVERLAP = "Requested reservation overlaps with another reservation"
 IN_USE = "Requested reservation is in use"
 LACKS_USERS = "Reservation request lacks users, groups or accounts"
 INVALID_TIME = "Invalid time specification"
-FLAG_ORDER = ("MAINT", "FLEX", "OVERLAP", "IGNORE_JOBS", "DAILY", "WEEKDAY", "WEEKEND", "WEEKLY", "SPEC_NODES")
+FLAG_ORDER = (
+    "MAINT",
+    "FLEX",
+    "OVERLAP",
+    "IGNORE_JOBS",
+    "DAILY",
+    "WEEKDAY",
+    "WEEKEND",
+    "WEEKLY",
+    "SPEC_NODES",
+)
 ALLOW_OVERLAP = frozenset({"MAINT", "OVERLAP"})
 
 
@@ -115,7 +125,9 @@ def delete(state: ClusterState, req: pb.DeleteReservationRequest, caller: Caller
     with state.transaction() as tx:
         if req.name not in state.reservations:
             raise SlurmError(INVALID_RESERVATION, NOT_FOUND)
-        if any(j.spec.reservation == req.name and j.state not in FINISHED_STATES for j in state.jobs.values()):
+        if any(
+            j.spec.reservation == req.name and j.state not in FINISHED_STATES for j in state.jobs.values()
+        ):
             raise SlurmError(IN_USE, FAILED_PRECONDITION)
         tx.delete_reservation(req.name)
         del state.reservations[req.name]
@@ -166,7 +178,9 @@ def _changed(current: Iterable[str], change: pb.ListChange, *, add_on_set: bool 
     return base + [v for v in values if v not in base]
 
 
-def _apply(state: ClusterState, info: pb.ReservationInfo, req: pb.ReservationRequest, now: int, *, creating: bool) -> None:
+def _apply(
+    state: ClusterState, info: pb.ReservationInfo, req: pb.ReservationRequest, now: int, *, creating: bool
+) -> None:
     """Fill `info` from the request and check it as Slurm does; nothing is saved here."""
     old_start, old_end, old_nodes = info.start_time, info.end_time, list(info.nodes)
     if req.flags.given:
@@ -271,7 +285,11 @@ def _pick_nodes(state: ClusterState, info: pb.ReservationInfo, count: int) -> li
     members = list(part.nodes) if part is not None else list(state.nodes)
     taken = _reserved_nodes(state, info)
     busy = set() if "IGNORE_JOBS" in info.flags else _busy_nodes(state, info)
-    free = [n for n in members if n in state.nodes and state.nodes[n].available and n not in taken and n not in busy]
+    free = [
+        n
+        for n in members
+        if n in state.nodes and state.nodes[n].available and n not in taken and n not in busy
+    ]
     if not free:
         raise SlurmError(NODES_BUSY)
     return free[:count]

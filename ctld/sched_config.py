@@ -48,7 +48,9 @@ def numeric_parameters(text: str) -> dict[str, int]:
     for option, value in scheduler_parameters(w for w in text.split(",") if w.strip()).items():
         name = _NUMERIC.get(option)
         if name is None:
-            raise ValueError(f"--sched-params: unknown option {option!r} (known: {', '.join(sorted(_NUMERIC))})")
+            raise ValueError(
+                f"--sched-params: unknown option {option!r} (known: {', '.join(sorted(_NUMERIC))})"
+            )
         if not value.isdigit():
             raise ValueError(f"--sched-params: {option} needs a whole number, not {value!r}")
         fields[name] = int(value)
@@ -74,7 +76,9 @@ def sched_config(cfg: SlurmConfig) -> Config:
     )
 
 
-def partitions(cfg: SlurmConfig, group_members: Callable[[str], Iterable[int]] | None = None) -> tuple[Partition, ...]:
+def partitions(
+    cfg: SlurmConfig, group_members: Callable[[str], Iterable[int]] | None = None
+) -> tuple[Partition, ...]:
     """slurm.conf's partitions as the core sees them (the controller and the simulator alike).
 
     `group_members` resolves an AllowGroups name to its users' uids (the controller reads the group
@@ -110,7 +114,7 @@ def partitions(cfg: SlurmConfig, group_members: Callable[[str], Iterable[int]] |
 
 
 def _names(text: str) -> frozenset[str] | None:
-    """"a,B" -> {"a", "b"}; "ALL" or nothing -> None (no restriction)."""
+    """ "a,B" -> {"a", "b"}; "ALL" or nothing -> None (no restriction)."""
     names = frozenset(item.strip().lower() for item in text.split(",") if item.strip())
     return None if not names or "all" in names else names
 

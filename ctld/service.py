@@ -80,8 +80,11 @@ def add_to_server(service: ControllerService, server: grpc.Server) -> None:
     handlers = _Handlers()
     controller_pb2_grpc.add_ControllerServicer_to_server(service, handlers)
     handlers.methods["GetJobs"] = grpc.unary_unary_rpc_method_handler(
-        service.GetJobs, request_deserializer=pb.GetJobsRequest.FromString, response_serializer=_as_sent)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(handlers.service, handlers.methods),))
+        service.GetJobs, request_deserializer=pb.GetJobsRequest.FromString, response_serializer=_as_sent
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(handlers.service, handlers.methods),)
+    )
     server.add_registered_method_handlers(handlers.service, handlers.methods)
 
 
@@ -141,7 +144,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return self.ctl.get_config()
 
     @_slurm_errors
-    def SignalJobs(self, request: pb.SignalJobsRequest, context: grpc.ServicerContext) -> pb.SignalJobsResponse:
+    def SignalJobs(
+        self, request: pb.SignalJobsRequest, context: grpc.ServicerContext
+    ) -> pb.SignalJobsResponse:
         return self.ctl.signal_jobs(request, _caller())
 
     @_slurm_errors
@@ -149,7 +154,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return self.ctl.update_job(request, _caller())
 
     @_slurm_errors
-    def UpdateNode(self, request: pb.UpdateNodeRequest, context: grpc.ServicerContext) -> pb.UpdateNodeResponse:
+    def UpdateNode(
+        self, request: pb.UpdateNodeRequest, context: grpc.ServicerContext
+    ) -> pb.UpdateNodeResponse:
         self.ctl.update_node(request, _caller())
         return pb.UpdateNodeResponse()
 
@@ -160,14 +167,17 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         try:
             outcome = self.ctl.reconfigure()
         except SlurmError as exc:
-            logging.getLogger("shoal.ctld").error("reconfigure refused, the configuration is unchanged: %s", exc.message)
+            logging.getLogger("shoal.ctld").error(
+                "reconfigure refused, the configuration is unchanged: %s", exc.message
+            )
             raise
         return pb.ReconfigResponse(changed=outcome.changed, failed_jobs=outcome.failed_jobs)
 
     @_slurm_errors
     def Ping(self, request: pb.PingRequest, context: grpc.ServicerContext) -> pb.PingResponse:
-        return pb.PingResponse(hostname=self.host, role="primary" if self._ctl is not None else "backup",
-                               now=int(time.time()))
+        return pb.PingResponse(
+            hostname=self.host, role="primary" if self._ctl is not None else "backup", now=int(time.time())
+        )
 
     @_slurm_errors
     def Takeover(self, request: pb.TakeoverRequest, context: grpc.ServicerContext) -> pb.TakeoverResponse:
@@ -191,7 +201,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return self.ctl.register_node(request)
 
     @_slurm_errors
-    def CreateStep(self, request: pb.CreateStepRequest, context: grpc.ServicerContext) -> pb.CreateStepResponse:
+    def CreateStep(
+        self, request: pb.CreateStepRequest, context: grpc.ServicerContext
+    ) -> pb.CreateStepResponse:
         return self.ctl.create_step(request, _caller())
 
     @_slurm_errors
@@ -256,12 +268,16 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return self.ctl.get_reservations(request)
 
     @_slurm_errors
-    def PushLimits(self, request: accounting_pb2.GetLimitsResponse, context: grpc.ServicerContext) -> pb.PushLimitsResponse:
+    def PushLimits(
+        self, request: accounting_pb2.GetLimitsResponse, context: grpc.ServicerContext
+    ) -> pb.PushLimitsResponse:
         self._node_only(context)  # shoal-dbd, with the cluster key
         return pb.PushLimitsResponse(version=self.ctl.accounting.push(request))
 
     @_slurm_errors
-    def CreateToken(self, request: pb.CreateTokenRequest, context: grpc.ServicerContext) -> pb.CreateTokenResponse:
+    def CreateToken(
+        self, request: pb.CreateTokenRequest, context: grpc.ServicerContext
+    ) -> pb.CreateTokenResponse:
         caller = _caller()
         return tokens.create(self.ctl.cfg, self.ctl.is_operator(caller), request, caller, self.ctl.clock())
 
@@ -274,8 +290,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         files = self.ctl.state.config_files  # as loaded at start or at the last reconfigure
         if isinstance(files, SlurmError):
             raise files
-        logging.getLogger("shoal.ctld").info("configless: sent %d file(s) to %s", len(files),
-                                             request.host or _caller().host)
+        logging.getLogger("shoal.ctld").info(
+            "configless: sent %d file(s) to %s", len(files), request.host or _caller().host
+        )
         return pb.GetConfigFilesResponse(files=files)
 
     # sdiag (ctld/diag.py): the counters; a reset is for operators (slurmctld's Access/permission denied)

@@ -98,7 +98,8 @@ def build(state: ClusterState, pending: Iterable[m.JobRequest], *, capacity_only
             priority=j.priority,
             user_id=j.user_id,
             start_time=j.start_time,
-            releasing=j.state == jobs_pb2.COMPLETING or bool(j.final_state),  # ending (or preempted, in grace)
+            releasing=j.state == jobs_pb2.COMPLETING
+            or bool(j.final_state),  # ending (or preempted, in grace)
             suspended=j.state == jobs_pb2.SUSPENDED,
         )
         for j in ([] if capacity_only else state.jobs.values())

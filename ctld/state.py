@@ -124,7 +124,9 @@ class ClusterState:
         self.nodes: dict[str, NodeRuntime] = {}
         self.next_job_id = cfg.first_job_id
         self.wake = threading.Event()  # set when the scheduler should run a cycle soon
-        self.started = int(clock())  # nodes learn it at registration and from pings: a new one, they register again
+        self.started = int(
+            clock()
+        )  # nodes learn it at registration and from pings: a new one, they register again
         self.slurm_uid = uid_of(cfg.slurm_user)
         # views of the configuration the core and the checks read, built once
         self.partitions = {p.name: p for p in cfg.partitions}
@@ -133,7 +135,9 @@ class ClusterState:
         self.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
         self.topology = sched_topology(cfg)
         self.config_files = configless.snapshot(cfg)  # what GetConfigFiles serves (configless)
-        self._requests: dict[int, m.JobRequest] = {}  # pending jobs' JobRequest, dropped when the job is saved
+        self._requests: dict[
+            int, m.JobRequest
+        ] = {}  # pending jobs' JobRequest, dropped when the job is saved
         self.listing = ListingViews()  # GetJobs' per-job views (ctld/listing.py), read under the lock
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
@@ -146,10 +150,14 @@ class ClusterState:
     def _recover(self) -> None:
         saved_shares = self.store.get_meta(SHARES_META_KEY)
         self.shares.load(saved_shares)
-        if not saved_shares or self.shares.awaits_seed:  # no ledger (a lost StateSaveLocation): start from dbd's
+        if (
+            not saved_shares or self.shares.awaits_seed
+        ):  # no ledger (a lost StateSaveLocation): start from dbd's
             now = self.now()
             self.shares.awaits_seed = self.accounting.enabled
-            self.accounting.request_usage(self.shares.half_life_s, last_reset(now, self.shares.reset_period), now)
+            self.accounting.request_usage(
+                self.shares.half_life_s, last_reset(now, self.shares.reset_period), now
+            )
         saved_nodes = self.store.load_nodes()
         recovered_at = self.clock()
         for conf in self.cfg.nodes:
@@ -163,7 +171,9 @@ class ClusterState:
             self.jobs[job.job_id] = job
         # batch jobs a previous ctld started: the first registration of their node says whether
         # the node ever got them (see node_lifecycle.reconcile_after_register)
-        self.unconfirmed = {j.job_id for j in self.jobs.values() if j.state == jobs_pb2.RUNNING and j.batch_flag}
+        self.unconfirmed = {
+            j.job_id for j in self.jobs.values() if j.state == jobs_pb2.RUNNING and j.batch_flag
+        }
         saved_next = self.store.get_meta("next_job_id")
         highest = max(self.jobs, default=0)
         self.next_job_id = max(self.cfg.first_job_id, int(saved_next or 0), highest + 1)
@@ -201,7 +211,15 @@ class ClusterState:
             yield
 
     def _commit(self, tx: Transaction) -> None:
-        if tx.jobs or tx.runs or tx.nodes or tx.deleted_jobs or tx.reservations or tx.deleted_reservations or tx.meta:
+        if (
+            tx.jobs
+            or tx.runs
+            or tx.nodes
+            or tx.deleted_jobs
+            or tx.reservations
+            or tx.deleted_reservations
+            or tx.meta
+        ):
             self._write(tx)
         for change in tx.committed:
             change()
@@ -259,9 +277,15 @@ class ClusterState:
         since = self.shares.last
         factors = self.accounting.usage_factors()
         charges = (
-            Charge(assoc_id=self.accounting.assoc_id(j), qos=j.qos, tres=job_tres(j), start=j.start_time,
-                   end=0 if j.state == jobs_pb2.RUNNING else j.end_time, usage_factor=factors.get(j.qos, 1.0),
-                   partition=j.partition)
+            Charge(
+                assoc_id=self.accounting.assoc_id(j),
+                qos=j.qos,
+                tres=job_tres(j),
+                start=j.start_time,
+                end=0 if j.state == jobs_pb2.RUNNING else j.end_time,
+                usage_factor=factors.get(j.qos, 1.0),
+                partition=j.partition,
+            )
             for j in self.jobs.values()
             if j.start_time and j.allocation and (j.state == jobs_pb2.RUNNING or j.end_time > since)
         )

@@ -140,10 +140,14 @@ def create_step(
             raise SlurmError(JOB_PENDING, FAILED_PRECONDITION)
         if job.state != jobs_pb2.RUNNING:
             raise SlurmError(ALREADY_DONE, FAILED_PRECONDITION)
-        alloc = [layout.AllocNode(a.node, a.cpus, tuple(a.gpu_indices), tuple(a.cpu_ids), a.mem_mb)
-                 for a in job.allocation]
+        alloc = [
+            layout.AllocNode(a.node, a.cpus, tuple(a.gpu_indices), tuple(a.cpu_ids), a.mem_mb)
+            for a in job.allocation
+        ]
         try:
-            found = layout.layout_step(alloc, _busy(job), layout_request(req, job), _busy_gpus(job), _busy_mem(job))
+            found = layout.layout_step(
+                alloc, _busy(job), layout_request(req, job), _busy_gpus(job), _busy_mem(job)
+            )
         except layout.StepRefused as exc:
             if exc.retry:
                 return controller_pb2.CreateStepResponse(retry=True, message=exc.message)
@@ -166,17 +170,26 @@ def create_step(
             state.actions.signal_step(info, answer_step.job_id, answer_step.step_id, 0)
         complete_step(
             state,
-            controller_pb2.CompleteStepRequest(job_id=answer_step.job_id, step_id=answer_step.step_id, exit_code=1),
+            controller_pb2.CompleteStepRequest(
+                job_id=answer_step.job_id, step_id=answer_step.step_id, exit_code=1
+            ),
             caller,
         )
         name, message = failed[0]
-        raise SlurmError(f"Task launch for StepId={answer_step.job_id}.{answer_step.step_id} failed on node {name}: {message}")
+        raise SlurmError(
+            f"Task launch for StepId={answer_step.job_id}.{answer_step.step_id} failed on node {name}: {message}"
+        )
     return controller_pb2.CreateStepResponse(step=answer_step, job=answer_job, kill_wait=state.cfg.kill_wait)
 
 
-
-def fill_step(step: jobs_pb2.JobStep, job: jobs_pb2.JobInfo, req: controller_pb2.CreateStepRequest,
-              found: layout.StepLayout, now: int, addr_of: Callable[[str], str]) -> None:
+def fill_step(
+    step: jobs_pb2.JobStep,
+    job: jobs_pb2.JobInfo,
+    req: controller_pb2.CreateStepRequest,
+    found: layout.StepLayout,
+    now: int,
+    addr_of: Callable[[str], str],
+) -> None:
     """The step record for `found` (its id already set): what the nodes launch and squeue shows."""
     step.job_id = job.job_id
     step.name = req.name or (req.launch.argv[0].rsplit("/", 1)[-1] if req.launch.argv else job.spec.name)
@@ -197,10 +210,18 @@ def fill_step(step: jobs_pb2.JobStep, job: jobs_pb2.JobInfo, req: controller_pb2
     step.overlap = req.overlap
     step.launch.CopyFrom(req.launch)
     held = {a.node: len(a.gpu_indices) for a in job.allocation}
-    for name, ids, cpu_ids, gpus, mem in zip(found.nodes, found.task_ids, found.cpu_ids, found.gpus,
-                                             found.mem_mb, strict=True):
-        step.layout.add(node=name, addr=addr_of(name), task_ids=ids, cpus=len(cpu_ids), cpu_ids=cpu_ids,
-                        gpu_indices=gpus, mem_mb=mem)
+    for name, ids, cpu_ids, gpus, mem in zip(
+        found.nodes, found.task_ids, found.cpu_ids, found.gpus, found.mem_mb, strict=True
+    ):
+        step.layout.add(
+            node=name,
+            addr=addr_of(name),
+            task_ids=ids,
+            cpus=len(cpu_ids),
+            cpu_ids=cpu_ids,
+            gpu_indices=gpus,
+            mem_mb=mem,
+        )
         step.num_gpus += len(gpus) if found.gpus_requested else held.get(name, 0)
 
 
@@ -256,7 +277,9 @@ def complete_step(state: ClusterState, req: controller_pb2.CompleteStepRequest, 
         tx.save(job)
 
 
-def complete_allocation(state: ClusterState, req: controller_pb2.CompleteAllocationRequest, caller: Caller) -> None:
+def complete_allocation(
+    state: ClusterState, req: controller_pb2.CompleteAllocationRequest, caller: Caller
+) -> None:
     """salloc's (or srun's own) allocation is released: the job ends with the command's status."""
     with state.transaction() as tx:
         job = state.jobs.get(req.job_id)

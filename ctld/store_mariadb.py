@@ -37,8 +37,14 @@ log = logging.getLogger("shoal.ctld.store")
 class MariaDBBackend:
     """One PyMySQL connection (autocommit for reads, explicit BEGIN for writes), reopened when lost."""
 
-    def __init__(self, conf: StateStoreConf, password: str, *, reconnect_for: float = 10.0,
-                 lease_name: str = LEASE_NAME) -> None:
+    def __init__(
+        self,
+        conf: StateStoreConf,
+        password: str,
+        *,
+        reconnect_for: float = 10.0,
+        lease_name: str = LEASE_NAME,
+    ) -> None:
         self.conf = conf
         self.description = conf.location
         self._password = password
@@ -54,7 +60,9 @@ class MariaDBBackend:
     def _connection(self) -> pymysql.Connection:
         if self._conn is not None:
             return self._conn
-        conn = connect(self.conf, self._password, lock_wait_s=self._lock_wait_s, give_up_after=self._reconnect_for)
+        conn = connect(
+            self.conf, self._password, lock_wait_s=self._lock_wait_s, give_up_after=self._reconnect_for
+        )
         try:
             with conn.cursor() as cur:
                 for ddl in SCHEMA:

@@ -79,7 +79,9 @@ def submit(
             if task_ids:
                 rec.array_job_id = first
                 rec.array_task_id = task_ids[k]
-            jobrec.describe_request(rec, req, mem_per_node, jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0]))
+            jobrec.describe_request(
+                rec, req, mem_per_node, jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0])
+            )
             if not (rec.min_memory_cpu_mb or rec.min_memory_node_mb or req.mem_per_node_mb):
                 rec.min_memory_cpu_mb = state.cfg.def_mem_per_cpu  # what the job gets by default
             rec.time_limit_min = effective_time_limit(req, snap_partitions[req.partitions[0]])
@@ -155,7 +157,9 @@ def _mem_per_node_for_display(req: m.JobRequest, part: m.Partition, config: m.Co
     return max(0, mem)
 
 
-def _test_only(state: ClusterState, req: m.JobRequest, snap: m.Snapshot, now: int) -> controller_pb2.SubmitJobResponse:
+def _test_only(
+    state: ClusterState, req: m.JobRequest, snap: m.Snapshot, now: int
+) -> controller_pb2.SubmitJobResponse:
     found = sched_placement.earliest_start(req, snap, now)
     if found is None:
         raise SlurmError("Requested node configuration is not available")
@@ -167,4 +171,3 @@ def _test_only(state: ClusterState, req: m.JobRequest, snap: m.Snapshot, now: in
         test_nodes=hostlist.collect(a.node for a in start.allocation),
         test_partition=start.partition,
     )
-

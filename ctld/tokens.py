@@ -27,8 +27,9 @@ CREATION_DISABLED = "Token creation is disabled (AuthAltParameters=disable_token
 _keys: dict[str, bytes] = {}
 
 
-def create(cfg: SlurmConfig, operator: bool, request: pb.CreateTokenRequest, caller: Caller,
-           now: float) -> pb.CreateTokenResponse:
+def create(
+    cfg: SlurmConfig, operator: bool, request: pb.CreateTokenRequest, caller: Caller, now: float
+) -> pb.CreateTokenResponse:
     """A token for the caller, or (operators only) for `request.username`."""
     settings = jwt_settings(cfg.auth_alt_types, cfg.auth_alt_parameters)
     if not settings.enabled:

@@ -24,8 +24,9 @@ ENDED_REASONS: dict[int, str] = {
 PREEMPT_REQUEUE_DELAY_S = 5  # a requeued preempted job's BeginTime: after this many seconds
 
 
-def finish(state: ClusterState, job: jobs_pb2.JobInfo, end: int, exit_code: int, exit_signal: int,
-           now: int) -> None:
+def finish(
+    state: ClusterState, job: jobs_pb2.JobInfo, end: int, exit_code: int, exit_signal: int, now: int
+) -> None:
     """The job ends as `end` (a JobState) at `now`."""
     job_suspend.settle(job, now)  # ended while suspended: that time is not run time
     job.state = end  # type: ignore[assignment]
@@ -53,7 +54,12 @@ def end_by_node_failure(state: ClusterState, tx: Transaction, job: jobs_pb2.JobI
 
 
 def requeue(
-    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int, ended_as: int = 0, ended_at: int = 0,
+    state: ClusterState,
+    tx: Transaction,
+    job: jobs_pb2.JobInfo,
+    now: int,
+    ended_as: int = 0,
+    ended_at: int = 0,
     ran: bool = True,
 ) -> None:
     """Back to pending (reason BeginTime, Restarts+1) with a new submit time, as Slurm: accounting

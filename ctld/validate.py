@@ -59,8 +59,16 @@ _STRING_FIELDS = tuple(
     for f in jobs_pb2.JobSpec.DESCRIPTOR.fields
     if f.type == f.TYPE_STRING and not f.is_repeated
 )
-_COUNTS = ("min_nodes", "max_nodes", "num_tasks", "ntasks_per_node", "cpus_per_task", "cpus_per_gpu",
-           "threads_per_core", "switches")
+_COUNTS = (
+    "min_nodes",
+    "max_nodes",
+    "num_tasks",
+    "ntasks_per_node",
+    "cpus_per_task",
+    "cpus_per_gpu",
+    "threads_per_core",
+    "switches",
+)
 _MEMORY = ("mem_per_node_mb", "mem_per_cpu_mb", "mem_per_gpu_mb")
 MAX_MEMORY_MB = 2**40  # one exbibyte: beyond any node, and far from overflowing a product
 
@@ -161,4 +169,3 @@ def _array_count(text: str, max_size: int) -> int:
     if max(r[-1] for r in ranges) >= max_size:
         raise SlurmError(INVALID_ARRAY)
     return min(sum(len(r) for r in ranges), max_size)
-

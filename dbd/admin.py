@@ -16,36 +16,63 @@ from dbd.models import Account, Association, Cluster, Qos, User
 from shoal.timefmt import parse_time_limit
 from shoal.v1 import accounting_pb2 as pb
 
-ADMIN_LEVELS = {"none": "None", "operator": "Operator", "admin": "Administrator", "administrator": "Administrator"}
+ADMIN_LEVELS = {
+    "none": "None",
+    "operator": "Operator",
+    "admin": "Administrator",
+    "administrator": "Administrator",
+}
 
 # usage limits, the same for associations and QOS
 USAGE_KEYS: dict[str, tuple[str, str]] = {
-    "grptresmins": ("grp_tres_mins", "tres"), "grptresrunmins": ("grp_tres_run_mins", "tres"),
-    "maxtresminsperjob": ("max_tres_mins_per_job", "tres"), "maxtresmins": ("max_tres_mins_per_job", "tres"),
+    "grptresmins": ("grp_tres_mins", "tres"),
+    "grptresrunmins": ("grp_tres_run_mins", "tres"),
+    "maxtresminsperjob": ("max_tres_mins_per_job", "tres"),
+    "maxtresmins": ("max_tres_mins_per_job", "tres"),
     "grpwall": ("grp_wall_min", "time"),
 }
 # sacctmgr key -> Association column, and its kind
 ASSOC_KEYS: dict[str, tuple[str, str]] = {
-    "fairshare": ("shares", "int"), "share": ("shares", "int"), "shares": ("shares", "int"),
+    "fairshare": ("shares", "int"),
+    "share": ("shares", "int"),
+    "shares": ("shares", "int"),
     "priority": ("priority", "int"),
-    "grpjobs": ("grp_jobs", "int"), "grpsubmitjobs": ("grp_submit_jobs", "int"), "grpsubmit": ("grp_submit_jobs", "int"),
-    "maxjobs": ("max_jobs", "int"), "maxsubmitjobs": ("max_submit_jobs", "int"), "maxsubmit": ("max_submit_jobs", "int"),
-    "grptres": ("grp_tres", "tres"), "maxtres": ("max_tres_per_job", "tres"), "maxtresperjob": ("max_tres_per_job", "tres"),
-    "maxwall": ("max_wall_min", "time"), "maxwalldurationperjob": ("max_wall_min", "time"),
-    "qos": ("qos", "text"), "defaultqos": ("default_qos", "text"),
+    "grpjobs": ("grp_jobs", "int"),
+    "grpsubmitjobs": ("grp_submit_jobs", "int"),
+    "grpsubmit": ("grp_submit_jobs", "int"),
+    "maxjobs": ("max_jobs", "int"),
+    "maxsubmitjobs": ("max_submit_jobs", "int"),
+    "maxsubmit": ("max_submit_jobs", "int"),
+    "grptres": ("grp_tres", "tres"),
+    "maxtres": ("max_tres_per_job", "tres"),
+    "maxtresperjob": ("max_tres_per_job", "tres"),
+    "maxwall": ("max_wall_min", "time"),
+    "maxwalldurationperjob": ("max_wall_min", "time"),
+    "qos": ("qos", "text"),
+    "defaultqos": ("default_qos", "text"),
     "maxborrowtres": ("max_borrow_tres", "borrow"),
     **USAGE_KEYS,
 }
 QOS_KEYS: dict[str, tuple[str, str]] = {
-    "description": ("description", "text"), "priority": ("priority", "int"), "preempt": ("preempt", "text"),
-    "preemptmode": ("preempt_mode", "text"), "gracetime": ("grace_time", "int"), "flags": ("flags", "text"),
+    "description": ("description", "text"),
+    "priority": ("priority", "int"),
+    "preempt": ("preempt", "text"),
+    "preemptmode": ("preempt_mode", "text"),
+    "gracetime": ("grace_time", "int"),
+    "flags": ("flags", "text"),
     "usagefactor": ("usage_factor", "float"),
-    "maxwall": ("max_wall_min", "time"), "maxwalldurationperjob": ("max_wall_min", "time"),
-    "maxtresperjob": ("max_tres_per_job", "tres"), "maxtres": ("max_tres_per_job", "tres"),
-    "grptres": ("grp_tres", "tres"), "grpjobs": ("grp_jobs", "int"),
-    "maxjobsperuser": ("max_jobs_per_user", "int"), "maxjobspu": ("max_jobs_per_user", "int"),
-    "maxsubmitjobsperuser": ("max_submit_per_user", "int"), "maxsubmitpu": ("max_submit_per_user", "int"),
-    "maxtresperuser": ("max_tres_per_user", "tres"), "maxtrespu": ("max_tres_per_user", "tres"),
+    "maxwall": ("max_wall_min", "time"),
+    "maxwalldurationperjob": ("max_wall_min", "time"),
+    "maxtresperjob": ("max_tres_per_job", "tres"),
+    "maxtres": ("max_tres_per_job", "tres"),
+    "grptres": ("grp_tres", "tres"),
+    "grpjobs": ("grp_jobs", "int"),
+    "maxjobsperuser": ("max_jobs_per_user", "int"),
+    "maxjobspu": ("max_jobs_per_user", "int"),
+    "maxsubmitjobsperuser": ("max_submit_per_user", "int"),
+    "maxsubmitpu": ("max_submit_per_user", "int"),
+    "maxtresperuser": ("max_tres_per_user", "tres"),
+    "maxtrespu": ("max_tres_per_user", "tres"),
     **USAGE_KEYS,
 }
 ACCOUNT_KEYS = {"description": "description", "organization": "organization", "parent": "parent"}
@@ -138,15 +165,18 @@ def _apply(obj: object, table: dict[str, tuple[str, str]], values: dict[str, str
     """Set the columns `values` names; `qos+`/`qos-` (and flags, preempt) add to or remove from a list."""
     done = []
     for key, value in values.items():
-        base, op = key.rstrip("+-"), key[len(key.rstrip("+-")):]
+        base, op = key.rstrip("+-"), key[len(key.rstrip("+-")) :]
         if base not in table:
             continue
         column, kind = table[base]
         if op and base in LIST_KEYS:
             current = [q for q in str(getattr(obj, column)).split(",") if q]
             items = [q for q in value.split(",") if q]
-            kept = [*current, *(q for q in items if q not in current)] if op == "+" else \
-                [q for q in current if q not in items]
+            kept = (
+                [*current, *(q for q in items if q not in current)]
+                if op == "+"
+                else [q for q in current if q not in items]
+            )
             setattr(obj, column, ",".join(kept))
         else:
             setattr(obj, column, _convert(kind, base, value))
@@ -181,11 +211,17 @@ def _ensure_root(session: Session, cluster: str) -> None:
     _ensure_assoc(session, cluster, "root", "root", "", parent_ok=True)
 
 
-def _ensure_assoc(session: Session, cluster: str, account: str, user: str, partition: str,
-                  parent_ok: bool = False) -> tuple[Association, bool]:
-    row = session.scalars(select(Association).where(
-        Association.cluster == cluster, Association.account == account, Association.user == user,
-        Association.partition == partition)).first()
+def _ensure_assoc(
+    session: Session, cluster: str, account: str, user: str, partition: str, parent_ok: bool = False
+) -> tuple[Association, bool]:
+    row = session.scalars(
+        select(Association).where(
+            Association.cluster == cluster,
+            Association.account == account,
+            Association.user == user,
+            Association.partition == partition,
+        )
+    ).first()
     if row is not None:
         return row, False
     row = Association(cluster=cluster, account=account, user=user, partition=partition, qos="normal")
@@ -259,8 +295,14 @@ def _add(session: Session, kind: str, names: list[str], values: dict[str, str]) 
         assocs: list[str] = []
         for name in names:
             if session.get(Account, name) is None:
-                session.add(Account(name=name, parent=parent, description=values.get("description", name),
-                                    organization=values.get("organization", parent if parent != "root" else name)))
+                session.add(
+                    Account(
+                        name=name,
+                        parent=parent,
+                        description=values.get("description", name),
+                        organization=values.get("organization", parent if parent != "root" else name),
+                    )
+                )
                 changes.append(f"  {name}")
             for cluster in clusters:
                 row, new = _ensure_assoc(session, cluster, name, "", partition)
@@ -269,8 +311,11 @@ def _add(session: Session, kind: str, names: list[str], values: dict[str, str]) 
                     assocs.append(f"  A = {name:<10} C = {cluster:<10}")
         # 22.05's plan: the new accounts, their settings (its words for the defaults), the associations
         if changes:
-            changes += [" Settings", f"  Description     = {values.get('description', 'Account Name')}",
-                        f"  Organization    = {values.get('organization', 'Parent/Account Name')}"]
+            changes += [
+                " Settings",
+                f"  Description     = {values.get('description', 'Account Name')}",
+                f"  Organization    = {values.get('organization', 'Parent/Account Name')}",
+            ]
         if assocs:
             changes += [" Associations", *assocs]
         return changes
@@ -288,7 +333,9 @@ def _add(session: Session, kind: str, names: list[str], values: dict[str, str]) 
         for name in users:
             user = session.get(User, name)
             if user is None:
-                user = User(name=name, default_account=values.get("defaultaccount", accounts[0]), admin_level=level)
+                user = User(
+                    name=name, default_account=values.get("defaultaccount", accounts[0]), admin_level=level
+                )
                 session.add(user)
                 changes.append(f"  {name}")
             elif "adminlevel" in values:
@@ -303,7 +350,9 @@ def _add(session: Session, kind: str, names: list[str], values: dict[str, str]) 
     raise AdminError(f"Cannot add {kind}")
 
 
-def _matching_assocs(session: Session, kind: str, names: list[str], where: dict[str, str]) -> list[Association]:
+def _matching_assocs(
+    session: Session, kind: str, names: list[str], where: dict[str, str]
+) -> list[Association]:
     stmt = select(Association)
     clusters = _list(where, "cluster", "clusters")
     accounts = _list(where, "account", "accounts")
@@ -326,7 +375,9 @@ def _matching_assocs(session: Session, kind: str, names: list[str], where: dict[
     return list(session.scalars(stmt.order_by(Association.id)))
 
 
-def _modify(session: Session, kind: str, names: list[str], where: dict[str, str], values: dict[str, str]) -> list[str]:
+def _modify(
+    session: Session, kind: str, names: list[str], where: dict[str, str], values: dict[str, str]
+) -> list[str]:
     names = names or _list(where, "name", "names")
     if not values:
         raise AdminError("You didn't give anything to set")
@@ -411,25 +462,51 @@ def _delete(session: Session, kind: str, names: list[str], where: dict[str, str]
 # ---------------------------------------------------------------------------------- read side
 def assoc_message(row: Association, parents: dict[str, str]) -> pb.Association:
     return pb.Association(
-        id=row.id, cluster=row.cluster, account=row.account, user=row.user, partition=row.partition,
+        id=row.id,
+        cluster=row.cluster,
+        account=row.account,
+        user=row.user,
+        partition=row.partition,
         parent=parents.get(row.account, "") if not row.user else row.account,
-        shares=row.shares, grp_jobs=row.grp_jobs, grp_submit_jobs=row.grp_submit_jobs, max_jobs=row.max_jobs,
-        max_submit_jobs=row.max_submit_jobs, grp_tres=row.grp_tres, max_tres_per_job=row.max_tres_per_job,
-        max_wall_min=row.max_wall_min, qos=[q for q in row.qos.split(",") if q], default_qos=row.default_qos,
-        priority=row.priority, max_borrow_tres=row.max_borrow_tres, grp_tres_mins=row.grp_tres_mins,
-        grp_tres_run_mins=row.grp_tres_run_mins, max_tres_mins_per_job=row.max_tres_mins_per_job,
+        shares=row.shares,
+        grp_jobs=row.grp_jobs,
+        grp_submit_jobs=row.grp_submit_jobs,
+        max_jobs=row.max_jobs,
+        max_submit_jobs=row.max_submit_jobs,
+        grp_tres=row.grp_tres,
+        max_tres_per_job=row.max_tres_per_job,
+        max_wall_min=row.max_wall_min,
+        qos=[q for q in row.qos.split(",") if q],
+        default_qos=row.default_qos,
+        priority=row.priority,
+        max_borrow_tres=row.max_borrow_tres,
+        grp_tres_mins=row.grp_tres_mins,
+        grp_tres_run_mins=row.grp_tres_run_mins,
+        max_tres_mins_per_job=row.max_tres_mins_per_job,
         grp_wall_min=row.grp_wall_min,
     )
 
 
 def qos_message(row: Qos) -> pb.Qos:
     return pb.Qos(
-        name=row.name, description=row.description, priority=row.priority, preempt=row.preempt,
-        preempt_mode=row.preempt_mode, grace_time=row.grace_time, flags=row.flags, usage_factor=row.usage_factor,
-        max_wall_min=row.max_wall_min, max_tres_per_job=row.max_tres_per_job, grp_tres=row.grp_tres,
-        grp_jobs=row.grp_jobs, max_jobs_per_user=row.max_jobs_per_user, max_submit_per_user=row.max_submit_per_user,
-        grp_tres_mins=row.grp_tres_mins, grp_tres_run_mins=row.grp_tres_run_mins,
-        max_tres_mins_per_job=row.max_tres_mins_per_job, grp_wall_min=row.grp_wall_min,
+        name=row.name,
+        description=row.description,
+        priority=row.priority,
+        preempt=row.preempt,
+        preempt_mode=row.preempt_mode,
+        grace_time=row.grace_time,
+        flags=row.flags,
+        usage_factor=row.usage_factor,
+        max_wall_min=row.max_wall_min,
+        max_tres_per_job=row.max_tres_per_job,
+        grp_tres=row.grp_tres,
+        grp_jobs=row.grp_jobs,
+        max_jobs_per_user=row.max_jobs_per_user,
+        max_submit_per_user=row.max_submit_per_user,
+        grp_tres_mins=row.grp_tres_mins,
+        grp_tres_run_mins=row.grp_tres_run_mins,
+        max_tres_mins_per_job=row.max_tres_mins_per_job,
+        grp_wall_min=row.grp_wall_min,
         max_tres_per_user=row.max_tres_per_user,
     )
 
@@ -441,7 +518,9 @@ def limits(session: Session, cluster: str, known_version: int) -> pb.GetLimitsRe
         return pb.GetLimitsResponse(version=current, changed=False)
     parents = {a.name: a.parent for a in session.scalars(select(Account))}
     out = pb.GetLimitsResponse(version=current, changed=True)
-    for row in session.scalars(select(Association).where(Association.cluster == cluster).order_by(Association.id)):
+    for row in session.scalars(
+        select(Association).where(Association.cluster == cluster).order_by(Association.id)
+    ):
         out.associations.append(assoc_message(row, parents))
     out.qos.extend(qos_message(q) for q in session.scalars(select(Qos).order_by(Qos.name)))
     for user in session.scalars(select(User).order_by(User.name)):
@@ -461,13 +540,27 @@ def _wall(minutes: int) -> str:
 
 def assoc_fields(row: pb.Association) -> dict[str, str]:
     return {
-        "cluster": row.cluster, "account": row.account, "user": row.user, "partition": row.partition,
-        "share": str(row.shares), "priority": _limit(row.priority), "grpjobs": _limit(row.grp_jobs),
-        "grptres": row.grp_tres, "grpsubmit": _limit(row.grp_submit_jobs), "maxjobs": _limit(row.max_jobs),
-        "maxtres": row.max_tres_per_job, "maxsubmit": _limit(row.max_submit_jobs),
-        "maxwall": _wall(row.max_wall_min), "qos": ",".join(row.qos), "defqos": row.default_qos,
-        "parentname": row.parent if not row.user else "", "id": str(row.id), "maxborrowtres": row.max_borrow_tres,
-        "grpwall": _wall(row.grp_wall_min), "grptresmins": row.grp_tres_mins, "maxtresmins": row.max_tres_mins_per_job,
+        "cluster": row.cluster,
+        "account": row.account,
+        "user": row.user,
+        "partition": row.partition,
+        "share": str(row.shares),
+        "priority": _limit(row.priority),
+        "grpjobs": _limit(row.grp_jobs),
+        "grptres": row.grp_tres,
+        "grpsubmit": _limit(row.grp_submit_jobs),
+        "maxjobs": _limit(row.max_jobs),
+        "maxtres": row.max_tres_per_job,
+        "maxsubmit": _limit(row.max_submit_jobs),
+        "maxwall": _wall(row.max_wall_min),
+        "qos": ",".join(row.qos),
+        "defqos": row.default_qos,
+        "parentname": row.parent if not row.user else "",
+        "id": str(row.id),
+        "maxborrowtres": row.max_borrow_tres,
+        "grpwall": _wall(row.grp_wall_min),
+        "grptresmins": row.grp_tres_mins,
+        "maxtresmins": row.max_tres_mins_per_job,
         "grptresrunmin": row.grp_tres_run_mins,
     }
 
@@ -478,43 +571,85 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
     where = {k.lower(): v for k, v in req.where.items()}
     names = _list(where, "name", "names")
     if kind == "cluster":
-        return [{"cluster": c.name, "controlhost": c.control_host, "share": "1", "qos": "normal"}
-                for c in session.scalars(select(Cluster).order_by(Cluster.name)) if not names or c.name in names]
+        return [
+            {"cluster": c.name, "controlhost": c.control_host, "share": "1", "qos": "normal"}
+            for c in session.scalars(select(Cluster).order_by(Cluster.name))
+            if not names or c.name in names
+        ]
     if kind == "qos":
         rows = []
         for q in session.scalars(select(Qos).order_by(Qos.name)):
             if names and q.name not in names:
                 continue
-            rows.append({"name": q.name, "priority": str(q.priority), "gracetime": _hms(q.grace_time),
-                         "preempt": q.preempt, "preemptmode": q.preempt_mode, "flags": q.flags,
-                         "usagefactor": f"{q.usage_factor:.6f}", "maxwall": _wall(q.max_wall_min),
-                         "maxtres": q.max_tres_per_job, "grptres": q.grp_tres, "grpjobs": _limit(q.grp_jobs),
-                         "maxjobspu": _limit(q.max_jobs_per_user), "maxsubmitpu": _limit(q.max_submit_per_user),
-                         "description": q.description, "descr": q.description, "grpwall": _wall(q.grp_wall_min),
-                         "grptresmins": q.grp_tres_mins, "maxtresmins": q.max_tres_mins_per_job,
-                         "grptresrunmin": q.grp_tres_run_mins, "maxtrespu": q.max_tres_per_user})
+            rows.append(
+                {
+                    "name": q.name,
+                    "priority": str(q.priority),
+                    "gracetime": _hms(q.grace_time),
+                    "preempt": q.preempt,
+                    "preemptmode": q.preempt_mode,
+                    "flags": q.flags,
+                    "usagefactor": f"{q.usage_factor:.6f}",
+                    "maxwall": _wall(q.max_wall_min),
+                    "maxtres": q.max_tres_per_job,
+                    "grptres": q.grp_tres,
+                    "grpjobs": _limit(q.grp_jobs),
+                    "maxjobspu": _limit(q.max_jobs_per_user),
+                    "maxsubmitpu": _limit(q.max_submit_per_user),
+                    "description": q.description,
+                    "descr": q.description,
+                    "grpwall": _wall(q.grp_wall_min),
+                    "grptresmins": q.grp_tres_mins,
+                    "maxtresmins": q.max_tres_mins_per_job,
+                    "grptresrunmin": q.grp_tres_run_mins,
+                    "maxtrespu": q.max_tres_per_user,
+                }
+            )
         return rows
     if kind == "account":
-        accounts = [a for a in session.scalars(select(Account).order_by(Account.name)) if not names or a.name in names]
+        accounts = [
+            a for a in session.scalars(select(Account).order_by(Account.name)) if not names or a.name in names
+        ]
         if not req.with_assoc:
             return [{"account": a.name, "descr": a.description, "org": a.organization} for a in accounts]
         out = []
         for a in accounts:
             for row in _matching_assocs(session, "association", [], {**where, "account": a.name}):
-                out.append({"account": a.name, "descr": a.description, "org": a.organization,
-                            **_fields(session, row)})
+                out.append(
+                    {
+                        "account": a.name,
+                        "descr": a.description,
+                        "org": a.organization,
+                        **_fields(session, row),
+                    }
+                )
         return out
     if kind == "user":
         users = [u for u in session.scalars(select(User).order_by(User.name)) if not names or u.name in names]
         if not req.with_assoc:
-            return [{"user": u.name, "def acct": u.default_account, "defaultaccount": u.default_account,
-                     "admin": u.admin_level, "adminlevel": u.admin_level} for u in users]
+            return [
+                {
+                    "user": u.name,
+                    "def acct": u.default_account,
+                    "defaultaccount": u.default_account,
+                    "admin": u.admin_level,
+                    "adminlevel": u.admin_level,
+                }
+                for u in users
+            ]
         out = []
         for u in users:  # 22.05 lists a user's associations by cluster, account and partition
             assocs = _matching_assocs(session, "user", [u.name], where)
             for row in sorted(assocs, key=lambda a: (a.cluster, a.account, a.partition)):
-                out.append({"def acct": u.default_account, "defaultaccount": u.default_account,
-                            "admin": u.admin_level, "adminlevel": u.admin_level, **_fields(session, row)})
+                out.append(
+                    {
+                        "def acct": u.default_account,
+                        "defaultaccount": u.default_account,
+                        "admin": u.admin_level,
+                        "adminlevel": u.admin_level,
+                        **_fields(session, row),
+                    }
+                )
         return out
     assocs = _matching_assocs(session, "association", [], where)
     return [_fields(session, row) for row in _tree_order(session, assocs)]
@@ -545,8 +680,17 @@ def _tree_order(session: Session, rows: Iterable[Association]) -> list[Associati
 
     for top in children.get("", []):
         walk(top)
-    return sorted(rows, key=lambda r: (r.cluster, order.get(r.account, len(order)), r.account, r.user != "",
-                                       r.user, r.partition))
+    return sorted(
+        rows,
+        key=lambda r: (
+            r.cluster,
+            order.get(r.account, len(order)),
+            r.account,
+            r.user != "",
+            r.user,
+            r.partition,
+        ),
+    )
 
 
 def is_admin(session: Session, user: str) -> bool:

@@ -23,19 +23,70 @@ from dbd.models import Base, Cluster, Job, NodeEvent, Received, Step, Usage
 from shoal.v1 import accounting_pb2 as pb
 
 FINISHED = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
-     "DEADLINE"}
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+    }
 )
 JOB_FIELDS = (
-    "array_job_id", "array_task_id", "name", "uid", "gid", "user", "account", "partition", "qos", "tres_req",
-    "tres_alloc", "nodelist", "alloc_cpus", "alloc_nodes", "req_cpus", "req_nodes", "req_mem_mb",
-    "submit_time", "eligible_time", "start_time", "end_time", "time_limit_min", "state", "exit_code",
-    "exit_signal", "derived_exit_code", "derived_exit_signal", "work_dir", "reason", "cancelled_by", "priority",
-    "suspended_secs", "suspend_time",
+    "array_job_id",
+    "array_task_id",
+    "name",
+    "uid",
+    "gid",
+    "user",
+    "account",
+    "partition",
+    "qos",
+    "tres_req",
+    "tres_alloc",
+    "nodelist",
+    "alloc_cpus",
+    "alloc_nodes",
+    "req_cpus",
+    "req_nodes",
+    "req_mem_mb",
+    "submit_time",
+    "eligible_time",
+    "start_time",
+    "end_time",
+    "time_limit_min",
+    "state",
+    "exit_code",
+    "exit_signal",
+    "derived_exit_code",
+    "derived_exit_signal",
+    "work_dir",
+    "reason",
+    "cancelled_by",
+    "priority",
+    "suspended_secs",
+    "suspend_time",
 )
 STEP_FIELDS = (
-    "name", "nodelist", "num_tasks", "num_cpus", "num_nodes", "start_time", "end_time", "state", "exit_code",
-    "exit_signal", "cpu_time_s", "max_rss_kb", "tres_alloc", "gpu_util_avg", "gpu_util_max", "gpu_mem_max_mb",
+    "name",
+    "nodelist",
+    "num_tasks",
+    "num_cpus",
+    "num_nodes",
+    "start_time",
+    "end_time",
+    "state",
+    "exit_code",
+    "exit_signal",
+    "cpu_time_s",
+    "max_rss_kb",
+    "tres_alloc",
+    "gpu_util_avg",
+    "gpu_util_max",
+    "gpu_mem_max_mb",
 )
 
 
@@ -93,8 +144,14 @@ def apply_records(session: Session, req: pb.SendRecordsRequest) -> tuple[int, in
     return int(received.last_seq), len(fresh)
 
 
-def _upsert(session: Session, table: Table, rows: Sequence[dict[str, Any]], keys: Sequence[str],
-            update: Sequence[str], add: Sequence[str] = ()) -> None:
+def _upsert(
+    session: Session,
+    table: Table,
+    rows: Sequence[dict[str, Any]],
+    keys: Sequence[str],
+    update: Sequence[str],
+    add: Sequence[str] = (),
+) -> None:
     """INSERT rows (all with the same keys); on a clash of `keys` overwrite the `update` columns and add
     to the `add` columns.
 
@@ -111,8 +168,14 @@ def _upsert(session: Session, table: Table, rows: Sequence[dict[str, Any]], keys
 
 
 @functools.cache
-def _compiled_upsert(dialect: Dialect, table: Table, keys: tuple[str, ...], update: tuple[str, ...],
-                     add: tuple[str, ...], columns: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+def _compiled_upsert(
+    dialect: Dialect,
+    table: Table,
+    keys: tuple[str, ...],
+    update: tuple[str, ...],
+    add: tuple[str, ...],
+    columns: tuple[str, ...],
+) -> tuple[str, tuple[str, ...]]:
     """The upsert's SQL for this dialect, and the column order of its positional parameters (empty for
     named ones). SQLAlchemy 2.0 does not cache the compiled form of its SQLite and MySQL upserts
     (their statements have no cache key), so executing the construct compiled it on every batch: two
@@ -157,13 +220,23 @@ def _apply_jobs(session: Session, cluster: str, records: Iterable[pb.JobRecord])
             _add_usage(usage, rec)
         states[key] = rec.state
         last[key] = rec
-    rows = [dict({f: getattr(r, f) for f in JOB_FIELDS}, cluster=cluster, job_id=r.job_id) for r in last.values()]
+    rows = [
+        dict({f: getattr(r, f) for f in JOB_FIELDS}, cluster=cluster, job_id=r.job_id) for r in last.values()
+    ]
     _upsert(session, JOBS, rows, ("cluster", "job_id", "submit_time"), JOB_FIELDS)
     if usage:
-        usage_rows = [dict(cluster=cluster, account=a, user=u, hour=h, cpu_seconds=c, gpu_seconds=g)
-                      for (a, u, h), (c, g) in usage.items()]
-        _upsert(session, USAGE, usage_rows, ("cluster", "account", "user", "hour"), (),
-                add=("cpu_seconds", "gpu_seconds"))
+        usage_rows = [
+            dict(cluster=cluster, account=a, user=u, hour=h, cpu_seconds=c, gpu_seconds=g)
+            for (a, u, h), (c, g) in usage.items()
+        ]
+        _upsert(
+            session,
+            USAGE,
+            usage_rows,
+            ("cluster", "account", "user", "hour"),
+            (),
+            add=("cpu_seconds", "gpu_seconds"),
+        )
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
@@ -199,7 +272,9 @@ def _apply_steps(session: Session, cluster: str, records: Sequence[pb.StepRecord
     rows_of: dict[int, list[tuple[int, int]]] = {}  # job id -> [(submit time, row id)]
     for chunk in _chunks(job_ids, ROWS_PER_STATEMENT):
         found = session.execute(
-            select(JOBS.c.job_id, JOBS.c.submit_time, JOBS.c.id).where(JOBS.c.cluster == cluster, JOBS.c.job_id.in_(chunk))
+            select(JOBS.c.job_id, JOBS.c.submit_time, JOBS.c.id).where(
+                JOBS.c.cluster == cluster, JOBS.c.job_id.in_(chunk)
+            )
         )
         for job_id, submit, row_id in found:
             rows_of.setdefault(job_id, []).append((submit, row_id))
@@ -210,21 +285,33 @@ def _apply_steps(session: Session, cluster: str, records: Sequence[pb.StepRecord
             candidates = [c for c in candidates if c[0] == rec.submit_time]
         if candidates:  # no submit time: the newest job with that id
             last[(max(candidates)[1], rec.step_id)] = rec
-    rows = [dict({f: getattr(r, f) for f in STEP_FIELDS}, job_row=job_row, step_id=step_id)
-            for (job_row, step_id), r in last.items()]
+    rows = [
+        dict({f: getattr(r, f) for f in STEP_FIELDS}, job_row=job_row, step_id=step_id)
+        for (job_row, step_id), r in last.items()
+    ]
     _upsert(session, STEPS, rows, ("job_row", "step_id"), STEP_FIELDS)
 
 
 def _apply_event(session: Session, cluster: str, rec: pb.NodeEventRecord) -> None:
     open_event = session.scalars(
-        select(NodeEvent).where(
-            NodeEvent.cluster == cluster, NodeEvent.node == rec.node, NodeEvent.end_time == 0
-        ).order_by(NodeEvent.start_time.desc())
+        select(NodeEvent)
+        .where(NodeEvent.cluster == cluster, NodeEvent.node == rec.node, NodeEvent.end_time == 0)
+        .order_by(NodeEvent.start_time.desc())
     ).first()
     if open_event is not None:
         open_event.end_time = rec.end_time or rec.start_time
     if rec.state:  # an empty state only closes the open event (the node is back)
-        session.add(NodeEvent(cluster=cluster, node=rec.node, state=rec.state, reason=rec.reason,
-                              reason_uid=rec.reason_uid, start_time=rec.start_time, end_time=rec.end_time,
-                              cpus=rec.cpus, gpus=rec.gpus))
+        session.add(
+            NodeEvent(
+                cluster=cluster,
+                node=rec.node,
+                state=rec.state,
+                reason=rec.reason,
+                reason_uid=rec.reason_uid,
+                start_time=rec.start_time,
+                end_time=rec.end_time,
+                cpus=rec.cpus,
+                gpus=rec.gpus,
+            )
+        )
     session.flush()

@@ -21,7 +21,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = DaemonArgumentParser(prog=PROG, description="shoal accounting daemon (slurmdbd)")
     p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-f", "--conf", help="slurmdbd.conf (default: $SLURMDBD_CONF, else beside slurm.conf)")
-    p.add_argument("-D", "--foreground", action="store_true", help="foreground, log copied to stderr (never forks)")
+    p.add_argument(
+        "-D", "--foreground", action="store_true", help="foreground, log copied to stderr (never forks)"
+    )
     p.add_argument("-L", "--logfile", help="log file (default: LogFile, else stderr)")
     p.add_argument("-v", "--verbose", action="count", default=0)
     return p.parse_args(argv)
@@ -46,8 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     try:
-        setup_logging(args.logfile or cfg.log_file or None, logging.DEBUG if args.verbose else logging.INFO,
-                      args.foreground)
+        setup_logging(
+            args.logfile or cfg.log_file or None,
+            logging.DEBUG if args.verbose else logging.INFO,
+            args.foreground,
+        )
     except OSError as exc:
         print(f"{PROG}: error: cannot open log file: {exc}", file=sys.stderr)
         return 1
@@ -74,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         sessions = open_database(cfg.database_url())
     except SQLAlchemyError as exc:
         message = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-        print(f"{PROG}: error: cannot open the accounting database ({cfg.storage_type}): {message}",
-              file=sys.stderr)
+        print(
+            f"{PROG}: error: cannot open the accounting database ({cfg.storage_type}): {message}",
+            file=sys.stderr,
+        )
         return 1
     address = f"{cfg.listen_addr}:{cfg.dbd_port}"
     try:
@@ -83,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     except BindError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    accounting_pb2_grpc.add_AccountingServicer_to_server(AccountingService(sessions, _uid_of(cfg.slurm_user), key), server)
+    accounting_pb2_grpc.add_AccountingServicer_to_server(
+        AccountingService(sessions, _uid_of(cfg.slurm_user), key), server
+    )
     server.start()
     if cfg.pid_file:
         try:
@@ -95,8 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     install_signals(stop, PROG)
     if cfg.purge_job_after_h:
-        threading.Thread(target=purge_loop, args=(sessions, cfg.purge_job_after_h * 3600, stop, time.time),
-                         daemon=True, name="purge").start()
+        threading.Thread(
+            target=purge_loop,
+            args=(sessions, cfg.purge_job_after_h * 3600, stop, time.time),
+            daemon=True,
+            name="purge",
+        ).start()
     notifier.ready()
     stop.wait()
     notifier.stopping()

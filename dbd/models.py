@@ -20,7 +20,9 @@ Num = Annotated[int, mapped_column(BigInteger, nullable=False, default=0)]
 UsageText = Annotated[str, mapped_column(String(128), nullable=False, default="", server_default="")]
 AddedNum = Annotated[int, mapped_column(BigInteger, nullable=False, default=0, server_default="0")]
 UsageLimit = Annotated[int, mapped_column(BigInteger, nullable=False, default=-1, server_default="-1")]
-Id = Annotated[int, mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)]
+Id = Annotated[
+    int, mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+]
 
 
 class Base(DeclarativeBase):
@@ -169,7 +171,9 @@ class Step(Base):
     __tablename__ = "steps"
     __table_args__ = (UniqueConstraint("job_row", "step_id", name="uq_step"),)
     id: Mapped[Id]
-    job_row: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False, index=True)
+    job_row: Mapped[int] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False, index=True
+    )
     step_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
     name: Mapped[Name]
     nodelist: Mapped[LongText]

@@ -24,7 +24,9 @@ def purge_jobs(session: Session, older_than: int) -> int:
     return len(ids)
 
 
-def purge_loop(sessions: sessionmaker[Session], age_s: int, stop: threading.Event, clock: Callable[[], float]) -> None:
+def purge_loop(
+    sessions: sessionmaker[Session], age_s: int, stop: threading.Event, clock: Callable[[], float]
+) -> None:
     while not stop.wait(60.0):
         try:
             with sessions.begin() as session:

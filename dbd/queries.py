@@ -128,9 +128,13 @@ def _fetch(conn: Connection, stmt: Select[Any], bucket: Any) -> list[tuple[Any, 
     if conn.dialect.name not in ("mysql", "mariadb"):
         return [tuple(r) for r in conn.execute(stmt)]
     conn.exec_driver_sql("SET SESSION group_concat_max_len = 1073741824")  # MariaDB caps JSON_ARRAYAGG by it
-    rows = stmt.with_only_columns(
-        func.json_array(*stmt.selected_columns).label("r"), bucket.op("DIV")(ROWS_PER_TEXT).label("b")
-    ).order_by(None).subquery()
+    rows = (
+        stmt.with_only_columns(
+            func.json_array(*stmt.selected_columns).label("r"), bucket.op("DIV")(ROWS_PER_TEXT).label("b")
+        )
+        .order_by(None)
+        .subquery()
+    )
     loads = json.loads
     out: list[tuple[Any, ...]] = []
     for (text,) in conn.execute(select(func.json_arrayagg(rows.c.r)).group_by(rows.c.b)):
@@ -148,7 +152,9 @@ def _steps_of(session: Session, job_rows: list[int], fields: list[str]) -> dict[
     wanted = set(job_rows)
     lo, hi = min(job_rows), max(job_rows)
     if len(job_rows) > 5000 and hi - lo < 4 * len(job_rows):
-        for step in _fetch(conn, query.where(Step.job_row.between(lo, hi)), Step.id):  # one range scan, filtered
+        for step in _fetch(
+            conn, query.where(Step.job_row.between(lo, hi)), Step.id
+        ):  # one range scan, filtered
             if step[0] in wanted:
                 steps[step[0]].append(step)
         return steps
@@ -177,8 +183,15 @@ def report(session: Session, req: pb.ReportRequest) -> pb.ReportResponse:
         row[1] += usage.gpu_seconds
     out = pb.ReportResponse(start=req.start, end=req.end)
     for (cluster, account, user), (cpu, gpu) in sorted(totals.items()):
-        out.rows.add(fields={"cluster": cluster, "account": account, "user": user, "cpu_seconds": str(cpu),
-                             "gpu_seconds": str(gpu)})
+        out.rows.add(
+            fields={
+                "cluster": cluster,
+                "account": account,
+                "user": user,
+                "cpu_seconds": str(cpu),
+                "gpu_seconds": str(gpu),
+            }
+        )
     cluster_row = session.get(Cluster, req.cluster) if req.cluster else None
     out.cluster_cpus = cluster_row.cpus if cluster_row is not None else 0
     out.cluster_gpus = cluster_row.gpus if cluster_row is not None else 0
@@ -196,7 +209,8 @@ def decayed_usage(session: Session, req: pb.GetUsageRequest) -> pb.GetUsageRespo
     """CPU- and GPU-seconds per (account, user) since `req.since`, each hour decayed from its middle to
     `req.now` with the half-life ctld uses (the seed of its fair-share ledger after a lost state)."""
     stmt = select(Usage.account, Usage.user, Usage.hour, Usage.cpu_seconds, Usage.gpu_seconds).where(
-        Usage.cluster == req.cluster, Usage.hour + 3600 > req.since)
+        Usage.cluster == req.cluster, Usage.hour + 3600 > req.since
+    )
     totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for account, user, hour, cpu, gpu in session.execute(stmt):
         age = max(0, req.now - hour - 1800)
@@ -210,8 +224,13 @@ def decayed_usage(session: Session, req: pb.GetUsageRequest) -> pb.GetUsageRespo
     return out
 
 
-DOWN_STATES = {"DOWN": "down", "DRAIN": "down", "FAIL": "down", "POWERED_DOWN": "plnd_down",
-               "POWER_DOWN": "plnd_down"}
+DOWN_STATES = {
+    "DOWN": "down",
+    "DRAIN": "down",
+    "FAIL": "down",
+    "POWERED_DOWN": "plnd_down",
+    "POWER_DOWN": "plnd_down",
+}
 
 
 def _overlap(start: int, end: int, req: pb.ReportRequest) -> int:
@@ -222,8 +241,11 @@ def _node_time(session: Session, req: pb.ReportRequest) -> dict[str, int]:
     """TRES-seconds of the period nodes spent down (DOWN/DRAIN) or planned down (powered down)."""
     out = {f"{kind}_{tres}": 0 for kind in ("down", "plnd_down") for tres in ("cpu", "gpu")}
     events = session.execute(
-        select(NodeEvent.state, NodeEvent.start_time, NodeEvent.end_time, NodeEvent.cpus, NodeEvent.gpus).where(
-            NodeEvent.cluster == req.cluster, NodeEvent.start_time < req.end,
+        select(
+            NodeEvent.state, NodeEvent.start_time, NodeEvent.end_time, NodeEvent.cpus, NodeEvent.gpus
+        ).where(
+            NodeEvent.cluster == req.cluster,
+            NodeEvent.start_time < req.end,
             or_(NodeEvent.end_time == 0, NodeEvent.end_time > req.start),
         )
     )
@@ -241,7 +263,9 @@ def _planned_time(session: Session, req: pb.ReportRequest) -> dict[str, int]:
     """TRES-seconds of the period jobs waited while eligible (Slurm's "Planned", once "Reserved")."""
     rows = session.execute(
         select(Job.eligible_time, Job.start_time, Job.end_time, Job.req_cpus, Job.tres_req).where(
-            Job.cluster == req.cluster, Job.eligible_time > 0, Job.eligible_time < req.end,
+            Job.cluster == req.cluster,
+            Job.eligible_time > 0,
+            Job.eligible_time < req.end,
             or_(Job.start_time == 0, Job.start_time > req.start),
             or_(Job.start_time > 0, Job.end_time == 0, Job.end_time > req.start),
         )

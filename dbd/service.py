@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("shoal.dbd")
 
 PUSH_LIMITS = "/shoal.v1.Controller/PushLimits"
-PUSH_TIMEOUT_S = 5.0  # a down ctld refuses at once; only a hung one holds sacctmgr this long (its poll catches up)
+PUSH_TIMEOUT_S = (
+    5.0  # a down ctld refuses at once; only a hung one holds sacctmgr this long (its poll catches up)
+)
 NOT_ADMIN = "Your user doesn't have privilege to perform this action"
 STORAGE_DOWN = "Unable to connect to the accounting storage"
 
@@ -95,7 +97,9 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
         return uid in (0, self._slurm_uid, os.getuid())
 
     @_admin_errors
-    def SendRecords(self, request: pb.SendRecordsRequest, context: grpc.ServicerContext) -> pb.SendRecordsResponse:
+    def SendRecords(
+        self, request: pb.SendRecordsRequest, context: grpc.ServicerContext
+    ) -> pb.SendRecordsResponse:
         if not self._privileged(current_caller().uid):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, NOT_ADMIN)
         try:

@@ -83,8 +83,11 @@ def _gpu_env(alloc: jobs_pb2.NodeAlloc | None, local_gpu_index: bool) -> dict[st
 def gpu_request_variables(spec: jobs_pb2.JobSpec) -> dict[str, str]:
     """SLURM_GPUS / SLURM_GPUS_PER_NODE / SLURM_GPUS_PER_TASK: the job's --gpus* options as given
     (22.05 sets them for those options only, never for --gres)."""
-    given = {"SLURM_GPUS": spec.gpus, "SLURM_GPUS_PER_NODE": spec.gpus_per_node,
-             "SLURM_GPUS_PER_TASK": spec.gpus_per_task}
+    given = {
+        "SLURM_GPUS": spec.gpus,
+        "SLURM_GPUS_PER_NODE": spec.gpus_per_node,
+        "SLURM_GPUS_PER_TASK": spec.gpus_per_task,
+    }
     return {name: value for name, value in given.items() if value}
 
 

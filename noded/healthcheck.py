@@ -65,8 +65,14 @@ def environment(node: HostedNode, slurm_conf: str) -> dict[str, str]:
 
 def check(node: HostedNode, config: HealthCheckConfig) -> hooks.HookResult:
     """Run the program once for `node`; a failure is logged."""
-    result = hooks.run_script(config.program, environment(node, config.slurm_conf), hooks.HEALTH_CHECK_TIMEOUT_S,
-                              "health check", node_ns=node.identity or None, threaded=True)
+    result = hooks.run_script(
+        config.program,
+        environment(node, config.slurm_conf),
+        hooks.HEALTH_CHECK_TIMEOUT_S,
+        "health check",
+        node_ns=node.identity or None,
+        threaded=True,
+    )
     if not result.ok:
         log.error("%s: %s", node.name, result.message)
     return result

@@ -18,8 +18,18 @@ from shoal.hookrun import HookResult, RunAs, expand, timeout_of
 from shoal.hookrun import run_all as _run_all
 from shoal.hookrun import run_script as _run_script
 
-__all__ = ["HookConfig", "HookResult", "RunAs", "apply_task_prolog", "expand", "run_all", "run_script",
-           "run_task_epilog", "run_task_prolog", "timeout_of"]
+__all__ = [
+    "HookConfig",
+    "HookResult",
+    "RunAs",
+    "apply_task_prolog",
+    "expand",
+    "run_all",
+    "run_script",
+    "run_task_epilog",
+    "run_task_prolog",
+    "timeout_of",
+]
 
 HEALTH_CHECK_TIMEOUT_S = 60  # Slurm kills a HealthCheckProgram that runs longer
 TASK_HOOK_TIMEOUT_S = None  # TaskProlog/TaskEpilog run as long as they take, as in Slurm
@@ -67,8 +77,16 @@ def run_script(
     if node_ns and threaded:
         from noded import nodens  # run as a file: the script's environment names no PYTHONPATH
 
-        prefix = [sys.executable, "-P", "-S", os.path.abspath(nodens.__file__), "--exec",
-                  node_ns.get("hostname", ""), node_ns.get("hosts", ""), "--"]
+        prefix = [
+            sys.executable,
+            "-P",
+            "-S",
+            os.path.abspath(nodens.__file__),
+            "--exec",
+            node_ns.get("hostname", ""),
+            node_ns.get("hosts", ""),
+            "--",
+        ]
         return _run_script(path, env, timeout, what, prefix=prefix, run_as=run_as, cwd=cwd)
     if node_ns:
         ns = dict(node_ns)
@@ -86,8 +104,13 @@ def run_all(
     threaded: bool = False,
 ) -> HookResult:
     """Every script a Prolog/Epilog setting names, in order, as root; the first failure stops the rest."""
-    return _run_all(specs, env, timeout, what,
-                    lambda path: run_script(path, env, timeout, what, node_ns=node_ns, threaded=threaded))
+    return _run_all(
+        specs,
+        env,
+        timeout,
+        what,
+        lambda path: run_script(path, env, timeout, what, node_ns=node_ns, threaded=threaded),
+    )
 
 
 def apply_task_prolog(output: str, env: dict[str, str]) -> list[str]:
@@ -97,13 +120,13 @@ def apply_task_prolog(output: str, env: dict[str, str]) -> list[str]:
     printed: list[str] = []
     for line in output.splitlines():
         if line.startswith("export "):
-            name, sep, value = line[len("export "):].strip().partition("=")
+            name, sep, value = line[len("export ") :].strip().partition("=")
             if sep and name:
                 env[name] = value
         elif line.startswith("unset "):
-            env.pop(line[len("unset "):].strip(), None)
+            env.pop(line[len("unset ") :].strip(), None)
         elif line.startswith("print "):
-            printed.append(line[len("print "):])
+            printed.append(line[len("print ") :])
     return printed
 
 
@@ -112,15 +135,24 @@ def run_task_prolog(path: str, env: dict[str, str], cwd: str) -> None:
     `env`, its `print` lines go to the task's stdout (fd 1). A failing TaskProlog does not stop the task."""
     if not path:
         return
-    result = run_script(path, {**env, "SLURM_SCRIPT_CONTEXT": "prolog_task"}, TASK_HOOK_TIMEOUT_S, "task prolog",
-                        cwd=cwd)
+    result = run_script(
+        path, {**env, "SLURM_SCRIPT_CONTEXT": "prolog_task"}, TASK_HOOK_TIMEOUT_S, "task prolog", cwd=cwd
+    )
     for line in apply_task_prolog(result.stdout, env):
         os.write(1, f"{line}\n".encode())
 
 
-def run_task_epilog(path: str, env: Mapping[str, str], cwd: str, node_ns: Mapping[str, str] | None,
-                    run_as: RunAs | None) -> None:
+def run_task_epilog(
+    path: str, env: Mapping[str, str], cwd: str, node_ns: Mapping[str, str] | None, run_as: RunAs | None
+) -> None:
     """After a task ended, as its user in its environment (the output is dropped, as in Slurm)."""
     if path:
-        run_script(path, {**env, "SLURM_SCRIPT_CONTEXT": "epilog_task"}, TASK_HOOK_TIMEOUT_S, "task epilog",
-                   node_ns=node_ns, run_as=run_as if os.geteuid() == 0 else None, cwd=cwd)
+        run_script(
+            path,
+            {**env, "SLURM_SCRIPT_CONTEXT": "epilog_task"},
+            TASK_HOOK_TIMEOUT_S,
+            "task epilog",
+            node_ns=node_ns,
+            run_as=run_as if os.geteuid() == 0 else None,
+            cwd=cwd,
+        )

@@ -44,10 +44,17 @@ def load_isolation(slurm_conf_path: str, gpu_files: Mapping[int, str], scope: st
         return None
     version = detect_version(conf.plugin, conf.mountpoint)
     if version is None:
-        log.warning("no usable %s hierarchy under %s: cgroup constraints not enforced", conf.plugin, conf.mountpoint)
+        log.warning(
+            "no usable %s hierarchy under %s: cgroup constraints not enforced", conf.plugin, conf.mountpoint
+        )
         return None
-    log.info("cgroup %s enforcement (cores=%s ram=%s devices=%s)", version, conf.constrain_cores,
-             conf.constrain_ram_space, conf.constrain_devices)
+    log.info(
+        "cgroup %s enforcement (cores=%s ram=%s devices=%s)",
+        version,
+        conf.constrain_cores,
+        conf.constrain_ram_space,
+        conf.constrain_devices,
+    )
     return Isolation(conf=conf, version=version, gpu_files=dict(gpu_files), scope=scope)
 
 
@@ -97,7 +104,9 @@ def memory_limits(conf: CgroupConf, mem_mb: int) -> tuple[int, int]:
     return mem, memsw
 
 
-def cgroup_request(isolation: Isolation, node: str, job_id: int, alloc: jobs_pb2.NodeAlloc | None) -> CgroupRequest:
+def cgroup_request(
+    isolation: Isolation, node: str, job_id: int, alloc: jobs_pb2.NodeAlloc | None
+) -> CgroupRequest:
     """The cgroup of job `job_id` on `node` for its allocation there."""
     conf = isolation.conf
     cpus: list[int] = []
@@ -138,5 +147,10 @@ def step_cgroup_request(isolation: Isolation, req: node_pb2.LaunchTasksRequest, 
             dev = _device(isolation.gpu_files.get(index, ""))
             if dev is not None:
                 denied.append(dev)
-    return job.child(step_name(req.step.step_id), cpus=step_cpus(isolation, req, node), mem_bytes=mem,
-                     memsw_bytes=memsw, deny_devices=denied)
+    return job.child(
+        step_name(req.step.step_id),
+        cpus=step_cpus(isolation, req, node),
+        mem_bytes=mem,
+        memsw_bytes=memsw,
+        deny_devices=denied,
+    )

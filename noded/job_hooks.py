@@ -49,9 +49,14 @@ def prolog_before_first_step(node: HostedNode, req: node_pb2.LaunchTasksRequest)
         if recorded is not None and recorded.get("run") == job.restarts:
             return hooks.HookResult(True)
         env = hook_environment(job, node.name, node.hooks.cluster_name, node.hooks.slurm_conf)
-        result = hooks.run_all(node.hooks.prolog, {**env, "SLURM_SCRIPT_CONTEXT": "prolog_slurmd"},
-                               hooks.timeout_of(node.hooks.timeout), "prolog", node_ns=node.identity or None,
-                               threaded=True)
+        result = hooks.run_all(
+            node.hooks.prolog,
+            {**env, "SLURM_SCRIPT_CONTEXT": "prolog_slurmd"},
+            hooks.timeout_of(node.hooks.timeout),
+            "prolog",
+            node_ns=node.identity or None,
+            threaded=True,
+        )
         if result.ok:
             spool.write_json_atomic(path, {"run": job.restarts, "env": env}, mode=0o600)
         return result
@@ -78,9 +83,14 @@ def _epilog(node: HostedNode, job_id: int, path: Path, drain: Drain) -> None:
     env = recorded.get("env") if isinstance(recorded, dict) else None
     if not isinstance(env, dict) or not node.hooks.epilog:
         return
-    result = hooks.run_all(node.hooks.epilog, {**env, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"},
-                           hooks.timeout_of(node.hooks.timeout), "epilog", node_ns=node.identity or None,
-                           threaded=True)
+    result = hooks.run_all(
+        node.hooks.epilog,
+        {**env, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"},
+        hooks.timeout_of(node.hooks.timeout),
+        "epilog",
+        node_ns=node.identity or None,
+        threaded=True,
+    )
     if not result.ok:
         log.error("%s: job %d: %s", node.name, job_id, result.message)
         drain(node.name, "Epilog error")

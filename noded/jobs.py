@@ -149,8 +149,11 @@ def _mark_lost(job_id: int, path: Path, now: float, node_fail: bool = False) -> 
             "exit_signal": int(signal.SIGKILL),
             "end_time": int(now),
             "launch_failed": False,
-            "message": (f"slurmstepd of job {job_id} was gone when shoal-noded started" if node_fail
-                        else f"slurmstepd of job {job_id} ended without a status"),
+            "message": (
+                f"slurmstepd of job {job_id} was gone when shoal-noded started"
+                if node_fail
+                else f"slurmstepd of job {job_id} ended without a status"
+            ),
             "node_fail": node_fail,
         }
         spool.write_json_atomic(path / spool.STATUS, data)

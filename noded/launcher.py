@@ -99,8 +99,9 @@ def build_spec(
         node_ns=dict(identity or {}),
         prolog=list(hooks.prolog),
         epilog=list(hooks.epilog),
-        hook_env=hook_environment(job, node_conf.name, hooks.cluster_name or req.cluster_name,
-                                  hooks.slurm_conf or req.slurm_conf),
+        hook_env=hook_environment(
+            job, node_conf.name, hooks.cluster_name or req.cluster_name, hooks.slurm_conf or req.slurm_conf
+        ),
         hook_timeout=hooks.timeout,
         task_prolog=hooks.task_prolog,
         task_epilog=hooks.task_epilog,

@@ -14,31 +14,33 @@ class LaunchSpec:
     """One batch script launch, every path already resolved and every id already checked."""
 
     job_id: int
-    script: str                      # path of the script to exec
-    argv: list[str]                  # arguments after the script
+    script: str  # path of the script to exec
+    argv: list[str]  # arguments after the script
     env: dict[str, str]
     uid: int
     gid: int
-    groups: list[int]                # supplementary groups
+    groups: list[int]  # supplementary groups
     user: str
     home: str
     cwd: str
     stdout: str
     stderr: str
     stdin: str
-    open_mode: str = "truncate"      # or "append"
-    kill_wait: float = 30.0          # seconds between SIGTERM and SIGKILL
+    open_mode: str = "truncate"  # or "append"
+    kill_wait: float = 30.0  # seconds between SIGTERM and SIGKILL
     umask: int = 0o022
-    notify_socket: str = ""          # noded's datagram socket; "" = none
+    notify_socket: str = ""  # noded's datagram socket; "" = none
     cgroup: dict[str, Any] = field(default_factory=dict)  # noded.cgroup.CgroupRequest; {} = none
-    run: int = 0                     # the job's restart count: which run of a requeued job this is
-    node_ns: dict[str, str] = field(default_factory=dict)  # noded.nodens.identity(); {} = the host's namespaces
-    prolog: list[str] = field(default_factory=list)   # Prolog scripts/globs, run as root before the script
-    epilog: list[str] = field(default_factory=list)   # Epilog scripts/globs, run as root after the job
+    run: int = 0  # the job's restart count: which run of a requeued job this is
+    node_ns: dict[str, str] = field(
+        default_factory=dict
+    )  # noded.nodens.identity(); {} = the host's namespaces
+    prolog: list[str] = field(default_factory=list)  # Prolog scripts/globs, run as root before the script
+    epilog: list[str] = field(default_factory=list)  # Epilog scripts/globs, run as root after the job
     hook_env: dict[str, str] = field(default_factory=dict)  # their environment (noded.env.hook_environment)
-    hook_timeout: int = 65534                         # PrologEpilogTimeout
-    task_prolog: str = ""                             # TaskProlog, run as the user before the script
-    task_epilog: str = ""                             # TaskEpilog, run as the user after it
+    hook_timeout: int = 65534  # PrologEpilogTimeout
+    task_prolog: str = ""  # TaskProlog, run as the user before the script
+    task_epilog: str = ""  # TaskEpilog, run as the user after it
 
     def save(self, path: Path) -> None:
         """Write the spec readable by root only (it holds the user's environment)."""

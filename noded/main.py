@@ -64,31 +64,51 @@ class StartError(Exception):
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = DaemonArgumentParser(prog=PROG, description="shoal node agent (slurmd)")
     parser.add_argument("-V", "--version", action="version", version=shoal.version_line())
-    parser.add_argument("-N", dest="nodes", action="append", metavar="NODENAME", help="node to serve (repeatable)")
+    parser.add_argument(
+        "-N", dest="nodes", action="append", metavar="NODENAME", help="node to serve (repeatable)"
+    )
     parser.add_argument("-f", dest="conf", metavar="CONF", help="slurm.conf (default: $SLURM_CONF)")
-    parser.add_argument("-D", dest="foreground", action="store_true",
-                        help="foreground, log copied to stderr (never forks)")
-    parser.add_argument("-L", dest="logfile", metavar="LOGFILE", help="log file (default: SlurmdLogFile, else stderr)")
+    parser.add_argument(
+        "-D", dest="foreground", action="store_true", help="foreground, log copied to stderr (never forks)"
+    )
+    parser.add_argument(
+        "-L", dest="logfile", metavar="LOGFILE", help="log file (default: SlurmdLogFile, else stderr)"
+    )
     agent = parser.add_mutually_exclusive_group()
     agent.add_argument("--agent-socket", metavar="PATH", help="serve the local agent on PATH")
     agent.add_argument("--no-agent", action="store_true", help="do not start the local agent")
-    parser.add_argument("--no-command-runner", action="store_true",
-                        help="do not start the agent's warm command runner (commands then start Python each time)")
+    parser.add_argument(
+        "--no-command-runner",
+        action="store_true",
+        help="do not start the agent's warm command runner (commands then start Python each time)",
+    )
     parser.add_argument(
         "--report-config", action="store_true", help="report the configured hardware instead of the real one"
     )
     parser.add_argument(
-        "--node-namespaces", action="store_true",
+        "--node-namespaces",
+        action="store_true",
         help="emulated nodes (-N) run their jobs with the node's name as hostname and every node's name in "
-             "/etc/hosts (private namespaces; what `shoal up` uses)",
+        "/etc/hosts (private namespaces; what `shoal up` uses)",
     )
-    parser.add_argument("--conf-server", metavar="HOST[:PORT][,...]",
-                        help="configless: fetch slurm.conf and the files beside it from shoal-ctld at start "
-                             "(SlurmctldParameters=enable_configless); run from the cached copy")
-    parser.add_argument("--conf-cache", metavar="DIR", default=DEFAULT_CONF_CACHE,
-                        help=f"configless: where the fetched files are kept (default: {DEFAULT_CONF_CACHE})")
-    parser.add_argument("--key-file", metavar="PATH", default=configless.DEFAULT_KEY_FILE,
-                        help=f"configless: the cluster key (default: {configless.DEFAULT_KEY_FILE})")
+    parser.add_argument(
+        "--conf-server",
+        metavar="HOST[:PORT][,...]",
+        help="configless: fetch slurm.conf and the files beside it from shoal-ctld at start "
+        "(SlurmctldParameters=enable_configless); run from the cached copy",
+    )
+    parser.add_argument(
+        "--conf-cache",
+        metavar="DIR",
+        default=DEFAULT_CONF_CACHE,
+        help=f"configless: where the fetched files are kept (default: {DEFAULT_CONF_CACHE})",
+    )
+    parser.add_argument(
+        "--key-file",
+        metavar="PATH",
+        default=configless.DEFAULT_KEY_FILE,
+        help=f"configless: the cluster key (default: {configless.DEFAULT_KEY_FILE})",
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
 
@@ -116,7 +136,9 @@ def select_nodes(cfg: SlurmConfig, names: list[str] | None, report_config: bool)
     overrides = report_config or "config_overrides" in cfg.slurmd_parameters
     real = len(confs) == 1 and confs[0].name == host and not overrides
     return [
-        HostedNode(conf, spool_root(cfg.slurmd_spool_dir, conf.name, host), cfg.slurmd_port_of(conf), not real)
+        HostedNode(
+            conf, spool_root(cfg.slurmd_spool_dir, conf.name, host), cfg.slurmd_port_of(conf), not real
+        )
         for conf in confs
     ]
 
@@ -135,8 +157,12 @@ def _setup_logging(cfg: SlurmConfig, args: argparse.Namespace, first_node: str) 
     """-L, else SlurmdLogFile (%n: the first node served, %h: this host), else stderr; -D copies to stderr."""
     path = (args.logfile or cfg.slurmd_log_file).replace("%n", first_node).replace("%h", short_hostname())
     try:
-        setup_logging(path or None, logging.DEBUG if args.verbose > 1 else logging.INFO, args.foreground,
-                      "[%(asctime)s] %(levelname)s: %(message)s")
+        setup_logging(
+            path or None,
+            logging.DEBUG if args.verbose > 1 else logging.INFO,
+            args.foreground,
+            "[%(asctime)s] %(levelname)s: %(message)s",
+        )
     except OSError as exc:
         raise StartError(f"cannot open log file {path}: {exc.strerror or exc}") from exc
 
@@ -180,9 +206,7 @@ class Noded:
                 pass
 
 
-def start_servers(
-    nodes: list[HostedNode], service: NodeAgentService, key: bytes
-) -> list[grpc.Server]:
+def start_servers(nodes: list[HostedNode], service: NodeAgentService, key: bytes) -> list[grpc.Server]:
     """One authenticated gRPC server per node on NodeAddr:Port; BindError names the address."""
     servers: list[grpc.Server] = []
     try:
@@ -219,7 +243,9 @@ def discover_node_gpus(
     cfg: SlurmConfig, nodes: list[HostedNode], nvml: Any | None
 ) -> dict[str, list[cluster_pb2.GpuDevice]]:
     """Each served node's GPUs, found once at start: NVML (real, else $SHOAL_FAKE_NVML), else gres.conf."""
-    found = {n.name: [to_proto(g) for g in gpu_discovery.node_gpus(n.name, cfg.gres_conf, nvml)] for n in nodes}
+    found = {
+        n.name: [to_proto(g) for g in gpu_discovery.node_gpus(n.name, cfg.gres_conf, nvml)] for n in nodes
+    }
     for name, gpus in found.items():
         if gpus:
             log.info("%s: %d GPU(s)%s", name, len(gpus), " (NVML)" if nvml is not None else " (gres.conf)")
@@ -246,13 +272,19 @@ def node_identities(cfg: SlurmConfig, nodes: list[HostedNode]) -> list[HostedNod
     emulated = [n for n in nodes if n.emulated]
     if not emulated:
         return nodes
-    probe = subprocess.run([sys.executable, "-P", "-m", "noded.nodens", "--probe"], capture_output=True, text=True,
-                           timeout=30)
+    probe = subprocess.run(
+        [sys.executable, "-P", "-m", "noded.nodens", "--probe"], capture_output=True, text=True, timeout=30
+    )
     if probe.returncode != 0:
-        log.warning("node names will not resolve inside jobs: cannot make private namespaces as uid %d (%s)%s",
-                    os.geteuid(), probe.stderr.strip() or f"exit {probe.returncode}",
-                    "; allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
-                    "user.max_user_namespaces) or run as root" if os.geteuid() else "")
+        log.warning(
+            "node names will not resolve inside jobs: cannot make private namespaces as uid %d (%s)%s",
+            os.geteuid(),
+            probe.stderr.strip() or f"exit {probe.returncode}",
+            "; allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+            "user.max_user_namespaces) or run as root"
+            if os.geteuid()
+            else "",
+        )
         return nodes
     names = [(n.name, n.addr) for n in cfg.nodes]
     out = []
@@ -261,7 +293,9 @@ def node_identities(cfg: SlurmConfig, nodes: list[HostedNode]) -> list[HostedNod
             try:
                 hosts = nodens.write_hosts(node.spool, names)
             except OSError as exc:
-                raise StartError(f"cannot write {node.spool / nodens.HOSTS_FILE}: {exc.strerror or exc}") from exc
+                raise StartError(
+                    f"cannot write {node.spool / nodens.HOSTS_FILE}: {exc.strerror or exc}"
+                ) from exc
             node = dataclasses.replace(node, identity=nodens.identity(node.name, hosts))
         out.append(node)
     return out
@@ -270,37 +304,62 @@ def node_identities(cfg: SlurmConfig, nodes: list[HostedNode]) -> list[HostedNod
 def hook_config(cfg: SlurmConfig) -> HookConfig:
     """The job scripts slurm.conf names (Prolog, Epilog, TaskProlog, TaskEpilog)."""
     return HookConfig(
-        prolog=cfg.prolog, epilog=cfg.epilog, task_prolog=cfg.task_prolog, task_epilog=cfg.task_epilog,
-        timeout=cfg.prolog_epilog_timeout, cluster_name=cfg.cluster_name, slurm_conf=os.path.abspath(cfg.path),
+        prolog=cfg.prolog,
+        epilog=cfg.epilog,
+        task_prolog=cfg.task_prolog,
+        task_epilog=cfg.task_epilog,
+        timeout=cfg.prolog_epilog_timeout,
+        cluster_name=cfg.cluster_name,
+        slurm_conf=os.path.abspath(cfg.path),
     )
 
 
 def health_check_config(cfg: SlurmConfig) -> HealthCheckConfig:
-    return HealthCheckConfig(cfg.health_check_program, cfg.health_check_interval, cfg.health_check_node_state,
-                             os.path.abspath(cfg.path))
+    return HealthCheckConfig(
+        cfg.health_check_program,
+        cfg.health_check_interval,
+        cfg.health_check_node_state,
+        os.path.abspath(cfg.path),
+    )
 
 
 def ctld_node_state(stub: Stub) -> NodeState:
     """A node's state as ctld has it (HealthCheckNodeState picks nodes by it); "" when ctld does not answer."""
+
     def state(name: str) -> str:
         try:
-            reply = stub.call(GET_NODES, controller_pb2.GetNodesRequest(names=[name]),
-                              controller_pb2.GetNodesResponse, timeout=5)
+            reply = stub.call(
+                GET_NODES,
+                controller_pb2.GetNodesRequest(names=[name]),
+                controller_pb2.GetNodesResponse,
+                timeout=5,
+            )
         except grpc.RpcError:
             return ""
         return reply.nodes[0].state if reply.nodes else ""
+
     return state
 
 
 def ctld_drain(stub: Stub) -> Callable[[str, str], None]:
     """Drain a node through ctld as root (a node's failed Prolog/Epilog of a step); failures are logged."""
+
     def drain(name: str, reason: str) -> None:
-        fields = [common_pb2.KeyValue(key="State", value="DRAIN"), common_pb2.KeyValue(key="Reason", value=reason)]
+        fields = [
+            common_pb2.KeyValue(key="State", value="DRAIN"),
+            common_pb2.KeyValue(key="Reason", value=reason),
+        ]
         try:
-            stub.call(UPDATE_NODE, controller_pb2.UpdateNodeRequest(nodes=name, fields=fields),
-                      controller_pb2.UpdateNodeResponse, timeout=10, attempts=3)
+            stub.call(
+                UPDATE_NODE,
+                controller_pb2.UpdateNodeRequest(nodes=name, fields=fields),
+                controller_pb2.UpdateNodeResponse,
+                timeout=10,
+                attempts=3,
+            )
         except grpc.RpcError as exc:
             log.error("%s: cannot drain (%s): %s", name, reason, exc.details())
+
     return drain
 
 
@@ -334,8 +393,11 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
     node_gpus = discover_node_gpus(cfg, nodes, nvml)
     try:
         nodes = [
-            dataclasses.replace(n, isolation=load_isolation(cfg.path, gpu_files(node_gpus[n.name]), cgroup_scope(cfg, n)),
-                                gpu_cpus=gpu_cpus(node_gpus[n.name]))
+            dataclasses.replace(
+                n,
+                isolation=load_isolation(cfg.path, gpu_files(node_gpus[n.name]), cgroup_scope(cfg, n)),
+                gpu_cpus=gpu_cpus(node_gpus[n.name]),
+            )
             for n in nodes
         ]
     except ConfigError as exc:
@@ -344,8 +406,11 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         nodes = node_identities(cfg, nodes)
     nodes = [dataclasses.replace(n, hooks=hook_config(cfg)) for n in nodes]
     if "ALLOC" in cfg.prolog_flags and cfg.prolog:
-        log.warning("PrologFlags=%s: shoal runs the Prolog at the batch script's launch and at each other node's "
-                    "first step, not at allocation", ",".join(f.title() for f in cfg.prolog_flags))
+        log.warning(
+            "PrologFlags=%s: shoal runs the Prolog at the batch script's launch and at each other node's "
+            "first step, not at allocation",
+            ",".join(f.title() for f in cfg.prolog_flags),
+        )
 
     def hardware(node: HostedNode) -> cluster_pb2.NodeHardware:
         current = discover_hardware()
@@ -368,8 +433,13 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         if not args.no_agent:
             socket_path = args.agent_socket or cfg.agent_socket
             # ctld and dbd: sacct and sacctmgr work on a compute node (inside jobs) as on a login host
-            noded.agent = AgentServer(socket_path, key, targets_from_config(cfg), host=socket.gethostname(),
-                                      command_runner=not args.no_command_runner)
+            noded.agent = AgentServer(
+                socket_path,
+                key,
+                targets_from_config(cfg),
+                host=socket.gethostname(),
+                command_runner=not args.no_command_runner,
+            )
             noded.agent.start()
         health = health_check_config(cfg)
         if health.program:  # once before the nodes register and take work, as slurmd does
@@ -382,8 +452,9 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         noded.reporter.start()
         noded.health = HealthChecker(nodes, health, ctld_node_state(ctld))
         noded.health.start()
-        service.reload = noded.reload = partial(reload, args, conf_path, nodes, node_gpus, nvml, service,
-                                                 noded.health)
+        service.reload = noded.reload = partial(
+            reload, args, conf_path, nodes, node_gpus, nvml, service, noded.health
+        )
     except AgentServerError as exc:
         noded.stop()
         raise StartError(exc.message) from exc
@@ -392,9 +463,15 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
     return noded
 
 
-def reload(args: argparse.Namespace, conf_path: str, nodes: list[HostedNode],
-           node_gpus: dict[str, list[cluster_pb2.GpuDevice]], nvml: Any | None,
-           service: NodeAgentService, health: HealthChecker) -> None:
+def reload(
+    args: argparse.Namespace,
+    conf_path: str,
+    nodes: list[HostedNode],
+    node_gpus: dict[str, list[cluster_pb2.GpuDevice]],
+    nvml: Any | None,
+    service: NodeAgentService,
+    health: HealthChecker,
+) -> None:
     """ctld's Reconfigure: fetch the files again (configless), read slurm.conf, gres.conf and cgroup.conf,
     and take the hooks, the health check, KillWait, cgroup limits and GPUs from them. A file that does
     not parse is logged and the node runs on as it was (ctld refused it already, or the copy is stale)."""
@@ -403,10 +480,16 @@ def reload(args: argparse.Namespace, conf_path: str, nodes: list[HostedNode],
             conf_path = configless.start(args.conf_server, args.conf_cache, args.key_file).conf
         cfg = load_slurm_conf(conf_path)
         gpus = discover_node_gpus(cfg, nodes, nvml)
-        fresh = [dataclasses.replace(n, conf=cfg.node(n.name) or n.conf, hooks=hook_config(cfg),
-                                     isolation=load_isolation(cfg.path, gpu_files(gpus[n.name]), cgroup_scope(cfg, n)),
-                                     gpu_cpus=gpu_cpus(gpus[n.name]))
-                 for n in nodes]
+        fresh = [
+            dataclasses.replace(
+                n,
+                conf=cfg.node(n.name) or n.conf,
+                hooks=hook_config(cfg),
+                isolation=load_isolation(cfg.path, gpu_files(gpus[n.name]), cgroup_scope(cfg, n)),
+                gpu_cpus=gpu_cpus(gpus[n.name]),
+            )
+            for n in nodes
+        ]
     except (ConfigError, configless.ConfiglessError) as exc:
         log.error("reconfigure: %s; the node runs on with its configuration as it was", exc)
         return

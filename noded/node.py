@@ -20,8 +20,12 @@ class HostedNode:
     port: int
     emulated: bool
     isolation: Isolation | None = None  # cgroup enforcement; None = none
-    gpu_cpus: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # CPUs affine to each GPU (--gpu-bind=closest)
-    identity: Mapping[str, str] = field(default_factory=dict)  # noded.nodens: its own hostname/hosts; {} = the host's
+    gpu_cpus: Mapping[int, tuple[int, ...]] = field(
+        default_factory=dict
+    )  # CPUs affine to each GPU (--gpu-bind=closest)
+    identity: Mapping[str, str] = field(
+        default_factory=dict
+    )  # noded.nodens: its own hostname/hosts; {} = the host's
     hooks: HookConfig = field(default_factory=HookConfig)  # Prolog, Epilog, TaskProlog, TaskEpilog
 
     @property

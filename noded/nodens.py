@@ -111,7 +111,9 @@ def enter(ident: Mapping[str, str]) -> None:
             raise NamespaceError(exc.errno or 0, f"user namespace id maps: {exc.strerror}") from exc
     _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     if hosts and os.path.exists(HOSTS):
-        _check(libc.mount(hosts.encode(), HOSTS.encode(), None, MS_BIND, None), f"mount --bind {hosts} {HOSTS}")
+        _check(
+            libc.mount(hosts.encode(), HOSTS.encode(), None, MS_BIND, None), f"mount --bind {hosts} {HOSTS}"
+        )
     try:
         socket.sethostname(hostname)
     except OSError as exc:

@@ -163,7 +163,9 @@ class Reporter:
                 return False
         for node in self._nodes:
             for step in tasks.reap_lost_steps(node.spool):
-                log.warning("%s: %s lost its slurmstepd: its tasks killed, its cgroup removed", node.name, step)
+                log.warning(
+                    "%s: %s lost its slurmstepd: its tasks killed, its cgroup removed", node.name, step
+                )
             running, finished = jobs.scan(node.spool)
             self._sample_gpus(node, running)
             for job in finished:
@@ -196,7 +198,9 @@ class Reporter:
             reports_finished=True,
         )
         try:
-            reply = self._stub.call(REGISTER, request, controller_pb2.RegisterNodeResponse, timeout=self._timeout)
+            reply = self._stub.call(
+                REGISTER, request, controller_pb2.RegisterNodeResponse, timeout=self._timeout
+            )
         except grpc.RpcError as exc:
             self._unreachable(f"{node.name}: registration failed", exc)
             return False
@@ -242,8 +246,11 @@ class Reporter:
     def _usage(self, job: jobs.FinishedJob) -> jobs_pb2.Usage:
         gpu = self._gpu_sampler.usage(job.job_id) if self._gpu_sampler is not None else GpuUsage()
         return jobs_pb2.Usage(
-            max_rss_kb=job.max_rss_kb, cpu_time_us=job.cpu_time_us,
-            gpu_util_avg=gpu.util_avg, gpu_util_max=gpu.util_max, gpu_mem_max_mb=gpu.mem_max_mb,
+            max_rss_kb=job.max_rss_kb,
+            cpu_time_us=job.cpu_time_us,
+            gpu_util_avg=gpu.util_avg,
+            gpu_util_max=gpu.util_max,
+            gpu_mem_max_mb=gpu.mem_max_mb,
         )
 
     def _unreachable(self, what: str, exc: grpc.RpcError) -> None:

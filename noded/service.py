@@ -77,7 +77,9 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._kill_wait = kill_wait
         self._start_time = start_time
         self._clock = clock
-        self.on_ctld_ping: Callable[[int], None] = lambda ctld_start_time: None  # the reporter's, once it runs
+        self.on_ctld_ping: Callable[[int], None] = lambda ctld_start_time: (
+            None
+        )  # the reporter's, once it runs
         self.local_conf = ""  # configless: SLURM_CONF for jobs here is this node's cached copy
         self.drain: job_hooks.Drain = lambda node, reason: None  # asks ctld to drain a node (main sets it)
         self.reload: Callable[[], None] = lambda: None  # re-reads the configuration (main sets it)
@@ -121,8 +123,15 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         if self.local_conf:
             request.slurm_conf = self.local_conf
         kill_wait = request.kill_wait or self._kill_wait
-        launch_batch(request, node.conf, node.spool, kill_wait, isolation=node.isolation,
-                     identity=node.identity, hooks=node.hooks)
+        launch_batch(
+            request,
+            node.conf,
+            node.spool,
+            kill_wait,
+            isolation=node.isolation,
+            identity=node.identity,
+            hooks=node.hooks,
+        )
         log.info("%s: launched batch job %d", node.name, request.job.job_id)
         return node_pb2.LaunchBatchResponse()
 
@@ -136,8 +145,14 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         shell = False
         if request.batch_only or request.full:
             shell = jobs.signal_job(node.spool, request.job_id, request.signal, request.batch_only)
-        steps = 0 if request.batch_only else tasks.signal_steps(node.spool, request.job_id, None, request.signal)
-        if not shell and not steps and (request.batch_only or not jobs.job_exists(node.spool, request.job_id)):
+        steps = (
+            0 if request.batch_only else tasks.signal_steps(node.spool, request.job_id, None, request.signal)
+        )
+        if (
+            not shell
+            and not steps
+            and (request.batch_only or not jobs.job_exists(node.spool, request.job_id))
+        ):
             context.abort(
                 grpc.StatusCode.NOT_FOUND, f"Job {request.job_id} is not running on node {node.name}"
             )
@@ -167,9 +182,16 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         node = self._node(request.node, context)
         method = suspend.suspend_job(node, request.job_id, request.suspend)
         if method == suspend.NOT_HERE:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"Job {request.job_id} is not running on node {node.name}")
-        log.info("%s: job %d %s (%s)", node.name, request.job_id,
-                 "suspended" if request.suspend else "resumed", method)
+            context.abort(
+                grpc.StatusCode.NOT_FOUND, f"Job {request.job_id} is not running on node {node.name}"
+            )
+        log.info(
+            "%s: job %d %s (%s)",
+            node.name,
+            request.job_id,
+            "suspended" if request.suspend else "resumed",
+            method,
+        )
         return node_pb2.NodeSuspendJobResponse(method=method)
 
     @_launch_errors
@@ -188,8 +210,16 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
             log.error("%s: job %d: %s", node.name, request.job.job_id, prolog.message)
             self.drain(node.name, "Prolog error")
             context.abort(grpc.StatusCode.INTERNAL, f"Job prolog failed ({prolog.message})")
-        tasks.launch_tasks(request, node.name, node.spool, kill_wait, node.isolation, node.gpu_cpus,
-                           identity=node.identity, hooks=node.hooks)
+        tasks.launch_tasks(
+            request,
+            node.name,
+            node.spool,
+            kill_wait,
+            node.isolation,
+            node.gpu_cpus,
+            identity=node.identity,
+            hooks=node.hooks,
+        )
         return node_pb2.LaunchTasksResponse()
 
     def SignalStep(
@@ -200,8 +230,9 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         tasks.signal_steps(node.spool, request.job_id, request.step_id, request.signal)
         return node_pb2.SignalStepResponse()
 
-    def Reconfigure(self, request: node_pb2.NodeReconfigRequest,
-                    context: grpc.ServicerContext) -> node_pb2.NodeReconfigResponse:
+    def Reconfigure(
+        self, request: node_pb2.NodeReconfigRequest, context: grpc.ServicerContext
+    ) -> node_pb2.NodeReconfigResponse:
         """ctld's REQUEST_RECONFIGURE (after `scontrol reconfigure`): read the files again."""
         self._node(request.node, context)
         # one noded serving several nodes gets one call per node, all sent after ctld took the files:
@@ -218,7 +249,9 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         self._nodes.update((name, node) for name, node in nodes.items() if name in self._nodes)
         self._kill_wait = kill_wait
 
-    def Ping(self, request: node_pb2.NodePingRequest, context: grpc.ServicerContext) -> node_pb2.NodePingResponse:
+    def Ping(
+        self, request: node_pb2.NodePingRequest, context: grpc.ServicerContext
+    ) -> node_pb2.NodePingResponse:
         node = self._node(request.node, context)
         self.on_ctld_ping(request.ctld_start_time)
         free = free_memory_mb()

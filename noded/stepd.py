@@ -78,23 +78,34 @@ class Supervisor:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         if spool.cancel_marker(self.job_dir.parent, self.spec.job_id).exists():
             # TerminateJob came before this stepd had its pid on record: never start the job.
-            status.update(exit_signal=int(signal.SIGTERM), message="cancelled before start", end_time=int(time.time()))
+            status.update(
+                exit_signal=int(signal.SIGTERM), message="cancelled before start", end_time=int(time.time())
+            )
             return status
         prolog = self.run_node_hook(self.spec.prolog, "prolog")
         if not prolog.ok:
             # the script never runs; ctld drains the node and requeues the job held (ctld.job_hooks)
-            status.update(exit_code=1, launch_failed=True, prolog_failed=True, message=prolog.message,
-                          end_time=int(time.time()))
+            status.update(
+                exit_code=1,
+                launch_failed=True,
+                prolog_failed=True,
+                message=prolog.message,
+                end_time=int(time.time()),
+            )
             return status
         if self.spec.prolog and spool.cancel_marker(self.job_dir.parent, self.spec.job_id).exists():
             # cancelled while the Prolog ran (a SIGTERM waits, blocked): the script never starts; the
             # Epilog runs, as after any job that ran the Prolog
-            status.update(exit_signal=int(signal.SIGTERM), message="cancelled before start", end_time=int(time.time()))
+            status.update(
+                exit_signal=int(signal.SIGTERM), message="cancelled before start", end_time=int(time.time())
+            )
             return self.after_epilog(status)
         try:
             cgroup = make_cgroup(self.spec)
         except CgroupError as exc:
-            status.update(exit_code=1, launch_failed=True, message=f"task/cgroup: {exc}", end_time=int(time.time()))
+            status.update(
+                exit_code=1, launch_failed=True, message=f"task/cgroup: {exc}", end_time=int(time.time())
+            )
             return status
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         # The script starts only once its pid is on record: a signal sent the moment it prints
@@ -133,15 +144,24 @@ class Supervisor:
         status["usage"] = {k: cgroup_usage.get(k) or v for k, v in rusage_usage(rusage).items()}
         if error:
             io_failed = error.startswith(STREAM_OPEN_FAILED)
-            status.update(exit_code=0 if io_failed else 1, exit_signal=IO_SETUP_FAILED if io_failed else 0,
-                          launch_failed=True, message=error)
+            status.update(
+                exit_code=0 if io_failed else 1,
+                exit_signal=IO_SETUP_FAILED if io_failed else 0,
+                launch_failed=True,
+                message=error,
+            )
         elif os.WIFSIGNALED(wait_status):
             status["exit_signal"] = os.WTERMSIG(wait_status)
         else:
             status["exit_code"] = os.waitstatus_to_exitcode(wait_status)
         status["end_time"] = int(time.time())
-        hooks.run_task_epilog(self.spec.task_epilog, self.spec.env, self.spec.cwd, self.spec.node_ns,
-                              hooks.RunAs(self.spec.uid, self.spec.gid, tuple(self.spec.groups)))
+        hooks.run_task_epilog(
+            self.spec.task_epilog,
+            self.spec.env,
+            self.spec.cwd,
+            self.spec.node_ns,
+            hooks.RunAs(self.spec.uid, self.spec.gid, tuple(self.spec.groups)),
+        )
         return self.after_epilog(status)
 
     def after_epilog(self, status: dict[str, object]) -> dict[str, object]:
@@ -156,8 +176,9 @@ class Supervisor:
         if not scripts:
             return hooks.HookResult(True)
         env = {**self.spec.hook_env, "SLURM_SCRIPT_CONTEXT": f"{what}_slurmd"}
-        result = hooks.run_all(scripts, env, hooks.timeout_of(self.spec.hook_timeout), what,
-                               node_ns=self.spec.node_ns)
+        result = hooks.run_all(
+            scripts, env, hooks.timeout_of(self.spec.hook_timeout), what, node_ns=self.spec.node_ns
+        )
         if not result.ok:
             print(f"slurmstepd: error: job {self.spec.job_id}: {result.message}", file=sys.stderr)
         return result
@@ -241,7 +262,9 @@ def _exec_job(spec: LaunchSpec, err_w: int, cgroup: StepCgroup | None = None) ->
             try:
                 nodens.enter(spec.node_ns)
             except OSError as exc:
-                raise LaunchError(f"node namespaces for {spec.node_ns.get('hostname')}: {exc.strerror}") from exc
+                raise LaunchError(
+                    f"node namespaces for {spec.node_ns.get('hostname')}: {exc.strerror}"
+                ) from exc
         if os.geteuid() == 0:
             os.setgroups(spec.groups)
             os.setgid(spec.gid)

@@ -53,7 +53,10 @@ class _ForkServer:
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "noded.stepd_spawn", "--fd", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, cwd="/", close_fds=True,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                cwd="/",
+                close_fds=True,
             )
         except OSError as exc:
             log.warning("cannot start the stepd fork server: %s", exc)
@@ -135,8 +138,14 @@ def spawn(path: Path) -> int:
         return code
     result = subprocess.run(
         [sys.executable, "-m", "noded.stepd", str(path)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, close_fds=True, cwd="/", timeout=SPAWN_TIMEOUT_S, check=False,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        cwd="/",
+        timeout=SPAWN_TIMEOUT_S,
+        check=False,
     )
     return result.returncode
 

@@ -42,8 +42,13 @@ def suspend_job(node: HostedNode, job_id: int, suspend: bool) -> str:
     steps = tasks.signal_steps(node.spool, job_id, None, sig)
     if not shell and not steps:
         return NOT_HERE
-    log.info("%s: job %d: no cgroup freezer here, %s its processes with %s", node.name, job_id,
-             "stopped" if suspend else "continued", sig.name)
+    log.info(
+        "%s: job %d: no cgroup freezer here, %s its processes with %s",
+        node.name,
+        job_id,
+        "stopped" if suspend else "continued",
+        sig.name,
+    )
     return SIGNALS
 
 

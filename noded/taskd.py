@@ -36,8 +36,8 @@ CONNECT_TIMEOUT_S = 10.0
 class TaskSpec:
     gtid: int
     env: dict[str, str]
-    stdin: str = ""       # "srun" = from srun, else a path ("/dev/null")
-    stdout: str = ""      # "" = to srun, else a path
+    stdin: str = ""  # "srun" = from srun, else a path ("/dev/null")
+    stdout: str = ""  # "" = to srun, else a path
     stderr: str = ""
 
 
@@ -81,7 +81,7 @@ class StepSupervisor:
         self.spec = spec
         self.sock: socket.socket | None = None
         self.send_lock = threading.Lock()
-        self.pids: dict[int, int] = {}          # gtid -> pid (= its process group)
+        self.pids: dict[int, int] = {}  # gtid -> pid (= its process group)
         self.stdin_fds: dict[int, int] = {}
         self.terminating = False
         self.connection_lost = False
@@ -109,7 +109,11 @@ class StepSupervisor:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        hello = {"node": self.spec.node, "token": self.spec.io_token, "tasks": [t.gtid for t in self.spec.tasks]}
+        hello = {
+            "node": self.spec.node,
+            "token": self.spec.io_token,
+            "tasks": [t.gtid for t in self.spec.tasks],
+        }
         self.send(taskio.json_frame(taskio.HELLO, 0, hello))
 
     # -- signals ------------------------------------------------------------------------------
@@ -240,7 +244,9 @@ class StepSupervisor:
         except CgroupError as exc:
             self.cgroup = None
             for task in self.spec.tasks:
-                self.send(taskio.frame(taskio.ERR, task.gtid, f"slurmstepd: error: task/cgroup: {exc}\n".encode()))
+                self.send(
+                    taskio.frame(taskio.ERR, task.gtid, f"slurmstepd: error: task/cgroup: {exc}\n".encode())
+                )
                 self.send(taskio.json_frame(taskio.EXIT, task.gtid, {"code": 1, "signal": 0}))
             return False
 
@@ -268,7 +274,9 @@ class StepSupervisor:
         if signal.SIGTERM in signal.sigpending():
             self.terminating = True
             for task in self.spec.tasks:  # ended by the terminate before they began
-                self.send(taskio.json_frame(taskio.EXIT, task.gtid, {"code": 0, "signal": int(signal.SIGTERM)}))
+                self.send(
+                    taskio.json_frame(taskio.EXIT, task.gtid, {"code": 0, "signal": int(signal.SIGTERM)})
+                )
         else:
             for task in self.spec.tasks:
                 readers[task.gtid] = self.start_task(task)
@@ -290,8 +298,13 @@ class StepSupervisor:
             _killpg(pid, signal.SIGKILL)  # what the task left running ends with it
             self.task_epilog(gtid)
             cpu_us = int((rusage.ru_utime + rusage.ru_stime) * 1_000_000)
-            ended = {"code": code, "signal": sig, "max_rss_kb": rusage.ru_maxrss, "cpu_time_us": cpu_us,
-                     "oom": sig == signal.SIGKILL and self.oom_killed()}
+            ended = {
+                "code": code,
+                "signal": sig,
+                "max_rss_kb": rusage.ru_maxrss,
+                "cpu_time_us": cpu_us,
+                "oom": sig == signal.SIGKILL and self.oom_killed(),
+            }
             self.send(taskio.json_frame(taskio.EXIT, gtid, ended))
         if self.cgroup is not None and self.ooms:
             note = oom_note(f"{self.spec.job_id}.{self.spec.step_id}", self.ooms)
@@ -374,7 +387,9 @@ def _exec_task(
 def _step_cgroup(spec: StepSpec) -> StepCgroup:
     from noded.cgroup import CgroupRequest, StepCgroup
 
-    return StepCgroup(CgroupRequest.from_dict(spec.extra["cgroup"]), CgroupRequest.from_dict(spec.extra["step_cgroup"]))
+    return StepCgroup(
+        CgroupRequest.from_dict(spec.extra["cgroup"]), CgroupRequest.from_dict(spec.extra["step_cgroup"])
+    )
 
 
 def supervise_step(launch_path: Path) -> int:

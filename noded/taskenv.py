@@ -31,12 +31,22 @@ GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NO
 # Variables of the job's own environment (batch script, salloc) that tasks only have by inheriting
 # them through srun's environment: an srun that made its own allocation has none of them (22.05).
 # SLURM_JOB_GPUS too: a step's tasks on every node see the batch host's value (22.05).
-INHERITED_ONLY = ("SLURM_MEM_PER_CPU", "SLURM_MEM_PER_NODE", "SLURM_NODE_ALIASES", "SLURM_GPUS",
-                  "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK", "SLURM_JOB_GPUS", "SLURM_NTASKS_PER_NODE")
+INHERITED_ONLY = (
+    "SLURM_MEM_PER_CPU",
+    "SLURM_MEM_PER_NODE",
+    "SLURM_NODE_ALIASES",
+    "SLURM_GPUS",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_JOB_GPUS",
+    "SLURM_NTASKS_PER_NODE",
+)
 
 
 def step_gpu_env(
-    req: node_pb2.LaunchTasksRequest, node: str, devices_constrained: bool,
+    req: node_pb2.LaunchTasksRequest,
+    node: str,
+    devices_constrained: bool,
     gpu_cpus: Mapping[int, Sequence[int]] | None = None,
 ) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
     """(variables common to the node's tasks, per-task variables) for the step's GPUs on `node`.
@@ -54,13 +64,24 @@ def step_gpu_env(
     if not step_gpus:
         return {}, {}
     here = list(step.layout[index].task_ids)
-    common = {"SLURM_STEP_GPUS": ",".join(str(g) for g in step_gpus), "SLURM_GPUS_ON_NODE": str(len(step_gpus))}
+    common = {
+        "SLURM_STEP_GPUS": ",".join(str(g) for g in step_gpus),
+        "SLURM_GPUS_ON_NODE": str(len(step_gpus)),
+    }
     per_task: dict[int, dict[str, str]] = {}
     bind = step.launch.gpu_bind if step.num_tasks > 1 else ""
     blocks = split_cpus(step.layout[index].cpu_ids or (alloc.cpu_ids if alloc is not None else ()), len(here))
     for local, gtid in enumerate(here):
-        seen = task_gpus(step_gpus, local, len(here), step.launch.gpus_per_task, bind,
-                         task_cpus=blocks[local], gpu_cpus=gpu_cpus, map_relative=devices_constrained)
+        seen = task_gpus(
+            step_gpus,
+            local,
+            len(here),
+            step.launch.gpus_per_task,
+            bind,
+            task_cpus=blocks[local],
+            gpu_cpus=gpu_cpus,
+            map_relative=devices_constrained,
+        )
         visible = visible_devices(job_gpus, seen, devices_constrained)
         per_task[gtid] = {"CUDA_VISIBLE_DEVICES": visible, "GPU_DEVICE_ORDINAL": visible}
         if step.launch.gpus_per_task and not bind:  # 22.05: each task's own GPUs (its per_task binding)
@@ -69,7 +90,10 @@ def step_gpu_env(
 
 
 def task_environments(
-    req: node_pb2.LaunchTasksRequest, node: str, base_env: Mapping[str, str], devices_constrained: bool = False,
+    req: node_pb2.LaunchTasksRequest,
+    node: str,
+    base_env: Mapping[str, str],
+    devices_constrained: bool = False,
     gpu_cpus: Mapping[int, Sequence[int]] | None = None,
 ) -> dict[int, dict[str, str]]:
     """Environment of every task of `req.step` on `node`, by global task id."""

@@ -73,8 +73,12 @@ def _stdin(mode: str, gtid: int, cwd: str, fields: dict[str, str]) -> str:
 
 
 def build_step_spec(
-    req: node_pb2.LaunchTasksRequest, node: str, kill_wait: float, isolation: Isolation | None = None,
-    gpu_cpus: Mapping[int, Sequence[int]] | None = None, identity: Mapping[str, str] | None = None,
+    req: node_pb2.LaunchTasksRequest,
+    node: str,
+    kill_wait: float,
+    isolation: Isolation | None = None,
+    gpu_cpus: Mapping[int, Sequence[int]] | None = None,
+    identity: Mapping[str, str] | None = None,
     hooks: HookConfig | None = None,
 ) -> StepSpec:
     job, step = req.job, req.step
@@ -89,8 +93,13 @@ def build_step_spec(
     if not launch.argv:
         raise LaunchRefused("No command given")
     groups = os.getgrouplist(pw.pw_name, job.group_id) if euid == 0 else []
-    base_env = {"HOME": pw.pw_dir, "USER": pw.pw_name, "LOGNAME": pw.pw_name,
-                "SHELL": pw.pw_shell or "/bin/sh", "PATH": DEFAULT_PATH}
+    base_env = {
+        "HOME": pw.pw_dir,
+        "USER": pw.pw_name,
+        "LOGNAME": pw.pw_name,
+        "SHELL": pw.pw_shell or "/bin/sh",
+        "PATH": DEFAULT_PATH,
+    }
     constrained = isolation is not None and isolation.devices_constrained
     try:
         envs = task_environments(req, node, base_env, devices_constrained=constrained, gpu_cpus=gpu_cpus)
@@ -112,30 +121,56 @@ def build_step_spec(
     tasks = []
     for gtid, env in envs.items():
         fields = {
-            "j": str(job.job_id), "J": str(job.job_id), "s": str(step.step_id), "t": str(gtid),
-            "n": str(index), "N": node, "u": pw.pw_name, "x": job.spec.name,
-            "A": str(job.array_job_id or job.job_id), "a": str(max(job.array_task_id, 0)),
+            "j": str(job.job_id),
+            "J": str(job.job_id),
+            "s": str(step.step_id),
+            "t": str(gtid),
+            "n": str(index),
+            "N": node,
+            "u": pw.pw_name,
+            "x": job.spec.name,
+            "A": str(job.array_job_id or job.job_id),
+            "a": str(max(job.array_task_id, 0)),
         }
-        tasks.append(TaskSpec(
-            gtid=gtid,
-            env=env,
-            stdin=_stdin(launch.std_in, gtid, cwd, fields),
-            stdout=_stream(launch.std_out, cwd, fields),
-            stderr=_stream(launch.std_err or launch.std_out, cwd, fields),
-        ))
+        tasks.append(
+            TaskSpec(
+                gtid=gtid,
+                env=env,
+                stdin=_stdin(launch.std_in, gtid, cwd, fields),
+                stdout=_stream(launch.std_out, cwd, fields),
+                stderr=_stream(launch.std_err or launch.std_out, cwd, fields),
+            )
+        )
     return StepSpec(
-        job_id=job.job_id, step_id=step.step_id, node=node, uid=job.user_id, gid=job.group_id,
-        groups=groups, cwd=cwd, argv=list(launch.argv), tasks=tasks, io_host=launch.io_host,
-        io_port=launch.io_port, io_token=launch.io_token, unbuffered=launch.unbuffered,
+        job_id=job.job_id,
+        step_id=step.step_id,
+        node=node,
+        uid=job.user_id,
+        gid=job.group_id,
+        groups=groups,
+        cwd=cwd,
+        argv=list(launch.argv),
+        tasks=tasks,
+        io_host=launch.io_host,
+        io_port=launch.io_port,
+        io_token=launch.io_token,
+        unbuffered=launch.unbuffered,
         open_mode="append" if launch.open_mode == "append" else "truncate",
-        umask=launch.umask or 0o022, kill_wait=kill_wait, extra=extra,
+        umask=launch.umask or 0o022,
+        kill_wait=kill_wait,
+        extra=extra,
     )
 
 
 def launch_tasks(
-    req: node_pb2.LaunchTasksRequest, node: str, spool_root: Path, kill_wait: float,
-    isolation: Isolation | None = None, gpu_cpus: Mapping[int, Sequence[int]] | None = None,
-    identity: Mapping[str, str] | None = None, hooks: HookConfig | None = None,
+    req: node_pb2.LaunchTasksRequest,
+    node: str,
+    spool_root: Path,
+    kill_wait: float,
+    isolation: Isolation | None = None,
+    gpu_cpus: Mapping[int, Sequence[int]] | None = None,
+    identity: Mapping[str, str] | None = None,
+    hooks: HookConfig | None = None,
 ) -> None:
     """Start this node's tasks of the step under their own supervisor. Idempotent per step.
 
@@ -185,8 +220,10 @@ def _wait_for_earlier_run(path: Path, job: jobs_pb2.JobInfo) -> bool:
         except OSError:
             return False
         if time.monotonic() >= deadline:
-            raise LaunchFailed(f"StepId={job.job_id}.{path.name.rsplit('.', 1)[1]} of the job's previous run "
-                               "is still ending on this node")
+            raise LaunchFailed(
+                f"StepId={job.job_id}.{path.name.rsplit('.', 1)[1]} of the job's previous run "
+                "is still ending on this node"
+            )
         time.sleep(0.1)
 
 
@@ -258,7 +295,7 @@ def running_step_jobs(spool_root: Path) -> list[int]:
         name = path.name
         if not name.startswith(STEP_PREFIX):
             continue
-        job_text = name[len(STEP_PREFIX):].partition(".")[0]
+        job_text = name[len(STEP_PREFIX) :].partition(".")[0]
         if job_text.isdigit() and spool.live_pid(path / spool.STEPD_PID) is not None:
             found.add(int(job_text))
     return sorted(found)

@@ -10,5 +10,8 @@ def enter_workdir(cwd: str) -> None:
     try:
         os.chdir(cwd)
     except OSError as exc:
-        os.write(2, f"slurmstepd: error: couldn't chdir to `{cwd}': {exc.strerror}: going to /tmp instead\n".encode())
+        os.write(
+            2,
+            f"slurmstepd: error: couldn't chdir to `{cwd}': {exc.strerror}: going to /tmp instead\n".encode(),
+        )
         os.chdir("/tmp")

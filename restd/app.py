@@ -72,14 +72,21 @@ Handler = Callable[[RestContext, Call, Identity], Json]
 
 def ping(ctx: RestContext, call: Call, who: Identity) -> Json:
     started = time.monotonic()
-    resp = ctx.backend.ctld(who, "Ping", controller_pb2.PingRequest(), controller_pb2.PingResponse, "slurm_ping()")
+    resp = ctx.backend.ctld(
+        who, "Ping", controller_pb2.PingRequest(), controller_pb2.PingResponse, "slurm_ping()"
+    )
     return {"pings": [convert.ping(resp, int((time.monotonic() - started) * 1_000_000))]}
 
 
 def diag(ctx: RestContext, call: Call, who: Identity) -> Json:
     """ctld's sdiag counters (GetDiag), in slurmrestd's field names."""
-    resp = ctx.backend.ctld(who, "GetDiag", controller_pb2.GetDiagRequest(), controller_pb2.GetDiagResponse,
-                            "slurm_get_statistics()")
+    resp = ctx.backend.ctld(
+        who,
+        "GetDiag",
+        controller_pb2.GetDiagRequest(),
+        controller_pb2.GetDiagResponse,
+        "slurm_get_statistics()",
+    )
     return {"statistics": convert.statistics(resp)}
 
 
@@ -91,29 +98,49 @@ def _changed(job: Any) -> int:
 
 def jobs(ctx: RestContext, call: Call, who: Identity) -> Json:
     since = _integer(call.query.get("update_time", ""), "update_time")
-    resp = ctx.backend.ctld(who, "GetJobs", controller_pb2.GetJobsRequest(include_finished=True, show_all=True),
-                            controller_pb2.GetJobsResponse, "slurm_load_jobs()")
+    resp = ctx.backend.ctld(
+        who,
+        "GetJobs",
+        controller_pb2.GetJobsRequest(include_finished=True, show_all=True),
+        controller_pb2.GetJobsResponse,
+        "slurm_load_jobs()",
+    )
     listed = [j for j in resp.jobs if since is None or _changed(j) > since]
-    return {"jobs": [convert.job_info(j) for j in listed], "last_backfill": convert.no_val(None),
-            "last_update": convert.no_val(resp.now)}
+    return {
+        "jobs": [convert.job_info(j) for j in listed],
+        "last_backfill": convert.no_val(None),
+        "last_update": convert.no_val(resp.now),
+    }
 
 
 def job(ctx: RestContext, call: Call, who: Identity) -> Json:
     job_id = _job_id(call)
-    resp = ctx.backend.ctld(who, "GetJobs", controller_pb2.GetJobsRequest(job_id_strs=[job_id], include_finished=True,
-                            show_all=True), controller_pb2.GetJobsResponse, "slurm_load_job()")
+    resp = ctx.backend.ctld(
+        who,
+        "GetJobs",
+        controller_pb2.GetJobsRequest(job_id_strs=[job_id], include_finished=True, show_all=True),
+        controller_pb2.GetJobsResponse,
+        "slurm_load_job()",
+    )
     if not resp.jobs:
         raise RestError(INVALID_JOB_ID, "Invalid job id specified", "slurm_load_job()")
-    return {"jobs": [convert.job_info(j) for j in resp.jobs], "last_backfill": convert.no_val(None),
-            "last_update": convert.no_val(resp.now)}
+    return {
+        "jobs": [convert.job_info(j) for j in resp.jobs],
+        "last_backfill": convert.no_val(None),
+        "last_update": convert.no_val(resp.now),
+    }
 
 
 def cancel(ctx: RestContext, call: Call, who: Identity) -> Json:
     job_id = _job_id(call)
-    request = controller_pb2.SignalJobsRequest(job_ids=[job_id], signal=signal_number(call.query.get("signal", "")))
+    request = controller_pb2.SignalJobsRequest(
+        job_ids=[job_id], signal=signal_number(call.query.get("signal", ""))
+    )
     if call.query.get("flags", "") == "BATCH_JOB":
         request.batch_only = True
-    resp = ctx.backend.ctld(who, "SignalJobs", request, controller_pb2.SignalJobsResponse, "slurm_kill_job2()")
+    resp = ctx.backend.ctld(
+        who, "SignalJobs", request, controller_pb2.SignalJobsResponse, "slurm_kill_job2()"
+    )
     for result in resp.results:
         if result.code:
             message = result.message or "Invalid job id specified"
@@ -125,15 +152,25 @@ def submit(ctx: RestContext, call: Call, who: Identity) -> Json:
     home = _home(who)
     spec, warnings = job_spec(call.body, home, socket.gethostname().split(".")[0])
     call.warnings.extend(warnings)
-    resp = ctx.backend.ctld(who, "SubmitJob", controller_pb2.SubmitJobRequest(spec=spec),
-                            controller_pb2.SubmitJobResponse, "slurm_submit_batch_job()")
+    resp = ctx.backend.ctld(
+        who,
+        "SubmitJob",
+        controller_pb2.SubmitJobRequest(spec=spec),
+        controller_pb2.SubmitJobResponse,
+        "slurm_submit_batch_job()",
+    )
     return {"job_id": resp.job_id, "step_id": "batch", "job_submit_user_msg": resp.user_message}
 
 
 def nodes(ctx: RestContext, call: Call, who: Identity) -> Json:
     names = [call.params["node_name"]] if "node_name" in call.params else []
-    resp = ctx.backend.ctld(who, "GetNodes", controller_pb2.GetNodesRequest(names=names),
-                            controller_pb2.GetNodesResponse, "slurm_load_node()")
+    resp = ctx.backend.ctld(
+        who,
+        "GetNodes",
+        controller_pb2.GetNodesRequest(names=names),
+        controller_pb2.GetNodesResponse,
+        "slurm_load_node()",
+    )
     if names and not resp.nodes:
         raise RestError(INVALID_NODE_NAME, "Invalid node name specified", "slurm_load_node()")
     return {"nodes": [convert.node(n) for n in resp.nodes], "last_update": convert.no_val(resp.now)}
@@ -147,19 +184,31 @@ def update_node(ctx: RestContext, call: Call, who: Identity) -> Json:
 
 def partitions(ctx: RestContext, call: Call, who: Identity) -> Json:
     names = [call.params["partition_name"]] if "partition_name" in call.params else []
-    resp = ctx.backend.ctld(who, "GetPartitions", controller_pb2.GetPartitionsRequest(names=names),
-                            controller_pb2.GetPartitionsResponse, "slurm_load_partitions()")
+    resp = ctx.backend.ctld(
+        who,
+        "GetPartitions",
+        controller_pb2.GetPartitionsRequest(names=names),
+        controller_pb2.GetPartitionsResponse,
+        "slurm_load_partitions()",
+    )
     found = [p for p in resp.partitions if not names or p.name in names]
     if names and not found:
         raise RestError(INVALID_PARTITION, "Invalid partition name specified", "slurm_load_partitions()")
-    return {"partitions": [convert.partition(p, ctx.cluster) for p in found],
-            "last_update": convert.no_val(int(ctx.clock()))}
+    return {
+        "partitions": [convert.partition(p, ctx.cluster) for p in found],
+        "last_update": convert.no_val(int(ctx.clock())),
+    }
 
 
 def reservations(ctx: RestContext, call: Call, who: Identity) -> Json:
     names = [call.params["reservation_name"]] if "reservation_name" in call.params else []
-    resp = ctx.backend.ctld(who, "GetReservations", controller_pb2.GetReservationsRequest(names=names),
-                            controller_pb2.GetReservationsResponse, "slurm_load_reservations()")
+    resp = ctx.backend.ctld(
+        who,
+        "GetReservations",
+        controller_pb2.GetReservationsRequest(names=names),
+        controller_pb2.GetReservationsResponse,
+        "slurm_load_reservations()",
+    )
     found = [r for r in resp.reservations if not names or r.name in names]
     if names and not found:
         raise RestError(SLURM_ERROR, "Reservation not found", "slurm_load_reservations()")
@@ -167,8 +216,13 @@ def reservations(ctx: RestContext, call: Call, who: Identity) -> Json:
 
 
 def shares(ctx: RestContext, call: Call, who: Identity) -> Json:
-    resp = ctx.backend.ctld(who, "GetShares", controller_pb2.GetSharesRequest(), controller_pb2.GetSharesResponse,
-                            "slurm_associations_get_shares()")
+    resp = ctx.backend.ctld(
+        who,
+        "GetShares",
+        controller_pb2.GetSharesRequest(),
+        controller_pb2.GetSharesResponse,
+        "slurm_associations_get_shares()",
+    )
     return {"shares": convert.shares(resp, ctx.cluster)}
 
 
@@ -179,24 +233,41 @@ def db_jobs(ctx: RestContext, call: Call, who: Identity) -> Json:
     query = accounting_pb2.JobQuery(clusters=[ctx.cluster])
     if "job_id" in call.params:
         query.job_ids.append(_job_id(call))
-    for param, target in (("users", query.users), ("account", query.accounts), ("partition", query.partitions),
-                          ("job_name", query.names), ("state", query.states)):
+    for param, target in (
+        ("users", query.users),
+        ("account", query.accounts),
+        ("partition", query.partitions),
+        ("job_name", query.names),
+        ("state", query.states),
+    ):
         target.extend(v for v in call.query.get(param, "").split(",") if v)
     for param, attr in (("start_time", "start"), ("end_time", "end")):
         value = _integer(call.query.get(param, ""), param)
         if value is not None:
             setattr(query, attr, value)
-    resp = ctx.backend.dbd(who, "GetJobs", accounting_pb2.AcctJobsRequest(query=query),
-                           accounting_pb2.AcctJobsResponse, "slurmdb_jobs_get()")
+    resp = ctx.backend.dbd(
+        who,
+        "GetJobs",
+        accounting_pb2.AcctJobsRequest(query=query),
+        accounting_pb2.AcctJobsResponse,
+        "slurmdb_jobs_get()",
+    )
     rows = convert.table_rows(resp.jobs)
     if "job_id" in call.params and not rows:
         raise RestError(INVALID_JOB_ID, "Invalid job id specified", "slurmdb_jobs_get()")
     return {"jobs": [convert.db_job(r) for r in rows]}
 
 
-def _show(ctx: RestContext, who: Identity, kind: str, source: str, with_assoc: bool = False) -> list[dict[str, str]]:
-    resp = ctx.backend.dbd(who, "Show", accounting_pb2.ShowRequest(kind=kind, with_assoc=with_assoc),
-                           accounting_pb2.ShowResponse, source)
+def _show(
+    ctx: RestContext, who: Identity, kind: str, source: str, with_assoc: bool = False
+) -> list[dict[str, str]]:
+    resp = ctx.backend.dbd(
+        who,
+        "Show",
+        accounting_pb2.ShowRequest(kind=kind, with_assoc=with_assoc),
+        accounting_pb2.ShowResponse,
+        source,
+    )
     return [dict(row.fields) for row in resp.rows]
 
 
@@ -238,15 +309,42 @@ ROUTES: tuple[tuple[str, str, Handler, Json, str], ...] = (
     ("GET", f"{SLURM}/job/{{job_id}}", job, _EMPTY_JOBS, "slurmctld"),
     ("DELETE", f"{SLURM}/job/{{job_id}}", cancel, {"status": []}, "slurmctld"),
     ("GET", f"{SLURM}/nodes/", nodes, {"nodes": [], "last_update": convert.no_val(None)}, "slurmctld"),
-    ("GET", f"{SLURM}/node/{{node_name}}", nodes, {"nodes": [], "last_update": convert.no_val(None)}, "slurmctld"),
+    (
+        "GET",
+        f"{SLURM}/node/{{node_name}}",
+        nodes,
+        {"nodes": [], "last_update": convert.no_val(None)},
+        "slurmctld",
+    ),
     ("POST", f"{SLURM}/node/{{node_name}}", update_node, {}, "slurmctld"),
-    ("GET", f"{SLURM}/partitions/", partitions, {"partitions": [], "last_update": convert.no_val(None)}, "slurmctld"),
-    ("GET", f"{SLURM}/partition/{{partition_name}}", partitions,
-     {"partitions": [], "last_update": convert.no_val(None)}, "slurmctld"),
-    ("GET", f"{SLURM}/reservations/", reservations,
-     {"reservations": [], "last_update": convert.no_val(None)}, "slurmctld"),
-    ("GET", f"{SLURM}/reservation/{{reservation_name}}", reservations,
-     {"reservations": [], "last_update": convert.no_val(None)}, "slurmctld"),
+    (
+        "GET",
+        f"{SLURM}/partitions/",
+        partitions,
+        {"partitions": [], "last_update": convert.no_val(None)},
+        "slurmctld",
+    ),
+    (
+        "GET",
+        f"{SLURM}/partition/{{partition_name}}",
+        partitions,
+        {"partitions": [], "last_update": convert.no_val(None)},
+        "slurmctld",
+    ),
+    (
+        "GET",
+        f"{SLURM}/reservations/",
+        reservations,
+        {"reservations": [], "last_update": convert.no_val(None)},
+        "slurmctld",
+    ),
+    (
+        "GET",
+        f"{SLURM}/reservation/{{reservation_name}}",
+        reservations,
+        {"reservations": [], "last_update": convert.no_val(None)},
+        "slurmctld",
+    ),
     ("GET", f"{SLURM}/shares", shares, {"shares": {}}, "slurmctld"),
     ("GET", f"{SLURMDB}/jobs/", db_jobs, {"jobs": []}, "slurmdbd"),
     ("GET", f"{SLURMDB}/job/{{job_id}}", db_jobs, {"jobs": []}, "slurmdbd"),
@@ -260,21 +358,40 @@ ROUTES: tuple[tuple[str, str, Handler, Json, str], ...] = (
 def meta(plugin: str, source: str, who: Identity | None) -> Json:
     major, minor, micro = (SLURM_VERSION.split(".") + ["0", "0"])[:3]
     return {
-        "plugin": {"type": f"openapi/{plugin}", "name": f"Slurm OpenAPI {plugin}",
-                   "data_parser": "data_parser/v0.0.44", "accounting_storage": ""},
+        "plugin": {
+            "type": f"openapi/{plugin}",
+            "name": f"Slurm OpenAPI {plugin}",
+            "data_parser": "data_parser/v0.0.44",
+            "accounting_storage": "",
+        },
         "client": {"source": source, "user": who.name if who else "", "group": who.group if who else ""},
         "command": [],
-        "slurm": {"version": {"major": major, "minor": minor, "micro": micro}, "release": SLURM_VERSION,
-                  "cluster": ""},
+        "slurm": {
+            "version": {"major": major, "minor": minor, "micro": micro},
+            "release": SLURM_VERSION,
+            "cluster": "",
+        },
     }
 
 
-def _respond(status: int, fields: Json, plugin: str, source: str, who: Identity | None,
-             errors: list[Json], warnings: list[str], cluster: str) -> web.Response:
+def _respond(
+    status: int,
+    fields: Json,
+    plugin: str,
+    source: str,
+    who: Identity | None,
+    errors: list[Json],
+    warnings: list[str],
+    cluster: str,
+) -> web.Response:
     envelope = meta(plugin, source, who)
     envelope["slurm"]["cluster"] = cluster
-    body = {**fields, "meta": envelope, "errors": errors,
-            "warnings": [{"description": w, "source": ""} for w in warnings]}
+    body = {
+        **fields,
+        "meta": envelope,
+        "errors": errors,
+        "warnings": [{"description": w, "source": ""} for w in warnings],
+    }
     return web.json_response(body, status=status)
 
 
@@ -319,18 +436,27 @@ async def _not_found(request: web.Request, handler: Callable[..., Any]) -> web.S
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        error = RestError(REST_INVALID_QUERY, f"Unable to find requested URL: {request.method} {request.path}",
-                          "_on_http_request")
-        return web.json_response({"meta": meta("slurmctld", "", None), "errors": [error.entry()],
-                                  "warnings": []}, status=exc.status)
+        error = RestError(
+            REST_INVALID_QUERY,
+            f"Unable to find requested URL: {request.method} {request.path}",
+            "_on_http_request",
+        )
+        return web.json_response(
+            {"meta": meta("slurmctld", "", None), "errors": [error.entry()], "warnings": []},
+            status=exc.status,
+        )
 
 
 def _parse(text: str) -> object:
     try:
         return json.loads(text) if text.strip() else None
     except json.JSONDecodeError as exc:
-        raise RestError(REST_FAIL_PARSING, "Unable to parse request body as JSON",
-                        "_parse_http_body", f"line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+        raise RestError(
+            REST_FAIL_PARSING,
+            "Unable to parse request body as JSON",
+            "_parse_http_body",
+            f"line {exc.lineno} column {exc.colno}: {exc.msg}",
+        ) from exc
 
 
 def _integer(text: str, name: str) -> int | None:

@@ -41,8 +41,16 @@ class Backend:
     def ctld(self, who: Identity, method: str, request: Message, response_type: type[M], source: str) -> M:
         for chan in list(self._ctlds):
             try:
-                result = self._call(chan, who, CONTROLLER + method, request, response_type, source, dbd=False,
-                                    last=chan is self._ctlds[-1])
+                result = self._call(
+                    chan,
+                    who,
+                    CONTROLLER + method,
+                    request,
+                    response_type,
+                    source,
+                    dbd=False,
+                    last=chan is self._ctlds[-1],
+                )
             except _TryNext:
                 continue
             if chan is not self._ctlds[0]:
@@ -56,12 +64,25 @@ class Backend:
             raise from_daemon(NO_DBD, source, unavailable=True, dbd=True)
         return self._call(self._dbd, who, ACCOUNTING + method, request, response_type, source, dbd=True)
 
-    def _call(self, chan: grpc.Channel, who: Identity, method: str, request: Message,
-              response_type: type[M], source: str, *, dbd: bool, last: bool = True) -> M:
+    def _call(
+        self,
+        chan: grpc.Channel,
+        who: Identity,
+        method: str,
+        request: Message,
+        response_type: type[M],
+        source: str,
+        *,
+        dbd: bool,
+        last: bool = True,
+    ) -> M:
         fn = self._methods.get((chan, method, response_type))
         if fn is None:
-            fn = chan.unary_unary(method, request_serializer=lambda m: m.SerializeToString(),
-                                  response_deserializer=response_type.FromString)
+            fn = chan.unary_unary(
+                method,
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=response_type.FromString,
+            )
             self._methods[(chan, method, response_type)] = fn
         cred = mint(self._key, who.uid, who.gid, host=self._host)
         try:
@@ -81,4 +102,3 @@ class Backend:
             chan.close()
         if self._dbd is not None:
             self._dbd.close()
-

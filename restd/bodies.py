@@ -13,19 +13,50 @@ SUBMIT_SOURCE = "_op_handler_submit_job"
 NODE_SOURCE = "_op_handler_node"
 
 _TEXT_FIELDS = {
-    "name": "name", "partition": "partition", "account": "account", "qos": "qos", "comment": "comment",
-    "standard_output": "std_out", "standard_error": "std_err", "standard_input": "std_in",
-    "dependency": "dependency", "array": "array", "constraints": "constraint", "reservation": "reservation",
-    "required_nodes": "nodelist", "excluded_nodes": "exclude", "mail_user": "mail_user", "wckey": "wckey",
+    "name": "name",
+    "partition": "partition",
+    "account": "account",
+    "qos": "qos",
+    "comment": "comment",
+    "standard_output": "std_out",
+    "standard_error": "std_err",
+    "standard_input": "std_in",
+    "dependency": "dependency",
+    "array": "array",
+    "constraints": "constraint",
+    "reservation": "reservation",
+    "required_nodes": "nodelist",
+    "excluded_nodes": "exclude",
+    "mail_user": "mail_user",
+    "wckey": "wckey",
     "licenses": "licenses",
 }
 _COUNT_FIELDS = {
-    "tasks": "num_tasks", "tasks_per_node": "ntasks_per_node", "cpus_per_task": "cpus_per_task",
-    "minimum_nodes": "min_nodes", "maximum_nodes": "max_nodes",
+    "tasks": "num_tasks",
+    "tasks_per_node": "ntasks_per_node",
+    "cpus_per_task": "cpus_per_task",
+    "minimum_nodes": "min_nodes",
+    "maximum_nodes": "max_nodes",
 }
-_HANDLED = {"script", "current_working_directory", "environment", "argv", "time_limit", "time_minimum",
-            "nodes", "memory_per_node", "memory_per_cpu", "tres_per_node", "tres_per_job", "hold", "nice",
-            "begin_time", "requeue", *_TEXT_FIELDS, *_COUNT_FIELDS}
+_HANDLED = {
+    "script",
+    "current_working_directory",
+    "environment",
+    "argv",
+    "time_limit",
+    "time_minimum",
+    "nodes",
+    "memory_per_node",
+    "memory_per_cpu",
+    "tres_per_node",
+    "tres_per_job",
+    "hold",
+    "nice",
+    "begin_time",
+    "requeue",
+    *_TEXT_FIELDS,
+    *_COUNT_FIELDS,
+}
 
 
 def _bad(field: str, why: str) -> RestError:
@@ -59,14 +90,23 @@ def job_spec(body: object, home: str, host: str) -> tuple[jobs_pb2.JobSpec, list
         raise RestError(REST_INVALID_JOBS_DESC, "Invalid job description: expected an object", SUBMIT_SOURCE)
     desc = body.get("job")
     if not isinstance(desc, dict):
-        raise RestError(REST_INVALID_JOBS_DESC, "Invalid job description: missing \"job\"", SUBMIT_SOURCE)
+        raise RestError(REST_INVALID_JOBS_DESC, 'Invalid job description: missing "job"', SUBMIT_SOURCE)
     script = desc.get("script", body.get("script"))
     if not isinstance(script, str) or not script.startswith("#!"):
-        raise RestError(REST_INVALID_JOBS_DESC, "Batch script is empty or does not start with #!",
-                        SUBMIT_SOURCE)
+        raise RestError(
+            REST_INVALID_JOBS_DESC, "Batch script is empty or does not start with #!", SUBMIT_SOURCE
+        )
     warnings = [f"Ignoring unknown field job/{k}" for k in desc if k not in _HANDLED]
-    spec = jobs_pb2.JobSpec(batch=True, time_limit_min=-1, time_min_min=-1, requeue=-1, script=script.encode(),
-                            name="sbatch", submit_host=host, export_spec="NONE")
+    spec = jobs_pb2.JobSpec(
+        batch=True,
+        time_limit_min=-1,
+        time_min_min=-1,
+        requeue=-1,
+        script=script.encode(),
+        name="sbatch",
+        submit_host=host,
+        export_spec="NONE",
+    )
     cwd = desc.get("current_working_directory", home)
     if not isinstance(cwd, str) or not cwd.startswith("/"):
         raise _bad("current_working_directory", "expected an absolute path")
@@ -110,7 +150,9 @@ def job_spec(body: object, home: str, host: str) -> tuple[jobs_pb2.JobSpec, list
     for field in ("tres_per_node", "tres_per_job"):
         if field in desc:
             value = desc[field]
-            match = re.fullmatch(r"gres/gpu(?::([\w-]+))?[:=](\d+)", value) if isinstance(value, str) else None
+            match = (
+                re.fullmatch(r"gres/gpu(?::([\w-]+))?[:=](\d+)", value) if isinstance(value, str) else None
+            )
             if not match:
                 raise _bad(field, "only gres/gpu[:type]=N is supported")
             gpus = f"{match.group(1)}:{match.group(2)}" if match.group(1) else match.group(2)
@@ -146,8 +188,17 @@ def signal_number(text: str) -> int:
         raise RestError(REST_INVALID_QUERY, f"Unknown signal {text}", "_op_handler_job") from exc
 
 
-_NODE_STATES = {"DRAIN": "DRAIN", "RESUME": "RESUME", "UNDRAIN": "UNDRAIN", "DOWN": "DOWN", "IDLE": "IDLE",
-                "FAIL": "FAIL", "FUTURE": "FUTURE", "POWER_DOWN": "POWER_DOWN", "POWER_UP": "POWER_UP"}
+_NODE_STATES = {
+    "DRAIN": "DRAIN",
+    "RESUME": "RESUME",
+    "UNDRAIN": "UNDRAIN",
+    "DOWN": "DOWN",
+    "IDLE": "IDLE",
+    "FAIL": "FAIL",
+    "FUTURE": "FUTURE",
+    "POWER_DOWN": "POWER_DOWN",
+    "POWER_UP": "POWER_UP",
+}
 
 
 def node_update(body: object) -> list[common_pb2.KeyValue]:
@@ -167,8 +218,9 @@ def node_update(body: object) -> list[common_pb2.KeyValue]:
     if not isinstance(reason, str):
         raise RestError(REST_INVALID_QUERY, "Invalid node update: reason must be a string", NODE_SOURCE)
     if state in ("DRAIN", "DOWN", "FAIL") and not reason:
-        raise RestError(REST_INVALID_QUERY, "You must specify a reason when DOWNING or DRAINING a node",
-                        NODE_SOURCE)
+        raise RestError(
+            REST_INVALID_QUERY, "You must specify a reason when DOWNING or DRAINING a node", NODE_SOURCE
+        )
     if state:
         fields.append(common_pb2.KeyValue(key="State", value=_NODE_STATES[state]))
     if reason:

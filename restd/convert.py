@@ -208,43 +208,72 @@ def reservation(r: controller_pb2.ReservationInfo) -> Json:
     }
 
 
-_RESV_FLAGS = ("MAINT", "DAILY", "WEEKLY", "IGNORE_JOBS", "ANY_NODES", "STATIC", "PART_NODES", "OVERLAP",
-               "SPEC_NODES", "TIME_FLOAT", "REPLACE", "ALL_NODES", "PURGE_COMP", "WEEKDAY", "WEEKEND", "FLEX",
-               "MAGNETIC", "HOURLY")
+_RESV_FLAGS = (
+    "MAINT",
+    "DAILY",
+    "WEEKLY",
+    "IGNORE_JOBS",
+    "ANY_NODES",
+    "STATIC",
+    "PART_NODES",
+    "OVERLAP",
+    "SPEC_NODES",
+    "TIME_FLOAT",
+    "REPLACE",
+    "ALL_NODES",
+    "PURGE_COMP",
+    "WEEKDAY",
+    "WEEKEND",
+    "FLEX",
+    "MAGNETIC",
+    "HOURLY",
+)
 
 
 def _float(value: float) -> Json:
-    return no_val(None) if math.isnan(value) else (no_val(None, infinite=True) if math.isinf(value) else no_val(value))
+    return (
+        no_val(None)
+        if math.isnan(value)
+        else (no_val(None, infinite=True) if math.isinf(value) else no_val(value))
+    )
 
 
 def shares(resp: controller_pb2.GetSharesResponse, cluster: str) -> Json:
     rows = []
     parents: list[str] = []
     for i, row in enumerate(resp.rows):
-        del parents[row.depth:]
+        del parents[row.depth :]
         name = row.user or row.account
-        rows.append({
-            "id": i,
-            "cluster": cluster,
-            "name": name,
-            "parent": row.account if row.user else (parents[-1] if parents else ""),
-            "partition": "",
-            "shares": no_val(row.raw_shares),
-            "shares_normalized": _float(row.norm_shares),
-            "usage": int(row.raw_usage),
-            "usage_normalized": _float(row.norm_usage),
-            "effective_usage": _float(row.effective_usage),
-            "fairshare": {"factor": _float(row.fairshare), "level": _float(row.level_fs)},
-            "type": ["USER" if row.user else "ASSOCIATION"],
-        })
+        rows.append(
+            {
+                "id": i,
+                "cluster": cluster,
+                "name": name,
+                "parent": row.account if row.user else (parents[-1] if parents else ""),
+                "partition": "",
+                "shares": no_val(row.raw_shares),
+                "shares_normalized": _float(row.norm_shares),
+                "usage": int(row.raw_usage),
+                "usage_normalized": _float(row.norm_usage),
+                "effective_usage": _float(row.effective_usage),
+                "fairshare": {"factor": _float(row.fairshare), "level": _float(row.level_fs)},
+                "type": ["USER" if row.user else "ASSOCIATION"],
+            }
+        )
         if not row.user:
             parents.append(row.account)
     return {"shares": rows, "total_shares": sum(r.raw_shares for r in resp.rows if r.depth == 1)}
 
 
 def ping(resp: controller_pb2.PingResponse, latency_us: int) -> Json:
-    return {"hostname": resp.hostname, "pinged": "UP", "responding": True, "latency": latency_us,
-            "mode": resp.role or "primary", "primary": (resp.role or "primary") == "primary"}
+    return {
+        "hostname": resp.hostname,
+        "pinged": "UP",
+        "responding": True,
+        "latency": latency_us,
+        "mode": resp.role or "primary",
+        "primary": (resp.role or "primary") == "primary",
+    }
 
 
 # --- dbd: jobs, accounts, associations, qos, users -----------------------------------------------
@@ -299,10 +328,20 @@ def db_job(row: dict[str, object]) -> Json:
         "nodes": s("nodelist") or "None assigned",
         "allocation_nodes": i("alloc_nodes"),
         "working_directory": s("work_dir"),
-        "array": {"job_id": i("array_job_id"), "task_id": no_val(i("array_task_id")) if i("array_task_id") >= 0
-                  and i("array_job_id") else no_val(None), "task": "", "limits": {"max": {"running": {"tasks": 0}}}},
-        "association": {"account": s("account"), "cluster": s("cluster"), "partition": s("partition"),
-                        "user": s("user")},
+        "array": {
+            "job_id": i("array_job_id"),
+            "task_id": no_val(i("array_task_id"))
+            if i("array_task_id") >= 0 and i("array_job_id")
+            else no_val(None),
+            "task": "",
+            "limits": {"max": {"running": {"tasks": 0}}},
+        },
+        "association": {
+            "account": s("account"),
+            "cluster": s("cluster"),
+            "partition": s("partition"),
+            "user": s("user"),
+        },
         "state": {"current": [state], "reason": s("reason") or "None"},
         "exit_code": exit_code(i("exit_code"), i("exit_signal"), pending=pending),
         "derived_exit_code": exit_code(i("derived_exit_code"), i("derived_exit_signal"), pending=pending),
@@ -322,8 +361,13 @@ def db_job(row: dict[str, object]) -> Json:
 
 
 def account(row: dict[str, str]) -> Json:
-    return {"name": row.get("account", ""), "description": row.get("descr", ""),
-            "organization": row.get("org", ""), "coordinators": [], "flags": []}
+    return {
+        "name": row.get("account", ""),
+        "description": row.get("descr", ""),
+        "organization": row.get("org", ""),
+        "coordinators": [],
+        "flags": [],
+    }
 
 
 def association(row: dict[str, str]) -> Json:
@@ -342,8 +386,10 @@ def association(row: dict[str, str]) -> Json:
         "priority": num("priority"),
         "qos": [q for q in row.get("qos", "").split(",") if q],
         "default": {"qos": row.get("defqos", "")},
-        "max": {"jobs": {"active": num("maxjobs"), "total": num("maxsubmit")},
-                "tres": {"per": {"job": _tres(row.get("maxtres", ""))}, "total": _tres(row.get("grptres", ""))}},
+        "max": {
+            "jobs": {"active": num("maxjobs"), "total": num("maxsubmit")},
+            "tres": {"per": {"job": _tres(row.get("maxtres", ""))}, "total": _tres(row.get("grptres", ""))},
+        },
         "flags": [],
     }
 
@@ -361,8 +407,10 @@ def qos(row: dict[str, str], index: int) -> Json:
         "priority": no_val(int(row["priority"])) if row.get("priority", "").isdigit() else no_val(0),
         "usage_factor": no_val(factor),
         "flags": [],
-        "preempt": {"list": [p for p in row.get("preempt", "").split(",") if p],
-                    "mode": ["DISABLED" if mode in ("", "OFF", "CLUSTER") else mode]},
+        "preempt": {
+            "list": [p for p in row.get("preempt", "").split(",") if p],
+            "mode": ["DISABLED" if mode in ("", "OFF", "CLUSTER") else mode],
+        },
         "limits": {"max": {"tres": {"per": {"job": _tres(row.get("maxtres", ""))}}}},
     }
 
@@ -377,8 +425,16 @@ def user(name: str, rows: list[dict[str, str]]) -> Json:
         "name": name,
         "administrator_level": [level if level in _ADMIN_LEVELS else "None"],
         "default": {"account": first.get("defaultaccount", "")},
-        "associations": [{"account": r.get("account", ""), "cluster": r.get("cluster", ""),
-                          "partition": r.get("partition", ""), "user": name} for r in rows if r.get("account")],
+        "associations": [
+            {
+                "account": r.get("account", ""),
+                "cluster": r.get("cluster", ""),
+                "partition": r.get("partition", ""),
+                "user": name,
+            }
+            for r in rows
+            if r.get("account")
+        ],
         "coordinators": [],
         "flags": [],
     }
@@ -389,34 +445,75 @@ def statistics(d: controller_pb2.GetDiagResponse) -> Json:
     n, bf = d.sched_cycles, d.bf_cycles
     elapsed_min = (d.now - d.since) // 60
     return {
-        "parts_packed": 1, "req_time": no_val(d.now), "req_time_start": no_val(d.since),
-        "server_thread_count": d.server_thread_count, "agent_queue_size": d.agent_queue_size,
-        "agent_count": 0, "agent_thread_count": 0, "dbd_agent_queue_size": d.dbd_agent_queue_size,
-        "schedule_cycle_max": d.sched_cycle_max_us, "schedule_cycle_last": d.sched_cycle_last_us,
-        "schedule_cycle_sum": d.sched_cycle_sum_us, "schedule_cycle_total": n,
+        "parts_packed": 1,
+        "req_time": no_val(d.now),
+        "req_time_start": no_val(d.since),
+        "server_thread_count": d.server_thread_count,
+        "agent_queue_size": d.agent_queue_size,
+        "agent_count": 0,
+        "agent_thread_count": 0,
+        "dbd_agent_queue_size": d.dbd_agent_queue_size,
+        "schedule_cycle_max": d.sched_cycle_max_us,
+        "schedule_cycle_last": d.sched_cycle_last_us,
+        "schedule_cycle_sum": d.sched_cycle_sum_us,
+        "schedule_cycle_total": n,
         "schedule_cycle_mean": d.sched_cycle_sum_us // n if n else 0,
         "schedule_cycle_mean_depth": d.sched_depth_sum // n if n else 0,
         "schedule_cycle_per_minute": n // elapsed_min if elapsed_min else 0,
-        "schedule_cycle_depth": d.sched_depth_sum, "schedule_queue_length": d.sched_queue_len,
-        "jobs_submitted": d.jobs_submitted, "jobs_started": d.jobs_started, "jobs_completed": d.jobs_completed,
-        "jobs_canceled": d.jobs_canceled, "jobs_failed": d.jobs_failed, "jobs_pending": d.jobs_pending,
-        "jobs_running": d.jobs_running, "job_states_ts": no_val(d.job_states_ts),
-        "bf_backfilled_jobs": d.bf_backfilled_jobs, "bf_last_backfilled_jobs": d.bf_backfilled_jobs,
-        "bf_backfilled_het_jobs": 0, "bf_cycle_counter": bf,
+        "schedule_cycle_depth": d.sched_depth_sum,
+        "schedule_queue_length": d.sched_queue_len,
+        "jobs_submitted": d.jobs_submitted,
+        "jobs_started": d.jobs_started,
+        "jobs_completed": d.jobs_completed,
+        "jobs_canceled": d.jobs_canceled,
+        "jobs_failed": d.jobs_failed,
+        "jobs_pending": d.jobs_pending,
+        "jobs_running": d.jobs_running,
+        "job_states_ts": no_val(d.job_states_ts),
+        "bf_backfilled_jobs": d.bf_backfilled_jobs,
+        "bf_last_backfilled_jobs": d.bf_backfilled_jobs,
+        "bf_backfilled_het_jobs": 0,
+        "bf_cycle_counter": bf,
         "bf_cycle_mean": d.bf_cycle_sum_us // bf if bf else 0,
-        "bf_depth_mean": d.bf_depth_sum // bf if bf else 0, "bf_depth_mean_try": d.bf_depth_sum // bf if bf else 0,
-        "bf_cycle_sum": d.bf_cycle_sum_us, "bf_cycle_last": d.bf_cycle_last_us, "bf_cycle_max": d.bf_cycle_max_us,
-        "bf_last_depth": d.bf_last_depth, "bf_last_depth_try": d.bf_last_depth, "bf_depth_sum": d.bf_depth_sum,
-        "bf_depth_try_sum": d.bf_depth_sum, "bf_queue_len": d.bf_queue_len,
-        "bf_queue_len_mean": d.bf_queue_len_sum // bf if bf else 0, "bf_queue_len_sum": d.bf_queue_len_sum,
-        "bf_table_size": 1 if bf else 0, "bf_table_size_sum": bf, "bf_table_size_mean": 1 if bf else 0,
-        "bf_when_last_cycle": no_val(d.bf_last_when), "bf_active": False,
+        "bf_depth_mean": d.bf_depth_sum // bf if bf else 0,
+        "bf_depth_mean_try": d.bf_depth_sum // bf if bf else 0,
+        "bf_cycle_sum": d.bf_cycle_sum_us,
+        "bf_cycle_last": d.bf_cycle_last_us,
+        "bf_cycle_max": d.bf_cycle_max_us,
+        "bf_last_depth": d.bf_last_depth,
+        "bf_last_depth_try": d.bf_last_depth,
+        "bf_depth_sum": d.bf_depth_sum,
+        "bf_depth_try_sum": d.bf_depth_sum,
+        "bf_queue_len": d.bf_queue_len,
+        "bf_queue_len_mean": d.bf_queue_len_sum // bf if bf else 0,
+        "bf_queue_len_sum": d.bf_queue_len_sum,
+        "bf_table_size": 1 if bf else 0,
+        "bf_table_size_sum": bf,
+        "bf_table_size_mean": 1 if bf else 0,
+        "bf_when_last_cycle": no_val(d.bf_last_when),
+        "bf_active": False,
         "rpcs_by_message_type": [
-            {"type_id": r.type_id, "message_type": r.name, "count": r.count, "queued": 0, "dropped": 0,
-             "cycle_last": 0, "cycle_max": 0, "total_time": r.total_time_us,
-             "average_time": no_val(r.total_time_us // r.count if r.count else 0)} for r in d.rpcs],
+            {
+                "type_id": r.type_id,
+                "message_type": r.name,
+                "count": r.count,
+                "queued": 0,
+                "dropped": 0,
+                "cycle_last": 0,
+                "cycle_max": 0,
+                "total_time": r.total_time_us,
+                "average_time": no_val(r.total_time_us // r.count if r.count else 0),
+            }
+            for r in d.rpcs
+        ],
         "rpcs_by_user": [
-            {"user_id": u.uid, "user": u.name, "count": u.count, "total_time": u.total_time_us,
-             "average_time": no_val(u.total_time_us // u.count if u.count else 0)} for u in d.users],
+            {
+                "user_id": u.uid,
+                "user": u.name,
+                "count": u.count,
+                "total_time": u.total_time_us,
+                "average_time": no_val(u.total_time_us // u.count if u.count else 0),
+            }
+            for u in d.users
+        ],
     }
-

@@ -31,16 +31,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = DaemonArgumentParser(prog=PROG, description="shoal REST API daemon (slurmrestd, OpenAPI v0.0.44)")
     p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-f", "--conf", help="slurm.conf (default: $SLURM_CONF, else /etc/slurm/slurm.conf)")
-    p.add_argument("-D", "--foreground", action="store_true", help="foreground, log copied to stderr (never forks)")
+    p.add_argument(
+        "-D", "--foreground", action="store_true", help="foreground, log copied to stderr (never forks)"
+    )
     p.add_argument("-L", "--logfile", help="log file (default: stderr)")
     p.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH")
     p.add_argument("-v", "--verbose", action="count", default=0)
-    p.add_argument("listen", nargs="?", default=DEFAULT_LISTEN, help=f"[host]:port to serve (default {DEFAULT_LISTEN})")
+    p.add_argument(
+        "listen", nargs="?", default=DEFAULT_LISTEN, help=f"[host]:port to serve (default {DEFAULT_LISTEN})"
+    )
     return p.parse_args(argv)
 
 
 def split_listen(text: str) -> tuple[str, int]:
-    """"host:port", ":port" (every address) or "[::1]:port"; ValueError when it is not one."""
+    """ "host:port", ":port" (every address) or "[::1]:port"; ValueError when it is not one."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"invalid listen address {text!r} (expected [host]:port)")
@@ -79,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         from restd.app import RestContext
         from restd.backend import Backend
     except ImportError as exc:
-        print(f"{PROG}: error: {exc.name or exc} is not installed (pip install 'shoal[restd]')", file=sys.stderr)
+        print(
+            f"{PROG}: error: {exc.name or exc} is not installed (pip install 'shoal[restd]')", file=sys.stderr
+        )
         return 1
     try:
         setup_logging(args.logfile, logging.DEBUG if args.verbose else logging.INFO, args.foreground)
@@ -97,8 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         backend.close()
 
 
-async def _serve(ctx: RestContext, cfg: SlurmConfig, host: str, port: int, pidfile: str | None,
-                 notifier: Notifier) -> int:
+async def _serve(
+    ctx: RestContext, cfg: SlurmConfig, host: str, port: int, pidfile: str | None, notifier: Notifier
+) -> int:
     from aiohttp import web
 
     from restd.app import make_app

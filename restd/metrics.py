@@ -17,31 +17,103 @@ from shoal import hostlist
 from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2
 
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-ENDPOINTS = ("/metrics/jobs", "/metrics/jobs-users-accts", "/metrics/nodes", "/metrics/partitions",
-             "/metrics/scheduler")
+ENDPOINTS = (
+    "/metrics/jobs",
+    "/metrics/jobs-users-accts",
+    "/metrics/nodes",
+    "/metrics/partitions",
+    "/metrics/scheduler",
+)
 MIB = 1024 * 1024
 
 # Job state suffixes of slurm_jobs_* and slurm_partition_jobs_*, in Slurm's names
-JOB_STATES = ("bootfail", "cancelled", "completed", "completing", "configuring", "deadline", "expediting",
-              "failed", "fed_requeued", "finished", "hold", "node_failed", "outofmemory", "pending",
-              "powerup_node", "preempted", "requeued", "resizing", "revoked", "running", "signaling",
-              "stageout", "started", "suspended", "timeout")
+JOB_STATES = (
+    "bootfail",
+    "cancelled",
+    "completed",
+    "completing",
+    "configuring",
+    "deadline",
+    "expediting",
+    "failed",
+    "fed_requeued",
+    "finished",
+    "hold",
+    "node_failed",
+    "outofmemory",
+    "pending",
+    "powerup_node",
+    "preempted",
+    "requeued",
+    "resizing",
+    "revoked",
+    "running",
+    "signaling",
+    "stageout",
+    "started",
+    "suspended",
+    "timeout",
+)
 _BY_STATE = {
-    jobs_pb2.BOOT_FAIL: "bootfail", jobs_pb2.CANCELLED: "cancelled", jobs_pb2.COMPLETED: "completed",
-    jobs_pb2.COMPLETING: "completing", jobs_pb2.DEADLINE: "deadline", jobs_pb2.FAILED: "failed",
-    jobs_pb2.NODE_FAIL: "node_failed", jobs_pb2.OUT_OF_MEMORY: "outofmemory", jobs_pb2.PENDING: "pending",
-    jobs_pb2.PREEMPTED: "preempted", jobs_pb2.REQUEUED: "requeued", jobs_pb2.RUNNING: "running",
-    jobs_pb2.SUSPENDED: "suspended", jobs_pb2.TIMEOUT: "timeout",
+    jobs_pb2.BOOT_FAIL: "bootfail",
+    jobs_pb2.CANCELLED: "cancelled",
+    jobs_pb2.COMPLETED: "completed",
+    jobs_pb2.COMPLETING: "completing",
+    jobs_pb2.DEADLINE: "deadline",
+    jobs_pb2.FAILED: "failed",
+    jobs_pb2.NODE_FAIL: "node_failed",
+    jobs_pb2.OUT_OF_MEMORY: "outofmemory",
+    jobs_pb2.PENDING: "pending",
+    jobs_pb2.PREEMPTED: "preempted",
+    jobs_pb2.REQUEUED: "requeued",
+    jobs_pb2.RUNNING: "running",
+    jobs_pb2.SUSPENDED: "suspended",
+    jobs_pb2.TIMEOUT: "timeout",
 }
-_FINISHED = frozenset({jobs_pb2.BOOT_FAIL, jobs_pb2.CANCELLED, jobs_pb2.COMPLETED, jobs_pb2.DEADLINE,
-                       jobs_pb2.FAILED, jobs_pb2.NODE_FAIL, jobs_pb2.OUT_OF_MEMORY, jobs_pb2.PREEMPTED,
-                       jobs_pb2.TIMEOUT})
+_FINISHED = frozenset(
+    {
+        jobs_pb2.BOOT_FAIL,
+        jobs_pb2.CANCELLED,
+        jobs_pb2.COMPLETED,
+        jobs_pb2.DEADLINE,
+        jobs_pb2.FAILED,
+        jobs_pb2.NODE_FAIL,
+        jobs_pb2.OUT_OF_MEMORY,
+        jobs_pb2.PREEMPTED,
+        jobs_pb2.TIMEOUT,
+    }
+)
 _HOLDING = frozenset({jobs_pb2.RUNNING, jobs_pb2.SUSPENDED, jobs_pb2.COMPLETING})
 # Node state suffixes of slurm_nodes_* (and the partition's spelling where it differs)
-NODE_STATES = ("alloc", "blocked", "cloud", "completing", "down", "drain", "drained", "draining", "dyn_future",
-               "dyn_normal", "external", "fail", "future", "idle", "invalid_reg", "maint", "mixed", "noresp",
-               "planned", "power_down", "power_up", "powered_down", "powering_up", "reboot_issued",
-               "reboot_req", "resv", "unknown")
+NODE_STATES = (
+    "alloc",
+    "blocked",
+    "cloud",
+    "completing",
+    "down",
+    "drain",
+    "drained",
+    "draining",
+    "dyn_future",
+    "dyn_normal",
+    "external",
+    "fail",
+    "future",
+    "idle",
+    "invalid_reg",
+    "maint",
+    "mixed",
+    "noresp",
+    "planned",
+    "power_down",
+    "power_up",
+    "powered_down",
+    "powering_up",
+    "reboot_issued",
+    "reboot_req",
+    "resv",
+    "unknown",
+)
 _PARTITION_NODE_NAMES = {"completing": "cg", "noresp": "no_resp", "reboot_req": "reboot_requested"}
 PARTITION_NODE_STATES = (*(_PARTITION_NODE_NAMES.get(s, s) for s in NODE_STATES), "powering_down")
 
@@ -88,8 +160,9 @@ def index() -> str:
 
 def _job_counts(jobs: Iterable[jobs_pb2.JobInfo]) -> dict[str, float]:
     """slurm_jobs_* values (suffix -> value) for some jobs; "" is slurm_jobs itself."""
-    out: dict[str, float] = {state: 0 for state in (*JOB_STATES, "cpus_alloc", "gpus_alloc", "memory_alloc",
-                                                     "nodes_alloc")}
+    out: dict[str, float] = {
+        state: 0 for state in (*JOB_STATES, "cpus_alloc", "gpus_alloc", "memory_alloc", "nodes_alloc")
+    }
     out[""] = 0
     for job in jobs:
         out[""] += 1
@@ -124,8 +197,10 @@ def users_accounts_families(resp: controller_pb2.GetJobsResponse) -> list[Family
         by_user[job.user_name or str(job.user_id)].append(job)
         by_account[job.account].append(job)
     families: list[Family] = []
-    for prefix, label, groups in (("slurm_user_jobs", "username", by_user),
-                                  ("slurm_account_jobs", "account", by_account)):
+    for prefix, label, groups in (
+        ("slurm_user_jobs", "username", by_user),
+        ("slurm_account_jobs", "account", by_account),
+    ):
         counts = {key: _job_counts(jobs) for key, jobs in sorted(groups.items())}
         for suffix in ["", *sorted(k for k in _job_counts([]) if k)]:
             fam = Family(f"{prefix}_{suffix}" if suffix else prefix)
@@ -141,8 +216,11 @@ def users_accounts_families(resp: controller_pb2.GetJobsResponse) -> list[Family
 def _node_states(node: cluster_pb2.NodeInfo) -> set[str]:
     """Which slurm_nodes_* states a node is in (a node may be in several: MIXED+DRAIN is draining)."""
     base = node.base_state.upper()
-    states = {{"IDLE": "idle", "ALLOCATED": "alloc", "MIXED": "mixed", "DOWN": "down", "FUTURE": "future"}
-              .get(base, "unknown")}
+    states = {
+        {"IDLE": "idle", "ALLOCATED": "alloc", "MIXED": "mixed", "DOWN": "down", "FUTURE": "future"}.get(
+            base, "unknown"
+        )
+    }
     if node.drain:
         states.add("drain")
         states.add("draining" if node.alloc_cpus or node.completing else "drained")
@@ -191,12 +269,16 @@ def nodes_families(resp: controller_pb2.GetNodesResponse) -> list[Family]:
 # --- partitions -------------------------------------------------------------------------------------
 
 
-def partitions_families(parts: controller_pb2.GetPartitionsResponse, nodes: controller_pb2.GetNodesResponse,
-                        jobs: controller_pb2.GetJobsResponse) -> list[Family]:
+def partitions_families(
+    parts: controller_pb2.GetPartitionsResponse,
+    nodes: controller_pb2.GetNodesResponse,
+    jobs: controller_pb2.GetJobsResponse,
+) -> list[Family]:
     by_name = {n.name: n for n in nodes.nodes}
     members: dict[str, list[cluster_pb2.NodeInfo]] = {
         p.name: [by_name[h] for h in hostlist.expand(p.nodes) if h in by_name] if p.nodes else []
-        for p in parts.partitions}
+        for p in parts.partitions
+    }
     part_jobs: dict[str, list[jobs_pb2.JobInfo]] = defaultdict(list)
     for job in jobs.jobs:
         for name in job.partition.split(","):
@@ -251,32 +333,62 @@ def _mean(total: int, count: int) -> int:
 def scheduler_families(d: controller_pb2.GetDiagResponse, latency_us: int = 0) -> list[Family]:
     n, bf = d.sched_cycles, d.bf_cycles
     values: Mapping[str, float] = {
-        "slurm_agent_cnt": 0, "slurm_agent_queue_size": d.agent_queue_size, "slurm_agent_thread_cnt": 0,
-        "slurm_backfilled_het_jobs": 0, "slurm_backfilled_jobs": d.bf_backfilled_jobs, "slurm_bf_active": 0,
-        "slurm_bf_cycle_cnt": bf, "slurm_bf_cycle_last": d.bf_cycle_last_us, "slurm_bf_cycle_max": d.bf_cycle_max_us,
-        "slurm_bf_cycle_tot": d.bf_cycle_sum_us, "slurm_bf_depth_mean": _mean(d.bf_depth_sum, bf),
-        "slurm_bf_depth_tot": d.bf_depth_sum, "slurm_bf_depth_try_tot": d.bf_depth_sum,
-        "slurm_bf_exit_end": bf, "slurm_bf_exit_max_job_start": 0, "slurm_bf_exit_max_job_test": 0,
-        "slurm_bf_exit_state_changed": 0, "slurm_bf_exit_table_limit": 0, "slurm_bf_exit_timeout": 0,
-        "slurm_bf_last_depth": d.bf_last_depth, "slurm_bf_last_depth_try": d.bf_last_depth,
-        "slurm_bf_mean_cycle": _mean(d.bf_cycle_sum_us, bf), "slurm_bf_mean_table_sz": 1 if bf else 0,
-        "slurm_bf_queue_len": d.bf_queue_len, "slurm_bf_queue_len_mean": _mean(d.bf_queue_len_sum, bf),
-        "slurm_bf_queue_len_tot": d.bf_queue_len_sum, "slurm_bf_table_size": 1 if bf else 0,
-        "slurm_bf_table_size_tot": bf, "slurm_bf_try_depth_mean": _mean(d.bf_depth_sum, bf),
-        "slurm_bf_when_last_cycle": d.bf_last_when, "slurm_last_backfilled_jobs": d.bf_backfilled_jobs,
+        "slurm_agent_cnt": 0,
+        "slurm_agent_queue_size": d.agent_queue_size,
+        "slurm_agent_thread_cnt": 0,
+        "slurm_backfilled_het_jobs": 0,
+        "slurm_backfilled_jobs": d.bf_backfilled_jobs,
+        "slurm_bf_active": 0,
+        "slurm_bf_cycle_cnt": bf,
+        "slurm_bf_cycle_last": d.bf_cycle_last_us,
+        "slurm_bf_cycle_max": d.bf_cycle_max_us,
+        "slurm_bf_cycle_tot": d.bf_cycle_sum_us,
+        "slurm_bf_depth_mean": _mean(d.bf_depth_sum, bf),
+        "slurm_bf_depth_tot": d.bf_depth_sum,
+        "slurm_bf_depth_try_tot": d.bf_depth_sum,
+        "slurm_bf_exit_end": bf,
+        "slurm_bf_exit_max_job_start": 0,
+        "slurm_bf_exit_max_job_test": 0,
+        "slurm_bf_exit_state_changed": 0,
+        "slurm_bf_exit_table_limit": 0,
+        "slurm_bf_exit_timeout": 0,
+        "slurm_bf_last_depth": d.bf_last_depth,
+        "slurm_bf_last_depth_try": d.bf_last_depth,
+        "slurm_bf_mean_cycle": _mean(d.bf_cycle_sum_us, bf),
+        "slurm_bf_mean_table_sz": 1 if bf else 0,
+        "slurm_bf_queue_len": d.bf_queue_len,
+        "slurm_bf_queue_len_mean": _mean(d.bf_queue_len_sum, bf),
+        "slurm_bf_queue_len_tot": d.bf_queue_len_sum,
+        "slurm_bf_table_size": 1 if bf else 0,
+        "slurm_bf_table_size_tot": bf,
+        "slurm_bf_try_depth_mean": _mean(d.bf_depth_sum, bf),
+        "slurm_bf_when_last_cycle": d.bf_last_when,
+        "slurm_last_backfilled_jobs": d.bf_backfilled_jobs,
         "slurm_last_proc_req_start": d.since,
-        "slurm_sched_exit_lic": 0, "slurm_sched_exit_max_depth": 0, "slurm_sched_exit_max_job_start": 0,
-        "slurm_sched_exit_rpc_cnt": 0, "slurm_sched_exit_timeout": 0,
+        "slurm_sched_exit_lic": 0,
+        "slurm_sched_exit_max_depth": 0,
+        "slurm_sched_exit_max_job_start": 0,
+        "slurm_sched_exit_rpc_cnt": 0,
+        "slurm_sched_exit_timeout": 0,
         "slurm_sched_mean_cycle": _mean(d.sched_cycle_sum_us, n),
-        "slurm_sched_mean_depth_cycle": _mean(d.sched_depth_sum, n), "slurm_sched_stats_timestamp": d.now,
-        "slurm_schedule_cycle_cnt": n, "slurm_schedule_cycle_depth": d.sched_depth_sum,
-        "slurm_schedule_cycle_last": d.sched_cycle_last_us, "slurm_schedule_cycle_max": d.sched_cycle_max_us,
-        "slurm_schedule_cycle_tot": d.sched_cycle_sum_us, "slurm_schedule_queue_len": d.sched_queue_len,
-        "slurm_sdiag_job_states_ts": d.job_states_ts, "slurm_sdiag_jobs_canceled": d.jobs_canceled,
-        "slurm_sdiag_jobs_completed": d.jobs_completed, "slurm_sdiag_jobs_failed": d.jobs_failed,
-        "slurm_sdiag_jobs_pending": d.jobs_pending, "slurm_sdiag_jobs_running": d.jobs_running,
-        "slurm_sdiag_jobs_started": d.jobs_started, "slurm_sdiag_jobs_submitted": d.jobs_submitted,
-        "slurm_sdiag_latency": latency_us, "slurm_server_thread_cnt": d.server_thread_count,
+        "slurm_sched_mean_depth_cycle": _mean(d.sched_depth_sum, n),
+        "slurm_sched_stats_timestamp": d.now,
+        "slurm_schedule_cycle_cnt": n,
+        "slurm_schedule_cycle_depth": d.sched_depth_sum,
+        "slurm_schedule_cycle_last": d.sched_cycle_last_us,
+        "slurm_schedule_cycle_max": d.sched_cycle_max_us,
+        "slurm_schedule_cycle_tot": d.sched_cycle_sum_us,
+        "slurm_schedule_queue_len": d.sched_queue_len,
+        "slurm_sdiag_job_states_ts": d.job_states_ts,
+        "slurm_sdiag_jobs_canceled": d.jobs_canceled,
+        "slurm_sdiag_jobs_completed": d.jobs_completed,
+        "slurm_sdiag_jobs_failed": d.jobs_failed,
+        "slurm_sdiag_jobs_pending": d.jobs_pending,
+        "slurm_sdiag_jobs_running": d.jobs_running,
+        "slurm_sdiag_jobs_started": d.jobs_started,
+        "slurm_sdiag_jobs_submitted": d.jobs_submitted,
+        "slurm_sdiag_latency": latency_us,
+        "slurm_server_thread_cnt": d.server_thread_count,
         "slurm_slurmdbd_queue_size": d.dbd_agent_queue_size,
     }
     return [Family(name).add(value) for name, value in values.items()]

@@ -42,9 +42,11 @@ class MetricsAccess:
     @classmethod
     def from_config(cls, cfg: SlurmConfig) -> MetricsAccess:
         users = frozenset(cfg.metrics_auth_users)
-        return cls(enabled=cfg.metrics_type == OPENMETRICS,
-                   auth_users=users | {"root", cfg.slurm_user} if users else frozenset(),
-                   open=not cfg.private_data or "ignore_private_data" in cfg.metrics_parameters)
+        return cls(
+            enabled=cfg.metrics_type == OPENMETRICS,
+            auth_users=users | {"root", cfg.slurm_user} if users else frozenset(),
+            open=not cfg.private_data or "ignore_private_data" in cfg.metrics_parameters,
+        )
 
     def refusal(self, headers: Mapping[str, str], jwt_key: bytes, now: float) -> web.Response | None:
         """None when the request may read the metrics, else the answer that says why not."""
@@ -57,8 +59,11 @@ class MetricsAccess:
                 return web.Response(status=403, text=f"user {who.name} is not in MetricsAuthUsers\n")
             return None
         if not self.open:
-            return web.Response(status=403, text="metrics are disabled while PrivateData is set "
-                                                 "(MetricsParameters=ignore_private_data)\n")
+            return web.Response(
+                status=403,
+                text="metrics are disabled while PrivateData is set "
+                "(MetricsParameters=ignore_private_data)\n",
+            )
         return None
 
 
@@ -93,7 +98,9 @@ class Scrapes:
         return self.backend.ctld(self.who, method, request, response_type, "metrics")
 
     def jobs(self) -> pb.GetJobsResponse:
-        return self._ctld("GetJobs", pb.GetJobsRequest(include_finished=True, show_all=True), pb.GetJobsResponse)
+        return self._ctld(
+            "GetJobs", pb.GetJobsRequest(include_finished=True, show_all=True), pb.GetJobsResponse
+        )
 
     def nodes(self) -> pb.GetNodesResponse:
         return self._ctld("GetNodes", pb.GetNodesRequest(), pb.GetNodesResponse)
@@ -121,8 +128,13 @@ class Scrapes:
 Serve = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def add_routes(app: web.Application, cfg: SlurmConfig, backend: Backend, jwt_key: bytes,
-               clock: Callable[[], float] = time.time) -> None:
+def add_routes(
+    app: web.Application,
+    cfg: SlurmConfig,
+    backend: Backend,
+    jwt_key: bytes,
+    clock: Callable[[], float] = time.time,
+) -> None:
     """GET /metrics and /metrics/{jobs,jobs-users-accts,nodes,partitions,scheduler} when MetricsType says so."""
     access = MetricsAccess.from_config(cfg)
     if not access.enabled:

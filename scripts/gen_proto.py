@@ -40,7 +40,11 @@ def main() -> int:
         fresh = Path(tmp) / "shoal" / "v1"
         names = sorted(p.name for p in fresh.iterdir() if p.is_file())
         if check:
-            stale = [n for n in names if not (OUT_DIR / n).exists() or not filecmp.cmp(fresh / n, OUT_DIR / n, shallow=False)]
+            stale = [
+                n
+                for n in names
+                if not (OUT_DIR / n).exists() or not filecmp.cmp(fresh / n, OUT_DIR / n, shallow=False)
+            ]
             if stale:
                 print("generated code is stale; run: python scripts/gen_proto.py", *stale, sep="\n  ")
                 return 1

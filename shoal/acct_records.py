@@ -23,7 +23,9 @@ from shoal.v1 import accounting_pb2 as pb
 JOB_FIELDS = tuple(f.name for f in pb.JobRecord.DESCRIPTOR.fields)
 STEP_FIELDS = tuple(f.name for f in pb.StepRecord.DESCRIPTOR.fields)
 TEXT_FIELDS = frozenset(
-    f.name for d in (pb.JobRecord.DESCRIPTOR, pb.StepRecord.DESCRIPTOR) for f in d.fields
+    f.name
+    for d in (pb.JobRecord.DESCRIPTOR, pb.StepRecord.DESCRIPTOR)
+    for f in d.fields
     if f.type == FieldDescriptor.TYPE_STRING
 )
 JOB_INDEX = "job_index"
@@ -67,8 +69,10 @@ def decode(resp: pb.AcctJobsResponse) -> list[AcctEntry]:
 def _records(table: pb.RecordTable, kind: Any) -> list[Any]:
     count = table.rows
     given = {c.name: (c.texts if c.name in TEXT_FIELDS else c.ints) for c in table.columns}
-    columns = [given.get(name) or repeat(default, count) for name, default in
-               zip(kind._fields, kind._field_defaults.values(), strict=True)]
+    columns = [
+        given.get(name) or repeat(default, count)
+        for name, default in zip(kind._fields, kind._field_defaults.values(), strict=True)
+    ]
     return list(map(kind._make, zip(*columns, strict=True))) if count else []
 
 

@@ -83,7 +83,7 @@ def parse_array(text: str, max_size: int = DEFAULT_MAX_ARRAY_SIZE) -> ArraySpec:
         raise ValueError(TOO_BIG)
     marks = bytearray(top + 1)  # one byte per possible id: the union costs at most limit bytes
     for r in ranges:
-        marks[r.start:r.stop:r.step] = b"\x01" * len(r)
+        marks[r.start : r.stop : r.step] = b"\x01" * len(r)
     return ArraySpec(task_ids=tuple(compress(range(top + 1), marks)), max_running=max_running)
 
 

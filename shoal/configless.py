@@ -65,8 +65,13 @@ def fetch(servers: list[str], key: bytes, cache_dir: Path, timeout: float = 10.0
     for target in servers:
         stub = Stub(target, key)
         try:
-            reply = stub.call(METHOD, controller_pb2.GetConfigFilesRequest(host=socket.gethostname()),
-                              controller_pb2.GetConfigFilesResponse, timeout=timeout, attempts=3)
+            reply = stub.call(
+                METHOD,
+                controller_pb2.GetConfigFilesRequest(host=socket.gethostname()),
+                controller_pb2.GetConfigFilesResponse,
+                timeout=timeout,
+                attempts=3,
+            )
         except grpc.RpcError as exc:
             if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise ConfiglessError(f"failed to fetch remote configs: {exc.details()}") from None
@@ -79,13 +84,18 @@ def fetch(servers: list[str], key: bytes, cache_dir: Path, timeout: float = 10.0
         try:
             write_cache(cache_dir, dict(reply.files))
         except OSError as exc:
-            raise ConfiglessError(f"cannot write the config cache {cache_dir}: {exc.strerror or exc}") from None
+            raise ConfiglessError(
+                f"cannot write the config cache {cache_dir}: {exc.strerror or exc}"
+            ) from None
         log.info("configless: fetched %s from %s into %s", ", ".join(sorted(reply.files)), target, cache_dir)
         return Fetched(str(cache_dir / SLURM_CONF), fresh=True)
     cached = cache_dir / SLURM_CONF
     if cached.is_file():
-        log.warning("configless: failed to fetch remote configs (%s); running from the cached copy in %s",
-                    reason, cache_dir)
+        log.warning(
+            "configless: failed to fetch remote configs (%s); running from the cached copy in %s",
+            reason,
+            cache_dir,
+        )
         return Fetched(str(cached), fresh=False)
     raise ConfiglessError(f"failed to fetch remote configs: {reason}")
 

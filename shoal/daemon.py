@@ -87,7 +87,8 @@ def install_signals(stop: threading.Event, prog: str, on_hup: Callable[[], None]
             on_hup()
         elif signum == signal.SIGHUP:
             logging.getLogger("shoal").info(
-                "%s: SIGHUP: log file reopened; configuration changes take effect on restart", prog)
+                "%s: SIGHUP: log file reopened; configuration changes take effect on restart", prog
+            )
 
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
@@ -114,7 +115,9 @@ class Notifier:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
                 sock.sendto(state.encode(), target)
         except OSError as exc:
-            logging.getLogger("shoal").warning("cannot notify systemd at %s: %s", self.address, exc.strerror or exc)
+            logging.getLogger("shoal").warning(
+                "cannot notify systemd at %s: %s", self.address, exc.strerror or exc
+            )
             return False
         return True
 

@@ -83,9 +83,16 @@ def run_script(
     switch = run_as is not None and preexec is None and os.geteuid() == 0 and run_as.uid != 0
     try:
         proc = subprocess.Popen(  # noqa: S603 - the admin's configured script
-            [*prefix, path], env=dict(env), cwd=cwd if os.path.isdir(cwd) else "/", stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec,
-            user=run_as.uid if switch and run_as else None, group=run_as.gid if switch and run_as else None,
+            [*prefix, path],
+            env=dict(env),
+            cwd=cwd if os.path.isdir(cwd) else "/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=preexec,
+            user=run_as.uid if switch and run_as else None,
+            group=run_as.gid if switch and run_as else None,
             extra_groups=list(run_as.groups) if switch and run_as else None,
         )
     except (OSError, subprocess.SubprocessError) as exc:
@@ -99,8 +106,9 @@ def run_script(
     _kill_group(proc)  # what the script left behind in its session goes with it
     stdout = out.decode(errors="replace")
     if proc.returncode != 0:
-        status = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
-                  else f"exit code {proc.returncode}")
+        status = (
+            f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+        )
         detail = err.decode(errors="replace").strip().splitlines()
         tail = f": {detail[-1]}" if detail else ""
         return HookResult(False, f"{what} {path} failed ({status}){tail}", stdout)

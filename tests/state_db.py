@@ -48,7 +48,9 @@ def scratch_database(lease_timeout: int = 5) -> Iterator[StateStoreConf]:
     try:
         with conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-        yield StateStoreConf(kind="mysql", user=USER, host=HOST, port=PORT, database=name, lease_timeout=lease_timeout)
+        yield StateStoreConf(
+            kind="mysql", user=USER, host=HOST, port=PORT, database=name, lease_timeout=lease_timeout
+        )
     finally:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
@@ -60,8 +62,10 @@ def kill_connections(database: str) -> int:
     conn = admin()
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s AND ID <> CONNECTION_ID()",
-                        (database,))
+            cur.execute(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s AND ID <> CONNECTION_ID()",
+                (database,),
+            )
             ids = [int(row[0]) for row in cur.fetchall()]
             for conn_id in ids:
                 try:

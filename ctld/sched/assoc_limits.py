@@ -125,8 +125,10 @@ class AssocUsage:
         self.qos_user_gpus[(qos, user_id)] += gpus
 
     def _count_run(self, assoc_id: int, qos: str, cpu_mins: float, gpu_mins: float) -> None:
-        for totals in [*(self.run.setdefault(a.id, [0.0, 0.0]) for a in self.chain(assoc_id)),
-                       self.qos_run.setdefault(qos, [0.0, 0.0])]:
+        for totals in [
+            *(self.run.setdefault(a.id, [0.0, 0.0]) for a in self.chain(assoc_id)),
+            self.qos_run.setdefault(qos, [0.0, 0.0]),
+        ]:
             totals[0] += cpu_mins
             totals[1] += gpu_mins
 
@@ -142,14 +144,24 @@ class AssocUsage:
         if qos is not None:
             why = _qos_reason(qos, job, cpus, gpus, self._qos_in_use(qos.name, job.user_id))
             used = self._limits.qos_used.get(qos.name, UsedMinutes())
-            why = why or usage_reason(qos.usage, (used.cpu, used.gpu, used.wall),
-                                      self.qos_run.get(qos.name, (0.0, 0.0)), cpus, gpus, minutes, safe, 1)
+            why = why or usage_reason(
+                qos.usage,
+                (used.cpu, used.gpu, used.wall),
+                self.qos_run.get(qos.name, (0.0, 0.0)),
+                cpus,
+                gpus,
+                minutes,
+                safe,
+                1,
+            )
             if why:
                 return why
         for depth, assoc in enumerate(self.chain(job.assoc_id)):
             if depth == 0 and 0 <= assoc.max_jobs <= self.jobs[assoc.id]:
                 return MAX_JOBS
-            if 0 <= assoc.max_wall_min and (job.time_limit_min < 0 or job.time_limit_min > assoc.max_wall_min):
+            if 0 <= assoc.max_wall_min and (
+                job.time_limit_min < 0 or job.time_limit_min > assoc.max_wall_min
+            ):
                 if job.time_limit_min != -1:
                     return MAX_WALL
             if 0 <= assoc.max_cpus_per_job < cpus:
@@ -161,8 +173,16 @@ class AssocUsage:
             over = self.cohorts.cannot_borrow(assoc, {CPU: cpus, GPU: gpus}, self._used)
             if over is not None:
                 return GRP_CPU if over == CPU else GRP_GRES
-            why = usage_reason(assoc.usage, self.used_mins.get(assoc.id, (0.0, 0.0, 0.0)),
-                               self.run.get(assoc.id, (0.0, 0.0)), cpus, gpus, minutes, safe, 0)
+            why = usage_reason(
+                assoc.usage,
+                self.used_mins.get(assoc.id, (0.0, 0.0, 0.0)),
+                self.run.get(assoc.id, (0.0, 0.0)),
+                cpus,
+                gpus,
+                minutes,
+                safe,
+                0,
+            )
             if why:
                 return why
         return None
@@ -180,8 +200,14 @@ class AssocUsage:
 
     def _qos_in_use(self, qos: str, user_id: int) -> _QosInUse:
         key = (qos, user_id)
-        return _QosInUse(self.qos_jobs[qos], self.qos_cpus[qos], self.qos_gpus[qos], self.qos_user_jobs[key],
-                         self.qos_user_cpus[key], self.qos_user_gpus[key])
+        return _QosInUse(
+            self.qos_jobs[qos],
+            self.qos_cpus[qos],
+            self.qos_gpus[qos],
+            self.qos_user_jobs[key],
+            self.qos_user_cpus[key],
+            self.qos_user_gpus[key],
+        )
 
     # ---- quota borrowing (borrowing.py)
     def wait_for(self, job: JobRequest) -> None:
@@ -189,12 +215,19 @@ class AssocUsage:
         self.cohorts.wait_for(job.job_id, list(self.chain(job.assoc_id)), _want(job), self._used)
 
     def reclaim(
-        self, job: JobRequest, parts: Sequence[Partition], snap: Snapshot, overlay: Overlay, gone: frozenset[int],
+        self,
+        job: JobRequest,
+        parts: Sequence[Partition],
+        snap: Snapshot,
+        overlay: Overlay,
+        gone: frozenset[int],
         now: int,
     ) -> Plan | None:
         """Borrowing jobs to requeue so that `job`, within its guarantee, starts (see borrowing.reclaim)."""
         chain = list(self.chain(job.assoc_id))
-        if not self.cohorts.enabled or not self.cohorts.within_guarantee(chain, _want(job), self._used, job.job_id):
+        if not self.cohorts.enabled or not self.cohorts.within_guarantee(
+            chain, _want(job), self._used, job.job_id
+        ):
             return None
         if self._borrowing is None:
             chains = {a.id: list(self.chain(a.id)) for a in self._limits.assocs}
@@ -209,8 +242,14 @@ def _want(job: JobRequest) -> dict[str, int]:
 
 
 def usage_reason(
-    lim: UsageLimits, used: Iterable[float], run: Iterable[float], cpus: int, gpus: int, minutes: int,
-    safe: bool, side: int,
+    lim: UsageLimits,
+    used: Iterable[float],
+    run: Iterable[float],
+    cpus: int,
+    gpus: int,
+    minutes: int,
+    safe: bool,
+    side: int,
 ) -> str | None:
     """Slurm's reason when a job of `cpus`/`gpus` for `minutes` (negative: unlimited) passes a usage
     limit, given the decayed `used` (cpu, gpu, wall minutes) and the running jobs' remaining `run`
@@ -278,7 +317,11 @@ def _qos_reason(qos: QosLimits, job: JobRequest, cpus: int, gpus: int, used: _Qo
 
 
 def submit_refusal(
-    limits: AccountingLimits, assoc_id: int, qos_name: str, user_id: int, count: int,
+    limits: AccountingLimits,
+    assoc_id: int,
+    qos_name: str,
+    user_id: int,
+    count: int,
     queued: Iterable[tuple[int, str, int]],
 ) -> str | None:
     """Slurm's refusal when `count` more jobs would pass MaxSubmitJobs/GrpSubmitJobs (or QOS MaxSubmitPU).

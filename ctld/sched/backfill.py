@@ -61,7 +61,9 @@ class Timeline:
         self._blank: dict[int, Overlay] = {}  # releases applied -> an empty overlay bound to that snapshot
         self.holds: list[Hold] = []
         self._cycle_holds = 0  # the first holds: the main pass's starts (kept apart, see _grown)
-        self._with_cycle: dict[tuple[int, tuple[int, ...]], Overlay] = {}  # (releases, those holds) -> overlay
+        self._with_cycle: dict[
+            tuple[int, tuple[int, ...]], Overlay
+        ] = {}  # (releases, those holds) -> overlay
         # ... and the moments reservations start or end (the nodes they keep change then)
         boundaries = reservations.boundaries(snap.reservations, now)
         self._times: list[int] = sorted({now, *(t for t in self._release_times if t >= now), *boundaries})
@@ -71,7 +73,9 @@ class Timeline:
         # A state is an overlay of some holds over the snapshot after some releases; windows
         # (releases, begin, end) point at one, and a state grown by the same holds is shared.
         self._states: dict[int, Overlay] = {}
-        self._grown_to: dict[tuple[int, int, tuple[int, ...]], int] = {}  # (releases, state, holds added) -> state
+        self._grown_to: dict[
+            tuple[int, int, tuple[int, ...]], int
+        ] = {}  # (releases, state, holds added) -> state
         self._users: Counter[int] = Counter()  # windows pointing at each state
         self._made = 0  # states made so far (the next one's id)
         self._windows: dict[tuple[int, int, int], tuple[int, int]] = {}  # window -> (holds seen, state)
@@ -146,7 +150,7 @@ class Timeline:
                 seed = self._with_cycle[(count, ours)] = blank.copy()
                 seed.add_all(self.holds[i].start for i in ours)
             overlay = seed.copy()
-            new = new[len(ours):]
+            new = new[len(ours) :]
         overlay.add_all(self.holds[i].start for i in new)
         return overlay
 
@@ -282,7 +286,9 @@ def run_backfill(
             continue
         tested += 1
         per_user[job.user_id] += 1
-        may_reserve = config.bf_reservations <= 0 or reserved < config.bf_reservations or job.job_id in starving
+        may_reserve = (
+            config.bf_reservations <= 0 or reserved < config.bf_reservations or job.job_id in starving
+        )
         cpus = job_cpus(job)
         if not may_reserve and _cpus_needed(job, parts, cpus) > free_cpus:
             continue  # cannot start now, and gets no reservation: no need to place it
@@ -322,7 +328,9 @@ def _earliest(
 
     def next_fit(part: Partition, earliest: int) -> int:
         minutes = limit[part.name]
-        return timeline.profile(part).first_fit(needed[part.name], lambda t: job_end(t, minutes), earliest, until)
+        return timeline.profile(part).first_fit(
+            needed[part.name], lambda t: job_end(t, minutes), earliest, until
+        )
 
     fits = {p.name: next_fit(p, timeline.now) for p in parts}
     while (begin := min(fits.values())) < FOREVER:
@@ -350,4 +358,3 @@ def _cpus_needed(job: JobRequest, parts: list[Partition], cpus: int) -> int:
 
 def _round_up(seconds: int, step: int) -> int:
     return -(-seconds // step) * step
-

@@ -44,7 +44,10 @@ def borrow_limit(assoc: AssocLimits, tres: str) -> int:
 
 
 def running_want(run: RunningJob) -> dict[str, int]:
-    return {CPU: sum(len(a.cpu_ids) for a in run.allocation), GPU: sum(len(a.gpu_indices) for a in run.allocation)}
+    return {
+        CPU: sum(len(a.cpu_ids) for a in run.allocation),
+        GPU: sum(len(a.gpu_indices) for a in run.allocation),
+    }
 
 
 class Cohorts:
@@ -55,7 +58,9 @@ class Cohorts:
         for assoc in assocs:
             if assoc.parent_id:
                 self._children[assoc.parent_id].append(assoc)
-        self.enabled = any(borrow_limit(a, t) >= 0 for kids in self._children.values() for a in kids for t in TRES)
+        self.enabled = any(
+            borrow_limit(a, t) >= 0 for kids in self._children.values() for a in kids for t in TRES
+        )
         self._waiting: dict[str, Counter[int]] = {t: Counter() for t in TRES}
         self._held: dict[int, tuple[tuple[int, ...], dict[str, int]]] = {}  # job -> (its chain, its want)
 
@@ -88,7 +93,9 @@ class Cohorts:
         own = self._held.get(job_id, ((), {}))[1]
         return all(
             used[t][a.id] + self._waiting[t][a.id] - own.get(t, 0) + want[t] <= guarantee(a, t)
-            for a in chain for t in TRES if guarantee(a, t) >= 0 and want[t] > 0
+            for a in chain
+            for t in TRES
+            if guarantee(a, t) >= 0 and want[t] > 0
         )
 
     def wait_for(self, job_id: int, chain: Sequence[AssocLimits], want: Want, used: Used) -> None:
@@ -112,7 +119,9 @@ class Cohorts:
                 self._waiting[tres][assoc_id] -= want[tres]
 
 
-def borrowing_jobs(running: Iterable[RunningJob], chains: Mapping[int, Sequence[AssocLimits]]) -> dict[int, set[int]]:
+def borrowing_jobs(
+    running: Iterable[RunningJob], chains: Mapping[int, Sequence[AssocLimits]]
+) -> dict[int, set[int]]:
     """Association id -> its running jobs that are borrowing (the youngest that make up its excess).
 
     `chains`: association id -> the association and its ancestors.
@@ -164,8 +173,11 @@ def reclaim(
             for sibling in cohorts.siblings(level, tres):
                 if sibling.id != level.id:
                     candidates |= borrowing.get(sibling.id, set())
-    order = sorted((r for r in snap.running if r.job_id in candidates and r.job_id not in gone),
-                   key=lambda r: (r.start_time, r.job_id), reverse=True)
+    order = sorted(
+        (r for r in snap.running if r.job_id in candidates and r.job_id not in gone),
+        key=lambda r: (r.start_time, r.job_id),
+        reverse=True,
+    )
     if not order:
         return None
     decisions = requeue([r.job_id for r in order], job, snap, f"quota reclaimed by job {job.job_id}")

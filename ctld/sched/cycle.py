@@ -174,14 +174,18 @@ def _schedule_one(
     if isinstance(first, Pend) and first.busy:
         # 6. Room made by ending other jobs (quota reclaim, then preemption) is held for the job;
         #    otherwise it blocks its partitions (not a reservation's job: it waits for its own nodes).
-        if not (_reclaim(job, unblocked, snap, now, state)
-                or (preemption.enabled(snap) and _preempt_for(job, unblocked, snap, now, state))):
+        if not (
+            _reclaim(job, unblocked, snap, now, state)
+            or (preemption.enabled(snap) and _preempt_for(job, unblocked, snap, now, state))
+        ):
             if not job.reservation:
                 state.blocked.update(part.name for part in unblocked)
     return first or BUSY
 
 
-def _preempt_for(job: JobRequest, parts: list[Partition], snap: Snapshot, now: int, state: _CycleState) -> bool:
+def _preempt_for(
+    job: JobRequest, parts: list[Partition], snap: Snapshot, now: int, state: _CycleState
+) -> bool:
     """Preempt what `job` needs and hold where it will start (it stays pending); False when nothing helps.
 
     The held room keeps lower jobs off it, so the job need not block its partitions.
@@ -221,7 +225,9 @@ def backfill(
     held = {start.job_id for start in state.held}  # preemptors already hold where they will start
     waiting = [job for job in queue if job.job_id not in held] if held else queue
     admit = partial(_within_limits, state.assoc, verdicts) if state.assoc is not None else None
-    found = run_backfill(snap, now, waiting, [*state.starts, *state.held], verdicts, state.active_tasks, admit)
+    found = run_backfill(
+        snap, now, waiting, [*state.starts, *state.held], verdicts, state.active_tasks, admit
+    )
     for start in found.starts:
         state.overlay.add(start)
         state.starts.append(start)
@@ -259,7 +265,13 @@ def _queue_key(
 ) -> tuple[int, int, int, int, int]:
     """PriorityTier, then short jobs first (shoal_short_first), priority, submit time, job id."""
     tier = max((parts[name].priority_tier for name in job.partitions if name in parts), default=0)
-    return (-tier, starve.short_rank(job, parts, config), -priorities[job.job_id], job.submit_time, job.job_id)
+    return (
+        -tier,
+        starve.short_rank(job, parts, config),
+        -priorities[job.job_id],
+        job.submit_time,
+        job.job_id,
+    )
 
 
 def _active_array_tasks(jobs: tuple[JobStatus, ...]) -> Counter[int]:

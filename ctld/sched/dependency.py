@@ -153,7 +153,11 @@ def _one(kind: str, phase: Phase) -> Verdict:
 
 def _singleton(job: JobRequest, jobs: Mapping[int, list[JobStatus]]) -> Verdict:
     """No other job of the same user and name is running, or pending ahead of this one."""
-    index = jobs if isinstance(jobs, StatusIndex) else StatusIndex(s for statuses in jobs.values() for s in statuses)
+    index = (
+        jobs
+        if isinstance(jobs, StatusIndex)
+        else StatusIndex(s for statuses in jobs.values() for s in statuses)
+    )
     active, first_pending = index.same_name(job.user_id, job.name)
     if active - {job.job_id} or 0 < first_pending < job.job_id:
         return "wait"

@@ -104,7 +104,9 @@ def last_reset(now: int, period: str) -> int:
     return 0 if month is None else calendar.timegm((t.tm_year, month, 1, 0, 0, 0, 0, 0, 0))
 
 
-def share_rows(assocs: Iterable[ShareAssoc], usage: Mapping[int, float], fair_tree: bool = True) -> list[ShareRow]:
+def share_rows(
+    assocs: Iterable[ShareAssoc], usage: Mapping[int, float], fair_tree: bool = True
+) -> list[ShareRow]:
     """Every association's row, in tree order (users before accounts at each level, by name), as sshare lists them."""
     tree = _Tree(list(assocs), usage)
     rows: list[ShareRow] = []
@@ -139,7 +141,9 @@ def share_rows(assocs: Iterable[ShareAssoc], usage: Mapping[int, float], fair_tr
     return rows
 
 
-def factors(assocs: Iterable[ShareAssoc], usage: Mapping[int, float], fair_tree: bool = True) -> dict[int, float]:
+def factors(
+    assocs: Iterable[ShareAssoc], usage: Mapping[int, float], fair_tree: bool = True
+) -> dict[int, float]:
     """Association id -> fair-share factor, for the users' associations."""
     return {row.id: row.fairshare for row in share_rows(assocs, usage, fair_tree) if row.user}
 
@@ -225,7 +229,9 @@ class _Tree:
         """Walk `nodes` (one merged level) in decreasing LevelFS; tied accounts are walked together."""
         scored: dict[float, list[int]] = {}
         for node in nodes:
-            scored.setdefault(self.level_fs(node) if self.by_id[node].parent_id in self.by_id else INF, []).append(node)
+            scored.setdefault(
+                self.level_fs(node) if self.by_id[node].parent_id in self.by_id else INF, []
+            ).append(node)
         for _, group in sorted(scored.items(), key=lambda item: -item[0]):
             users = [n for n in group if self.by_id[n].user]
             if users:

@@ -36,7 +36,9 @@ class FreeProfile:
         """Make `moment` a candidate begin."""
         self.begins[self._step_at(moment)] = True
 
-    def first_fit(self, cpus: int, end_of: Callable[[int], int], earliest: int = 0, until: int = FOREVER) -> int:
+    def first_fit(
+        self, cpus: int, end_of: Callable[[int], int], earliest: int = 0, until: int = FOREVER
+    ) -> int:
         """The first step time, from `earliest` and not after `until`, from which `cpus` stay free
         until end_of(that time) (FOREVER: none)."""
         times, free, begins, n = self.times, self.free, self.begins, len(self.times)

@@ -114,7 +114,11 @@ class Live:
                 return None
             gpus = len(node.gpus)
         else:
-            if not free.shareable or len(free.cpu_ids) < need.cpus or _typed(free.gpus, need.gpu_type) < need.gpus:
+            if (
+                not free.shareable
+                or len(free.cpu_ids) < need.cpus
+                or _typed(free.gpus, need.gpu_type) < need.gpus
+            ):
                 return None
             gpus = gpu_count(node, need.gpu_type) if need.best_fit else 0
         return node.weight, gpu_select.node_order_key(gpus, need.best_fit) if need.best_fit else 0

@@ -92,9 +92,11 @@ def _greedy(free: tuple[Gpu, ...], count: int) -> tuple[Gpu, ...]:
 def _closeness(gpu: Gpu, chosen: Sequence[Gpu], sizes: Counter[int]) -> tuple[int, ...]:
     if not chosen:
         return (-sizes.get(gpu.link_group, 0), gpu.index)
+
     def away(attr: str) -> int:
         value = getattr(gpu, attr)
         return 0 if value >= 0 and any(getattr(c, attr) == value for c in chosen) else 1
+
     return (away("link_group"), away("pcie_switch"), away("numa_node"), gpu.index)
 
 

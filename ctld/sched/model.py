@@ -248,7 +248,9 @@ class Config:
     starve_xfactor: int = 0  # ... or once (wait + limit) / limit reaches this
     starve_max: int = 0  # at most this many starving jobs (the oldest) get one; 0 = all
     wait_target_min: int = 0  # starving jobs get one only while one's planned start misses this wait
-    bf_strict: bool = False  # `shoal sim --backfill-rule strict`: backfill only jobs ending by the first reservation
+    bf_strict: bool = (
+        False  # `shoal sim --backfill-rule strict`: backfill only jobs ending by the first reservation
+    )
     max_switch_wait_s: int = 300  # the longest a job waits for its --switches count
     priority: PriorityConfig = PriorityConfig()
     preempt: PreemptConfig = PreemptConfig()

@@ -214,7 +214,10 @@ class Overlay:
         """Free CPUs over the pool's nodes, kept up to date by add()."""
         found = self._pool_cpus.get(id(pool))
         if found is None:
-            found = self._pool_cpus[id(pool)] = (pool, sum(len(self.free(node).cpu_ids) for node in pool.nodes))
+            found = self._pool_cpus[id(pool)] = (
+                pool,
+                sum(len(self.free(node).cpu_ids) for node in pool.nodes),
+            )
         return found[1]
 
     def live(self, pool: Pool, need: Need) -> Live:
@@ -258,8 +261,21 @@ INDEX_MIN_NODES = 16  # below this many nodes a plain scan is cheaper than keepi
 
 # JobRequest fields place() does not read: jobs equal in every other field are one request shape.
 _NOT_SHAPE = frozenset(
-    {"job_id", "name", "submit_time", "priority", "admin_priority", "nice", "begin_time", "held_user",
-     "held_admin", "dependency", "array_job_id", "array_task_id", "array_max_running"}
+    {
+        "job_id",
+        "name",
+        "submit_time",
+        "priority",
+        "admin_priority",
+        "nice",
+        "begin_time",
+        "held_user",
+        "held_admin",
+        "dependency",
+        "array_job_id",
+        "array_task_id",
+        "array_max_running",
+    }
 )
 _shape_of = operator.attrgetter(*(f.name for f in dataclasses.fields(JobRequest) if f.name not in _NOT_SHAPE))
 
@@ -562,8 +578,10 @@ class _Placer:
                 node=node.name,
                 cpu_ids=tuple(range(node.cpus)),
                 # charged for every CPU it holds (DefMemPerCPU x all of them without a memory option), as 22.05
-                mem_mb=min(mem_for(job, node.cpus, node, self.part, self.snap.config, gpus_needed),
-                           node.real_memory_mb),
+                mem_mb=min(
+                    mem_for(job, node.cpus, node, self.part, self.snap.config, gpus_needed),
+                    node.real_memory_mb,
+                ),
                 gpu_indices=tuple(g.index for g in node.gpus),
                 tasks=tasks,
             )
@@ -638,7 +656,9 @@ def candidate_partitions(job: JobRequest, snap: Snapshot) -> list[Partition]:
 @memo.by_identity  # a job and the snapshot's (immutable) partitions: asked many times per cycle
 def _admitting(job: JobRequest, partitions: tuple[Partition, ...]) -> tuple[Partition, ...]:
     by_name = {part.name: part for part in partitions}
-    return tuple(by_name[name] for name in job.partitions if name in by_name and access.admits(job, by_name[name]))
+    return tuple(
+        by_name[name] for name in job.partitions if name in by_name and access.admits(job, by_name[name])
+    )
 
 
 def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
@@ -663,7 +683,9 @@ def could_ever_run(job: JobRequest, snap: Snapshot) -> Refusal | None:
     capacity = _as_configured(snap)
     if any(_fits_capacity(job, part, capacity) for part in parts):
         return None
-    return Refusal(NODE_CONFIG_UNAVAILABLE, _unsatisfiable(job, [n for n in snap.nodes if n.name in in_parts]))
+    return Refusal(
+        NODE_CONFIG_UNAVAILABLE, _unsatisfiable(job, [n for n in snap.nodes if n.name in in_parts])
+    )
 
 
 def _unsatisfiable(job: JobRequest, nodes: list[Node]) -> tuple[str, ...]:

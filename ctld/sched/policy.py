@@ -66,7 +66,9 @@ def policy_config(policy: str, base: Config) -> Config:
 
     if policy == "conf":
         return base
-    plain = replace(base, short_first_min=0, starve_wait_min=0, starve_xfactor=0, starve_max=0, wait_target_min=0)
+    plain = replace(
+        base, short_first_min=0, starve_wait_min=0, starve_xfactor=0, starve_max=0, wait_target_min=0
+    )
     if policy == "fcfs":
         return replace(plain, scheduler="sched/builtin")
     easy = replace(plain, scheduler="sched/backfill", bf_reservations=1)

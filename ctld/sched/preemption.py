@@ -61,7 +61,12 @@ def enabled(snap: Snapshot) -> bool:
 
 
 def plan(
-    job: JobRequest, parts: Iterable[Partition], snap: Snapshot, overlay: Overlay, now: int, chosen: Collection[int]
+    job: JobRequest,
+    parts: Iterable[Partition],
+    snap: Snapshot,
+    overlay: Overlay,
+    now: int,
+    chosen: Collection[int],
 ) -> Plan | None:
     """Victims and allocation for `job` in the first of `parts` where preemption makes room, else None.
 

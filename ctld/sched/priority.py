@@ -142,7 +142,9 @@ def job_priority(
     return weigh(job_factors(job, partition, now, conf, ctx), conf).priority
 
 
-def job_factors(job: JobRequest, partition: Partition, now: int, conf: PriorityConfig, ctx: Cluster) -> Factors:
+def job_factors(
+    job: JobRequest, partition: Partition, now: int, conf: PriorityConfig, ctx: Cluster
+) -> Factors:
     """The unweighted factors of one job in one partition."""
     flags = conf.flags
     eligible = max(job.submit_time, job.begin_time)

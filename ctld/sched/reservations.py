@@ -83,7 +83,9 @@ def is_active(resv: Reservation, at: int) -> bool:
     return overlaps(resv, at, at + 1)
 
 
-def waiting_reason(job: JobRequest, reservations: Iterable[Reservation], now: int) -> Pend | Unresolvable | None:
+def waiting_reason(
+    job: JobRequest, reservations: Iterable[Reservation], now: int
+) -> Pend | Unresolvable | None:
     """Why a job in a reservation cannot start now whatever is free: deleted (for good), or not
     started yet (backfill plans it for the reservation's start)."""
     if not job.reservation:

@@ -70,8 +70,10 @@ def mem_for(job: JobRequest, cpus: int, node: Node, part: Partition, config: Con
         return job.mem_per_cpu_mb * cpus
     if job.mem_per_gpu_mb > 0 and gpus > 0:
         return job.mem_per_gpu_mb * gpus
-    for per_gpu, per_cpu in ((part.def_mem_per_gpu_mb, part.def_mem_per_cpu_mb),
-                             (config.def_mem_per_gpu_mb, config.def_mem_per_cpu_mb)):
+    for per_gpu, per_cpu in (
+        (part.def_mem_per_gpu_mb, part.def_mem_per_cpu_mb),
+        (config.def_mem_per_gpu_mb, config.def_mem_per_cpu_mb),
+    ):
         if per_gpu > 0 and gpus > 0:
             return per_gpu * gpus
         if per_cpu > 0:

@@ -54,37 +54,37 @@ class AllocNode:
 
 @dataclass(frozen=True)
 class StepRequest:
-    min_nodes: int = 0          # 0 = not given
+    min_nodes: int = 0  # 0 = not given
     max_nodes: int = 0
-    num_tasks: int = 0          # 0 = not given
+    num_tasks: int = 0  # 0 = not given
     ntasks_per_node: int = 0
     cpus_per_task: int = 1
     nodelist: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    distribution: str = ""      # "block", "cyclic", "plane=N" ("" = by the task count); ":..." ignored
-    overlap: bool = False       # share every resource with all other steps; hold none (opt-out)
-    exclusive: bool = False     # dedicated CPUs/GPUs: the 22.05 default for steps, said explicitly
-    exact: bool = False         # only tasks x cpus-per-task CPUs (else all the job's on each node)
+    distribution: str = ""  # "block", "cyclic", "plane=N" ("" = by the task count); ":..." ignored
+    overlap: bool = False  # share every resource with all other steps; hold none (opt-out)
+    exclusive: bool = False  # dedicated CPUs/GPUs: the 22.05 default for steps, said explicitly
+    exact: bool = False  # only tasks x cpus-per-task CPUs (else all the job's on each node)
     overcommit: bool = False
-    gpus_per_node: int = 0      # --gres=gpu:N / --gpus-per-node
-    gpus_total: int = 0         # --gpus (spread over the step's nodes)
+    gpus_per_node: int = 0  # --gres=gpu:N / --gpus-per-node
+    gpus_total: int = 0  # --gpus (spread over the step's nodes)
     gpus_per_task: int = 0
-    mem_per_node_mb: int = 0    # --mem (0 = none asked)
-    mem_per_cpu_mb: int = 0     # --mem-per-cpu
+    mem_per_node_mb: int = 0  # --mem (0 = none asked)
+    mem_per_cpu_mb: int = 0  # --mem-per-cpu
 
 
 @dataclass(frozen=True)
 class StepLayout:
     nodes: tuple[str, ...]
     task_ids: tuple[tuple[int, ...], ...]  # global task ids per node, in node order
-    cpus: tuple[int, ...]                  # CPUs the step uses per node
-    distribution: str                      # "block", "cyclic" or "plane"
+    cpus: tuple[int, ...]  # CPUs the step uses per node
+    distribution: str  # "block", "cyclic" or "plane"
     cpu_ids: tuple[tuple[int, ...], ...] = ()  # which of the job's cpu ids, per node
     # GPUs the step takes per node; () on a node = no GPU request: the step sees all the job's GPUs there
     gpus: tuple[tuple[int, ...], ...] = ()
     gpus_requested: bool = False
     mem_mb: tuple[int, ...] = ()  # memory the step holds per node (0 = none asked)
-    plane_size: int = 0           # with distribution "plane"
+    plane_size: int = 0  # with distribution "plane"
 
     @property
     def num_tasks(self) -> int:
@@ -174,7 +174,10 @@ def gpus_per_node(req: StepRequest, counts: Sequence[int], have: Sequence[int] =
 
 
 def take_gpus(
-    chosen: Sequence[AllocNode], counts: Sequence[int], busy_gpus: Mapping[str, frozenset[int]], req: StepRequest
+    chosen: Sequence[AllocNode],
+    counts: Sequence[int],
+    busy_gpus: Mapping[str, frozenset[int]],
+    req: StepRequest,
 ) -> tuple[tuple[int, ...], ...]:
     """The job's GPUs the step takes on each node: lowest free indices (the job's own set is already
     the best connected); more than the job has is refused, more than is free now waits."""

@@ -48,7 +48,8 @@ def _refused_by_partition_limits(job: JobRequest, parts: list[Partition], enforc
 def pending_note(job: JobRequest, snap: Snapshot) -> str:
     """Slurm's note to srun/salloc for an accepted job that no partition of it can take as asked."""
     parts = candidate_partitions(job, snap)
-    if parts and all(limits.node_limit_exceeded(job, part) or limits.cpu_limit_exceeded(job, part)
-                     for part in parts):
+    if parts and all(
+        limits.node_limit_exceeded(job, part) or limits.cpu_limit_exceeded(job, part) for part in parts
+    ):
         return PART_CONFIG_NOT_NOW
     return ""

@@ -240,7 +240,11 @@ class Simulation:
         kept: list[JobRequest] = []
         seen_too_big = False
         for job in batch:
-            if job.exclusive or job.job_id in reserving or limits.partition_limit_reason(job, part) is not None:
+            if (
+                job.exclusive
+                or job.job_id in reserving
+                or limits.partition_limit_reason(job, part) is not None
+            ):
                 kept.append(job)
                 continue
             too_big = job_cpus(job) > free

@@ -26,7 +26,11 @@ def lublin_trace(count: int, seed: int = 1, procs: int = 256) -> Trace:
         size = _size(rng, top, procs)
         run = _runtime(rng, size, procs)
         now += _gap(rng, now)
-        jobs.append(TraceJob(job_id=job_id, submit=int(now), run=run, procs=size, estimate=run, user=1 + rng.randrange(64)))
+        jobs.append(
+            TraceJob(
+                job_id=job_id, submit=int(now), run=run, procs=size, estimate=run, user=1 + rng.randrange(64)
+            )
+        )
     header = {"MaxProcs": str(procs), "MaxNodes": str(procs), "Note": f"shoal lublin generator seed={seed}"}
     return Trace(name=f"lublin:{count}:{seed}", jobs=jobs, header=header)
 

@@ -71,7 +71,9 @@ def conf_machine(path: str) -> Machine:
         for n in cfg.nodes
     )
     parts = partitions(cfg)
-    default = next((p.name for p in cfg.partitions if p.is_default), parts[0].name if parts else SIM_PARTITION)
+    default = next(
+        (p.name for p in cfg.partitions if p.is_default), parts[0].name if parts else SIM_PARTITION
+    )
     return Machine(nodes, parts, sched_config(cfg), default)
 
 

@@ -47,7 +47,9 @@ def read_sacct(path: str | os.PathLike[str]) -> Trace:
                 if "alloccpus" not in columns and "ncpus" not in columns:
                     missing.append("alloccpus")
                 if missing:
-                    raise TraceError(f"{name}:{lineno}: sacct export lacks the column(s) {', '.join(missing)}")
+                    raise TraceError(
+                        f"{name}:{lineno}: sacct export lacks the column(s) {', '.join(missing)}"
+                    )
                 continue
             rows.append((lineno, dict(zip(columns, values, strict=False))))
     jobs: list[TraceJob] = []
@@ -99,7 +101,9 @@ def _times(row: dict[str, str], name: str, lineno: int) -> tuple[int, int, int] 
         try:
             values.append(int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))))
         except ValueError:
-            raise TraceError(f"{name}:{lineno}: {key} {text!r} is not a time like 2026-11-29T21:39:47") from None
+            raise TraceError(
+                f"{name}:{lineno}: {key} {text!r} is not a time like 2026-11-29T21:39:47"
+            ) from None
     return values[0], values[1], values[2]
 
 

@@ -41,7 +41,11 @@ def problems(node: str) -> list[str]:
     if len(found) < expected:
         out.append(f"{len(found)} of {expected} GPUs found")
     minors = {g.index for g in found}
-    missing = [f for f in files if f.rsplit("nvidia", 1)[-1].isdigit() and int(f.rsplit("nvidia", 1)[-1]) not in minors]
+    missing = [
+        f
+        for f in files
+        if f.rsplit("nvidia", 1)[-1].isdigit() and int(f.rsplit("nvidia", 1)[-1]) not in minors
+    ]
     if missing:
         out.append("missing " + ",".join(os.path.basename(f) for f in missing))
     return out

@@ -18,5 +18,13 @@ from noded.cgroup.job import (
 )
 from noded.cgroup.step import BATCH, StepCgroup, oom_note, step_name
 
-__all__ = ["BATCH", "CgroupError", "CgroupRequest", "JobCgroup", "StepCgroup", "detect_version", "oom_note",
-           "step_name"]
+__all__ = [
+    "BATCH",
+    "CgroupError",
+    "CgroupRequest",
+    "JobCgroup",
+    "StepCgroup",
+    "detect_version",
+    "oom_note",
+    "step_name",
+]

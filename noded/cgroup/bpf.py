@@ -78,8 +78,16 @@ def load(program: bytes) -> int:
     log = ctypes.create_string_buffer(65536)
     attr = ctypes.create_string_buffer(_ATTR_SIZE)
     struct.pack_into(
-        "<IIQQIIQ", attr, 0, BPF_PROG_TYPE_CGROUP_DEVICE, len(program) // 8,
-        ctypes.addressof(insns), ctypes.addressof(license), 1, len(log), ctypes.addressof(log),
+        "<IIQQIIQ",
+        attr,
+        0,
+        BPF_PROG_TYPE_CGROUP_DEVICE,
+        len(program) // 8,
+        ctypes.addressof(insns),
+        ctypes.addressof(license),
+        1,
+        len(log),
+        ctypes.addressof(log),
     )
     try:
         return _bpf(BPF_PROG_LOAD, attr)

@@ -40,17 +40,27 @@ class CgroupRequest:
         return cls(**data)
 
     def child(
-        self, name: str, cpus: list[int] | None = None, mem_bytes: int = 0, memsw_bytes: int = 0,
+        self,
+        name: str,
+        cpus: list[int] | None = None,
+        mem_bytes: int = 0,
+        memsw_bytes: int = 0,
         deny_devices: list[list[int]] | None = None,
     ) -> CgroupRequest:
         """A step's group inside this one (<job>/step_<id>): its own limits, or the job's when unset
         (v1 and v2 limits are hierarchical, and a child inherits its parent's device rules)."""
-        return replace(self, relpath=f"{self.relpath}/{name}", cpus=list(cpus or []), mem_bytes=mem_bytes,
-                       memsw_bytes=memsw_bytes, deny_devices=list(deny_devices or []))
+        return replace(
+            self,
+            relpath=f"{self.relpath}/{name}",
+            cpus=list(cpus or []),
+            mem_bytes=mem_bytes,
+            memsw_bytes=memsw_bytes,
+            deny_devices=list(deny_devices or []),
+        )
 
 
 def detect_version(plugin: str = "autodetect", mount: str = MOUNT) -> str | None:
-    """"v1" or "v2" when that hierarchy is there and writable for our controllers, else None."""
+    """ "v1" or "v2" when that hierarchy is there and writable for our controllers, else None."""
     root = Path(mount)
     v2 = (root / "cgroup.controllers").exists()
     if plugin in ("autodetect", "cgroup/v2") and v2:
@@ -164,7 +174,9 @@ class JobCgroup:
         if self.req.mem_bytes:
             _write(memory / "memory.limit_in_bytes", str(self.req.mem_bytes))
             if self.req.memsw_bytes and (memory / "memory.memsw.limit_in_bytes").exists():
-                _write(memory / "memory.memsw.limit_in_bytes", str(max(self.req.memsw_bytes, self.req.mem_bytes)))
+                _write(
+                    memory / "memory.memsw.limit_in_bytes", str(max(self.req.memsw_bytes, self.req.mem_bytes))
+                )
         devices = self._mkdirs(self.root / "devices")
         for dev_type, major, minor in self.req.deny_devices:
             kind = "c" if dev_type == bpf.DEV_CHAR else "b"
@@ -176,7 +188,9 @@ class JobCgroup:
     def _create_v2(self) -> None:
         def enable_controllers(path: Path) -> None:
             parent = path.parent
-            wanted = [c for c in ("cpuset", "memory", "cpu") if c in _read(parent / "cgroup.controllers").split()]
+            wanted = [
+                c for c in ("cpuset", "memory", "cpu") if c in _read(parent / "cgroup.controllers").split()
+            ]
             for name in wanted:
                 try:
                     (parent / "cgroup.subtree_control").write_text(f"+{name}")

@@ -18,8 +18,10 @@ def step_name(step_id: int) -> str:
 
 def oom_note(step: str, count: int) -> str:
     """What slurmstepd says on the step's stderr after the kernel's OOM killer struck."""
-    return (f"slurmstepd: error: Detected {count} oom-kill event(s) in StepId={step} cgroup. "
-            "Some of your processes may have been killed by the cgroup out-of-memory handler.\n")
+    return (
+        f"slurmstepd: error: Detected {count} oom-kill event(s) in StepId={step} cgroup. "
+        "Some of your processes may have been killed by the cgroup out-of-memory handler.\n"
+    )
 
 
 class StepCgroup:

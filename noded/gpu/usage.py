@@ -39,7 +39,9 @@ class GpuSampler:
 
     def _handle(self, minor: int) -> Any | None:
         if self._handles is None:
-            handles = [self._nvml.nvmlDeviceGetHandleByIndex(i) for i in range(int(self._nvml.nvmlDeviceGetCount()))]
+            handles = [
+                self._nvml.nvmlDeviceGetHandleByIndex(i) for i in range(int(self._nvml.nvmlDeviceGetCount()))
+            ]
             self._handles = {int(self._nvml.nvmlDeviceGetMinorNumber(h)): h for h in handles}
         return self._handles.get(minor)
 

@@ -37,19 +37,34 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("-V", "--version", action="version", version=version_line())
     parser.add_argument("-f", "--conf", metavar="PATH", help="slurm.conf to read (default: $SLURM_CONF)")
     parser.add_argument("--socket", metavar="PATH", help="unix socket to serve (default: AgentSocket)")
-    parser.add_argument("-D", dest="foreground", action="store_true",
-                        help="foreground, log copied to stderr (never forks)")
+    parser.add_argument(
+        "-D", dest="foreground", action="store_true", help="foreground, log copied to stderr (never forks)"
+    )
     parser.add_argument("-L", "--logfile", metavar="PATH", help="log to PATH (default: stderr)")
-    parser.add_argument("--no-command-runner", action="store_true",
-                        help="do not start the warm command runner (commands then start Python each time)")
+    parser.add_argument(
+        "--no-command-runner",
+        action="store_true",
+        help="do not start the warm command runner (commands then start Python each time)",
+    )
     parser.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH")
-    parser.add_argument("--conf-server", metavar="HOST[:PORT][,...]",
-                        help="configless: fetch slurm.conf and the files beside it from shoal-ctld at start "
-                             "(SlurmctldParameters=enable_configless); run from the cached copy")
-    parser.add_argument("--conf-cache", metavar="DIR", default=DEFAULT_CONF_CACHE,
-                        help=f"configless: where the fetched files are kept (default: {DEFAULT_CONF_CACHE})")
-    parser.add_argument("--key-file", metavar="PATH", default=configless.DEFAULT_KEY_FILE,
-                        help=f"configless: the cluster key (default: {configless.DEFAULT_KEY_FILE})")
+    parser.add_argument(
+        "--conf-server",
+        metavar="HOST[:PORT][,...]",
+        help="configless: fetch slurm.conf and the files beside it from shoal-ctld at start "
+        "(SlurmctldParameters=enable_configless); run from the cached copy",
+    )
+    parser.add_argument(
+        "--conf-cache",
+        metavar="DIR",
+        default=DEFAULT_CONF_CACHE,
+        help=f"configless: where the fetched files are kept (default: {DEFAULT_CONF_CACHE})",
+    )
+    parser.add_argument(
+        "--key-file",
+        metavar="PATH",
+        default=configless.DEFAULT_KEY_FILE,
+        help=f"configless: the cluster key (default: {configless.DEFAULT_KEY_FILE})",
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
 
@@ -77,8 +92,14 @@ def _build_server(args: argparse.Namespace) -> AgentServer:
     except AuthError as exc:
         raise _StartError(exc.message) from exc
     socket_path = args.socket or cfg.agent_socket
-    return AgentServer(socket_path, key, targets_from_config(cfg), host=socket.gethostname(),
-                       command_runner=not args.no_command_runner, connect_grace=float(cfg.msg_timeout))
+    return AgentServer(
+        socket_path,
+        key,
+        targets_from_config(cfg),
+        host=socket.gethostname(),
+        command_runner=not args.no_command_runner,
+        connect_grace=float(cfg.msg_timeout),
+    )
 
 
 def _write_pidfile(path: str) -> None:
@@ -94,8 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     notifier = Notifier()
     level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
     try:
-        setup_logging(args.logfile, level, args.foreground,
-                      LOG_FORMAT if args.logfile else f"{PROG}: %(levelname)s: %(message)s")
+        setup_logging(
+            args.logfile,
+            level,
+            args.foreground,
+            LOG_FORMAT if args.logfile else f"{PROG}: %(levelname)s: %(message)s",
+        )
     except OSError as exc:
         print(f"{PROG}: error: cannot open log file {args.logfile}: {exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -85,8 +85,15 @@ class AgentServer:
     a standby answered "not the primary" (docs/ha.md); both mean nothing was done, so nothing doubles.
     """
 
-    def __init__(self, socket_path: str, key: bytes, targets: dict[str, str], host: str,
-                 command_runner: bool = False, connect_grace: float = CONNECT_GRACE) -> None:
+    def __init__(
+        self,
+        socket_path: str,
+        key: bytes,
+        targets: dict[str, str],
+        host: str,
+        command_runner: bool = False,
+        connect_grace: float = CONNECT_GRACE,
+    ) -> None:
         self.socket_path = socket_path
         self._connect_grace = connect_grace
         self._command_runner = command_runner
@@ -94,8 +101,9 @@ class AgentServer:
         self._runner_pipe: int | None = None
         self._runner_started = 0.0
         self._key = key
-        self._targets = {name: tuple(a.strip() for a in addrs.split(",") if a.strip())
-                         for name, addrs in targets.items()}
+        self._targets = {
+            name: tuple(a.strip() for a in addrs.split(",") if a.strip()) for name, addrs in targets.items()
+        }
         self._good: dict[str, str] = {}  # per target: the address that answered last
         self._host = host
         self._channels: dict[str, grpc.Channel] = {}
@@ -145,9 +153,19 @@ class AgentServer:
         watch, keep = os.pipe()  # the runner exits when `keep` closes: our exit, even by SIGKILL
         try:
             self._runner = subprocess.Popen(
-                [sys.executable, "-P", "-m", "cli.runner", "--socket", self.socket_path + RUNNER_SUFFIX,
-                 "--parent-fd", str(watch)],
-                pass_fds=(watch,), stdin=subprocess.DEVNULL, close_fds=True,
+                [
+                    sys.executable,
+                    "-P",
+                    "-m",
+                    "cli.runner",
+                    "--socket",
+                    self.socket_path + RUNNER_SUFFIX,
+                    "--parent-fd",
+                    str(watch),
+                ],
+                pass_fds=(watch,),
+                stdin=subprocess.DEVNULL,
+                close_fds=True,
             )
         except OSError as exc:
             os.close(keep)
@@ -163,8 +181,10 @@ class AgentServer:
         if runner is None or runner.poll() is None or self._stop.is_set():
             return
         if runner.returncode == RUNNER_CANNOT_LISTEN:  # its socket path is unusable: trying again won't help
-            log.error("the command runner cannot listen beside %s; commands will start Python each time",
-                      self.socket_path)
+            log.error(
+                "the command runner cannot listen beside %s; commands will start Python each time",
+                self.socket_path,
+            )
             self._stop_runner()
             return
         if time.monotonic() - self._runner_started < RUNNER_RESTART_DELAY:
@@ -354,7 +374,9 @@ class AgentServer:
         status: grpc.StatusCode = exc.code()
         code = int(status.value[0])
         if status == grpc.StatusCode.UNAVAILABLE:
-            message = UNAVAILABLE_MESSAGES.get(target.split("@")[0], f"Unable to contact {target} (connect failure)")
+            message = UNAVAILABLE_MESSAGES.get(
+                target.split("@")[0], f"Unable to contact {target} (connect failure)"
+            )
         elif status == grpc.StatusCode.DEADLINE_EXCEEDED:
             message = codes.TIMED_OUT
         else:

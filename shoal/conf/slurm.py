@@ -110,8 +110,8 @@ class PartitionConf:
     root_only: bool = False
     def_mem_per_cpu: int = 0
     def_mem_per_node: int = 0
-    def_mem_per_gpu: int = 0            # DefMemPerGPU (MB)
-    def_cpu_per_gpu: int = 0            # DefCpuPerGPU
+    def_mem_per_gpu: int = 0  # DefMemPerGPU (MB)
+    def_cpu_per_gpu: int = 0  # DefCpuPerGPU
     max_mem_per_cpu: int = 0
     max_mem_per_node: int = 0
     grace_time: int = 0
@@ -162,14 +162,14 @@ class SlurmConfig:
     slurmctld_timeout: int = 120
     inactive_limit: int = 0
     return_to_service: int = 1
-    job_requeue: int = 1                # JobRequeue: batch jobs may be requeued unless --no-requeue
+    job_requeue: int = 1  # JobRequeue: batch jobs may be requeued unless --no-requeue
     max_job_count: int = 10000
     max_array_size: int = 1001
     first_job_id: int = 1
     def_mem_per_cpu: int = 0
     def_mem_per_node: int = 0
-    def_mem_per_gpu: int = 0            # DefMemPerGPU (MB)
-    def_cpu_per_gpu: int = 0            # DefCpuPerGPU
+    def_mem_per_gpu: int = 0  # DefMemPerGPU (MB)
+    def_cpu_per_gpu: int = 0  # DefCpuPerGPU
     max_mem_per_cpu: int = 0
     max_mem_per_node: int = 0
     task_plugin: str = "task/none"
@@ -262,7 +262,9 @@ def load_slurm_conf(path: str | os.PathLike[str] | None = None) -> SlurmConfig:
     cfg = _Builder(name).build(read_config_file(name), gres_conf)
     if cfg.topology_plugin != "topology/tree":
         return cfg
-    topology = load_topology_conf(os.path.join(os.path.dirname(name), "topology.conf"), (n.name for n in cfg.nodes))
+    topology = load_topology_conf(
+        os.path.join(os.path.dirname(name), "topology.conf"), (n.name for n in cfg.nodes)
+    )
     return replace(cfg, topology=topology, warnings=cfg.warnings + topology.warnings)
 
 
@@ -376,7 +378,9 @@ class _Builder:
             gres = parse_gres(values.text("Gres", ""))
         except ValueError:
             raise values.invalid("Gres", "GRES such as gpu:h100:8") from None
-        if sum(g.count for g in gres if g.name == "gpu") > MAX_GPUS_PER_NODE or any(g.count >= 2**32 for g in gres):
+        if sum(g.count for g in gres if g.name == "gpu") > MAX_GPUS_PER_NODE or any(
+            g.count >= 2**32 for g in gres
+        ):
             raise values.invalid("Gres", f"at most {MAX_GPUS_PER_NODE} GPUs on a node")
         features = values.words("Features") or values.words("Feature")
         for index, name in enumerate(names):

@@ -21,10 +21,32 @@ STORAGE_TYPES = ("accounting_storage/mysql", "accounting_storage/sqlite")
 KNOWN_KEYS = frozenset(
     k.lower()
     for k in (
-        "ArchiveJobs", "ArchiveSteps", "ArchiveEvents", "ArchiveDir", "AuthType", "AuthInfo", "AuthKeyFile",
-        "DbdAddr", "DbdHost", "DbdPort", "DebugLevel", "LogFile", "PidFile", "PurgeJobAfter",
-        "PurgeStepAfter", "PurgeEventAfter", "PurgeUsageAfter", "SlurmUser", "StorageHost", "StorageLoc",
-        "StoragePass", "StoragePort", "StorageType", "StorageUser", "StorageParameters", "TrackWCKey",
+        "ArchiveJobs",
+        "ArchiveSteps",
+        "ArchiveEvents",
+        "ArchiveDir",
+        "AuthType",
+        "AuthInfo",
+        "AuthKeyFile",
+        "DbdAddr",
+        "DbdHost",
+        "DbdPort",
+        "DebugLevel",
+        "LogFile",
+        "PidFile",
+        "PurgeJobAfter",
+        "PurgeStepAfter",
+        "PurgeEventAfter",
+        "PurgeUsageAfter",
+        "SlurmUser",
+        "StorageHost",
+        "StorageLoc",
+        "StoragePass",
+        "StoragePort",
+        "StorageType",
+        "StorageUser",
+        "StorageParameters",
+        "TrackWCKey",
     )
 )
 
@@ -45,7 +67,7 @@ class SlurmdbdConfig:
     log_file: str = ""
     pid_file: str = ""
     slurm_user: str = "root"
-    purge_job_after_h: int = 0          # 0 = keep forever
+    purge_job_after_h: int = 0  # 0 = keep forever
     warnings: tuple[str, ...] = ()
 
     @property
@@ -70,11 +92,15 @@ def _purge_hours(values: Values, key: str) -> int:
     if not raw:
         return 0
     digits = "".join(ch for ch in raw if ch.isdigit())
-    unit = raw[len(digits):]
+    unit = raw[len(digits) :]
     if not digits:
         raise values.invalid(key, "a number with an optional unit: hours, days or months")
     number = int(digits)
-    for names, hours in ((("h", "hour", "hours"), 1), (("d", "day", "days"), 24), (("", "m", "month", "months"), 720)):
+    for names, hours in (
+        (("h", "hour", "hours"), 1),
+        (("d", "day", "days"), 24),
+        (("", "m", "month", "months"), 720),
+    ):
         if unit in names:
             return number * hours
     raise values.invalid(key, "a number with an optional unit: hours, days or months")

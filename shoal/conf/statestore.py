@@ -55,7 +55,13 @@ def parse_state_store(values: Values) -> StateStoreConf:
     except ValueError:
         raise values.invalid("ShoalStateStore", _EXPECTED) from None
     database = url.path.removeprefix("/")
-    if url.scheme.lower() not in _SCHEMES or not url.username or not url.hostname or url.query or url.fragment:
+    if (
+        url.scheme.lower() not in _SCHEMES
+        or not url.username
+        or not url.hostname
+        or url.query
+        or url.fragment
+    ):
         raise values.invalid("ShoalStateStore", _EXPECTED)
     if url.password is not None:  # the message leaves the value out: it holds the password
         raise ConfigError(

@@ -108,14 +108,16 @@ class Stub:
         )
         return result
 
-    def _call_any(self, method: str, request: Message, response_type: type[M], metadata: Metadata,
-                  timeout: float) -> M:
+    def _call_any(
+        self, method: str, request: Message, response_type: type[M], metadata: Metadata, timeout: float
+    ) -> M:
         last: grpc.RpcError | None = None
         for address in list(self._addresses):
             fn = self._methods.get((address, method, response_type))
             if fn is None:
                 fn = self._channels[address].unary_unary(
-                    method, request_serializer=_serialize, response_deserializer=response_type.FromString)
+                    method, request_serializer=_serialize, response_deserializer=response_type.FromString
+                )
                 self._methods[(address, method, response_type)] = fn
             try:
                 result: M = fn(request, metadata=metadata, timeout=timeout)

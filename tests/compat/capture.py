@@ -30,13 +30,18 @@ from tests.compat.scenario import (
     play,
 )
 
-REAL = Side(name="real", path="/usr/bin:/bin", conf="/etc/slurm/slurm.conf", workdir=Path("/tmp/compat-real-work"))
+REAL = Side(
+    name="real", path="/usr/bin:/bin", conf="/etc/slurm/slurm.conf", workdir=Path("/tmp/compat-real-work")
+)
 
 
 def foreign_jobs(side: Side, mine: set[int]) -> list[str]:
     out = side.shell("root", "squeue -h -o '%i %u %T %j'")
-    return [ln for ln in out.stdout.splitlines() if ln.split() and ln.split()[0].split("_")[0] not in
-            {str(j) for j in mine}]
+    return [
+        ln
+        for ln in out.stdout.splitlines()
+        if ln.split() and ln.split()[0].split("_")[0] not in {str(j) for j in mine}
+    ]
 
 
 def wait_quiet(side: Side, timeout: float) -> bool:
@@ -50,8 +55,14 @@ def wait_quiet(side: Side, timeout: float) -> bool:
 
 
 def facts(side: Side, jobs: list[int], sc: Scenario) -> Facts:
-    return Facts(jobs=tuple(jobs), workdir=str(side.workdir), conf=side.conf,
-                 hostname=socket.gethostname().split(".")[0], paths=side.paths, all_rows=sc.all_rows)
+    return Facts(
+        jobs=tuple(jobs),
+        workdir=str(side.workdir),
+        conf=side.conf,
+        hostname=socket.gethostname().split(".")[0],
+        paths=side.paths,
+        all_rows=sc.all_rows,
+    )
 
 
 def capture(path: Path, check: bool, quiet_timeout: float) -> int:
@@ -61,20 +72,27 @@ def capture(path: Path, check: bool, quiet_timeout: float) -> int:
     run = play(sc, REAL)
     cancel(REAL, run.all_jobs)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and [ln for ln in foreign_jobs(REAL, set())
-                                           if ln.split()[0].split("_")[0] in {str(j) for j in run.all_jobs}]:
+    while time.monotonic() < deadline and [
+        ln
+        for ln in foreign_jobs(REAL, set())
+        if ln.split()[0].split("_")[0] in {str(j) for j in run.all_jobs}
+    ]:
         time.sleep(0.5)
     for line in run.log:
         if "timed out" in line:
             print(f"{path.name}: {line}", file=sys.stderr)
     if check:
         want = normalise(sc.stdout, facts(REAL, sc.jobs, sc)) + normalise(sc.stderr, facts(REAL, sc.jobs, sc))
-        got = normalise(run.stdout, facts(REAL, run.jobs, sc)) + normalise(run.stderr, facts(REAL, run.jobs, sc))
+        got = normalise(run.stdout, facts(REAL, run.jobs, sc)) + normalise(
+            run.stderr, facts(REAL, run.jobs, sc)
+        )
         if want == got and sc.exit == run.exit:
             print(f"{path.name}: same")
             return 0
         print(f"{path.name}: differs (exit {sc.exit} -> {run.exit})")
-        sys.stdout.writelines(difflib.unified_diff(want.splitlines(True), got.splitlines(True), "stored", "real"))
+        sys.stdout.writelines(
+            difflib.unified_diff(want.splitlines(True), got.splitlines(True), "stored", "real")
+        )
         return 1
     sc.stdout, sc.stderr, sc.exit, sc.jobs = run.stdout, run.stderr, run.exit, run.jobs
     if not sc.all_rows:  # other users' and earlier jobs: the replay leaves them out anyway
@@ -87,7 +105,9 @@ def capture(path: Path, check: bool, quiet_timeout: float) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="capture", description=__doc__.split("\n")[0])
-    p.add_argument("--check", action="store_true", help="compare with the stored output instead of writing it")
+    p.add_argument(
+        "--check", action="store_true", help="compare with the stored output instead of writing it"
+    )
     p.add_argument("--quiet-timeout", type=float, default=90, help="seconds to wait for others' jobs to go")
     p.add_argument("files", nargs="+", type=Path)
     args = p.parse_args(argv)

@@ -41,8 +41,8 @@ class StepCapture:
 @dataclass
 class Capture:
     name: str
-    kind: str                  # "srun" (its own allocation), "sbatch" or "salloc"
-    args: list[str]            # the allocating command's options
+    kind: str  # "srun" (its own allocation), "sbatch" or "salloc"
+    args: list[str]  # the allocating command's options
     batch_env: dict[str, str]  # the batch script's / salloc command's variables ({} for srun)
     steps: list[StepCapture]
 
@@ -61,8 +61,10 @@ def batch_script(show: str, steps: list[str]) -> str:
     out = ["#!/bin/bash", f'echo "batch: $({show})"']
     for i, args in enumerate(steps):
         out.append(f"echo '$ srun {args}'")
-        out.append(f"srun {args} -l {show} 2>err.$SLURM_JOB_ID.{i} | sort -n; rc=${{PIPESTATUS[0]}}; "
-                   f"sed 's/^/! /' err.$SLURM_JOB_ID.{i}; rm -f err.$SLURM_JOB_ID.{i}; echo \"exit: $rc\"")
+        out.append(
+            f"srun {args} -l {show} 2>err.$SLURM_JOB_ID.{i} | sort -n; rc=${{PIPESTATUS[0]}}; "
+            f"sed 's/^/! /' err.$SLURM_JOB_ID.{i}; rm -f err.$SLURM_JOB_ID.{i}; echo \"exit: $rc\""
+        )
     return "\n".join(out) + "\n"
 
 
@@ -82,11 +84,11 @@ def parse(name: str, text: str) -> Capture:
         if line.startswith("$ srun"):
             steps.append(StepCapture(shlex.split(line[2:])[1:]))
         elif line.startswith("batch: "):
-            batch_env = _pairs(line[len("batch: "):])
+            batch_env = _pairs(line[len("batch: ") :])
         elif line.startswith("! "):
             steps[-1].stderr.append(line[2:])
         elif line.startswith("exit: "):
-            steps[-1].exit = int(line[len("exit: "):])
+            steps[-1].exit = int(line[len("exit: ") :])
         elif (m := _TASK.match(line)) and steps:
             steps[-1].tasks[int(m.group(1))] = _pairs(m.group(2))
     return Capture(name, kind, args, batch_env, steps)

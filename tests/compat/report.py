@@ -26,8 +26,10 @@ def table() -> str:
     families: dict[str, list[str]] = defaultdict(list)
     for sc in load_all():
         families[sc.family_name()].append(sc.id)
-    rows = ["| family | scenarios | matched | differing | differences (scenario: reason; tracked by) |",
-            "|---|---:|---:|---:|---|"]
+    rows = [
+        "| family | scenarios | matched | differing | differences (scenario: reason; tracked by) |",
+        "|---|---:|---:|---:|---|",
+    ]
     for family in sorted(families, key=lambda f: min(families[f])):
         ids = families[family]
         differing = [i for i in ids if i in known]
@@ -40,14 +42,14 @@ def table() -> str:
 
 def current_doc_table() -> str:
     text = DOC.read_text()
-    return text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip("\n") + "\n"
+    return text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip("\n") + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if "--write" in args:
         text = DOC.read_text()
-        head, tail = text[:text.index(BEGIN) + len(BEGIN)], text[text.index(END):]
+        head, tail = text[: text.index(BEGIN) + len(BEGIN)], text[text.index(END) :]
         DOC.write_text(f"{head}\n{table()}{tail}")
     else:
         sys.stdout.write(table())

@@ -103,7 +103,9 @@ def parse(path: Path) -> Scenario:
             name = line[4:-4]
             section = None if name == "end setup" else name
             continue
-        if section is not None and not (line.startswith("$ ") and not sc.command and section not in ("stdout", "stderr")):
+        if section is not None and not (
+            line.startswith("$ ") and not sc.command and section not in ("stdout", "stderr")
+        ):
             body.append(line)
             continue
         if section is not None:  # the command line ends a file or the setup
@@ -184,10 +186,19 @@ class Side:
         else:
             argv = ["su", user, "-s", "/bin/bash", "-c", full]
         try:
-            return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
-                                  cwd="/", stdin=subprocess.DEVNULL)
+            return subprocess.run(
+                argv,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as exc:
-            return subprocess.CompletedProcess(argv, 124, _text(exc.stdout), _text(exc.stderr) + "(timed out)\n")
+            return subprocess.CompletedProcess(
+                argv, 124, _text(exc.stdout), _text(exc.stderr) + "(timed out)\n"
+            )
 
 
 def _text(data: bytes | str | None) -> str:
@@ -197,9 +208,32 @@ def _text(data: bytes | str | None) -> str:
 
 
 # the short commands the native launcher serves (cli/command.py; not imported: it would pull in the CLI)
-NATIVE = ("sbatch", "squeue", "sinfo", "scontrol", "scancel", "sacct", "sacctmgr", "sprio", "sshare", "sreport")
-SHOAL_COMMANDS = ("sbatch", "srun", "salloc", "squeue", "sinfo", "scontrol", "scancel", "sacct", "sacctmgr",
-                  "sprio", "sshare", "sreport")
+NATIVE = (
+    "sbatch",
+    "squeue",
+    "sinfo",
+    "scontrol",
+    "scancel",
+    "sacct",
+    "sacctmgr",
+    "sprio",
+    "sshare",
+    "sreport",
+)
+SHOAL_COMMANDS = (
+    "sbatch",
+    "srun",
+    "salloc",
+    "squeue",
+    "sinfo",
+    "scontrol",
+    "scancel",
+    "sacct",
+    "sacctmgr",
+    "sprio",
+    "sshare",
+    "sreport",
+)
 
 
 def shoal_bin(directory: Path) -> Path:
@@ -212,8 +246,9 @@ def shoal_bin(directory: Path) -> Path:
     py = sys.executable
     system = Path("/usr/bin/python3")
     if system.exists():
-        version = subprocess.run([str(system), "-c", "import sys; print(sys.version_info[:2])"],
-                                 capture_output=True, text=True).stdout.strip()
+        version = subprocess.run(
+            [str(system), "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+        ).stdout.strip()
         if version == str(tuple(sys.version_info[:2])):
             py = str(system)
     native = Path(sysconfig.get_path("scripts"))
@@ -268,8 +303,11 @@ def submitted_ids(text: str) -> list[int]:
 
 def expand(text: str, jobs: list[int]) -> str:
     """{J1}, {J2} ... -> the scenario's job ids (an id not yet known stays as written)."""
-    return re.sub(r"\{J(\d+)\}", lambda m: str(jobs[int(m.group(1)) - 1]) if int(m.group(1)) <= len(jobs)
-                  else m.group(0), text)
+    return re.sub(
+        r"\{J(\d+)\}",
+        lambda m: str(jobs[int(m.group(1)) - 1]) if int(m.group(1)) <= len(jobs) else m.group(0),
+        text,
+    )
 
 
 @dataclass
@@ -338,9 +376,13 @@ def _wait(side: Side, jobs: list[int], words: list[str], timeout: float, log: li
     while time.monotonic() < deadline:
         rows = job_states(side, jobs)
         if words == ["done"]:
-            if not any(state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED")
-                       for _name, state in rows):
-                time.sleep(3)  # the accounting records follow the end (sooner, real sacct shows a stale JobName)
+            if not any(
+                state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED")
+                for _name, state in rows
+            ):
+                time.sleep(
+                    3
+                )  # the accounting records follow the end (sooner, real sacct shows a stale JobName)
                 return
         else:
             state, names = words[0], set(words[1:])
@@ -381,7 +423,9 @@ class Facts:
 
 
 # a line led by a job id (squeue, sacct, sprio rows): the id, then an array or step suffix or a separator
-_LEADING_ID = re.compile(r"^(\s*)(\d+)((?:_\[[\d,\-%]+\]|_\d+)?(?:\.(?:batch|extern|\d{1,3}))?)( +|(?=[|;\t]|$))")
+_LEADING_ID = re.compile(
+    r"^(\s*)(\d+)((?:_\[[\d,\-%]+\]|_\d+)?(?:\.(?:batch|extern|\d{1,3}))?)( +|(?=[|;\t]|$))"
+)
 # other places a job id is named
 _ID_CONTEXTS = re.compile(
     r"(?:Submitted batch job |Granted job allocation |\b[Jj]ob (?:id )?|JobId=|ArrayJobId=|JobID=|SLURM_JOB_ID=|"
@@ -392,17 +436,22 @@ _ID_CONTEXTS = re.compile(
 )
 _STEP_ID = re.compile(r"\bStepId=(\d+)(?=\.)")
 _ISO = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\b")
-_CTIME = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
-                    r"[ \d]\d \d\d:\d\d:\d\d \d{4}\b")
+_CTIME = re.compile(
+    r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+    r"[ \d]\d \d\d:\d\d:\d\d \d{4}\b"
+)
 _ADDR = re.compile(r"\b127\.\d{1,3}\.\d{1,3}\.\d{1,3}\b")
 _VOLATILE = re.compile(
     r"\b(SLURM_SRUN_COMM_PORT|SLURM_STEP_LAUNCHER_PORT|SLURM_TASK_PID|SLURM_WORKING_CLUSTER|MASTER_PORT"
-    r"|CPULoad|FreeMem|Port|SlurmctldPort|SlurmdPort)=\S+")
+    r"|CPULoad|FreeMem|Port|SlurmctldPort|SlurmdPort)=\S+"
+)
 _SID = re.compile(r"AllocNode:Sid=\S+")
 _OS = re.compile(r"\bOS=.*?(?= {2,}|$)", re.M)
 
 
-def drop_foreign_rows(text: str, jobs: tuple[int, ...] | list[int], foreign: frozenset[int] | None = None) -> str:
+def drop_foreign_rows(
+    text: str, jobs: tuple[int, ...] | list[int], foreign: frozenset[int] | None = None
+) -> str:
     """Leave out lines led by the id of a job the scenario did not submit (capture stores what is left).
 
     With `foreign` (every job id the cluster has, from sacct) only rows of those jobs go: a line led by
@@ -413,8 +462,9 @@ def drop_foreign_rows(text: str, jobs: tuple[int, ...] | list[int], foreign: fro
     def other(jid: int) -> bool:
         return jid not in mine and (foreign is None or jid in foreign)
 
-    return "\n".join(line for line in text.split("\n")
-                     if not ((m := _LEADING_ID.match(line)) and other(int(m.group(2)))))
+    return "\n".join(
+        line for line in text.split("\n") if not ((m := _LEADING_ID.match(line)) and other(int(m.group(2))))
+    )
 
 
 def cluster_jobs(side: Side) -> frozenset[int]:
@@ -438,7 +488,7 @@ def normalise(text: str, facts: Facts) -> str:
     for line in text.split("\n"):
         m = _LEADING_ID.match(line)
         if m and int(m.group(2)) in rank:  # the id's width (and the column's padding) is no behaviour
-            line = f"J{rank[int(m.group(2))]}{m.group(3)}{' ' if m.group(4) else ''}{line[m.end():]}"
+            line = f"J{rank[int(m.group(2))]}{m.group(3)}{' ' if m.group(4) else ''}{line[m.end() :]}"
         lines.append(line)
     text = "\n".join(lines)
 
@@ -453,8 +503,14 @@ def normalise(text: str, facts: Facts) -> str:
     # a step of an allocation srun made itself: its job id is printed nowhere else, so it is S1, S2 ...
     # by first appearance (the same job named twice is still the same on the other side)
     steps: dict[int, str] = {}
-    text = _STEP_ID.sub(lambda m: m.group(0) if int(m.group(1)) in rank else
-                        "StepId=" + steps.setdefault(int(m.group(1)), f"S{len(steps) + 1}"), text)
+    text = _STEP_ID.sub(
+        lambda m: (
+            m.group(0)
+            if int(m.group(1)) in rank
+            else "StepId=" + steps.setdefault(int(m.group(1)), f"S{len(steps) + 1}")
+        ),
+        text,
+    )
     if facts.conf:
         text = text.replace(facts.conf, "<CONF>")
     for path in sorted({facts.workdir, *CAPTURE_DIRS, *facts.paths}, key=len, reverse=True):

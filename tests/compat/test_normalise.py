@@ -7,8 +7,12 @@ from pathlib import Path
 from tests.compat.scenario import Facts, dump, normalise, parse, submitted_ids
 
 REAL = Facts(jobs=(20, 21, 22), workdir="/tmp/compat-real-work", conf="/etc/slurm/slurm.conf", hostname="vm")
-SHOAL = Facts(jobs=(1307, 1308, 1309), workdir="/tmp/pytest-of-root/p0/compat0/work",
-              conf="/tmp/pytest-of-root/p0/compat0/cluster/slurm.conf", hostname="vm")
+SHOAL = Facts(
+    jobs=(1307, 1308, 1309),
+    workdir="/tmp/pytest-of-root/p0/compat0/work",
+    conf="/tmp/pytest-of-root/p0/compat0/cluster/slurm.conf",
+    hostname="vm",
+)
 
 SQUEUE_REAL = """\
              JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)
@@ -27,13 +31,17 @@ def test_ids_times_hosts_paths_ports_and_pids_are_what_differs_by_nature() -> No
               1308     batch    fill2    alice  R       0:02      1 node4
 """
     assert normalise(SQUEUE_REAL, REAL) == normalise(shoal, SHOAL)
-    env_real = ("SLURM_JOB_ID=20\nSLURM_SUBMIT_DIR=/tmp/compat-real-work\nSLURM_CONF=/etc/slurm/slurm.conf\n"
-                "SLURM_SRUN_COMM_PORT=41891\nSLURM_TASK_PID=29067\nSLURM_LAUNCH_NODE_IPADDR=127.0.0.1\n"
-                "SLURM_SUBMIT_HOST=vm\nStartTime=2026-11-29T21:39:58 AllocNode:Sid=localhost:2438\n")
-    env_shoal = ("SLURM_JOB_ID=1307\nSLURM_SUBMIT_DIR=/tmp/pytest-of-root/p0/compat0/work\n"
-                 "SLURM_CONF=/tmp/pytest-of-root/p0/compat0/cluster/slurm.conf\nSLURM_SRUN_COMM_PORT=40001\n"
-                 "SLURM_TASK_PID=777\nSLURM_LAUNCH_NODE_IPADDR=127.110.1.2\nSLURM_SUBMIT_HOST=vm\n"
-                 "StartTime=2026-12-01T10:00:00 AllocNode:Sid=vm:99\n")
+    env_real = (
+        "SLURM_JOB_ID=20\nSLURM_SUBMIT_DIR=/tmp/compat-real-work\nSLURM_CONF=/etc/slurm/slurm.conf\n"
+        "SLURM_SRUN_COMM_PORT=41891\nSLURM_TASK_PID=29067\nSLURM_LAUNCH_NODE_IPADDR=127.0.0.1\n"
+        "SLURM_SUBMIT_HOST=vm\nStartTime=2026-11-29T21:39:58 AllocNode:Sid=localhost:2438\n"
+    )
+    env_shoal = (
+        "SLURM_JOB_ID=1307\nSLURM_SUBMIT_DIR=/tmp/pytest-of-root/p0/compat0/work\n"
+        "SLURM_CONF=/tmp/pytest-of-root/p0/compat0/cluster/slurm.conf\nSLURM_SRUN_COMM_PORT=40001\n"
+        "SLURM_TASK_PID=777\nSLURM_LAUNCH_NODE_IPADDR=127.110.1.2\nSLURM_SUBMIT_HOST=vm\n"
+        "StartTime=2026-12-01T10:00:00 AllocNode:Sid=vm:99\n"
+    )
     assert normalise(env_real, REAL) == normalise(env_shoal, SHOAL)
 
 
@@ -69,15 +77,19 @@ def test_job_ids_keep_their_order_and_identity() -> None:
 
 def test_steps_of_an_allocation_srun_made_are_numbered_by_appearance() -> None:
     real = "srun: Force Terminated StepId=329.0\nsrun: Force Terminated StepId=330.0\n"
-    assert normalise(real, REAL) == normalise("srun: Force Terminated StepId=4.0\nsrun: Force Terminated StepId=7.0\n",
-                                              SHOAL)
-    assert normalise(real, REAL) != normalise("srun: Force Terminated StepId=4.0\nsrun: Force Terminated StepId=4.0\n",
-                                              SHOAL)
+    assert normalise(real, REAL) == normalise(
+        "srun: Force Terminated StepId=4.0\nsrun: Force Terminated StepId=7.0\n", SHOAL
+    )
+    assert normalise(real, REAL) != normalise(
+        "srun: Force Terminated StepId=4.0\nsrun: Force Terminated StepId=4.0\n", SHOAL
+    )
 
 
 def test_submitted_ids_come_from_what_commands_print() -> None:
-    text = ("Submitted batch job 41\n42\n43;realslurm\nsrun: job 44 queued and waiting for resources\n"
-            "salloc: Granted job allocation 45\nSLURM_JOB_ID=46\n")
+    text = (
+        "Submitted batch job 41\n42\n43;realslurm\nsrun: job 44 queued and waiting for resources\n"
+        "salloc: Granted job allocation 45\nSLURM_JOB_ID=46\n"
+    )
     assert submitted_ids(text) == [41, 42, 43, 44, 45, 46]
 
 

@@ -61,13 +61,20 @@ def shoal() -> Iterator[Side]:
     # and alice must reach the agent socket and the work directory for the whole run
     base = Path(tempfile.mkdtemp(prefix="shoal-compat-", dir="/tmp"))
     base.chmod(0o755)
-    cluster = start_cluster(base / "cluster", nodes=4, cpus=16, mem=64000, accounting=True,
-                            up_args=("--realslurm-shape",))
+    cluster = start_cluster(
+        base / "cluster", nodes=4, cpus=16, mem=64000, accounting=True, up_args=("--realslurm-shape",)
+    )
     work = base / "work"
     work.mkdir()
     _let_everyone_through(work)
-    side = Side(name="shoal", path=f"{shoal_bin(base / 'bin')}:/usr/bin:/bin", conf=str(cluster.conf),
-                workdir=work, extra_env={"PYTHONPATH": shoal_pythonpath()}, paths=(str(cluster.dir),))
+    side = Side(
+        name="shoal",
+        path=f"{shoal_bin(base / 'bin')}:/usr/bin:/bin",
+        conf=str(cluster.conf),
+        workdir=work,
+        extra_env={"PYTHONPATH": shoal_pythonpath()},
+        paths=(str(cluster.dir),),
+    )
     ready(side)
     try:
         yield side
@@ -88,16 +95,30 @@ def ready(side: Side, timeout: float = 60) -> None:
         time.sleep(0.5)
 
 
-def facts(sc: Scenario, jobs: list[int], workdir: str, conf: str, paths: tuple[str, ...] = (),
-          foreign: frozenset[int] | None = None) -> Facts:
-    return Facts(jobs=tuple(jobs), workdir=workdir, conf=conf, hostname=socket.gethostname().split(".")[0],
-                 paths=paths, all_rows=sc.all_rows, foreign=foreign)
+def facts(
+    sc: Scenario,
+    jobs: list[int],
+    workdir: str,
+    conf: str,
+    paths: tuple[str, ...] = (),
+    foreign: frozenset[int] | None = None,
+) -> Facts:
+    return Facts(
+        jobs=tuple(jobs),
+        workdir=workdir,
+        conf=conf,
+        hostname=socket.gethostname().split(".")[0],
+        paths=paths,
+        all_rows=sc.all_rows,
+        foreign=foreign,
+    )
 
 
 def shown(stdout: str, stderr: str, exit: int, f: Facts) -> str:
     """One text of what a user saw, normalised: the three parts a scenario compares."""
-    return (f"--- stdout ---\n{normalise(stdout, f)}--- stderr ---\n{normalise(stderr, f)}"
-            f"--- exit: {exit} ---\n")
+    return (
+        f"--- stdout ---\n{normalise(stdout, f)}--- stderr ---\n{normalise(stderr, f)}--- exit: {exit} ---\n"
+    )
 
 
 def wait_idle(side: Side, timeout: float = 90) -> None:
@@ -118,10 +139,16 @@ def test_replay(sc: Scenario, shoal: Side) -> None:
     try:
         run = play(sc, shoal)
         want = shown(sc.stdout, sc.stderr, sc.exit, facts(sc, sc.jobs, sc.cwd or "", REAL_CONF))
-        got = shown(run.stdout, run.stderr, run.exit,
-                    facts(sc, run.jobs, str(shoal.workdir), shoal.conf, shoal.paths, cluster_jobs(shoal)))
+        got = shown(
+            run.stdout,
+            run.stderr,
+            run.exit,
+            facts(sc, run.jobs, str(shoal.workdir), shoal.conf, shoal.paths, cluster_jobs(shoal)),
+        )
         if want != got:
-            diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), "real 22.05", "shoal"))
+            diff = "".join(
+                difflib.unified_diff(want.splitlines(True), got.splitlines(True), "real 22.05", "shoal")
+            )
             setup = "\n".join(run.log)
             pytest.fail(f"{sc.id}: shoal differs from real Slurm\n{diff}\nsetup:\n{setup}", pytrace=False)
     finally:
@@ -135,7 +162,9 @@ def test_known_differences_name_real_scenarios() -> None:
     ids = {s.id for s in SCENARIOS}
     for name, entry in known().items():
         assert name in ids, f"known_differences.toml: {name} is not a scenario"
-        assert entry.get("reason") and entry.get("issue"), f"known_differences.toml: {name} lacks reason or issue"
+        assert entry.get("reason") and entry.get("issue"), (
+            f"known_differences.toml: {name} lacks reason or issue"
+        )
 
 
 def test_enough_scenarios() -> None:

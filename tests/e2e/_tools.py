@@ -10,7 +10,18 @@ import pytest
 
 from tests.e2e.conftest import Cluster
 
-COMMANDS = ("sbatch", "srun", "salloc", "squeue", "sacct", "scontrol", "scancel", "sinfo", "sacctmgr", "sshare")
+COMMANDS = (
+    "sbatch",
+    "srun",
+    "salloc",
+    "squeue",
+    "sacct",
+    "scontrol",
+    "scancel",
+    "sinfo",
+    "sacctmgr",
+    "sshare",
+)
 
 
 def put_commands_on_path(cluster: Cluster, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -24,10 +35,14 @@ def put_commands_on_path(cluster: Cluster, bin_dir: Path, monkeypatch: pytest.Mo
     conf = cluster.env["SLURM_CONF"]
     for name in COMMANDS:
         script = bin_dir / name
-        script.write_text(f'#!/bin/sh\nexport SLURM_CONF="${{SLURM_CONF:-{conf}}}"\n'
-                          f'exec {sys.executable} -m cli.{name} "$@"\n')
+        script.write_text(
+            f'#!/bin/sh\nexport SLURM_CONF="${{SLURM_CONF:-{conf}}}"\n'
+            f'exec {sys.executable} -m cli.{name} "$@"\n'
+        )
         script.chmod(0o755)
-    for key in [k for k in os.environ if k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SQUEUE_", "SUBMITIT_"))]:
+    for key in [
+        k for k in os.environ if k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SQUEUE_", "SUBMITIT_"))
+    ]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("SLURM_CONF", conf)

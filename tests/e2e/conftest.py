@@ -31,9 +31,15 @@ class Cluster:
     def conf(self) -> Path:
         return self.dir / "slurm.conf"
 
-    def run(self, *argv: str, user: int | None = None, cwd: Path | str | None = None,
-            input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
-            ) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        *argv: str,
+        user: int | None = None,
+        cwd: Path | str | None = None,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
         """Run a shoal command (`sbatch ...`) as root, or as `user` in a forked child.
 
         As another user the command runs in a fork of this process (modules already imported), because
@@ -43,9 +49,12 @@ class Cluster:
         if user is not None:
             return run_as(user, argv, full_env, cwd, input, timeout)
         cmd = [*_command(argv[0]), *argv[1:]]
-        cwd = cwd if cwd is not None else self.dir  # a job's default slurm-%j.out lands there, not in the checkout
-        return subprocess.run(cmd, env=full_env, cwd=cwd, input=input, capture_output=True, text=True,
-                              timeout=timeout)
+        cwd = (
+            cwd if cwd is not None else self.dir
+        )  # a job's default slurm-%j.out lands there, not in the checkout
+        return subprocess.run(
+            cmd, env=full_env, cwd=cwd, input=input, capture_output=True, text=True, timeout=timeout
+        )
 
     def ok(self, *argv: str, **kw: object) -> str:
         out = self.run(*argv, **kw)  # type: ignore[arg-type]
@@ -87,9 +96,15 @@ def _command(name: str) -> list[str]:
     return [sys.executable, "-m", f"cli.{name}"]
 
 
-def run_as(user: int, argv: tuple[str, ...], env: dict[str, str], cwd: Path | str | None,
-           input: str | None, timeout: float, enter: Callable[[], None] | None = None
-           ) -> subprocess.CompletedProcess[str]:
+def run_as(
+    user: int,
+    argv: tuple[str, ...],
+    env: dict[str, str],
+    cwd: Path | str | None,
+    input: str | None,
+    timeout: float,
+    enter: Callable[[], None] | None = None,
+) -> subprocess.CompletedProcess[str]:
     """`argv` as `user` in a fork; `enter` runs first in the child, as root (tests/e2e/hosts.py joins a
     separate host's namespaces there)."""
     import importlib
@@ -161,8 +176,15 @@ def _quick_requeue(up_args: tuple[str, ...]) -> list[str]:
     return [] if "--realslurm-shape" in up_args else ["--set", "AuthInfo=cred_expire=1"]
 
 
-def start_cluster(directory: Path, nodes: int = 2, extra: tuple[str, ...] = (), cpus: int = 4,
-                  mem: int = 8000, up_args: tuple[str, ...] = (), accounting: bool = False) -> Cluster:
+def start_cluster(
+    directory: Path,
+    nodes: int = 2,
+    extra: tuple[str, ...] = (),
+    cpus: int = 4,
+    mem: int = 8000,
+    up_args: tuple[str, ...] = (),
+    accounting: bool = False,
+) -> Cluster:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
     _next_block[0] += 1
@@ -170,12 +192,34 @@ def start_cluster(directory: Path, nodes: int = 2, extra: tuple[str, ...] = (), 
     # SHOAL_TEST_NET moves a whole test run elsewhere (two checkouts testing at once)
     net = int(os.environ.get("SHOAL_TEST_NET", "10"))
     base = f"127.{net + index}.{_next_block[0] % 250}.2"
-    argv = [sys.executable, "-m", "cli.shoal_admin", "up", "--dir", str(directory), "--nodes", str(nodes),
-            "--cpus-per-node", str(cpus), "--mem-per-node", str(mem), "--base-addr", base, "--no-check",
-            *([] if accounting else ["--no-accounting"]),
-            "--set", "KillWait=2", "--set", "SlurmdTimeout=30", *_quick_requeue(up_args),
-            *[a for e in extra for a in ("--set", e)], *up_args]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_"))}
+    argv = [
+        sys.executable,
+        "-m",
+        "cli.shoal_admin",
+        "up",
+        "--dir",
+        str(directory),
+        "--nodes",
+        str(nodes),
+        "--cpus-per-node",
+        str(cpus),
+        "--mem-per-node",
+        str(mem),
+        "--base-addr",
+        base,
+        "--no-check",
+        *([] if accounting else ["--no-accounting"]),
+        "--set",
+        "KillWait=2",
+        "--set",
+        "SlurmdTimeout=30",
+        *_quick_requeue(up_args),
+        *[a for e in extra for a in ("--set", e)],
+        *up_args,
+    ]
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_"))
+    }
     env.pop("SHOAL_AGENT_SOCKET", None)
     directory.mkdir(parents=True, exist_ok=True)
     _let_everyone_through(directory)
@@ -188,8 +232,12 @@ def start_cluster(directory: Path, nodes: int = 2, extra: tuple[str, ...] = (), 
 
 
 def stop_cluster(cluster: Cluster) -> None:
-    subprocess.run([sys.executable, "-m", "cli.shoal_admin", "down", "--dir", str(cluster.dir)],
-                   env=cluster.env, capture_output=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "cli.shoal_admin", "down", "--dir", str(cluster.dir)],
+        env=cluster.env,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -50,12 +50,18 @@ def why_not() -> str | None:
     if out.returncode != 0:
         return f"cannot make a network namespace: {out.stderr.strip()}"
     try:
-        out = subprocess.run(["ip", "netns", "exec", probe, "unshare", "--uts", "--mount", "true"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["ip", "netns", "exec", probe, "unshare", "--uts", "--mount", "true"],
+            capture_output=True,
+            text=True,
+        )
         if out.returncode != 0:
             return f"cannot make UTS and mount namespaces: {out.stderr.strip()}"
-        out = subprocess.run(["ip", "link", "add", f"{prefix()}pa", "type", "veth", "peer", "name", f"{prefix()}pb"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["ip", "link", "add", f"{prefix()}pa", "type", "veth", "peer", "name", f"{prefix()}pb"],
+            capture_output=True,
+            text=True,
+        )
         if out.returncode != 0:
             return f"cannot make a veth pair: {out.stderr.strip()}"
         subprocess.run(["ip", "link", "del", f"{prefix()}pa"], capture_output=True)
@@ -74,7 +80,7 @@ def _ip(*args: str) -> None:
 class Host:
     name: str
     addr: str
-    dir: Path        # this host's own files: hosts, run/, spool/, the key
+    dir: Path  # this host's own files: hosts, run/, spool/, the key
     holder: subprocess.Popen[bytes] | None = None
     daemons: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -95,8 +101,14 @@ class Host:
 
     def spawn(self, argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
         with open(log, "ab") as out:
-            proc = subprocess.Popen(self.wrap(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True)
+            proc = subprocess.Popen(
+                self.wrap(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         self.daemons.append(proc)
         return proc
 
@@ -111,6 +123,7 @@ class Host:
                 if libc.setns(fd, kind) != 0:
                     raise OSError(ctypes.get_errno(), "setns")
                 os.close(fd)
+
         return join
 
     def uts_inode(self) -> int:
@@ -143,17 +156,31 @@ class Hosts:
     def login_conf(self) -> str:
         return str(self.hosts["login"].cache / "slurm.conf")
 
-    def run(self, *argv: str, host: str = "login", user: int | None = None, input: str | None = None,
-            cwd: Path | str | None = None, env: dict[str, str] | None = None, timeout: float = 90
-            ) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        *argv: str,
+        host: str = "login",
+        user: int | None = None,
+        input: str | None = None,
+        cwd: Path | str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 90,
+    ) -> subprocess.CompletedProcess[str]:
         """A command on `host` (login by default), as root or as `user`, with that host's SLURM_CONF."""
         h = self.hosts[host]
         full = dict(self.env, SLURM_CONF=str(h.cache / "slurm.conf"), **(env or {}))
         if user is not None:
             return run_as(user, argv, full, cwd or self.dir / "work", input, timeout, enter=h.enter())
         cmd = h.wrap([sys.executable, "-P", "-m", f"cli.{argv[0]}", *argv[1:]])
-        return subprocess.run(cmd, env=full, cwd=cwd or self.dir / "work", input=input, capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(
+            cmd,
+            env=full,
+            cwd=cwd or self.dir / "work",
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def ok(self, *argv: str, **kw: object) -> str:
         out = self.run(*argv, **kw)  # type: ignore[arg-type]
@@ -161,8 +188,13 @@ class Hosts:
         return out.stdout
 
     def shell(self, host: str, script: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.hosts[host].wrap(["sh", "-c", script]), capture_output=True, text=True,
-                              timeout=30, env=self.env)
+        return subprocess.run(
+            self.hosts[host].wrap(["sh", "-c", script]),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=self.env,
+        )
 
     def log(self, name: str) -> str:
         path = self.dir / "log" / f"{name}.log"
@@ -225,10 +257,13 @@ def start(directory: Path, users: tuple[str, ...] = ("root",)) -> Hosts:
         if str(p) in ("/", "/tmp"):
             break
         p.chmod(p.stat().st_mode | 0o011)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_"))
+    }
     env.pop("SHOAL_AGENT_SOCKET", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]),
-                                                     env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")) if p
+    )
     cluster = Hosts(directory, hosts, env)
     try:
         _build_network(hosts)
@@ -248,21 +283,45 @@ def start(directory: Path, users: tuple[str, ...] = ("root",)) -> Hosts:
                 shutil.copyfile(etc / "shoal.key", h.dir / "shoal.key")
                 os.chmod(h.dir / "shoal.key", 0o600)
             h.holder = subprocess.Popen(
-                ["ip", "netns", "exec", h.netns, "unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c",
-                 f"mount --bind {h.dir}/hosts /etc/hosts && mount --bind {h.dir}/run {directory}/run && "
-                 f"hostname {h.name} && exec sleep infinity"],
-                stdin=subprocess.DEVNULL, start_new_session=True)
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    h.netns,
+                    "unshare",
+                    "--uts",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "sh",
+                    "-c",
+                    f"mount --bind {h.dir}/hosts /etc/hosts && mount --bind {h.dir}/run {directory}/run && "
+                    f"hostname {h.name} && exec sleep infinity",
+                ],
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         for h in hosts.values():
             wait_until(f"{h.name}'s namespaces", lambda h=h: _named(h), timeout=20)
         _start_daemons(cluster, etc)
         wait_until("gpu1 and gpu2 idle", lambda: _idle(cluster), timeout=90)
-        for words in (["add", "cluster", "hosts"], ["add", "account", "research", "Description=r", "Organization=r"],
-                      ["add", "user", ",".join(users), "Account=research", "DefaultAccount=research"]):
+        for words in (
+            ["add", "cluster", "hosts"],
+            ["add", "account", "research", "Description=r", "Organization=r"],
+            ["add", "user", ",".join(users), "Account=research", "DefaultAccount=research"],
+        ):
             wait_until(f"sacctmgr {' '.join(words)}", lambda w=words: _sacctmgr(cluster, w), timeout=60)
-        wait_until("ctld to load the accounts", lambda: "research" in cluster.run(
-            "sacctmgr", "-n", "-P", "show", "assoc", "format=account").stdout, timeout=30)
+        wait_until(
+            "ctld to load the accounts",
+            lambda: (
+                "research" in cluster.run("sacctmgr", "-n", "-P", "show", "assoc", "format=account").stdout
+            ),
+            timeout=30,
+        )
     except BaseException:
-        logs = "".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (directory / "log").glob("*") if p.is_file())
+        logs = "".join(
+            f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (directory / "log").glob("*") if p.is_file()
+        )
         stop(cluster)
         raise RuntimeError(f"the separate hosts did not come up; logs:\n{logs}") from None
     return cluster
@@ -306,7 +365,20 @@ def _build_network(hosts: dict[str, Host]) -> None:
     _ip("-n", bridge, "link", "set", "br0", "up")
     for h in hosts.values():
         _ip("netns", "add", h.netns)
-        _ip("link", "add", "eth0", "netns", h.netns, "type", "veth", "peer", "name", f"v-{h.name}", "netns", bridge)
+        _ip(
+            "link",
+            "add",
+            "eth0",
+            "netns",
+            h.netns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            f"v-{h.name}",
+            "netns",
+            bridge,
+        )
         _ip("-n", bridge, "link", "set", f"v-{h.name}", "master", "br0", "up")
         _ip("-n", h.netns, "addr", "add", f"{h.addr}/24", "dev", "eth0")
         _ip("-n", h.netns, "link", "set", "eth0", "up")
@@ -319,18 +391,49 @@ def _start_daemons(cluster: Hosts, etc: Path) -> None:
     head.spawn([py, "-P", "-m", "dbd.main", "-f", str(etc / "slurmdbd.conf")], log / "dbd.out", env)
     ctld = head.spawn([py, "-P", "-m", "ctld.main", "-f", str(etc / "slurm.conf")], log / "ctld.out", env)
     # as under systemd (After=shoal-ctld): a configless daemon needs ctld answering, or its cache
-    wait_until("shoal-ctld listening", lambda: "listening on" in cluster.log("ctld") or ctld.poll() is not None,
-               timeout=60)
+    wait_until(
+        "shoal-ctld listening",
+        lambda: "listening on" in cluster.log("ctld") or ctld.poll() is not None,
+        timeout=60,
+    )
     if ctld.poll() is not None:
         raise RuntimeError(f"shoal-ctld exited with status {ctld.returncode}")
     for name in ("gpu1", "gpu2"):
         h = cluster[name]
-        h.spawn([py, "-P", "-m", "noded.main", "--conf-server", "head", "--conf-cache", str(h.cache),
-                 "--key-file", str(h.dir / "shoal.key")], log / f"noded-{name}.out",
-                dict(env, SHOAL_FAKE_NVML="dgx_h100"))
+        h.spawn(
+            [
+                py,
+                "-P",
+                "-m",
+                "noded.main",
+                "--conf-server",
+                "head",
+                "--conf-cache",
+                str(h.cache),
+                "--key-file",
+                str(h.dir / "shoal.key"),
+            ],
+            log / f"noded-{name}.out",
+            dict(env, SHOAL_FAKE_NVML="dgx_h100"),
+        )
     login = cluster["login"]
-    login.spawn([py, "-P", "-m", "shoal.agent.agentd", "--conf-server", "head", "--conf-cache", str(login.cache),
-                 "--key-file", str(login.dir / "shoal.key"), "-v"], log / "agentd-login.out", env)
+    login.spawn(
+        [
+            py,
+            "-P",
+            "-m",
+            "shoal.agent.agentd",
+            "--conf-server",
+            "head",
+            "--conf-cache",
+            str(login.cache),
+            "--key-file",
+            str(login.dir / "shoal.key"),
+            "-v",
+        ],
+        log / "agentd-login.out",
+        env,
+    )
 
 
 def restart(cluster: Hosts, host: str, module: str, *args: str) -> subprocess.Popen[bytes]:
@@ -338,19 +441,22 @@ def restart(cluster: Hosts, host: str, module: str, *args: str) -> subprocess.Po
     arguments when given; for ctld, wait until it listens again."""
     h = cluster[host]
     old = next(p for p in h.daemons if module in p.args and p.poll() is None)  # type: ignore[operator]
-    argv = list(old.args)[list(old.args).index("--") + 1:]  # type: ignore[arg-type]
+    argv = list(old.args)[list(old.args).index("--") + 1 :]  # type: ignore[arg-type]
     old.terminate()
     old.wait(timeout=30)
     h.daemons.remove(old)
     if args:
-        argv = argv[:argv.index(module) + 1] + list(args)
+        argv = argv[: argv.index(module) + 1] + list(args)
     listening = cluster.log("ctld").count("listening on")
     log = cluster.dir / "log" / f"{module.split('.')[-2 if module.endswith('.main') else -1]}-{host}.out"
     env = dict(cluster.env, SHOAL_FAKE_NVML="dgx_h100") if module == "noded.main" else cluster.env
     proc = h.spawn(argv, log, env)
     if module == "ctld.main":
-        wait_until("shoal-ctld listening again", lambda: cluster.log("ctld").count("listening on") > listening,
-                   timeout=60)
+        wait_until(
+            "shoal-ctld listening again",
+            lambda: cluster.log("ctld").count("listening on") > listening,
+            timeout=60,
+        )
     if module == "shoal.agent.agentd":  # it serves its socket once it has its configuration
         sock = h.dir / "run" / "agent.sock"
         wait_until(f"{host}'s agent socket", lambda: sock.exists() or proc.poll() is not None, timeout=60)

@@ -18,8 +18,11 @@ DAEMON = 1  # a system user with no association
 
 @pytest.fixture(scope="module")
 def acct(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("acct"), accounting=True,
-                      extra=("AccountingStorageEnforce=associations,limits,qos",))
+    c = start_cluster(
+        tmp_path_factory.mktemp("acct"),
+        accounting=True,
+        extra=("AccountingStorageEnforce=associations,limits,qos",),
+    )
     c.ok("sacctmgr", "-i", "add", "account", "physics", "fairshare=40")
     c.ok("sacctmgr", "-i", "add", "account", "research", "fairshare=60")
     c.ok("sacctmgr", "-i", "add", "user", "nobody", "account=physics", "maxjobs=1")
@@ -58,19 +61,30 @@ def test_only_admins_change_accounting(acct: Cluster, workdir: Path) -> None:
     # modify or delete is refused at once; nothing changes
     cluster = acct.ok("sacctmgr", "-P", "-n", "show", "cluster", "format=cluster").strip()
     out = acct.run("sacctmgr", "-i", "add", "account", "sneaky", user=NOBODY, cwd=workdir)
-    assert (out.returncode, out.stdout, out.stderr) == (1, (
-        " Adding Account(s)\n  sneaky\n Settings\n  Description     = Account Name\n"
-        f"  Organization    = Parent/Account Name\n Associations\n  A = sneaky     C = {cluster:<10}\n"),
-        " Problem adding accounts: Access/permission denied\n")
+    assert (out.returncode, out.stdout, out.stderr) == (
+        1,
+        (
+            " Adding Account(s)\n  sneaky\n Settings\n  Description     = Account Name\n"
+            f"  Organization    = Parent/Account Name\n Associations\n  A = sneaky     C = {cluster:<10}\n"
+        ),
+        " Problem adding accounts: Access/permission denied\n",
+    )
     out = acct.run("sacctmgr", "-i", "modify", "user", "nobody", "set", "maxjobs=9", user=NOBODY, cwd=workdir)
-    assert (out.returncode, out.stdout, out.stderr) == (1, "", (
-        "sacctmgr: error: Your user doesn't have privilege to perform this action\n"
-        " Error with request: Access/permission denied\n"))
+    assert (out.returncode, out.stdout, out.stderr) == (
+        1,
+        "",
+        (
+            "sacctmgr: error: Your user doesn't have privilege to perform this action\n"
+            " Error with request: Access/permission denied\n"
+        ),
+    )
     assert "sneaky" not in acct.ok("sacctmgr", "-P", "-n", "show", "account", "format=account")
 
 
 def test_max_jobs_keeps_the_second_job_pending(acct: Cluster, workdir: Path) -> None:
-    first = acct.submit("--wrap", "sleep 8", user=NOBODY, cwd=workdir)  # outlives slow squeue polls under load
+    first = acct.submit(
+        "--wrap", "sleep 8", user=NOBODY, cwd=workdir
+    )  # outlives slow squeue polls under load
     second = acct.submit("--wrap", "true", user=NOBODY, cwd=workdir)
     acct.wait_state(first, {"RUNNING"})
     deadline = time.monotonic() + 10
@@ -85,13 +99,19 @@ def test_max_jobs_keeps_the_second_job_pending(acct: Cluster, workdir: Path) -> 
 def test_grp_tres_mins_stops_an_account_that_used_its_cpu_minutes(acct: Cluster, workdir: Path) -> None:
     acct.ok("sacctmgr", "-i", "add", "account", "budget", "grptresmins=cpu=1")  # one CPU-minute in all
     acct.ok("sacctmgr", "-i", "add", "user", "root", "account=budget")
-    out = acct.ok("sacctmgr", "-P", "-n", "show", "assoc", "where", "account=budget", "format=Account,User,GrpTRESMins")
+    out = acct.ok(
+        "sacctmgr", "-P", "-n", "show", "assoc", "where", "account=budget", "format=Account,User,GrpTRESMins"
+    )
     assert "budget||cpu=1" in out.splitlines()
     time.sleep(2.5)  # ctld reloads the associations
     first = acct.submit("-A", "budget", "-N2", "-n8", "-t", "1", "--wrap", "sleep 9", cwd=workdir)  # 72 CPU-s
     acct.wait_state(first, {"COMPLETED"}, timeout=60)
     second = acct.submit("-A", "budget", "-n1", "-t", "1", "--wrap", "true", cwd=workdir)
-    wait_until("the reason AssocGrpCPUMinutesLimit", lambda: acct.job_field(second, "%r") == "AssocGrpCPUMinutesLimit", 10)
+    wait_until(
+        "the reason AssocGrpCPUMinutesLimit",
+        lambda: acct.job_field(second, "%r") == "AssocGrpCPUMinutesLimit",
+        10,
+    )
     assert acct.state(second) == "PENDING"
     acct.ok("sacctmgr", "-i", "modify", "account", "budget", "set", "grptresmins=cpu=10")  # a bigger budget
     acct.wait_state(second, {"COMPLETED"}, timeout=30)
@@ -99,10 +119,14 @@ def test_grp_tres_mins_stops_an_account_that_used_its_cpu_minutes(acct: Cluster,
 
 def test_qos_grp_tres_keeps_the_second_job_pending(acct: Cluster, workdir: Path) -> None:
     acct.ok("sacctmgr", "-i", "add", "qos", "pool", "GrpTRES=cpu=2", "MaxTRESPU=cpu=4")
-    out = acct.ok("sacctmgr", "-P", "-n", "show", "qos", "where", "name=pool", "format=Name,GrpTRES,MaxTRESPU")
+    out = acct.ok(
+        "sacctmgr", "-P", "-n", "show", "qos", "where", "name=pool", "format=Name,GrpTRES,MaxTRESPU"
+    )
     assert out.splitlines() == ["pool|cpu=2|cpu=4"]
     # options may follow the words, as with Slurm's sacctmgr
-    assert acct.ok("sacctmgr", "show", "qos", "pool", "format=Name,GrpTRES", "-P", "-n").splitlines() == ["pool|cpu=2"]
+    assert acct.ok("sacctmgr", "show", "qos", "pool", "format=Name,GrpTRES", "-P", "-n").splitlines() == [
+        "pool|cpu=2"
+    ]
     acct.ok("sacctmgr", "-i", "add", "account", "pooled")
     acct.ok("sacctmgr", "-i", "add", "user", "root", "account=pooled", "qos=normal,pool")
     time.sleep(2.5)  # ctld reloads the associations
@@ -121,8 +145,9 @@ def test_sacct_shows_jobs_steps_and_array_tasks(acct: Cluster, workdir: Path) ->
     for job in (ok, fails):
         wait_sacct(acct, job, f"{job}.batch|")
     wait_sacct(acct, array, f"{array}_2.batch|COMPLETED")
-    out = acct.ok("sacct", "-P", "-o", "JobID,JobName,State,ExitCode,Elapsed,NodeList",
-                  "-j", f"{ok},{fails},{array}")
+    out = acct.ok(
+        "sacct", "-P", "-o", "JobID,JobName,State,ExitCode,Elapsed,NodeList", "-j", f"{ok},{fails},{array}"
+    )
     lines = out.splitlines()
     assert lines[0] == "JobID|JobName|State|ExitCode|Elapsed|NodeList"
     rows = {line.split("|")[0]: line.split("|")[1:] for line in lines[1:]}
@@ -155,8 +180,9 @@ BURN = "import time\nx = b'x' * (80 << 20)\nt = time.process_time()\nwhile time.
 def test_sacct_shows_srun_steps_with_state_exit_code_and_usage(acct: Cluster, workdir: Path) -> None:
     (workdir / "burn.py").write_text(BURN)
     script = workdir / "steps.sh"
-    script.write_text("#!/bin/bash\nsrun -n1 true\nsrun -n1 bash -c 'exit 3'\nsrun -n1 python3 burn.py\n"
-                      "python3 burn.py\n")
+    script.write_text(
+        "#!/bin/bash\nsrun -n1 true\nsrun -n1 bash -c 'exit 3'\nsrun -n1 python3 burn.py\npython3 burn.py\n"
+    )
     job = acct.submit("-N1", "-n1", str(script), cwd=workdir)
     wait_sacct(acct, job, f"{job}.batch|COMPLETED", timeout=60)
     out = acct.ok("sacct", "-P", "-n", "-o", "JobID,JobName,State,ExitCode,MaxRSS,TotalCPU", "-j", str(job))
@@ -181,15 +207,31 @@ def test_sreport_counts_a_drained_node_as_down(acct: Cluster) -> None:
     deadline = time.monotonic() + 30
     rows: list[list[str]] = []
     while time.monotonic() < deadline:
-        out = acct.ok("sreport", "-P", "-n", "-t", "seconds", "-T", "cpu,gres/gpu", "cluster", "utilization",
-                      f"start={began}", f"end={ended}")
+        out = acct.ok(
+            "sreport",
+            "-P",
+            "-n",
+            "-t",
+            "seconds",
+            "-T",
+            "cpu,gres/gpu",
+            "cluster",
+            "utilization",
+            f"start={began}",
+            f"end={ended}",
+        )
         rows = [line.split("|") for line in out.splitlines()]
         if rows and int(rows[0][3]) > 0:
             break
         time.sleep(0.5)
     assert [r[1] for r in rows] == ["cpu", "gres/gpu"]
-    cpu = dict(zip(["Allocated", "Down", "PLND Down", "Idle", "Planned", "Reported"], map(int, rows[0][2:]),
-                   strict=True))
+    cpu = dict(
+        zip(
+            ["Allocated", "Down", "PLND Down", "Idle", "Planned", "Reported"],
+            map(int, rows[0][2:]),
+            strict=True,
+        )
+    )
     assert cpu["Down"] >= 2 * 4 and cpu["Down"] <= cpu["Reported"]  # 4 CPUs drained for about 3 s
 
 
@@ -199,8 +241,20 @@ def test_sacct_shows_the_batch_steps_gpu_utilization_and_memory(tmp_path: Path) 
     description["gpus"][0].update(utilization=70, memory_used_mb=1000)
     description["gpus"][1].update(utilization=30, memory_used_mb=5000)
     (tmp_path / "busy_dgx.json").write_text(json.dumps(description))
-    c = start_cluster(tmp_path / "c", nodes=1, accounting=True, up_args=(
-        "--gpus-per-node", "8", "--gpu-type", "h100", "--fake-nvml", str(tmp_path / "busy_dgx.json"), "--no-cgroups"))
+    c = start_cluster(
+        tmp_path / "c",
+        nodes=1,
+        accounting=True,
+        up_args=(
+            "--gpus-per-node",
+            "8",
+            "--gpu-type",
+            "h100",
+            "--fake-nvml",
+            str(tmp_path / "busy_dgx.json"),
+            "--no-cgroups",
+        ),
+    )
     try:
         job = c.submit("-o", "/dev/null", "--gres=gpu:h100:2", "--wrap", "sleep 4")
         wait_sacct(c, job, f"{job}.batch|COMPLETED", timeout=60)
@@ -224,11 +278,29 @@ def test_sacct_clusters_all_and_own_name_list_the_job(acct: Cluster, workdir: Pa
     eligible = acct.ok("sacct", "-X", "-n", "-P", "-o", "Eligible", "-j", str(job)).strip()
     since = time.mktime(time.strptime(eligible, "%Y-%m-%dT%H:%M:%S"))
     wait_until("the second the job became eligible to pass", lambda: time.time() >= since + 1)
-    cluster_name = acct.ok("scontrol", "show", "config").split("ClusterName", 1)[1].split("=", 1)[1].split()[0]
+    cluster_name = (
+        acct.ok("scontrol", "show", "config").split("ClusterName", 1)[1].split("=", 1)[1].split()[0]
+    )
     start = time.strftime("%Y-%m-%dT%H:00", time.localtime(time.time() - 3600))
-    snakemake = ("sacct", "-X", "--parsable2", "--clusters", "all", "--noheader", "--format=JobIdRaw,State",
-                 "--starttime", start, "--endtime", "now", "--name", name)
+    snakemake = (
+        "sacct",
+        "-X",
+        "--parsable2",
+        "--clusters",
+        "all",
+        "--noheader",
+        "--format=JobIdRaw,State",
+        "--starttime",
+        start,
+        "--endtime",
+        "now",
+        "--name",
+        name,
+    )
     assert acct.ok(*snakemake) == f"{job}|COMPLETED\n"
     for flags in (("-M", "all"), ("-M", cluster_name), ("-L",), ("--clusters=all",)):
-        assert acct.ok("sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", str(job), *flags) == f"{job}|COMPLETED\n"
+        assert (
+            acct.ok("sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", str(job), *flags)
+            == f"{job}|COMPLETED\n"
+        )
     assert acct.ok("sacct", "-X", "-n", "-P", "-o", "JobID", "-j", str(job), "-M", "elsewhere") == ""

@@ -32,8 +32,14 @@ def _pid(cluster: Cluster, name: str) -> int:
 
 def _start(cluster: Cluster, module: str, conf: Path) -> None:
     log = open(cluster.dir / "log" / f"{module}.restart.out", "ab")  # noqa: SIM115 - the daemon keeps it
-    subprocess.Popen([sys.executable, "-m", module, "-f", str(conf)], env=cluster.env, stdout=log,
-                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(
+        [sys.executable, "-m", module, "-f", str(conf)],
+        env=cluster.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) -> None:
@@ -46,8 +52,11 @@ def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) ->
         os.kill(_pid(cluster, "ctld"), signal.SIGKILL)  # records queued so far must survive
         time.sleep(1)
         _start(cluster, "ctld.main", cluster.conf)
-        wait_until("every job to finish",
-                   lambda: cluster.run("squeue", "-h").returncode == 0 and not cluster.ok("squeue", "-h").strip(), 240)
+        wait_until(
+            "every job to finish",
+            lambda: cluster.run("squeue", "-h").returncode == 0 and not cluster.ok("squeue", "-h").strip(),
+            240,
+        )
         time.sleep(max(0.0, killed + DBD_DOWN_S - time.monotonic()))
         _start(cluster, "dbd.main", cluster.dir / "slurmdbd.conf")
 
@@ -60,9 +69,11 @@ def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) ->
         def counts() -> tuple[tuple[int, int], tuple[int, int], tuple[int]]:
             db = sqlite3.connect(cluster.dir / "state" / "slurm_acct_db.sqlite")
             try:
-                return (db.execute("SELECT COUNT(*), COUNT(DISTINCT job_id) FROM jobs").fetchone(),
-                        db.execute("SELECT COUNT(*), COUNT(DISTINCT job_row) FROM steps").fetchone(),
-                        db.execute("SELECT COUNT(*) FROM jobs WHERE end_time = 0").fetchone())
+                return (
+                    db.execute("SELECT COUNT(*), COUNT(DISTINCT job_id) FROM jobs").fetchone(),
+                    db.execute("SELECT COUNT(*), COUNT(DISTINCT job_row) FROM steps").fetchone(),
+                    db.execute("SELECT COUNT(*) FROM jobs WHERE end_time = 0").fetchone(),
+                )
             finally:
                 db.close()
 
@@ -79,14 +90,19 @@ def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) ->
             return rows
 
         # a requeued task's first run (below) may arrive after the .batch records: wait until sacct shows it
-        wait_until("sacct to show every run in the database",
-                   lambda: sum(not job.endswith(".batch") for job, _ in runs_shown()) == counts()[0][0], 60)
+        wait_until(
+            "sacct to show every run in the database",
+            lambda: sum(not job.endswith(".batch") for job, _ in runs_shown()) == counts()[0][0],
+            60,
+        )
         records = runs_shown()
         runs = [(job, state) for job, state in records if not job.endswith(".batch")]
         assert sorted(job for job, _ in records if job.endswith(".batch")) == sorted(
-            f"{array}_{t}.batch" for t in range(1, JOBS + 1))
+            f"{array}_{t}.batch" for t in range(1, JOBS + 1)
+        )
         assert sorted(job for job, state in runs if state == "COMPLETED") == sorted(
-            f"{array}_{t}" for t in range(1, JOBS + 1))
+            f"{array}_{t}" for t in range(1, JOBS + 1)
+        )
         # a task ctld had started but not yet launched when it was killed never reached its node: the
         # restarted ctld requeues it, and that first run is its own record (NODE_FAIL), as in Slurm
         assert all(state == "NODE_FAIL" for _, state in runs if state != "COMPLETED")

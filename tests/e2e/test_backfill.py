@@ -27,7 +27,11 @@ def test_short_job_backfills_and_big_job_keeps_its_start(bf_cluster: Cluster, tm
     c.wait_state(long, {"RUNNING"})
     big = c.submit("-N2", "-t", "1", "-D", str(tmp_path), "--wrap", "sleep 1")
     short = c.submit("-N1", "-t", "1", "-D", str(tmp_path), "--wrap", "sleep 1")
-    assert c.wait_state(short, {"RUNNING", "COMPLETING", "COMPLETED"}) in {"RUNNING", "COMPLETING", "COMPLETED"}
+    assert c.wait_state(short, {"RUNNING", "COMPLETING", "COMPLETED"}) in {
+        "RUNNING",
+        "COMPLETING",
+        "COMPLETED",
+    }
     pending = c.ok("squeue", "--start", "-h", "-j", str(big), "-o", "%T %r %S %Y").split()
     assert pending[:2] == ["PENDING", "Resources"]
     assert pending[2] != "N/A"  # the planned start: when the long job's limit runs out

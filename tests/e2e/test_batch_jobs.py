@@ -104,7 +104,9 @@ def test_afterok_chain_runs_in_order(cluster: Cluster, workdir: Path) -> None:
     log = workdir / "order.log"
     release = workdir / "release"
     # a runs until the test releases it (a fixed sleep let a slow sbatch of c come after b ended)
-    a = cluster.submit("--wrap", f"while [ ! -e {release} ]; do sleep 0.1; done; echo a >> {log}", "-o", "/dev/null")
+    a = cluster.submit(
+        "--wrap", f"while [ ! -e {release} ]; do sleep 0.1; done; echo a >> {log}", "-o", "/dev/null"
+    )
     b = cluster.submit(f"--dependency=afterok:{a}", "--wrap", f"echo b >> {log}", "-o", "/dev/null")
     c = cluster.submit(f"--dependency=afterok:{b}", "--wrap", f"echo c >> {log}", "-o", "/dev/null")
     # the reason shows from submission on, as Slurm's, not only after a scheduling cycle
@@ -196,7 +198,10 @@ def test_requeue_runs_the_job_again(cluster: Cluster, workdir: Path) -> None:
 def test_scancel_batch_signal_reaches_the_running_script(cluster: Cluster, workdir: Path) -> None:
     got = workdir / "got"
     job = cluster.submit(
-        "-o", "/dev/null", "--wrap", f"trap 'echo USR1 > {got}; exit 0' USR1; touch {workdir}/up; sleep 300 & wait"
+        "-o",
+        "/dev/null",
+        "--wrap",
+        f"trap 'echo USR1 > {got}; exit 0' USR1; touch {workdir}/up; sleep 300 & wait",
     )
     cluster.wait_state(job, {"RUNNING"})
     deadline = time.monotonic() + 20

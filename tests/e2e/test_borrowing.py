@@ -19,13 +19,25 @@ GRACE = 2  # seconds: the QOS GraceTime of the borrowed job
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("borrow"), nodes=1, accounting=True,
-                      extra=("AccountingStorageEnforce=associations,limits,qos",),
-                      up_args=("--gpus-per-node", "4", "--no-cgroups"))
+    c = start_cluster(
+        tmp_path_factory.mktemp("borrow"),
+        nodes=1,
+        accounting=True,
+        extra=("AccountingStorageEnforce=associations,limits,qos",),
+        up_args=("--gpus-per-node", "4", "--no-cgroups"),
+    )
     c.ok("sacctmgr", "-i", "add", "account", "lab")
     for team in ("teama", "teamb"):
-        c.ok("sacctmgr", "-i", "add", "account", team, "parent=lab", "GrpTRES=gres/gpu=2",
-             "MaxBorrowTRES=gres/gpu=2")
+        c.ok(
+            "sacctmgr",
+            "-i",
+            "add",
+            "account",
+            team,
+            "parent=lab",
+            "GrpTRES=gres/gpu=2",
+            "MaxBorrowTRES=gres/gpu=2",
+        )
     c.ok("sacctmgr", "-i", "add", "user", "nobody", "account=teama,teamb")
     c.ok("sacctmgr", "-i", "modify", "qos", "normal", "set", f"GraceTime={GRACE}")
     time.sleep(2.5)  # ctld polls the association version every second
@@ -36,13 +48,27 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def test_sacctmgr_shows_the_borrowing_limit(lab: Cluster) -> None:
     out = lab.ok("sacctmgr", "-P", "-n", "show", "assoc", "format=Account,User,GrpTRES,MaxBorrowTRES")
     rows = [line.split("|") for line in out.splitlines()]
-    assert ["teama", "", "gres/gpu=2", "gres/gpu=2"] in rows and ["teamb", "", "gres/gpu=2", "gres/gpu=2"] in rows
+    assert ["teama", "", "gres/gpu=2", "gres/gpu=2"] in rows and [
+        "teamb",
+        "",
+        "gres/gpu=2",
+        "gres/gpu=2",
+    ] in rows
     assert ["lab", "", "", ""] in rows
 
 
 def submit(c: Cluster, workdir: Path, account: str, seconds: int | str) -> int:
-    return c.submit("-A", account, "--gres=gpu:2", "-o", "/dev/null", "--wrap", f"sleep {seconds}",
-                    user=NOBODY, cwd=workdir)
+    return c.submit(
+        "-A",
+        account,
+        "--gres=gpu:2",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        f"sleep {seconds}",
+        user=NOBODY,
+        cwd=workdir,
+    )
 
 
 def test_a_sibling_borrows_idle_gpus_up_to_its_limit(lab: Cluster, workdir: Path) -> None:
@@ -74,7 +100,9 @@ def test_borrowed_gpus_are_reclaimed_for_their_owner(lab: Cluster, workdir: Path
     script.chmod(0o755)
     own = submit(lab, workdir, "teamb", 120)
     lab.wait_state(own, {"RUNNING"})
-    borrowed = lab.submit("-A", "teamb", "--gres=gpu:2", "-o", "/dev/null", str(script), user=NOBODY, cwd=workdir)
+    borrowed = lab.submit(
+        "-A", "teamb", "--gres=gpu:2", "-o", "/dev/null", str(script), user=NOBODY, cwd=workdir
+    )
     lab.wait_state(borrowed, {"RUNNING"}, timeout=20)
     wait_until("the borrowed job's first run", lambda: lines(runs) == ["run"])
 
@@ -92,7 +120,11 @@ def test_borrowed_gpus_are_reclaimed_for_their_owner(lab: Cluster, workdir: Path
     # teama is idle again: the requeued job borrows once more and completes
     assert lab.wait_state(borrowed, {"COMPLETED"}, timeout=60) == "COMPLETED"
     assert lines(runs) == ["run", "run"]
-    wait_until("sacct to show the reclaimed run", lambda: lab.ok(
-        "sacct", "-D", "-X", "-P", "-n", "-o", "JobID,Account,State", "-j", str(borrowed)).split()
-        == [f"{borrowed}|teamb|PREEMPTED", f"{borrowed}|teamb|COMPLETED"])
+    wait_until(
+        "sacct to show the reclaimed run",
+        lambda: (
+            lab.ok("sacct", "-D", "-X", "-P", "-n", "-o", "JobID,Account,State", "-j", str(borrowed)).split()
+            == [f"{borrowed}|teamb|PREEMPTED", f"{borrowed}|teamb|COMPLETED"]
+        ),
+    )
     lab.ok("scancel", str(own))

@@ -13,8 +13,9 @@ pytestmark = pytest.mark.e2e
 
 
 def _run(module: str, conf: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", module, "-f", str(conf)], capture_output=True, text=True,
-                          timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", module, "-f", str(conf)], capture_output=True, text=True, timeout=30
+    )
 
 
 def _conf(tmp_path: Path, port: int, extra: str = "") -> Path:
@@ -49,24 +50,38 @@ def test_malformed_config_names_file_and_line(tmp_path: Path, module: str) -> No
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize(("line", "words"), [
-    ("SelectType=select/nonexistent", "Can't find plugin for select/nonexistent"),  # 22.05: fatal, exit 1
-    ("KillWait=", "invalid value for KillWait: ''"),  # 22.05: Parse error ... "KillWait=", fatal
-    ("MaxJobCount=99999999999999999999999", "MaxJobCount value (99999999999999999999999) is out of range"),
-], ids=["select-type", "empty-integer", "out-of-range"])
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("SelectType=select/nonexistent", "Can't find plugin for select/nonexistent"),  # 22.05: fatal, exit 1
+        ("KillWait=", "invalid value for KillWait: ''"),  # 22.05: Parse error ... "KillWait=", fatal
+        (
+            "MaxJobCount=99999999999999999999999",
+            "MaxJobCount value (99999999999999999999999) is out of range",
+        ),
+    ],
+    ids=["select-type", "empty-integer", "out-of-range"],
+)
 def test_ctld_refuses_to_start_on_lines_slurm_finds_fatal(tmp_path: Path, line: str, words: str) -> None:
     out = _run("ctld.main", _conf(tmp_path, 6999, extra=f"{line}\n"))
     assert out.returncode == 1
     assert out.stderr.strip() == f"shoal-ctld: error: {tmp_path}/slurm.conf:6: {words}" + (
-        "" if "KillWait" not in line else " (expected an integer)")
+        "" if "KillWait" not in line else " (expected an integer)"
+    )
 
 
 def test_a_gpu_count_no_node_has_is_a_config_error(tmp_path: Path) -> None:
     """gres.conf `Count=99999999999999` made noded build a list that size (MemoryError); now file:line."""
     conf = _conf(tmp_path, 6999)
     (tmp_path / "gres.conf").write_text("Name=gpu Count=99999999999999\n")
-    out = subprocess.run([sys.executable, "-m", "noded.main", "-f", str(conf), "-N", "n1"], capture_output=True,
-                         text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "noded.main", "-f", str(conf), "-N", "n1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 1
-    assert out.stderr.strip() == (f"shoal-noded: error: {tmp_path}/gres.conf:1: invalid value for Count: "
-                                  "'99999999999999' (expected a count of at most 1024)")
+    assert out.stderr.strip() == (
+        f"shoal-noded: error: {tmp_path}/gres.conf:1: invalid value for Count: "
+        "'99999999999999' (expected a count of at most 1024)"
+    )

@@ -17,7 +17,9 @@ from tests.e2e.conftest import Cluster, start_cluster, stop_cluster, wait_until
 
 pytestmark = pytest.mark.e2e
 
-dask_jobqueue = pytest.importorskip("dask_jobqueue", reason="dask-jobqueue is not installed (pip install -e '.[tools]')")
+dask_jobqueue = pytest.importorskip(
+    "dask_jobqueue", reason="dask-jobqueue is not installed (pip install -e '.[tools]')"
+)
 distributed = pytest.importorskip("distributed", reason="dask's distributed is not installed")
 
 
@@ -34,14 +36,20 @@ def _square(x: int) -> tuple[int, str]:
     return x * x, os.environ.get("SLURM_JOB_ID", "")
 
 
-def test_slurm_cluster_scales_to_two_workers_and_computes(cluster: Cluster, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slurm_cluster_scales_to_two_workers_and_computes(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     put_commands_on_path(cluster, tmp_path / "bin", monkeypatch)
     monkeypatch.chdir(tmp_path)
     # everything on loopback: the scheduler, its dashboard and the workers
     with dask_jobqueue.SLURMCluster(
-        cores=1, processes=1, memory="1GB", walltime="00:05:00", job_name="dask-worker",
-        python=sys.executable, log_directory=str(tmp_path / "logs"),
+        cores=1,
+        processes=1,
+        memory="1GB",
+        walltime="00:05:00",
+        job_name="dask-worker",
+        python=sys.executable,
+        log_directory=str(tmp_path / "logs"),
         scheduler_options={"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"},
         worker_extra_args=["--host", "127.0.0.1", "--nanny-port", "0"],
     ) as dask_cluster:
@@ -58,8 +66,11 @@ def test_slurm_cluster_scales_to_two_workers_and_computes(cluster: Cluster, tmp_
             assert len(job_ids) == 2 and sorted(running) == job_ids
             assert {r[1] for r in results} <= set(job_ids)  # the tasks ran inside those jobs
             dask_cluster.scale(jobs=0)
-            wait_until("scancel to end the worker jobs", lambda: not cluster.ok(
-                "squeue", "-h", "-n", "dask-worker", "-o", "%i").split(), timeout=60)
+            wait_until(
+                "scancel to end the worker jobs",
+                lambda: not cluster.ok("squeue", "-h", "-n", "dask-worker", "-o", "%i").split(),
+                timeout=60,
+            )
 
     def states() -> list[str]:
         return cluster.ok("sacct", "-X", "-n", "-P", "-o", "State", "-j", ",".join(job_ids)).splitlines()

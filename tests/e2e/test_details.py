@@ -15,8 +15,11 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def acct(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("details"), accounting=True,
-                      extra=("AccountingStorageEnforce=associations,limits,qos",))
+    c = start_cluster(
+        tmp_path_factory.mktemp("details"),
+        accounting=True,
+        extra=("AccountingStorageEnforce=associations,limits,qos",),
+    )
     yield c
     stop_cluster(c)
 
@@ -40,8 +43,13 @@ def test_a_qos_added_to_a_user_is_usable_the_moment_sacctmgr_returns(acct: Clust
 
 @pytest.fixture(scope="module")
 def gpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("details-gpu"), nodes=2, cpus=16, mem=64000,
-                      up_args=("--gpus-per-node", "8", "--gpu-type", "h100", "--no-cgroups"))
+    c = start_cluster(
+        tmp_path_factory.mktemp("details-gpu"),
+        nodes=2,
+        cpus=16,
+        mem=64000,
+        up_args=("--gpus-per-node", "8", "--gpu-type", "h100", "--no-cgroups"),
+    )
     yield c
     stop_cluster(c)
 
@@ -52,7 +60,9 @@ def _field(text: str, key: str) -> str:
 
 def test_details_show_which_cores_memory_and_gpus_each_node_holds(gpus: Cluster, workdir: Path) -> None:
     """The real one: `JOB_GRES=gpu:h100:4` and `Nodes=node[1-2] CPU_IDs=0-2 Mem=3000 GRES=gpu:h100:2(IDX:0-1)`."""
-    job = gpus.submit("-N2", "--gres=gpu:2", "-c", "3", "--mem-per-cpu=1000", "--wrap", "sleep 30", cwd=workdir)
+    job = gpus.submit(
+        "-N2", "--gres=gpu:2", "-c", "3", "--mem-per-cpu=1000", "--wrap", "sleep 30", cwd=workdir
+    )
     try:
         gpus.wait_state(job, {"RUNNING"})
         text = gpus.ok("scontrol", "-d", "show", "job", str(job))

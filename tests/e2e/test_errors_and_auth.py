@@ -27,7 +27,10 @@ pytestmark = pytest.mark.e2e
         (("--mem", "900G", "--wrap", "true"), "Requested node configuration is not available"),
         (("--gres", "gpu:1", "--wrap", "true"), "Invalid generic resource (gres) specification"),
         (("-t", "bogus", "--wrap", "true"), "Invalid --time specification"),
-        (("-d", "afterok:abc", "--wrap", "true"), "Job dependency problem"),  # an unknown id is accepted (22.05)
+        (
+            ("-d", "afterok:abc", "--wrap", "true"),
+            "Job dependency problem",
+        ),  # an unknown id is accepted (22.05)
         (("-w", "node99", "--wrap", "true"), "Invalid node name specified"),
         (("--bogus-option",), "unrecognized option"),
         (("/nonexistent/script.sh",), "Unable to open file /nonexistent/script.sh"),
@@ -45,26 +48,40 @@ def test_sbatch_refusals(cluster: Cluster, argv: tuple[str, ...], message: str) 
 
 def test_a_request_no_node_can_hold_says_why_first(cluster: Cluster) -> None:
     out = cluster.run("sbatch", "-c", "5", "--wrap", "true")  # the nodes have 4 CPUs
-    assert (out.returncode, out.stderr) == (1, "sbatch: error: CPU count per node can not be satisfied\n"
-                                               "sbatch: error: Batch job submission failed: Requested node "
-                                               "configuration is not available\n")
+    assert (out.returncode, out.stderr) == (
+        1,
+        "sbatch: error: CPU count per node can not be satisfied\n"
+        "sbatch: error: Batch job submission failed: Requested node "
+        "configuration is not available\n",
+    )
     out = cluster.run("salloc", "--mem", "900G", "true")
-    assert (out.returncode, out.stderr) == (1, "salloc: error: Memory specification can not be satisfied\n"
-                                               "salloc: error: Job submit/allocate failed: Requested node "
-                                               "configuration is not available\n")
+    assert (out.returncode, out.stderr) == (
+        1,
+        "salloc: error: Memory specification can not be satisfied\n"
+        "salloc: error: Job submit/allocate failed: Requested node "
+        "configuration is not available\n",
+    )
 
 
-@pytest.mark.parametrize(("prog", "failed"), [("sbatch", "Batch job submission failed"),
-                                             ("srun", "Unable to allocate resources"),
-                                             ("salloc", "Job submit/allocate failed")])
+@pytest.mark.parametrize(
+    ("prog", "failed"),
+    [
+        ("sbatch", "Batch job submission failed"),
+        ("srun", "Unable to allocate resources"),
+        ("salloc", "Job submit/allocate failed"),
+    ],
+)
 def test_an_unknown_partition_is_named_first(cluster: Cluster, prog: str, failed: str) -> None:
     # 22.05 (scenarios 100, 108 and the running one): the first unknown name of the -p list
     known = cluster.ok("sinfo", "-h", "-o", "%R").split()[0]
     tail = ("--wrap", "true") if prog == "sbatch" else ("true",)
     for partitions in ("nosuch", f"{known},nosuch,other"):
         out = cluster.run(prog, "-p", partitions, *tail)
-        assert (out.returncode, out.stderr) == (1, f"{prog}: error: invalid partition specified: nosuch\n"
-                                                   f"{prog}: error: {failed}: Invalid partition name specified\n")
+        assert (out.returncode, out.stderr) == (
+            1,
+            f"{prog}: error: invalid partition specified: nosuch\n"
+            f"{prog}: error: {failed}: Invalid partition name specified\n",
+        )
 
 
 @pytest.mark.parametrize("prog", ["srun", "salloc"])
@@ -82,7 +99,10 @@ def test_malformed_directive_is_refused(cluster: Cluster, tmp_path: Path) -> Non
     script = tmp_path / "bad.sh"
     script.write_text("#!/bin/bash\n#SBATCH --nodes=lots\necho hi\n")
     out = cluster.run("sbatch", str(script))
-    assert (out.returncode, out.stderr) == (255, 'sbatch: error: "lots" is not a valid node count\n')  # as 22.05
+    assert (out.returncode, out.stderr) == (
+        255,
+        'sbatch: error: "lots" is not a valid node count\n',
+    )  # as 22.05
     assert "Traceback" not in out.stderr
 
 

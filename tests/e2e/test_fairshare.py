@@ -19,9 +19,16 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def fs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("fs"), accounting=True,
-                      extra=("PriorityType=priority/multifactor", "PriorityWeightFairshare=10000",
-                             "PriorityWeightAge=0", "PriorityDecayHalfLife=1-0"))
+    c = start_cluster(
+        tmp_path_factory.mktemp("fs"),
+        accounting=True,
+        extra=(
+            "PriorityType=priority/multifactor",
+            "PriorityWeightFairshare=10000",
+            "PriorityWeightAge=0",
+            "PriorityDecayHalfLife=1-0",
+        ),
+    )
     c.ok("sacctmgr", "-i", "add", "account", "physics", "fairshare=40")
     c.ok("sacctmgr", "-i", "add", "user", "root", "account=physics")
     c.ok("sacctmgr", "-i", "add", "user", "nobody", "account=physics")
@@ -68,8 +75,14 @@ def test_usage_survives_a_lost_state_save_location(tmp_path: Path) -> None:
         for lost in (c.dir / "state").glob("ctld_state.db*"):  # the controller's own state, not dbd's
             lost.unlink()
         log = open(c.dir / "log" / "ctld.restart.out", "ab")  # noqa: SIM115 - the daemon keeps it
-        subprocess.Popen([sys.executable, "-m", "ctld.main", "-f", str(c.conf)], env=c.env, stdout=log,
-                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "ctld.main", "-f", str(c.conf)],
+            env=c.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         usage: dict[str, int] = {}
         deadline = time.monotonic() + 30
         while usage.get("root", 0) == 0 and time.monotonic() < deadline:

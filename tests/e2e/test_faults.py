@@ -29,8 +29,10 @@ from tests.e2e.conftest import Cluster, start_cluster, stop_cluster, wait_until
 pytestmark = pytest.mark.e2e
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-needs_cgroups = pytest.mark.skipif(os.geteuid() != 0 or not (CGROUP_ROOT / "memory").is_dir(),
-                                   reason="needs root and cgroup v1 controllers (shoal up enforces cgroups then)")
+needs_cgroups = pytest.mark.skipif(
+    os.geteuid() != 0 or not (CGROUP_ROOT / "memory").is_dir(),
+    reason="needs root and cgroup v1 controllers (shoal up enforces cgroups then)",
+)
 
 
 # -- what is left of a job -------------------------------------------------------------------------
@@ -48,7 +50,7 @@ def marked(token: str, node: str | None = None, restarts: int | None = None, als
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if want not in env or stat[stat.rfind(")") + 2:].split()[0] in ("Z", "X"):
+        if want not in env or stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X"):
             continue
         if node is not None and f"SLURMD_NODENAME={node}".encode() not in env:
             continue
@@ -102,9 +104,14 @@ def sinfo_state(cluster: Cluster, node: str) -> str:
 def start_noded(cluster: Cluster, *nodes: str) -> subprocess.Popen[bytes]:
     log = open(cluster.dir / "log" / "noded.faults.out", "ab")  # noqa: SIM115 - the daemon keeps it
     args = [a for n in nodes for a in ("-N", n)]
-    return subprocess.Popen([sys.executable, "-m", "noded.main", "-f", str(cluster.conf), "--no-agent", *args],
-                            env=cluster.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "noded.main", "-f", str(cluster.conf), "--no-agent", *args],
+        env=cluster.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def wait_gone(what: str, check: object, timeout: float = 60) -> None:
@@ -131,7 +138,9 @@ def _lingering_job(cluster: Cluster, token: str, late: Path, *opts: str) -> int:
 
 
 @needs_cgroups
-def test_kill_9_of_stepd_kills_the_jobs_processes_and_removes_its_cgroup(one_node: Cluster, tmp_path: Path) -> None:
+def test_kill_9_of_stepd_kills_the_jobs_processes_and_removes_its_cgroup(
+    one_node: Cluster, tmp_path: Path
+) -> None:
     c, token, late = one_node, uuid.uuid4().hex, tmp_path / "late"
     job = _lingering_job(c, token, late)
     dirs = job_cgroups(c, "node1", job)
@@ -151,13 +160,17 @@ def test_kill_9_of_stepd_kills_the_jobs_processes_and_removes_its_cgroup(one_nod
 
 
 @needs_cgroups
-def test_complete_batch_crafted_as_slurm_user_ends_the_jobs_processes(one_node: Cluster, tmp_path: Path) -> None:
+def test_complete_batch_crafted_as_slurm_user_ends_the_jobs_processes(
+    one_node: Cluster, tmp_path: Path
+) -> None:
     c, token, late = one_node, uuid.uuid4().hex, tmp_path / "late"
     job = _lingering_job(c, token, late)
     assert job_cgroups(c, "node1", job)
     cfg = load_slurm_conf(str(c.conf))
     stub = Stub(f"{cfg.control_addr}:{cfg.slurmctld_port}", load_key(cfg.auth_key_file))
-    request = controller_pb2.CompleteBatchRequest(node="node1", job_id=job, exit_code=0, end_time=int(time.time()))
+    request = controller_pb2.CompleteBatchRequest(
+        node="node1", job_id=job, exit_code=0, end_time=int(time.time())
+    )
     stub.call("/shoal.v1.Controller/CompleteBatch", request, controller_pb2.CompleteBatchResponse, timeout=10)
     assert c.state(job) == "COMPLETED"  # the controller takes SlurmUser's word, as Slurm does
     wait_gone("the job's processes to be killed", lambda: marked(token), timeout=30)
@@ -169,7 +182,9 @@ def test_complete_batch_crafted_as_slurm_user_ends_the_jobs_processes(one_node: 
 
 @needs_cgroups
 def test_noded_frozen_past_slurmd_timeout_requeues_and_kills_the_lost_run(tmp_path: Path) -> None:
-    c = start_cluster(tmp_path / "c", nodes=2, extra=("SlurmdTimeout=6", "ReturnToService=2"), accounting=True)
+    c = start_cluster(
+        tmp_path / "c", nodes=2, extra=("SlurmdTimeout=6", "ReturnToService=2"), accounting=True
+    )
     daemons: list[subprocess.Popen[bytes]] = []
     try:
         # one noded per node, so that node2 alone can be frozen
@@ -181,20 +196,37 @@ def test_noded_frozen_past_slurmd_timeout_requeues_and_kills_the_lost_run(tmp_pa
         token, out = uuid.uuid4().hex, tmp_path / "out"
         blocker = c.submit("-w", "node1", "-c", "4", "-o", "/dev/null", "--wrap", "sleep 300")
         c.wait_state(blocker, {"RUNNING"})
-        script = ('#!/bin/sh\necho "start ${SLURM_RESTART_COUNT:-0} $SLURMD_NODENAME"\n'
-                  'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 120; fi\necho "end ${SLURM_RESTART_COUNT:-0}"\n')
-        job = c.submit("--requeue", "-o", str(out), "--open-mode=append", f"--export=ALL,FAULTS_MARK={token}",
-                       input=script)
+        script = (
+            '#!/bin/sh\necho "start ${SLURM_RESTART_COUNT:-0} $SLURMD_NODENAME"\n'
+            'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 120; fi\necho "end ${SLURM_RESTART_COUNT:-0}"\n'
+        )
+        job = c.submit(
+            "--requeue",
+            "-o",
+            str(out),
+            "--open-mode=append",
+            f"--export=ALL,FAULTS_MARK={token}",
+            input=script,
+        )
         c.wait_state(job, {"RUNNING"})
         assert c.job_field(job, "%N") == "node2"
         wait_until("run 0 running", lambda: marked(token, "node2", 0))
         c.ok("scancel", str(blocker))
         # and a two-node job that may not be requeued, with a step's task on node2
         wide_token = uuid.uuid4().hex
-        wide = c.submit("--no-requeue", "-N2", "-o", "/dev/null", f"--export=ALL,FAULTS_MARK={wide_token}",
-                        "--wrap", "srun -N2 --ntasks-per-node=1 sleep 120")
+        wide = c.submit(
+            "--no-requeue",
+            "-N2",
+            "-o",
+            "/dev/null",
+            f"--export=ALL,FAULTS_MARK={wide_token}",
+            "--wrap",
+            "srun -N2 --ntasks-per-node=1 sleep 120",
+        )
         c.wait_state(wide, {"RUNNING"})
-        wait_until("the wide job's task on node2", lambda: marked(wide_token, "node2", also="SLURM_STEP_ID=0"))
+        wait_until(
+            "the wide job's task on node2", lambda: marked(wide_token, "node2", also="SLURM_STEP_ID=0")
+        )
         daemons[1].send_signal(signal.SIGSTOP)
         try:
             wait_until("node2 DOWN", lambda: sinfo_state(c, "node2").startswith("down"), timeout=60)
@@ -215,17 +247,23 @@ def test_noded_frozen_past_slurmd_timeout_requeues_and_kills_the_lost_run(tmp_pa
         wait_gone("run 0's processes to be killed", lambda: marked(token), timeout=60)
         wait_gone("run 0's cgroup to be removed", lambda: job_cgroups(c, "node2", job), timeout=30)
         wait_gone("the wide job's step task to be killed", lambda: marked(wide_token), timeout=60)
-        wait_gone("the wide job's cgroup on node2 to be removed", lambda: job_cgroups(c, "node2", wide), timeout=30)
+        wait_gone(
+            "the wide job's cgroup on node2 to be removed", lambda: job_cgroups(c, "node2", wide), timeout=30
+        )
         # ... and, ReturnToService=2, it returns to service without an admin
         wait_until("node2 idle again", lambda: sinfo_state(c, "node2") == "idle", timeout=60)
         lines = out.read_text().splitlines()
         assert lines[0] == "start 0 node2"
         assert lines[-2:] == ["start 1 node1", "end 1"]
         assert "end 0" not in lines
+
         # accounting: the lost run is its own NODE_FAIL record, then the run that completed
         def runs() -> list[str]:
             return c.ok("sacct", "-D", "-X", "-n", "-P", "-j", str(job), "-o", "JobID,State,NodeList").split()
-        wait_until("both runs in accounting", lambda: len(runs()) == 2 and runs()[-1].endswith("COMPLETED|node1"))
+
+        wait_until(
+            "both runs in accounting", lambda: len(runs()) == 2 and runs()[-1].endswith("COMPLETED|node1")
+        )
         assert runs() == [f"{job}|NODE_FAIL|node2", f"{job}|COMPLETED|node1"]
         assert c.ok("sacct", "-X", "-n", "-P", "-j", str(job), "-o", "State").split() == ["COMPLETED"]
     finally:
@@ -236,12 +274,18 @@ def test_noded_frozen_past_slurmd_timeout_requeues_and_kills_the_lost_run(tmp_pa
 
 
 @needs_cgroups
-def test_every_process_of_a_node_killed_its_jobs_are_lost_with_the_node(one_node: Cluster, tmp_path: Path) -> None:
+def test_every_process_of_a_node_killed_its_jobs_are_lost_with_the_node(
+    one_node: Cluster, tmp_path: Path
+) -> None:
     c, token, out = one_node, uuid.uuid4().hex, tmp_path / "out"
-    script = ('#!/bin/sh\necho "start ${SLURM_RESTART_COUNT:-0}"\n'
-              'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 300; fi\necho "end ${SLURM_RESTART_COUNT:-0}"\n')
+    script = (
+        '#!/bin/sh\necho "start ${SLURM_RESTART_COUNT:-0}"\n'
+        'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 300; fi\necho "end ${SLURM_RESTART_COUNT:-0}"\n'
+    )
     again = c.submit("-o", str(out), "--open-mode=append", f"--export=ALL,FAULTS_MARK={token}", input=script)
-    lost = c.submit("--no-requeue", "-o", "/dev/null", f"--export=ALL,FAULTS_MARK={token}", "--wrap", "sleep 300")
+    lost = c.submit(
+        "--no-requeue", "-o", "/dev/null", f"--export=ALL,FAULTS_MARK={token}", "--wrap", "sleep 300"
+    )
     for job in (again, lost):
         c.wait_state(job, {"RUNNING"})
     wait_until("both jobs' processes", lambda: len(marked(token)) >= 3)
@@ -252,7 +296,11 @@ def test_every_process_of_a_node_killed_its_jobs_are_lost_with_the_node(one_node
     for pid in victims:
         os.kill(pid, signal.SIGSTOP)
     for _ in range(5):
-        left = victims | set(marked(token)) | cgroup_procs(job_cgroups(c, "node1", again) + job_cgroups(c, "node1", lost))
+        left = (
+            victims
+            | set(marked(token))
+            | cgroup_procs(job_cgroups(c, "node1", again) + job_cgroups(c, "node1", lost))
+        )
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -274,8 +322,13 @@ def test_every_process_of_a_node_killed_its_jobs_are_lost_with_the_node(one_node
 @needs_cgroups
 def test_kill_9_of_a_steps_supervisor_kills_its_tasks_and_removes_its_cgroup(one_node: Cluster) -> None:
     c, token = one_node, uuid.uuid4().hex
-    job = c.submit("-o", "/dev/null", f"--export=ALL,FAULTS_MARK={token}",
-                   "--wrap", "srun sh -c 'sleep 300 & sleep 301; wait'; sleep 300")
+    job = c.submit(
+        "-o",
+        "/dev/null",
+        f"--export=ALL,FAULTS_MARK={token}",
+        "--wrap",
+        "srun sh -c 'sleep 300 & sleep 301; wait'; sleep 300",
+    )
     c.wait_state(job, {"RUNNING"})
 
     def tasks() -> list[int]:

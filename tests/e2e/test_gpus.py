@@ -44,7 +44,9 @@ def gpu_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def _job_cgroups(c: Cluster) -> list[str]:
     scope = f"{zlib.crc32(os.path.abspath(c.conf).encode()):08x}_"
-    return glob.glob(f"/sys/fs/cgroup/*/shoal/{scope}*/job_*") + glob.glob(f"/sys/fs/cgroup/shoal/{scope}*/job_*")
+    return glob.glob(f"/sys/fs/cgroup/*/shoal/{scope}*/job_*") + glob.glob(
+        f"/sys/fs/cgroup/shoal/{scope}*/job_*"
+    )
 
 
 def _run(c: Cluster, workdir: Path, *args: str, script: str) -> tuple[str, str, str]:
@@ -134,7 +136,8 @@ def test_gres_used_while_running(gpu_cluster: Cluster, workdir: Path) -> None:
 
 def test_gpus_unlike_slurm_conf_drain_the_node(tmp_path: Path) -> None:
     c = start_cluster(
-        tmp_path / "c", nodes=1,
+        tmp_path / "c",
+        nodes=1,
         up_args=("--gpus-per-node", "8", "--gpu-type", "h100", "--fake-nvml", "pcie_a100", "--no-cgroups"),
     )
     try:
@@ -155,7 +158,9 @@ WHERE = (
 
 def test_step_tasks_get_their_gpus_and_their_step_cgroup(gpu_cluster: Cluster, workdir: Path) -> None:
     (workdir / "where.py").write_text(WHERE)
-    script = f"WHERE_TAG=batch python3 {workdir}/where.py\nsrun -n2 --gpus-per-task=1 python3 {workdir}/where.py\n"
+    script = (
+        f"WHERE_TAG=batch python3 {workdir}/where.py\nsrun -n2 --gpus-per-task=1 python3 {workdir}/where.py\n"
+    )
     state, out, err = _run(gpu_cluster, workdir, "-n2", "--gres=gpu:2", script=script)
     assert state == "COMPLETED", err
     rows = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.splitlines()}
@@ -172,8 +177,9 @@ def test_step_tasks_get_their_gpus_and_their_step_cgroup(gpu_cluster: Cluster, w
 
 def test_srun_allocation_tasks_are_confined_and_cleaned_up(gpu_cluster: Cluster, workdir: Path) -> None:
     (workdir / "where.py").write_text(WHERE)
-    out = gpu_cluster.ok("srun", "-N1", "-n1", "-c2", "--gres=gpu:1", "python3", str(workdir / "where.py"),
-                         cwd=workdir)
+    out = gpu_cluster.ok(
+        "srun", "-N1", "-n1", "-c2", "--gres=gpu:1", "python3", str(workdir / "where.py"), cwd=workdir
+    )
     task, cuda, step_gpus, cgroup, cpus = out.split(" ", 4)
     assert (task, cuda) == ("0", "0") and "/job_" in cgroup and step_gpus.isdigit()
     assert len(cpus.strip().strip("[]").split(",")) == 2
@@ -183,8 +189,8 @@ def test_srun_allocation_tasks_are_confined_and_cleaned_up(gpu_cluster: Cluster,
 def test_exact_step_is_bound_to_its_own_cpus(gpu_cluster: Cluster, workdir: Path) -> None:
     """Without --exact a step's tasks run on all the job's CPUs; with it, on the step's share."""
     script = "python3 -c 'import os; print(\"job\", len(os.sched_getaffinity(0)))'\n" + "".join(
-        f"srun -n1 {flag} python3 -c 'import os; print(\"{tag}\", len(os.sched_getaffinity(0)), "
-        "os.environ[\"SLURM_CPUS_ON_NODE\"])'\n"
+        f'srun -n1 {flag} python3 -c \'import os; print("{tag}", len(os.sched_getaffinity(0)), '
+        'os.environ["SLURM_CPUS_ON_NODE"])\'\n'
         for tag, flag in (("whole", ""), ("exact", "--exact"))
     )
     state, out, err = _run(gpu_cluster, workdir, "-n1", "-c2", script=script)
@@ -213,10 +219,12 @@ def _cpus(text: str) -> set[int]:
 def test_exact_step_cpuset_holds_exactly_its_cpus(gpu_cluster: Cluster, workdir: Path) -> None:
     """The step's own cpuset (not only its affinity): a task cannot widen itself back to the job's."""
     (workdir / "cpuset.py").write_text(STEP_CPUSET)
-    script = (f"python3 {workdir}/cpuset.py\n"
-              f"srun -n1 --exact python3 {workdir}/cpuset.py\n"
-              f"srun -n1 --exact python3 -c 'import os; os.sched_setaffinity(0, range(os.cpu_count()));"
-              f" print(\"widened\", len(os.sched_getaffinity(0)))'\n")
+    script = (
+        f"python3 {workdir}/cpuset.py\n"
+        f"srun -n1 --exact python3 {workdir}/cpuset.py\n"
+        f"srun -n1 --exact python3 -c 'import os; os.sched_setaffinity(0, range(os.cpu_count()));"
+        f' print("widened", len(os.sched_getaffinity(0)))\'\n'
+    )
     state, out, err = _run(gpu_cluster, workdir, "-n2", script=script)
     assert state == "COMPLETED", err
     lines = out.splitlines()
@@ -233,9 +241,11 @@ def test_exact_step_cpuset_holds_exactly_its_cpus(gpu_cluster: Cluster, workdir:
 def test_one_gpu_step_opens_its_gpu_and_not_the_jobs_other(gpu_cluster: Cluster, workdir: Path) -> None:
     (workdir / "open.py").write_text(OPEN_DEVICE)
     dev = gpu_cluster.env["GPU_DEV_DIR"]
-    script = (f"echo JOB $SLURM_JOB_GPUS\n"
-              f"srun --gres=gpu:1 bash -c 'echo STEP $SLURM_STEP_GPUS; "
-              f"for i in ${{SLURM_JOB_GPUS//,/ }}; do python3 {workdir}/open.py {dev}/nvidia$i; done'\n")
+    script = (
+        f"echo JOB $SLURM_JOB_GPUS\n"
+        f"srun --gres=gpu:1 bash -c 'echo STEP $SLURM_STEP_GPUS; "
+        f"for i in ${{SLURM_JOB_GPUS//,/ }}; do python3 {workdir}/open.py {dev}/nvidia$i; done'\n"
+    )
     state, out, err = _run(gpu_cluster, workdir, "--gres=gpu:2", script=script)
     assert state == "COMPLETED", err
     lines = out.splitlines()
@@ -243,15 +253,19 @@ def test_one_gpu_step_opens_its_gpu_and_not_the_jobs_other(gpu_cluster: Cluster,
     step_gpus = next(line.split()[1] for line in lines if line.startswith("STEP ")).split(",")
     assert len(job_gpus) == 2 and len(step_gpus) == 1 and set(step_gpus) < set(job_gpus)
     for index in job_gpus:
-        expected = "ENXIO" if index in step_gpus else "EPERM"  # the step's GPU allowed; the job's other denied
+        expected = (
+            "ENXIO" if index in step_gpus else "EPERM"
+        )  # the step's GPU allowed; the job's other denied
         assert f"{dev}/nvidia{index} {expected}" in lines
     assert not _job_cgroups(gpu_cluster)
 
 
 def test_step_over_its_memory_is_oom_killed_and_the_job_goes_on(gpu_cluster: Cluster, workdir: Path) -> None:
-    script = ("srun --mem=50M python3 -c \"b = b'x' * (200 << 20); print(len(b))\"\n"
-              "echo srun exited $?\n"
-              "srun --mem=50M echo small step fine\n")
+    script = (
+        "srun --mem=50M python3 -c \"b = b'x' * (200 << 20); print(len(b))\"\n"
+        "echo srun exited $?\n"
+        "srun --mem=50M echo small step fine\n"
+    )
     state, out, err = _run(gpu_cluster, workdir, "--mem=400M", script=script)
     assert state == "COMPLETED", err
     job_id = _last_job(gpu_cluster)[0]

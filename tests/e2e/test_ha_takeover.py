@@ -58,13 +58,23 @@ def ha_cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 def test_shoal_up_ha_runs_a_primary_and_a_backup_that_scontrol_ping_shows(ha_cluster: Cluster) -> None:
     ping = ha_cluster.run("scontrol", "ping")
-    assert (ping.returncode, ping.stdout) == (0, "Slurmctld(primary) at head1 is UP\nSlurmctld(backup) at head2 is UP\n")
-    status = subprocess.run([sys.executable, "-m", "cli.shoal_admin", "status", "--dir", str(ha_cluster.dir)],
-                            env=ha_cluster.env, capture_output=True, text=True, timeout=60)
+    assert (ping.returncode, ping.stdout) == (
+        0,
+        "Slurmctld(primary) at head1 is UP\nSlurmctld(backup) at head2 is UP\n",
+    )
+    status = subprocess.run(
+        [sys.executable, "-m", "cli.shoal_admin", "status", "--dir", str(ha_cluster.dir)],
+        env=ha_cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "shoal-ctld-head1: running" in status.stdout and "shoal-ctld-head2: running" in status.stdout
 
 
-def test_kill_9_of_the_primary_during_a_submit_storm_and_an_srun_step(ha_cluster: Cluster, workdir: Path) -> None:
+def test_kill_9_of_the_primary_during_a_submit_storm_and_an_srun_step(
+    ha_cluster: Cluster, workdir: Path
+) -> None:
     cluster = ha_cluster
     acknowledged: list[int] = []
     after_kill: list[int] = []
@@ -85,7 +95,12 @@ def test_kill_9_of_the_primary_during_a_submit_storm_and_an_srun_step(ha_cluster
 
     step = subprocess.Popen(
         ["srun", "-N1", "bash", "-c", "for i in $(seq 1 20); do echo tick $i; sleep 1; done"],
-        env=cluster.env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=cluster.env,
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     ticks: list[str] = []
     assert step.stdout is not None
     reader = threading.Thread(target=lambda: ticks.extend(iter(step.stdout.readline, "")))  # type: ignore[union-attr]
@@ -127,13 +142,22 @@ def test_a_sigstopped_primary_is_replaced_and_steps_down_without_writing(ha_clus
     os.kill(primary, signal.SIGSTOP)
     try:
         # sent to the stopped primary (the agent's last good host): it waits there
-        waiting = subprocess.Popen(["sbatch", "--parsable", "-H", "--wrap", "true", "-o", "/dev/null"],
-                                   env=cluster.env, cwd=cluster.dir, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
-        wait_until("the backup taking over", lambda: "took the leadership lease" in _head_log(cluster, "head2"))
+        waiting = subprocess.Popen(
+            ["sbatch", "--parsable", "-H", "--wrap", "true", "-o", "/dev/null"],
+            env=cluster.env,
+            cwd=cluster.dir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_until(
+            "the backup taking over", lambda: "took the leadership lease" in _head_log(cluster, "head2")
+        )
         ping = cluster.run("scontrol", "ping")
         assert ping.returncode == 0
-        assert ping.stdout.startswith("Slurmctld(primary) at head1 is DOWN\nSlurmctld(backup) at head2 is UP\n")
+        assert ping.stdout.startswith(
+            "Slurmctld(primary) at head1 is DOWN\nSlurmctld(backup) at head2 is UP\n"
+        )
     finally:
         os.kill(primary, signal.SIGCONT)
     # the continued primary handles the waiting submission: its store refuses the write (fencing), it
@@ -141,30 +165,44 @@ def test_a_sigstopped_primary_is_replaced_and_steps_down_without_writing(ha_clus
     out, err = waiting.communicate(timeout=90)
     assert waiting.returncode == 0, err
     moved = int(out.strip())
-    wait_until("the old primary standing by",
-               lambda: "standing by: another shoal-ctld is the primary" in _head_log(cluster, "head1"))
+    wait_until(
+        "the old primary standing by",
+        lambda: "standing by: another shoal-ctld is the primary" in _head_log(cluster, "head1"),
+    )
     assert "leadership lease lost to another shoal-ctld: stepping down" in _head_log(cluster, "head1")
     ping = cluster.run("scontrol", "ping")  # the old primary still answers, now as a standby
-    assert (ping.returncode, ping.stdout) == (0, "Slurmctld(primary) at head1 is UP\nSlurmctld(backup) at head2 is UP\n")
+    assert (ping.returncode, ping.stdout) == (
+        0,
+        "Slurmctld(primary) at head1 is UP\nSlurmctld(backup) at head2 is UP\n",
+    )
     after = cluster.submit("-H", "--wrap", "true", "-o", "/dev/null")
     listed = set(map(int, cluster.ok("squeue", "-h", "-o", "%i").split()))
     assert listed == {held, moved, after} and after > moved > held
     assert _stored_job_ids(cluster) == listed  # the store holds exactly what the new primary knows
 
 
-def test_scontrol_takeover_hands_over_to_the_backup_and_jobs_go_on(ha_cluster: Cluster, workdir: Path) -> None:
+def test_scontrol_takeover_hands_over_to_the_backup_and_jobs_go_on(
+    ha_cluster: Cluster, workdir: Path
+) -> None:
     cluster = ha_cluster
     before = cluster.submit("-H", "--wrap", "echo before", "-o", str(workdir / "out-%j"))
     denied = cluster.run("scontrol", "takeover", user=65534)  # nobody: operators only
     assert denied.returncode == 1 and "Access/permission denied" in denied.stderr
     done = cluster.run("scontrol", "takeover")
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    wait_until("the backup leading", lambda: "took the leadership lease (epoch 2" in _head_log(cluster, "head2"))
-    wait_until("the primary standing by",
-               lambda: "standing by: another shoal-ctld is the primary" in _head_log(cluster, "head1"))
+    wait_until(
+        "the backup leading", lambda: "took the leadership lease (epoch 2" in _head_log(cluster, "head2")
+    )
+    wait_until(
+        "the primary standing by",
+        lambda: "standing by: another shoal-ctld is the primary" in _head_log(cluster, "head1"),
+    )
     assert "scontrol takeover: handing over to a backup" in _head_log(cluster, "head1")
     cluster.ok("scontrol", "release", str(before))
     assert cluster.wait_state(before, {"COMPLETED", "FAILED"}, timeout=60) == "COMPLETED"
     assert (workdir / f"out-{before}").read_text().strip() == "before"
     ping = cluster.run("scontrol", "ping")
-    assert (ping.returncode, ping.stdout) == (0, "Slurmctld(primary) at head1 is UP\nSlurmctld(backup) at head2 is UP\n")
+    assert (ping.returncode, ping.stdout) == (
+        0,
+        "Slurmctld(primary) at head1 is UP\nSlurmctld(backup) at head2 is UP\n",
+    )

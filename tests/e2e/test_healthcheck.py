@@ -56,8 +56,11 @@ def marks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, marks: Path) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("hc"), nodes=2, extra=(
-        f"HealthCheckProgram={marks}/check.sh", "HealthCheckInterval=1", "HealthCheckNodeState=ANY"))
+    c = start_cluster(
+        tmp_path_factory.mktemp("hc"),
+        nodes=2,
+        extra=(f"HealthCheckProgram={marks}/check.sh", "HealthCheckInterval=1", "HealthCheckNodeState=ANY"),
+    )
     yield c
     stop_cluster(c)
 
@@ -92,9 +95,12 @@ def gpu_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clus
     shutil.copy(DESCRIPTIONS / "dgx_h100.json", nvml)
     _script(base / "gpu_check.sh", GPU_CHECK.format(repo=REPO, python=sys.executable))
     _open(base)
-    c = start_cluster(base / "cluster", nodes=2, extra=(
-        f"HealthCheckProgram={base}/gpu_check.sh", "HealthCheckInterval=1"),
-        up_args=("--gpus-per-node", "8", "--gpu-type", "h100", "--fake-nvml", str(nvml), "--no-cgroups"))
+    c = start_cluster(
+        base / "cluster",
+        nodes=2,
+        extra=(f"HealthCheckProgram={base}/gpu_check.sh", "HealthCheckInterval=1"),
+        up_args=("--gpus-per-node", "8", "--gpu-type", "h100", "--fake-nvml", str(nvml), "--no-cgroups"),
+    )
     yield c, nvml
     stop_cluster(c)
 
@@ -106,6 +112,9 @@ def test_the_shipped_gpu_check_drains_a_node_that_lost_a_gpu(gpu_cluster: tuple[
     description["gpus"] = description["gpus"][:-1]
     description["nvlinks"] = [link for link in description.get("nvlinks") or [] if 7 not in link[:2]]
     nvml.write_text(json.dumps(description))
-    wait_until("node1 drained by gpu_check",
-               lambda: "Reason=gpu_check: 7 of 8 GPUs found" in _node(cluster, "node1"), timeout=30)
+    wait_until(
+        "node1 drained by gpu_check",
+        lambda: "Reason=gpu_check: 7 of 8 GPUs found" in _node(cluster, "node1"),
+        timeout=30,
+    )
     assert "DRAIN" in _node(cluster, "node1")

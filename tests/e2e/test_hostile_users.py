@@ -43,7 +43,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     stop_cluster(c)
 
 
-def _submit_as_nobody(cluster: Cluster, spec: jobs_pb2.JobSpec) -> grpc.RpcError | controller_pb2.SubmitJobResponse:
+def _submit_as_nobody(
+    cluster: Cluster, spec: jobs_pb2.JobSpec
+) -> grpc.RpcError | controller_pb2.SubmitJobResponse:
     cfg = load_slurm_conf(str(cluster.conf))
     key = load_key(cfg.auth_key_file)
     options = [("grpc.max_send_message_length", 64 * 2**20)]
@@ -62,11 +64,21 @@ def _spec(**fields: object) -> jobs_pb2.JobSpec:
 
 CRAFTED = [
     ("min-nodes-2^32-1", {"min_nodes": 2**32 - 1}, "Node count specification invalid"),
-    ("cpus-overflow", {"num_tasks": 2**31 - 1, "cpus_per_task": 10**9},
-     "Requested node configuration is not available"),
-    ("time-limit-minus-5", {"time_limit_min": -5}, "Requested time limit is invalid (missing or exceeds some limit)"),
-    ("time-limit-2^63-1", {"time_limit_min": 2**63 - 1},
-     "Requested time limit is invalid (missing or exceeds some limit)"),
+    (
+        "cpus-overflow",
+        {"num_tasks": 2**31 - 1, "cpus_per_task": 10**9},
+        "Requested node configuration is not available",
+    ),
+    (
+        "time-limit-minus-5",
+        {"time_limit_min": -5},
+        "Requested time limit is invalid (missing or exceeds some limit)",
+    ),
+    (
+        "time-limit-2^63-1",
+        {"time_limit_min": 2**63 - 1},
+        "Requested time limit is invalid (missing or exceeds some limit)",
+    ),
     ("begin-minus-1", {"begin_time": -1}, "Invalid time specified"),
     ("signal-secs-70000", {"signal_num": 10, "signal_secs": 70000}, "Invalid --signal specification"),
     ("name-1MB", {"name": "n" * 2**20}, TOO_LONG),
@@ -78,8 +90,9 @@ CRAFTED = [
 
 
 @pytest.mark.parametrize(("fields", "message"), [c[1:] for c in CRAFTED], ids=[c[0] for c in CRAFTED])
-def test_crafted_submit_job_is_refused_in_slurms_words(cluster: Cluster, fields: dict[str, object],
-                                                       message: str) -> None:
+def test_crafted_submit_job_is_refused_in_slurms_words(
+    cluster: Cluster, fields: dict[str, object], message: str
+) -> None:
     before = cluster.ok("squeue", "-h", "-t", "all", "-o", "%i").split()
     answer = _submit_as_nobody(cluster, _spec(**fields))
     assert isinstance(answer, grpc.RpcError), f"accepted: job {answer}"
@@ -93,28 +106,41 @@ def test_huge_array_is_refused_at_once_by_sbatch_and_ctld(cluster: Cluster) -> N
     specification", exit 1 (it used to grow to 23.6 GB)."""
     out = cluster.run("sbatch", "-a", "1-99999999999", "--wrap", "true", user=NOBODY)
     assert (out.returncode, out.stderr) == (
-        1, "sbatch: error: Batch job submission failed: Invalid job array specification\n")
+        1,
+        "sbatch: error: Batch job submission failed: Invalid job array specification\n",
+    )
 
 
 def test_only_operators_may_set_a_negative_nice(cluster: Cluster, workdir: Path) -> None:
     """22.05 as alice: `sbatch --nice=-5` -> "Batch job submission failed: Invalid --nice value", exit 1;
     as root it is accepted with Nice=-5."""
     out = cluster.run("sbatch", "--nice=-5", "--hold", "--wrap", "true", user=NOBODY, cwd=workdir)
-    assert (out.returncode, out.stderr) == (1, "sbatch: error: Batch job submission failed: Invalid --nice value\n")
+    assert (out.returncode, out.stderr) == (
+        1,
+        "sbatch: error: Batch job submission failed: Invalid --nice value\n",
+    )
     job = cluster.submit("--nice=-5", "--hold", "--wrap", "true")
     assert cluster.job_field(job, "%y") == "-5"
     cluster.ok("scancel", str(job))
 
 
-@pytest.mark.parametrize(("argv", "status", "stderr"), [
-    (("--time=１２",), 255, "sbatch: error: Invalid --time specification\n"),
-    (("-N", "１"), 255, 'sbatch: error: "１" is not a valid node count\n'),
-    (("-c", "２"), 1, 'sbatch: error: Invalid numeric value "２" for --cpus-per-task.\n'),
-    (("--switches=" + "1234567890" * 4,), 1,
-     "sbatch: error: Numeric argument (9223372036854775807) to big for --switches.\n"),
-], ids=["fullwidth-time", "fullwidth-nodes", "fullwidth-cpus", "switches-40-digits"])
-def test_option_values_get_slurms_words_and_status(cluster: Cluster, workdir: Path, argv: tuple[str, ...],
-                                                   status: int, stderr: str) -> None:
+@pytest.mark.parametrize(
+    ("argv", "status", "stderr"),
+    [
+        (("--time=１２",), 255, "sbatch: error: Invalid --time specification\n"),
+        (("-N", "１"), 255, 'sbatch: error: "１" is not a valid node count\n'),
+        (("-c", "２"), 1, 'sbatch: error: Invalid numeric value "２" for --cpus-per-task.\n'),
+        (
+            ("--switches=" + "1234567890" * 4,),
+            1,
+            "sbatch: error: Numeric argument (9223372036854775807) to big for --switches.\n",
+        ),
+    ],
+    ids=["fullwidth-time", "fullwidth-nodes", "fullwidth-cpus", "switches-40-digits"],
+)
+def test_option_values_get_slurms_words_and_status(
+    cluster: Cluster, workdir: Path, argv: tuple[str, ...], status: int, stderr: str
+) -> None:
     out = cluster.run("sbatch", *argv, "--wrap", "true", user=NOBODY, cwd=workdir)
     assert (out.returncode, out.stderr) == (status, stderr)
 
@@ -133,8 +159,16 @@ def test_more_cpus_than_the_partition_has_pends_as_in_slurm(cluster: Cluster, wo
 def test_reservation_by_a_user_is_refused_as_in_slurm(cluster: Cluster) -> None:
     """22.05 as alice: `scontrol create reservation ...` -> "Error creating the reservation: Invalid user
     id", exit 1 (not Access/permission denied)."""
-    out = cluster.run("scontrol", "create", "reservation", "starttime=now", "duration=1", "users=nobody",
-                      "nodes=node1", user=NOBODY)
+    out = cluster.run(
+        "scontrol",
+        "create",
+        "reservation",
+        "starttime=now",
+        "duration=1",
+        "users=nobody",
+        "nodes=node1",
+        user=NOBODY,
+    )
     assert (out.returncode, out.stderr) == (1, "Error creating the reservation: Invalid user id\n")
 
 
@@ -173,20 +207,55 @@ def test_state_and_accounting_files_are_slurmusers_only(cluster: Cluster, workdi
 
 
 _OPTION_VALUES = st.one_of(
-    st.sampled_from(["0", "-1", "1" * 40, "99999999999", "１２", "²", "node[", "1-99999999999", "gpu:99", "now+1",
-                     "9999-12-31", "USR1@99999", "-5", "", "%", "x" * 2000]),
+    st.sampled_from(
+        [
+            "0",
+            "-1",
+            "1" * 40,
+            "99999999999",
+            "１２",
+            "²",
+            "node[",
+            "1-99999999999",
+            "gpu:99",
+            "now+1",
+            "9999-12-31",
+            "USR1@99999",
+            "-5",
+            "",
+            "%",
+            "x" * 2000,
+        ]
+    ),
     st.text(alphabet="0123456789-:,%[]@+", max_size=12),
 )
-_OPTIONS = ["--array", "--nodes", "--ntasks", "--cpus-per-task", "--mem", "--time", "--begin", "--signal", "--nice",
-            "--switches", "--gres", "--dependency", "--nodelist", "--exclude", "--job-name", "--partition"]
+_OPTIONS = [
+    "--array",
+    "--nodes",
+    "--ntasks",
+    "--cpus-per-task",
+    "--mem",
+    "--time",
+    "--begin",
+    "--signal",
+    "--nice",
+    "--switches",
+    "--gres",
+    "--dependency",
+    "--nodelist",
+    "--exclude",
+    "--job-name",
+    "--partition",
+]
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 @given(option=st.sampled_from(_OPTIONS), value=_OPTION_VALUES)
 def test_live_fuzz_sbatch_never_tracebacks(cluster: Cluster, option: str, value: str) -> None:
     """The real commands against the running cluster: accepted, or refused in Slurm's style."""
-    out = cluster.run("sbatch", "--hold", "--parsable", f"{option}={value}", "--wrap", "true", user=NOBODY,
-                      cwd="/tmp")
+    out = cluster.run(
+        "sbatch", "--hold", "--parsable", f"{option}={value}", "--wrap", "true", user=NOBODY, cwd="/tmp"
+    )
     assert "Traceback" not in out.stderr and "Unexpected error" not in out.stderr
     if out.returncode == 0:
         cluster.ok("scancel", out.stdout.strip().split(";")[0])
@@ -206,12 +275,20 @@ def test_sbatch_waits_for_a_controller_that_is_briefly_down(tmp_path: Path) -> N
         while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
             time.sleep(0.05)
         answers: list[subprocess.CompletedProcess[str]] = []
-        submit = threading.Thread(target=lambda: answers.append(c.run("sbatch", "--parsable", "--wrap", "true")))
+        submit = threading.Thread(
+            target=lambda: answers.append(c.run("sbatch", "--parsable", "--wrap", "true"))
+        )
         submit.start()
         time.sleep(4)  # the submission waits on a controller that is down (longer than the old 3 s grace)
         with open(c.dir / "log" / "ctld.restart.out", "ab") as log:
-            subprocess.Popen([sys.executable, "-m", "ctld.main", "-f", str(c.conf)], env=c.env, stdout=log,
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            subprocess.Popen(
+                [sys.executable, "-m", "ctld.main", "-f", str(c.conf)],
+                env=c.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         submit.join(60)
         (out,) = answers
         assert out.returncode == 0, out.stderr

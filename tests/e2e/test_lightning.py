@@ -63,16 +63,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     stop_cluster(c)
 
 
-def test_slurm_environment_in_a_two_node_step(cluster: Cluster, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slurm_environment_in_a_two_node_step(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
-    pytest.importorskip("lightning_fabric", reason="lightning-fabric is not installed (pip install -e '.[torch]')")
+    pytest.importorskip(
+        "lightning_fabric", reason="lightning-fabric is not installed (pip install -e '.[torch]')"
+    )
     put_commands_on_path(cluster, tmp_path / "bin", monkeypatch)
     (tmp_path / "probe.py").write_text(PROBE)
-    job = cluster.submit("-N2", "--ntasks-per-node=2", "-o", str(tmp_path / "out"),
-                         "--wrap", f"srun {sys.executable} {tmp_path}/probe.py", cwd=tmp_path)
-    assert cluster.wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=120) == "COMPLETED", \
-        (tmp_path / "out").read_text()
+    job = cluster.submit(
+        "-N2",
+        "--ntasks-per-node=2",
+        "-o",
+        str(tmp_path / "out"),
+        "--wrap",
+        f"srun {sys.executable} {tmp_path}/probe.py",
+        cwd=tmp_path,
+    )
+    assert (
+        cluster.wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=120) == "COMPLETED"
+    ), (tmp_path / "out").read_text()
     ranks = [json.loads(line) for line in (tmp_path / "out").read_text().splitlines() if line.startswith("{")]
     assert sorted(r["global_rank"] for r in ranks) == [0, 1, 2, 3]
     assert {r["world_size"] for r in ranks} == {4}
@@ -88,17 +99,29 @@ def test_slurm_environment_in_a_two_node_step(cluster: Cluster, tmp_path: Path,
     assert len({r["main_port"] for r in ranks}) == 1
 
 
-def test_usr1_before_the_limit_reaches_every_task_and_rank_0_requeues(cluster: Cluster, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_usr1_before_the_limit_reaches_every_task_and_rank_0_requeues(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     put_commands_on_path(cluster, tmp_path / "bin", monkeypatch)
     (tmp_path / "step.py").write_text(REQUEUE)
     # Lightning's advice: `#SBATCH --signal=USR1@90`; with a 2-minute limit it comes after ~30 s
-    job = cluster.submit("-N2", "--ntasks-per-node=2", "-t", "2", "--signal=USR1@90", "--open-mode=append",
-                         "-o", str(tmp_path / "out"), "--wrap", f"srun {sys.executable} {tmp_path}/step.py {tmp_path}",
-                         cwd=tmp_path)
+    job = cluster.submit(
+        "-N2",
+        "--ntasks-per-node=2",
+        "-t",
+        "2",
+        "--signal=USR1@90",
+        "--open-mode=append",
+        "-o",
+        str(tmp_path / "out"),
+        "--wrap",
+        f"srun {sys.executable} {tmp_path}/step.py {tmp_path}",
+        cwd=tmp_path,
+    )
     wait_until("every rank to start", lambda: all((tmp_path / f"up.{r}").exists() for r in range(4)))
-    assert cluster.wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=150) == "COMPLETED", \
-        (tmp_path / "out").read_text()
+    assert (
+        cluster.wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=150) == "COMPLETED"
+    ), (tmp_path / "out").read_text()
     assert [(tmp_path / f"usr1.{r}").exists() for r in range(4)] == [True] * 4  # the whole step, both nodes
     assert (tmp_path / "requeue_rc").read_text() == "0\n"
     assert [(tmp_path / f"resumed.{r}").read_text() for r in range(4)] == ["1\n"] * 4

@@ -29,22 +29,41 @@ def test_shoal_up_from_the_directory_that_holds_the_clone(tmp_path: Path) -> Non
     directory = tmp_path / "cluster"
     shoal = str(SCRIPTS / "shoal")
     assert Path(shoal).exists(), f"the console script {shoal} is not installed (pip install -e .)"
-    up = subprocess.run([shoal, "up", "--dir", str(directory), "--nodes", "2", "--cpus-per-node", "2",
-                         "--base-addr", _base_addr(), "--no-accounting"],
-                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    up = subprocess.run(
+        [
+            shoal,
+            "up",
+            "--dir",
+            str(directory),
+            "--nodes",
+            "2",
+            "--cpus-per-node",
+            "2",
+            "--base-addr",
+            _base_addr(),
+            "--no-accounting",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     try:
         logs = "".join(p.read_text() for p in (directory / "log").glob("*") if p.is_file())
         assert up.returncode == 0, f"{up.stderr}\n{logs}"
         assert "quick-start job 1 completed" in up.stdout
         assert "Traceback" not in logs
     finally:
-        subprocess.run([shoal, "down", "--dir", str(directory)], cwd=tmp_path, env=env, capture_output=True,
-                       timeout=60)
+        subprocess.run(
+            [shoal, "down", "--dir", str(directory)], cwd=tmp_path, env=env, capture_output=True, timeout=60
+        )
 
 
 def _admin(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.shoal_admin", *argv], env=env, capture_output=True, text=True,
-                          timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.shoal_admin", *argv], env=env, capture_output=True, text=True, timeout=180
+    )
 
 
 def test_defaults_help_status_and_set_on_an_existing_directory(tmp_path: Path) -> None:
@@ -55,21 +74,40 @@ def test_defaults_help_status_and_set_on_an_existing_directory(tmp_path: Path) -
     help_text = _admin("up", "--help", env=env)
     assert help_text.returncode == 0 and "(default: 4)" in help_text.stdout, help_text.stdout
     directory = tmp_path / "cluster"
-    shape = ("--dir", str(directory), "--nodes", "2", "--cpus-per-node", "2", "--base-addr", _base_addr(),
-             "--no-accounting", "--no-check")
+    shape = (
+        "--dir",
+        str(directory),
+        "--nodes",
+        "2",
+        "--cpus-per-node",
+        "2",
+        "--base-addr",
+        _base_addr(),
+        "--no-accounting",
+        "--no-check",
+    )
     conf_env = dict(env, SLURM_CONF=str(directory / "slurm.conf"))
     try:
         up = _admin("up", *shape, env=env)
         assert up.returncode == 0, up.stderr
-        config = subprocess.run([sys.executable, "-m", "cli.scontrol", "show", "config"], env=conf_env,
-                                capture_output=True, text=True, timeout=60).stdout
+        config = subprocess.run(
+            [sys.executable, "-m", "cli.scontrol", "show", "config"],
+            env=conf_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
         assert re.search(r"^SchedulerType\s+= sched/backfill$", config, re.M), config
         assert re.search(r"^PriorityType\s+= priority/multifactor$", config, re.M), config
         assert re.search(r"^PriorityWeightFairshare\s+= 10000$", config, re.M | re.I), config
         status = _admin("status", "--dir", str(directory), env=env)
         assert status.returncode == 0, status.stdout + status.stderr
-        assert re.search(r"^batch\*\s+up\s+infinite\s+2\s+idle node\[1-2\]$", status.stdout, re.M), status.stdout
-        assert "\njobs: 0 " in status.stdout and f"export SLURM_CONF={directory / 'slurm.conf'}" in status.stdout
+        assert re.search(r"^batch\*\s+up\s+infinite\s+2\s+idle node\[1-2\]$", status.stdout, re.M), (
+            status.stdout
+        )
+        assert (
+            "\njobs: 0 " in status.stdout and f"export SLURM_CONF={directory / 'slurm.conf'}" in status.stdout
+        )
         assert f"logs: {directory / 'log'}/" in status.stdout
         _admin("down", "--dir", str(directory), env=env)
 
@@ -81,8 +119,13 @@ def test_defaults_help_status_and_set_on_an_existing_directory(tmp_path: Path) -
         again = _admin("up", *shape, "--set", "SchedulerType=sched/builtin", env=env)
         assert again.returncode == 0, again.stderr
         assert "SchedulerType=sched/builtin (was SchedulerType=sched/backfill)" in again.stdout, again.stdout
-        config = subprocess.run([sys.executable, "-m", "cli.scontrol", "show", "config"], env=conf_env,
-                                capture_output=True, text=True, timeout=60).stdout
+        config = subprocess.run(
+            [sys.executable, "-m", "cli.scontrol", "show", "config"],
+            env=conf_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
         assert re.search(r"^SchedulerType\s+= sched/builtin$", config, re.M), config
     finally:
         _admin("down", "--dir", str(directory), env=env)
@@ -106,20 +149,54 @@ def test_more_node_cpus_than_the_host_has_is_said_and_scontrol_shows_the_nodes_i
     directory = tmp_path / "cluster"
     conf_env = dict(env, SLURM_CONF=str(directory / "slurm.conf"))
     try:
-        up = _admin("up", "--dir", str(directory), "--nodes", "1", "--cpus-per-node", str(cpus),
-                    "--base-addr", _base_addr(), "--no-accounting", "--no-check", env=env)
+        up = _admin(
+            "up",
+            "--dir",
+            str(directory),
+            "--nodes",
+            "1",
+            "--cpus-per-node",
+            str(cpus),
+            "--base-addr",
+            _base_addr(),
+            "--no-accounting",
+            "--no-check",
+            env=env,
+        )
         assert up.returncode == 0, up.stderr
         notes = [line for line in up.stdout.splitlines() if line.startswith("shoal: note: ")]
         assert len(notes) == 1 and f"emulate {cpus} CPUs on this host's {host}" in notes[0], up.stdout
         assert "CPU_IDs=" in notes[0]
         confined = (directory / "cgroup.conf").exists()
         assert ("cpuset" in notes[0]) == confined
-        out = subprocess.run([sys.executable, "-m", "cli.sbatch", "--parsable", "--wait", "-c", str(cpus),
-                              "-o", str(tmp_path / "out"), "--wrap", "grep Cpus_allowed_list /proc/self/status"],
-                             env=conf_env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cli.sbatch",
+                "--parsable",
+                "--wait",
+                "-c",
+                str(cpus),
+                "-o",
+                str(tmp_path / "out"),
+                "--wrap",
+                "grep Cpus_allowed_list /proc/self/status",
+            ],
+            env=conf_env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
-        shown = subprocess.run([sys.executable, "-m", "cli.scontrol", "-d", "show", "job", out.stdout.strip()],
-                               env=conf_env, capture_output=True, text=True, timeout=60).stdout
+        shown = subprocess.run(
+            [sys.executable, "-m", "cli.scontrol", "-d", "show", "job", out.stdout.strip()],
+            env=conf_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
         assert f"     Nodes=node1 CPU_IDs=0-{cpus - 1} " in shown, shown
         task_cpus = _cpu_list((tmp_path / "out").read_text().split()[-1])
         assert task_cpus <= os.sched_getaffinity(0) and len(task_cpus) <= host  # the host's, as the note says

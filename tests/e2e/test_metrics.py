@@ -34,12 +34,17 @@ def _get(cluster: Cluster, path: str, token: str | None = None) -> tuple[int, st
         return exc.code, exc.headers.get("Content-Type", ""), exc.read().decode()
 
 
-def _scrape(cluster: Cluster, endpoint: str, token: str | None = None) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def _scrape(
+    cluster: Cluster, endpoint: str, token: str | None = None
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     status, ctype, text = _get(cluster, f"/metrics/{endpoint}", token)
     assert status == 200, text
     assert ctype.startswith("application/openmetrics-text")
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
 
 
 def test_a_running_job_a_drained_node_and_the_scheduler(cluster: Cluster) -> None:
@@ -60,8 +65,10 @@ def test_a_running_job_a_drained_node_and_the_scheduler(cluster: Cluster) -> Non
         parts = _scrape(cluster, "partitions")
         assert parts[("slurm_partition_jobs_running", (("partition", "batch"),))] >= 1
         assert parts[("slurm_partition_nodes_drain", (("partition", "batch"),))] == 1
-        wait_until("the submission counted", lambda: _scrape(cluster, "scheduler")[
-            ("slurm_sdiag_jobs_submitted", ())] >= before + 1)
+        wait_until(
+            "the submission counted",
+            lambda: _scrape(cluster, "scheduler")[("slurm_sdiag_jobs_submitted", ())] >= before + 1,
+        )
         users = _scrape(cluster, "jobs-users-accts")
         assert users[("slurm_user_jobs_running", (("username", "root"),))] >= 1
     finally:
@@ -73,8 +80,13 @@ def test_a_running_job_a_drained_node_and_the_scheduler(cluster: Cluster) -> Non
 
 
 def test_shoal_status_shows_the_metrics_url(cluster: Cluster) -> None:
-    out = subprocess.run([sys.executable, "-m", "cli.shoal_admin", "status", "--dir", str(cluster.dir)],
-                         env=cluster.env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.shoal_admin", "status", "--dir", str(cluster.dir)],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert f"metrics: {_url(cluster)}/metrics\n" in out.stdout
 
 

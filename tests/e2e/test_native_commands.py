@@ -40,19 +40,38 @@ def native(cluster: Cluster) -> Iterator[Path]:
     shutil.rmtree(out, ignore_errors=True)
 
 
-def _run(native: Path, cluster: Cluster, *argv: str, user: int | None = None, cwd: Path | None = None,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    native: Path,
+    cluster: Cluster,
+    *argv: str,
+    user: int | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     full_env = dict(cluster.env, PATH="/usr/bin:/bin", **(env or {}))
     # user/group/extra_groups, not a preexec_fn: Python code in a fork of this gRPC-threaded process can abort
     ids = {} if user is None else {"user": user, "group": user, "extra_groups": []}
-    return subprocess.run([str(native / argv[0]), *argv[1:]], env=full_env, cwd=cwd, capture_output=True,
-                          text=True, timeout=60, **ids)  # type: ignore[call-overload]
+    return subprocess.run(
+        [str(native / argv[0]), *argv[1:]],
+        env=full_env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        **ids,
+    )  # type: ignore[call-overload]
 
 
 def test_listings_match_the_python_commands(native: Path, cluster: Cluster) -> None:
     held = cluster.submit("-H", "-J", "held-one", "--wrap", "true")
-    for argv in (("squeue",), ("squeue", "-t", "all", "-o", "%i %j %T %r"), ("sinfo",), ("sinfo", "-N", "-l"),
-                 ("scontrol", "show", "job", str(held)), ("squeue", "-j", "999999")):
+    for argv in (
+        ("squeue",),
+        ("squeue", "-t", "all", "-o", "%i %j %T %r"),
+        ("sinfo",),
+        ("sinfo", "-N", "-l"),
+        ("scontrol", "show", "job", str(held)),
+        ("squeue", "-j", "999999"),
+    ):
         fast = _run(native, cluster, *argv)
         slow = cluster.run(*argv)
         if argv[0] == "sinfo" and "-l" in argv:  # its first line is the time of day
@@ -69,15 +88,29 @@ def test_listings_match_the_python_commands(native: Path, cluster: Cluster) -> N
 def test_a_user_submits_from_their_directory_with_their_environment(
     native: Path, cluster: Cluster, workdir: Path
 ) -> None:
-    (workdir / "job.sh").write_text("#!/bin/sh\nid -u\npwd\necho \"$GREETING\"\n")
+    (workdir / "job.sh").write_text('#!/bin/sh\nid -u\npwd\necho "$GREETING"\n')
     os.chmod(workdir / "job.sh", 0o755)
-    out = _run(native, cluster, "sbatch", "--parsable", "-o", "out-%j.txt", "job.sh", user=NOBODY, cwd=workdir,
-               env={"SBATCH_JOB_NAME": "from-env", "GREETING": "hello from nobody"})
+    out = _run(
+        native,
+        cluster,
+        "sbatch",
+        "--parsable",
+        "-o",
+        "out-%j.txt",
+        "job.sh",
+        user=NOBODY,
+        cwd=workdir,
+        env={"SBATCH_JOB_NAME": "from-env", "GREETING": "hello from nobody"},
+    )
     assert out.returncode == 0, out.stderr
     job = int(out.stdout.strip())
     assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
     assert cluster.job_field(job, "%j %u") == "from-env nobody"
-    assert (workdir / f"out-{job}.txt").read_text().splitlines() == [str(NOBODY), str(workdir), "hello from nobody"]
+    assert (workdir / f"out-{job}.txt").read_text().splitlines() == [
+        str(NOBODY),
+        str(workdir),
+        "hello from nobody",
+    ]
     # and a user still may not touch another's job
     root_job = cluster.submit("-H", "--wrap", "true")
     denied = _run(native, cluster, "scancel", str(root_job), user=NOBODY, cwd=workdir)

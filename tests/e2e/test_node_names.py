@@ -51,8 +51,9 @@ def _addrs(cluster: Cluster) -> dict[str, str]:
     return dict(re.findall(r"^NodeName=(node\d+) NodeAddr=(\S+)", cluster.conf.read_text(), re.M))
 
 
-def _run(cluster: Cluster, workdir: Path, script: str, *sbatch: str, user: int | None = None,
-         timeout: float = 60) -> str:
+def _run(
+    cluster: Cluster, workdir: Path, script: str, *sbatch: str, user: int | None = None, timeout: float = 60
+) -> str:
     path = workdir / f"job-{user}.sh"
     path.write_text(script)
     path.chmod(0o755)
@@ -71,8 +72,9 @@ def _others_may_run(path: str) -> bool:
 
 
 @pytest.mark.parametrize("user", [None, NOBODY], ids=["root", "nobody"])
-def test_the_guides_rendezvous_line_resolves_and_each_node_is_named(cluster: Cluster, workdir: Path,
-                                                                   user: int | None) -> None:
+def test_the_guides_rendezvous_line_resolves_and_each_node_is_named(
+    cluster: Cluster, workdir: Path, user: int | None
+) -> None:
     addrs = _addrs(cluster)
     host_name, host_hosts = socket.gethostname(), Path("/etc/hosts").read_text()
     script = SCRIPT
@@ -104,8 +106,14 @@ def test_torchrun_c10d_rendezvous_on_the_first_node_name_2x2(cluster: Cluster, w
     try:
         import torch  # noqa: F401
     except ImportError:
-        pytest.skip("torch is not installed (pip install -e '.[torch]'): the 2x2 gloo rendezvous part is skipped")
+        pytest.skip(
+            "torch is not installed (pip install -e '.[torch]'): the 2x2 gloo rendezvous part is skipped"
+        )
     (workdir / "ddp.py").write_text(DDP)
-    text = _run(cluster, workdir, TORCHRUN.format(bindir=Path(sys.executable).parent, dir=workdir), timeout=240)
-    found = sorted((int(r), int(w), float(v)) for r, w, v in re.findall(r"rank (\d+)/(\d+) on \S+: ([\d.]+)", text))
+    text = _run(
+        cluster, workdir, TORCHRUN.format(bindir=Path(sys.executable).parent, dir=workdir), timeout=240
+    )
+    found = sorted(
+        (int(r), int(w), float(v)) for r, w, v in re.findall(r"rank (\d+)/(\d+) on \S+: ([\d.]+)", text)
+    )
     assert found == [(r, 4, 10.0) for r in range(4)], text

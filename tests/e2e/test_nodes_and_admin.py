@@ -35,7 +35,9 @@ def test_node_reporting_less_than_configured_is_drained_with_reason(cluster: Clu
         __import__("grpc").insecure_channel(f"{cfg.control_addr}:{cfg.slurmctld_port}")
     )
     key = load_key(cfg.auth_key_file)
-    hw = cluster_pb2.NodeHardware(cpus=2, sockets=1, cores_per_socket=2, threads_per_core=1, real_memory_mb=1000)
+    hw = cluster_pb2.NodeHardware(
+        cpus=2, sockets=1, cores_per_socket=2, threads_per_core=1, real_memory_mb=1000
+    )
     stub.RegisterNode(
         controller_pb2.RegisterNodeRequest(name="node2", hardware=hw, version="test"),
         metadata=((METADATA_KEY, encode(mint(key, 0, 0))),),
@@ -59,7 +61,7 @@ def test_admin_drains_and_resumes_nodes_users_may_not(cluster: Cluster) -> None:
     assert out.returncode == 1 and "reason" in out.stderr.lower()
     denied = cluster.run("scontrol", "update", "NodeName=node1", "State=DRAIN", "Reason=x", user=NOBODY)
     assert denied.returncode == 1 and "Access/permission denied" in denied.stderr
-    cluster.ok("scontrol", "update", "NodeName=node1", "State=DRAIN", 'Reason=disk swap')
+    cluster.ok("scontrol", "update", "NodeName=node1", "State=DRAIN", "Reason=disk swap")
     assert _node_field(cluster, "node1", "State") == "IDLE+DRAIN"
     assert cluster.ok("sinfo", "-h", "-N", "-n", "node1", "-o", "%t").split()[0] == "drain"
     cluster.ok("scontrol", "update", "NodeName=node1", "State=RESUME")
@@ -80,7 +82,9 @@ def test_array_tasks_cancel_and_display(cluster: Cluster) -> None:
     first = cluster.submit("-H", "--array=1-4", "--wrap", "true", "-o", "/dev/null")
     assert cluster.ok("squeue", "-h", "-j", str(first), "-o", "%i").split() == [f"{first}_[1-4]"]
     cluster.ok("scancel", f"{first}_2")
-    assert cluster.ok("squeue", "-h", "-t", "pd", "-j", str(first), "-o", "%i").split() == [f"{first}_[1,3-4]"]
+    assert cluster.ok("squeue", "-h", "-t", "pd", "-j", str(first), "-o", "%i").split() == [
+        f"{first}_[1,3-4]"
+    ]
     assert cluster.state(f"{first}_2") == "CANCELLED"
     show = cluster.ok("scontrol", "show", "job", str(first))
     assert f"ArrayJobId={first} ArrayTaskId=1,3-4" in show
@@ -92,7 +96,10 @@ def test_test_only_says_when_and_where(cluster: Cluster) -> None:
     before = cluster.ok("squeue", "-h", "-t", "all", "-o", "%i").split()
     out = cluster.run("sbatch", "--test-only", "-N2", "--wrap", "true")
     assert out.returncode == 0
-    assert " to start at " in out.stderr and "using 2 processors on nodes node[1-2] in partition batch" in out.stderr
+    assert (
+        " to start at " in out.stderr
+        and "using 2 processors on nodes node[1-2] in partition batch" in out.stderr
+    )
     assert cluster.ok("squeue", "-h", "-t", "all", "-o", "%i").split() == before
 
 
@@ -112,8 +119,13 @@ def test_unresponsive_node_goes_down_and_returns(tmp_path: Path) -> None:
         os.kill(noded, signal.SIGTERM)
         time.sleep(1)
         log = open(c.dir / "log" / "noded.restart.out", "ab")
-        subprocess.Popen([sys.executable, "-m", "noded.main", "-f", str(c.conf), "--no-agent", "-N", "node1"],
-                         env=c.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "noded.main", "-f", str(c.conf), "--no-agent", "-N", "node1"],
+            env=c.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         wait_until("node1 IDLE", lambda: _node_field(c, "node1", "State") == "IDLE")
     finally:
         stop_cluster(c)

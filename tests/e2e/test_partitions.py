@@ -49,7 +49,10 @@ def test_allow_accounts_admits_its_account(parts: Cluster, workdir: Path) -> Non
 
 def test_allow_groups(parts: Cluster, workdir: Path) -> None:
     out = parts.run("sbatch", "-p", "grp", "--wrap", "true", user=NOBODY, cwd=workdir)
-    assert out.stderr == "sbatch: error: Batch job submission failed: User's group not permitted to use this partition\n"
+    assert (
+        out.stderr
+        == "sbatch: error: Batch job submission failed: User's group not permitted to use this partition\n"
+    )
     assert parts.wait_state(parts.submit("-p", "grp", "--wrap", "true", cwd=workdir), {"COMPLETED"})
 
 

@@ -18,13 +18,26 @@ CACHE_LOADED = "association/QOS cache loaded"
 
 @pytest.fixture(scope="module")
 def qos_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("preempt"), nodes=1, accounting=True,
-                      extra=("PreemptType=preempt/qos", "PreemptMode=REQUEUE"),
-                      up_args=("--gpus-per-node", "8", "--gpu-type", "h100", "--no-cgroups"))
+    c = start_cluster(
+        tmp_path_factory.mktemp("preempt"),
+        nodes=1,
+        accounting=True,
+        extra=("PreemptType=preempt/qos", "PreemptMode=REQUEUE"),
+        up_args=("--gpus-per-node", "8", "--gpu-type", "h100", "--no-cgroups"),
+    )
     c.ok("sacctmgr", "-i", "add", "qos", "low", f"GraceTime={GRACE}")
     c.ok("sacctmgr", "-i", "add", "qos", "lowcancel", "PreemptMode=cancel")
     loaded = c.log().count(CACHE_LOADED)
-    c.ok("sacctmgr", "-i", "add", "qos", "high", "Preempt=low,lowcancel", "PreemptMode=requeue", f"GraceTime={GRACE}")
+    c.ok(
+        "sacctmgr",
+        "-i",
+        "add",
+        "qos",
+        "high",
+        "Preempt=low,lowcancel",
+        "PreemptMode=requeue",
+        f"GraceTime={GRACE}",
+    )
     # ctld polls the association/QOS version every second: wait until it has loaded the last change
     wait_until("ctld to load the QOS", lambda: c.log().count(CACHE_LOADED) > loaded)
     yield c
@@ -57,8 +70,9 @@ def test_sacctmgr_shows_the_preemption_settings(qos_cluster: Cluster) -> None:
     assert "PreemptMode=REQUEUE" in qos_cluster.ok("scontrol", "show", "partition")  # the cluster's
 
 
-def test_high_qos_requeues_the_low_job_and_it_runs_again(qos_cluster: Cluster, workdir: Path,
-                                                         leftovers: list[int]) -> None:
+def test_high_qos_requeues_the_low_job_and_it_runs_again(
+    qos_cluster: Cluster, workdir: Path, leftovers: list[int]
+) -> None:
     c = qos_cluster
     runs, terms = workdir / "runs", workdir / "terms"
     script = workdir / "low.sh"
@@ -75,7 +89,9 @@ def test_high_qos_requeues_the_low_job_and_it_runs_again(qos_cluster: Cluster, w
     wait_until("the low job's first run", lambda: lines(runs) == ["run"])
 
     submitted = time.monotonic()
-    high = c.submit("--qos=high", "--gres=gpu:8", "-o", "/dev/null", "--wrap", "sleep 10")  # outlasts the checks below
+    high = c.submit(
+        "--qos=high", "--gres=gpu:8", "-o", "/dev/null", "--wrap", "sleep 10"
+    )  # outlasts the checks below
     leftovers.append(high)
 
     shown: dict[str, str] = {}
@@ -110,7 +126,9 @@ def test_high_qos_requeues_the_low_job_and_it_runs_again(qos_cluster: Cluster, w
     assert latest == [f"{low}|COMPLETED"]
 
 
-def test_cancel_mode_ends_the_low_job_preempted(qos_cluster: Cluster, workdir: Path, leftovers: list[int]) -> None:
+def test_cancel_mode_ends_the_low_job_preempted(
+    qos_cluster: Cluster, workdir: Path, leftovers: list[int]
+) -> None:
     c = qos_cluster
     low = c.submit("--qos=lowcancel", "--gres=gpu:6", "-o", "/dev/null", "--wrap", "sleep 300")
     leftovers.append(low)
@@ -132,9 +150,16 @@ def test_cancel_mode_ends_the_low_job_preempted(qos_cluster: Cluster, workdir: P
 
 @pytest.fixture(scope="module")
 def tiers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("tiers"), nodes=1, cpus=4,
-                      extra=("PreemptType=preempt/partition_prio", "PreemptMode=REQUEUE",
-                             "PartitionName=urgent Nodes=ALL PriorityTier=10 MaxTime=INFINITE"))
+    c = start_cluster(
+        tmp_path_factory.mktemp("tiers"),
+        nodes=1,
+        cpus=4,
+        extra=(
+            "PreemptType=preempt/partition_prio",
+            "PreemptMode=REQUEUE",
+            "PartitionName=urgent Nodes=ALL PriorityTier=10 MaxTime=INFINITE",
+        ),
+    )
     yield c
     stop_cluster(c)
 

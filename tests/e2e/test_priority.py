@@ -62,7 +62,9 @@ def test_bigger_job_first_then_admin_priority_and_top(prio_cluster: Cluster, tmp
     c.ok("scontrol", "top", str(small))
     assert _priority(c, small) > _priority(c, big)
     assert c.ok("squeue", "-h", "-t", "PD", "-o", "%i").split()[:2] == [str(small), str(big)]
-    nice = {int(i): int(n) for i, n in (line.split() for line in c.ok("squeue", "-h", "-o", "%i %y").splitlines())}
+    nice = {
+        int(i): int(n) for i, n in (line.split() for line in c.ok("squeue", "-h", "-o", "%i %y").splitlines())
+    }
     assert nice[small] < 0 < nice[big] and nice[small] + nice[big] == 0
     c.ok("scancel", str(blocker), str(small), str(big))
 
@@ -86,7 +88,9 @@ def test_site_factor_is_added_and_shown_by_sprio(prio_cluster: Cluster, tmp_path
     assert c.ok("sprio", "-h", "-j", str(job), "-o", "%S").split() == ["100000"]
     # Slurm's bound is checked by scontrol; only operators may set it
     out = c.run("scontrol", "update", f"JobId={job}", "SiteFactor=-3000000000")
-    assert out.returncode == 1 and "SiteFactor value out of range (+/- 2147483645). Value ignored" in out.stderr
+    assert (
+        out.returncode == 1 and "SiteFactor value out of range (+/- 2147483645). Value ignored" in out.stderr
+    )
     mine = c.submit("-n1", "-t", "1", "--wrap", "sleep 1", "-o", "/dev/null", user=NOBODY, cwd="/tmp")
     denied = c.run("scontrol", "update", f"JobId={mine}", "SiteFactor=5", user=NOBODY)
     assert denied.returncode == 1 and "Access/permission denied" in denied.stderr
@@ -95,7 +99,9 @@ def test_site_factor_is_added_and_shown_by_sprio(prio_cluster: Cluster, tmp_path
 
 
 @pytest.fixture(params=["CALCULATE_RUNNING", ""], ids=["calculate-running", "default"])
-def aging_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def aging_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
     """Age saturates in a minute, so a priority visibly grows by the second while it is recalculated."""
     flags = (f"PriorityFlags={request.param}",) if request.param else ()
     c = start_cluster(
@@ -107,7 +113,9 @@ def aging_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     stop_cluster(c)
 
 
-def test_running_priority_recalculated_only_with_calculate_running(aging_cluster: Cluster, tmp_path: Path) -> None:
+def test_running_priority_recalculated_only_with_calculate_running(
+    aging_cluster: Cluster, tmp_path: Path
+) -> None:
     c = aging_cluster
     blocker = c.submit("-n4", "-t", "1", "-D", str(tmp_path), "--wrap", "sleep 30")
     c.wait_state(blocker, {"RUNNING"})
@@ -125,8 +133,9 @@ def test_running_priority_recalculated_only_with_calculate_running(aging_cluster
     c.ok("scancel", str(job))
 
 
-def test_sprio_lists_the_jobs_the_scheduler_may_start_one_row_per_array(prio_cluster: Cluster,
-                                                                         tmp_path: Path) -> None:
+def test_sprio_lists_the_jobs_the_scheduler_may_start_one_row_per_array(
+    prio_cluster: Cluster, tmp_path: Path
+) -> None:
     """22.05 leaves out held jobs and those waiting for a dependency or a begin time, and shows an array's
     pending tasks as one row under the array's id (checked against the real one)."""
     c = prio_cluster

@@ -93,12 +93,20 @@ def hooks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, hooks_dir: Path) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("prolog"), nodes=2, extra=(
-        f"Prolog={hooks_dir}/prolog.d/*", f"Epilog={hooks_dir}/epilog.sh", "PrologEpilogTimeout=5",
-        f"TaskProlog={hooks_dir}/task_prolog.sh", f"TaskEpilog={hooks_dir}/task_epilog.sh",
-        f"PrologSlurmctld={hooks_dir}/ctld_prolog.sh", f"EpilogSlurmctld={hooks_dir}/ctld_epilog.sh",
-        "ClusterName=hooktest",
-    ))
+    c = start_cluster(
+        tmp_path_factory.mktemp("prolog"),
+        nodes=2,
+        extra=(
+            f"Prolog={hooks_dir}/prolog.d/*",
+            f"Epilog={hooks_dir}/epilog.sh",
+            "PrologEpilogTimeout=5",
+            f"TaskProlog={hooks_dir}/task_prolog.sh",
+            f"TaskEpilog={hooks_dir}/task_epilog.sh",
+            f"PrologSlurmctld={hooks_dir}/ctld_prolog.sh",
+            f"EpilogSlurmctld={hooks_dir}/ctld_epilog.sh",
+            "ClusterName=hooktest",
+        ),
+    )
     yield c
     stop_cluster(c)
 
@@ -119,7 +127,9 @@ def _submit(cluster: Cluster, workdir: Path, name: str, node: str, *extra: str) 
     script = workdir / f"{name}.sh"
     _script(script, JOB)
     out = workdir / f"{name}.out"
-    job = cluster.submit("-J", name, "-w", node, "-o", str(out), *extra, str(script), user=NOBODY, cwd=workdir)
+    job = cluster.submit(
+        "-J", name, "-w", node, "-o", str(out), *extra, str(script), user=NOBODY, cwd=workdir
+    )
     return job, out
 
 
@@ -137,8 +147,9 @@ def _hook_processes() -> list[str]:
     return found
 
 
-def test_prolog_and_epilog_run_as_root_with_the_jobs_environment(cluster: Cluster, workdir: Path,
-                                                                  hooks_dir: Path) -> None:
+def test_prolog_and_epilog_run_as_root_with_the_jobs_environment(
+    cluster: Cluster, workdir: Path, hooks_dir: Path
+) -> None:
     job, out = _submit(cluster, workdir, "hello", "node1", "--export=ALL,UNSET_ME=still-here")
     assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
     marks = hooks_dir / "marks"
@@ -164,7 +175,9 @@ def test_prolog_and_epilog_run_as_root_with_the_jobs_environment(cluster: Cluste
 def test_a_failing_prolog_drains_the_node_and_requeues_the_job_held(cluster: Cluster, workdir: Path) -> None:
     job, out = _submit(cluster, workdir, "failprolog", "node2")
     try:
-        wait_until("the job held", lambda: cluster.job_field(job, "%T %r") == "PENDING launch failed requeued held")
+        wait_until(
+            "the job held", lambda: cluster.job_field(job, "%T %r") == "PENDING launch failed requeued held"
+        )
         assert cluster.job_field(job, "%Q") == "0"
         node = _node(cluster, "node2")
         assert "State=IDLE+DRAIN " in node
@@ -180,8 +193,11 @@ def test_a_failing_prolog_drains_the_node_and_requeues_the_job_held(cluster: Clu
 def test_a_hanging_prolog_is_killed_at_the_timeout(cluster: Cluster, workdir: Path) -> None:
     job, out = _submit(cluster, workdir, "hangprolog", "node2")
     try:
-        wait_until("the job held", lambda: cluster.job_field(job, "%T %r") == "PENDING launch failed requeued held",
-                   timeout=60)
+        wait_until(
+            "the job held",
+            lambda: cluster.job_field(job, "%T %r") == "PENDING launch failed requeued held",
+            timeout=60,
+        )
         assert "Reason=Prolog error" in _node(cluster, "node2")
         assert _hook_processes() == []  # the prolog's whole process group was killed
         assert not out.exists()
@@ -209,11 +225,14 @@ srun -N2 /bin/true
 
 
 def test_the_other_nodes_run_the_prolog_at_their_first_step_and_the_epilog_at_the_end(
-        cluster: Cluster, workdir: Path, hooks_dir: Path) -> None:
+    cluster: Cluster, workdir: Path, hooks_dir: Path
+) -> None:
     script = workdir / "two.sh"
     _script(script, TWO_NODES)
     out = workdir / "two.out"
-    job = cluster.submit("-J", "two", "-N2", "-o", str(out), str(script), cwd=workdir)  # root: srun is in its venv
+    job = cluster.submit(
+        "-J", "two", "-N2", "-o", str(out), str(script), cwd=workdir
+    )  # root: srun is in its venv
     assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
     marks = hooks_dir / "marks"
     for node in ("node1", "node2"):  # once on each node, though two steps ran there
@@ -227,7 +246,9 @@ def test_the_other_nodes_run_the_prolog_at_their_first_step_and_the_epilog_at_th
     assert not list(Path(cluster.dir / "spool").glob("*/prolog*.json"))  # nothing left of the job's hooks
 
 
-def test_a_failing_prolog_at_a_step_drains_that_node_and_fails_the_step(cluster: Cluster, workdir: Path) -> None:
+def test_a_failing_prolog_at_a_step_drains_that_node_and_fails_the_step(
+    cluster: Cluster, workdir: Path
+) -> None:
     script = workdir / "stepfail.sh"
     _script(script, "#!/bin/sh\nsrun -N2 /bin/true\necho srun=$?\n")
     out = workdir / "stepfail.out"
@@ -245,7 +266,8 @@ def test_a_failing_prolog_at_a_step_drains_that_node_and_fails_the_step(cluster:
 
 
 def test_prolog_slurmctld_runs_before_the_launch_and_epilog_slurmctld_at_the_end(
-        cluster: Cluster, workdir: Path, hooks_dir: Path) -> None:
+    cluster: Cluster, workdir: Path, hooks_dir: Path
+) -> None:
     job, out = _submit(cluster, workdir, "ctldhooks", "node1")
     assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
     marks = hooks_dir / "marks"
@@ -271,7 +293,8 @@ def test_a_failing_prolog_slurmctld_requeues_the_job(cluster: Cluster, workdir: 
 
 
 def test_a_job_cancelled_during_its_prolog_never_starts_and_its_epilog_runs(
-        cluster: Cluster, workdir: Path, hooks_dir: Path) -> None:
+    cluster: Cluster, workdir: Path, hooks_dir: Path
+) -> None:
     job, out = _submit(cluster, workdir, "slowprolog", "node1")
     marks = hooks_dir / "marks"
     wait_until("the prolog", lambda: (marks / f"prolog-{job}-node1").exists())

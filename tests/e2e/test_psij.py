@@ -26,17 +26,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     stop_cluster(c)
 
 
-def test_psij_job_completes_and_one_is_cancelled(cluster: Cluster, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_psij_job_completes_and_one_is_cancelled(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     put_commands_on_path(cluster, tmp_path / "bin", monkeypatch)
     from psij.executors.batch.slurm import SlurmExecutorConfig
 
     config = SlurmExecutorConfig(work_directory=tmp_path / "psij", queue_polling_interval=1)
     executor = psij.JobExecutor.get_instance("slurm", config=config)
     out = tmp_path / "out"
-    job = psij.Job(psij.JobSpec(executable="/bin/sh", arguments=["-c", "echo job $SLURM_JOB_ID"],
-                                stdout_path=out, directory=tmp_path,
-                                attributes=psij.JobAttributes(duration=timedelta(minutes=2))))
+    job = psij.Job(
+        psij.JobSpec(
+            executable="/bin/sh",
+            arguments=["-c", "echo job $SLURM_JOB_ID"],
+            stdout_path=out,
+            directory=tmp_path,
+            attributes=psij.JobAttributes(duration=timedelta(minutes=2)),
+        )
+    )
     executor.submit(job)
     status = job.wait(timeout=timedelta(seconds=90))
     assert status is not None and status.state == psij.JobState.COMPLETED, status
@@ -44,8 +51,14 @@ def test_psij_job_completes_and_one_is_cancelled(cluster: Cluster, tmp_path: Pat
     assert out.read_text() == f"job {job.native_id}\n"
     assert cluster.state(job.native_id) == "COMPLETED"
 
-    slow = psij.Job(psij.JobSpec(executable="/bin/sleep", arguments=["60"], directory=tmp_path,
-                                 attributes=psij.JobAttributes(duration=timedelta(minutes=2))))
+    slow = psij.Job(
+        psij.JobSpec(
+            executable="/bin/sleep",
+            arguments=["60"],
+            directory=tmp_path,
+            attributes=psij.JobAttributes(duration=timedelta(minutes=2)),
+        )
+    )
     executor.submit(slow)
     slow.wait(target_states=[psij.JobState.ACTIVE], timeout=timedelta(seconds=60))
     slow.cancel()

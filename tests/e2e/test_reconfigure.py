@@ -24,7 +24,9 @@ ALICE = 1001
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("reconf"), nodes=2, extra=("SlurmctldParameters=enable_configless",))
+    c = start_cluster(
+        tmp_path_factory.mktemp("reconf"), nodes=2, extra=("SlurmctldParameters=enable_configless",)
+    )
     yield c
     stop_cluster(c)
 
@@ -79,7 +81,10 @@ def test_a_priority_weight_shows_in_sprio(cluster: Cluster) -> None:
 
 
 def test_a_broken_line_is_refused_with_file_and_line_and_nothing_changes(cluster: Cluster) -> None:
-    edit(cluster, lambda t: t.replace("PriorityWeightAge=1000", "PriorityWeightAge=5") + "NodeName=node1 CPUs=lots\n")
+    edit(
+        cluster,
+        lambda t: t.replace("PriorityWeightAge=1000", "PriorityWeightAge=5") + "NodeName=node1 CPUs=lots\n",
+    )
     line = len(cluster.conf.read_text().splitlines())
     out = cluster.run("scontrol", "reconfigure")
     assert out.returncode == 1
@@ -95,8 +100,12 @@ def test_a_broken_line_is_refused_with_file_and_line_and_nothing_changes(cluster
 def test_a_change_of_slurmctldport_is_refused_naming_the_key(cluster: Cluster) -> None:
     port = re.search(r"^SlurmctldPort=(\d+)$", cluster.conf.read_text(), re.M)
     assert port is not None
-    edit(cluster, lambda t: t.replace(port.group(0), f"SlurmctldPort={int(port.group(1)) + 1}")
-         .replace("MaxTime=01:00:00", "MaxTime=03:00:00"))
+    edit(
+        cluster,
+        lambda t: t.replace(port.group(0), f"SlurmctldPort={int(port.group(1)) + 1}").replace(
+            "MaxTime=01:00:00", "MaxTime=03:00:00"
+        ),
+    )
     out = cluster.run("scontrol", "reconfigure")
     assert out.returncode == 1
     assert out.stderr.startswith("slurm_reconfigure error: SlurmctldPort changed"), out.stderr
@@ -129,20 +138,33 @@ def test_sighup_to_noded_rereads_its_files(cluster: Cluster) -> None:
     reloads = cluster.log("noded").count("reconfigure:")
     os.kill(int((cluster.dir / "run" / "noded.pid").read_text()), signal.SIGHUP)
     wait_until("noded's reload", lambda: cluster.log("noded").count("reconfigure:") > reloads, timeout=30)
-    assert cluster.ok("sinfo", "-h", "-N", "-p", "batch", "-o", "%N %t").split() == ["node1", "idle", "node2", "idle"]
+    assert cluster.ok("sinfo", "-h", "-N", "-p", "batch", "-o", "%N %t").split() == [
+        "node1",
+        "idle",
+        "node2",
+        "idle",
+    ]
 
 
 def test_a_running_job_survives_a_reconfigure(cluster: Cluster, tmp_path: Path) -> None:
     tmp_path.chmod(0o777)
     out, go = tmp_path / "out", tmp_path / "go"
-    job = cluster.submit("-o", str(out), "--wrap", f"echo start; while [ ! -e {go} ]; do sleep 0.2; done; echo end")
+    job = cluster.submit(
+        "-o", str(out), "--wrap", f"echo start; while [ ! -e {go} ]; do sleep 0.2; done; echo end"
+    )
     cluster.wait_state(job, {"RUNNING"})
     reloads = cluster.log("noded").count("reconfigure:")
-    edit(cluster, lambda t: t.replace("KillWait=2", "KillWait=3").replace("PriorityWeightAge=1000",
-                                                                            "PriorityWeightAge=999"))
+    edit(
+        cluster,
+        lambda t: t.replace("KillWait=2", "KillWait=3").replace(
+            "PriorityWeightAge=1000", "PriorityWeightAge=999"
+        ),
+    )
     cluster.ok("scontrol", "reconfigure")
     assert cluster.state(job) == "RUNNING"
-    wait_until("noded's reconfigure", lambda: cluster.log("noded").count("reconfigure:") > reloads, timeout=30)
+    wait_until(
+        "noded's reconfigure", lambda: cluster.log("noded").count("reconfigure:") > reloads, timeout=30
+    )
     assert cluster.state(job) == "RUNNING"
     go.touch()  # the job ends on its own, after the reconfigure
     assert cluster.wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL"}) == "COMPLETED"
@@ -152,12 +174,14 @@ def test_a_running_job_survives_a_reconfigure(cluster: Cluster, tmp_path: Path) 
 def test_a_prolog_added_runs_on_the_nodes_for_the_next_job(cluster: Cluster, tmp_path: Path) -> None:
     tmp_path.chmod(0o777)
     prolog = tmp_path / "prolog.sh"
-    prolog.write_text(f"#!/bin/sh\necho \"$SLURM_JOB_ID $(id -u)\" > {tmp_path}/ran-$SLURM_JOB_ID\n")
+    prolog.write_text(f'#!/bin/sh\necho "$SLURM_JOB_ID $(id -u)" > {tmp_path}/ran-$SLURM_JOB_ID\n')
     prolog.chmod(0o755)
     reloads = cluster.log("noded").count("reconfigure:")
     edit(cluster, lambda t: t + f"Prolog={prolog}\n")
     cluster.ok("scontrol", "reconfigure")
-    wait_until("noded's reconfigure", lambda: cluster.log("noded").count("reconfigure:") > reloads, timeout=30)
+    wait_until(
+        "noded's reconfigure", lambda: cluster.log("noded").count("reconfigure:") > reloads, timeout=30
+    )
     job = cluster.submit("-o", "/dev/null", "--wrap", "true")
     assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
     assert (tmp_path / f"ran-{job}").read_text() == f"{job} 0\n"  # run by noded, as root

@@ -23,8 +23,14 @@ def _pid(cluster: Cluster, name: str) -> int:
 
 def _restart(cluster: Cluster, module: str, *args: str) -> None:
     log = open(cluster.dir / "log" / f"{module}.restart.out", "ab")
-    subprocess.Popen([sys.executable, "-m", module, "-f", str(cluster.conf), *args], env=cluster.env,
-                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(
+        [sys.executable, "-m", module, "-f", str(cluster.conf), *args],
+        env=cluster.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _wait_ping(cluster: Cluster, timeout: float = 30) -> None:
@@ -92,7 +98,12 @@ def test_noded_restart_while_job_runs_job_finishes_and_is_reported(tmp_path: Pat
 def test_time_limit_ends_job_as_timeout(cluster_one_node: Cluster, tmp_path: Path) -> None:
     marker = tmp_path / "term"
     job = cluster_one_node.submit(
-        "-t", "1", "-o", "/dev/null", "--wrap", f"trap 'echo got TERM > {marker}; exit 143' TERM; sleep 600 & wait"
+        "-t",
+        "1",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        f"trap 'echo got TERM > {marker}; exit 143' TERM; sleep 600 & wait",
     )
     cluster_one_node.wait_state(job, {"RUNNING"})
     assert cluster_one_node.wait_state(job, {"TIMEOUT", "FAILED", "COMPLETED"}, timeout=120) == "TIMEOUT"

@@ -50,8 +50,17 @@ class Rest:
         assert out.startswith("SLURM_JWT=eyJ"), out
         return out.strip().split("=", 1)[1]
 
-    def call(self, method: str, template: str, token: str | None, body: object = None, raw: bytes | None = None,
-             name: str | None = None, query: str = "", **params: str) -> tuple[int, dict[str, Any]]:
+    def call(
+        self,
+        method: str,
+        template: str,
+        token: str | None,
+        body: object = None,
+        raw: bytes | None = None,
+        name: str | None = None,
+        query: str = "",
+        **params: str,
+    ) -> tuple[int, dict[str, Any]]:
         """Call PATH (a spec template, filled from params); the answer is validated before it is returned."""
         path = template.format(**params)
         headers = {"Content-Type": "application/json"}
@@ -105,8 +114,16 @@ def test_every_read_endpoint_answers_as_the_spec_says(rest: Rest) -> None:
     assert {p["name"] for p in parts["partitions"]} == {"batch", "debug"}
     _, part = rest.call("GET", f"{S}/partition/{{partition_name}}", token, partition_name="debug")
     assert part["partitions"][0]["maximums"]["time"]["number"] == 60
-    rest.cluster.ok("scontrol", "create", "reservation", "ReservationName=maint1", "StartTime=now+1hour",
-                    "Duration=30", "Nodes=node1", "Users=root")
+    rest.cluster.ok(
+        "scontrol",
+        "create",
+        "reservation",
+        "ReservationName=maint1",
+        "StartTime=now+1hour",
+        "Duration=30",
+        "Nodes=node1",
+        "Users=root",
+    )
     _, resvs = rest.call("GET", f"{S}/reservations/", token)
     assert [(r["name"], r["node_list"]) for r in resvs["reservations"]] == [("maint1", "node1")]
     _, resv = rest.call("GET", f"{S}/reservation/{{reservation_name}}", token, reservation_name="maint1")
@@ -133,8 +150,14 @@ def test_every_read_endpoint_answers_as_the_spec_says(rest: Rest) -> None:
 
 def test_a_user_submits_lists_and_cancels_a_job_and_cannot_cancel_anothers(rest: Rest, workdir: Path) -> None:
     token = rest.token(NOBODY)
-    job = {"script": "#!/bin/sh\nsleep 300\n", "name": "rest-job", "current_working_directory": str(workdir),
-           "environment": ["PATH=/usr/bin:/bin"], "time_limit": {"set": True, "number": 5}, "tasks": 1}
+    job = {
+        "script": "#!/bin/sh\nsleep 300\n",
+        "name": "rest-job",
+        "current_working_directory": str(workdir),
+        "environment": ["PATH=/usr/bin:/bin"],
+        "time_limit": {"set": True, "number": 5},
+        "tasks": 1,
+    }
     status, answer = rest.call("POST", f"{S}/job/submit", token, {"job": job})
     assert status == 200, answer["errors"]
     job_id = answer["job_id"]
@@ -144,7 +167,9 @@ def test_a_user_submits_lists_and_cancels_a_job_and_cannot_cancel_anothers(rest:
     _, listed = rest.call("GET", f"{S}/jobs/", token)
     mine = next(j for j in listed["jobs"] if j["job_id"] == job_id)
     assert (mine["user_name"], mine["job_state"], mine["time_limit"]["number"]) == ("nobody", ["RUNNING"], 5)
-    _, later = rest.call("GET", f"{S}/jobs/", token, query=f"?update_time={listed['last_update']['number'] + 5}")
+    _, later = rest.call(
+        "GET", f"{S}/jobs/", token, query=f"?update_time={listed['last_update']['number'] + 5}"
+    )
     assert job_id not in [j["job_id"] for j in later["jobs"]]
     _, got = rest.call("GET", f"{S}/job/{{job_id}}", token, job_id=str(job_id))
     assert got["jobs"][0]["nodes"] in ("node1", "node2")
@@ -160,11 +185,20 @@ def test_a_user_submits_lists_and_cancels_a_job_and_cannot_cancel_anothers(rest:
     rest.cluster.wait_state(job_id, {"CANCELLED"})
     rest.cluster.ok("scancel", str(theirs))
 
-    wait_until("the job in accounting", lambda: rest.call(
-        "GET", f"{DB}/job/{{job_id}}", token, job_id=str(job_id))[0] == 200)
+    wait_until(
+        "the job in accounting",
+        lambda: rest.call("GET", f"{DB}/job/{{job_id}}", token, job_id=str(job_id))[0] == 200,
+    )
     _, record = rest.call("GET", f"{DB}/job/{{job_id}}", token, job_id=str(job_id))
-    wait_until("the cancel in accounting", lambda: rest.call(
-        "GET", f"{DB}/job/{{job_id}}", token, job_id=str(job_id))[1]["jobs"][0]["state"]["current"] == ["CANCELLED"])
+    wait_until(
+        "the cancel in accounting",
+        lambda: (
+            rest.call("GET", f"{DB}/job/{{job_id}}", token, job_id=str(job_id))[1]["jobs"][0]["state"][
+                "current"
+            ]
+            == ["CANCELLED"]
+        ),
+    )
     assert (record["jobs"][0]["name"], record["jobs"][0]["user"]) == ("rest-job", "nobody")
     _, history = rest.call("GET", f"{DB}/jobs/", token)
     assert job_id in [j["job_id"] for j in history["jobs"]]
@@ -173,22 +207,37 @@ def test_a_user_submits_lists_and_cancels_a_job_and_cannot_cancel_anothers(rest:
 
 
 def test_an_operator_drains_and_resumes_a_node_and_a_user_is_refused(rest: Rest) -> None:
-    status, refused = rest.call("POST", f"{S}/node/{{node_name}}", rest.token(NOBODY),
-                                {"state": ["DRAIN"], "reason": "mine now"}, node_name="node2")
+    status, refused = rest.call(
+        "POST",
+        f"{S}/node/{{node_name}}",
+        rest.token(NOBODY),
+        {"state": ["DRAIN"], "reason": "mine now"},
+        node_name="node2",
+    )
     assert status == 403 and refused["errors"][0]["error"] == "Access/permission denied"
     assert "drain" not in rest.cluster.ok("sinfo", "-h", "-p", "batch", "-n", "node2", "-o", "%t")
 
     admin = rest.token()
-    status, _ = rest.call("POST", f"{S}/node/{{node_name}}", admin, {"state": ["DRAIN"], "reason": "rest maint"},
-                          node_name="node2")
+    status, _ = rest.call(
+        "POST",
+        f"{S}/node/{{node_name}}",
+        admin,
+        {"state": ["DRAIN"], "reason": "rest maint"},
+        node_name="node2",
+    )
     assert status == 200
-    assert rest.cluster.ok("sinfo", "-h", "-p", "batch", "-n", "node2", "-o", "%t %E").split(None, 1) == ["drain", "rest maint\n"]
+    assert rest.cluster.ok("sinfo", "-h", "-p", "batch", "-n", "node2", "-o", "%t %E").split(None, 1) == [
+        "drain",
+        "rest maint\n",
+    ]
     _, shown = rest.call("GET", f"{S}/node/{{node_name}}", admin, node_name="node2")
     assert "DRAIN" in shown["nodes"][0]["state"] and shown["nodes"][0]["reason"] == "rest maint"
     status, _ = rest.call("POST", f"{S}/node/{{node_name}}", admin, {"state": ["RESUME"]}, node_name="node2")
     assert status == 200
     assert rest.cluster.ok("sinfo", "-h", "-p", "batch", "-n", "node2", "-o", "%t").strip() == "idle"
-    status, missing = rest.call("POST", f"{S}/node/{{node_name}}", admin, {"state": ["DRAIN"]}, node_name="node2")
+    status, missing = rest.call(
+        "POST", f"{S}/node/{{node_name}}", admin, {"state": ["DRAIN"]}, node_name="node2"
+    )
     assert status == 400 and "reason" in missing["errors"][0]["error"]
 
 
@@ -200,7 +249,13 @@ def test_bad_tokens_are_refused_with_401(rest: Rest) -> None:
     now = time.time()
     expired = mint_token(_jwt_key(rest), "root", 60, now - 3600)
     forged = mint_token(b"not the cluster's key at all!!!!", "root", 600, now)
-    for token, name in ((None, None), ("garbage", None), (expired, None), (forged, None), (rest.token(NOBODY), "root")):
+    for token, name in (
+        (None, None),
+        ("garbage", None),
+        (expired, None),
+        (forged, None),
+        (rest.token(NOBODY), "root"),
+    ):
         status, answer = rest.call("GET", f"{S}/jobs/", token, name=name)
         assert status == 401, (token, name)
         assert answer["jobs"] == [] and answer["errors"][0]["error_number"] == 1007
@@ -214,8 +269,12 @@ def test_a_malformed_job_is_refused_with_400_and_slurms_error(rest: Rest) -> Non
     assert status == 400 and answer["errors"][0]["error_number"] == 9001
     status, answer = rest.call("POST", f"{S}/job/submit", token, {"job": {"script": "echo no shebang"}})
     assert status == 400 and "#!" in answer["errors"][0]["error"]
-    status, answer = rest.call("POST", f"{S}/job/submit", token,
-                               {"job": {"script": "#!/bin/sh\n", "tasks": "many", "current_working_directory": "/tmp"}})
+    status, answer = rest.call(
+        "POST",
+        f"{S}/job/submit",
+        token,
+        {"job": {"script": "#!/bin/sh\n", "tasks": "many", "current_working_directory": "/tmp"}},
+    )
     assert status == 400 and "tasks" in answer["errors"][0]["error"]
 
 
@@ -223,31 +282,53 @@ def test_scontrol_token_as_slurm_and_a_short_command(rest: Rest) -> None:
     refused = rest.cluster.run("scontrol", "token", "username=root", user=NOBODY)
     assert refused.returncode == 1 and refused.stdout == ""
     assert refused.stderr.splitlines() == [
-        "scontrol: error: slurm_fetch_token: error with request: Invalid user id", "Error fetching token"]
+        "scontrol: error: slurm_fetch_token: error with request: Invalid user id",
+        "Error fetching token",
+    ]
     bad = rest.cluster.run("scontrol", "token", "life=5")
     assert (bad.returncode, bad.stderr.strip()) == (1, "Invalid option: `life=5`")
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "cli.scontrol", "token", "lifespan=60"],
-                          env=rest.cluster.env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "cli.scontrol", "token", "lifespan=60"],
+        env=rest.cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("SLURM_JWT=eyJ")
-    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    imported = {
+        line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+    }
     assert not {m for m in imported if m.split(".")[0] in {"grpc", "jwt", "sqlalchemy", "ctld"}}
 
 
 def test_shoal_status_shows_the_rest_url(rest: Rest) -> None:
-    status = subprocess.run([sys.executable, "-m", "cli.shoal_admin", "status", "--dir", str(rest.cluster.dir)],
-                            env=rest.cluster.env, capture_output=True, text=True, timeout=60)
+    status = subprocess.run(
+        [sys.executable, "-m", "cli.shoal_admin", "status", "--dir", str(rest.cluster.dir)],
+        env=rest.cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert f"REST API: shoal-restd at {rest.url}/slurm/v0.0.44/" in status.stdout
     assert "shoal-restd: running" in status.stdout
 
 
 def test_scontrol_token_without_jwt_fails_as_22_05_does(tmp_path: Path) -> None:
-    c = start_cluster(tmp_path / "nojwt", nodes=1, extra=("AuthAltTypes=", "AuthAltParameters="),
-                      up_args=("--no-restd",))
+    c = start_cluster(
+        tmp_path / "nojwt", nodes=1, extra=("AuthAltTypes=", "AuthAltParameters="), up_args=("--no-restd",)
+    )
     try:
         out = c.run("scontrol", "token")
         assert (out.returncode, out.stdout, out.stderr) == (1, "", "Error fetching token\n")
-        assert "REST API: off" in subprocess.run(
-            [sys.executable, "-m", "cli.shoal_admin", "status", "--dir", str(c.dir)], env=c.env,
-            capture_output=True, text=True, timeout=60).stdout
+        assert (
+            "REST API: off"
+            in subprocess.run(
+                [sys.executable, "-m", "cli.shoal_admin", "status", "--dir", str(c.dir)],
+                env=c.env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            ).stdout
+        )
     finally:
         stop_cluster(c)

@@ -30,10 +30,12 @@ def test_jobs_and_rpcs_move_the_counters_and_reset_zeroes_them(cluster: Cluster)
 
     def moved() -> bool:
         out = cluster.ok("sdiag")
-        return (_value(out, "Jobs submitted:") - _value(before, "Jobs submitted:") >= 2
-                and _value(out, "Jobs started:") - _value(before, "Jobs started:") >= 2
-                and _value(out, "Jobs completed:") - _value(before, "Jobs completed:") >= 1
-                and _value(out, "Jobs canceled:") - _value(before, "Jobs canceled:") >= 1)
+        return (
+            _value(out, "Jobs submitted:") - _value(before, "Jobs submitted:") >= 2
+            and _value(out, "Jobs started:") - _value(before, "Jobs started:") >= 2
+            and _value(out, "Jobs completed:") - _value(before, "Jobs completed:") >= 1
+            and _value(out, "Jobs canceled:") - _value(before, "Jobs canceled:") >= 1
+        )
 
     wait_until("sdiag job counters", moved)
     after = cluster.ok("sdiag")
@@ -43,7 +45,11 @@ def test_jobs_and_rpcs_move_the_counters_and_reset_zeroes_them(cluster: Cluster)
     assert re.search(r"^\troot\s+\(\s+0\) count:\d+", after, re.M)
 
     denied = cluster.run("sdiag", "-r", user=NOBODY)
-    assert (denied.returncode, denied.stdout, denied.stderr) == (255, "", "slurm_reset_statistics: Access/permission denied\n")
+    assert (denied.returncode, denied.stdout, denied.stderr) == (
+        255,
+        "",
+        "slurm_reset_statistics: Access/permission denied\n",
+    )
     assert _value(cluster.ok("sdiag"), "Jobs submitted:") >= 2
 
     assert cluster.ok("sdiag", "-r") == "Reset scheduling statistics\n"
@@ -61,11 +67,16 @@ def test_bad_option_is_refused_as_slurm_does(cluster: Cluster) -> None:
 
 
 def test_cluster_option_names_this_cluster_only(cluster: Cluster) -> None:
-    name = next(line.split("=", 1)[1] for line in cluster.conf.read_text().splitlines()
-                if line.startswith("ClusterName="))
+    name = next(
+        line.split("=", 1)[1]
+        for line in cluster.conf.read_text().splitlines()
+        if line.startswith("ClusterName=")
+    )
     assert cluster.ok("sdiag", "-M", name).startswith("*" * 55 + "\nsdiag output at ")
     out = cluster.run("sdiag", "-M", "foo")
     assert (out.returncode, out.stdout) == (1, "")
-    assert out.stderr == ("sdiag: error: No cluster 'foo' known by database.\n"
-                          "sdiag: error: 'foo' can't be reached now, or it is an invalid entry for --cluster.  "
-                          "Use 'sacctmgr list clusters' to see available clusters.\n")
+    assert out.stderr == (
+        "sdiag: error: No cluster 'foo' known by database.\n"
+        "sdiag: error: 'foo' can't be reached now, or it is an invalid entry for --cluster.  "
+        "Use 'sacctmgr list clusters' to see available clusters.\n"
+    )

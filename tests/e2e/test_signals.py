@@ -125,8 +125,10 @@ def test_time_limit_signal_reaches_the_step_not_the_shell(cluster: Cluster, work
 
 def test_batch_time_limit_signal_reaches_only_the_shell(cluster: Cluster, workdir: Path) -> None:
     (workdir / "step.py").write_text(STEP)
-    script = f"#!/bin/bash\ntrap 'echo USR2 >> {workdir}/shell; exit 3' USR2\nsrun {sys.executable} " \
-             f"{workdir}/step.py {workdir} &\nwait\n"
+    script = (
+        f"#!/bin/bash\ntrap 'echo USR2 >> {workdir}/shell; exit 3' USR2\nsrun {sys.executable} "
+        f"{workdir}/step.py {workdir} &\nwait\n"
+    )
     job = cluster.submit("-o", str(workdir / "out"), "-t", "1", "--signal=B:USR2@55", "--wrap", script)
     assert cluster.wait_state(job, {"COMPLETED", "FAILED", "TIMEOUT"}, timeout=90) == "FAILED"
     assert _lines(workdir / "shell") == ["USR2"]
@@ -134,13 +136,17 @@ def test_batch_time_limit_signal_reaches_only_the_shell(cluster: Cluster, workdi
     assert cluster.job_field(job, "%r") == "NonZeroExitCode"
 
 
-def test_checkpointing_step_requeues_its_job_on_the_time_limit_signal(cluster: Cluster, workdir: Path) -> None:
+def test_checkpointing_step_requeues_its_job_on_the_time_limit_signal(
+    cluster: Cluster, workdir: Path
+) -> None:
     (workdir / "ckpt.py").write_text(CHECKPOINT)
     script = f"#!/bin/bash\nsrun {sys.executable} {workdir}/ckpt.py {workdir}\n"
     job = cluster.submit(
         "-o", str(workdir / "out"), "--open-mode=append", "-t", "1", "--signal=USR2@55", "--wrap", script
     )
-    assert cluster.wait_state(job, {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED"}, timeout=120) == "COMPLETED"
+    assert (
+        cluster.wait_state(job, {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED"}, timeout=120) == "COMPLETED"
+    )
     assert _lines(workdir / "requeue_rc") == ["0"]  # scontrol was not killed by the requeue it made
     assert (workdir / "resumed").read_text().split() == ["state-42", "restart", "1"]
     assert "Restarts=1" in cluster.ok("scontrol", "show", "job", str(job))
@@ -168,7 +174,9 @@ def test_scancel_step_cancels_that_step_only(cluster: Cluster, workdir: Path) ->
     assert _lines(workdir / "shell")[1] != "0"
     gone = cluster.run("scancel", f"{job}.7")  # the job has ended: Slurm's error, measured on 22.05
     assert (gone.returncode, gone.stderr) == (
-        1, f"scancel: error: Kill job error on job step id {job}.7: Invalid job id specified\n")
+        1,
+        f"scancel: error: Kill job error on job step id {job}.7: Invalid job id specified\n",
+    )
 
 
 def test_scancel_batch_without_a_signal_kills_the_shell(cluster: Cluster, workdir: Path) -> None:
@@ -181,7 +189,9 @@ def test_scancel_batch_without_a_signal_kills_the_shell(cluster: Cluster, workdi
 
 @pytest.mark.parametrize("prog", ["srun", "salloc"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
-def test_a_signal_while_the_allocation_pends_cancels_it(cluster: Cluster, prog: str, sig: signal.Signals) -> None:
+def test_a_signal_while_the_allocation_pends_cancels_it(
+    cluster: Cluster, prog: str, sig: signal.Signals
+) -> None:
     """`timeout 3 srun ...` on a full cluster: the job is cancelled, never left PENDING (22.05's words)."""
     busy = cluster.submit("-N2", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 120")
     cluster.wait_state(busy, {"RUNNING"})
@@ -192,8 +202,13 @@ def test_a_signal_while_the_allocation_pends_cancels_it(cluster: Cluster, prog: 
 
 
 def _revoke(cluster: Cluster, prog: str, sig: signal.Signals) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", f"cli.{prog}", "-N1", "true"], env=cluster.env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", f"cli.{prog}", "-N1", "true"],
+        env=cluster.env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stderr is not None
     first = proc.stderr.readline()
     queued = proc.stderr.readline() if prog == "salloc" else first
@@ -218,7 +233,9 @@ def test_signals_to_a_pending_job(cluster: Cluster) -> None:
     for flags in (("-s", "USR1"), ("-f", "-s", "USR1"), ("-s", "TERM")):
         out = cluster.run("scancel", *flags, str(job))
         assert (out.returncode, out.stderr) == (
-            228, f"scancel: error: Kill job error on job id {job}: Job can not be altered now, try again later\n")
+            228,
+            f"scancel: error: Kill job error on job id {job}: Job can not be altered now, try again later\n",
+        )
     assert cluster.state(job) == "PENDING"
     assert cluster.run("scancel", "-b", str(job)).returncode == 0
     assert cluster.state(job) == "CANCELLED"

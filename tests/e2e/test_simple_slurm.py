@@ -16,7 +16,9 @@ from tests.e2e.conftest import Cluster, start_cluster, stop_cluster, wait_until
 
 pytestmark = pytest.mark.e2e
 
-simple_slurm = pytest.importorskip("simple_slurm", reason="simple_slurm is not installed (pip install -e '.[tools]')")
+simple_slurm = pytest.importorskip(
+    "simple_slurm", reason="simple_slurm is not installed (pip install -e '.[tools]')"
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +31,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def test_submit_watch_and_cancel(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     put_commands_on_path(cluster, tmp_path / "bin", monkeypatch)
     monkeypatch.chdir(tmp_path)
-    done = simple_slurm.Slurm(job_name="simple", output=str(tmp_path / "out.%j"), ntasks=1, time="00:05:00",
-                              mem="100M")
+    done = simple_slurm.Slurm(
+        job_name="simple", output=str(tmp_path / "out.%j"), ntasks=1, time="00:05:00", mem="100M"
+    )
     done.add_cmd("echo job $SLURM_JOB_ID on $SLURMD_NODENAME")
     job = done.sbatch(verbose=False)
     cluster.wait_state(job, {"COMPLETED"})
@@ -43,9 +46,26 @@ def test_submit_watch_and_cancel(cluster: Cluster, tmp_path: Path, monkeypatch: 
     slow.squeue.update_squeue()
     # 22.05: "JOBID","NAME","ST","TIME","TIME_LEFT","NODES","CPUS","MIN_MEMORY","TRES_PER_NODE","NODELIST(REASON)"
     row = slow.squeue.jobs[job]
-    assert list(row) == ["JOBID", "NAME", "ST", "TIME", "TIME_LEFT", "NODES", "CPUS", "MIN_MEMORY",
-                         "TRES_PER_NODE", "NODELIST(REASON)"]
-    assert (row["NAME"], row["ST"], row["NODES"], row["CPUS"], row["MIN_MEMORY"], row["TRES_PER_NODE"],
-            row["NODELIST(REASON)"]) == ("slow", "R", "1", "1", "100M", "N/A", "node1")
+    assert list(row) == [
+        "JOBID",
+        "NAME",
+        "ST",
+        "TIME",
+        "TIME_LEFT",
+        "NODES",
+        "CPUS",
+        "MIN_MEMORY",
+        "TRES_PER_NODE",
+        "NODELIST(REASON)",
+    ]
+    assert (
+        row["NAME"],
+        row["ST"],
+        row["NODES"],
+        row["CPUS"],
+        row["MIN_MEMORY"],
+        row["TRES_PER_NODE"],
+        row["NODELIST(REASON)"],
+    ) == ("slow", "R", "1", "1", "100M", "N/A", "node1")
     slow.scancel.cancel_job(job)
     wait_until("the job to be cancelled", lambda: cluster.state(job) == "CANCELLED")

@@ -21,8 +21,10 @@ from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
 pytestmark = pytest.mark.e2e
 
 pytest.importorskip("snakemake", reason="snakemake is not installed (pip install -e '.[tools]')")
-pytest.importorskip("snakemake_executor_plugin_slurm",
-                    reason="snakemake-executor-plugin-slurm is not installed (pip install -e '.[tools]')")
+pytest.importorskip(
+    "snakemake_executor_plugin_slurm",
+    reason="snakemake-executor-plugin-slurm is not installed (pip install -e '.[tools]')",
+)
 
 SNAKEFILE = """\
 rule all:
@@ -47,17 +49,35 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.mark.parametrize("status_command", ["sacct", "squeue"])
-def test_three_rule_workflow_runs_through_sbatch(cluster: Cluster, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch, status_command: str) -> None:
+def test_three_rule_workflow_runs_through_sbatch(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status_command: str
+) -> None:
     put_commands_on_path(cluster, tmp_path / "bin", monkeypatch)
     wf = tmp_path / "wf"
     wf.mkdir()
     (wf / "Snakefile").write_text(SNAKEFILE)
     out = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--executor", "slurm", "--jobs", "3",
-         "--default-resources", "mem_mb=1000", "runtime=5",
-         "--slurm-init-seconds-before-status-checks", "1", "--slurm-status-command", status_command],
-        cwd=wf, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--executor",
+            "slurm",
+            "--jobs",
+            "3",
+            "--default-resources",
+            "mem_mb=1000",
+            "runtime=5",
+            "--slurm-init-seconds-before-status-checks",
+            "1",
+            "--slurm-status-command",
+            status_command,
+        ],
+        cwd=wf,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "5 of 5 steps (100%) done" in out.stderr
     # every rule ran as its own shoal job, and the last one read what the first three wrote
@@ -65,7 +85,9 @@ def test_three_rule_workflow_runs_through_sbatch(cluster: Cluster, tmp_path: Pat
     total, total_job = (wf / "total.txt").read_text().split()
     assert total == "6"
     assert len({*job_ids, total_job}) == 4
-    rows = cluster.ok("sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State", "-j", ",".join([*job_ids, total_job]))
+    rows = cluster.ok(
+        "sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State", "-j", ",".join([*job_ids, total_job])
+    )
     run_names = {line.split("|")[1] for line in rows.splitlines()}
     assert len(run_names) == 1  # the plugin's run uuid, which its status query filters on
     assert sorted(line.split("|")[2] for line in rows.splitlines()) == ["COMPLETED"] * 4

@@ -45,13 +45,27 @@ def test_task_environment_follows_slurm(cluster: Cluster, dist: str, want: list[
 
 
 def test_step_and_torch_variables(cluster: Cluster) -> None:
-    out = cluster.ok("srun", "-N2", "-n4", "-l", "bash", "-c",
-                     "echo $SLURM_STEP_ID $SLURM_STEP_NUM_TASKS $SLURM_STEP_TASKS_PER_NODE "
-                     "$WORLD_SIZE $RANK $LOCAL_RANK $LOCAL_WORLD_SIZE $NODE_RANK $MASTER_PORT")
+    out = cluster.ok(
+        "srun",
+        "-N2",
+        "-n4",
+        "-l",
+        "bash",
+        "-c",
+        "echo $SLURM_STEP_ID $SLURM_STEP_NUM_TASKS $SLURM_STEP_TASKS_PER_NODE "
+        "$WORLD_SIZE $RANK $LOCAL_RANK $LOCAL_WORLD_SIZE $NODE_RANK $MASTER_PORT",
+    )
     rows = dict(line.split(": ", 1) for line in out.splitlines())
     real = read(LAYOUTS / "srun_N2_n4.txt").steps[0].tasks[3]  # 22.05 runs task 3 alone on node2
-    assert rows["3"].split()[1:8] == ["4", real["SLURM_STEP_TASKS_PER_NODE"], "4", "3", real["SLURM_LOCALID"],
-                                      str(len(real["SLURM_GTIDS"].split(","))), real["SLURM_NODEID"]]
+    assert rows["3"].split()[1:8] == [
+        "4",
+        real["SLURM_STEP_TASKS_PER_NODE"],
+        "4",
+        "3",
+        real["SLURM_LOCALID"],
+        str(len(real["SLURM_GTIDS"].split(","))),
+        real["SLURM_NODEID"],
+    ]
     # the user's own values win
     out = cluster.ok("srun", "-n1", "bash", "-c", "echo $MASTER_ADDR $RANK", env={"MASTER_ADDR": "h0"})
     assert out.strip() == "h0 0"
@@ -63,8 +77,11 @@ def test_step_and_torch_variables(cluster: Cluster) -> None:
         (("-n1", "bash", "-c", "exit 7"), 7, "srun: error: node1: task 0: Exited with exit code 7"),
         (("-n1", "bash", "-c", "kill -9 $$"), 137, "srun: error: node1: task 0: Killed"),
         (("-n1", "no-such-command-xyz"), 2, "srun: error: node1: task 0: Exited with exit code 2"),
-        (("-N2", "-n2", "bash", "-c", "exit $((SLURM_PROCID + 3))"), 4,
-         "srun: error: node2: task 1: Exited with exit code 4"),
+        (
+            ("-N2", "-n2", "bash", "-c", "exit $((SLURM_PROCID + 3))"),
+            4,
+            "srun: error: node2: task 1: Exited with exit code 4",
+        ),
     ],
     ids=["exit-code", "signal", "no-such-command", "highest-wins"],
 )
@@ -76,10 +93,13 @@ def test_exit_status_and_messages(cluster: Cluster, argv: tuple[str, ...], code:
         assert "execve(): no-such-command-xyz: No such file or directory" in out.stderr
 
 
-@pytest.mark.parametrize(("sig", "what", "forced"), [("KILL", "Killed", True), ("TERM", "Terminated", True),
-                                                    ("USR1", "User defined signal 1", False)])
-def test_a_task_killed_by_a_signal_force_terminates_the_step(cluster: Cluster, sig: str, what: str,
-                                                             forced: bool) -> None:
+@pytest.mark.parametrize(
+    ("sig", "what", "forced"),
+    [("KILL", "Killed", True), ("TERM", "Terminated", True), ("USR1", "User defined signal 1", False)],
+)
+def test_a_task_killed_by_a_signal_force_terminates_the_step(
+    cluster: Cluster, sig: str, what: str, forced: bool
+) -> None:
     # 22.05 (scenario 125 and the running one): SIGKILL and SIGTERM add the step's Force Terminated line
     out = cluster.run("srun", "-n1", "bash", "-c", f"kill -{sig} $$")
     tail = r"srun: Force Terminated StepId=\d+\.0\n" if forced else ""
@@ -88,8 +108,16 @@ def test_a_task_killed_by_a_signal_force_terminates_the_step(cluster: Cluster, s
 
 
 def test_kill_on_bad_exit_ends_the_other_tasks(cluster: Cluster) -> None:
-    out = cluster.run("srun", "-N2", "-n2", "-K", "bash", "-c",
-                      "if [ $SLURM_PROCID = 1 ]; then exit 3; fi; sleep 60; echo survived", timeout=40)
+    out = cluster.run(
+        "srun",
+        "-N2",
+        "-n2",
+        "-K",
+        "bash",
+        "-c",
+        "if [ $SLURM_PROCID = 1 ]; then exit 3; fi; sleep 60; echo survived",
+        timeout=40,
+    )
     assert "survived" not in out.stdout
     assert "srun: error: node2: task 1: Exited with exit code 3" in out.stderr
     assert "srun: Terminating StepId=" in out.stderr
@@ -99,8 +127,18 @@ def test_kill_on_bad_exit_ends_the_other_tasks(cluster: Cluster) -> None:
 def test_stdin_goes_to_task_zero_and_output_files(cluster: Cluster, workdir: Path) -> None:
     out = cluster.run("srun", "-n2", "-l", "cat", input="hello\n")
     assert out.stdout == "0: hello\n"
-    cluster.ok("srun", "-N2", "-n2", "--output", str(workdir / "o-%j-%t.txt"), "--error", "none",
-               "bash", "-c", "echo out$SLURM_PROCID; echo err >&2")
+    cluster.ok(
+        "srun",
+        "-N2",
+        "-n2",
+        "--output",
+        str(workdir / "o-%j-%t.txt"),
+        "--error",
+        "none",
+        "bash",
+        "-c",
+        "echo out$SLURM_PROCID; echo err >&2",
+    )
     got = sorted(p.read_text() for p in workdir.glob("o-*-*.txt"))
     assert got == ["out0\n", "out1\n"]
 
@@ -116,7 +154,9 @@ def test_step_larger_than_its_allocation_is_refused(cluster: Cluster, workdir: P
     job = cluster.submit("-N1", "-n1", "-o", str(workdir / "job.out"), str(script))
     cluster.wait_state(job, {"COMPLETED", "FAILED"})
     text = (workdir / "job.out").read_text()
-    assert f"srun: error: Unable to create step for job {job}: More processors requested than permitted" in text
+    assert (
+        f"srun: error: Unable to create step for job {job}: More processors requested than permitted" in text
+    )
     assert "rc=1" in text and "still-usable" in text
 
 
@@ -124,28 +164,53 @@ def test_step_memory_is_held_out_of_the_jobs(cluster: Cluster, workdir: Path) ->
     """Slurm 22.05 in `sbatch -n2 --mem=100M`: a step asking more than the job has is refused; one
     asking more than other steps leave waits; srun takes the job's SLURM_MEM_PER_NODE as its --mem."""
     script = workdir / "mem.sh"
-    script.write_text("#!/bin/bash\n" + "\n".join([
-        "srun -n1 --mem=200M true", "echo rc=$?",
-        "srun -n1 --exact --mem=60M sleep 3 &", "sleep 1",
-        "srun -n1 --exact --mem=40M echo fits-beside", "srun -n1 --exact --mem=60M echo after-wait", "wait",
-        "srun -n1 --exact sleep 3 &", "sleep 1",  # holds the job's 100M through SLURM_MEM_PER_NODE
-        "srun -n1 --exact --mem=10M echo after-the-whole-job-step", "wait",
-    ]) + "\n")
+    script.write_text(
+        "#!/bin/bash\n"
+        + "\n".join(
+            [
+                "srun -n1 --mem=200M true",
+                "echo rc=$?",
+                "srun -n1 --exact --mem=60M sleep 3 &",
+                "sleep 1",
+                "srun -n1 --exact --mem=40M echo fits-beside",
+                "srun -n1 --exact --mem=60M echo after-wait",
+                "wait",
+                "srun -n1 --exact sleep 3 &",
+                "sleep 1",  # holds the job's 100M through SLURM_MEM_PER_NODE
+                "srun -n1 --exact --mem=10M echo after-the-whole-job-step",
+                "wait",
+            ]
+        )
+        + "\n"
+    )
     job = cluster.submit("-N1", "-n2", "--mem=100M", "-o", str(workdir / "mem.out"), str(script))
     cluster.wait_state(job, {"COMPLETED", "FAILED"})
     out = (workdir / "mem.out").read_text().splitlines()
     assert out[:2] == [
-        f"srun: error: Unable to create step for job {job}: Memory required by task is not available", "rc=1"]
+        f"srun: error: Unable to create step for job {job}: Memory required by task is not available",
+        "rc=1",
+    ]
     busy = f"srun: Job {job} step creation temporarily disabled, retrying (Requested nodes are busy)"
     created = f"srun: Step created for job {job}"  # printed as the tasks start: either side of their output
     assert [line for line in out[2:] if line != created] == [
-        "fits-beside", busy, "after-wait", busy, "after-the-whole-job-step"]
+        "fits-beside",
+        busy,
+        "after-wait",
+        busy,
+        "after-the-whole-job-step",
+    ]
     assert out.count(created) == 2
 
 
 def test_srun_inside_a_batch_job_uses_the_job_shape(cluster: Cluster, workdir: Path) -> None:
-    job = cluster.submit("-N2", "--ntasks-per-node=2", "-o", str(workdir / "b.out"),
-                         "--wrap", "srun -l bash -c 'echo $SLURMD_NODENAME'")
+    job = cluster.submit(
+        "-N2",
+        "--ntasks-per-node=2",
+        "-o",
+        str(workdir / "b.out"),
+        "--wrap",
+        "srun -l bash -c 'echo $SLURMD_NODENAME'",
+    )
     cluster.wait_state(job, {"COMPLETED"})
     assert lines((workdir / "b.out").read_text()) == ["0: node1", "1: node1", "2: node2", "3: node2"]
     shown = cluster.ok("scontrol", "show", "step", f"{job}.0")
@@ -158,11 +223,21 @@ def test_step_cpus_whole_unless_exact(cluster: Cluster, workdir: Path) -> None:
     step waits while an --exact one holds part of the node."""
     show = "srun -n2 -l {} bash -c 'echo $SLURM_CPUS_ON_NODE' | sort; scontrol show step $SLURM_JOB_ID.{} | grep -o 'CPUs=[0-9]*'"
     script = workdir / "cpus.sh"
-    script.write_text("#!/bin/bash\n" + "\n".join([
-        show.format("", 0), show.format("--exact", 1), show.format("-c1", 2),
-        "srun -n1 --exact sleep 3 &", "sleep 1",
-        "srun -N1 -n1 -w node1 bash -c 'echo whole-after-exact $SLURM_CPUS_ON_NODE' 2>&1", "wait",
-    ]) + "\n")
+    script.write_text(
+        "#!/bin/bash\n"
+        + "\n".join(
+            [
+                show.format("", 0),
+                show.format("--exact", 1),
+                show.format("-c1", 2),
+                "srun -n1 --exact sleep 3 &",
+                "sleep 1",
+                "srun -N1 -n1 -w node1 bash -c 'echo whole-after-exact $SLURM_CPUS_ON_NODE' 2>&1",
+                "wait",
+            ]
+        )
+        + "\n"
+    )
     job = cluster.submit("-N2", "-n4", "-c2", "-o", str(workdir / "cpus.out"), str(script))
     cluster.wait_state(job, {"COMPLETED", "FAILED"})
     out = (workdir / "cpus.out").read_text().splitlines()
@@ -172,8 +247,13 @@ def test_step_cpus_whole_unless_exact(cluster: Cluster, workdir: Path) -> None:
 
 
 def _srun_process(cluster: Cluster, *argv: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "cli.srun", *argv], env=cluster.env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli.srun", *argv],
+        env=cluster.env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _wait_running_step(cluster: Cluster, name: str) -> str:
@@ -215,8 +295,13 @@ def test_scancel_kills_every_step(cluster: Cluster) -> None:
 @pytest.mark.parametrize("prog", ["srun", "salloc"])
 def test_more_nodes_than_the_partition_pends_as_slurm(cluster: Cluster, prog: str) -> None:
     """Slurm 22.05 (EnforcePartLimits=NO) queues `srun -N 99` on a smaller partition with a note."""
-    proc = subprocess.Popen([sys.executable, "-m", f"cli.{prog}", "-N", "99", "true"], env=cluster.env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", f"cli.{prog}", "-N", "99", "true"],
+        env=cluster.env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stderr is not None
     first = proc.stderr.readline().strip()
     assert first == f"{prog}: Requested partition configuration not available now"
@@ -251,16 +336,23 @@ def test_immediate_gives_up_when_the_nodes_are_busy(cluster: Cluster) -> None:
     busy = cluster.submit("-N2", "--exclusive", "--wrap", "sleep 120")
     cluster.wait_state(busy, {"RUNNING"})
     now = cluster.run("srun", "--immediate", "-N1", "true")
-    assert (now.returncode, now.stderr) == (1, "srun: error: Unable to allocate resources: Requested nodes are busy\n")
+    assert (now.returncode, now.stderr) == (
+        1,
+        "srun: error: Unable to allocate resources: Requested nodes are busy\n",
+    )
     alloc = cluster.run("salloc", "-I", "-N1", "true")
     assert alloc.returncode == 1
     job = alloc.stderr.split()[-4]
-    assert alloc.stderr == ("salloc: error: Unable to allocate resources: Requested nodes are busy\n"
-                            f"salloc: Job allocation {job} has been revoked.\n")
+    assert alloc.stderr == (
+        "salloc: error: Unable to allocate resources: Requested nodes are busy\n"
+        f"salloc: Job allocation {job} has been revoked.\n"
+    )
     waited = cluster.run("srun", "-I2", "-N1", "true")
     job = waited.stderr.split()[2]
-    assert waited.stderr == (f"srun: job {job} queued and waiting for resources\n"
-                             "srun: error: Unable to allocate resources: Requested nodes are busy\n")
+    assert waited.stderr == (
+        f"srun: job {job} queued and waiting for resources\n"
+        "srun: error: Unable to allocate resources: Requested nodes are busy\n"
+    )
     assert cluster.state(job) == "CANCELLED"
     cluster.ok("scancel", str(busy))
     assert cluster.ok("srun", "--immediate=20", "-N1", "echo", "free").strip() == "free"
@@ -305,8 +397,12 @@ def test_srun_listens_for_step_io_only_inside_srun_port_range(cluster: Cluster, 
             also.listen()
             out = cluster.run("srun", "-N1", "hostname", env=env)
     assert out.returncode == 1
-    assert out.stderr.strip() == f"srun: error: no free port in SrunPortRange={low}-{low + 1} for the step's I/O"
+    assert (
+        out.stderr.strip() == f"srun: error: no free port in SrunPortRange={low}-{low + 1} for the step's I/O"
+    )
     bad = tmp_path / "bad.conf"
     bad.write_text(cluster.conf.read_text() + "SrunPortRange=60000\n")
     out = cluster.run("srun", "-N1", "hostname", env={"SLURM_CONF": str(bad)})
-    assert out.returncode == 1 and "invalid SrunPortRange=60000" in out.stderr and "Traceback" not in out.stderr
+    assert (
+        out.returncode == 1 and "invalid SrunPortRange=60000" in out.stderr and "Traceback" not in out.stderr
+    )

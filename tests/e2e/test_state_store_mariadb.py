@@ -25,8 +25,14 @@ def _pid(cluster: Cluster, name: str) -> int:
 
 def _restart_ctld(cluster: Cluster) -> None:
     log = open(cluster.dir / "log" / "ctld.restart.out", "ab")  # noqa: SIM115 - the daemon keeps it
-    subprocess.Popen([sys.executable, "-m", "ctld.main", "-f", str(cluster.conf)], env=cluster.env, stdout=log,
-                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(
+        [sys.executable, "-m", "ctld.main", "-f", str(cluster.conf)],
+        env=cluster.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _stored_job_ids(database: str) -> set[int]:
@@ -41,8 +47,11 @@ def _stored_job_ids(database: str) -> set[int]:
 
 def test_kill_9_ctld_on_mariadb_keeps_the_jobs_and_they_complete(tmp_path: Path, workdir: Path) -> None:
     with scratch_database() as db:
-        cluster = start_cluster(tmp_path / "c", nodes=1, extra=(
-            f"ShoalStateStore=mysql://root@{HOST}:{PORT}/{db.database}", "ShoalLeaseTimeout=2"))
+        cluster = start_cluster(
+            tmp_path / "c",
+            nodes=1,
+            extra=(f"ShoalStateStore=mysql://root@{HOST}:{PORT}/{db.database}", "ShoalLeaseTimeout=2"),
+        )
         try:
             running = cluster.submit("--wrap", "sleep 4; echo finished", "-o", str(workdir / "out-%j"))
             held = cluster.submit("-H", "--wrap", "echo later", "-o", str(workdir / "out-%j"))
@@ -52,9 +61,13 @@ def test_kill_9_ctld_on_mariadb_keeps_the_jobs_and_they_complete(tmp_path: Path,
             os.kill(_pid(cluster, "ctld"), signal.SIGKILL)
             time.sleep(0.5)
             _restart_ctld(cluster)
-            wait_until("the restarted ctld answering", lambda: "is UP" in cluster.run("scontrol", "ping").stdout)
+            wait_until(
+                "the restarted ctld answering", lambda: "is UP" in cluster.run("scontrol", "ping").stdout
+            )
             assert cluster.state(held) == "PENDING"
-            assert cluster.wait_state(running, {"COMPLETED", "FAILED", "NODE_FAIL"}, timeout=90) == "COMPLETED"
+            assert (
+                cluster.wait_state(running, {"COMPLETED", "FAILED", "NODE_FAIL"}, timeout=90) == "COMPLETED"
+            )
             assert (workdir / f"out-{running}").read_text().strip() == "finished"
             cluster.ok("scontrol", "release", str(held))
             assert cluster.wait_state(held, {"COMPLETED", "FAILED"}, timeout=60) == "COMPLETED"
@@ -72,14 +85,24 @@ def test_a_second_ctld_on_the_same_slurmctldhost_line_refuses_to_start_and_the_f
     """Each ctld binds its own SlurmctldHost's address from its start (a standby answers Ping there): a
     second one for the same line cannot, and says so (takeover between two lines: test_ha_takeover.py)."""
     with scratch_database() as db:
-        cluster = start_cluster(tmp_path / "c", nodes=1, extra=(
-            f"ShoalStateStore=mysql://root@{HOST}:{PORT}/{db.database}", "ShoalLeaseTimeout=30"))
+        cluster = start_cluster(
+            tmp_path / "c",
+            nodes=1,
+            extra=(f"ShoalStateStore=mysql://root@{HOST}:{PORT}/{db.database}", "ShoalLeaseTimeout=30"),
+        )
         try:
             first = _pid(cluster, "ctld")
-            second = subprocess.run([sys.executable, "-m", "ctld.main", "-f", str(cluster.conf)], env=cluster.env,
-                                    capture_output=True, text=True, timeout=60)
+            second = subprocess.run(
+                [sys.executable, "-m", "ctld.main", "-f", str(cluster.conf)],
+                env=cluster.env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert second.returncode == 1
-            assert re.fullmatch(r"shoal-ctld: error: cannot bind \S+: address in use\n", second.stderr), second.stderr
+            assert re.fullmatch(r"shoal-ctld: error: cannot bind \S+: address in use\n", second.stderr), (
+                second.stderr
+            )
             assert _pid(cluster, "ctld") == first
             assert cluster.submit("-H", "--wrap", "true", "-o", "/dev/null") > 0
         finally:
@@ -91,8 +114,11 @@ def test_ctld_rides_out_a_database_restart_and_says_clearly_when_it_stays_down(t
     relay.start()
     with scratch_database() as db:
         location = f"mysql://root@127.0.0.1:{relay.port}/{db.database}"
-        cluster = start_cluster(tmp_path / "c", nodes=1, extra=(
-            f"ShoalStateStore={location}", "ShoalLeaseTimeout=60", "MessageTimeout=3"))
+        cluster = start_cluster(
+            tmp_path / "c",
+            nodes=1,
+            extra=(f"ShoalStateStore={location}", "ShoalLeaseTimeout=60", "MessageTimeout=3"),
+        )
         try:
             first = cluster.submit("-H", "--wrap", "true", "-o", "/dev/null")
             relay.cut()  # the server restarted: every connection of ctld is gone
@@ -133,24 +159,38 @@ def test_a_sigstopped_ctld_is_replaced_and_steps_down_to_standby_when_continued(
     """The issue's SIGSTOP case with real shoal-ctlds. The second one listens on another port (one host
     cannot give both the cluster's address before the clients follow SlurmctldHost lines, docs/ha.md)."""
     with scratch_database() as db:
-        cluster = start_cluster(tmp_path / "c", nodes=1, extra=(
-            f"ShoalStateStore=mysql://root@{HOST}:{PORT}/{db.database}", "ShoalLeaseTimeout=2"))
+        cluster = start_cluster(
+            tmp_path / "c",
+            nodes=1,
+            extra=(f"ShoalStateStore=mysql://root@{HOST}:{PORT}/{db.database}", "ShoalLeaseTimeout=2"),
+        )
         backup = None
         try:
             held = cluster.submit("-H", "--wrap", "true", "-o", "/dev/null")
             text = cluster.conf.read_text()
             conf2 = cluster.dir / "slurm-backup.conf"  # beside slurm.conf: the same key and gres.conf
-            conf2.write_text(re.sub(r"(?m)^SlurmctldPort=\d+", f"SlurmctldPort={_free_port()}", text)
-                             .replace("/run/ctld.pid", "/run/ctld2.pid").replace("/log/ctld.log", "/log/ctld2.log"))
+            conf2.write_text(
+                re.sub(r"(?m)^SlurmctldPort=\d+", f"SlurmctldPort={_free_port()}", text)
+                .replace("/run/ctld.pid", "/run/ctld2.pid")
+                .replace("/log/ctld.log", "/log/ctld2.log")
+            )
             primary = _pid(cluster, "ctld")
             os.kill(primary, signal.SIGSTOP)
-            backup = subprocess.Popen([sys.executable, "-m", "ctld.main", "-f", str(conf2)], env=cluster.env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
-            wait_until("the backup taking over", lambda: "took the leadership lease (epoch 2"
-                       in cluster.log("ctld2"))
+            backup = subprocess.Popen(
+                [sys.executable, "-m", "ctld.main", "-f", str(conf2)],
+                env=cluster.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            wait_until(
+                "the backup taking over", lambda: "took the leadership lease (epoch 2" in cluster.log("ctld2")
+            )
             os.kill(primary, signal.SIGCONT)
-            wait_until("the deposed primary standing by", lambda: "standing by: another shoal-ctld is the primary"
-                       in cluster.log("ctld"))
+            wait_until(
+                "the deposed primary standing by",
+                lambda: "standing by: another shoal-ctld is the primary" in cluster.log("ctld"),
+            )
             assert "leadership lease lost to another shoal-ctld: stepping down" in cluster.log("ctld")
             assert _alive(primary)  # back as a backup, not exited
             refused = cluster.run("squeue")  # the agent's only host is the standby now: not the primary

@@ -20,9 +20,12 @@ from tests.e2e.test_faults import cgroup_procs, job_cgroups, marked, scontrol_fi
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/fs/cgroup/freezer").is_dir()
-                       or not Path("/sys/fs/cgroup/memory").is_dir(),
-                       reason="needs root and the cgroup v1 freezer (shoal up enforces cgroups then)"),
+    pytest.mark.skipif(
+        os.geteuid() != 0
+        or not Path("/sys/fs/cgroup/freezer").is_dir()
+        or not Path("/sys/fs/cgroup/memory").is_dir(),
+        reason="needs root and the cgroup v1 freezer (shoal up enforces cgroups then)",
+    ),
 ]
 
 
@@ -51,7 +54,9 @@ def last(out: Path) -> int:
 
 
 def frozen(c: Cluster, node: str, job: int) -> bool:
-    states = [(d / "freezer.state").read_text().strip() for d in job_cgroups(c, node, job) if "freezer" in d.parts]
+    states = [
+        (d / "freezer.state").read_text().strip() for d in job_cgroups(c, node, job) if "freezer" in d.parts
+    ]
     return states == ["FROZEN"]
 
 
@@ -61,12 +66,16 @@ def sacct_state(c: Cluster, job: int) -> str:
 
 def sacct_times(c: Cluster, job: int) -> tuple[int, int]:
     """sacct's Elapsed (raw seconds) and Suspended (seconds) of the job."""
-    raw, suspended = c.ok("sacct", "-X", "-n", "-P", "-o", "ElapsedRaw,Suspended", "-j", str(job)).strip().split("|")
+    raw, suspended = (
+        c.ok("sacct", "-X", "-n", "-P", "-o", "ElapsedRaw,Suspended", "-j", str(job)).strip().split("|")
+    )
     h, m, sec = (int(x) for x in suspended.split(":"))
     return int(raw), h * 3600 + m * 60 + sec
 
 
-def test_a_suspended_job_stops_and_goes_on_after_resume_with_its_end_time_moved(c: Cluster, tmp_path: Path) -> None:
+def test_a_suspended_job_stops_and_goes_on_after_resume_with_its_end_time_moved(
+    c: Cluster, tmp_path: Path
+) -> None:
     job, out = counting_job(c, tmp_path, "suspend-counter")
     node = c.job_field(job, "%N")
     end_before = scontrol_field(c, "job", job, "EndTime")

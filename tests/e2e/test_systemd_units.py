@@ -56,7 +56,7 @@ def exec_start(name: str, env: dict[str, str]) -> list[str]:
         else:
             argv.append(word)
     assert argv[0].startswith(PREFIX), argv
-    return [SCRIPTS + argv[0][len(PREFIX):], *argv[1:]]
+    return [SCRIPTS + argv[0][len(PREFIX) :], *argv[1:]]
 
 
 def environment_variable(name: str) -> str:
@@ -90,11 +90,18 @@ def test_systemd_analyze_verify_finds_nothing_wrong(tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed")
-    for name in (*DAEMONS, "shoal-restd"):  # the units as installed with shoal in this environment instead of /opt/shoal
+    for name in (
+        *DAEMONS,
+        "shoal-restd",
+    ):  # the units as installed with shoal in this environment instead of /opt/shoal
         text = (UNITS / f"{name}.service").read_text().replace(PREFIX, SCRIPTS)
         (tmp_path / f"{name}.service").write_text(text)
-    out = subprocess.run([analyze, "verify", *sorted(str(p) for p in tmp_path.glob("*.service"))],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [analyze, "verify", *sorted(str(p) for p in tmp_path.glob("*.service"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0 and out.stdout + out.stderr == "", out.stdout + out.stderr
 
 
@@ -120,8 +127,22 @@ def conf(tmp_path: Path) -> Path:
     """One node's cluster with accounting (slurmdbd.conf on SQLite), as `shoal up` writes it."""
     net = int(os.environ.get("SHOAL_TEST_NET", "10"))
     args = shoal_admin._parser().parse_args(
-        ["up", "--dir", str(tmp_path), "--nodes", "1", "--cpus-per-node", "2", "--mem-per-node", "2000",
-         "--base-addr", f"127.{net}.253.2", "--set", "KillWait=2"])
+        [
+            "up",
+            "--dir",
+            str(tmp_path),
+            "--nodes",
+            "1",
+            "--cpus-per-node",
+            "2",
+            "--mem-per-node",
+            "2000",
+            "--base-addr",
+            f"127.{net}.253.2",
+            "--set",
+            "KillWait=2",
+        ]
+    )
     return shoal_admin.write_config(args, tmp_path)
 
 
@@ -136,7 +157,8 @@ def started() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def test_daemons_started_as_their_units_say_serve_and_stop_cleanly(
-        tmp_path: Path, conf: Path, started: list[subprocess.Popen[str]]) -> None:
+    tmp_path: Path, conf: Path, started: list[subprocess.Popen[str]]
+) -> None:
     login_socket = tmp_path / "run" / "login.sock"
     options = {
         "shoal-dbd": f"-f {tmp_path / 'slurmdbd.conf'}",
@@ -149,8 +171,15 @@ def test_daemons_started_as_their_units_say_serve_and_stop_cleanly(
     for name in DAEMONS:  # the order systemd's After= and an admin's `systemctl start` give
         notify = notifies[name] = Notify(tmp_path / f"{name}.notify")
         env = dict(base, NOTIFY_SOCKET=str(notify.path), **{environment_variable(name): options[name]})
-        proc = subprocess.Popen(exec_start(name, env), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            exec_start(name, env),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         started.append(proc)
         try:
             ready = notify.next()
@@ -165,19 +194,26 @@ def test_daemons_started_as_their_units_say_serve_and_stop_cleanly(
 
     def run(*argv: str, agent: Path | None = None) -> str:
         env = dict(commands, SHOAL_AGENT_SOCKET=str(agent)) if agent else commands
-        out = subprocess.run([sys.executable, "-m", *argv], env=env, cwd=work, capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", *argv], env=env, cwd=work, capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, f"{argv}: {out.stderr}"
         return out.stdout
 
     # through noded's agent; READY=1 means noded serves, its registration with ctld follows
-    wait_until("node1 idle", lambda: run("cli.sinfo", "-h", "-p", "batch", "-o", "%N %t").split() == ["node1", "idle"])
-    job = run("cli.sbatch", "--parsable", "--wait", "-o", "out-%j", "--wrap", "echo served",
-              agent=login_socket).strip()
+    wait_until(
+        "node1 idle",
+        lambda: run("cli.sinfo", "-h", "-p", "batch", "-o", "%N %t").split() == ["node1", "idle"],
+    )
+    job = run(
+        "cli.sbatch", "--parsable", "--wait", "-o", "out-%j", "--wrap", "echo served", agent=login_socket
+    ).strip()
     assert (work / f"out-{job}").read_text() == "served\n"
     accounted = run("cli.sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID,State", agent=login_socket)
     assert accounted.split() == [f"{job}|COMPLETED"]  # ctld reached dbd
-    assert run("cli.sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID").split() == [job]  # on a compute node too
+    assert run("cli.sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID").split() == [
+        job
+    ]  # on a compute node too
 
     log = tmp_path / "log" / "ctld.log"  # logrotate moves the file away, then signals the daemon
     log.rename(tmp_path / "log" / "ctld.log.1")
@@ -198,7 +234,9 @@ def test_daemons_started_as_their_units_say_serve_and_stop_cleanly(
     assert "shoal-ctld stopping" in log.read_text()
 
 
-@pytest.mark.parametrize("module", ["ctld.main", "noded.main", "dbd.main", "shoal.agent.agentd", "restd.main"])
+@pytest.mark.parametrize(
+    "module", ["ctld.main", "noded.main", "dbd.main", "shoal.agent.agentd", "restd.main"]
+)
 @pytest.mark.parametrize("bad", [["--bogus"], ["-f"]], ids=["unknown-option", "missing-value"])
 def test_a_bad_daemon_option_is_the_usage_and_exit_1(module: str, bad: list[str]) -> None:
     """As slurmctld/slurmd/slurmdbd 22.05: the usage on stderr, exit 1 (argparse alone exits 2)."""

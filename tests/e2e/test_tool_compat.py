@@ -26,8 +26,17 @@ def test_squeue_start_shows_the_begin_time(cluster: Cluster, workdir: Path) -> N
     job = cluster.submit("-J", "later", "--begin=2031-01-02T03:04:05", "-o", "/dev/null", "--wrap", "true")
     try:
         lines = cluster.ok("squeue", "--start", "-j", str(job)).splitlines()
-        assert lines[0].split() == ["JOBID", "PARTITION", "NAME", "USER", "ST", "START_TIME", "NODES",
-                                    "SCHEDNODES", "NODELIST(REASON)"]
+        assert lines[0].split() == [
+            "JOBID",
+            "PARTITION",
+            "NAME",
+            "USER",
+            "ST",
+            "START_TIME",
+            "NODES",
+            "SCHEDNODES",
+            "NODELIST(REASON)",
+        ]
         assert lines[1].split()[5:] == ["2031-01-02T03:04:05", "1", "(null)", "(BeginTime)"]
     finally:
         cluster.ok("scancel", str(job))
@@ -41,12 +50,18 @@ def test_cancelled_before_it_ran_shows_no_reason_and_no_window_record(cluster: C
     cluster.ok("scancel", str(later), str(held), str(dep))
     # 22.05: `squeue -t all -n later -o '%i %j %T %R'` -> "26 later CANCELLED " (no "(None)")
     assert cluster.ok("squeue", "-t", "all", "-n", "notyet", "-o", "%i %j %T %R").splitlines() == [
-        "JOBID NAME STATE NODELIST(REASON)", f"{later} notyet CANCELLED "]
+        "JOBID NAME STATE NODELIST(REASON)",
+        f"{later} notyet CANCELLED ",
+    ]
     ids = ",".join(str(j) for j in (later, held, dep, ran))
-    wait_until("accounting to have the four jobs",
-               lambda: len(cluster.ok("sacct", "-X", "-n", "-P", "-o", "JobID", "-j", ids).split()) == 4)
-    wait_until("the job to end", lambda: "COMPLETED" in cluster.ok("sacct", "-X", "-n", "-P", "-o", "State",
-                                                                     "-j", str(ran)))
+    wait_until(
+        "accounting to have the four jobs",
+        lambda: len(cluster.ok("sacct", "-X", "-n", "-P", "-o", "JobID", "-j", ids).split()) == 4,
+    )
+    wait_until(
+        "the job to end",
+        lambda: "COMPLETED" in cluster.ok("sacct", "-X", "-n", "-P", "-o", "State", "-j", str(ran)),
+    )
     # the default window (since midnight) lists what was ever eligible; -j lists every job asked for
     listed = cluster.ok("sacct", "-X", "-n", "-P", "-o", "JobID,State").split()
     assert f"{ran}|COMPLETED" in listed
@@ -68,12 +83,19 @@ def test_sacct_names_a_step_alone(cluster: Cluster) -> None:
     """Snakemake's plugin asks `sacct -j J.0 ... -j J.9 --format=Reason --noheader` for a failed job's
     step reasons: a step the job never had lists nothing (the job's own line is no answer for it)."""
     job = cluster.submit("-J", "steps", "-o", "/dev/null", "--wrap", "exit 3")
-    wait_until("accounting to have the batch step", lambda: "FAILED" in cluster.ok(
-        "sacct", "-n", "-P", "-o", "State", "-j", f"{job}.batch"))
+    wait_until(
+        "accounting to have the batch step",
+        lambda: "FAILED" in cluster.ok("sacct", "-n", "-P", "-o", "State", "-j", f"{job}.batch"),
+    )
     # 22.05: `sacct -j 574.0 --format=Reason --noheader` -> no output, exit 0
     assert cluster.ok("sacct", "-j", f"{job}.0", "--format=Reason", "--noheader") == ""
     assert cluster.ok("sacct", "-P", "-o", "JobID,State", "-j", f"{job}.batch").splitlines() == [
-        "JobID|State", f"{job}.batch|FAILED"]
+        "JobID|State",
+        f"{job}.batch|FAILED",
+    ]
     assert cluster.ok("sacct", "-P", "-o", "JobID,State", "-j", f"{job},{job}.batch").splitlines() == [
-        "JobID|State", f"{job}|FAILED", f"{job}.batch|FAILED"]
+        "JobID|State",
+        f"{job}|FAILED",
+        f"{job}.batch|FAILED",
+    ]
     assert cluster.ok("sacct", "-X", "-P", "-n", "-o", "JobID", "-j", f"{job}.batch").split() == [str(job)]

@@ -33,8 +33,11 @@ def test_parse_bad(text: str) -> None:
         parse_array(text)
 
 
-@pytest.mark.parametrize("text", ["1001", "0-1001", "5,2000", "1-99999999999", "0-4000000000:1000"],
-                         ids=["single", "range", "list", "huge", "huge-step"])
+@pytest.mark.parametrize(
+    "text",
+    ["1001", "0-1001", "5,2000", "1-99999999999", "0-4000000000:1000"],
+    ids=["single", "range", "list", "huge", "huge-step"],
+)
 def test_max_array_size(text: str) -> None:
     """22.05 says only "Invalid job array specification" (checked on the real one: -a 1-99999999999), and
     refuses at once: the ids are never built (a huge range used to grow ctld to gigabytes)."""
@@ -42,7 +45,9 @@ def test_max_array_size(text: str) -> None:
         parse_array(text)
 
 
-@pytest.mark.parametrize("text", ["１-3", "1-３", "1-3%２", "٣"], ids=["fullwidth", "fullwidth-end", "throttle", "arabic"])
+@pytest.mark.parametrize(
+    "text", ["１-3", "1-３", "1-3%２", "٣"], ids=["fullwidth", "fullwidth-end", "throttle", "arabic"]
+)
 def test_only_ascii_digits(text: str) -> None:
     with pytest.raises(ValueError, match=r"^Invalid job array specification$"):
         parse_array(text)

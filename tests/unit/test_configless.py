@@ -9,12 +9,16 @@ import pytest
 from shoal.configless import parse_servers, write_cache
 
 
-@pytest.mark.parametrize(("spec", "want"), [
-    ("head", ["head:6817"]),
-    ("head:7000", ["head:7000"]),
-    ("head,backup:7000", ["head:6817", "backup:7000"]),
-    ("10.253.0.1", ["10.253.0.1:6817"]),
-], ids=["host", "port", "backup", "address"])
+@pytest.mark.parametrize(
+    ("spec", "want"),
+    [
+        ("head", ["head:6817"]),
+        ("head:7000", ["head:7000"]),
+        ("head,backup:7000", ["head:6817", "backup:7000"]),
+        ("10.253.0.1", ["10.253.0.1:6817"]),
+    ],
+    ids=["host", "port", "backup", "address"],
+)
 def test_conf_server(spec: str, want: list[str]) -> None:
     assert parse_servers(spec) == want
 
@@ -29,7 +33,10 @@ def test_the_cache_holds_exactly_what_was_served_last(tmp_path: Path) -> None:
     cache = tmp_path / "conf-cache"
     write_cache(cache, {"slurm.conf": "A=1\n", "topology.conf": "t\n", "conf.d/x.conf": "x\n"})
     write_cache(cache, {"slurm.conf": "A=2\n", "gres.conf": "g\n"})
-    assert sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()) == ["gres.conf", "slurm.conf"]
+    assert sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()) == [
+        "gres.conf",
+        "slurm.conf",
+    ]
     assert (cache / "slurm.conf").read_text() == "A=2\n"
     assert oct((cache / "slurm.conf").stat().st_mode & 0o777) == "0o644"
 

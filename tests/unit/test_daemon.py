@@ -13,7 +13,8 @@ from shoal.daemon import Notifier
 
 @pytest.mark.parametrize("abstract", [False, True], ids=["path", "abstract"])
 def test_ready_and_stopping_reach_the_socket_and_children_do_not_inherit_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, abstract: bool) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, abstract: bool
+) -> None:
     name = f"shoal-test-notify-{os.getpid()}" if abstract else str(tmp_path / "notify")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind("\0" + name if abstract else name)

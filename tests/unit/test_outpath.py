@@ -8,9 +8,7 @@ from shoal.outpath import resolve_output_path, resolve_streams
 from tests.unit.noded.noded_builders import job
 
 PLAIN = job(42).name("train").user("alice", 1001, 1001).node("node3").obj()
-ARRAY_TASK = (
-    job(57).name("sweep").node("node1").set(array_job_id=50, array_task_id=7).spec(array="0-9").obj()
-)
+ARRAY_TASK = job(57).name("sweep").node("node1").set(array_job_id=50, array_task_id=7).spec(array="0-9").obj()
 
 
 @pytest.mark.parametrize(
@@ -31,9 +29,19 @@ ARRAY_TASK = (
         ("sub/dir/%x", PLAIN, "/tmp/work/sub/dir/train"),
     ],
     ids=[
-        "jobid", "name", "J-is-jobid-for-batch", "user-node-index", "absolute", "zero-pad",
-        "literal-percent", "array-default", "array-j-is-own-id", "array-pad", "non-array-a-is-noval",
-        "backslash-literal", "relative-subdir",
+        "jobid",
+        "name",
+        "J-is-jobid-for-batch",
+        "user-node-index",
+        "absolute",
+        "zero-pad",
+        "literal-percent",
+        "array-default",
+        "array-j-is-own-id",
+        "array-pad",
+        "non-array-a-is-noval",
+        "backslash-literal",
+        "relative-subdir",
     ],
 )
 def test_resolve_output_path(pattern: str, job_info: object, want: str) -> None:

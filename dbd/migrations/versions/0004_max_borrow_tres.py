@@ -18,7 +18,9 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("associations") as batch:
-        batch.add_column(sa.Column("max_borrow_tres", sa.String(length=128), nullable=False, server_default=""))
+        batch.add_column(
+            sa.Column("max_borrow_tres", sa.String(length=128), nullable=False, server_default="")
+        )
 
 
 def downgrade() -> None:

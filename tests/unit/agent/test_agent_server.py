@@ -205,14 +205,21 @@ def standby() -> Iterator[str]:
     from shoal.rpc import NOT_PRIMARY
     from shoal.rpc.server import bind, make_server
 
-    def refuse(request: controller_pb2.PingRequest, context: grpc.ServicerContext) -> controller_pb2.PingResponse:
+    def refuse(
+        request: controller_pb2.PingRequest, context: grpc.ServicerContext
+    ) -> controller_pb2.PingResponse:
         context.abort(grpc.StatusCode.UNAVAILABLE, NOT_PRIMARY)
         raise AssertionError("unreachable")
 
     server = make_server([], KEY, max_workers=2)
-    handler = grpc.unary_unary_rpc_method_handler(refuse, request_deserializer=controller_pb2.PingRequest.FromString,
-                                                  response_serializer=controller_pb2.PingResponse.SerializeToString)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("shoal.v1.Controller", {"Ping": handler}),))
+    handler = grpc.unary_unary_rpc_method_handler(
+        refuse,
+        request_deserializer=controller_pb2.PingRequest.FromString,
+        response_serializer=controller_pb2.PingResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("shoal.v1.Controller", {"Ping": handler}),)
+    )
     port = bind(server, "127.0.0.1:0")
     server.start()
     yield f"127.0.0.1:{port}"
@@ -224,7 +231,9 @@ def test_the_agent_finds_the_primary_among_the_slurmctldhosts(
 ) -> None:
     """A dead head and a standby first: the request goes on to the live primary; ctld@N asks one alone."""
     path = os.path.join(public_dir, "agent.sock")
-    server = AgentServer(path, KEY, {"ctld": f"{_dead_address()},{standby},{ctld}", "ctld@1": standby}, host="h")
+    server = AgentServer(
+        path, KEY, {"ctld": f"{_dead_address()},{standby},{ctld}", "ctld@1": standby}, host="h"
+    )
     server.start()
     monkeypatch.setenv("SHOAL_AGENT_SOCKET", path)
     try:
@@ -233,4 +242,7 @@ def test_the_agent_finds_the_primary_among_the_slurmctldhosts(
             call(PING, controller_pb2.PingRequest(), controller_pb2.PingResponse, timeout=1, target="ctld@1")
     finally:
         server.stop()
-    assert (info.value.code, info.value.message) == (14, "Unable to contact slurm controller (connect failure)")
+    assert (info.value.code, info.value.message) == (
+        14,
+        "Unable to contact slurm controller (connect failure)",
+    )

@@ -80,32 +80,43 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _native(launcher_dir: Path, *argv: str, user: int | None = None, **kw: object) -> subprocess.CompletedProcess[str]:
+def _native(
+    launcher_dir: Path, *argv: str, user: int | None = None, **kw: object
+) -> subprocess.CompletedProcess[str]:
     # user/group/extra_groups, not a preexec_fn: Python code in a fork of this gRPC-threaded process can abort
     ids = {} if user is None else {"user": user, "group": user, "extra_groups": []}
-    return subprocess.run([str(launcher_dir / argv[0]), *argv[1:]], capture_output=True, text=True,
-                          timeout=60, **ids, **kw)  # type: ignore[call-overload]
+    return subprocess.run(
+        [str(launcher_dir / argv[0]), *argv[1:]], capture_output=True, text=True, timeout=60, **ids, **kw
+    )  # type: ignore[call-overload]
 
 
 def _python(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", f"cli.{argv[0]}", *argv[1:]], capture_output=True, text=True,
-                          timeout=60, **kw)  # type: ignore[call-overload]
+    return subprocess.run(
+        [sys.executable, "-m", f"cli.{argv[0]}", *argv[1:]], capture_output=True, text=True, timeout=60, **kw
+    )  # type: ignore[call-overload]
 
 
-@pytest.mark.parametrize("argv", [
-    ("scontrol", "show", "hostnames", "gpu[01-03]"),
-    ("scontrol", "ping"),
-    ("squeue", "--no-such-option"),
-    ("sinfo", "--version"),
-    ("sbatch", "/nonexistent/script.sh"),
-    ("scancel",),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("scontrol", "show", "hostnames", "gpu[01-03]"),
+        ("scontrol", "ping"),
+        ("squeue", "--no-such-option"),
+        ("sinfo", "--version"),
+        ("sbatch", "/nonexistent/script.sh"),
+        ("scancel",),
+    ],
+)
 def test_native_command_prints_and_exits_as_the_python_command(
     runner_agent: AgentServer, launcher_dir: Path, argv: tuple[str, ...]
 ) -> None:
     native = _native(launcher_dir, *argv, env=_env())
     python = _python(*argv, env=_env())
-    assert (native.returncode, native.stdout, native.stderr) == (python.returncode, python.stdout, python.stderr)
+    assert (native.returncode, native.stdout, native.stderr) == (
+        python.returncode,
+        python.stdout,
+        python.stderr,
+    )
     assert "shoal-command" not in native.stderr
 
 
@@ -118,8 +129,15 @@ def test_native_command_runs_as_the_caller_with_its_environment(
     assert as_nobody.returncode == 0, as_nobody.stderr
     assert as_nobody.stdout.endswith(" is UP\n") and PINGED_BY[-1] == (NOBODY, NOBODY, AGENT_HOST)
     # the caller's environment, not the runner's: `show hostnames` defaults to $SLURM_JOB_NODELIST
-    out = _native(launcher_dir, "scontrol", "show", "hostnames", env=_env(SLURM_JOB_NODELIST="a[7-8]"), user=NOBODY,
-                  cwd=public_dir)
+    out = _native(
+        launcher_dir,
+        "scontrol",
+        "show",
+        "hostnames",
+        env=_env(SLURM_JOB_NODELIST="a[7-8]"),
+        user=NOBODY,
+        cwd=public_dir,
+    )
     assert out.stdout == "a7\na8\n"
 
 
@@ -136,7 +154,9 @@ def test_native_command_reads_stdin_and_works_in_the_callers_directory(
     assert by_path.returncode == by_python.returncode != 0
     assert by_path.stderr == by_python.stderr
     # and the script can come on stdin
-    by_stdin = _native(launcher_dir, "sbatch", env=_env(), cwd=workdir, input=(workdir / "job.sh").read_text())
+    by_stdin = _native(
+        launcher_dir, "sbatch", env=_env(), cwd=workdir, input=(workdir / "job.sh").read_text()
+    )
     assert by_stdin.stderr == by_python.stderr
 
 
@@ -180,8 +200,9 @@ def test_signals_reach_the_command_and_its_status_comes_back(
 ) -> None:
     def interrupted(argv: list[str]) -> tuple[int, str]:
         # `sbatch` without a script reads it from stdin: it blocks there until interrupted
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=_env())
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+        )
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=30)  # stdin stays open: only the signal can end it
@@ -197,8 +218,13 @@ def test_signals_reach_the_command_and_its_status_comes_back(
 def test_a_killed_launcher_takes_its_command_with_it(runner_agent: AgentServer, launcher_dir: Path) -> None:
     runner_pid = _runner_pid(runner_agent)
     before = _children(runner_pid)
-    proc = subprocess.Popen([str(launcher_dir / "sbatch")], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=_env())
+    proc = subprocess.Popen(
+        [str(launcher_dir / "sbatch")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_env(),
+    )
     _wait_for(lambda: len(_children(runner_pid) - before) == 1)
     proc.kill()
     proc.wait()
@@ -219,8 +245,13 @@ def test_the_runner_leaves_with_its_agent(ctld: str, public_dir: str) -> None:
 def test_a_runner_that_died_is_started_again(runner_agent: AgentServer, launcher_dir: Path) -> None:
     first = _runner_pid(runner_agent)
     os.kill(first, signal.SIGKILL)
-    _wait_for(lambda: _runner_pid(runner_agent) != first and stat.S_ISSOCK(
-        os.stat(runner_agent.socket_path + RUNNER_SUFFIX).st_mode), timeout=30)
+    _wait_for(
+        lambda: (
+            _runner_pid(runner_agent) != first
+            and stat.S_ISSOCK(os.stat(runner_agent.socket_path + RUNNER_SUFFIX).st_mode)
+        ),
+        timeout=30,
+    )
     _wait_for(lambda: _native(launcher_dir, "scontrol", "ping", env=_env()).returncode == 0)
 
 
@@ -247,9 +278,11 @@ def _children(pid: int) -> set[int]:
 
 
 def test_the_runner_loads_what_the_short_commands_load_and_nothing_heavier() -> None:
-    code = ("import sys, cli.runner as r; r.preload(); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'sqlalchemy', 'alembic', 'ctld', "
-            "'noded', 'dbd')))")
+    code = (
+        "import sys, cli.runner as r; r.preload(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'sqlalchemy', 'alembic', 'ctld', "
+        "'noded', 'dbd')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -270,6 +303,12 @@ def test_a_runner_that_cannot_listen_is_not_started_again(ctld: str, public_dir:
 
 def test_the_launcher_knows_the_same_commands_as_shoal_command() -> None:
     text = SOURCE.read_text()
-    block = text[text.index("COMMANDS[] = {"):text.index("};", text.index("COMMANDS[] = {"))]
-    assert tuple(part.strip().strip('"') for part in block.split("{", 1)[1].split(",")
-                 if part.strip() and part.strip() != "NULL") == COMMANDS
+    block = text[text.index("COMMANDS[] = {") : text.index("};", text.index("COMMANDS[] = {"))]
+    assert (
+        tuple(
+            part.strip().strip('"')
+            for part in block.split("{", 1)[1].split(",")
+            if part.strip() and part.strip() != "NULL"
+        )
+        == COMMANDS
+    )

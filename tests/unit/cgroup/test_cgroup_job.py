@@ -17,8 +17,11 @@ from noded.isolation import Isolation, cgroup_request, real_cpus
 from shoal.conf.cgroup import CgroupConf
 from shoal.v1 import jobs_pb2
 
-V2_MOUNTS = [m for m in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified") if os.path.exists(f"{m}/cgroup.procs")
-             and os.path.exists(f"{m}/cgroup.controllers")]
+V2_MOUNTS = [
+    m
+    for m in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified")
+    if os.path.exists(f"{m}/cgroup.procs") and os.path.exists(f"{m}/cgroup.controllers")
+]
 
 
 def _run_in(cg: JobCgroup, argv: list[str]) -> int:
@@ -55,8 +58,14 @@ def test_real_cpus_wrap_on_a_smaller_machine() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 def test_request_denies_the_other_gpus_and_sizes_memory(tmp_path: Path) -> None:
-    conf = CgroupConf(constrain_cores=True, constrain_ram_space=True, constrain_devices=True,
-                      constrain_swap_space=True, allowed_ram_space=100, allowed_swap_space=0)
+    conf = CgroupConf(
+        constrain_cores=True,
+        constrain_ram_space=True,
+        constrain_devices=True,
+        constrain_swap_space=True,
+        allowed_ram_space=100,
+        allowed_swap_space=0,
+    )
     iso = Isolation(conf=conf, version="v1", gpu_files=_fake_gpus(tmp_path, 4), scope="x_")
     alloc = jobs_pb2.NodeAlloc(node="n1", cpu_ids=[0, 1], mem_mb=100, gpu_indices=[1, 2])
     req = cgroup_request(iso, "n1", 7, alloc)
@@ -65,25 +74,37 @@ def test_request_denies_the_other_gpus_and_sizes_memory(tmp_path: Path) -> None:
     assert req.deny_devices == [[DEV_CHAR, 195, 0], [DEV_CHAR, 195, 3]]
 
 
-needs_v1 = pytest.mark.skipif(os.geteuid() != 0 or detect_version("cgroup/v1") != "v1",
-                              reason="cgroup v1 not writable here (needs root and v1 controllers)")
+needs_v1 = pytest.mark.skipif(
+    os.geteuid() != 0 or detect_version("cgroup/v1") != "v1",
+    reason="cgroup v1 not writable here (needs root and v1 controllers)",
+)
 
 
 @needs_v1
 def test_v1_cpuset_memory_devices_oom_and_removal(tmp_path: Path) -> None:
     gpus = _fake_gpus(tmp_path, 2)
     rel = f"shoal/test_{uuid.uuid4().hex[:8]}/job_1"
-    cg = JobCgroup(CgroupRequest(version="v1", relpath=rel, cpus=[0], mem_bytes=40 << 20, memsw_bytes=40 << 20,
-                                 deny_devices=[[DEV_CHAR, 195, 1]]))
+    cg = JobCgroup(
+        CgroupRequest(
+            version="v1",
+            relpath=rel,
+            cpus=[0],
+            mem_bytes=40 << 20,
+            memsw_bytes=40 << 20,
+            deny_devices=[[DEV_CHAR, 195, 1]],
+        )
+    )
     cg.create()
     try:
         out = tmp_path / "out"
-        script = (f"import os, errno\n"
-                  f"open({str(out)!r}, 'w').write(open('/proc/self/status').read())\n"
-                  f"for p in {sorted(gpus.values())!r}:\n"
-                  f"    try: os.open(p, os.O_RDWR)\n"
-                  f"    except OSError as e: open({str(out)!r}, 'a').write(p + ' ' + errno.errorcode[e.errno] + '\\n')\n"
-                  f"b = b'x' * (200 << 20)\n")
+        script = (
+            f"import os, errno\n"
+            f"open({str(out)!r}, 'w').write(open('/proc/self/status').read())\n"
+            f"for p in {sorted(gpus.values())!r}:\n"
+            f"    try: os.open(p, os.O_RDWR)\n"
+            f"    except OSError as e: open({str(out)!r}, 'a').write(p + ' ' + errno.errorcode[e.errno] + '\\n')\n"
+            f"b = b'x' * (200 << 20)\n"
+        )
         assert _run_in(cg, ["python3", "-c", script]) == -9
         text = out.read_text()
         assert "Cpus_allowed_list:\t0\n" in text
@@ -100,7 +121,9 @@ def test_v1_cpuset_memory_devices_oom_and_removal(tmp_path: Path) -> None:
 def test_v2_bpf_device_filter(tmp_path: Path) -> None:
     gpus = _fake_gpus(tmp_path, 2)
     rel = f"shoal/test_{uuid.uuid4().hex[:8]}/job_1"
-    cg = JobCgroup(CgroupRequest(version="v2", mount=V2_MOUNTS[-1], relpath=rel, deny_devices=[[DEV_CHAR, 195, 1]]))
+    cg = JobCgroup(
+        CgroupRequest(version="v2", mount=V2_MOUNTS[-1], relpath=rel, deny_devices=[[DEV_CHAR, 195, 1]])
+    )
     try:
         cg.create()
     except Exception as exc:  # noqa: BLE001 - the kernel may refuse BPF here: say why and skip
@@ -109,8 +132,15 @@ def test_v2_bpf_device_filter(tmp_path: Path) -> None:
     try:
         codes = []
         for path in (gpus[0], gpus[1]):
-            rc = _run_in(cg, ["python3", "-c", f"import os\ntry: os.open({path!r}, os.O_RDWR)\n"
-                              f"except OSError as e: raise SystemExit(e.errno)"])
+            rc = _run_in(
+                cg,
+                [
+                    "python3",
+                    "-c",
+                    f"import os\ntry: os.open({path!r}, os.O_RDWR)\n"
+                    f"except OSError as e: raise SystemExit(e.errno)",
+                ],
+            )
             codes.append(rc)
         assert codes == [errno.ENXIO, errno.EPERM]
     finally:
@@ -118,9 +148,10 @@ def test_v2_bpf_device_filter(tmp_path: Path) -> None:
     assert not (Path(V2_MOUNTS[-1]) / rel).exists()
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or detect_version("cgroup/v1") != "v1"
-                    or not os.path.isdir("/sys/fs/cgroup/freezer"),
-                    reason="no writable cgroup v1 freezer here (needs root and the freezer controller)")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or detect_version("cgroup/v1") != "v1" or not os.path.isdir("/sys/fs/cgroup/freezer"),
+    reason="no writable cgroup v1 freezer here (needs root and the freezer controller)",
+)
 def test_v1_freezer_stops_the_group_and_removal_kills_it_frozen(tmp_path: Path) -> None:
     rel = f"shoal/test_{uuid.uuid4().hex[:8]}/job_1"
     cg = JobCgroup(CgroupRequest(version="v1", relpath=rel))
@@ -130,7 +161,9 @@ def test_v1_freezer_stops_the_group_and_removal_kills_it_frozen(tmp_path: Path) 
     if pid == 0:
         try:
             cg.attach(os.getpid())
-            os.execvp("sh", ["sh", "-c", f"i=0; while true; do i=$((i+1)); echo $i > {out}; sleep 0.05; done"])
+            os.execvp(
+                "sh", ["sh", "-c", f"i=0; while true; do i=$((i+1)); echo $i > {out}; sleep 0.05; done"]
+            )
         finally:
             os._exit(127)
     try:

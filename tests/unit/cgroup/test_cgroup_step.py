@@ -19,10 +19,15 @@ from noded.isolation import Isolation, step_cgroup_request
 from shoal.conf.cgroup import CgroupConf
 from shoal.v1 import jobs_pb2, node_pb2
 
-V2_MOUNTS = [m for m in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified") if os.path.exists(f"{m}/cgroup.procs")
-             and os.path.exists(f"{m}/cgroup.controllers")]
-needs_v1 = pytest.mark.skipif(os.geteuid() != 0 or detect_version("cgroup/v1") != "v1",
-                              reason="cgroup v1 not writable here (needs root and v1 controllers)")
+V2_MOUNTS = [
+    m
+    for m in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified")
+    if os.path.exists(f"{m}/cgroup.procs") and os.path.exists(f"{m}/cgroup.controllers")
+]
+needs_v1 = pytest.mark.skipif(
+    os.geteuid() != 0 or detect_version("cgroup/v1") != "v1",
+    reason="cgroup v1 not writable here (needs root and v1 controllers)",
+)
 
 
 def test_step_paths_v1_and_v2() -> None:
@@ -31,8 +36,10 @@ def test_step_paths_v1_and_v2() -> None:
     assert step.relpath == "shoal/x_node1/job_7/step_3"
     assert (step.cpus, step.mem_bytes, step.deny_devices) == ([1], 40 << 20, [])
     assert [str(p) for p in JobCgroup(step).dirs()] == [
-        f"/sys/fs/cgroup/{c}/shoal/x_node1/job_7/step_3" for c in ("cpuset", "memory", "devices", "cpuacct")
-        + (("freezer",) if os.path.isdir("/sys/fs/cgroup/freezer") else ())]  # joined where mounted (suspend)
+        f"/sys/fs/cgroup/{c}/shoal/x_node1/job_7/step_3"
+        for c in ("cpuset", "memory", "devices", "cpuacct")
+        + (("freezer",) if os.path.isdir("/sys/fs/cgroup/freezer") else ())
+    ]  # joined where mounted (suspend)
     batch = job.child(BATCH)  # nothing of its own: the job's limits apply
     assert batch.relpath.endswith("/job_7/step_batch") and (batch.cpus, batch.mem_bytes) == ([], 0)
     v2 = CgroupRequest(version="v2", relpath="shoal/x_node1/job_7", mount="/mnt/cg2").child(step_name(0))
@@ -45,12 +52,18 @@ def test_step_request_takes_its_cpus_memory_and_only_its_gpus(tmp_path: Path) ->
     for i in range(4):
         os.mknod(tmp_path / f"nvidia{i}", 0o666 | 0o020000, os.makedev(195, i))
         files[i] = str(tmp_path / f"nvidia{i}")
-    conf = CgroupConf(constrain_cores=True, constrain_ram_space=True, constrain_devices=True, allowed_ram_space=100)
+    conf = CgroupConf(
+        constrain_cores=True, constrain_ram_space=True, constrain_devices=True, allowed_ram_space=100
+    )
     iso = Isolation(conf=conf, version="v1", gpu_files=files, scope="x_")
     machine = sorted(os.sched_getaffinity(0))
-    job = jobs_pb2.JobInfo(job_id=7, allocation=[
-        jobs_pb2.NodeAlloc(node="n1", cpus=2, cpu_ids=[0, 1], mem_mb=100, gpu_indices=[1, 2])])
-    exact = jobs_pb2.JobStep(step_id=3, layout=[jobs_pb2.StepNode(node="n1", cpu_ids=[1], mem_mb=40, gpu_indices=[2])])
+    job = jobs_pb2.JobInfo(
+        job_id=7,
+        allocation=[jobs_pb2.NodeAlloc(node="n1", cpus=2, cpu_ids=[0, 1], mem_mb=100, gpu_indices=[1, 2])],
+    )
+    exact = jobs_pb2.JobStep(
+        step_id=3, layout=[jobs_pb2.StepNode(node="n1", cpu_ids=[1], mem_mb=40, gpu_indices=[2])]
+    )
     req = step_cgroup_request(iso, node_pb2.LaunchTasksRequest(job=job, step=exact), "n1")
     assert req.relpath == "shoal/x_n1/job_7/step_3"
     assert req.cpus == [machine[1 % len(machine)]] and req.mem_bytes == 40 << 20

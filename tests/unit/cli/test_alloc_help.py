@@ -18,8 +18,9 @@ UNLISTED = {"slurmd_debug", "get_user_env"}  # debugging and root-only login-env
 
 @pytest.mark.parametrize(("prog", "table"), [("srun", SRUN_OPTIONS), ("salloc", SALLOC_OPTIONS)])
 def test_help_lists_every_option_the_command_takes(prog: str, table: tuple[Opt, ...]) -> None:
-    out = subprocess.run([sys.executable, "-m", f"cli.{prog}", "--help"], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", f"cli.{prog}", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and out.stderr == ""
     lines = out.stdout.splitlines()
     assert lines[0].startswith(f"Usage: {prog} [OPTIONS(0)...")
@@ -31,5 +32,7 @@ def test_help_lists_every_option_the_command_takes(prog: str, table: tuple[Opt, 
 
 
 def test_usage_stays_one_line() -> None:
-    out = subprocess.run([sys.executable, "-m", "cli.srun", "--usage"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.srun", "--usage"], capture_output=True, text=True, timeout=60
+    )
     assert out.stdout.count("\n") == 1 and out.stdout.startswith("Usage: srun ")

@@ -9,17 +9,31 @@ from shoal.depshow import shown_dependency
 from shoal.v1 import jobs_pb2
 
 
-@pytest.mark.parametrize(("given", "never", "shown"), [
-    ("afterok:12", False, "afterok:12(unfulfilled)"),
-    ("afterok:12:12", False, "afterok:12(unfulfilled)"),  # 144: a job waited for once
-    ("afterany:7", False, "afterany:7(unfulfilled)"),
-    ("after:5+3:6", False, "after:5+3(unfulfilled),after:6+3(unfulfilled)"),  # the +time for each
-    ("afterok:12?afterany:13", False, "afterok:12(unfulfilled)?afterany:13(unfulfilled)"),
-    ("12", False, "afterany:12(unfulfilled)"),
-    ("afterok:30_2,singleton", False, "afterok:30_2(unfulfilled),singleton(unfulfilled)"),
-    ("afternotok:346", True, "afternotok:346(failed)"),
-    ("", False, "(null)"),
-], ids=["one", "twice", "afterany", "plus time", "any of", "bare id", "task and singleton", "failed", "none"])
+@pytest.mark.parametrize(
+    ("given", "never", "shown"),
+    [
+        ("afterok:12", False, "afterok:12(unfulfilled)"),
+        ("afterok:12:12", False, "afterok:12(unfulfilled)"),  # 144: a job waited for once
+        ("afterany:7", False, "afterany:7(unfulfilled)"),
+        ("after:5+3:6", False, "after:5+3(unfulfilled),after:6+3(unfulfilled)"),  # the +time for each
+        ("afterok:12?afterany:13", False, "afterok:12(unfulfilled)?afterany:13(unfulfilled)"),
+        ("12", False, "afterany:12(unfulfilled)"),
+        ("afterok:30_2,singleton", False, "afterok:30_2(unfulfilled),singleton(unfulfilled)"),
+        ("afternotok:346", True, "afternotok:346(failed)"),
+        ("", False, "(null)"),
+    ],
+    ids=[
+        "one",
+        "twice",
+        "afterany",
+        "plus time",
+        "any of",
+        "bare id",
+        "task and singleton",
+        "failed",
+        "none",
+    ],
+)
 def test_pending_job(given: str, never: bool, shown: str) -> None:
     assert shown_dependency(given, pending=True, never=never) == shown
 

@@ -20,19 +20,91 @@ from cli import sacct, sbatch, scontrol, squeue, srun
 from cli.options import OptionError, SpecError
 
 # Values that have hurt before, and the kinds of text a user (or a fuzzer) types.
-NASTY = ["", "0", "-1", "-5", "1" * 40, "99999999999", "2147483648", "4294967296", "１２", "²", "٣", "1e5", "0x10",
-         "1_000", " 5", "+5", "1-99999999999", "node[", "node[1-99999999]", "n[1-3]", "a,b", "%", "%j", "\x00",
-         "now+99999999999days", "9999-12-31T23:59:59", "99999-01-01", "UNLIMITED", "1:00:00", "1-0", "USR1@99999",
-         "B:USR1@60", "gpu:99999999999999", "gpu:h100:2", "afterok:1", "1T", "99999999999999999999T", "x" * 300]
-VALUES = st.one_of(st.sampled_from(NASTY), st.text(max_size=12),
-                   st.text(alphabet="0123456789-:,%[]@+T.kKmMgG", max_size=16))
+NASTY = [
+    "",
+    "0",
+    "-1",
+    "-5",
+    "1" * 40,
+    "99999999999",
+    "2147483648",
+    "4294967296",
+    "１２",
+    "²",
+    "٣",
+    "1e5",
+    "0x10",
+    "1_000",
+    " 5",
+    "+5",
+    "1-99999999999",
+    "node[",
+    "node[1-99999999]",
+    "n[1-3]",
+    "a,b",
+    "%",
+    "%j",
+    "\x00",
+    "now+99999999999days",
+    "9999-12-31T23:59:59",
+    "99999-01-01",
+    "UNLIMITED",
+    "1:00:00",
+    "1-0",
+    "USR1@99999",
+    "B:USR1@60",
+    "gpu:99999999999999",
+    "gpu:h100:2",
+    "afterok:1",
+    "1T",
+    "99999999999999999999T",
+    "x" * 300,
+]
+VALUES = st.one_of(
+    st.sampled_from(NASTY), st.text(max_size=12), st.text(alphabet="0123456789-:,%[]@+T.kKmMgG", max_size=16)
+)
 
-SBATCH_OPTIONS = ["--array", "--nodes", "--ntasks", "--ntasks-per-node", "--cpus-per-task", "--mem", "--mem-per-cpu",
-                  "--mem-per-gpu", "--cpus-per-gpu", "--time", "--time-min", "--begin", "--deadline", "--signal",
-                  "--nice", "--switches", "--gres", "--gpus", "--gpus-per-node", "--gpus-per-task", "--gpu-bind",
-                  "--dependency", "--partition", "--nodelist", "--exclude", "--mail-type", "--open-mode",
-                  "--kill-on-invalid-dep", "--threads-per-core", "--export", "--output", "--job-name",
-                  "--exclusive", "--requeue", "--hold", "--chdir", "--qos", "--account", "--constraint"]
+SBATCH_OPTIONS = [
+    "--array",
+    "--nodes",
+    "--ntasks",
+    "--ntasks-per-node",
+    "--cpus-per-task",
+    "--mem",
+    "--mem-per-cpu",
+    "--mem-per-gpu",
+    "--cpus-per-gpu",
+    "--time",
+    "--time-min",
+    "--begin",
+    "--deadline",
+    "--signal",
+    "--nice",
+    "--switches",
+    "--gres",
+    "--gpus",
+    "--gpus-per-node",
+    "--gpus-per-task",
+    "--gpu-bind",
+    "--dependency",
+    "--partition",
+    "--nodelist",
+    "--exclude",
+    "--mail-type",
+    "--open-mode",
+    "--kill-on-invalid-dep",
+    "--threads-per-core",
+    "--export",
+    "--output",
+    "--job-name",
+    "--exclusive",
+    "--requeue",
+    "--hold",
+    "--chdir",
+    "--qos",
+    "--account",
+    "--constraint",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -91,7 +163,9 @@ def test_sbatch_every_option_with_every_nasty_value() -> None:
     for option in SBATCH_OPTIONS:
         for value in NASTY:
             try:
-                sbatch.prepare([f"{option}={value}", "--wrap", "true"], {}, "/tmp", io.StringIO(""), 1_700_000_000)
+                sbatch.prepare(
+                    [f"{option}={value}", "--wrap", "true"], {}, "/tmp", io.StringIO(""), 1_700_000_000
+                )
             except (SpecError, OptionError, sbatch.Failure):
                 pass
 
@@ -105,33 +179,84 @@ def test_sbatch_main_exits_with_slurms_status(option: str, value: str) -> None:
 
 
 @FUZZ
-@given(option=st.sampled_from(["-j", "-u", "-p", "-t", "-w", "-n", "-A", "-q", "-o", "-O", "-S", "-M", "-i",
-                               "--start", "-R", "-L"]), value=VALUES)
+@given(
+    option=st.sampled_from(
+        ["-j", "-u", "-p", "-t", "-w", "-n", "-A", "-q", "-o", "-O", "-S", "-M", "-i", "--start", "-R", "-L"]
+    ),
+    value=VALUES,
+)
 def test_squeue_option_values(option: str, value: str) -> None:
     argv = [option] if option == "--start" else [option, value]
     _assert_slurm_style("squeue", *_exit_status(squeue.main, argv))
 
 
 @FUZZ
-@given(option=st.sampled_from(["-j", "-u", "-N", "-S", "-E", "-s", "-o", "-A", "-r", "-M", "--name", "-q"]),
-       value=VALUES)
+@given(
+    option=st.sampled_from(["-j", "-u", "-N", "-S", "-E", "-s", "-o", "-A", "-r", "-M", "--name", "-q"]),
+    value=VALUES,
+)
 def test_sacct_option_values(option: str, value: str) -> None:
     _assert_slurm_style("sacct", *_exit_status(sacct.main, [option, value]))
 
 
 @FUZZ
-@given(words=st.lists(st.one_of(VALUES, st.sampled_from(
-    ["show", "job", "node", "hostnames", "hostlist", "update", "jobid=1", "nice=", "timelimit=", "create",
-     "reservation", "starttime=now", "duration=", "nodecnt=", "nodes=", "users=", "hold", "release", "requeue"])),
-    min_size=1, max_size=4))
+@given(
+    words=st.lists(
+        st.one_of(
+            VALUES,
+            st.sampled_from(
+                [
+                    "show",
+                    "job",
+                    "node",
+                    "hostnames",
+                    "hostlist",
+                    "update",
+                    "jobid=1",
+                    "nice=",
+                    "timelimit=",
+                    "create",
+                    "reservation",
+                    "starttime=now",
+                    "duration=",
+                    "nodecnt=",
+                    "nodes=",
+                    "users=",
+                    "hold",
+                    "release",
+                    "requeue",
+                ]
+            ),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_scontrol_words(words: list[str]) -> None:
     _assert_slurm_style("scontrol", *_exit_status(scontrol.main, words))
 
 
 @FUZZ
-@given(option=st.sampled_from(["-N", "-n", "-c", "-t", "--mem", "--gres", "--gpus", "-w", "--cpu-bind",
-                               "--gpu-bind", "--ntasks-per-node", "--signal", "--nice"]),
-       value=VALUES)
+@given(
+    option=st.sampled_from(
+        [
+            "-N",
+            "-n",
+            "-c",
+            "-t",
+            "--mem",
+            "--gres",
+            "--gpus",
+            "-w",
+            "--cpu-bind",
+            "--gpu-bind",
+            "--ntasks-per-node",
+            "--signal",
+            "--nice",
+        ]
+    ),
+    value=VALUES,
+)
 def test_srun_option_values(option: str, value: str) -> None:
     _assert_slurm_style("srun", *_exit_status(srun.main, [f"{option}={value}", "true"]))
 
@@ -154,4 +279,7 @@ def test_directive_with_a_huge_switch_count(tmp_path: Path) -> None:
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/sh\n#SBATCH --switches=" + "1234567890" * 4 + "\ntrue\n")
     status, stderr = _exit_status(sbatch.main, [str(script)])
-    assert (status, stderr) == (1, "sbatch: error: Numeric argument (9223372036854775807) to big for --switches.\n")
+    assert (status, stderr) == (
+        1,
+        "sbatch: error: Numeric argument (9223372036854775807) to big for --switches.\n",
+    )

@@ -16,10 +16,22 @@ def _req(*words: str, creating: bool = True) -> controller_pb2.ReservationReques
 
 
 def test_create_words() -> None:
-    req = _req("ReservationName=R", "StartTime=now+1hour", "Duration=1-00:00:00", "Nodes=node[1-2]",
-               "users=alice,bob", "Flags=maint,daily", "PartitionName=gpu")
+    req = _req(
+        "ReservationName=R",
+        "StartTime=now+1hour",
+        "Duration=1-00:00:00",
+        "Nodes=node[1-2]",
+        "users=alice,bob",
+        "Flags=maint,daily",
+        "PartitionName=gpu",
+    )
     assert (req.name, req.start_time, req.duration_min, req.nodes, req.partition) == (
-        "R", NOW + 3600, 1440, "node[1-2]", "gpu")
+        "R",
+        NOW + 3600,
+        1440,
+        "node[1-2]",
+        "gpu",
+    )
     assert list(req.users.values) == ["alice", "bob"] and req.users.op == ""
     assert list(req.flags.values) == ["MAINT", "DAILY"]
     assert _req("StartTime=now", "Duration=UNLIMITED", "NodeCnt=2", "Accounts=a").duration_min == UNLIMITED
@@ -34,36 +46,63 @@ def test_update_words_add_and_remove_users() -> None:
     assert not removed.users.given
 
 
-@pytest.mark.parametrize(("words", "line"), [
-    (("StartTime=now", "Duration=5", "Nodes=n1", "Users=a", "Bogus=1"),
-     "scontrol: error: Unknown parameter Bogus=1.  No reservation created."),
-    (("StartTime=now", "Duration=5", "NodeCnt=x", "Users=a"),
-     "scontrol: error: Invalid node count NodeCnt=x.  No reservation created."),
-    (("StartTime=now", "EndTime=soon", "Nodes=n1", "Users=a"),
-     "scontrol: error: Invalid end time EndTime=soon.  No reservation created."),
-], ids=["unknown-key", "bad-count", "bad-end"])
+@pytest.mark.parametrize(
+    ("words", "line"),
+    [
+        (
+            ("StartTime=now", "Duration=5", "Nodes=n1", "Users=a", "Bogus=1"),
+            "scontrol: error: Unknown parameter Bogus=1.  No reservation created.",
+        ),
+        (
+            ("StartTime=now", "Duration=5", "NodeCnt=x", "Users=a"),
+            "scontrol: error: Invalid node count NodeCnt=x.  No reservation created.",
+        ),
+        (
+            ("StartTime=now", "EndTime=soon", "Nodes=n1", "Users=a"),
+            "scontrol: error: Invalid end time EndTime=soon.  No reservation created.",
+        ),
+    ],
+    ids=["unknown-key", "bad-count", "bad-end"],
+)
 def test_bad_words(words: tuple[str, ...], line: str) -> None:
     with pytest.raises(ReservationError) as err:
         _req(*words)
     assert err.value.lines[-1] == line
 
 
-def _info(name: str, start: int, minutes: int, nodes: list[str], **kw: object) -> controller_pb2.ReservationInfo:
-    return controller_pb2.ReservationInfo(name=name, start_time=start, end_time=start + minutes * 60, nodes=nodes,
-                                          **kw)  # type: ignore[arg-type]
+def _info(
+    name: str, start: int, minutes: int, nodes: list[str], **kw: object
+) -> controller_pb2.ReservationInfo:
+    return controller_pb2.ReservationInfo(
+        name=name, start_time=start, end_time=start + minutes * 60, nodes=nodes, **kw
+    )  # type: ignore[arg-type]
 
 
 def test_sinfo_T_name_column_grows_and_long_values_push_right() -> None:
-    resp = controller_pb2.GetReservationsResponse(now=NOW, reservations=[
-        _info("rvprobe1", NOW + 3600, 60, ["node3"]),
-        _info("averyveryverylongname", NOW - 60, 365 * 1440, ["node1", "node2"]),
-    ])
+    resp = controller_pb2.GetReservationsResponse(
+        now=NOW,
+        reservations=[
+            _info("rvprobe1", NOW + 3600, 60, ["node3"]),
+            _info("averyveryverylongname", NOW - 60, 365 * 1440, ["node1", "node2"]),
+        ],
+    )
     lines = sinfo_lines(resp, header=True)
-    assert lines[0] == "RESV_NAME                 STATE           START_TIME             END_TIME     DURATION  NODELIST"
-    assert lines[1].startswith("rvprobe1               INACTIVE  ") and lines[1].endswith("     01:00:00  node3")
-    assert lines[2].startswith("averyveryverylongname    ACTIVE  ") and lines[2].endswith("  365-00:00:00  node[1-2]")
-    short = sinfo_lines(controller_pb2.GetReservationsResponse(now=NOW, reservations=[
-        _info("rvprobe1", NOW + 3600, 60, ["node3"])]), header=True)
+    assert (
+        lines[0]
+        == "RESV_NAME                 STATE           START_TIME             END_TIME     DURATION  NODELIST"
+    )
+    assert lines[1].startswith("rvprobe1               INACTIVE  ") and lines[1].endswith(
+        "     01:00:00  node3"
+    )
+    assert lines[2].startswith("averyveryverylongname    ACTIVE  ") and lines[2].endswith(
+        "  365-00:00:00  node[1-2]"
+    )
+    short = sinfo_lines(
+        controller_pb2.GetReservationsResponse(
+            now=NOW, reservations=[_info("rvprobe1", NOW + 3600, 60, ["node3"])]
+        ),
+        header=True,
+    )
     assert short[0] == "RESV_NAME     STATE           START_TIME             END_TIME     DURATION  NODELIST"
     assert short[1].startswith("rvprobe1   INACTIVE  ") and short[1].endswith("     01:00:00  node3")
 

@@ -7,18 +7,30 @@ import pytest
 from cli.sacctmgr import parse_format, render
 
 
-@pytest.mark.parametrize("fmt,header", [
-    ("name,priority,maxwall,maxtrespu", "Name|Priority|MaxWall|MaxTRESPU"),
-    ("user,defaultaccount,account", "User|Def Acct|Account"),
-    ("USER,adminlevel,fairshare,defaultqos,parentname,id", "User|Admin|Share|Def QOS|ParentName|ID"),
-    ("maxtresperjob,maxwalldurationperjob,description", "MaxTRES|MaxWall|Descr"),
-    ("account,description,organization", "Account|Descr|Org"),
-], ids=["qos lower case", "user withassoc", "upper case and aliases", "long aliases", "account"])
+@pytest.mark.parametrize(
+    "fmt,header",
+    [
+        ("name,priority,maxwall,maxtrespu", "Name|Priority|MaxWall|MaxTRESPU"),
+        ("user,defaultaccount,account", "User|Def Acct|Account"),
+        ("USER,adminlevel,fairshare,defaultqos,parentname,id", "User|Admin|Share|Def QOS|ParentName|ID"),
+        ("maxtresperjob,maxwalldurationperjob,description", "MaxTRES|MaxWall|Descr"),
+        ("account,description,organization", "Account|Descr|Org"),
+    ],
+    ids=["qos lower case", "user withassoc", "upper case and aliases", "long aliases", "account"],
+)
 def test_format_headers_are_slurms_names_in_any_case(fmt: str, header: str) -> None:
     assert render([], parse_format(fmt), parsable="P", header=True) == [header]
 
 
 def test_fixed_width_header_is_slurms_name_too() -> None:
-    lines = render([{"user": "alice", "defaultaccount": "research", "adminlevel": "None"}],
-                   parse_format("user%5,defaultaccount,adminlevel"), parsable="", header=True)
-    assert lines == [" User   Def Acct     Admin ", "----- ---------- --------- ", "alice   research      None "]
+    lines = render(
+        [{"user": "alice", "defaultaccount": "research", "adminlevel": "None"}],
+        parse_format("user%5,defaultaccount,adminlevel"),
+        parsable="",
+        header=True,
+    )
+    assert lines == [
+        " User   Def Acct     Admin ",
+        "----- ---------- --------- ",
+        "alice   research      None ",
+    ]

@@ -498,15 +498,26 @@ def test_test_only_line() -> None:
 
 @pytest.mark.parametrize(
     ("prog", "argv", "option"),
-    [("sbatch", ["-n", "0", "--wrap", "true"], "--ntasks"), ("sbatch", ["-c", "0", "--wrap", "true"], "--cpus-per-task"),
-     ("srun", ["-n", "0", "true"], "--ntasks")],
+    [
+        ("sbatch", ["-n", "0", "--wrap", "true"], "--ntasks"),
+        ("sbatch", ["-c", "0", "--wrap", "true"], "--cpus-per-task"),
+        ("srun", ["-n", "0", "true"], "--ntasks"),
+    ],
     ids=["sbatch-ntasks", "sbatch-cpus", "srun-ntasks"],
 )
-def test_zero_counts_are_refused_not_read_as_unset(prog: str, argv: list[str], option: str, tmp_path: Path) -> None:
+def test_zero_counts_are_refused_not_read_as_unset(
+    prog: str, argv: list[str], option: str, tmp_path: Path
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
     env["SHOAL_AGENT_SOCKET"] = str(tmp_path / "no-agent.sock")
-    out = subprocess.run([sys.executable, "-m", f"cli.{prog}", *argv], env=env, capture_output=True, text=True,
-                         cwd=tmp_path, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", f"cli.{prog}", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert out.returncode == 1
     assert f'Invalid numeric value "0" for {option}.' in out.stderr
     assert "Unable to contact" not in out.stderr  # refused before anything is sent

@@ -126,20 +126,29 @@ DONE = "Job/step already completing or completed"
 DENIED = "Access/permission denied"
 
 
-@pytest.mark.parametrize(("args", "failed", "lines", "status"), [
-    # 106: a job id the controller does not know, killed: silent, exit 0 (any id: 5, 999999, 100000000)
-    (["999999"], [("999999", GONE)], [], 0),
-    (["12"], [("12", DONE)], [], 0),  # a job that just ended
-    (["-v", "12"], [("12", DONE)], [f"scancel: error: Kill job error on job id 12: {DONE}"], 0),
-    (["-s", "USR1", "12"], [("12", GONE)], [f"scancel: error: Kill job error on job id 12: {GONE}"], 1),
-    (["12.0"], [("12.0", GONE)], [f"scancel: error: Kill job error on job step id 12.0: {GONE}"], 1),
-    # 109: another user's job: the low byte of ESLURM_ACCESS_DENIED (2002)
-    (["12", "999999"], [("12", DENIED), ("999999", GONE)],
-     [f"scancel: error: Kill job error on job id 12: {DENIED}"], 210),
-    (["-Q", "12"], [("12", DENIED)], [], 210),
-], ids=["unknown", "done", "verbose", "signal", "step", "other user", "quiet"])
-def test_refusals_as_slurm_reports_them(args: list[str], failed: list[tuple[str, str]], lines: list[str],
-                                        status: int) -> None:
+@pytest.mark.parametrize(
+    ("args", "failed", "lines", "status"),
+    [
+        # 106: a job id the controller does not know, killed: silent, exit 0 (any id: 5, 999999, 100000000)
+        (["999999"], [("999999", GONE)], [], 0),
+        (["12"], [("12", DONE)], [], 0),  # a job that just ended
+        (["-v", "12"], [("12", DONE)], [f"scancel: error: Kill job error on job id 12: {DONE}"], 0),
+        (["-s", "USR1", "12"], [("12", GONE)], [f"scancel: error: Kill job error on job id 12: {GONE}"], 1),
+        (["12.0"], [("12.0", GONE)], [f"scancel: error: Kill job error on job step id 12.0: {GONE}"], 1),
+        # 109: another user's job: the low byte of ESLURM_ACCESS_DENIED (2002)
+        (
+            ["12", "999999"],
+            [("12", DENIED), ("999999", GONE)],
+            [f"scancel: error: Kill job error on job id 12: {DENIED}"],
+            210,
+        ),
+        (["-Q", "12"], [("12", DENIED)], [], 210),
+    ],
+    ids=["unknown", "done", "verbose", "signal", "step", "other user", "quiet"],
+)
+def test_refusals_as_slurm_reports_them(
+    args: list[str], failed: list[tuple[str, str]], lines: list[str], status: int
+) -> None:
     sel = scancel.parse(args)
     assert sel is not None
     assert scancel.report(sel, failed) == (lines, status)

@@ -125,8 +125,10 @@ def test_errors(args: Any, stdout: Any, stderr: Any) -> None:
 
 
 # what 22.05 prints after the lines when a controller is down (docs/ha.md)
-BANNER = ("*****************************************\n** RESTORE SLURMCTLD DAEMON TO SERVICE **\n"
-          "*****************************************\n")
+BANNER = (
+    "*****************************************\n** RESTORE SLURMCTLD DAEMON TO SERVICE **\n"
+    "*****************************************\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -176,12 +178,16 @@ def test_ping_names_each_controller_by_its_position_in_slurm_conf(tmp_path: Path
     conf.write_text("ClusterName=c\nSlurmctldHost=head01(10.0.0.1)\nSlurmctldHost=head02(10.0.0.2)\n")
     two = run_scontrol(["ping"], {"SLURM_CONF": str(conf)})
     assert (two.returncode, two.stdout) == (
-        1, f"Slurmctld(primary) at head01 is DOWN\nSlurmctld(backup) at head02 is DOWN\n{BANNER}")
+        1,
+        f"Slurmctld(primary) at head01 is DOWN\nSlurmctld(backup) at head02 is DOWN\n{BANNER}",
+    )
     conf.write_text(conf.read_text() + "SlurmctldHost=head03\n")
     three = run_scontrol(["ping"], {"SLURM_CONF": str(conf)})
     assert three.stdout.splitlines()[:3] == [
-        "Slurmctld(primary) at head01 is DOWN", "Slurmctld(backup1) at head02 is DOWN",
-        "Slurmctld(backup2) at head03 is DOWN"]
+        "Slurmctld(primary) at head01 is DOWN",
+        "Slurmctld(backup1) at head02 is DOWN",
+        "Slurmctld(backup2) at head03 is DOWN",
+    ]
 
 
 @pytest.mark.parametrize("args", [["version"], ["-V"], ["--version"]], ids=["command", "-V", "--version"])
@@ -205,16 +211,27 @@ def test_keyword_abbreviations(word: Any, full: Any, least: Any, ok: Any) -> Non
     assert scontrol.matches(word, full, least) is ok
 
 
-@pytest.mark.parametrize(("action", "message", "lines"), [
-    # 187: a user raising a pending job's limit over the partition's MaxTime
-    ("update", "Access/permission denied", ["Access/permission denied for job 12"]),
-    ("update", "Access denied to requested reservation", ["Access denied to requested reservation for job 12"]),
-    ("requeue", "Invalid job id specified", ["Invalid job id specified for job 12"]),
-    # 113: hold, uhold and release add slurm_suspend's line
-    ("hold", "Invalid user id", ["Invalid user id for job 12", "slurm_suspend error: Invalid user id"]),
-    ("release", "Invalid job id specified",
-     ["Invalid job id specified for job 12", "slurm_suspend error: Invalid job id specified"]),
-], ids=["update", "reservation", "requeue", "hold", "release"])
+@pytest.mark.parametrize(
+    ("action", "message", "lines"),
+    [
+        # 187: a user raising a pending job's limit over the partition's MaxTime
+        ("update", "Access/permission denied", ["Access/permission denied for job 12"]),
+        (
+            "update",
+            "Access denied to requested reservation",
+            ["Access denied to requested reservation for job 12"],
+        ),
+        ("requeue", "Invalid job id specified", ["Invalid job id specified for job 12"]),
+        # 113: hold, uhold and release add slurm_suspend's line
+        ("hold", "Invalid user id", ["Invalid user id for job 12", "slurm_suspend error: Invalid user id"]),
+        (
+            "release",
+            "Invalid job id specified",
+            ["Invalid job id specified for job 12", "slurm_suspend error: Invalid job id specified"],
+        ),
+    ],
+    ids=["update", "reservation", "requeue", "hold", "release"],
+)
 def test_refused_job_lines_as_slurm(action: str, message: str, lines: list[str]) -> None:
     from cli.scontrol import refusal_lines
 

@@ -86,12 +86,29 @@ def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _answer() -> pb.GetDiagResponse:
     d = pb.GetDiagResponse(
-        now=1796129524, since=1796126454, server_thread_count=3, jobs_submitted=2752, jobs_started=1235,
-        jobs_completed=1234, jobs_canceled=1513, job_states_ts=1796129515, sched_cycle_last_us=19,
-        sched_cycle_max_us=279603, sched_cycles=234, sched_cycle_sum_us=6491 * 234 + 5,
-        sched_depth_sum=8 * 234 + 3, bf_backfilled_jobs=130, bf_cycles=4, bf_last_when=1796129005,
-        bf_cycle_last_us=703, bf_cycle_max_us=48727, bf_cycle_sum_us=24848 * 4, bf_last_depth=1,
-        bf_depth_sum=49 * 4, bf_queue_len=1, bf_queue_len_sum=49 * 4,
+        now=1796129524,
+        since=1796126454,
+        server_thread_count=3,
+        jobs_submitted=2752,
+        jobs_started=1235,
+        jobs_completed=1234,
+        jobs_canceled=1513,
+        job_states_ts=1796129515,
+        sched_cycle_last_us=19,
+        sched_cycle_max_us=279603,
+        sched_cycles=234,
+        sched_cycle_sum_us=6491 * 234 + 5,
+        sched_depth_sum=8 * 234 + 3,
+        bf_backfilled_jobs=130,
+        bf_cycles=4,
+        bf_last_when=1796129005,
+        bf_cycle_last_us=703,
+        bf_cycle_max_us=48727,
+        bf_cycle_sum_us=24848 * 4,
+        bf_last_depth=1,
+        bf_depth_sum=49 * 4,
+        bf_queue_len=1,
+        bf_queue_len_sum=49 * 4,
     )
     d.rpcs.add(name="ACCOUNTING_UPDATE_MSG", type_id=10001, count=2, total_time_us=726)
     d.rpcs.add(name="REQUEST_KILL_JOB", type_id=5032, count=1539, total_time_us=4457943)
@@ -110,12 +127,20 @@ def test_sort_orders() -> None:
     def names(sort: str) -> list[str]:
         lines = sdiag.render(_answer(), sort)
         start = lines.index("Remote Procedure Call statistics by message type") + 1
-        return [line.split()[0] for line in lines[start:start + 4]]
+        return [line.split()[0] for line in lines[start : start + 4]]
 
-    assert names("id") == ["REQUEST_SUBMIT_BATCH_JOB", "REQUEST_COMPLETE_BATCH_SCRIPT", "REQUEST_KILL_JOB",
-                           "ACCOUNTING_UPDATE_MSG"]
-    assert names("time") == ["REQUEST_COMPLETE_BATCH_SCRIPT", "REQUEST_SUBMIT_BATCH_JOB", "REQUEST_KILL_JOB",
-                             "ACCOUNTING_UPDATE_MSG"]
+    assert names("id") == [
+        "REQUEST_SUBMIT_BATCH_JOB",
+        "REQUEST_COMPLETE_BATCH_SCRIPT",
+        "REQUEST_KILL_JOB",
+        "ACCOUNTING_UPDATE_MSG",
+    ]
+    assert names("time") == [
+        "REQUEST_COMPLETE_BATCH_SCRIPT",
+        "REQUEST_SUBMIT_BATCH_JOB",
+        "REQUEST_KILL_JOB",
+        "ACCOUNTING_UPDATE_MSG",
+    ]
     assert names("time2")[:2] == ["REQUEST_COMPLETE_BATCH_SCRIPT", "REQUEST_KILL_JOB"]
 
 
@@ -131,4 +156,6 @@ def test_help_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert sdiag.main(["--usage"]) == 0
     assert capsys.readouterr().out == "Usage: sdiag [-M cluster] [-aritT]\n"
     assert sdiag.main(["--help"]) == 0
-    assert capsys.readouterr().out.startswith("Usage: sdiag [OPTIONS]\n  -a, --all           all statistics\n")
+    assert capsys.readouterr().out.startswith(
+        "Usage: sdiag [OPTIONS]\n  -a, --all           all statistics\n"
+    )

@@ -31,7 +31,14 @@ def test_realslurm_shape_is_the_reference_cluster(tmp_path: Path) -> None:
 
 
 def test_partition_lines_replace_the_default_partitions(tmp_path: Path) -> None:
-    args = _args(["--nodes", "2", "--no-accounting", "--partition",
-                  "PartitionName=only Nodes=node[1-2] Default=YES State=UP"])
+    args = _args(
+        [
+            "--nodes",
+            "2",
+            "--no-accounting",
+            "--partition",
+            "PartitionName=only Nodes=node[1-2] Default=YES State=UP",
+        ]
+    )
     cfg = load_slurm_conf(str(shoal_admin.write_config(args, tmp_path)))  # type: ignore[arg-type]
     assert [p.name for p in cfg.partitions] == ["only"]

@@ -95,7 +95,9 @@ def test_cancelled_job() -> None:
 def test_a_reason_with_spaces_shows_with_underscores_as_slurm() -> None:
     job = fill1(jobs_pb2.PENDING)
     job.state_reason = "launch failed requeued held"
-    assert "   JobState=PENDING Reason=launch_failed_requeued_held Dependency=(null)\n" in show.format_job(job, NOW)
+    assert "   JobState=PENDING Reason=launch_failed_requeued_held Dependency=(null)\n" in show.format_job(
+        job, NOW
+    )
 
 
 def pending_array() -> list[jobs_pb2.JobInfo]:
@@ -153,14 +155,20 @@ def test_pending_array_tasks_merge_into_one_record() -> None:
     assert show.format_job(merged[0], NOW) == REF_68
 
 
-@pytest.mark.parametrize(("nodes", "node_range", "nodelist", "shown"), [
-    (1, (0, 0), "", "1"),  # no -N
-    (1, (1, 0), "", "1-1"),  # -N1
-    (2, (2, 0), "", "2-2"),  # -N2
-    (2, (2, 4), "", "2-4"),  # -N2-4
-    (1, (1, 0), "node1", "1"),  # -w node1: the count it implies is no range
-], ids=["no -N", "-N1", "-N2", "-N2-4", "-w node1"])
-def test_pending_num_nodes_as_2205(nodes: int, node_range: tuple[int, int], nodelist: str, shown: str) -> None:
+@pytest.mark.parametrize(
+    ("nodes", "node_range", "nodelist", "shown"),
+    [
+        (1, (0, 0), "", "1"),  # no -N
+        (1, (1, 0), "", "1-1"),  # -N1
+        (2, (2, 0), "", "2-2"),  # -N2
+        (2, (2, 4), "", "2-4"),  # -N2-4
+        (1, (1, 0), "node1", "1"),  # -w node1: the count it implies is no range
+    ],
+    ids=["no -N", "-N1", "-N2", "-N2-4", "-w node1"],
+)
+def test_pending_num_nodes_as_2205(
+    nodes: int, node_range: tuple[int, int], nodelist: str, shown: str
+) -> None:
     job = pending_array()[0]
     job.array_job_id, job.array_task_id, job.num_nodes = 0, -1, nodes
     job.spec.min_nodes, job.spec.max_nodes = node_range
@@ -168,13 +176,17 @@ def test_pending_num_nodes_as_2205(nodes: int, node_range: tuple[int, int], node
     assert f"   NumNodes={shown} " in show.format_job(job, NOW)
 
 
-@pytest.mark.parametrize(("state", "exclusive", "holds_alone", "shown"), [
-    (jobs_pb2.PENDING, False, False, "OK"),
-    (jobs_pb2.PENDING, True, False, "NO"),
-    (jobs_pb2.RUNNING, False, False, "OK"),
-    (jobs_pb2.RUNNING, True, True, "NO"),
-    (jobs_pb2.CANCELLED, False, False, "OK"),  # cancelled before it started
-], ids=["pending", "pending --exclusive", "running", "running --exclusive", "cancelled pending"])
+@pytest.mark.parametrize(
+    ("state", "exclusive", "holds_alone", "shown"),
+    [
+        (jobs_pb2.PENDING, False, False, "OK"),
+        (jobs_pb2.PENDING, True, False, "NO"),
+        (jobs_pb2.RUNNING, False, False, "OK"),
+        (jobs_pb2.RUNNING, True, True, "NO"),
+        (jobs_pb2.CANCELLED, False, False, "OK"),  # cancelled before it started
+    ],
+    ids=["pending", "pending --exclusive", "running", "running --exclusive", "cancelled pending"],
+)
 def test_oversubscribe_as_2205(state: int, exclusive: bool, holds_alone: bool, shown: str) -> None:
     job = pending_array()[0]
     job.array_job_id, job.array_task_id, job.state = 0, -1, state
@@ -357,10 +369,14 @@ BOOT_TIME               = 2026-11-29T21:39:42
 
 def test_preempt_times_follow_the_start_time_while_preemption_is_on() -> None:
     job = fill1()
-    assert not any(line.startswith("   PreemptEligibleTime") for line in show.format_job(job, NOW).splitlines())
+    assert not any(
+        line.startswith("   PreemptEligibleTime") for line in show.format_job(job, NOW).splitlines()
+    )
     job.preempt_eligible_time = ts(21, 49, 56)
     lines = show.format_job(job, NOW).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("   StartTime="))
     assert lines[start + 1] == "   PreemptEligibleTime=2026-11-29T21:49:56 PreemptTime=None"
     job.preempt_time = ts(21, 50, 10)
-    assert "   PreemptEligibleTime=2026-11-29T21:49:56 PreemptTime=2026-11-29T21:50:10" in show.format_job(job, NOW)
+    assert "   PreemptEligibleTime=2026-11-29T21:49:56 PreemptTime=2026-11-29T21:50:10" in show.format_job(
+        job, NOW
+    )

@@ -71,7 +71,9 @@ def job_569(state: int = jobs_pb2.RUNNING) -> jobs_pb2.JobInfo:
     job.spec.work_dir = "/tmp"
     job.spec.cpus_per_task = 3
     for node in ("node1", "node2"):
-        job.allocation.add(node=node, cpus=3, mem_mb=3000, cpu_ids=[0, 1, 2], gpu_indices=[0, 1], gpu_type="h100")
+        job.allocation.add(
+            node=node, cpus=3, mem_mb=3000, cpu_ids=[0, 1, 2], gpu_indices=[0, 1], gpu_type="h100"
+        )
     job.scheduler = "Backfill"
     return job
 

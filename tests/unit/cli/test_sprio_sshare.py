@@ -20,16 +20,26 @@ def _stdout(name: str) -> list[str]:
 
 
 # job, partition, user, priority, age, fairshare, jobsize, partition factor (weighted)
-JOBS = [(12, "batch", "alice", 11500, 10000, 1000, 500), (14, "debug", "alice", 11132, 10000, 133, 1000),
-        (24, "batch", "alice", 10632, 10000, 133, 500), (25, "batch", "bob", 10765, 10000, 266, 500),
-        (29, "batch", "alice", 11031, 10000, 531, 500), (30, "batch", "alice", 10632, 10000, 133, 500)]
+JOBS = [
+    (12, "batch", "alice", 11500, 10000, 1000, 500),
+    (14, "debug", "alice", 11132, 10000, 133, 1000),
+    (24, "batch", "alice", 10632, 10000, 133, 500),
+    (25, "batch", "bob", 10765, 10000, 266, 500),
+    (29, "batch", "alice", 11031, 10000, 531, 500),
+    (30, "batch", "alice", 10632, 10000, 133, 500),
+]
 WEIGHTS = pb.PriorityFactors(age=1000, fairshare=10000, job_size=1000, partition=1000)
 
 
 def _jobs() -> list[pb.JobPriority | None]:
     return [
-        pb.JobPriority(job_id=j, partition=p, user_name=u, priority=prio,
-                       weighted=pb.PriorityFactors(fairshare=fs, job_size=js + 0.33, partition=part))
+        pb.JobPriority(
+            job_id=j,
+            partition=p,
+            user_name=u,
+            priority=prio,
+            weighted=pb.PriorityFactors(fairshare=fs, job_size=js + 0.33, partition=part),
+        )
         for j, p, u, prio, fs, js, part in JOBS
     ]
 
@@ -45,26 +55,44 @@ def test_sprio_matches_reference(ref: str, fmt: str) -> None:
 
 
 def test_sprio_normalized_and_weights() -> None:
-    job = pb.JobPriority(job_id=7, partition="batch", priority=2147483648,
-                         normalized=pb.PriorityFactors(fairshare=0.5, job_size=0.25))
+    job = pb.JobPriority(
+        job_id=7,
+        partition="batch",
+        priority=2147483648,
+        normalized=pb.PriorityFactors(fairshare=0.5, job_size=0.25),
+    )
     lines = sprio.render("%.15i %.10y %.10f %.10j", [job], WEIGHTS, normalized=True)
-    assert lines == ["          JOBID   PRIORITY  FAIRSHARE    JOBSIZE", "              7  0.5000000  0.5000000  0.2500000"]
+    assert lines == [
+        "          JOBID   PRIORITY  FAIRSHARE    JOBSIZE",
+        "              7  0.5000000  0.5000000  0.2500000",
+    ]
     assert sprio.render("%.15i %.10Y %.10F", [None], WEIGHTS, normalized=False, header=False) == [
-        "        Weights                 10000"]
+        "        Weights                 10000"
+    ]
 
 
 def test_sprio_site_column_shows_the_operators_value() -> None:
-    job = pb.JobPriority(job_id=70, partition="batch", priority=1,
-                         weighted=pb.PriorityFactors(fairshare=10000, site=-2147483645))
+    job = pb.JobPriority(
+        job_id=70,
+        partition="batch",
+        priority=1,
+        weighted=pb.PriorityFactors(fairshare=10000, site=-2147483645),
+    )
     assert sprio.render("%.15i %.10Y %.10S %.10F", [job], WEIGHTS, normalized=False) == [
-        "          JOBID   PRIORITY       SITE  FAIRSHARE", "             70          1 -214748364      10000"]
+        "          JOBID   PRIORITY       SITE  FAIRSHARE",
+        "             70          1 -214748364      10000",
+    ]
 
 
 def test_sprio_normalized_default_has_no_site_column() -> None:
     """As 22.05's `sprio -n`: left-aligned factors, unweighted ones dropped, no SITE."""
-    job = pb.JobPriority(job_id=72, partition="batch", priority=11332,
-                         normalized=pb.PriorityFactors(fairshare=1.0, job_size=0.1328125, partition=0.5),
-                         weighted=pb.PriorityFactors(fairshare=10000))
+    job = pb.JobPriority(
+        job_id=72,
+        partition="batch",
+        priority=11332,
+        normalized=pb.PriorityFactors(fairshare=1.0, job_size=0.1328125, partition=0.5),
+        weighted=pb.PriorityFactors(fairshare=10000),
+    )
     fmt = sprio._drop_unweighted(sprio.NORM_DEFAULT, WEIGHTS)
     lines = sprio.render(fmt, [job], WEIGHTS, normalized=True)
     assert lines[0] == "          JOBID PARTITION PRIORITY   AGE        FAIRSHARE  JOBSIZE    PARTITION "
@@ -74,12 +102,20 @@ def test_sprio_normalized_default_has_no_site_column() -> None:
 
 def _share_rows() -> list[pb.ShareRow]:
     nan = float("nan")
-    spec = [("root", "", 0, 0, 0.0, 1.0, nan), ("root", "root", 1, 1, 0.009901, 0.0, 1.0),
-            ("physics", "", 1, 40, 0.396040, 0.0, nan), ("physics", "alice", 2, 1, 0.5, 0.0, 1.0),
-            ("physics", "bob", 2, 1, 0.5, 0.0, 1.0), ("research", "", 1, 60, 0.594059, 0.0, nan),
-            ("research", "alice", 2, 1, 0.5, 0.0, 1.0), ("research", "root", 2, 1, 0.5, 0.0, 1.0)]
-    return [pb.ShareRow(account=a, user=u, depth=d, raw_shares=s, norm_shares=n, effective_usage=e, fairshare=f)
-            for a, u, d, s, n, e, f in spec]
+    spec = [
+        ("root", "", 0, 0, 0.0, 1.0, nan),
+        ("root", "root", 1, 1, 0.009901, 0.0, 1.0),
+        ("physics", "", 1, 40, 0.396040, 0.0, nan),
+        ("physics", "alice", 2, 1, 0.5, 0.0, 1.0),
+        ("physics", "bob", 2, 1, 0.5, 0.0, 1.0),
+        ("research", "", 1, 60, 0.594059, 0.0, nan),
+        ("research", "alice", 2, 1, 0.5, 0.0, 1.0),
+        ("research", "root", 2, 1, 0.5, 0.0, 1.0),
+    ]
+    return [
+        pb.ShareRow(account=a, user=u, depth=d, raw_shares=s, norm_shares=n, effective_usage=e, fairshare=f)
+        for a, u, d, s, n, e, f in spec
+    ]
 
 
 @pytest.mark.skipif(not REF.is_dir(), reason="reference outputs not present")
@@ -102,8 +138,11 @@ def test_sshare_selection(all_users: bool, users: set[str], accounts: set[str], 
 
 def test_sshare_parsable() -> None:
     lines = sshare.render(_share_rows()[:2], sshare.DEFAULT, parsable="P")
-    assert lines == ["Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare",
-                     "root|||0.000000|0|1.000000|", "root|root|1|0.009901|0|0.000000|1.000000"]
+    assert lines == [
+        "Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare",
+        "root|||0.000000|0|1.000000|",
+        "root|root|1|0.009901|0|0.000000|1.000000",
+    ]
 
 
 def test_sshare_users_only_is_flat() -> None:

@@ -413,9 +413,13 @@ def test_a_task_cancelled_out_of_a_pending_array_is_not_listed() -> None:
     tasks = [job(30 + t - 1, "arr", "alice", array=(30, t)) for t in (1, 2, 3)]
     tasks[1].state = jobs_pb2.CANCELLED
     every = squeue.JobFilter(states=None)  # -t all
-    assert run("%i %T", jobs=tasks, flt=every, header=False, expand_arrays=True) == "30_1 PENDING\n30_3 PENDING\n"
+    assert (
+        run("%i %T", jobs=tasks, flt=every, header=False, expand_arrays=True)
+        == "30_1 PENDING\n30_3 PENDING\n"
+    )
     # once no task of it waits, the cancelled ones are listed as any ended job is
     for t in tasks:
         t.state = jobs_pb2.CANCELLED
     assert run("%i %T", jobs=tasks, flt=every, header=False, expand_arrays=True) == (
-        "30_1 CANCELLED\n30_2 CANCELLED\n30_3 CANCELLED\n")
+        "30_1 CANCELLED\n30_2 CANCELLED\n30_3 CANCELLED\n"
+    )

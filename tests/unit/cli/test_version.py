@@ -12,9 +12,25 @@ import shoal
 
 # (program as run by a user or an init script, the module behind it, its version option)
 PROGRAMS = [
-    *((name, f"cli.{name}", opt) for name in ("sbatch", "srun", "salloc", "squeue", "sinfo", "scontrol",
-                                              "scancel", "sacct", "sacctmgr", "sprio", "sshare", "sreport", "sdiag")
-      for opt in ("-V", "--version")),
+    *(
+        (name, f"cli.{name}", opt)
+        for name in (
+            "sbatch",
+            "srun",
+            "salloc",
+            "squeue",
+            "sinfo",
+            "scontrol",
+            "scancel",
+            "sacct",
+            "sacctmgr",
+            "sprio",
+            "sshare",
+            "sreport",
+            "sdiag",
+        )
+        for opt in ("-V", "--version")
+    ),
     ("shoal", "cli.shoal_admin", "--version"),
     ("shoal-ctld", "ctld.main", "-V"),
     ("shoal-noded", "noded.main", "-V"),
@@ -25,8 +41,13 @@ PROGRAMS = [
 
 @pytest.mark.parametrize(("name", "module", "opt"), PROGRAMS, ids=[f"{p[0]} {p[2]}" for p in PROGRAMS])
 def test_one_version_line_everywhere(name: str, module: str, opt: str) -> None:
-    out = subprocess.run([sys.executable, "-m", module, opt], capture_output=True, text=True, timeout=60,
-                         env={"PATH": "/usr/bin:/bin", "SLURM_CONF": "/nonexistent/slurm.conf"})
+    out = subprocess.run(
+        [sys.executable, "-m", module, opt],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "SLURM_CONF": "/nonexistent/slurm.conf"},
+    )
     assert (out.returncode, out.stdout, out.stderr) == (0, shoal.version_line() + "\n", "")
 
 

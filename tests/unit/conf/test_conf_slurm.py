@@ -209,7 +209,10 @@ def test_unknown_keys_warn_with_file_and_line(tmp_path: Path) -> None:
         ("PreemptMode=sometimes\n", "slurm.conf:3: invalid value for PreemptMode: 'sometimes'"),
         ("PreemptExemptTime=soon\n", "slurm.conf:3: invalid value for PreemptExemptTime: 'soon'"),
         ("PriorityCalcPeriod=often\n", "slurm.conf:3: invalid value for PriorityCalcPeriod: 'often'"),
-        ("PriorityCalcPeriod=0\n", "slurm.conf:3: invalid value for PriorityCalcPeriod: '0' (expected a time"),
+        (
+            "PriorityCalcPeriod=0\n",
+            "slurm.conf:3: invalid value for PriorityCalcPeriod: '0' (expected a time",
+        ),
         ("PriorityCalcPeriod=-5\n", "slurm.conf:3: invalid value for PriorityCalcPeriod: '-5'"),
         ("PartitionName=p PreemptMode=GANG\n", "slurm.conf:3: PreemptMode=GANG is not supported by shoal"),
         ("AuthInfo=cred_expire=soon\n", "slurm.conf:3: invalid value for AuthInfo: 'cred_expire=soon'"),
@@ -222,7 +225,9 @@ def test_bad_values_fail_with_file_line_and_key(tmp_path: Path, text: str, messa
 
 def test_auth_info_cred_expire_sets_a_requeued_jobs_wait(tmp_path: Path) -> None:
     assert load(tmp_path, HEAD).cred_expire == 120  # 22.05's default
-    assert load(tmp_path, HEAD + "AuthInfo=socket=/run/munge/munge.socket.2,cred_expire=30\n").cred_expire == 30
+    assert (
+        load(tmp_path, HEAD + "AuthInfo=socket=/run/munge/munge.socket.2,cred_expire=30\n").cred_expire == 30
+    )
 
 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
@@ -417,10 +422,17 @@ def test_parsing_many_nodes_is_fast(tmp_path: Path) -> None:
 
 
 def test_preemption_settings(tmp_path: Path) -> None:
-    config = load(tmp_path, HEAD + "PreemptType=preempt/QOS\nPreemptMode=requeue\nPreemptExemptTime=00:10:30\n"
-                  "NodeName=n1\nPartitionName=low Nodes=n1 PreemptMode=cancel GraceTime=20\n"
-                  "PartitionName=high Nodes=n1\n")
-    assert (config.preempt_type, config.preempt_mode, config.preempt_exempt_time) == ("preempt/qos", "REQUEUE", 630)
+    config = load(
+        tmp_path,
+        HEAD + "PreemptType=preempt/QOS\nPreemptMode=requeue\nPreemptExemptTime=00:10:30\n"
+        "NodeName=n1\nPartitionName=low Nodes=n1 PreemptMode=cancel GraceTime=20\n"
+        "PartitionName=high Nodes=n1\n",
+    )
+    assert (config.preempt_type, config.preempt_mode, config.preempt_exempt_time) == (
+        "preempt/qos",
+        "REQUEUE",
+        630,
+    )
     low, high = config.partitions
     assert (low.preempt_mode, low.grace_time) == ("CANCEL", 20)
     assert high.preempt_mode == ""
@@ -432,9 +444,12 @@ def test_preemption_settings(tmp_path: Path) -> None:
 
 
 def test_prolog_epilog_and_health_check_keys(tmp_path: Path) -> None:
-    cfg = load(tmp_path, HEAD + "Prolog=/etc/slurm/prolog.d/*,/etc/slurm/last.sh\nEpilog=/etc/slurm/epilog\n"
-               "TaskProlog=/etc/slurm/tp\nPrologFlags=contain\nPrologEpilogTimeout=30\n"
-               "HealthCheckProgram=/usr/sbin/nhc\nHealthCheckInterval=300\nHealthCheckNodeState=IDLE,CYCLE\n")
+    cfg = load(
+        tmp_path,
+        HEAD + "Prolog=/etc/slurm/prolog.d/*,/etc/slurm/last.sh\nEpilog=/etc/slurm/epilog\n"
+        "TaskProlog=/etc/slurm/tp\nPrologFlags=contain\nPrologEpilogTimeout=30\n"
+        "HealthCheckProgram=/usr/sbin/nhc\nHealthCheckInterval=300\nHealthCheckNodeState=IDLE,CYCLE\n",
+    )
     assert cfg.prolog == ("/etc/slurm/prolog.d/*", "/etc/slurm/last.sh")
     assert (cfg.epilog, cfg.task_prolog, cfg.task_epilog) == (("/etc/slurm/epilog",), "/etc/slurm/tp", "")
     assert cfg.prolog_flags == ("CONTAIN", "ALLOC")  # Contain implies Alloc
@@ -442,13 +457,23 @@ def test_prolog_epilog_and_health_check_keys(tmp_path: Path) -> None:
     assert (cfg.health_check_program, cfg.health_check_interval) == ("/usr/sbin/nhc", 300)
     assert cfg.health_check_node_state == ("IDLE", "CYCLE")
     plain = load(tmp_path, HEAD + "HealthCheckNodeState=CYCLE\n")
-    assert (plain.prolog, plain.prolog_epilog_timeout, plain.health_check_node_state) == ((), 65534, ("ANY", "CYCLE"))
+    assert (plain.prolog, plain.prolog_epilog_timeout, plain.health_check_node_state) == (
+        (),
+        65534,
+        ("ANY", "CYCLE"),
+    )
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ("PrologFlags=Alloc,Sometimes", "slurm.conf:3: invalid value for PrologFlags: 'Alloc,Sometimes'"),
-    ("HealthCheckNodeState=BUSY", "slurm.conf:3: invalid value for HealthCheckNodeState: 'BUSY'"),
-    ("HealthCheckInterval=often", "slurm.conf:3: invalid value for HealthCheckInterval: 'often'"),
-], ids=["prolog-flags", "node-state", "interval"])
-def test_bad_prolog_and_health_check_values_are_refused_at_file_line(tmp_path: Path, line: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("PrologFlags=Alloc,Sometimes", "slurm.conf:3: invalid value for PrologFlags: 'Alloc,Sometimes'"),
+        ("HealthCheckNodeState=BUSY", "slurm.conf:3: invalid value for HealthCheckNodeState: 'BUSY'"),
+        ("HealthCheckInterval=often", "slurm.conf:3: invalid value for HealthCheckInterval: 'often'"),
+    ],
+    ids=["prolog-flags", "node-state", "interval"],
+)
+def test_bad_prolog_and_health_check_values_are_refused_at_file_line(
+    tmp_path: Path, line: str, message: str
+) -> None:
     assert message in error(tmp_path, HEAD + line + "\n")

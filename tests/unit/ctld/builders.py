@@ -15,8 +15,14 @@ ROOT = Caller(uid=0, gid=0, host="login")
 
 def crafted_spec(**fields: object) -> jobs_pb2.JobSpec:
     """A JobSpec as a hostile client could send it: sbatch's defaults, then any field set to anything."""
-    spec = jobs_pb2.JobSpec(batch=True, script=b"#!/bin/sh\ntrue\n", work_dir="/tmp", time_limit_min=-1,
-                            time_min_min=-1, requeue=-1)
+    spec = jobs_pb2.JobSpec(
+        batch=True,
+        script=b"#!/bin/sh\ntrue\n",
+        work_dir="/tmp",
+        time_limit_min=-1,
+        time_min_min=-1,
+        requeue=-1,
+    )
     for name, value in fields.items():
         if name == "environment":
             spec.environment.update(value)  # type: ignore[call-overload]
@@ -28,8 +34,9 @@ def crafted_spec(**fields: object) -> jobs_pb2.JobSpec:
 class NoNodes:
     """Node agents that are never reached: these tests run no scheduling cycle."""
 
-    def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest,
-               on_failure: LaunchFailed) -> None:
+    def launch(
+        self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest, on_failure: LaunchFailed
+    ) -> None:
         raise AssertionError("no job is launched before a scheduling cycle")
 
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None:

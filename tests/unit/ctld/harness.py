@@ -88,8 +88,9 @@ class RecordingNodes:
     running: dict[str, set[int]] = field(default_factory=dict)  # what each node would say it runs
     unanswered: list[tuple[str, PingAnswer]] = field(default_factory=list)  # pings the harness answers
 
-    def launch(self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest,
-               on_failure: LaunchFailed) -> None:
+    def launch(
+        self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest, on_failure: LaunchFailed
+    ) -> None:
         self.effects.append(Launch(node.name, request.job.job_id))
         self.launch_requests[request.job.job_id] = request
         self.running.setdefault(node.name, set()).add(request.job.job_id)
@@ -97,8 +98,9 @@ class RecordingNodes:
     def terminate(self, node: cluster_pb2.NodeInfo, job_id: int, kill_wait: int, reason: str) -> None:
         self.effects.append(Terminate(node.name, job_id, reason))
 
-    def signal(self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool,
-               full: bool = False) -> None:
+    def signal(
+        self, node: cluster_pb2.NodeInfo, job_id: int, signal: int, batch_only: bool, full: bool = False
+    ) -> None:
         self.effects.append(Signal(node.name, job_id, signal, batch_only, full))
 
     def ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
@@ -114,6 +116,7 @@ class RecordingNodes:
 
     def suspend(self, node: cluster_pb2.NodeInfo, job_id: int, suspend: bool) -> None:
         self.effects.append(Suspend(node.name, job_id, suspend))
+
     def reconfigure(self, node: cluster_pb2.NodeInfo) -> None:
         self.reconfigured.append(node.name)
 
@@ -143,7 +146,9 @@ class ClusterBuilder:
     names: list[str] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)
 
-    def nodes(self, count: int, cpus: int = 4, mem: int = 8000, gpus: int = 0, prefix: str = "n") -> ClusterBuilder:
+    def nodes(
+        self, count: int, cpus: int = 4, mem: int = 8000, gpus: int = 0, prefix: str = "n"
+    ) -> ClusterBuilder:
         first = len(self.names) + 1
         names = [f"{prefix}{i}" for i in range(first, first + count)]
         gres = f" Gres=gpu:h100:{gpus}" if gpus else ""
@@ -162,10 +167,18 @@ class ClusterBuilder:
 
     def text(self, state_dir: Path) -> str:
         partitions = self.partition_lines or [f"PartitionName=batch Nodes={','.join(self.names)} Default=YES"]
-        keys = {"ClusterName": "t", "SlurmctldHost": "localhost", "StateSaveLocation": str(state_dir),
-                "SlurmdTimeout": "60", "KillWait": "5", "MinJobAge": "300", **self.keys}
+        keys = {
+            "ClusterName": "t",
+            "SlurmctldHost": "localhost",
+            "StateSaveLocation": str(state_dir),
+            "SlurmdTimeout": "60",
+            "KillWait": "5",
+            "MinJobAge": "300",
+            **self.keys,
+        }
         return "".join(f"{k}={v}\n" for k, v in keys.items()) + "".join(
-            f"{line}\n" for line in (*self.node_lines, *partitions))
+            f"{line}\n" for line in (*self.node_lines, *partitions)
+        )
 
 
 def cluster() -> ClusterBuilder:
@@ -176,8 +189,16 @@ def cluster() -> ClusterBuilder:
 class JobBuilder:
     """A JobSpec as sbatch would send it: `job().nodes(2).cpus(4).time(10).requeue()`; unset = not given."""
 
-    spec: jobs_pb2.JobSpec = field(default_factory=lambda: jobs_pb2.JobSpec(
-        batch=True, script=b"#!/bin/sh\ntrue\n", work_dir="/tmp", name="job", time_limit_min=-1, requeue=-1))
+    spec: jobs_pb2.JobSpec = field(
+        default_factory=lambda: jobs_pb2.JobSpec(
+            batch=True,
+            script=b"#!/bin/sh\ntrue\n",
+            work_dir="/tmp",
+            name="job",
+            time_limit_min=-1,
+            requeue=-1,
+        )
+    )
 
     def nodes(self, count: int) -> JobBuilder:
         self.spec.min_nodes = self.spec.max_nodes = count
@@ -238,7 +259,12 @@ class Harness:
     def of(cls, builder: ClusterBuilder, state_dir: Path, register: bool = True) -> Harness:
         cfg = parse_slurm_conf(builder.text(state_dir))
         recorder, clock = RecordingNodes(), Clock()
-        h = cls(Controller(cfg, StateStore(state_dir), b"k" * 32, recorder, clock=clock), recorder, clock, state_dir)
+        h = cls(
+            Controller(cfg, StateStore(state_dir), b"k" * 32, recorder, clock=clock),
+            recorder,
+            clock,
+            state_dir,
+        )
         if register:
             for name in builder.names:
                 h.register(name)
@@ -254,29 +280,53 @@ class Harness:
     def submit(self, builder: JobBuilder, caller: Caller = ROOT) -> int:
         return self.ctl.submit(builder.spec, caller, test_only=False).job_id
 
-    def register(self, name: str, running: tuple[int, ...] = (), finished: tuple[int, ...] = (),
-                 boot_time: int = 1) -> controller_pb2.RegisterNodeResponse:
+    def register(
+        self, name: str, running: tuple[int, ...] = (), finished: tuple[int, ...] = (), boot_time: int = 1
+    ) -> controller_pb2.RegisterNodeResponse:
         conf = next(n for n in self.ctl.cfg.nodes if n.name == name)
-        hardware = cluster_pb2.NodeHardware(cpus=conf.cpus, real_memory_mb=conf.real_memory, boot_time=boot_time)
-        return self.ctl.register_node(controller_pb2.RegisterNodeRequest(
-            name=name, hardware=hardware, running_jobs=list(running), finished_jobs=list(finished),
-            reports_finished=True, version="test"))
+        hardware = cluster_pb2.NodeHardware(
+            cpus=conf.cpus, real_memory_mb=conf.real_memory, boot_time=boot_time
+        )
+        return self.ctl.register_node(
+            controller_pb2.RegisterNodeRequest(
+                name=name,
+                hardware=hardware,
+                running_jobs=list(running),
+                finished_jobs=list(finished),
+                reports_finished=True,
+                version="test",
+            )
+        )
 
     def finish(self, job_id: int, exit_code: int = 0, exit_signal: int = 0) -> None:
         """The batch host reports the script's end, as noded does for its current run."""
         info = self.ctl.jobs[job_id]
         self.nodes.running.get(info.batch_host, set()).discard(job_id)
-        self.ctl.complete_batch(controller_pb2.CompleteBatchRequest(
-            node=info.batch_host, job_id=job_id, exit_code=exit_code, exit_signal=exit_signal,
-            run=info.restarts, end_time=int(self.clock())))
+        self.ctl.complete_batch(
+            controller_pb2.CompleteBatchRequest(
+                node=info.batch_host,
+                job_id=job_id,
+                exit_code=exit_code,
+                exit_signal=exit_signal,
+                run=info.restarts,
+                end_time=int(self.clock()),
+            )
+        )
 
-    def cancel(self, job_id: int, caller: Caller = ROOT, signal: int = 0) -> controller_pb2.SignalJobsResponse:
-        return self.ctl.signal_jobs(controller_pb2.SignalJobsRequest(job_ids=[str(job_id)], signal=signal), caller)
+    def cancel(
+        self, job_id: int, caller: Caller = ROOT, signal: int = 0
+    ) -> controller_pb2.SignalJobsResponse:
+        return self.ctl.signal_jobs(
+            controller_pb2.SignalJobsRequest(job_ids=[str(job_id)], signal=signal), caller
+        )
 
     def update(self, job_id: int, action: str, caller: Caller = ROOT, **fields: str) -> list[str]:
         """scontrol hold/release/requeue/update; the per-job error messages ([] when all went well)."""
-        req = controller_pb2.UpdateJobRequest(job_ids=[str(job_id)], action=action, fields=[
-            common_pb2.KeyValue(key=k, value=v) for k, v in fields.items()])
+        req = controller_pb2.UpdateJobRequest(
+            job_ids=[str(job_id)],
+            action=action,
+            fields=[common_pb2.KeyValue(key=k, value=v) for k, v in fields.items()],
+        )
         return [r.message for r in self.ctl.update_job(req, caller).results if r.code]
 
     def schedule(self) -> int:

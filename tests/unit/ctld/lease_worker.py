@@ -23,8 +23,9 @@ def say(line: str) -> None:
 
 def main() -> int:
     host, port, database, holder, timeout, mode, base = sys.argv[1:8]
-    conf = StateStoreConf(kind="mysql", user="root", host=host, port=int(port), database=database,
-                          lease_timeout=int(timeout))
+    conf = StateStoreConf(
+        kind="mysql", user="root", host=host, port=int(port), database=database, lease_timeout=int(timeout)
+    )
     lease = Lease(conf, "", holder=holder)
     stop = threading.Event()
     wait_for_lease(lease, stop, poll=0.2)

@@ -20,24 +20,29 @@ def h(tmp_path: Path) -> Harness:
     return Harness.of(cluster().nodes(2, cpus=4), tmp_path)
 
 
-@pytest.mark.parametrize(("action", "fields", "message"), [
-    ("hold", {}, "Invalid user id"),
-    ("uhold", {}, "Invalid user id"),
-    ("release", {}, "Invalid user id"),
-    ("update", {"TimeLimit": "5"}, "Invalid user id"),
-    ("update", {"Comment": "x"}, "Invalid user id"),
-    ("requeue", {}, "Access/permission denied"),
-    ("requeuehold", {}, "Access/permission denied"),
-])
-def test_bob_touching_alices_job_gets_22_05s_refusal(h: Harness, action: str, fields: dict[str, str],
-                                                     message: str) -> None:
+@pytest.mark.parametrize(
+    ("action", "fields", "message"),
+    [
+        ("hold", {}, "Invalid user id"),
+        ("uhold", {}, "Invalid user id"),
+        ("release", {}, "Invalid user id"),
+        ("update", {"TimeLimit": "5"}, "Invalid user id"),
+        ("update", {"Comment": "x"}, "Invalid user id"),
+        ("requeue", {}, "Access/permission denied"),
+        ("requeuehold", {}, "Access/permission denied"),
+    ],
+)
+def test_bob_touching_alices_job_gets_22_05s_refusal(
+    h: Harness, action: str, fields: dict[str, str], message: str
+) -> None:
     job_id = h.submit(job().held(), caller=ALICE)
     assert h.update(job_id, action, caller=BOB, **fields) == [message]
     assert h.reason(job_id) == "JobHeldUser"
 
 
-@pytest.mark.parametrize("dependency", ["afterok:999999", "after:999998", "afterany:999997",
-                                        "afternotok:999996", "singleton"])
+@pytest.mark.parametrize(
+    "dependency", ["afterok:999999", "after:999998", "afterany:999997", "afternotok:999996", "singleton"]
+)
 def test_a_dependency_on_a_job_never_seen_is_accepted_and_the_job_runs(h: Harness, dependency: str) -> None:
     spec = job()
     spec.spec.dependency = dependency
@@ -79,7 +84,10 @@ def test_a_requeued_job_waits_cred_expire_plus_one_second_as_begintime(h: Harnes
 def test_requeuehold_shows_its_own_reason_until_released(h: Harness) -> None:
     job_id = _requeued(h, "requeuehold")
     assert (h.state(job_id), h.reason(job_id), h.ctl.jobs[job_id].priority) == (
-        "PENDING", "job requeued in held state", 0)
+        "PENDING",
+        "job requeued in held state",
+        0,
+    )
     h.advance(600)
     h.schedule()
     assert h.reason(job_id) == "job requeued in held state"
@@ -104,8 +112,13 @@ def test_a_job_requeued_by_its_nodes_failure_waits_as_well(tmp_path: Path) -> No
 @pytest.fixture
 def two_partitions(tmp_path: Path) -> Harness:
     """As the real one: batch (MaxTime=UNLIMITED, the default) and debug (MaxTime=01:00:00, DefaultTime=30)."""
-    return Harness.of(cluster().nodes(2, cpus=4).partition("batch", "n[1-2]", Default="YES")
-                      .partition("debug", "n[1-2]", MaxTime="01:00:00", DefaultTime="30"), tmp_path)
+    return Harness.of(
+        cluster()
+        .nodes(2, cpus=4)
+        .partition("batch", "n[1-2]", Default="YES")
+        .partition("debug", "n[1-2]", MaxTime="01:00:00", DefaultTime="30"),
+        tmp_path,
+    )
 
 
 def _pending(h: Harness, partition: str, minutes: int = -1) -> int:
@@ -115,19 +128,23 @@ def _pending(h: Harness, partition: str, minutes: int = -1) -> int:
     return h.submit(spec, caller=ALICE)
 
 
-@pytest.mark.parametrize(("partition", "start", "new", "allowed"), [
-    ("debug", 10, "20", True),
-    ("debug", 10, "1:00:00", True),
-    ("debug", 10, "2:00:00", False),
-    ("debug", 10, "1:00:01", False),  # rounds up to 61 minutes
-    ("debug", 10, "UNLIMITED", False),
-    ("debug", -1, "2:00:00", False),  # DefaultTime=30, MaxTime=1:00:00
-    ("debug", -1, "45", True),
-    ("batch", 10, "2-00:00:00", True),
-    ("batch", 10, "UNLIMITED", True),
-])
+@pytest.mark.parametrize(
+    ("partition", "start", "new", "allowed"),
+    [
+        ("debug", 10, "20", True),
+        ("debug", 10, "1:00:00", True),
+        ("debug", 10, "2:00:00", False),
+        ("debug", 10, "1:00:01", False),  # rounds up to 61 minutes
+        ("debug", 10, "UNLIMITED", False),
+        ("debug", -1, "2:00:00", False),  # DefaultTime=30, MaxTime=1:00:00
+        ("debug", -1, "45", True),
+        ("batch", 10, "2-00:00:00", True),
+        ("batch", 10, "UNLIMITED", True),
+    ],
+)
 def test_a_user_may_raise_a_pending_jobs_time_limit_up_to_the_partitions_max_time(
-        two_partitions: Harness, partition: str, start: int, new: str, allowed: bool) -> None:
+    two_partitions: Harness, partition: str, start: int, new: str, allowed: bool
+) -> None:
     h = two_partitions
     job_id = _pending(h, partition, start)
     before = h.ctl.jobs[job_id].time_limit_min
@@ -149,18 +166,37 @@ def test_a_batch_job_whose_output_file_cannot_be_opened_ends_failed_0_53(h: Harn
     """22.05: sbatch -o /nonexistent/x.out ends FAILED, Reason=JobLaunchFailure, ExitCode=0:53."""
     job_id = h.submit(job(), caller=ALICE)
     h.schedule()
-    h.ctl.complete_batch(controller_pb2.CompleteBatchRequest(
-        node="n1", job_id=job_id, exit_code=0, exit_signal=53, launch_failed=True,
-        message="Could not open stdout file /nonexistent/x.out: No such file or directory", end_time=int(h.clock())))
+    h.ctl.complete_batch(
+        controller_pb2.CompleteBatchRequest(
+            node="n1",
+            job_id=job_id,
+            exit_code=0,
+            exit_signal=53,
+            launch_failed=True,
+            message="Could not open stdout file /nonexistent/x.out: No such file or directory",
+            end_time=int(h.clock()),
+        )
+    )
     info = h.ctl.jobs[job_id]
     assert (h.state(job_id), h.reason(job_id), info.exit_code, info.exit_signal) == (
-        "FAILED", "JobLaunchFailure", 0, 53)
+        "FAILED",
+        "JobLaunchFailure",
+        0,
+        53,
+    )
 
 
 def test_any_other_launch_failure_still_ends_1_0(h: Harness) -> None:
     job_id = h.submit(job(), caller=ALICE)
     h.schedule()
-    h.ctl.complete_batch(controller_pb2.CompleteBatchRequest(
-        node="n1", job_id=job_id, exit_code=1, launch_failed=True, message="execve(): x: Permission denied",
-        end_time=int(h.clock())))
+    h.ctl.complete_batch(
+        controller_pb2.CompleteBatchRequest(
+            node="n1",
+            job_id=job_id,
+            exit_code=1,
+            launch_failed=True,
+            message="execve(): x: Permission denied",
+            end_time=int(h.clock()),
+        )
+    )
     assert (h.state(job_id), h.ctl.jobs[job_id].exit_code, h.ctl.jobs[job_id].exit_signal) == ("FAILED", 1, 0)

@@ -34,9 +34,16 @@ def test_served_only_when_enabled(tmp_path: Path) -> None:
 
 
 def test_slurm_conf_its_siblings_and_includes_by_relative_name(tmp_path: Path) -> None:
-    conf = _write(tmp_path, "SlurmctldParameters=idle_on_node_suspend,enable_configless\nInclude conf.d/*.conf\n",
-                  {"gres.conf": "", "cgroup.conf": "ConstrainCores=yes\n", "conf.d/extra.conf": "MinJobAge=30\n",
-                   "slurmdbd.conf": "StoragePass=secret\n"})
+    conf = _write(
+        tmp_path,
+        "SlurmctldParameters=idle_on_node_suspend,enable_configless\nInclude conf.d/*.conf\n",
+        {
+            "gres.conf": "",
+            "cgroup.conf": "ConstrainCores=yes\n",
+            "conf.d/extra.conf": "MinJobAge=30\n",
+            "slurmdbd.conf": "StoragePass=secret\n",
+        },
+    )
     files = config_files(load_slurm_conf(conf))
     assert sorted(files) == ["cgroup.conf", "conf.d/extra.conf", "gres.conf", "slurm.conf"]
     assert files["slurm.conf"] == conf.read_text()

@@ -20,9 +20,13 @@ def _running_again(ctl: Controller) -> jobs_pb2.JobInfo:
 
 def test_a_late_report_of_an_earlier_run_does_not_end_the_current_one(controller: Controller) -> None:
     job = _running_again(controller)
-    controller.complete_batch(controller_pb2.CompleteBatchRequest(node="n1", job_id=job.job_id, run=0, exit_code=3))
+    controller.complete_batch(
+        controller_pb2.CompleteBatchRequest(node="n1", job_id=job.job_id, run=0, exit_code=3)
+    )
     assert job.state == jobs_pb2.RUNNING
-    controller.complete_batch(controller_pb2.CompleteBatchRequest(node="n1", job_id=job.job_id, run=1, exit_code=3))
+    controller.complete_batch(
+        controller_pb2.CompleteBatchRequest(node="n1", job_id=job.job_id, run=1, exit_code=3)
+    )
     assert (job.state, job.exit_code) == (jobs_pb2.FAILED, 3)
 
 

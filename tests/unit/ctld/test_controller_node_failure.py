@@ -61,7 +61,12 @@ def test_a_node_that_stops_answering_requeues_what_may_be_requeued(tmp_path: Pat
     _silent(ctl, now, "n2")
     assert ctl.nodes["n2"].info.base_state == "DOWN" and ctl.nodes["n2"].info.reason == "Not responding"
     job = ctl.jobs[again]
-    assert (job.state, job.restarts, job.state_reason, list(job.allocation)) == (jobs_pb2.PENDING, 1, "BeginTime", [])
+    assert (job.state, job.restarts, job.state_reason, list(job.allocation)) == (
+        jobs_pb2.PENDING,
+        1,
+        "BeginTime",
+        [],
+    )
     assert ctl.jobs[lost].state == jobs_pb2.NODE_FAIL
 
 
@@ -98,7 +103,9 @@ def test_a_node_lost_report_requeues_and_a_plain_end_terminates_on_the_batch_hos
     crashed, ended = submit(ctl, requeue=-1), submit(ctl, requeue=-1)
     _running_on(ctl, crashed, "n1")
     _running_on(ctl, ended, "n1")
-    ctl.complete_batch(controller_pb2.CompleteBatchRequest(node="n1", job_id=crashed, exit_signal=9, node_fail=True))
+    ctl.complete_batch(
+        controller_pb2.CompleteBatchRequest(node="n1", job_id=crashed, exit_signal=9, node_fail=True)
+    )
     assert (ctl.jobs[crashed].state, ctl.jobs[crashed].restarts) == (jobs_pb2.PENDING, 1)
     ctl.complete_batch(controller_pb2.CompleteBatchRequest(node="n1", job_id=ended, exit_code=0))
     assert ctl.jobs[ended].state == jobs_pb2.COMPLETED

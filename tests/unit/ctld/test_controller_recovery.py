@@ -25,8 +25,11 @@ def _started_then_restarted(tmp_path: Path, **spec: object) -> tuple[Controller,
 
 
 def _register(ctl: Controller, running: list[int], finished: list[int], knows_field: bool = True) -> None:
-    ctl.register_node(controller_pb2.RegisterNodeRequest(
-        name="n1", running_jobs=running, finished_jobs=finished, reports_finished=knows_field))
+    ctl.register_node(
+        controller_pb2.RegisterNodeRequest(
+            name="n1", running_jobs=running, finished_jobs=finished, reports_finished=knows_field
+        )
+    )
 
 
 def test_a_batch_job_its_node_never_got_is_requeued(tmp_path: Path) -> None:

@@ -18,7 +18,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("target_state", "hold", "reason"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("target_state", "hold", "reason"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_afterok_reason_shows_from_submission(
     controller: Controller, target_state: jobs_pb2.JobState, hold: bool, reason: str
 ) -> None:
@@ -29,14 +31,20 @@ def test_afterok_reason_shows_from_submission(
     assert controller.jobs[dependent].state_reason == reason
 
 
-@pytest.mark.parametrize(("spec", "nodes"), [
-    ({"num_tasks": 3}, 1),
-    ({"num_tasks": 6}, 2),  # 6 CPUs on 4-CPU nodes
-    ({"num_tasks": 2, "cpus_per_task": 3}, 2),  # a task never spans two nodes
-    ({"cpus_per_task": 8}, 1),  # one task: one node, however big
-    ({"min_nodes": 3}, 3),
-], ids=["fits-one", "needs-two", "task-per-node", "one-big-task", "asked"])
-def test_a_pending_jobs_node_count_is_slurms_estimate(controller: Controller, spec: dict[str, int], nodes: int) -> None:
+@pytest.mark.parametrize(
+    ("spec", "nodes"),
+    [
+        ({"num_tasks": 3}, 1),
+        ({"num_tasks": 6}, 2),  # 6 CPUs on 4-CPU nodes
+        ({"num_tasks": 2, "cpus_per_task": 3}, 2),  # a task never spans two nodes
+        ({"cpus_per_task": 8}, 1),  # one task: one node, however big
+        ({"min_nodes": 3}, 3),
+    ],
+    ids=["fits-one", "needs-two", "task-per-node", "one-big-task", "asked"],
+)
+def test_a_pending_jobs_node_count_is_slurms_estimate(
+    controller: Controller, spec: dict[str, int], nodes: int
+) -> None:
     """As squeue's NODES for a pending job in 22.05 (checked on the real one: -n 20 on 16-CPU nodes shows 2)."""
     job_id = submit(controller, **spec)
     assert controller.jobs[job_id].num_nodes == nodes

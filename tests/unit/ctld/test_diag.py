@@ -14,10 +14,18 @@ def test_jobs_present_at_start_are_the_baseline_and_changes_count_once() -> None
     d = Diag(clock=lambda: 1000.0)
     d.observe([_job(1, jobs_pb2.RUNNING, 900)])  # recovered at ctld's start: not counted
     d.observe([_job(1, jobs_pb2.RUNNING, 900), _job(2, jobs_pb2.PENDING)])
-    d.observe([_job(1, jobs_pb2.COMPLETED, 900), _job(2, jobs_pb2.RUNNING, 1000), _job(3, jobs_pb2.CANCELLED)])
+    d.observe(
+        [_job(1, jobs_pb2.COMPLETED, 900), _job(2, jobs_pb2.RUNNING, 1000), _job(3, jobs_pb2.CANCELLED)]
+    )
     d.observe([_job(1, jobs_pb2.COMPLETED, 900), _job(2, jobs_pb2.FAILED, 1000), _job(3, jobs_pb2.CANCELLED)])
     s = d.snapshot()
-    assert (s.jobs_submitted, s.jobs_started, s.jobs_completed, s.jobs_canceled, s.jobs_failed) == (2, 1, 1, 1, 1)
+    assert (s.jobs_submitted, s.jobs_started, s.jobs_completed, s.jobs_canceled, s.jobs_failed) == (
+        2,
+        1,
+        1,
+        1,
+        1,
+    )
     assert (s.jobs_pending, s.jobs_running) == (0, 0)
 
 
@@ -41,10 +49,17 @@ def test_passes_and_rpcs_then_reset() -> None:
     d.rpc_begin()
     d.rpc_end("ResetDiag", 0, 6)
     s = d.snapshot()
-    assert (s.sched_cycles, s.sched_cycle_last_us, s.sched_cycle_max_us, s.sched_cycle_sum_us) == (2, 300, 300, 400)
+    assert (s.sched_cycles, s.sched_cycle_last_us, s.sched_cycle_max_us, s.sched_cycle_sum_us) == (
+        2,
+        300,
+        300,
+        400,
+    )
     assert (s.bf_cycles, s.bf_last_depth, s.bf_last_when, s.sched_queue_len) == (1, 4, 50, 4)
     assert {(r.name, r.type_id, r.count, r.total_time_us) for r in s.rpcs} == {
-        ("REQUEST_SUBMIT_BATCH_JOB", 4003, 1, 70), ("REQUEST_STATS_INFO", 2035, 2, 11)}
+        ("REQUEST_SUBMIT_BATCH_JOB", 4003, 1, 70),
+        ("REQUEST_STATS_INFO", 2035, 2, 11),
+    }
     assert {(u.uid, u.count) for u in s.users} == {(1001, 1), (0, 2)}
     assert s.server_thread_count == 0
     d.reset()

@@ -17,8 +17,11 @@ def h(tmp_path: Path) -> Harness:
 
 def _report(h: Harness, job_id: int, **fields: object) -> None:
     info = h.ctl.jobs[job_id]
-    h.ctl.complete_batch(controller_pb2.CompleteBatchRequest(
-        node=info.batch_host, job_id=job_id, run=info.restarts, end_time=int(h.clock()), **fields))  # type: ignore[arg-type]
+    h.ctl.complete_batch(
+        controller_pb2.CompleteBatchRequest(
+            node=info.batch_host, job_id=job_id, run=info.restarts, end_time=int(h.clock()), **fields
+        )
+    )  # type: ignore[arg-type]
 
 
 def _node(h: Harness, name: str) -> controller_pb2.GetNodesResponse:
@@ -28,10 +31,21 @@ def _node(h: Harness, name: str) -> controller_pb2.GetNodesResponse:
 def test_a_failed_prolog_drains_the_node_and_requeues_the_job_held(h: Harness) -> None:
     job_id = h.submit(job())
     h.schedule()
-    _report(h, job_id, exit_code=1, launch_failed=True, prolog_failed=True, message="prolog /p failed (exit code 3)")
+    _report(
+        h,
+        job_id,
+        exit_code=1,
+        launch_failed=True,
+        prolog_failed=True,
+        message="prolog /p failed (exit code 3)",
+    )
     info = h.ctl.jobs[job_id]
     assert (h.state(job_id), h.reason(job_id), info.priority, info.restarts) == (
-        "PENDING", "launch failed requeued held", 0, 1)
+        "PENDING",
+        "launch failed requeued held",
+        0,
+        1,
+    )
     node = _node(h, "n1").nodes[0]
     assert (node.state, node.reason) == ("IDLE+DRAIN", "Prolog error")
     h.advance(121)  # past any requeue's wait (cred_expire + 1 s)

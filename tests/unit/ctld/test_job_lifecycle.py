@@ -32,12 +32,18 @@ def test_a_job_starts_on_an_idle_node_and_completes(h: Harness) -> None:
     assert h.node_state("n1") == "IDLE"
 
 
-@pytest.mark.parametrize(("exit_code", "exit_signal", "state"), [
-    (0, 0, "COMPLETED"),
-    (3, 0, "FAILED"),
-    (0, signal.SIGKILL, "FAILED"),
-], ids=["exit-0", "exit-3", "killed"])
-def test_how_the_script_ended_sets_the_state(h: Harness, exit_code: int, exit_signal: int, state: str) -> None:
+@pytest.mark.parametrize(
+    ("exit_code", "exit_signal", "state"),
+    [
+        (0, 0, "COMPLETED"),
+        (3, 0, "FAILED"),
+        (0, signal.SIGKILL, "FAILED"),
+    ],
+    ids=["exit-0", "exit-3", "killed"],
+)
+def test_how_the_script_ended_sets_the_state(
+    h: Harness, exit_code: int, exit_signal: int, state: str
+) -> None:
     job_id = h.submit(job())
     h.schedule()
     h.finish(job_id, exit_code, exit_signal)

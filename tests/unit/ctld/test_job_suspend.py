@@ -30,11 +30,17 @@ def running(h: Harness, builder: object = None) -> int:
 def test_suspend_stops_the_job_on_every_node_and_resume_continues_it(h: Harness) -> None:
     job_id = running(h)
     assert h.update(job_id, "suspend") == []
-    assert (h.state(job_id), h.effects()) == ("SUSPENDED", [Suspend("n1", job_id, True), Suspend("n2", job_id, True)])
+    assert (h.state(job_id), h.effects()) == (
+        "SUSPENDED",
+        [Suspend("n1", job_id, True), Suspend("n2", job_id, True)],
+    )
     assert h.update(job_id, "suspend") == []  # again: no error, nothing more asked (22.05)
     assert h.effects() == []
     assert h.update(job_id, "resume") == []
-    assert (h.state(job_id), h.effects()) == ("RUNNING", [Suspend("n1", job_id, False), Suspend("n2", job_id, False)])
+    assert (h.state(job_id), h.effects()) == (
+        "RUNNING",
+        [Suspend("n1", job_id, False), Suspend("n2", job_id, False)],
+    )
     assert h.update(job_id, "resume") == ["Job is not suspended"]
 
 
@@ -59,11 +65,15 @@ def test_suspended_time_is_neither_run_time_nor_counted_against_the_limit(h: Har
     assert Terminate("n1", job_id, "timeout") in h.effects()
 
 
-@pytest.mark.parametrize(("setup", "caller", "message"), [
-    ("running", ALICE, "Access/permission denied"),  # even the job's owner: operators only
-    ("pending", None, "Job is pending execution"),
-    ("ended", None, "Job/step already completing or completed"),
-], ids=["user", "pending", "ended"])
+@pytest.mark.parametrize(
+    ("setup", "caller", "message"),
+    [
+        ("running", ALICE, "Access/permission denied"),  # even the job's owner: operators only
+        ("pending", None, "Job is pending execution"),
+        ("ended", None, "Job/step already completing or completed"),
+    ],
+    ids=["user", "pending", "ended"],
+)
 def test_refusals(h: Harness, setup: str, caller: Caller | None, message: str) -> None:
     job_id = h.submit(job().time(1), caller=ALICE)
     if setup != "pending":

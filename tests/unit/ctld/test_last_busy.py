@@ -8,7 +8,9 @@ from shoal.v1 import cluster_pb2, jobs_pb2
 
 
 def runtime(name: str) -> NodeRuntime:
-    return NodeRuntime(conf=NodeConf(name=name, addr=name, hostname=name), info=cluster_pb2.NodeInfo(name=name))
+    return NodeRuntime(
+        conf=NodeConf(name=name, addr=name, hostname=name), info=cluster_pb2.NodeInfo(name=name)
+    )
 
 
 def job(job_id: int, state: int, *nodes: str) -> jobs_pb2.JobInfo:

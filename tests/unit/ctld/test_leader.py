@@ -21,7 +21,9 @@ from shoal.conf.statestore import StateStoreConf
 from tests.state_db import HOST, PORT, scratch_database
 
 ROOT = Path(__file__).resolve().parents[3]
-TIMEOUT = 3  # seconds (the default is 5): renewals every second, so a loaded CI machine does not lose the lease
+TIMEOUT = (
+    3  # seconds (the default is 5): renewals every second, so a loaded CI machine does not lose the lease
+)
 
 
 @pytest.fixture
@@ -50,7 +52,9 @@ def test_one_holder_at_a_time_and_a_newer_epoch_for_each(conf: StateStoreConf) -
     b.close()
 
 
-def test_a_silent_holder_is_replaced_after_the_timeout_and_its_writes_are_refused(conf: StateStoreConf) -> None:
+def test_a_silent_holder_is_replaced_after_the_timeout_and_its_writes_are_refused(
+    conf: StateStoreConf,
+) -> None:
     a, b = Lease(conf, "", holder="head1"), Lease(conf, "", holder="head2")
     epoch_a = _take(a)
     store_a = StateStore(backend=MariaDBBackend(conf, ""))
@@ -75,7 +79,9 @@ def test_a_silent_holder_is_replaced_after_the_timeout_and_its_writes_are_refuse
         closable.close()
 
 
-def test_a_holder_stuck_inside_a_transaction_is_cut_off_and_its_writes_rolled_back(conf: StateStoreConf) -> None:
+def test_a_holder_stuck_inside_a_transaction_is_cut_off_and_its_writes_rolled_back(
+    conf: StateStoreConf,
+) -> None:
     a, b = Lease(conf, "", holder="head1"), Lease(conf, "", holder="head2")
     epoch_a = _take(a)
     store_a = StateStore(backend=MariaDBBackend(conf, ""))
@@ -115,9 +121,21 @@ class Worker:
     def __init__(self, conf: StateStoreConf, holder: str, mode: str, base: int, out: Path) -> None:
         self.out = out
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.unit.ctld.lease_worker", HOST, str(PORT), conf.database, holder,
-             str(TIMEOUT), mode, str(base)],
-            cwd=ROOT, stdout=out.open("w"), stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "tests.unit.ctld.lease_worker",
+                HOST,
+                str(PORT),
+                conf.database,
+                holder,
+                str(TIMEOUT),
+                mode,
+                str(base),
+            ],
+            cwd=ROOT,
+            stdout=out.open("w"),
+            stderr=subprocess.STDOUT,
         )
 
     def lines(self) -> list[str]:
@@ -133,11 +151,16 @@ class Worker:
         raise AssertionError(f"no {prefix!r} line from the worker: {self.lines()[-20:]}")
 
     def ids(self, word: str, lines: list[str] | None = None) -> set[int]:
-        return {int(line.split()[1]) for line in (lines if lines is not None else self.lines())
-                if line.startswith(word + " ")}
+        return {
+            int(line.split()[1])
+            for line in (lines if lines is not None else self.lines())
+            if line.startswith(word + " ")
+        }
 
 
-@pytest.mark.parametrize("mode", ["idle", "in-tx"], ids=["stopped-between-writes", "stopped-inside-a-transaction"])
+@pytest.mark.parametrize(
+    "mode", ["idle", "in-tx"], ids=["stopped-between-writes", "stopped-inside-a-transaction"]
+)
 def test_sigstopped_leader_is_deposed_and_cannot_write_after_sigcont(
     conf: StateStoreConf, tmp_path: Path, mode: str
 ) -> None:
@@ -172,7 +195,9 @@ def test_sigstopped_leader_is_deposed_and_cannot_write_after_sigcont(
     assert a_rows == a.ids("WROTE")  # every write of head1 in the store was acknowledged to it ...
     tried_after_cont = a.ids("TRY", a.lines()[before_cont:])
     assert tried_after_cont and not tried_after_cont & set(rows)  # ... and none it tried once deposed
-    assert {job_id for job_id, holder in rows.items() if holder == "head2"} >= set(range(2_000_001, 2_000_006))
+    assert {job_id for job_id, holder in rows.items() if holder == "head2"} >= set(
+        range(2_000_001, 2_000_006)
+    )
     store.close()
 
 

@@ -58,7 +58,9 @@ def test_the_answer_is_byte_for_byte_the_whole_copy_cleared(tmp_path: Path) -> N
     ):
         for _ in range(2):  # the second time from the kept spec views
             assert get_jobs_wire(h.ctl.state, req) == _reference(h, req)
-    listed = controller_pb2.GetJobsResponse.FromString(get_jobs_wire(h.ctl.state, controller_pb2.GetJobsRequest()))
+    listed = controller_pb2.GetJobsResponse.FromString(
+        get_jobs_wire(h.ctl.state, controller_pb2.GetJobsRequest())
+    )
     assert all(not j.spec.environment and not j.spec.script for j in listed.jobs)
     assert {j.spec.comment for j in listed.jobs} >= {"changed"}
 

@@ -56,10 +56,14 @@ def test_a_requeueable_job_of_a_failed_node_runs_again_elsewhere(tmp_path: Path)
     assert (h.state(job_id), h.ctl.jobs[job_id].batch_host) == ("RUNNING", "n2")
 
 
-@pytest.mark.parametrize(("return_to_service", "back"), [(0, False), (1, True), (2, True)],
-                         ids=["ReturnToService=0", "ReturnToService=1", "ReturnToService=2"])
+@pytest.mark.parametrize(
+    ("return_to_service", "back"),
+    [(0, False), (1, True), (2, True)],
+    ids=["ReturnToService=0", "ReturnToService=1", "ReturnToService=2"],
+)
 def test_a_down_node_that_answers_again_returns_as_return_to_service_says(
-        tmp_path: Path, return_to_service: int, back: bool) -> None:
+    tmp_path: Path, return_to_service: int, back: bool
+) -> None:
     h = Harness.of(cluster().nodes(2).set(ReturnToService=return_to_service), tmp_path)
     _silent_past_timeout(h, "n1")
     h.answer("n1")
@@ -72,14 +76,24 @@ def test_a_down_node_that_answers_again_returns_as_return_to_service_says(
 
 def test_an_admin_down_node_stays_down_when_it_answers(tmp_path: Path) -> None:
     h = Harness.of(cluster().nodes(2).set(ReturnToService=1), tmp_path)
-    h.ctl.update_node(controller_pb2.UpdateNodeRequest(nodes="n1", fields=[
-        common_pb2.KeyValue(key="State", value="DOWN"), common_pb2.KeyValue(key="Reason", value="bad dimm")]), ROOT)
+    h.ctl.update_node(
+        controller_pb2.UpdateNodeRequest(
+            nodes="n1",
+            fields=[
+                common_pb2.KeyValue(key="State", value="DOWN"),
+                common_pb2.KeyValue(key="Reason", value="bad dimm"),
+            ],
+        ),
+        ROOT,
+    )
     h.advance(10)
     h.tick()
     assert h.node_state("n1").startswith("DOWN")
 
 
-def test_a_node_that_answers_again_is_told_to_kill_what_it_runs_of_ended_jobs_then_returns(tmp_path: Path) -> None:
+def test_a_node_that_answers_again_is_told_to_kill_what_it_runs_of_ended_jobs_then_returns(
+    tmp_path: Path,
+) -> None:
     """Frozen past SlurmdTimeout, thawed: its job ended NODE_FAIL, but its processes still run there.
     ctld has them killed, and gives the node back only once nothing of them is left (its CPUs)."""
     h = Harness.of(cluster().nodes(2), tmp_path)

@@ -19,15 +19,25 @@ def harness(tmp_path: Path, text: str) -> Harness:
     conf.write_text(text)
     recorder, clock = RecordingNodes(), Clock()
     state = tmp_path / "state"
-    h = Harness(Controller(load_slurm_conf(conf), StateStore(state), b"k" * 32, recorder, clock=clock),
-                recorder, clock, state)
+    h = Harness(
+        Controller(load_slurm_conf(conf), StateStore(state), b"k" * 32, recorder, clock=clock),
+        recorder,
+        clock,
+        state,
+    )
     for node in h.ctl.cfg.nodes:
         h.register(node.name)
     return h
 
 
 def base(tmp_path: Path) -> str:
-    return cluster().nodes(2).partition("batch", "n[1-2]", Default="YES").partition("old", "n2").text(tmp_path / "state")
+    return (
+        cluster()
+        .nodes(2)
+        .partition("batch", "n[1-2]", Default="YES")
+        .partition("old", "n2")
+        .text(tmp_path / "state")
+    )
 
 
 def rewrite(h: Harness, old: str, new: str) -> None:
@@ -39,7 +49,9 @@ def rewrite(h: Harness, old: str, new: str) -> None:
 
 def test_node_weight_features_and_gres_are_taken_and_every_node_is_told(tmp_path: Path) -> None:
     h = harness(tmp_path, base(tmp_path))
-    rewrite(h, "NodeName=n2 CPUs=4 RealMemory=8000", "NodeName=n2 CPUs=4 RealMemory=8000 Weight=7 Features=fast")
+    rewrite(
+        h, "NodeName=n2 CPUs=4 RealMemory=8000", "NodeName=n2 CPUs=4 RealMemory=8000 Weight=7 Features=fast"
+    )
     h.ctl.reconfigure()
     info = h.ctl.nodes["n2"].info
     assert (info.weight, list(info.features), h.ctl.nodes["n2"].available) == (7, ["fast"], True)
@@ -72,14 +84,23 @@ def test_removing_a_partition_that_runs_a_job_is_refused_and_nothing_changes(tmp
     assert "old" in h.ctl.state.partitions
 
 
-@pytest.mark.parametrize(("old", "new", "named"), [
-    ("ClusterName=t", "ClusterName=u", "ClusterName changed (t -> u)"),
-    ("SlurmctldHost=localhost", "SlurmctldHost=head", "SlurmctldHost changed"),
-    ("NodeName=n2 CPUs=4 RealMemory=8000", "NodeName=n2 NodeAddr=10.0.0.9 CPUs=4 RealMemory=8000",
-     "NodeAddr of node n2 changed (n2 -> 10.0.0.9)"),
-    ("NodeName=n2 CPUs=4 RealMemory=8000\n", "NodeName=n2 CPUs=4 RealMemory=8000\nNodeName=n3 CPUs=4\n",
-     "NodeName set changed (n3 added)"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "named"),
+    [
+        ("ClusterName=t", "ClusterName=u", "ClusterName changed (t -> u)"),
+        ("SlurmctldHost=localhost", "SlurmctldHost=head", "SlurmctldHost changed"),
+        (
+            "NodeName=n2 CPUs=4 RealMemory=8000",
+            "NodeName=n2 NodeAddr=10.0.0.9 CPUs=4 RealMemory=8000",
+            "NodeAddr of node n2 changed (n2 -> 10.0.0.9)",
+        ),
+        (
+            "NodeName=n2 CPUs=4 RealMemory=8000\n",
+            "NodeName=n2 CPUs=4 RealMemory=8000\nNodeName=n3 CPUs=4\n",
+            "NodeName set changed (n3 added)",
+        ),
+    ],
+)
 def test_what_needs_a_restart_is_refused_by_name(tmp_path: Path, old: str, new: str, named: str) -> None:
     h = harness(tmp_path, base(tmp_path))
     rewrite(h, old, new)

@@ -39,7 +39,9 @@ def test_every_key_in_2205s_order_with_its_values() -> None:
     shown = _shown(DATA / "realslurm_slurm.conf", calendar.timegm((2026, 12, 1, 9, 54, 55, 0, 0, 0)))
     assert shown[0] == real[0]  # "Configuration data as of ..."
     body = real[1 : real.index("")]  # then a blank line and "Slurmctld(primary) at vm is UP"
-    assert [line.split(" = ")[0].strip() for line in shown[1:]] == [line.split(" = ")[0].strip() for line in body]
+    assert [line.split(" = ")[0].strip() for line in shown[1:]] == [
+        line.split(" = ")[0].strip() for line in body
+    ]
     try:
         slurm_uid = pwd.getpwnam("slurm").pw_uid
     except KeyError:
@@ -56,8 +58,10 @@ def test_every_key_in_2205s_order_with_its_values() -> None:
 
 def test_keys_the_file_leaves_out_show_slurms_defaults(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"
-    conf.write_text("ClusterName=tiny\nSlurmctldHost=head(10.0.0.1)\nNodeName=n1 CPUs=2\n"
-                    "PartitionName=p Nodes=n1 Default=YES\n")
+    conf.write_text(
+        "ClusterName=tiny\nSlurmctldHost=head(10.0.0.1)\nNodeName=n1 CPUs=2\n"
+        "PartitionName=p Nodes=n1 Default=YES\n"
+    )
     shown = {line.split(" = ")[0].strip(): line.split(" = ", 1)[1] for line in _shown(conf)[1:]}
     assert shown["ClusterName"] == "tiny"
     assert shown["SlurmctldHost[0]"] == "head(10.0.0.1)"

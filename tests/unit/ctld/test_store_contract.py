@@ -160,8 +160,9 @@ def test_a_commit_survives_kill_9_of_the_writer_and_an_open_transaction_does_not
         from tests.state_db import HOST, PORT
 
         argv = ["mysql", engine.split(":", 1)[1], HOST, str(PORT)]
-    out = subprocess.run([sys.executable, "-c", CRASHING_WRITER, *argv], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", CRASHING_WRITER, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == -9, out.stderr
     assert store.load_jobs() == [b"committed"]
     assert open_store().load_jobs() == [b"committed"]
@@ -197,7 +198,9 @@ def test_concurrent_writers_lose_nothing(opener: tuple[str, Opener]) -> None:
         t.join(timeout=120)
     assert not errors, errors
     reader = open_store()
-    assert sorted(reader.load_jobs()) == sorted(f"job {n * 1000 + i}".encode() for n in range(4) for i in range(25))
+    assert sorted(reader.load_jobs()) == sorted(
+        f"job {n * 1000 + i}".encode() for n in range(4) for i in range(25)
+    )
     queued = reader.queued_records(1000)
     assert sorted(seq for seq, _ in queued) == sorted(seqs) and len(set(seqs)) == 100
     assert all(data == f"record {int(data.split()[1])}".encode() for _, data in queued)

@@ -59,7 +59,9 @@ def test_password_file_must_be_private(tmp_path: Path) -> None:
     secret = tmp_path / "state.pass"
     secret.write_text("s3cret\n")
     secret.chmod(0o644)
-    with pytest.raises(StoreError, match=f"ShoalStateStorePassFile {secret} may be read by others: chmod 600 it"):
+    with pytest.raises(
+        StoreError, match=f"ShoalStateStorePassFile {secret} may be read by others: chmod 600 it"
+    ):
         read_password(str(secret))
     secret.chmod(0o600)
     assert read_password(str(secret)) == "s3cret"

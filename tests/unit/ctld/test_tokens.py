@@ -24,7 +24,9 @@ def _harness(tmp_path: Path, **keys: str) -> tuple[Harness, bytes]:
 
 def test_a_user_gets_a_token_for_themself_lasting_slurms_default(tmp_path: Path) -> None:
     h, key = _harness(tmp_path)
-    token = tokens.create(h.ctl.cfg, h.ctl.is_operator(NOBODY), pb.CreateTokenRequest(), NOBODY, h.ctl.clock()).token
+    token = tokens.create(
+        h.ctl.cfg, h.ctl.is_operator(NOBODY), pb.CreateTokenRequest(), NOBODY, h.ctl.clock()
+    ).token
     assert verify_token(key, token, h.ctl.clock()) == "nobody"
     assert verify_token(key, token, h.ctl.clock() + 1799) == "nobody"
     with pytest.raises(Exception, match="Token expired"):
@@ -33,18 +35,32 @@ def test_a_user_gets_a_token_for_themself_lasting_slurms_default(tmp_path: Path)
 
 def test_only_an_operator_names_another_user(tmp_path: Path) -> None:
     h, key = _harness(tmp_path)
-    token = tokens.create(h.ctl.cfg, h.ctl.is_operator(ROOT), pb.CreateTokenRequest(username="nobody", lifespan=60), ROOT, h.ctl.clock()).token
+    token = tokens.create(
+        h.ctl.cfg,
+        h.ctl.is_operator(ROOT),
+        pb.CreateTokenRequest(username="nobody", lifespan=60),
+        ROOT,
+        h.ctl.clock(),
+    ).token
     assert verify_token(key, token, h.ctl.clock() + 59) == "nobody"
     with pytest.raises(SlurmError, match="Invalid user id") as refused:
-        tokens.create(h.ctl.cfg, h.ctl.is_operator(NOBODY), pb.CreateTokenRequest(username="root"), NOBODY, h.ctl.clock())
+        tokens.create(
+            h.ctl.cfg,
+            h.ctl.is_operator(NOBODY),
+            pb.CreateTokenRequest(username="root"),
+            NOBODY,
+            h.ctl.clock(),
+        )
     assert refused.value.code == PERMISSION_DENIED
 
 
 @pytest.mark.parametrize(
     ("keys", "code"),
-    [({"AuthAltTypes": "", "AuthAltParameters": ""}, FAILED_PRECONDITION),
-     ({"AuthAltParameters": "jwt_key=/nonexistent/jwt.key"}, FAILED_PRECONDITION),
-     ({"AuthAltParameters": "jwt_key=KEY,disable_token_creation"}, PERMISSION_DENIED)],
+    [
+        ({"AuthAltTypes": "", "AuthAltParameters": ""}, FAILED_PRECONDITION),
+        ({"AuthAltParameters": "jwt_key=/nonexistent/jwt.key"}, FAILED_PRECONDITION),
+        ({"AuthAltParameters": "jwt_key=KEY,disable_token_creation"}, PERMISSION_DENIED),
+    ],
     ids=["jwt-not-configured", "key-missing", "creation-disabled"],
 )
 def test_no_token_without_jwt_configured(tmp_path: Path, keys: dict[str, str], code: int) -> None:

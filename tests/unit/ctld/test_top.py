@@ -10,8 +10,12 @@ CASES = [
     # (targets, peers, new nice by job id)
     ("already-first", [Queued(1, 100, 0)], [Queued(2, 90, 0)], {1: 0, 2: 0}),
     ("swap-two", [Queued(2, 90, 0)], [Queued(1, 100, 0)], {2: -10, 1: 10}),
-    ("over-three-keeps-peer-order", [Queued(3, 80, 0)], [Queued(1, 100, 0), Queued(2, 90, 5)],
-     {3: -20, 1: 10, 2: 15}),
+    (
+        "over-three-keeps-peer-order",
+        [Queued(3, 80, 0)],
+        [Queued(1, 100, 0), Queued(2, 90, 5)],
+        {3: -20, 1: 10, 2: 15},
+    ),
     ("listed-order", [Queued(3, 80, 0), Queued(2, 90, 0)], [Queued(1, 100, 0)], {3: -20, 2: 0, 1: 20}),
 ]
 

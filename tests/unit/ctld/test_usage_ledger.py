@@ -12,7 +12,9 @@ GPU_JOB = {"cpu": 4.0, "gres/gpu": 2.0, "mem": 1000.0, "node": 1.0}
 
 
 def ledger(extra: str = "") -> UsageLedger:
-    return UsageLedger(parse_slurm_conf("ClusterName=c\nNodeName=n1 CPUs=4\nPartitionName=p Nodes=n1\n" + extra))
+    return UsageLedger(
+        parse_slurm_conf("ClusterName=c\nNodeName=n1 CPUs=4\nPartitionName=p Nodes=n1\n" + extra)
+    )
 
 
 def test_a_running_job_is_charged_per_tres_for_its_association_and_qos() -> None:
@@ -40,7 +42,9 @@ def test_only_the_part_of_a_job_since_the_last_pass_counts() -> None:
 def test_usage_decays_with_the_half_life_and_scales_with_the_usage_factor() -> None:
     led = ledger("PriorityDecayHalfLife=00:10:00\n")
     led.accrue(1000, [])
-    led.accrue(1600, [Charge(assoc_id=2, qos="cheap", tres={"cpu": 2.0}, start=1000, end=1600, usage_factor=0.5)])
+    led.accrue(
+        1600, [Charge(assoc_id=2, qos="cheap", tres={"cpu": 2.0}, start=1000, end=1600, usage_factor=0.5)]
+    )
     assert led.used_minutes()[0][2].cpu == pytest.approx(10.0)
     led.accrue(2200, [])  # one half-life later
     assert led.used_minutes()[0][2].cpu == pytest.approx(5.0)
@@ -66,14 +70,19 @@ def test_a_ledger_seeded_from_dbd_adds_its_cpu_and_gpu_seconds() -> None:
 
 def test_fair_share_billing_uses_the_jobs_partition_weights() -> None:
     """TRESBillingWeights is a partition key: a GPU partition can bill GPUs heavily, another only CPUs."""
-    led = UsageLedger(parse_slurm_conf(
-        "ClusterName=c\nPriorityDecayHalfLife=0\nNodeName=n1 CPUs=4\n"
-        "PartitionName=gpu Nodes=n1 TRESBillingWeights=CPU=1.0,GRES/gpu=10.0\n"
-        "PartitionName=cpu Nodes=n1 Default=YES\n"
-    ))
+    led = UsageLedger(
+        parse_slurm_conf(
+            "ClusterName=c\nPriorityDecayHalfLife=0\nNodeName=n1 CPUs=4\n"
+            "PartitionName=gpu Nodes=n1 TRESBillingWeights=CPU=1.0,GRES/gpu=10.0\n"
+            "PartitionName=cpu Nodes=n1 Default=YES\n"
+        )
+    )
     led.accrue(1000, [])
-    led.accrue(1100, [
-        Charge(assoc_id=2, qos="normal", tres=GPU_JOB, start=1000, partition="gpu"),
-        Charge(assoc_id=3, qos="normal", tres=GPU_JOB, start=1000, partition="cpu"),
-    ])
+    led.accrue(
+        1100,
+        [
+            Charge(assoc_id=2, qos="normal", tres=GPU_JOB, start=1000, partition="gpu"),
+            Charge(assoc_id=3, qos="normal", tres=GPU_JOB, start=1000, partition="cpu"),
+        ],
+    )
     assert led.usage == {2: (4 + 2 * 10) * 100.0, 3: 4 * 100.0}

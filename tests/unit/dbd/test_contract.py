@@ -14,33 +14,64 @@ from dbd.purge import purge_jobs
 from shoal.acct_records import AcctEntry, decode
 from shoal.v1 import accounting_pb2 as pb
 
-TABLES = {"accounts", "associations", "clusters", "jobs", "steps", "node_events", "qos", "users",
-          "usage_hourly", "received", "meta"}
+TABLES = {
+    "accounts",
+    "associations",
+    "clusters",
+    "jobs",
+    "steps",
+    "node_events",
+    "qos",
+    "users",
+    "usage_hourly",
+    "received",
+    "meta",
+}
 
 
 def job(job_id: int, state: str = "COMPLETED", **kw: object) -> pb.AcctRecord:
-    fields: dict[str, object] = dict(job_id=job_id, name="wrap", user="alice", uid=1000, account="physics",
-                                     partition="batch", state=state, submit_time=1000, eligible_time=1000,
-                                     start_time=1010,
-                                     end_time=1020 if state not in ("PENDING", "RUNNING") else 0,
-                                     alloc_cpus=2, nodelist="node1", array_task_id=-1, cancelled_by=-1)
+    fields: dict[str, object] = dict(
+        job_id=job_id,
+        name="wrap",
+        user="alice",
+        uid=1000,
+        account="physics",
+        partition="batch",
+        state=state,
+        submit_time=1000,
+        eligible_time=1000,
+        start_time=1010,
+        end_time=1020 if state not in ("PENDING", "RUNNING") else 0,
+        alloc_cpus=2,
+        nodelist="node1",
+        array_task_id=-1,
+        cancelled_by=-1,
+    )
     fields.update(kw)
     return pb.AcctRecord(job=pb.JobRecord(**fields))  # type: ignore[arg-type]
 
 
 def step(job_id: int, step_id: int = -4, state: str = "COMPLETED", **kw: object) -> pb.AcctRecord:
-    fields: dict[str, object] = dict(job_id=job_id, step_id=step_id, name="batch", state=state,
-                                     nodelist="node1", submit_time=1000)
+    fields: dict[str, object] = dict(
+        job_id=job_id, step_id=step_id, name="batch", state=state, nodelist="node1", submit_time=1000
+    )
     fields.update(kw)
     return pb.AcctRecord(step=pb.StepRecord(**fields))  # type: ignore[arg-type]
 
 
-def send(sessions: sessionmaker[Session], records: list[pb.AcctRecord], start: int = 1, epoch: str = "e1",
-         cluster: str = "c1") -> tuple[int, int]:
+def send(
+    sessions: sessionmaker[Session],
+    records: list[pb.AcctRecord],
+    start: int = 1,
+    epoch: str = "e1",
+    cluster: str = "c1",
+) -> tuple[int, int]:
     for seq, rec in enumerate(records, start=start):
         rec.seq = seq
     with sessions.begin() as session:
-        return ingest.apply_records(session, pb.SendRecordsRequest(cluster=cluster, epoch=epoch, records=records))
+        return ingest.apply_records(
+            session, pb.SendRecordsRequest(cluster=cluster, epoch=epoch, records=records)
+        )
 
 
 def find(sessions: sessionmaker[Session], **kw: object) -> list[AcctEntry]:
@@ -65,7 +96,9 @@ def test_records_apply_exactly_once(sessions: sessionmaker[Session]) -> None:
     assert send(sessions, [job(1, "PENDING"), job(1, "RUNNING"), job(1), step(1)]) == (4, 0)  # replayed
     assert send(sessions, [job(1, "RUNNING")], start=3) == (4, 0)  # an old record never goes back
     found = find(sessions)
-    assert [(j.job.job_id, j.job.state, [s.step_id for s in j.steps]) for j in found] == [(1, "COMPLETED", [-4])]
+    assert [(j.job.job_id, j.job.state, [s.step_id for s in j.steps]) for j in found] == [
+        (1, "COMPLETED", [-4])
+    ]
 
 
 def test_a_new_queue_epoch_starts_its_own_sequence(sessions: sessionmaker[Session]) -> None:
@@ -80,19 +113,39 @@ def test_finished_job_adds_hourly_usage_once(sessions: sessionmaker[Session]) ->
     with sessions() as session:
         rows = queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).rows
     assert [dict(r.fields) for r in rows] == [
-        {"cluster": "c1", "account": "physics", "user": "alice", "cpu_seconds": str(200 * 2), "gpu_seconds": "0"}
+        {
+            "cluster": "c1",
+            "account": "physics",
+            "user": "alice",
+            "cpu_seconds": str(200 * 2),
+            "gpu_seconds": "0",
+        }
     ]
 
 
 def test_decayed_usage_per_association_for_a_ctld_without_its_ledger(sessions: sessionmaker[Session]) -> None:
     # hour 0: 800 CPU-s (alice), hour 2: 3600 CPU-s and GPU-s (bob); decayed from each hour's middle
-    send(sessions, [job(1, start_time=100, end_time=500, submit_time=0),
-                    job(2, user="bob", start_time=7200, end_time=10800, submit_time=0, alloc_cpus=1,
-                        tres_alloc="cpu=1,gres/gpu=1")])
+    send(
+        sessions,
+        [
+            job(1, start_time=100, end_time=500, submit_time=0),
+            job(
+                2,
+                user="bob",
+                start_time=7200,
+                end_time=10800,
+                submit_time=0,
+                alloc_cpus=1,
+                tres_alloc="cpu=1,gres/gpu=1",
+            ),
+        ],
+    )
     with sessions() as session:
         got = queries.decayed_usage(session, pb.GetUsageRequest(cluster="c1", now=16200, half_life_s=7200))
         assert [(u.user, round(u.cpu_seconds), round(u.gpu_seconds)) for u in got.usage] == [
-            ("alice", 800 // 4, 0), ("bob", 3600 // 2, 3600 // 2)]  # two half-lives old, one
+            ("alice", 800 // 4, 0),
+            ("bob", 3600 // 2, 3600 // 2),
+        ]  # two half-lives old, one
         after_reset = queries.decayed_usage(session, pb.GetUsageRequest(cluster="c1", now=9000, since=3600))
         assert [(u.user, u.cpu_seconds) for u in after_reset.usage] == [("bob", 3600.0)]
 
@@ -118,15 +171,20 @@ QUERIES = [
 
 @pytest.mark.parametrize("query,expected", [q[1:] for q in QUERIES], ids=[q[0] for q in QUERIES])
 def test_job_queries(sessions: sessionmaker[Session], query: dict[str, object], expected: list[int]) -> None:
-    send(sessions, [
-        job(1), job(2, "FAILED", exit_code=1),
-        job(3, array_job_id=3, array_task_id=0), job(4, array_job_id=3, array_task_id=1),
-        job(5, user="bob", account="research", name="train", nodelist="node[1-2]", end_time=6000),
-        # cancelled while held (eligible never), before its --begin time (eligible later), and after it
-        job(6, "CANCELLED", eligible_time=0, start_time=0, nodelist=""),
-        job(7, "CANCELLED", eligible_time=int(time.time()) + 3600, start_time=0, nodelist=""),
-        job(8, "CANCELLED", eligible_time=1005, start_time=0, nodelist=""),
-    ])
+    send(
+        sessions,
+        [
+            job(1),
+            job(2, "FAILED", exit_code=1),
+            job(3, array_job_id=3, array_task_id=0),
+            job(4, array_job_id=3, array_task_id=1),
+            job(5, user="bob", account="research", name="train", nodelist="node[1-2]", end_time=6000),
+            # cancelled while held (eligible never), before its --begin time (eligible later), and after it
+            job(6, "CANCELLED", eligible_time=0, start_time=0, nodelist=""),
+            job(7, "CANCELLED", eligible_time=int(time.time()) + 3600, start_time=0, nodelist=""),
+            job(8, "CANCELLED", eligible_time=1005, start_time=0, nodelist=""),
+        ],
+    )
     assert [j.job.job_id for j in find(sessions, **query)] == expected
 
 
@@ -137,9 +195,15 @@ def test_requeued_id_shows_latest_unless_duplicates(sessions: sessionmaker[Sessi
 
 
 def test_node_events_open_and_close(sessions: sessionmaker[Session]) -> None:
-    send(sessions, [pb.AcctRecord(node_event=pb.NodeEventRecord(node="n1", state="DRAIN", reason="fan",
-                                                                start_time=10)),
-                    pb.AcctRecord(node_event=pb.NodeEventRecord(node="n1", start_time=20))])
+    send(
+        sessions,
+        [
+            pb.AcctRecord(
+                node_event=pb.NodeEventRecord(node="n1", state="DRAIN", reason="fan", start_time=10)
+            ),
+            pb.AcctRecord(node_event=pb.NodeEventRecord(node="n1", start_time=20)),
+        ],
+    )
     from sqlalchemy import select
 
     from dbd.models import NodeEvent
@@ -149,10 +213,18 @@ def test_node_events_open_and_close(sessions: sessionmaker[Session]) -> None:
     assert events == [("DRAIN", "fan", 10, 20)]
 
 
-def modify(sessions: sessionmaker[Session], action: str, kind: str, names: list[str] | None = None,
-           commit: bool = True, where: dict[str, str] | None = None, **values: str) -> list[str]:
-    req = pb.ModifyRequest(action=action, kind=kind, names=names or [], set=values, where=where or {},
-                           commit=commit)
+def modify(
+    sessions: sessionmaker[Session],
+    action: str,
+    kind: str,
+    names: list[str] | None = None,
+    commit: bool = True,
+    where: dict[str, str] | None = None,
+    **values: str,
+) -> list[str]:
+    req = pb.ModifyRequest(
+        action=action, kind=kind, names=names or [], set=values, where=where or {}, commit=commit
+    )
     with sessions() as session:
         changes = admin.modify(session, req)
         if commit:
@@ -177,9 +249,13 @@ def test_association_tree_in_sacctmgr_order(sessions: sessionmaker[Session]) -> 
     build_tree(sessions)
     rows = [(r["account"], r["user"], r["share"], r["maxjobs"]) for r in show(sessions, "association")]
     assert rows == [
-        ("root", "", "1", ""), ("root", "root", "1", ""),
-        ("physics", "", "40", ""), ("physics", "alice", "1", ""), ("physics", "bob", "1", "1"),
-        ("research", "", "60", ""), ("research", "alice", "1", ""),
+        ("root", "", "1", ""),
+        ("root", "root", "1", ""),
+        ("physics", "", "40", ""),
+        ("physics", "alice", "1", ""),
+        ("physics", "bob", "1", "1"),
+        ("research", "", "60", ""),
+        ("research", "alice", "1", ""),
     ]
 
 
@@ -199,19 +275,35 @@ def test_modify_bumps_the_version_ctld_polls(sessions: sessionmaker[Session]) ->
 
 def test_usage_limits_set_show_and_reach_ctld(sessions: sessionmaker[Session]) -> None:
     build_tree(sessions)
-    modify(sessions, "modify", "account", ["physics"], grptresmins="cpu=6000,gres/gpu=600", grpwall="10:00:00",
-           grptresrunmins="cpu=100", maxtresminsperjob="cpu=50")
+    modify(
+        sessions,
+        "modify",
+        "account",
+        ["physics"],
+        grptresmins="cpu=6000,gres/gpu=600",
+        grpwall="10:00:00",
+        grptresrunmins="cpu=100",
+        maxtresminsperjob="cpu=50",
+    )
     modify(sessions, "add", "qos", ["short"], grptresmins="cpu=60", maxtresmins="gres/gpu=5", grpwall="30")
     row = next(r for r in show(sessions, "association") if (r["account"], r["user"]) == ("physics", ""))
     assert (row["grptresmins"], row["grpwall"], row["grptresrunmin"], row["maxtresmins"]) == (
-        "cpu=6000,gres/gpu=600", "10:00:00", "cpu=100", "cpu=50")
+        "cpu=6000,gres/gpu=600",
+        "10:00:00",
+        "cpu=100",
+        "cpu=50",
+    )
     qos = {r["name"]: r for r in show(sessions, "qos")}["short"]
     assert (qos["grptresmins"], qos["maxtresmins"], qos["grpwall"]) == ("cpu=60", "gres/gpu=5", "00:30:00")
     with sessions() as session:
         sent = admin.limits(session, "c1", 0)
     physics = next(a for a in sent.associations if (a.account, a.user) == ("physics", ""))
-    assert (physics.grp_tres_mins, physics.grp_wall_min, physics.grp_tres_run_mins, physics.max_tres_mins_per_job) \
-        == ("cpu=6000,gres/gpu=600", 600, "cpu=100", "cpu=50")
+    assert (
+        physics.grp_tres_mins,
+        physics.grp_wall_min,
+        physics.grp_tres_run_mins,
+        physics.max_tres_mins_per_job,
+    ) == ("cpu=6000,gres/gpu=600", 600, "cpu=100", "cpu=50")
     assert {q.name: q.grp_wall_min for q in sent.qos}["short"] == 30
 
 
@@ -235,20 +327,28 @@ REFUSALS = [
     ("user without account", ("add", "user", ["carol"]), {}, "specify an account"),
     ("unknown account", ("add", "user", ["carol"]), {"account": "nope"}, "There is no account nope"),
     ("bad limit", ("modify", "user", ["bob"]), {"maxjobs": "many"}, "Invalid value for maxjobs"),
-    ("memory cannot be borrowed", ("modify", "account", ["physics"]), {"maxborrowtres": "mem=4G"},
-     "Invalid value for maxborrowtres"),
+    (
+        "memory cannot be borrowed",
+        ("modify", "account", ["physics"]),
+        {"maxborrowtres": "mem=4G"},
+        "Invalid value for maxborrowtres",
+    ),
     # TRES limits, in the words of 22.05's sacctmgr (checked on the real one)
-    ("unknown TRES", ("modify", "account", ["physics"]), {"grptres": "foo=1"},
-     "no TRES known by type foo"),
+    ("unknown TRES", ("modify", "account", ["physics"]), {"grptres": "foo=1"}, "no TRES known by type foo"),
     ("TRES without a count", ("modify", "user", ["bob"]), {"maxtres": "cpu"}, "no TRES id found for cpu"),
-    ("TRES count not a number", ("modify", "account", ["physics"]), {"grptresmins": "cpu=abc"},
-     r"Invalid unit type 'a'\. Possible options are 'KMGTP'"),
+    (
+        "TRES count not a number",
+        ("modify", "account", ["physics"]),
+        {"grptresmins": "cpu=abc"},
+        r"Invalid unit type 'a'\. Possible options are 'KMGTP'",
+    ),
 ]
 
 
 @pytest.mark.parametrize("call,values,message", [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS])
-def test_refusals(sessions: sessionmaker[Session], call: tuple[str, str, list[str]], values: dict[str, str],
-                  message: str) -> None:
+def test_refusals(
+    sessions: sessionmaker[Session], call: tuple[str, str, list[str]], values: dict[str, str], message: str
+) -> None:
     build_tree(sessions)
     with pytest.raises(admin.AdminError, match=message):
         modify(sessions, *call, **values)
@@ -263,7 +363,11 @@ def test_user_withassoc_rows_by_account_name(sessions: sessionmaker[Session]) ->
     with sessions() as session:
         rows = admin.show(session, pb.ShowRequest(kind="user", with_assoc=True))
     assert [(r["user"], r["account"]) for r in rows if r["user"] != "root"] == [
-        ("alice", "aardvark"), ("alice", "physics"), ("alice", "research"), ("bob", "physics")]
+        ("alice", "aardvark"),
+        ("alice", "physics"),
+        ("alice", "research"),
+        ("bob", "physics"),
+    ]
 
 
 def test_qos_descr_column(sessions: sessionmaker[Session]) -> None:
@@ -276,7 +380,11 @@ def test_qos_add_modify_show(sessions: sessionmaker[Session]) -> None:
     modify(sessions, "modify", "qos", ["high"], maxjobsperuser="2")
     rows = {r["name"]: r for r in show(sessions, "qos")}
     assert set(rows) == {"high", "normal"}
-    assert (rows["high"]["priority"], rows["high"]["maxwall"], rows["high"]["maxjobspu"]) == ("10", "01:00:00", "2")
+    assert (rows["high"]["priority"], rows["high"]["maxwall"], rows["high"]["maxjobspu"]) == (
+        "10",
+        "01:00:00",
+        "2",
+    )
 
 
 def test_purge_forgets_old_finished_jobs(sessions: sessionmaker[Session]) -> None:
@@ -291,13 +399,19 @@ def test_one_batch_with_a_jobs_whole_life_and_its_steps(sessions: sessionmaker[S
     # usage counts once, and a step finds the job sent earlier in the same batch.
     records = []
     for i in range(1, 301):
-        records += [job(i, "PENDING", start_time=0), job(i, "RUNNING", end_time=0),
-                    job(i, start_time=3600, end_time=3660), step(i, state="RUNNING"), step(i)]
+        records += [
+            job(i, "PENDING", start_time=0),
+            job(i, "RUNNING", end_time=0),
+            job(i, start_time=3600, end_time=3660),
+            step(i, state="RUNNING"),
+            step(i),
+        ]
     assert send(sessions, records) == (1500, 1500)
     found = find(sessions)
     assert len(found) == 300
     assert {(j.job.state, tuple((s.step_id, s.state) for s in j.steps)) for j in found} == {
-        ("COMPLETED", ((-4, "COMPLETED"),))}
+        ("COMPLETED", ((-4, "COMPLETED"),))
+    }
     with sessions() as session:
         rows = queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).rows
     assert [r.fields["cpu_seconds"] for r in rows] == [str(300 * 60 * 2)]
@@ -309,12 +423,16 @@ def test_report_says_since_when_the_cluster_is_known(sessions: sessionmaker[Sess
         assert queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).cluster_since == 0
     send(sessions, [job(1, start_time=3600, end_time=3700)])  # usage from the 3600 hour, registered now
     with sessions() as session:
-        assert queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).cluster_since == 3600
+        assert (
+            queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).cluster_since == 3600
+        )
     before = int(time.time())
     with sessions.begin() as session:
         ingest.apply_records(session, pb.SendRecordsRequest(cluster="c2", epoch="e1", cluster_cpus=4))
     with sessions() as session:
-        assert queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c2")).cluster_since >= before
+        assert (
+            queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c2")).cluster_since >= before
+        )
 
 
 def test_usage_accumulates_across_batches(sessions: sessionmaker[Session]) -> None:
@@ -333,7 +451,12 @@ def test_a_step_of_an_unknown_job_is_dropped_but_counted(sessions: sessionmaker[
 def test_only_the_asked_fields_come_back(sessions: sessionmaker[Session]) -> None:
     send(sessions, [job(1, name="train", nodelist="node1"), step(1, num_tasks=3)])
     (found,) = find(sessions, fields=["name", "num_tasks"])
-    assert (found.job.job_id, found.job.submit_time, found.job.name, found.job.nodelist) == (1, 1000, "train", "")
+    assert (found.job.job_id, found.job.submit_time, found.job.name, found.job.nodelist) == (
+        1,
+        1000,
+        "train",
+        "",
+    )
     assert [(s.step_id, s.num_tasks, s.nodelist) for s in found.steps] == [(-4, 3, "")]
     (full,) = find(sessions)
     assert (full.job.nodelist, full.steps[0].nodelist) == ("node1", "node1")
@@ -341,20 +464,42 @@ def test_only_the_asked_fields_come_back(sessions: sessionmaker[Session]) -> Non
 
 def test_utilization_counts_down_nodes_and_waiting_jobs(sessions: sessionmaker[Session]) -> None:
     def event(state: str, start: int) -> pb.AcctRecord:
-        return pb.AcctRecord(node_event=pb.NodeEventRecord(node="n1", state=state, start_time=start, cpus=4, gpus=2))
+        return pb.AcctRecord(
+            node_event=pb.NodeEventRecord(node="n1", state=state, start_time=start, cpus=4, gpus=2)
+        )
 
-    send(sessions, [
-        event("DOWN", 3600), event("", 3900),  # down 300 s of the period
-        event("DRAIN", 7000),  # still drained at the end: 200 s
-        job(1, submit_time=3000, eligible_time=3000, start_time=4000, end_time=4100,
-            tres_req="cpu=2,gres/gpu=1", req_cpus=2),  # waited 400 s inside the period
-        job(2, "PENDING", submit_time=7100, eligible_time=7100, start_time=0, req_cpus=1),  # still waiting: 100 s
-    ])
+    send(
+        sessions,
+        [
+            event("DOWN", 3600),
+            event("", 3900),  # down 300 s of the period
+            event("DRAIN", 7000),  # still drained at the end: 200 s
+            job(
+                1,
+                submit_time=3000,
+                eligible_time=3000,
+                start_time=4000,
+                end_time=4100,
+                tres_req="cpu=2,gres/gpu=1",
+                req_cpus=2,
+            ),  # waited 400 s inside the period
+            job(
+                2, "PENDING", submit_time=7100, eligible_time=7100, start_time=0, req_cpus=1
+            ),  # still waiting: 100 s
+        ],
+    )
     with sessions() as session:
-        resp = queries.report(session, pb.ReportRequest(report="cluster_utilization", start=3600, end=7200,
-                                                        cluster="c1"))
-    assert dict(resp.totals) == {"down_cpu": 500 * 4, "down_gpu": 500 * 2, "plnd_down_cpu": 0, "plnd_down_gpu": 0,
-                                 "planned_cpu": 400 * 2 + 100 * 1, "planned_gpu": 400 * 1}
+        resp = queries.report(
+            session, pb.ReportRequest(report="cluster_utilization", start=3600, end=7200, cluster="c1")
+        )
+    assert dict(resp.totals) == {
+        "down_cpu": 500 * 4,
+        "down_gpu": 500 * 2,
+        "plnd_down_cpu": 0,
+        "plnd_down_gpu": 0,
+        "planned_cpu": 400 * 2 + 100 * 1,
+        "planned_gpu": 400 * 1,
+    }
 
 
 QOS_LIST_CHANGES = [
@@ -365,8 +510,12 @@ QOS_LIST_CHANGES = [
 ]
 
 
-@pytest.mark.parametrize("values,expected", [c[1:] for c in QOS_LIST_CHANGES], ids=[c[0] for c in QOS_LIST_CHANGES])
-def test_modify_qos_list_item_by_item(sessions: sessionmaker[Session], values: dict[str, str], expected: str) -> None:
+@pytest.mark.parametrize(
+    "values,expected", [c[1:] for c in QOS_LIST_CHANGES], ids=[c[0] for c in QOS_LIST_CHANGES]
+)
+def test_modify_qos_list_item_by_item(
+    sessions: sessionmaker[Session], values: dict[str, str], expected: str
+) -> None:
     build_tree(sessions)
     modify(sessions, "add", "qos", ["high"])
     modify(sessions, "add", "qos", ["low"])
@@ -391,8 +540,15 @@ def test_borrow_migration_adds_and_drops_its_column(engine: Engine) -> None:
 
 def test_max_borrow_tres_add_modify_show_and_reaches_ctld(sessions: sessionmaker[Session]) -> None:
     build_tree(sessions)
-    modify(sessions, "add", "account", ["chem"], parent="research", grptres="gres/gpu=4",
-           maxborrowtres="gres/gpu=2")
+    modify(
+        sessions,
+        "add",
+        "account",
+        ["chem"],
+        parent="research",
+        grptres="gres/gpu=4",
+        maxborrowtres="gres/gpu=2",
+    )
     modify(sessions, "modify", "account", ["physics"], grptres="gres/gpu=4", MaxBorrowTRES="gres/gpu=4,cpu=8")
     rows = {(r["account"], r["user"]): r for r in show(sessions, "association")}
     assert rows[("chem", "")]["maxborrowtres"] == "gres/gpu=2"
@@ -402,7 +558,9 @@ def test_max_borrow_tres_add_modify_show_and_reaches_ctld(sessions: sessionmaker
         sent = {(a.account, a.user): a.max_borrow_tres for a in admin.limits(session, "c1", 0).associations}
     assert sent[("physics", "")] == "gres/gpu=4,cpu=8" and sent[("research", "")] == ""
     modify(sessions, "modify", "account", ["physics"], maxborrowtres="-1")  # -1 clears it: no borrowing
-    assert {r["account"]: r["maxborrowtres"] for r in show(sessions, "association") if not r["user"]}["physics"] == ""
+    assert {r["account"]: r["maxborrowtres"] for r in show(sessions, "association") if not r["user"]}[
+        "physics"
+    ] == ""
 
 
 def test_qos_preemption_settings_round_trip(sessions: sessionmaker[Session]) -> None:
@@ -410,16 +568,25 @@ def test_qos_preemption_settings_round_trip(sessions: sessionmaker[Session]) -> 
     modify(sessions, "add", "qos", ["high"], preempt="low", preemptmode="Requeue", gracetime="10")
     modify(sessions, "modify", "qos", ["low"], preemptmode="off")
     rows = {r["name"]: r for r in show(sessions, "qos")}
-    assert [rows["high"][k] for k in ("preempt", "preemptmode", "gracetime")] == ["low", "requeue", "00:00:10"]
+    assert [rows["high"][k] for k in ("preempt", "preemptmode", "gracetime")] == [
+        "low",
+        "requeue",
+        "00:00:10",
+    ]
     assert rows["low"]["preemptmode"] == "cluster"  # OFF on a QOS means the cluster's PreemptMode, as Slurm
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"preemptmode": "sometimes"}, "Bad Preempt Mode given: PreemptMode=sometimes"),
-    ({"preempt": "nosuch"}, "You gave a bad qos 'nosuch'. Valid QOS's are"),
-], ids=["bad mode", "unknown qos"])
-def test_qos_preemption_settings_are_checked(sessions: sessionmaker[Session], values: dict[str, str],
-                                              message: str) -> None:
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"preemptmode": "sometimes"}, "Bad Preempt Mode given: PreemptMode=sometimes"),
+        ({"preempt": "nosuch"}, "You gave a bad qos 'nosuch'. Valid QOS's are"),
+    ],
+    ids=["bad mode", "unknown qos"],
+)
+def test_qos_preemption_settings_are_checked(
+    sessions: sessionmaker[Session], values: dict[str, str], message: str
+) -> None:
     with pytest.raises(admin.AdminError, match=message):
         modify(sessions, "add", "qos", ["high"], **values)
 
@@ -438,16 +605,29 @@ def test_max_tres_per_user_migration_adds_and_drops_its_column(engine: Engine) -
 
 
 def test_qos_group_and_per_user_tres_set_show_and_reach_ctld(sessions: sessionmaker[Session]) -> None:
-    modify(sessions, "add", "qos", ["gpu"], grptres="cpu=16,gres/gpu=2", grpjobs="3",
-           maxtresperuser="cpu=4,gres/gpu=2")
+    modify(
+        sessions,
+        "add",
+        "qos",
+        ["gpu"],
+        grptres="cpu=16,gres/gpu=2",
+        grpjobs="3",
+        maxtresperuser="cpu=4,gres/gpu=2",
+    )
     modify(sessions, "add", "qos", ["short"], maxtrespu="gres/gpu=1")
     modify(sessions, "modify", "qos", ["gpu"], maxtrespu="cpu=8")
     rows = {r["name"]: r for r in show(sessions, "qos")}
-    assert (rows["gpu"]["grptres"], rows["gpu"]["grpjobs"], rows["gpu"]["maxtrespu"]) == ("cpu=16,gres/gpu=2", "3",
-                                                                                          "cpu=8")
+    assert (rows["gpu"]["grptres"], rows["gpu"]["grpjobs"], rows["gpu"]["maxtrespu"]) == (
+        "cpu=16,gres/gpu=2",
+        "3",
+        "cpu=8",
+    )
     assert (rows["short"]["maxtrespu"], rows["normal"]["maxtrespu"]) == ("gres/gpu=1", "")
     with sessions() as session:
         sent = {q.name: q for q in admin.limits(session, "c1", 0).qos}
-    assert (sent["gpu"].grp_tres, sent["gpu"].grp_jobs, sent["gpu"].max_tres_per_user) == ("cpu=16,gres/gpu=2", 3,
-                                                                                           "cpu=8")
+    assert (sent["gpu"].grp_tres, sent["gpu"].grp_jobs, sent["gpu"].max_tres_per_user) == (
+        "cpu=16,gres/gpu=2",
+        3,
+        "cpu=8",
+    )
     assert sent["short"].max_tres_per_user == "gres/gpu=1"

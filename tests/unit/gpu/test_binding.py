@@ -24,7 +24,9 @@ CASES = [
 def test_task_gpus(kw: dict[str, object], want: list[list[int]]) -> None:
     task_cpus = [range(0, 4), range(4, 8), range(8, 12), range(12, 16)]
     got = [
-        task_gpus(JOB, i, 4, task_cpus=list(task_cpus[i]), gpu_cpus={k: list(v) for k, v in AFFINITY.items()}, **kw)  # type: ignore[arg-type]
+        task_gpus(
+            JOB, i, 4, task_cpus=list(task_cpus[i]), gpu_cpus={k: list(v) for k, v in AFFINITY.items()}, **kw
+        )  # type: ignore[arg-type]
         for i in range(4)
     ]
     assert got == want
@@ -54,21 +56,37 @@ def _affinity(description: str) -> dict[int, list[int]]:
     [
         # DGX H100: GPUs 0-3 on CPUs 0-55 (socket 0), 4-7 on 56-111 (socket 1)
         ("dgx_h100", list(range(8)), list(range(0, 112)), 2, [[0, 1, 2, 3], [4, 5, 6, 7]]),
-        ("dgx_h100", list(range(8)), [*range(0, 4), *range(56, 60)], 4, [[0, 1, 2, 3]] * 2 + [[4, 5, 6, 7]] * 2),
+        (
+            "dgx_h100",
+            list(range(8)),
+            [*range(0, 4), *range(56, 60)],
+            4,
+            [[0, 1, 2, 3]] * 2 + [[4, 5, 6, 7]] * 2,
+        ),
         ("dgx_h100", [2, 5], [*range(0, 8), *range(56, 64)], 2, [[2], [5]]),
         ("dgx_h100", [4, 5], list(range(0, 8)), 2, [[4, 5], [4, 5]]),  # no GPU near: all the step's
         # PCIe A100: two NUMA domains, GPUs 0-3 on CPUs 0-31 and 4-7 on 32-63
         ("pcie_a100", [0, 1, 4, 5], [*range(0, 2), *range(32, 34)], 4, [[0, 1], [0, 1], [4, 5], [4, 5]]),
         ("pcie_a100", [0, 4], list(range(0, 64)), 1, [[0, 4]]),
     ],
-    ids=["dgx-one-task-per-socket", "dgx-two-tasks-per-socket", "dgx-step-subset", "dgx-none-near",
-         "pcie-numa", "pcie-one-task-spans-both"],
+    ids=[
+        "dgx-one-task-per-socket",
+        "dgx-two-tasks-per-socket",
+        "dgx-step-subset",
+        "dgx-none-near",
+        "pcie-numa",
+        "pcie-one-task-spans-both",
+    ],
 )
-def test_closest_binds_tasks_to_gpus_near_their_cpus(description: str, step_gpus: list[int], step_cpus: list[int],
-                                                     tasks: int, want: list[list[int]]) -> None:
+def test_closest_binds_tasks_to_gpus_near_their_cpus(
+    description: str, step_gpus: list[int], step_cpus: list[int], tasks: int, want: list[list[int]]
+) -> None:
     affinity = _affinity(description)
     blocks = split_cpus(step_cpus, tasks)
-    got = [task_gpus(step_gpus, i, tasks, bind="closest", task_cpus=blocks[i], gpu_cpus=affinity) for i in range(tasks)]
+    got = [
+        task_gpus(step_gpus, i, tasks, bind="closest", task_cpus=blocks[i], gpu_cpus=affinity)
+        for i in range(tasks)
+    ]
     assert got == want
 
 

@@ -30,7 +30,14 @@ def test_pcie_discovery_links_are_pairs_across_switches() -> None:
     gpus = node_gpus("n1", GresConf(""), FakeNvml.load("pcie_a100"))
     assert {g.type for g in gpus} == {"a100"}
     assert {g.index: g.nvlink_peers for g in gpus} == {
-        0: (2,), 1: (3,), 2: (0,), 3: (1,), 4: (6,), 5: (7,), 6: (4,), 7: (5,)
+        0: (2,),
+        1: (3,),
+        2: (0,),
+        3: (1,),
+        4: (6,),
+        5: (7,),
+        6: (4,),
+        7: (5,),
     }
     assert gpus[0].links == {2: 12}
     assert [g.numa_node for g in gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
@@ -54,17 +61,25 @@ def test_type_name(model: str, slurm_type: str) -> None:
 
 
 GRES_FORMS = [
-    ("NodeName=dgx-h100-[01-32] Name=gpu Type=h100 File=/dev/nvidia[0-7] Cores=0-111",
-     "dgx-h100-07", [("h100", i, f"/dev/nvidia{i}", 112) for i in range(8)]),
-    ("NodeName=n[1-2] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-55\n"
-     "NodeName=n[1-2] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=56-111",
-     "n2", [("h100", i, f"/dev/nvidia{i}", 56) for i in range(8)]),
+    (
+        "NodeName=dgx-h100-[01-32] Name=gpu Type=h100 File=/dev/nvidia[0-7] Cores=0-111",
+        "dgx-h100-07",
+        [("h100", i, f"/dev/nvidia{i}", 112) for i in range(8)],
+    ),
+    (
+        "NodeName=n[1-2] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-55\n"
+        "NodeName=n[1-2] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=56-111",
+        "n2",
+        [("h100", i, f"/dev/nvidia{i}", 56) for i in range(8)],
+    ),
     ("Name=gpu Count=2", "any", [("", 0, "", 0), ("", 1, "", 0)]),
     ("NodeName=other Name=gpu Type=a100 Count=4", "n1", []),
 ]
 
 
-@pytest.mark.parametrize(("text", "node", "want"), GRES_FORMS, ids=["dgx-range", "split-cores", "count-only", "other-node"])
+@pytest.mark.parametrize(
+    ("text", "node", "want"), GRES_FORMS, ids=["dgx-range", "split-cores", "count-only", "other-node"]
+)
 def test_gres_conf_forms(text: str, node: str, want: list[tuple[str, int, str, int]]) -> None:
     conf = parse_gres_conf(text)
     gpus = gres_conf_gpus([line for line in conf.for_node(node) if line.name == "gpu"])

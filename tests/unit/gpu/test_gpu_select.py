@@ -22,7 +22,9 @@ def start_of(nodes: tuple[Node, ...], request: object) -> object:
 
 
 def used(node: Node, gpus: set[int], cpus: set[int] = frozenset()) -> Node:  # type: ignore[assignment]
-    return dataclasses.replace(node, usage=NodeUsage(cpu_ids=frozenset(cpus), gpu_indices=frozenset(gpus), jobs=1))
+    return dataclasses.replace(
+        node, usage=NodeUsage(cpu_ids=frozenset(cpus), gpu_indices=frozenset(gpus), jobs=1)
+    )
 
 
 def test_two_gpus_on_pcie_node_get_a_linked_pair_on_one_socket_with_its_cores() -> None:
@@ -67,7 +69,8 @@ def test_sixteen_gpus_on_two_nodes_take_both_whole_or_wait() -> None:
     big = job(1).nodes(2).gpus_per_node(8).obj()
     result = run_cycle(snapshot(nodes, [big]), now=100)
     assert [(a.node, a.gpu_indices) for a in result.starts[0].allocation] == [
-        ("d1", tuple(range(8))), ("d2", tuple(range(8)))
+        ("d1", tuple(range(8))),
+        ("d2", tuple(range(8))),
     ]
     busy = (nodes[0], used(nodes[1], {3}))
     waiting = run_cycle(snapshot(busy, [big]), now=100)

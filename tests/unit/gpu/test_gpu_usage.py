@@ -14,10 +14,14 @@ from shoal.acct_records import JobRec, StepRec
 
 
 def _set_usage(path: Path, usage: dict[int, tuple[int, int]]) -> None:
-    path.write_text(json.dumps({str(m): {"utilization": u, "memory_used_mb": mb} for m, (u, mb) in usage.items()}))
+    path.write_text(
+        json.dumps({str(m): {"utilization": u, "memory_used_mb": mb} for m, (u, mb) in usage.items()})
+    )
 
 
-def test_fake_nvml_reports_the_description_values_then_the_override_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fake_nvml_reports_the_description_values_then_the_override_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     description = FakeNvml.load("dgx_h100").description
     description["gpus"][1].update(utilization=35, memory_used_mb=2048)
     nvml = FakeNvml(description)
@@ -55,8 +59,16 @@ def test_sampler_keeps_peak_and_mean_per_job(tmp_path: Path, monkeypatch: pytest
 
 def test_sacct_prints_gpu_terms_in_tres_usage_columns() -> None:
     job = JobRec(job_id=5, cluster="c")
-    batch = StepRec(job_id=5, step_id=-4, name="batch", cpu_time_s=65, max_rss_kb=2048,
-                    gpu_util_avg=40, gpu_util_max=75, gpu_mem_max_mb=3000)
+    batch = StepRec(
+        job_id=5,
+        step_id=-4,
+        name="batch",
+        cpu_time_s=65,
+        max_rss_kb=2048,
+        gpu_util_avg=40,
+        gpu_util_max=75,
+        gpu_mem_max_mb=3000,
+    )
     plain = StepRec(job_id=5, step_id=0, name="true", cpu_time_s=1, max_rss_kb=100)
     idle = StepRec(job_id=5, step_id=1, name="idle")
     fields = parse_format("JobID,TRESUsageInMax,TRESUsageInAve")

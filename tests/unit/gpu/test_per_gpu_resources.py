@@ -39,10 +39,16 @@ PLAIN_CASES = [
     (dict(gpus_per_node="2", cpus_per_gpu=4), "cpu=8,mem=8000M,node=1,billing=8,gres/gpu=2"),
     (dict(gpus_per_node="2", cpus_per_gpu=1, cpus_per_task=6), "cpu=6,mem=6000M,node=1,billing=6,gres/gpu=2"),
     (dict(gpus_per_node="2", mem_per_gpu_mb=10000), "cpu=1,mem=20000M,node=1,billing=1,gres/gpu=2"),
-    (dict(gpus_per_node="2", mem_per_gpu_mb=10000, cpus_per_gpu=3), "cpu=6,mem=20000M,node=1,billing=6,gres/gpu=2"),
+    (
+        dict(gpus_per_node="2", mem_per_gpu_mb=10000, cpus_per_gpu=3),
+        "cpu=6,mem=20000M,node=1,billing=6,gres/gpu=2",
+    ),
     (dict(num_tasks=2, gpus_per_task="1", cpus_per_gpu=2), "cpu=4,mem=4000M,node=1,billing=4,gres/gpu=2"),
     (dict(gpus="3", cpus_per_gpu=5), "cpu=15,mem=15000M,node=1,billing=15,gres/gpu=3"),
-    (dict(gpus_per_node="2", mem_per_cpu_mb=500, cpus_per_gpu=2), "cpu=4,mem=2000M,node=1,billing=4,gres/gpu=2"),
+    (
+        dict(gpus_per_node="2", mem_per_cpu_mb=500, cpus_per_gpu=2),
+        "cpu=4,mem=2000M,node=1,billing=4,gres/gpu=2",
+    ),
     (dict(gpus_per_node="1"), "cpu=1,mem=1000M,node=1,billing=1,gres/gpu=1"),
 ]
 
@@ -72,7 +78,9 @@ def test_per_gpu_cpus_and_memory_show_in_alloc_tres(spec: dict[str, object], tre
 def test_more_cpus_per_gpu_than_the_node_has_can_never_run() -> None:
     info = submitted(gpus_per_node="3", cpus_per_gpu=8)  # 24 CPUs on a 16-CPU node
     req = job_request(info, {PLAIN.name: PLAIN})
-    assert could_ever_run(req, snapshot((PLAIN,), [req])) == Refusal("Requested node configuration is not available")
+    assert could_ever_run(req, snapshot((PLAIN,), [req])) == Refusal(
+        "Requested node configuration is not available"
+    )
 
 
 def test_cpus_per_gpu_waits_for_enough_free_cpus() -> None:

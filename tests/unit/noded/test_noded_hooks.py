@@ -21,7 +21,11 @@ def test_a_glob_runs_its_matches_in_sorted_order_and_a_plain_path_as_given(tmp_p
     for name in ("20-b", "10-a", "30-c"):
         _script(tmp_path / name, "")
     assert hooks.expand([f"{tmp_path}/*", "/etc/x"]) == [
-        f"{tmp_path}/10-a", f"{tmp_path}/20-b", f"{tmp_path}/30-c", "/etc/x"]
+        f"{tmp_path}/10-a",
+        f"{tmp_path}/20-b",
+        f"{tmp_path}/30-c",
+        "/etc/x",
+    ]
     assert hooks.expand([f"{tmp_path}/none-*"]) == []  # a glob that matches nothing runs nothing
 
 
@@ -68,30 +72,37 @@ def test_the_script_gets_only_the_environment_it_is_given(tmp_path: Path) -> Non
     assert names - {"PWD", "SHLVL", "_"} == {"SLURM_JOB_ID"}
 
 
-@pytest.mark.parametrize(("output", "env", "printed"), [
-    ("export A=1\nexport B=x=y\n", {"A": "1", "B": "x=y", "KEEP": "k", "GONE": "g"}, []),
-    ("unset GONE\nprint hello world\n", {"KEEP": "k"}, ["hello world"]),
-    ("junk line\nexport\nexport =v\n", {"KEEP": "k", "GONE": "g"}, []),
-], ids=["export", "unset-print", "ignored"])
+@pytest.mark.parametrize(
+    ("output", "env", "printed"),
+    [
+        ("export A=1\nexport B=x=y\n", {"A": "1", "B": "x=y", "KEEP": "k", "GONE": "g"}, []),
+        ("unset GONE\nprint hello world\n", {"KEEP": "k"}, ["hello world"]),
+        ("junk line\nexport\nexport =v\n", {"KEEP": "k", "GONE": "g"}, []),
+    ],
+    ids=["export", "unset-print", "ignored"],
+)
 def test_task_prolog_lines(output: str, env: dict[str, str], printed: list[str]) -> None:
     task_env = {"KEEP": "k", "GONE": "g"}
     assert hooks.apply_task_prolog(output, task_env) == printed
     assert task_env == env
 
 
-@pytest.mark.parametrize(("states", "node", "picked"), [
-    (("ANY",), "ALLOCATED+DRAIN", True),
-    (("IDLE",), "IDLE", True),
-    (("IDLE",), "IDLE+DRAIN", True),
-    (("IDLE",), "MIXED", False),
-    (("NONDRAINED_IDLE",), "IDLE+DRAIN", False),
-    (("NONDRAINED_IDLE",), "IDLE", True),
-    (("ALLOC", "MIXED"), "MIXED", True),
-    (("ALLOC", "MIXED"), "ALLOCATED", True),
-    (("ALLOC",), "IDLE", False),
-    (("IDLE", "CYCLE"), "DOWN*", False),
-    (("IDLE",), "", True),  # ctld did not answer: checked
-], ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    ("states", "node", "picked"),
+    [
+        (("ANY",), "ALLOCATED+DRAIN", True),
+        (("IDLE",), "IDLE", True),
+        (("IDLE",), "IDLE+DRAIN", True),
+        (("IDLE",), "MIXED", False),
+        (("NONDRAINED_IDLE",), "IDLE+DRAIN", False),
+        (("NONDRAINED_IDLE",), "IDLE", True),
+        (("ALLOC", "MIXED"), "MIXED", True),
+        (("ALLOC", "MIXED"), "ALLOCATED", True),
+        (("ALLOC",), "IDLE", False),
+        (("IDLE", "CYCLE"), "DOWN*", False),
+        (("IDLE",), "", True),  # ctld did not answer: checked
+    ],
+    ids=lambda v: str(v),
+)
 def test_health_check_node_state(states: tuple[str, ...], node: str, picked: bool) -> None:
     assert selected(states, node) is picked
-

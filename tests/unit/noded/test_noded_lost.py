@@ -31,8 +31,9 @@ def test_live_steps_count_as_running_and_lost_ones_are_reaped(tmp_path: Path) ->
 
 def test_a_lost_stepds_session_is_killed_before_its_job_is_reported(tmp_path: Path) -> None:
     # a stand-in supervisor: a session leader whose child lingers after the leader is killed
-    leader = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!; wait"], stdout=subprocess.PIPE,
-                              start_new_session=True, text=True)
+    leader = subprocess.Popen(
+        ["sh", "-c", "sleep 300 & echo $!; wait"], stdout=subprocess.PIPE, start_new_session=True, text=True
+    )
     assert leader.stdout is not None
     child = int(leader.stdout.readline())
     job_dir = spool.job_dir(tmp_path, 5)

@@ -76,8 +76,16 @@ def launch_request(
     key: bytes, work: Path, script: str, job_id: int = 30, cred: dict[str, object] | None = None
 ) -> node_pb2.LaunchBatchRequest:
     uid, gid = os.geteuid(), os.getegid()
-    info = job(job_id).user("root", uid, gid).spec(script=script.encode(), work_dir=str(work)).node("n1").obj()
-    fields: dict[str, object] = {"job_id": job_id, "uid": uid, "gid": gid, "nodes": "n1", "expiry": int(time.time()) + 60}
+    info = (
+        job(job_id).user("root", uid, gid).spec(script=script.encode(), work_dir=str(work)).node("n1").obj()
+    )
+    fields: dict[str, object] = {
+        "job_id": job_id,
+        "uid": uid,
+        "gid": gid,
+        "nodes": "n1",
+        "expiry": int(time.time()) + 60,
+    }
     fields.update(cred or {})
     credential = sign_job_credential(key, node_pb2.JobCredential(**fields))  # type: ignore[arg-type]
     return node_pb2.LaunchBatchRequest(node="n1", job=info, credential=credential, cluster_name="test")
@@ -112,10 +120,15 @@ def test_launch_with_valid_credential_runs_the_job(agent: tuple[Stub, bytes, Hos
     ids=["forged", "other-job", "other-node", "expired"],
 )
 def test_bad_credential_is_refused(
-    agent: tuple[Stub, bytes, HostedNode, Path], tamper: dict[str, object], code: grpc.StatusCode, message: str
+    agent: tuple[Stub, bytes, HostedNode, Path],
+    tamper: dict[str, object],
+    code: grpc.StatusCode,
+    message: str,
 ) -> None:
     stub, key, node, work = agent
-    req = launch_request(key, work, "#!/bin/bash\ntrue\n", cred={k: v for k, v in tamper.items() if k != "signature"})
+    req = launch_request(
+        key, work, "#!/bin/bash\ntrue\n", cred={k: v for k, v in tamper.items() if k != "signature"}
+    )
     if "signature" in tamper:
         req.credential.signature = tamper["signature"]  # type: ignore[assignment]
     with pytest.raises(grpc.RpcError) as err:
@@ -130,11 +143,18 @@ def test_unknown_node_and_non_admin_caller_are_refused(agent: tuple[Stub, bytes,
     req.node = "n9"
     with pytest.raises(grpc.RpcError) as err:
         call(stub, "LaunchBatch", req, node_pb2.LaunchBatchResponse)
-    assert (err.value.code(), err.value.details()) == (grpc.StatusCode.NOT_FOUND, "Invalid node name specified: n9")
+    assert (err.value.code(), err.value.details()) == (
+        grpc.StatusCode.NOT_FOUND,
+        "Invalid node name specified: n9",
+    )
     user = Stub(stub.target, key, uid=1000, gid=1000)
     try:
         with pytest.raises(grpc.RpcError) as err:
-            user.call(NODE_SVC + "LaunchBatch", launch_request(key, work, "#!/bin/bash\n"), node_pb2.LaunchBatchResponse)
+            user.call(
+                NODE_SVC + "LaunchBatch",
+                launch_request(key, work, "#!/bin/bash\n"),
+                node_pb2.LaunchBatchResponse,
+            )
     finally:
         user.close()
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -142,16 +162,36 @@ def test_unknown_node_and_non_admin_caller_are_refused(agent: tuple[Stub, bytes,
 
 def test_terminate_and_signal(agent: tuple[Stub, bytes, HostedNode, Path]) -> None:
     stub, key, node, work = agent
-    call(stub, "LaunchBatch", launch_request(key, work, "#!/bin/bash\necho up\nsleep 60\n"), node_pb2.LaunchBatchResponse)
+    call(
+        stub,
+        "LaunchBatch",
+        launch_request(key, work, "#!/bin/bash\necho up\nsleep 60\n"),
+        node_pb2.LaunchBatchResponse,
+    )
     with pytest.raises(grpc.RpcError) as err:
-        call(stub, "SignalJob", node_pb2.NodeSignalJobRequest(node="n1", job_id=99, signal=10), node_pb2.NodeSignalJobResponse)
+        call(
+            stub,
+            "SignalJob",
+            node_pb2.NodeSignalJobRequest(node="n1", job_id=99, signal=10),
+            node_pb2.NodeSignalJobResponse,
+        )
     assert err.value.details() == "Job 99 is not running on node n1"
-    call(stub, "TerminateJob", node_pb2.TerminateJobRequest(node="n1", job_id=30, kill_wait=1), node_pb2.TerminateJobResponse)
+    call(
+        stub,
+        "TerminateJob",
+        node_pb2.TerminateJobRequest(node="n1", job_id=30, kill_wait=1),
+        node_pb2.TerminateJobResponse,
+    )
     deadline = time.monotonic() + 20
     while not jobs.scan(node.spool)[1] and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [f.exit_signal for f in jobs.scan(node.spool)[1]] == [signal.SIGTERM]
-    call(stub, "TerminateJob", node_pb2.TerminateJobRequest(node="n1", job_id=30), node_pb2.TerminateJobResponse)
+    call(
+        stub,
+        "TerminateJob",
+        node_pb2.TerminateJobRequest(node="n1", job_id=30),
+        node_pb2.TerminateJobResponse,
+    )
 
 
 class RecordingController(controller_pb2_grpc.ControllerServicer):
@@ -185,7 +225,8 @@ def test_noded_registers_reports_completion_and_stops_cleanly(open_dirs: tuple[P
     server.start()
     proc = subprocess.Popen(
         [sys.executable, "-m", "noded.main", "-f", str(conf), "-N", "n1", "-D"],
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 20
@@ -227,7 +268,11 @@ def test_noded_registers_reports_completion_and_stops_cleanly(open_dirs: tuple[P
     ids=["unknown-node", "bad-config", "port-in-use"],
 )
 def test_start_errors(
-    open_dirs: tuple[Path, Path], capsys: pytest.CaptureFixture[str], args: list[str], conf_extra: str, want: str
+    open_dirs: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    conf_extra: str,
+    want: str,
 ) -> None:
     root = open_dirs[0].parent
     port = free_port()
@@ -249,9 +294,11 @@ def test_signal_job_spares_the_batch_shell_unless_asked(agent: tuple[Stub, bytes
     """Without batch_only/full a job signal is for the steps: the shell and what it runs (here no
     step) never see it; batch_only reaches the shell alone, full its whole process group."""
     stub, key, node, work = agent
-    script = (f"#!/bin/bash\ntrap 'echo shell USR1 >> {work}/got' USR1\n"
-              f"bash -c \"trap 'echo child USR1 >> {work}/got; exit 0' USR1; touch {work}/up; "
-              f"while true; do sleep 0.1; done\" &\nwhile true; do sleep 0.1; done\n")
+    script = (
+        f"#!/bin/bash\ntrap 'echo shell USR1 >> {work}/got' USR1\n"
+        f"bash -c \"trap 'echo child USR1 >> {work}/got; exit 0' USR1; touch {work}/up; "
+        f'while true; do sleep 0.1; done" &\nwhile true; do sleep 0.1; done\n'
+    )
     call(stub, "LaunchBatch", launch_request(key, work, script), node_pb2.LaunchBatchResponse)
     deadline = time.monotonic() + 20
     while not (work / "up").exists() and time.monotonic() < deadline:
@@ -260,17 +307,28 @@ def test_signal_job_spares_the_batch_shell_unless_asked(agent: tuple[Stub, bytes
 
     def send(want: int, **how: bool) -> list[str]:
         """Signal, then the lines noted once there are `want` of them."""
-        call(stub, "SignalJob", node_pb2.NodeSignalJobRequest(node="n1", job_id=30, signal=10, **how),
-             node_pb2.NodeSignalJobResponse)
+        call(
+            stub,
+            "SignalJob",
+            node_pb2.NodeSignalJobRequest(node="n1", job_id=30, signal=10, **how),
+            node_pb2.NodeSignalJobResponse,
+        )
         deadline = time.monotonic() + 20
-        while (len(got.read_text().splitlines()) if got.exists() else 0) < want and time.monotonic() < deadline:
+        while (
+            len(got.read_text().splitlines()) if got.exists() else 0
+        ) < want and time.monotonic() < deadline:
             time.sleep(0.05)
         return sorted(got.read_text().splitlines()) if got.exists() else []
 
     send(0)  # steps only: nothing here, so the next signal is the first the shell sees
     assert send(1, batch_only=True) == ["shell USR1"]
     assert send(3, full=True) == ["child USR1", "shell USR1", "shell USR1"]
-    call(stub, "TerminateJob", node_pb2.TerminateJobRequest(node="n1", job_id=30, kill_wait=1), node_pb2.TerminateJobResponse)
+    call(
+        stub,
+        "TerminateJob",
+        node_pb2.TerminateJobRequest(node="n1", job_id=30, kill_wait=1),
+        node_pb2.TerminateJobResponse,
+    )
 
 
 def test_a_refused_or_failed_launch_answers_its_status(agent: tuple[Stub, bytes, HostedNode, Path]) -> None:
@@ -283,11 +341,17 @@ def test_a_refused_or_failed_launch_answers_its_status(agent: tuple[Stub, bytes,
     with pytest.raises(grpc.RpcError) as err:
         call(stub, "LaunchBatch", req, node_pb2.LaunchBatchResponse)
     assert (err.value.code(), err.value.details()) == (
-        grpc.StatusCode.FAILED_PRECONDITION, f"User id {unknown_uid} not found on node n1"
+        grpc.StatusCode.FAILED_PRECONDITION,
+        f"User id {unknown_uid} not found on node n1",
     )
     spool.job_dir(node.spool, 30).parent.mkdir(parents=True, exist_ok=True)
     spool.job_dir(node.spool, 30).write_text("not a directory")
     with pytest.raises(grpc.RpcError) as err:
-        call(stub, "LaunchBatch", launch_request(key, work, "#!/bin/bash\ntrue\n"), node_pb2.LaunchBatchResponse)
+        call(
+            stub,
+            "LaunchBatch",
+            launch_request(key, work, "#!/bin/bash\ntrue\n"),
+            node_pb2.LaunchBatchResponse,
+        )
     assert err.value.code() == grpc.StatusCode.INTERNAL
     assert err.value.details().startswith(f"cannot create {spool.job_dir(node.spool, 30)}")

@@ -50,7 +50,9 @@ def submit(
     gid = os.getegid() if uid == os.geteuid() else NOBODY
     name = "nobody" if uid == NOBODY else "root"
     spec.setdefault("work_dir", str(work))
-    builder = job(job_id).name("t").user(name, uid, gid).spec(script=script.encode(), **spec).node("n1", cpus=1)
+    builder = (
+        job(job_id).name("t").user(name, uid, gid).spec(script=script.encode(), **spec).node("n1", cpus=1)
+    )
     builder.set(restarts=run, start_time=int(time.time()))
     launch_batch(launch(builder.obj()), Node(), spool_root, kill_wait)
     return spool.job_dir(spool_root, job_id)
@@ -92,7 +94,11 @@ def test_job_exit_status_and_output_owner(
     spool_root, work = open_dirs
     job_dir = submit(spool_root, work, script, uid=uid)
     status = wait_status(job_dir)
-    assert (status["exit_code"], status["exit_signal"], status["launch_failed"]) == (exit_code, exit_signal, False)
+    assert (status["exit_code"], status["exit_signal"], status["launch_failed"]) == (
+        exit_code,
+        exit_signal,
+        False,
+    )
     out = work / "slurm-10.out"
     assert out.stat().st_uid == uid
     assert out.read_text().splitlines()[0] in ("hello 10", f"hello {uid}", "failing", "dying")
@@ -100,7 +106,9 @@ def test_job_exit_status_and_output_owner(
 
 def test_environment_cwd_and_task_pid(open_dirs: tuple[Path, Path]) -> None:
     spool_root, work = open_dirs
-    script = "#!/bin/bash\necho cwd=$(pwd) id=$SLURM_JOB_ID pidok=$([ $SLURM_TASK_PID = $$ ] && echo y) a=$1\n"
+    script = (
+        "#!/bin/bash\necho cwd=$(pwd) id=$SLURM_JOB_ID pidok=$([ $SLURM_TASK_PID = $$ ] && echo y) a=$1\n"
+    )
     job_dir = submit(spool_root, work, script, std_out="o-%x-%j.txt", argv=["first"])
     assert wait_status(job_dir)["exit_code"] == 0
     assert (work / "o-t-10.txt").read_text() == f"cwd={work} id=10 pidok=y a=first\n"
@@ -128,7 +136,11 @@ def test_unopenable_output_fails_the_job(open_dirs: tuple[Path, Path]) -> None:
 def test_missing_workdir_falls_back_to_tmp(open_dirs: tuple[Path, Path]) -> None:
     spool_root, work = open_dirs
     job_dir = submit(
-        spool_root, work, "#!/bin/bash\necho cwd=$(pwd)\n", work_dir="/nonexistent/wd", std_out=str(work / "o")
+        spool_root,
+        work,
+        "#!/bin/bash\necho cwd=$(pwd)\n",
+        work_dir="/nonexistent/wd",
+        std_out=str(work / "o"),
     )
     assert wait_status(job_dir)["exit_code"] == 0
     lines = (work / "o").read_text().splitlines()
@@ -201,8 +213,9 @@ def test_stepd_outlives_a_killed_noded(open_dirs: tuple[Path, Path], stepd_start
         "print('launched', flush=True); time.sleep(60)"
     )
     fake_noded = subprocess.Popen(
-        [sys.executable, "-c", code, str(repo), str(spool_root), str(work), stepd_start], stdout=subprocess.PIPE,
-        text=True
+        [sys.executable, "-c", code, str(repo), str(spool_root), str(work), stepd_start],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert fake_noded.stdout is not None and fake_noded.stdout.readline() == "launched\n"
     fake_noded.kill()
@@ -215,17 +228,23 @@ def test_stepd_outlives_a_killed_noded(open_dirs: tuple[Path, Path], stepd_start
 def test_stepd_imports_only_the_standard_library() -> None:
     # the bare `shoal` package (its __init__ only sets an environment default) is allowed, and shoal.hookrun
     # (the Prolog/Epilog runner, itself standard library only); other shoal modules are not
-    code = ("import sys, noded.stepd; print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('grpc', 'google', 'psutil', 'shoal') and m not in ('shoal', 'shoal.hookrun')))")
+    code = (
+        "import sys, noded.stepd; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('grpc', 'google', 'psutil', 'shoal') and m not in ('shoal', 'shoal.hookrun')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
-def test_non_root_noded_refuses_other_users(monkeypatch: pytest.MonkeyPatch, open_dirs: tuple[Path, Path]) -> None:
+def test_non_root_noded_refuses_other_users(
+    monkeypatch: pytest.MonkeyPatch, open_dirs: tuple[Path, Path]
+) -> None:
     spool_root, work = open_dirs
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     req = launch(job(5).user("alice", 1001, 1001).node("n1").obj())
-    with pytest.raises(LaunchRefused, match="runs as uid 1000 and can only run its own jobs, not jobs of uid 1001"):
+    with pytest.raises(
+        LaunchRefused, match="runs as uid 1000 and can only run its own jobs, not jobs of uid 1001"
+    ):
         build_spec(req, Node(), spool_root, 30)
 
 
@@ -289,7 +308,6 @@ def test_a_pid_file_being_rewritten_always_reads_as_the_live_process(tmp_path: P
         stop.set()
         writer.join()
     assert misses == 0
-
 
 
 def test_the_script_starts_with_its_pid_already_on_record(open_dirs: tuple[Path, Path]) -> None:

@@ -36,10 +36,19 @@ def test_a_terminate_before_the_tasks_start_keeps_them_from_starting(open_dirs: 
     step = tasks.step_dir(spool_root, 10, 0)
     step.mkdir()
     spec = StepSpec(
-        job_id=10, step_id=0, node="n1", uid=os.geteuid(), gid=os.getegid(), groups=[], cwd=str(work),
+        job_id=10,
+        step_id=0,
+        node="n1",
+        uid=os.geteuid(),
+        gid=os.getegid(),
+        groups=[],
+        cwd=str(work),
         argv=["/bin/sh", "-c", f"touch {work / 'started'}; sleep 300"],
         tasks=[TaskSpec(gtid=0, env={"PATH": "/usr/bin:/bin"}, stdin="/dev/null")],
-        io_host="127.0.0.1", io_port=port, io_token="t", kill_wait=1,
+        io_host="127.0.0.1",
+        io_port=port,
+        io_token="t",
+        kill_wait=1,
     )
     spec.save(step / "tasks.json")
     # returns once the supervisor's pid is on record; srun does not listen yet, so it keeps connecting
@@ -59,8 +68,9 @@ def test_a_terminate_before_the_tasks_start_keeps_them_from_starting(open_dirs: 
 
 
 def _launch_request(work: Path, start_time: int) -> node_pb2.LaunchTasksRequest:
-    job = jobs_pb2.JobInfo(job_id=11, nodes="n1", num_nodes=1, user_id=os.geteuid(), group_id=os.getegid(),
-                           start_time=start_time)
+    job = jobs_pb2.JobInfo(
+        job_id=11, nodes="n1", num_nodes=1, user_id=os.geteuid(), group_id=os.getegid(), start_time=start_time
+    )
     job.spec.work_dir = str(work)
     job.allocation.add(node="n1", cpus=1)
     step = jobs_pb2.JobStep(job_id=11, step_id=0, nodes="n1", num_nodes=1, num_tasks=1)
@@ -82,7 +92,9 @@ def test_a_step_launch_that_arrives_after_the_jobs_terminate_is_refused(open_dir
     assert not (work / "started").exists()
 
 
-def test_a_cancel_from_a_run_before_a_requeue_does_not_refuse_the_next_run(open_dirs: tuple[Path, Path]) -> None:
+def test_a_cancel_from_a_run_before_a_requeue_does_not_refuse_the_next_run(
+    open_dirs: tuple[Path, Path],
+) -> None:
     spool_root, work = open_dirs
     jobs.terminate_job(spool_root, 11, kill_wait=None)
     marker = spool.cancel_marker(spool_root, 11)
@@ -92,7 +104,9 @@ def test_a_cancel_from_a_run_before_a_requeue_does_not_refuse_the_next_run(open_
     assert tasks.terminate_steps(spool_root, 11) == 1
 
 
-def test_a_requeued_jobs_step_starts_once_the_previous_runs_step_has_gone(open_dirs: tuple[Path, Path]) -> None:
+def test_a_requeued_jobs_step_starts_once_the_previous_runs_step_has_gone(
+    open_dirs: tuple[Path, Path],
+) -> None:
     """After a requeue the next run's step 0 can arrive while the previous run's step 0 (tasks in their
     KillWait) still holds its directory: the launch waits for it rather than starting nothing."""
     spool_root, work = open_dirs
@@ -105,8 +119,9 @@ def test_a_requeued_jobs_step_starts_once_the_previous_runs_step_has_gone(open_d
     assert tasks.terminate_steps(spool_root, 11) == 1  # this run's supervisor is there
 
 
-def test_a_previous_runs_step_that_will_not_end_fails_the_launch(open_dirs: tuple[Path, Path],
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_previous_runs_step_that_will_not_end_fails_the_launch(
+    open_dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     spool_root, work = open_dirs
     old = tasks.step_dir(spool_root, 11, 0)
     old.mkdir()

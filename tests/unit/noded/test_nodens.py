@@ -61,13 +61,19 @@ sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 
 def _in_child(uid: int, ident: dict[str, str]) -> tuple[int, str]:
     """What a job of `uid` sees after nodens.enter(ident): (exit status, hostname + /etc/hosts or the error)."""
-    out = subprocess.run([sys.executable, "-c", _HELPER, str(uid), json.dumps(ident)], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", _HELPER, str(uid), json.dumps(ident)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return out.returncode, out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
-def test_a_job_sees_the_node_name_and_its_hosts_file_and_the_host_keeps_its_own(tmp_path: Path, uid: int) -> None:
+def test_a_job_sees_the_node_name_and_its_hosts_file_and_the_host_keeps_its_own(
+    tmp_path: Path, uid: int
+) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root (to become root's and nobody's jobs)")
     for d in (tmp_path, *tmp_path.parents):  # nobody's own bind mount needs a path it can walk

@@ -18,36 +18,95 @@ def _slurm() -> dict[str, tuple[str, str]]:
     return {r[0]: (r[1].lower(), r[2] if len(r) > 2 else "") for r in rows}
 
 
-def _answers() -> tuple[controller_pb2.GetJobsResponse, controller_pb2.GetNodesResponse,
-                        controller_pb2.GetPartitionsResponse, controller_pb2.GetDiagResponse]:
-    jobs = controller_pb2.GetJobsResponse(jobs=[
-        jobs_pb2.JobInfo(job_id=1, state=jobs_pb2.RUNNING, partition="batch", user_name="alice", account="phys",
-                         num_cpus=4, num_gpus=2, mem_mb=1000, num_nodes=1, start_time=10),
-        jobs_pb2.JobInfo(job_id=2, state=jobs_pb2.PENDING, partition="batch", user_name="bob", account="chem",
-                         num_nodes=2, held=True),
-        jobs_pb2.JobInfo(job_id=3, state=jobs_pb2.COMPLETED, partition="debug", user_name="alice", account="phys",
-                         start_time=5),
-    ])
-    nodes = controller_pb2.GetNodesResponse(nodes=[
-        cluster_pb2.NodeInfo(name="n1", state="MIXED", base_state="MIXED", cpus=8, alloc_cpus=4,
-                             real_memory_mb=4000, alloc_mem_mb=1000, total_gpus=8, alloc_gpus=2),
-        cluster_pb2.NodeInfo(name="n2", state="IDLE+DRAIN", base_state="IDLE", drain=True, cpus=8,
-                             real_memory_mb=4000, total_gpus=8),
-    ])
-    parts = controller_pb2.GetPartitionsResponse(partitions=[
-        cluster_pb2.PartitionInfo(name="batch", nodes="n[1-2]", total_cpus=16, total_nodes=2),
-        cluster_pb2.PartitionInfo(name="debug", nodes="n2", total_cpus=8, total_nodes=1),
-    ])
-    diag = controller_pb2.GetDiagResponse(now=100, since=50, jobs_submitted=3, sched_cycles=2,
-                                          sched_cycle_sum_us=300, sched_depth_sum=4)
+def _answers() -> tuple[
+    controller_pb2.GetJobsResponse,
+    controller_pb2.GetNodesResponse,
+    controller_pb2.GetPartitionsResponse,
+    controller_pb2.GetDiagResponse,
+]:
+    jobs = controller_pb2.GetJobsResponse(
+        jobs=[
+            jobs_pb2.JobInfo(
+                job_id=1,
+                state=jobs_pb2.RUNNING,
+                partition="batch",
+                user_name="alice",
+                account="phys",
+                num_cpus=4,
+                num_gpus=2,
+                mem_mb=1000,
+                num_nodes=1,
+                start_time=10,
+            ),
+            jobs_pb2.JobInfo(
+                job_id=2,
+                state=jobs_pb2.PENDING,
+                partition="batch",
+                user_name="bob",
+                account="chem",
+                num_nodes=2,
+                held=True,
+            ),
+            jobs_pb2.JobInfo(
+                job_id=3,
+                state=jobs_pb2.COMPLETED,
+                partition="debug",
+                user_name="alice",
+                account="phys",
+                start_time=5,
+            ),
+        ]
+    )
+    nodes = controller_pb2.GetNodesResponse(
+        nodes=[
+            cluster_pb2.NodeInfo(
+                name="n1",
+                state="MIXED",
+                base_state="MIXED",
+                cpus=8,
+                alloc_cpus=4,
+                real_memory_mb=4000,
+                alloc_mem_mb=1000,
+                total_gpus=8,
+                alloc_gpus=2,
+            ),
+            cluster_pb2.NodeInfo(
+                name="n2",
+                state="IDLE+DRAIN",
+                base_state="IDLE",
+                drain=True,
+                cpus=8,
+                real_memory_mb=4000,
+                total_gpus=8,
+            ),
+        ]
+    )
+    parts = controller_pb2.GetPartitionsResponse(
+        partitions=[
+            cluster_pb2.PartitionInfo(name="batch", nodes="n[1-2]", total_cpus=16, total_nodes=2),
+            cluster_pb2.PartitionInfo(name="debug", nodes="n2", total_cpus=8, total_nodes=1),
+        ]
+    )
+    diag = controller_pb2.GetDiagResponse(
+        now=100, since=50, jobs_submitted=3, sched_cycles=2, sched_cycle_sum_us=300, sched_depth_sum=4
+    )
     return jobs, nodes, parts, diag
 
 
 def _served() -> dict[str, object]:
     jobs, nodes, parts, diag = _answers()
-    text = "".join(metrics.exposition(f)[:-len("# EOF\n")] for f in (
-        metrics.jobs_families(jobs), metrics.nodes_families(nodes),
-        metrics.partitions_families(parts, nodes, jobs), metrics.scheduler_families(diag))) + "# EOF\n"
+    text = (
+        "".join(
+            metrics.exposition(f)[: -len("# EOF\n")]
+            for f in (
+                metrics.jobs_families(jobs),
+                metrics.nodes_families(nodes),
+                metrics.partitions_families(parts, nodes, jobs),
+                metrics.scheduler_families(diag),
+            )
+        )
+        + "# EOF\n"
+    )
     return {fam.name: fam for fam in text_string_to_metric_families(text)}
 
 
@@ -70,11 +129,23 @@ def test_values_from_the_answers() -> None:
         fam = served[name]
         return next(s.value for s in fam.samples if s.labels == labels)  # type: ignore[attr-defined]
 
-    assert (value("slurm_jobs"), value("slurm_jobs_running"), value("slurm_jobs_pending"),
-            value("slurm_jobs_hold"), value("slurm_jobs_completed"), value("slurm_jobs_finished")) == (3, 1, 1, 1, 1, 1)
+    assert (
+        value("slurm_jobs"),
+        value("slurm_jobs_running"),
+        value("slurm_jobs_pending"),
+        value("slurm_jobs_hold"),
+        value("slurm_jobs_completed"),
+        value("slurm_jobs_finished"),
+    ) == (3, 1, 1, 1, 1, 1)
     assert (value("slurm_jobs_cpus_alloc"), value("slurm_jobs_gpus_alloc")) == (4, 2)
-    assert (value("slurm_nodes"), value("slurm_nodes_mixed"), value("slurm_nodes_idle"),
-            value("slurm_nodes_drain"), value("slurm_nodes_drained"), value("slurm_nodes_draining")) == (2, 1, 1, 1, 1, 0)
+    assert (
+        value("slurm_nodes"),
+        value("slurm_nodes_mixed"),
+        value("slurm_nodes_idle"),
+        value("slurm_nodes_drain"),
+        value("slurm_nodes_drained"),
+        value("slurm_nodes_draining"),
+    ) == (2, 1, 1, 1, 1, 0)
     assert value("slurm_node_cpus_idle", node="n1") == 4
     assert value("slurm_node_memory_alloc_bytes", node="n1") == 1000 * 1024 * 1024
     assert value("slurm_partition_jobs_running", partition="batch") == 1
@@ -83,8 +154,11 @@ def test_values_from_the_answers() -> None:
     assert value("slurm_partition_gpus", partition="batch") == 16
     assert value("slurm_partition_jobs_max_job_nodes", partition="batch") == 2
     assert value("slurm_partition_jobs_max_job_nodes_nohold", partition="batch") == 0
-    assert (value("slurm_sdiag_jobs_submitted"), value("slurm_sched_mean_cycle"),
-            value("slurm_schedule_cycle_cnt")) == (3, 150, 2)
+    assert (
+        value("slurm_sdiag_jobs_submitted"),
+        value("slurm_sched_mean_cycle"),
+        value("slurm_schedule_cycle_cnt"),
+    ) == (3, 150, 2)
 
 
 def test_users_and_accounts() -> None:

@@ -11,18 +11,25 @@ from shoal.conf.slurm import SlurmConfig
 
 
 def _access(**fields: object) -> MetricsAccess:
-    return MetricsAccess.from_config(replace(SlurmConfig(path="slurm.conf"), metrics_type="metrics/openmetrics", **fields))  # type: ignore[arg-type]
+    return MetricsAccess.from_config(
+        replace(SlurmConfig(path="slurm.conf"), metrics_type="metrics/openmetrics", **fields)
+    )  # type: ignore[arg-type]
 
 
 def test_open_without_private_data() -> None:
     assert _access().refusal({}, b"k", 0) is None
-    assert not MetricsAccess.from_config(SlurmConfig(path="slurm.conf")).enabled  # no MetricsType: no endpoints
+    assert not MetricsAccess.from_config(
+        SlurmConfig(path="slurm.conf")
+    ).enabled  # no MetricsType: no endpoints
 
 
 def test_private_data_turns_them_off_unless_ignored() -> None:
     refused = _access(private_data=("jobs",)).refusal({}, b"k", 0)
     assert refused is not None and refused.status == 403
-    assert _access(private_data=("jobs",), metrics_parameters=("ignore_private_data",)).refusal({}, b"k", 0) is None
+    assert (
+        _access(private_data=("jobs",), metrics_parameters=("ignore_private_data",)).refusal({}, b"k", 0)
+        is None
+    )
 
 
 def test_auth_users_need_a_listed_users_token(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -31,28 +31,105 @@ BIG = job(1).nodes(2).tasks(8).time(60).obj()  # needs both nodes: waits for the
 
 CASES = [
     # id, running job's end, pending jobs, config, started, reasons, planned start of job 1
-    ("short job backfills", NOW + 3600, [BIG, job(2).tasks(4).time(30).obj()], BACKFILL, [2],
-     {1: "Resources"}, NOW + 3600),
-    ("job ending exactly at the reservation backfills", NOW + 3600, [BIG, job(2).tasks(4).time(60).obj()],
-     BACKFILL, [2], {1: "Resources"}, NOW + 3600),
-    ("long job would delay the big one", NOW + 3600, [BIG, job(2).tasks(4).time(61).obj()], BACKFILL, [],
-     {1: "Resources", 2: "Priority"}, NOW + 3600),
-    ("unlimited job would delay the big one", NOW + 3600, [BIG, job(2).tasks(4).obj()], BACKFILL, [],
-     {1: "Resources", 2: "Priority"}, NOW + 3600),
-    ("builtin scheduler never backfills", NOW + 3600, [BIG, job(2).tasks(4).time(30).obj()],
-     dataclasses.replace(BACKFILL, scheduler="sched/builtin"), [], {1: "Resources", 2: "Priority"}, None),
-    ("unknown end: the big job blocks its partition", 0, [BIG, job(2).tasks(4).time(30).obj()], BACKFILL,
-     [], {1: "Resources", 2: "Priority"}, None),
-    ("start beyond bf_window: blocks", NOW + 3 * 3600, [BIG, job(2).tasks(4).time(30).obj()],
-     dataclasses.replace(BACKFILL, bf_window_min=60), [], {1: "Resources", 2: "Priority"}, None),
-    ("bf_max_job_test=1 tests only the big job", NOW + 3600, [BIG, job(2).tasks(4).time(30).obj()],
-     dataclasses.replace(BACKFILL, bf_max_job_test=1), [], {1: "Resources", 2: "Priority"}, NOW + 3600),
-    ("bf_max_job_user=1 skips the user's second job", NOW + 3600, [BIG, job(2).tasks(4).time(30).obj()],
-     dataclasses.replace(BACKFILL, bf_max_job_user=1), [], {1: "Resources", 2: "Priority"}, NOW + 3600),
-    ("bf_max_job_user counts per user", NOW + 3600, [BIG, job(2).tasks(4).time(30).user(7).obj()],
-     dataclasses.replace(BACKFILL, bf_max_job_user=1), [2], {1: "Resources"}, NOW + 3600),
-    ("resolution rounds the planned start up", NOW + 3601, [BIG], dataclasses.replace(BACKFILL,
-     bf_resolution_s=60), [], {1: "Resources"}, NOW + 3660),
+    (
+        "short job backfills",
+        NOW + 3600,
+        [BIG, job(2).tasks(4).time(30).obj()],
+        BACKFILL,
+        [2],
+        {1: "Resources"},
+        NOW + 3600,
+    ),
+    (
+        "job ending exactly at the reservation backfills",
+        NOW + 3600,
+        [BIG, job(2).tasks(4).time(60).obj()],
+        BACKFILL,
+        [2],
+        {1: "Resources"},
+        NOW + 3600,
+    ),
+    (
+        "long job would delay the big one",
+        NOW + 3600,
+        [BIG, job(2).tasks(4).time(61).obj()],
+        BACKFILL,
+        [],
+        {1: "Resources", 2: "Priority"},
+        NOW + 3600,
+    ),
+    (
+        "unlimited job would delay the big one",
+        NOW + 3600,
+        [BIG, job(2).tasks(4).obj()],
+        BACKFILL,
+        [],
+        {1: "Resources", 2: "Priority"},
+        NOW + 3600,
+    ),
+    (
+        "builtin scheduler never backfills",
+        NOW + 3600,
+        [BIG, job(2).tasks(4).time(30).obj()],
+        dataclasses.replace(BACKFILL, scheduler="sched/builtin"),
+        [],
+        {1: "Resources", 2: "Priority"},
+        None,
+    ),
+    (
+        "unknown end: the big job blocks its partition",
+        0,
+        [BIG, job(2).tasks(4).time(30).obj()],
+        BACKFILL,
+        [],
+        {1: "Resources", 2: "Priority"},
+        None,
+    ),
+    (
+        "start beyond bf_window: blocks",
+        NOW + 3 * 3600,
+        [BIG, job(2).tasks(4).time(30).obj()],
+        dataclasses.replace(BACKFILL, bf_window_min=60),
+        [],
+        {1: "Resources", 2: "Priority"},
+        None,
+    ),
+    (
+        "bf_max_job_test=1 tests only the big job",
+        NOW + 3600,
+        [BIG, job(2).tasks(4).time(30).obj()],
+        dataclasses.replace(BACKFILL, bf_max_job_test=1),
+        [],
+        {1: "Resources", 2: "Priority"},
+        NOW + 3600,
+    ),
+    (
+        "bf_max_job_user=1 skips the user's second job",
+        NOW + 3600,
+        [BIG, job(2).tasks(4).time(30).obj()],
+        dataclasses.replace(BACKFILL, bf_max_job_user=1),
+        [],
+        {1: "Resources", 2: "Priority"},
+        NOW + 3600,
+    ),
+    (
+        "bf_max_job_user counts per user",
+        NOW + 3600,
+        [BIG, job(2).tasks(4).time(30).user(7).obj()],
+        dataclasses.replace(BACKFILL, bf_max_job_user=1),
+        [2],
+        {1: "Resources"},
+        NOW + 3600,
+    ),
+    (
+        "resolution rounds the planned start up",
+        NOW + 3601,
+        [BIG],
+        dataclasses.replace(BACKFILL, bf_resolution_s=60),
+        [],
+        {1: "Resources"},
+        NOW + 3660,
+    ),
 ]
 
 
@@ -93,7 +170,9 @@ def test_easy_reserves_only_for_the_first_job() -> None:
     assert 2 not in easy.planned
 
 
-@pytest.mark.parametrize(("strict", "limit", "started"), [(False, 600, [2]), (True, 600, []), (True, 60, [2])])
+@pytest.mark.parametrize(
+    ("strict", "limit", "started"), [(False, 600, [2]), (True, 600, []), (True, 60, [2])]
+)
 def test_small_job_uses_spare_cpus_beside_a_reservation(strict: bool, limit: int, started: list[int]) -> None:
     """The big job leaves one CPU per node: a long 1-CPU job may use it now (textbook backfill);
     under bf_strict (RLScheduler's rule) only a job that ends by the reservation may start."""
@@ -114,9 +193,14 @@ def test_reservation_nodes_follow_the_cluster() -> None:
 
 def test_a_running_job_of_unknown_allocation_frees_its_whole_node_at_its_end() -> None:
     """Its release counts (the CPU-count shortcut once counted nothing and planned no start)."""
-    nodes = (node("n1").cpus(4).used(cpus=range(4), mem=400).obj(), node("n2").cpus(4).used(cpus=range(4)).obj())
+    nodes = (
+        node("n1").cpus(4).used(cpus=range(4), mem=400).obj(),
+        node("n2").cpus(4).used(cpus=range(4)).obj(),
+    )
     runs = [RunningJob(98, ("n1",), NOW + 3600), RunningJob(99, ("n2",), NOW + 7200)]
-    result = run_cycle(snapshot(nodes, pending=[job(1).tasks(4).time(60).obj()], running=runs, config=BACKFILL), NOW)
+    result = run_cycle(
+        snapshot(nodes, pending=[job(1).tasks(4).time(60).obj()], running=runs, config=BACKFILL), NOW
+    )
     assert result.reasons == {1: "Resources"}
     assert result.planned[1].start_time == NOW + 3600
     assert result.planned[1].nodes == ("n1",)

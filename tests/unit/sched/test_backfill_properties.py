@@ -57,8 +57,13 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     old = [_request(1000 + i, draw, count) for i in range(draw(st.integers(0, 6)))]
     first = run_cycle(snapshot(nodes, pending=old, config=config), NOW - 10)
     running = tuple(
-        RunningJob(s.job_id, tuple(a.node for a in s.allocation), NOW + draw(st.integers(1, 7200)), "batch",
-                   s.allocation)
+        RunningJob(
+            s.job_id,
+            tuple(a.node for a in s.allocation),
+            NOW + draw(st.integers(1, 7200)),
+            "batch",
+            s.allocation,
+        )
         for s in first.starts
     )
     pending = [_request(i, draw, count) for i in range(1, draw(st.integers(1, 8)) + 1)]
@@ -75,8 +80,9 @@ def _with_usage(nodes: tuple[Node, ...], running: tuple[RunningJob, ...]) -> tup
             mem[a.node] += a.mem_mb
             jobs[a.node] += 1
     return tuple(
-        dataclasses.replace(n, usage=NodeUsage(frozenset(cpus[n.name]), mem[n.name], frozenset(), False,
-                                               jobs[n.name]))
+        dataclasses.replace(
+            n, usage=NodeUsage(frozenset(cpus[n.name]), mem[n.name], frozenset(), False, jobs[n.name])
+        )
         for n in nodes
     )
 
@@ -94,7 +100,9 @@ def test_backfill_never_delays_a_higher_priority_job(snap: Snapshot) -> None:
     full = run_cycle(snap, NOW)
     started = {s.job_id for s in full.starts}
     for job in snap.pending:
-        higher_only = dataclasses.replace(snap, pending=tuple(j for j in snap.pending if j.job_id <= job.job_id))
+        higher_only = dataclasses.replace(
+            snap, pending=tuple(j for j in snap.pending if j.job_id <= job.job_id)
+        )
         alone = run_cycle(higher_only, NOW)
         if job.job_id in {s.job_id for s in alone.starts}:
             assert job.job_id in started
@@ -109,8 +117,12 @@ def test_reservations_are_free_when_they_begin(snap: Snapshot) -> None:
     starts = {s.job_id: s for s in result.starts}
     for job_id, plan in result.planned.items():
         still = [a for r in snap.running if r.end_time > plan.start_time for a in r.allocation]
-        still += [a for s in starts.values() if job_end(NOW, s.time_limit_min) > plan.start_time
-                  for a in s.allocation]
+        still += [
+            a
+            for s in starts.values()
+            if job_end(NOW, s.time_limit_min) > plan.start_time
+            for a in s.allocation
+        ]
         for name, ids in _held_cpus(still).items():
             assert len(ids) == len(set(ids)), f"running jobs overlap on {name}"
         assert set(plan.nodes) <= {n.name for n in snap.nodes}

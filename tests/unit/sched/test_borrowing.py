@@ -31,18 +31,21 @@ LAB, TEAMA, TEAMB, TEAMC, ALICE, BOB = 1, 2, 3, 4, 5, 6
 USERS = {"alice": ALICE, "bob": BOB, "lab": LAB}
 
 
-def accounts(a: dict[str, int] | None = None, b: dict[str, int] | None = None,
-             c: dict[str, int] | None = None) -> AccountingLimits:
+def accounts(
+    a: dict[str, int] | None = None, b: dict[str, int] | None = None, c: dict[str, int] | None = None
+) -> AccountingLimits:
     """lab -> teama (alice), teamb (bob), teamc; both teams guarantee 4 GPUs and may borrow 4."""
     team = {"grp_gpus": 4, "max_borrow_gpus": 4}
-    return AccountingLimits(assocs=(
-        AssocLimits(id=LAB, account="lab"),
-        AssocLimits(id=TEAMA, parent_id=LAB, account="teama", **{**team, **(a or {})}),
-        AssocLimits(id=TEAMB, parent_id=LAB, account="teamb", **{**team, **(b or {})}),
-        AssocLimits(id=TEAMC, parent_id=LAB, account="teamc", **(c or {})),
-        AssocLimits(id=ALICE, parent_id=TEAMA, account="teama", user="alice"),
-        AssocLimits(id=BOB, parent_id=TEAMB, account="teamb", user="bob"),
-    ))
+    return AccountingLimits(
+        assocs=(
+            AssocLimits(id=LAB, account="lab"),
+            AssocLimits(id=TEAMA, parent_id=LAB, account="teama", **{**team, **(a or {})}),
+            AssocLimits(id=TEAMB, parent_id=LAB, account="teamb", **{**team, **(b or {})}),
+            AssocLimits(id=TEAMC, parent_id=LAB, account="teamc", **(c or {})),
+            AssocLimits(id=ALICE, parent_id=TEAMA, account="teama", user="alice"),
+            AssocLimits(id=BOB, parent_id=TEAMB, account="teamb", user="bob"),
+        )
+    )
 
 
 def pend(job_id: int, who: str, gpus: int, *nodes: str, held: bool = False) -> JobRequest:
@@ -59,8 +62,13 @@ def run(job_id: int, who: str, gpus: int, node_name: str, start: int) -> tuple[R
     return RunningJob(job_id, (node_name,), 0, assoc_id=USERS[who], start_time=start), gpus
 
 
-def cycle(acct: AccountingLimits, pending: Sequence[JobRequest], runs: Sequence[tuple[RunningJob, int]],
-          gpus: dict[str, int] | None = None, qos: tuple[QosPreempt, ...] = ()):  # type: ignore[no-untyped-def]
+def cycle(
+    acct: AccountingLimits,
+    pending: Sequence[JobRequest],
+    runs: Sequence[tuple[RunningJob, int]],
+    gpus: dict[str, int] | None = None,
+    qos: tuple[QosPreempt, ...] = (),
+):  # type: ignore[no-untyped-def]
     """One cycle over nodes `gpus` (name -> GPU count; default one node of 8) busy with `runs`."""
     layout = gpus or {"node1": 8}
     taken: dict[str, list[NodeAllocation]] = defaultdict(list)
@@ -75,34 +83,79 @@ def cycle(acct: AccountingLimits, pending: Sequence[JobRequest], runs: Sequence[
     nodes: list[Node] = []
     for name, count in layout.items():
         used = taken[name]
-        usage = NodeUsage(cpu_ids=frozenset(c for a in used for c in a.cpu_ids), mem_mb=1000 * len(used),
-                          gpu_indices=frozenset(g for a in used for g in a.gpu_indices), jobs=len(used))
+        usage = NodeUsage(
+            cpu_ids=frozenset(c for a in used for c in a.cpu_ids),
+            mem_mb=1000 * len(used),
+            gpu_indices=frozenset(g for a in used for g in a.gpu_indices),
+            jobs=len(used),
+        )
         nodes.append(dataclasses.replace(node(name).gpus(count).obj(), usage=usage))
     snap = dataclasses.replace(snapshot(nodes, pending, running=placed), accounting=acct, qos_preempt=qos)
     return run_cycle(snap, NOW)
 
 
 ADMISSION = [
-    ("borrows the idle quota of a sibling", accounts(), [pend(1, "bob", 2)], [run(9, "bob", 4, "node1", 10)],
-     {}),
-    ("no MaxBorrowTRES: no borrowing (Slurm's behaviour)", accounts(b={"max_borrow_gpus": -1}),
-     [pend(1, "bob", 2)], [run(9, "bob", 4, "node1", 10)], {1: "AssocGrpGRES"}),
-    ("borrowing stays within MaxBorrowTRES", accounts(b={"max_borrow_gpus": 2}),
-     [pend(1, "bob", 4), pend(2, "bob", 2)], [run(9, "bob", 4, "node1", 10)], {1: "AssocGrpGRES"}),
-    ("nothing idle in the cohort: no borrowing", accounts(),
-     [pend(1, "bob", 2)], [run(9, "bob", 4, "node1", 10), run(8, "alice", 4, "node1", 11)], {1: "AssocGrpGRES"}),
-    ("a sibling without a guarantee lends nothing", accounts(a={"grp_gpus": -1}),
-     [pend(1, "bob", 2)], [run(9, "bob", 4, "node1", 10)], {1: "AssocGrpGRES"}),
-    ("quota its owner's pending job waits for is not lent", accounts(),
-     [pend(1, "bob", 4), pend(2, "alice", 4)], [run(9, "bob", 4, "node1", 10)], {1: "AssocGrpGRES"}),
-    ("a held owner job does not keep its quota from borrowers", accounts(),
-     [pend(1, "bob", 4), pend(2, "alice", 4, held=True)], [run(9, "bob", 4, "node1", 10)], {2: "JobHeldUser"}),
+    (
+        "borrows the idle quota of a sibling",
+        accounts(),
+        [pend(1, "bob", 2)],
+        [run(9, "bob", 4, "node1", 10)],
+        {},
+    ),
+    (
+        "no MaxBorrowTRES: no borrowing (Slurm's behaviour)",
+        accounts(b={"max_borrow_gpus": -1}),
+        [pend(1, "bob", 2)],
+        [run(9, "bob", 4, "node1", 10)],
+        {1: "AssocGrpGRES"},
+    ),
+    (
+        "borrowing stays within MaxBorrowTRES",
+        accounts(b={"max_borrow_gpus": 2}),
+        [pend(1, "bob", 4), pend(2, "bob", 2)],
+        [run(9, "bob", 4, "node1", 10)],
+        {1: "AssocGrpGRES"},
+    ),
+    (
+        "nothing idle in the cohort: no borrowing",
+        accounts(),
+        [pend(1, "bob", 2)],
+        [run(9, "bob", 4, "node1", 10), run(8, "alice", 4, "node1", 11)],
+        {1: "AssocGrpGRES"},
+    ),
+    (
+        "a sibling without a guarantee lends nothing",
+        accounts(a={"grp_gpus": -1}),
+        [pend(1, "bob", 2)],
+        [run(9, "bob", 4, "node1", 10)],
+        {1: "AssocGrpGRES"},
+    ),
+    (
+        "quota its owner's pending job waits for is not lent",
+        accounts(),
+        [pend(1, "bob", 4), pend(2, "alice", 4)],
+        [run(9, "bob", 4, "node1", 10)],
+        {1: "AssocGrpGRES"},
+    ),
+    (
+        "a held owner job does not keep its quota from borrowers",
+        accounts(),
+        [pend(1, "bob", 4), pend(2, "alice", 4, held=True)],
+        [run(9, "bob", 4, "node1", 10)],
+        {2: "JobHeldUser"},
+    ),
 ]
 
 
-@pytest.mark.parametrize("acct,pending,runs,reasons", [c[1:] for c in ADMISSION], ids=[c[0] for c in ADMISSION])
-def test_borrowing_admission(acct: AccountingLimits, pending: list[JobRequest],
-                             runs: list[tuple[RunningJob, int]], reasons: dict[int, str]) -> None:
+@pytest.mark.parametrize(
+    "acct,pending,runs,reasons", [c[1:] for c in ADMISSION], ids=[c[0] for c in ADMISSION]
+)
+def test_borrowing_admission(
+    acct: AccountingLimits,
+    pending: list[JobRequest],
+    runs: list[tuple[RunningJob, int]],
+    reasons: dict[int, str],
+) -> None:
     result = cycle(acct, pending, runs, {"node1": 8, "node2": 8})
     assert result.reasons == reasons
     assert {s.job_id for s in result.starts} == {j.job_id for j in pending} - set(reasons)
@@ -113,27 +166,69 @@ BORROWED = [run(21, "bob", 4, "node1", 10), run(22, "bob", 2, "node1", 20), run(
 RECLAIM = [
     ("the youngest borrower goes first", accounts(), [pend(1, "alice", 2)], BORROWED, None, (23,)),
     ("only as many as needed, youngest first", accounts(), [pend(1, "alice", 4)], BORROWED, None, (23, 22)),
-    ("a borrower that frees nothing the owner can use is left alone", accounts(a={"grp_gpus": 6}, b={}),
-     [pend(1, "alice", 2, "node2")],
-     [run(21, "bob", 4, "node1", 10), run(22, "bob", 2, "node2", 20), run(23, "bob", 2, "node3", 30),
-      run(24, "alice", 2, "node3", 5)], {"node1": 4, "node2": 2, "node3": 4}, (22,)),
-    ("no reclaim for an owner over its own guarantee", accounts(a={"grp_gpus": 2}, b={"grp_gpus": 2}, c={"grp_gpus": 4}),
-     [pend(1, "alice", 2)],
-     [run(21, "bob", 2, "node1", 10), run(22, "bob", 2, "node1", 20), run(23, "alice", 2, "node1", 30),
-      run(24, "lab", 2, "node1", 40)], None, ()),
-    ("within its guarantee the same owner reclaims", accounts(a={"grp_gpus": 2}, b={"grp_gpus": 2}, c={"grp_gpus": 4}),
-     [pend(1, "alice", 2)],
-     [run(21, "bob", 2, "node1", 10), run(22, "bob", 2, "node1", 20), run(24, "lab", 4, "node1", 40)], None, (22,)),
-    ("no reclaim when even the borrowers' GPUs would not let it start", accounts(a={"grp_gpus": 8}),
-     [pend(1, "alice", 8)], BORROWED, None, ()),
-    ("jobs within their owner's guarantee are never taken", accounts(),
-     [pend(1, "alice", 4)], [run(21, "bob", 4, "node1", 10), run(22, "lab", 4, "node1", 20)], None, ()),
+    (
+        "a borrower that frees nothing the owner can use is left alone",
+        accounts(a={"grp_gpus": 6}, b={}),
+        [pend(1, "alice", 2, "node2")],
+        [
+            run(21, "bob", 4, "node1", 10),
+            run(22, "bob", 2, "node2", 20),
+            run(23, "bob", 2, "node3", 30),
+            run(24, "alice", 2, "node3", 5),
+        ],
+        {"node1": 4, "node2": 2, "node3": 4},
+        (22,),
+    ),
+    (
+        "no reclaim for an owner over its own guarantee",
+        accounts(a={"grp_gpus": 2}, b={"grp_gpus": 2}, c={"grp_gpus": 4}),
+        [pend(1, "alice", 2)],
+        [
+            run(21, "bob", 2, "node1", 10),
+            run(22, "bob", 2, "node1", 20),
+            run(23, "alice", 2, "node1", 30),
+            run(24, "lab", 2, "node1", 40),
+        ],
+        None,
+        (),
+    ),
+    (
+        "within its guarantee the same owner reclaims",
+        accounts(a={"grp_gpus": 2}, b={"grp_gpus": 2}, c={"grp_gpus": 4}),
+        [pend(1, "alice", 2)],
+        [run(21, "bob", 2, "node1", 10), run(22, "bob", 2, "node1", 20), run(24, "lab", 4, "node1", 40)],
+        None,
+        (22,),
+    ),
+    (
+        "no reclaim when even the borrowers' GPUs would not let it start",
+        accounts(a={"grp_gpus": 8}),
+        [pend(1, "alice", 8)],
+        BORROWED,
+        None,
+        (),
+    ),
+    (
+        "jobs within their owner's guarantee are never taken",
+        accounts(),
+        [pend(1, "alice", 4)],
+        [run(21, "bob", 4, "node1", 10), run(22, "lab", 4, "node1", 20)],
+        None,
+        (),
+    ),
 ]
 
 
-@pytest.mark.parametrize("acct,pending,runs,gpus,victims", [c[1:] for c in RECLAIM], ids=[c[0] for c in RECLAIM])
-def test_reclaim(acct: AccountingLimits, pending: list[JobRequest], runs: list[tuple[RunningJob, int]],
-                 gpus: dict[str, int] | None, victims: tuple[int, ...]) -> None:
+@pytest.mark.parametrize(
+    "acct,pending,runs,gpus,victims", [c[1:] for c in RECLAIM], ids=[c[0] for c in RECLAIM]
+)
+def test_reclaim(
+    acct: AccountingLimits,
+    pending: list[JobRequest],
+    runs: list[tuple[RunningJob, int]],
+    gpus: dict[str, int] | None,
+    victims: tuple[int, ...],
+) -> None:
     result = cycle(acct, pending, runs, gpus)
     assert tuple(p.job_id for p in result.preemptions) == victims
     assert {(p.mode, p.preemptor) for p in result.preemptions} <= {("REQUEUE", pending[0].job_id)}

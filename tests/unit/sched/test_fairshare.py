@@ -43,9 +43,18 @@ DEEP = [
         # physics and research tie (LevelFS 1.0): their users are ranked together
         (DEEP, {11: 30.0, 12: 10.0, 21: 60.0}, True, {22: 1.0, 12: 0.75, 11: 0.5, 21: 0.25}),
     ],
-    ids=["tree-siblings", "classic-siblings", "tree-idle", "classic-idle", "tree-deep", "tree-deep-tied-accounts"],
+    ids=[
+        "tree-siblings",
+        "classic-siblings",
+        "tree-idle",
+        "classic-idle",
+        "tree-deep",
+        "tree-deep-tied-accounts",
+    ],
 )
-def test_factors(tree: list[ShareAssoc], usage: dict[int, float], fair_tree: bool, expected: dict[int, float]) -> None:
+def test_factors(
+    tree: list[ShareAssoc], usage: dict[int, float], fair_tree: bool, expected: dict[int, float]
+) -> None:
     got = factors(tree, usage, fair_tree)
     assert got == pytest.approx(expected)
 
@@ -74,7 +83,12 @@ def test_rows_match_sshare_reference_shares() -> None:
 
 @pytest.mark.parametrize(
     ("usage", "elapsed", "half_life", "expected"),
-    [(100.0, 3600, 3600, 50.0), (100.0, 7200, 3600, 25.0), (100.0, 1800, 3600, 100 / math.sqrt(2)), (100.0, 9999, 0, 100.0)],
+    [
+        (100.0, 3600, 3600, 50.0),
+        (100.0, 7200, 3600, 25.0),
+        (100.0, 1800, 3600, 100 / math.sqrt(2)),
+        (100.0, 9999, 0, 100.0),
+    ],
     ids=["one-half-life", "two-half-lives", "half-a-half-life", "no-decay"],
 )
 def test_decay(usage: float, elapsed: int, half_life: int, expected: float) -> None:
@@ -83,7 +97,11 @@ def test_decay(usage: float, elapsed: int, half_life: int, expected: float) -> N
 
 @pytest.mark.parametrize(
     ("weights", "max_tres", "expected"),
-    [((), False, 4.0), ((("cpu", 1.0), ("gres/gpu", 2.0)), False, 8.0), ((("cpu", 1.0), ("gres/gpu", 2.0)), True, 4.0)],
+    [
+        ((), False, 4.0),
+        ((("cpu", 1.0), ("gres/gpu", 2.0)), False, 8.0),
+        ((("cpu", 1.0), ("gres/gpu", 2.0)), True, 4.0),
+    ],
     ids=["cpus-by-default", "weighted-sum", "max-tres"],
 )
 def test_billing(weights: tuple[tuple[str, float], ...], max_tres: bool, expected: float) -> None:
@@ -110,8 +128,16 @@ NOW = 1_764_500_000  # 2025-11-30 10:53:20 UTC, a Sunday
 
 @pytest.mark.parametrize(
     "period,expected",
-    [("NONE", 0), ("", 0), ("NOW", NOW), ("DAILY", 1_764_460_800), ("WEEKLY", NOW // 604_800 * 604_800),
-     ("MONTHLY", 1_761_955_200), ("QUARTERLY", 1_759_276_800), ("YEARLY", 1_735_689_600)],
+    [
+        ("NONE", 0),
+        ("", 0),
+        ("NOW", NOW),
+        ("DAILY", 1_764_460_800),
+        ("WEEKLY", NOW // 604_800 * 604_800),
+        ("MONTHLY", 1_761_955_200),
+        ("QUARTERLY", 1_759_276_800),
+        ("YEARLY", 1_735_689_600),
+    ],
     ids=["none", "empty", "now", "daily", "weekly", "monthly", "quarterly", "yearly"],
 )
 def test_last_reset_boundary(period: str, expected: int) -> None:

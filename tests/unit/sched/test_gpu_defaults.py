@@ -38,8 +38,14 @@ PartitionName=small Nodes=n1 DefCpuPerGPU=2 DefMemPerGPU=2000
         (dataclasses.replace(job(1).tasks(3).gpus_per_task(1).obj(), cpus_per_gpu=2), 6),
         (dataclasses.replace(job(1).tasks(8).gpus(1).obj(), cpus_per_gpu=2), 8),
     ],
-    ids=["tasks", "cpus-per-task", "cpus-per-gpu-total", "cpus-per-gpu-per-node", "cpus-per-gpu-per-task",
-         "tasks-outnumber"],
+    ids=[
+        "tasks",
+        "cpus-per-task",
+        "cpus-per-gpu-total",
+        "cpus-per-gpu-per-node",
+        "cpus-per-gpu-per-task",
+        "tasks-outnumber",
+    ],
 )
 def test_job_cpus_counts_cpus_per_gpu(req: JobRequest, cpus: int) -> None:
     assert job_cpus(req) == cpus
@@ -63,8 +69,9 @@ def _spec_job(partition_name: str = "batch", **spec: object) -> jobs_pb2.JobInfo
     ],
     ids=["cluster-default", "partition-default", "own-cpus-per-gpu", "cpus-per-task-given", "no-gpus"],
 )
-def test_request_building_applies_def_cpu_per_gpu(partition_name: str, spec: dict[str, object],
-                                                   cpus_per_gpu: int) -> None:
+def test_request_building_applies_def_cpu_per_gpu(
+    partition_name: str, spec: dict[str, object], cpus_per_gpu: int
+) -> None:
     cfg = parse_slurm_conf(CONF)
     req = jobrec.job_request(_spec_job(partition_name, **spec), {"n1": 1, "n2": 1}, cfg)
     assert req.cpus_per_gpu == cpus_per_gpu
@@ -84,18 +91,40 @@ N1 = Node(name="n1", cpus=32, real_memory_mb=256000)
     ("req", "part", "config", "mem"),
     [
         (job(1).gpus(2).obj(), Partition("p", ("n1",)), Config(def_mem_per_gpu_mb=10240), 20480),
-        (job(1).gpus(2).obj(), Partition("p", ("n1",), def_mem_per_gpu_mb=2000), Config(def_mem_per_gpu_mb=10240),
-         4000),
-        (job(1).gpus(2).obj(), Partition("p", ("n1",), def_mem_per_cpu_mb=100), Config(def_mem_per_gpu_mb=10240),
-         200),
-        (job(1).tasks(2).obj(), Partition("p", ("n1",)), Config(def_mem_per_gpu_mb=10240, def_mem_per_cpu_mb=500),
-         1000),
+        (
+            job(1).gpus(2).obj(),
+            Partition("p", ("n1",), def_mem_per_gpu_mb=2000),
+            Config(def_mem_per_gpu_mb=10240),
+            4000,
+        ),
+        (
+            job(1).gpus(2).obj(),
+            Partition("p", ("n1",), def_mem_per_cpu_mb=100),
+            Config(def_mem_per_gpu_mb=10240),
+            200,
+        ),
+        (
+            job(1).tasks(2).obj(),
+            Partition("p", ("n1",)),
+            Config(def_mem_per_gpu_mb=10240, def_mem_per_cpu_mb=500),
+            1000,
+        ),
         (job(1).gpus(2).mem(3000).obj(), Partition("p", ("n1",)), Config(def_mem_per_gpu_mb=10240), 3000),
-        (dataclasses.replace(job(1).gpus(2).obj(), mem_per_gpu_mb=1000), Partition("p", ("n1",)),
-         Config(def_mem_per_gpu_mb=10240), 2000),
+        (
+            dataclasses.replace(job(1).gpus(2).obj(), mem_per_gpu_mb=1000),
+            Partition("p", ("n1",)),
+            Config(def_mem_per_gpu_mb=10240),
+            2000,
+        ),
     ],
-    ids=["cluster-def-mem-per-gpu", "partition-wins", "partition-def-mem-per-cpu-wins", "cpu-job-ignores-it",
-         "own-mem", "own-mem-per-gpu"],
+    ids=[
+        "cluster-def-mem-per-gpu",
+        "partition-wins",
+        "partition-def-mem-per-cpu-wins",
+        "cpu-job-ignores-it",
+        "own-mem",
+        "own-mem-per-gpu",
+    ],
 )
 def test_def_mem_per_gpu(req: JobRequest, part: Partition, config: Config, mem: int) -> None:
     assert mem_for(req, 2, N1, part, config, gpus=2 if req.gpus.total else 0) == mem

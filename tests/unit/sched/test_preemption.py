@@ -35,8 +35,15 @@ NOW = 10_000  # the fake clock: every cycle here runs at this time
 def gpu_job(job_id: int, node: str, gpus: range, **changes: object) -> RunningJob:
     """A running job holding `gpus` (and as many CPUs) of `node`, started 1000 s before NOW."""
     alloc = NodeAllocation(node=node, cpu_ids=tuple(gpus), mem_mb=1000, gpu_indices=tuple(gpus))
-    base = RunningJob(job_id=job_id, nodes=(node,), end_time=0, partition="batch", allocation=(alloc,),
-                      qos="low", start_time=NOW - 1000)
+    base = RunningJob(
+        job_id=job_id,
+        nodes=(node,),
+        end_time=0,
+        partition="batch",
+        allocation=(alloc,),
+        qos="low",
+        start_time=NOW - 1000,
+    )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
@@ -46,8 +53,13 @@ def with_usage(nodes: Iterable[Node], running: Iterable[RunningJob]) -> tuple[No
     for run in running:
         for a in run.allocation:
             u = usage.get(a.node, NodeUsage())
-            usage[a.node] = NodeUsage(u.cpu_ids | frozenset(a.cpu_ids), u.mem_mb + a.mem_mb,
-                                      u.gpu_indices | frozenset(a.gpu_indices), False, u.jobs + 1)
+            usage[a.node] = NodeUsage(
+                u.cpu_ids | frozenset(a.cpu_ids),
+                u.mem_mb + a.mem_mb,
+                u.gpu_indices | frozenset(a.gpu_indices),
+                False,
+                u.jobs + 1,
+            )
     return tuple(dataclasses.replace(n, usage=usage.get(n.name, NodeUsage())) for n in nodes)
 
 
@@ -83,81 +95,176 @@ def by(victim: int, preemptor: int, mode: str = "REQUEUE", grace: int = 10) -> P
 
 
 CASES = [
-    Case("high QOS preempts the low job holding its GPUs; its QOS says requeue after 10 s",
-         [high(9)], [gpu_job(1, "node1", range(8))], [by(1, 9)]),
-    Case("a QOS not in the Preempt list is left alone",
-         [high(9)], [gpu_job(1, "node1", range(8), qos="normal")], []),
-    Case("a job without a QOS preempts nothing",
-         [high(9, qos="")], [gpu_job(1, "node1", range(8))], []),
-    Case("a QOS without its own PreemptMode takes the cluster's",
-         [high(9, qos="top")], [gpu_job(1, "node1", range(8), qos="normal")], [by(1, 9, "CANCEL", 0)]),
-    Case("PreemptMode=OFF on the victim's QOS protects it",
-         [high(9, qos="top")], [gpu_job(1, "node1", range(8), qos="frozen")], []),
-    Case("cluster PreemptMode=OFF and no QOS mode: nobody is preempted",
-         [high(9, qos="top")], [gpu_job(1, "node1", range(8), qos="normal")], [], mode="OFF"),
-    Case("lowest priority goes first",
-         [high(9, gpus=4)],
-         [gpu_job(1, "node1", range(4), priority=50), gpu_job(2, "node1", range(4, 8), priority=10)],
-         [by(2, 9)]),
-    Case("equal priority: the youngest goes first",
-         [high(9, gpus=4)],
-         [gpu_job(1, "node1", range(4), start_time=NOW - 500), gpu_job(2, "node1", range(4, 8), start_time=NOW - 900)],
-         [by(1, 9)]),
-    Case("only as many as needed: two of four 2-GPU jobs make room for 4 GPUs",
-         [high(9, gpus=4)],
-         [gpu_job(i, "node1", range(2 * i - 2, 2 * i), priority=i) for i in (1, 2, 3, 4)],
-         [by(1, 9), by(2, 9)]),
-    Case("a victim the fit does not need is dropped again",
-         # job 1 (lowest) and job 3 (not preemptable) share node1, job 2 holds node2: only node2 can be freed
-         [high(9)],
-         [gpu_job(1, "node1", range(2), priority=1), gpu_job(3, "node1", range(2, 4), qos="normal"),
-          gpu_job(2, "node2", range(8), priority=5)],
-         [by(2, 9)], nodes=2),
-    Case("free GPUs count: 2 free + 6 preempted make 8",
-         [high(9)], [gpu_job(1, "node1", range(6))], [by(1, 9)]),
-    Case("nothing is preempted when even all candidates would not make room",
-         [high(9)], [gpu_job(1, "node1", range(4)), gpu_job(2, "node1", range(4, 8), qos="normal")], []),
-    Case("a job already ending is not chosen twice, and no other is chosen while it ends",
-         [high(9)], [gpu_job(1, "node1", range(8), releasing=True)], []),
-    Case("PreemptExemptTime keeps a young job running",
-         [high(9)], [gpu_job(1, "node1", range(8), start_time=NOW - 30)], [], exempt=60),
-    Case("PreemptExemptTime passed: preempted",
-         [high(9)], [gpu_job(1, "node1", range(8), start_time=NOW - 90)], [by(1, 9)], exempt=60),
-    Case("two waiting jobs never pick the same victim",
-         [high(8), high(9)],
-         [gpu_job(1, "node1", range(8)), gpu_job(2, "node2", range(8))], [by(2, 8), by(1, 9)], nodes=2),
-    Case("a job that fits starts; nothing is preempted",
-         [high(9, gpus=2)], [gpu_job(1, "node1", range(6))], [], started=[9]),
-    Case("preempt/none: nothing is preempted", [high(9)], [gpu_job(1, "node1", range(8))], [],
-         type="preempt/none"),
+    Case(
+        "high QOS preempts the low job holding its GPUs; its QOS says requeue after 10 s",
+        [high(9)],
+        [gpu_job(1, "node1", range(8))],
+        [by(1, 9)],
+    ),
+    Case(
+        "a QOS not in the Preempt list is left alone",
+        [high(9)],
+        [gpu_job(1, "node1", range(8), qos="normal")],
+        [],
+    ),
+    Case("a job without a QOS preempts nothing", [high(9, qos="")], [gpu_job(1, "node1", range(8))], []),
+    Case(
+        "a QOS without its own PreemptMode takes the cluster's",
+        [high(9, qos="top")],
+        [gpu_job(1, "node1", range(8), qos="normal")],
+        [by(1, 9, "CANCEL", 0)],
+    ),
+    Case(
+        "PreemptMode=OFF on the victim's QOS protects it",
+        [high(9, qos="top")],
+        [gpu_job(1, "node1", range(8), qos="frozen")],
+        [],
+    ),
+    Case(
+        "cluster PreemptMode=OFF and no QOS mode: nobody is preempted",
+        [high(9, qos="top")],
+        [gpu_job(1, "node1", range(8), qos="normal")],
+        [],
+        mode="OFF",
+    ),
+    Case(
+        "lowest priority goes first",
+        [high(9, gpus=4)],
+        [gpu_job(1, "node1", range(4), priority=50), gpu_job(2, "node1", range(4, 8), priority=10)],
+        [by(2, 9)],
+    ),
+    Case(
+        "equal priority: the youngest goes first",
+        [high(9, gpus=4)],
+        [
+            gpu_job(1, "node1", range(4), start_time=NOW - 500),
+            gpu_job(2, "node1", range(4, 8), start_time=NOW - 900),
+        ],
+        [by(1, 9)],
+    ),
+    Case(
+        "only as many as needed: two of four 2-GPU jobs make room for 4 GPUs",
+        [high(9, gpus=4)],
+        [gpu_job(i, "node1", range(2 * i - 2, 2 * i), priority=i) for i in (1, 2, 3, 4)],
+        [by(1, 9), by(2, 9)],
+    ),
+    Case(
+        "a victim the fit does not need is dropped again",
+        # job 1 (lowest) and job 3 (not preemptable) share node1, job 2 holds node2: only node2 can be freed
+        [high(9)],
+        [
+            gpu_job(1, "node1", range(2), priority=1),
+            gpu_job(3, "node1", range(2, 4), qos="normal"),
+            gpu_job(2, "node2", range(8), priority=5),
+        ],
+        [by(2, 9)],
+        nodes=2,
+    ),
+    Case(
+        "free GPUs count: 2 free + 6 preempted make 8", [high(9)], [gpu_job(1, "node1", range(6))], [by(1, 9)]
+    ),
+    Case(
+        "nothing is preempted when even all candidates would not make room",
+        [high(9)],
+        [gpu_job(1, "node1", range(4)), gpu_job(2, "node1", range(4, 8), qos="normal")],
+        [],
+    ),
+    Case(
+        "a job already ending is not chosen twice, and no other is chosen while it ends",
+        [high(9)],
+        [gpu_job(1, "node1", range(8), releasing=True)],
+        [],
+    ),
+    Case(
+        "PreemptExemptTime keeps a young job running",
+        [high(9)],
+        [gpu_job(1, "node1", range(8), start_time=NOW - 30)],
+        [],
+        exempt=60,
+    ),
+    Case(
+        "PreemptExemptTime passed: preempted",
+        [high(9)],
+        [gpu_job(1, "node1", range(8), start_time=NOW - 90)],
+        [by(1, 9)],
+        exempt=60,
+    ),
+    Case(
+        "two waiting jobs never pick the same victim",
+        [high(8), high(9)],
+        [gpu_job(1, "node1", range(8)), gpu_job(2, "node2", range(8))],
+        [by(2, 8), by(1, 9)],
+        nodes=2,
+    ),
+    Case(
+        "a job that fits starts; nothing is preempted",
+        [high(9, gpus=2)],
+        [gpu_job(1, "node1", range(6))],
+        [],
+        started=[9],
+    ),
+    Case(
+        "preempt/none: nothing is preempted",
+        [high(9)],
+        [gpu_job(1, "node1", range(8))],
+        [],
+        type="preempt/none",
+    ),
 ]
 
 TIERS = [
-    partition("low", ["node1"], max_time_min=UNLIMITED, priority_tier=1, preempt_mode="REQUEUE", grace_time_s=5),
+    partition(
+        "low", ["node1"], max_time_min=UNLIMITED, priority_tier=1, preempt_mode="REQUEUE", grace_time_s=5
+    ),
     partition("mid", ["node1"], max_time_min=UNLIMITED, priority_tier=1),
     partition("high", ["node1"], max_time_min=UNLIMITED, priority_tier=2),
 ]
 
 CASES += [
-    Case("partition_prio: a higher PriorityTier preempts a lower one, with that partition's mode and grace",
-         [dataclasses.replace(high(9), partitions=("high",))], [gpu_job(1, "node1", range(8), partition="low")],
-         [by(1, 9, "REQUEUE", 5)], type="preempt/partition_prio", partitions=TIERS),
-    Case("partition_prio: the lower partition without a mode takes the cluster's",
-         [dataclasses.replace(high(9), partitions=("high",))], [gpu_job(1, "node1", range(8), partition="mid")],
-         [by(1, 9, "CANCEL", 0)], type="preempt/partition_prio", partitions=TIERS),
-    Case("partition_prio: the same tier is left alone",
-         [dataclasses.replace(high(9), partitions=("mid",))], [gpu_job(1, "node1", range(8), partition="low")],
-         [], type="preempt/partition_prio", partitions=TIERS),
+    Case(
+        "partition_prio: a higher PriorityTier preempts a lower one, with that partition's mode and grace",
+        [dataclasses.replace(high(9), partitions=("high",))],
+        [gpu_job(1, "node1", range(8), partition="low")],
+        [by(1, 9, "REQUEUE", 5)],
+        type="preempt/partition_prio",
+        partitions=TIERS,
+    ),
+    Case(
+        "partition_prio: the lower partition without a mode takes the cluster's",
+        [dataclasses.replace(high(9), partitions=("high",))],
+        [gpu_job(1, "node1", range(8), partition="mid")],
+        [by(1, 9, "CANCEL", 0)],
+        type="preempt/partition_prio",
+        partitions=TIERS,
+    ),
+    Case(
+        "partition_prio: the same tier is left alone",
+        [dataclasses.replace(high(9), partitions=("mid",))],
+        [gpu_job(1, "node1", range(8), partition="low")],
+        [],
+        type="preempt/partition_prio",
+        partitions=TIERS,
+    ),
 ]
 
 
 def snap_of(case: Case, machines: tuple[Node, ...] | None = None) -> Snapshot:
     nodes = with_usage(machines or cluster(case.nodes), case.running)
     parts = case.partitions or [partition("batch", [n.name for n in nodes], max_time_min=UNLIMITED)]
-    config = Config(def_mem_per_cpu_mb=1000, scheduler="sched/backfill",
-                    preempt=PreemptConfig(case.type, case.mode, case.exempt))
-    return Snapshot(nodes=nodes, partitions=tuple(parts), pending=tuple(case.pending), running=tuple(case.running),
-                    jobs=(), config=config, qos_preempt=QOS_TABLE)
+    config = Config(
+        def_mem_per_cpu_mb=1000,
+        scheduler="sched/backfill",
+        preempt=PreemptConfig(case.type, case.mode, case.exempt),
+    )
+    return Snapshot(
+        nodes=nodes,
+        partitions=tuple(parts),
+        pending=tuple(case.pending),
+        running=tuple(case.running),
+        jobs=(),
+        config=config,
+        qos_preempt=QOS_TABLE,
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -192,8 +299,15 @@ def test_an_ending_victim_keeps_the_room_held() -> None:
 
 def test_a_suspended_job_is_not_preempted() -> None:
     """scontrol suspend keeps the job's allocation; preemption takes the running job beside it."""
-    case = Case("", [high(9, gpus=4)], [gpu_job(1, "node1", range(4), suspended=True, priority=1),
-                                gpu_job(2, "node1", range(4, 8), priority=5)], [])
+    case = Case(
+        "",
+        [high(9, gpus=4)],
+        [
+            gpu_job(1, "node1", range(4), suspended=True, priority=1),
+            gpu_job(2, "node1", range(4, 8), priority=5),
+        ],
+        [],
+    )
     result = run_cycle(snap_of(case), NOW)
     assert [p.job_id for p in result.preemptions] == [2]
     assert result.reasons[9] == "Resources"
@@ -213,7 +327,10 @@ def test_quota_reclaim_goes_through_preemption() -> None:
 
     result = cycle(accounts(), [pend(1, "alice", 4)], BORROWED)
     reason = "quota reclaimed by job 1"
-    assert list(result.preemptions) == [Preemption(23, "REQUEUE", 0, reason, 1), Preemption(22, "REQUEUE", 0, reason, 1)]
+    assert list(result.preemptions) == [
+        Preemption(23, "REQUEUE", 0, reason, 1),
+        Preemption(22, "REQUEUE", 0, reason, 1),
+    ]
 
 
 @st.composite
@@ -229,12 +346,24 @@ def preemption_cases(draw: st.DrawFn) -> tuple[Snapshot, JobRequest]:
         while gpu < 4 - keep_free:
             cpus, gpus = draw(st.integers(1, 2)), min(draw(st.integers(1, 2)), 4 - keep_free - gpu)
             alloc = NodeAllocation(n.name, tuple(range(cpu, cpu + cpus)), 1000, tuple(range(gpu, gpu + gpus)))
-            running.append(RunningJob(job_id, (n.name,), 0, "batch", (alloc,), qos=draw(st.sampled_from(["low", "normal"])),
-                                      priority=draw(st.integers(0, 3)), start_time=draw(st.integers(0, 100)),
-                                      releasing=draw(st.integers(0, 9)) == 0))
+            running.append(
+                RunningJob(
+                    job_id,
+                    (n.name,),
+                    0,
+                    "batch",
+                    (alloc,),
+                    qos=draw(st.sampled_from(["low", "normal"])),
+                    priority=draw(st.integers(0, 3)),
+                    start_time=draw(st.integers(0, 100)),
+                    releasing=draw(st.integers(0, 9)) == 0,
+                )
+            )
             cpu, gpu, job_id = cpu + cpus, gpu + gpus, job_id + 1
-    waiting = dataclasses.replace(job(1).gpus_per_node(draw(st.integers(2, 4))).nodes(draw(st.integers(1, min(2, len(nodes))))).obj(),
-                                  qos="high")
+    waiting = dataclasses.replace(
+        job(1).gpus_per_node(draw(st.integers(2, 4))).nodes(draw(st.integers(1, min(2, len(nodes))))).obj(),
+        qos="high",
+    )
     return snap_of(Case("", [waiting], running, []), nodes), waiting
 
 

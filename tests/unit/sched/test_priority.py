@@ -55,50 +55,116 @@ CASES = [
     # job size: ((1/4 nodes) + (4/64 CPUs)) / 2 = 0.15625 -> 156.25
     ("size", _conf(weight_job_size=1000), job(1).submitted(NOW).tasks(4).obj(), 156),
     # favor small: ((1 - 1/4) + (1 - 4/64)) / 2 = 0.84375
-    ("size-favor-small", _conf(weight_job_size=1000, favor_small=True), job(1).submitted(NOW).tasks(4).obj(), 843),
+    (
+        "size-favor-small",
+        _conf(weight_job_size=1000, favor_small=True),
+        job(1).submitted(NOW).tasks(4).obj(),
+        843,
+    ),
     ("size-whole-cluster", _conf(weight_job_size=1000), job(1).submitted(NOW).nodes(4).tasks(64).obj(), 1000),
-    ("size-whole-cluster-favor-small", _conf(weight_job_size=1000, favor_small=True),
-     job(1).submitted(NOW).nodes(4).tasks(64).obj(), 1),
+    (
+        "size-whole-cluster-favor-small",
+        _conf(weight_job_size=1000, favor_small=True),
+        job(1).submitted(NOW).nodes(4).tasks(64).obj(),
+        1,
+    ),
     # SMALL_RELATIVE_TO_TIME: max(1 node x 64/4 CPUs, 4 CPUs) = 16; 16 / 60 min / 64 CPUs = 0.0041667
-    ("size-relative-to-time", _conf(weight_job_size=1000, flags=frozenset({"SMALL_RELATIVE_TO_TIME"})),
-     job(1).submitted(NOW).tasks(4).time(60).obj(), 4),
-    ("size-relative-to-time-favor-small",
-     _conf(weight_job_size=1000, favor_small=True, flags=frozenset({"SMALL_RELATIVE_TO_TIME"})),
-     job(1).submitted(NOW).tasks(4).time(60).obj(), 995),
+    (
+        "size-relative-to-time",
+        _conf(weight_job_size=1000, flags=frozenset({"SMALL_RELATIVE_TO_TIME"})),
+        job(1).submitted(NOW).tasks(4).time(60).obj(),
+        4,
+    ),
+    (
+        "size-relative-to-time-favor-small",
+        _conf(weight_job_size=1000, favor_small=True, flags=frozenset({"SMALL_RELATIVE_TO_TIME"})),
+        job(1).submitted(NOW).tasks(4).time(60).obj(),
+        995,
+    ),
     # partition: PriorityJobFactor / the largest (4)
     ("partition-low", _conf(weight_partition=1000), job(1).submitted(NOW).obj(), 250),
     ("partition-high", _conf(weight_partition=1000), job(1).submitted(NOW).partition("prio").obj(), 1000),
-    ("partition-no-normal", _conf(weight_partition=10, flags=frozenset({"NO_NORMAL_PART"})),
-     job(1).submitted(NOW).partition("prio").obj(), 40),
+    (
+        "partition-no-normal",
+        _conf(weight_partition=10, flags=frozenset({"NO_NORMAL_PART"})),
+        job(1).submitted(NOW).partition("prio").obj(),
+        40,
+    ),
     # QOS: Priority / the largest QOS Priority (100)
     ("qos-mid", _conf(weight_qos=1000), dataclasses.replace(job(1).submitted(NOW).obj(), qos="mid"), 500),
     ("qos-high", _conf(weight_qos=1000), dataclasses.replace(job(1).submitted(NOW).obj(), qos="high"), 1000),
-    ("qos-no-normal", _conf(weight_qos=3, flags=frozenset({"NO_NORMAL_QOS"})),
-     dataclasses.replace(job(1).submitted(NOW).obj(), qos="mid"), 150),
+    (
+        "qos-no-normal",
+        _conf(weight_qos=3, flags=frozenset({"NO_NORMAL_QOS"})),
+        dataclasses.replace(job(1).submitted(NOW).obj(), qos="mid"),
+        150,
+    ),
     # association: Priority / the largest association Priority (40)
     ("assoc", _conf(weight_assoc=1000), dataclasses.replace(job(1).submitted(NOW).obj(), assoc_id=7), 250),
     # fair-share: the association's factor (siblings 0.5 and 0.25)
-    ("fairshare-a", _conf(weight_fairshare=10000), dataclasses.replace(job(1).submitted(NOW).obj(), assoc_id=7), 5000),
-    ("fairshare-b", _conf(weight_fairshare=10000), dataclasses.replace(job(1).submitted(NOW).obj(), assoc_id=8), 2500),
+    (
+        "fairshare-a",
+        _conf(weight_fairshare=10000),
+        dataclasses.replace(job(1).submitted(NOW).obj(), assoc_id=7),
+        5000,
+    ),
+    (
+        "fairshare-b",
+        _conf(weight_fairshare=10000),
+        dataclasses.replace(job(1).submitted(NOW).obj(), assoc_id=8),
+        2500,
+    ),
     # TRES: 8 CPUs of 64 x 1000 + 4 GPUs of 32 x 2000 = 125 + 250
-    ("tres", _conf(weight_tres=(("cpu", 1000.0), ("gres/gpu", 2000.0))),
-     job(1).submitted(NOW).tasks(8).gpus_per_node(4).obj(), 375),
-    ("tres-no-normal", _conf(weight_tres=(("gres/gpu", 100.0),), flags=frozenset({"NO_NORMAL_TRES"})),
-     job(1).submitted(NOW).gpus_per_node(4).obj(), 400),
+    (
+        "tres",
+        _conf(weight_tres=(("cpu", 1000.0), ("gres/gpu", 2000.0))),
+        job(1).submitted(NOW).tasks(8).gpus_per_node(4).obj(),
+        375,
+    ),
+    (
+        "tres-no-normal",
+        _conf(weight_tres=(("gres/gpu", 100.0),), flags=frozenset({"NO_NORMAL_TRES"})),
+        job(1).submitted(NOW).gpus_per_node(4).obj(),
+        400,
+    ),
     # nice is subtracted; negative nice (admins) adds
     ("nice", _conf(weight_age=1000), job(1).submitted(_at(DAY // 2)).nice(100).obj(), 400),
     ("negative-nice", _conf(weight_age=1000), job(1).submitted(_at(DAY // 2)).nice(-50).obj(), 550),
     # everything: 500 (age) + 187.5 (size: (1/4 + 8/64) / 2) + 1000 (partition) + 500 (qos) + 375 (tres) = 2562.5
-    ("all-factors",
-     _conf(weight_age=1000, weight_job_size=1000, weight_partition=1000, weight_qos=1000,
-           weight_tres=(("cpu", 1000.0), ("gres/gpu", 2000.0))),
-     dataclasses.replace(job(1).submitted(_at(DAY // 2)).tasks(4).cpus_per_task(2).gpus_per_node(4)
-                         .partition("prio").obj(), qos="mid"),
-     2562),
+    (
+        "all-factors",
+        _conf(
+            weight_age=1000,
+            weight_job_size=1000,
+            weight_partition=1000,
+            weight_qos=1000,
+            weight_tres=(("cpu", 1000.0), ("gres/gpu", 2000.0)),
+        ),
+        dataclasses.replace(
+            job(1)
+            .submitted(_at(DAY // 2))
+            .tasks(4)
+            .cpus_per_task(2)
+            .gpus_per_node(4)
+            .partition("prio")
+            .obj(),
+            qos="mid",
+        ),
+        2562,
+    ),
     # SiteFactor (operators) is added as is, weight 1; a large negative one clamps at 1
-    ("site", _conf(weight_age=1000), dataclasses.replace(job(1).submitted(_at(DAY // 2)).obj(), site_factor=700), 1200),
-    ("site-negative", _conf(weight_age=1000),
-     dataclasses.replace(job(1).submitted(_at(DAY // 2)).obj(), site_factor=-2_147_483_645), 1),
+    (
+        "site",
+        _conf(weight_age=1000),
+        dataclasses.replace(job(1).submitted(_at(DAY // 2)).obj(), site_factor=700),
+        1200,
+    ),
+    (
+        "site-negative",
+        _conf(weight_age=1000),
+        dataclasses.replace(job(1).submitted(_at(DAY // 2)).obj(), site_factor=-2_147_483_645),
+        1,
+    ),
     # an admin's Priority= wins
     ("admin", _conf(weight_age=1000), job(1).submitted(_at(DAY)).priority(42).obj(), 42),
     # priority/basic: first in, first out
@@ -131,7 +197,9 @@ def test_tier_before_priority() -> None:
     conf = _conf(weight_age=1000)
     old = job(1).nodes(1).tasks(16).partition("low").submitted(_at(DAY)).obj()
     new = job(2).nodes(1).tasks(16).partition("high").submitted(NOW).obj()
-    snap = snapshot(NODES[:1], [old, new], partitions=parts, config=Config(def_mem_per_cpu_mb=1000, priority=conf))
+    snap = snapshot(
+        NODES[:1], [old, new], partitions=parts, config=Config(def_mem_per_cpu_mb=1000, priority=conf)
+    )
     assert [s.job_id for s in run_cycle(snap, NOW).starts] == [2]
 
 
@@ -144,11 +212,26 @@ CONF_CASES = [
         "PriorityWeightTRES=CPU=1000,Mem=2000,GRES/gpu=3000\nPriorityMaxAge=1-0\nPriorityFavorSmall=YES\n"
         "PriorityFlags=SMALL_RELATIVE_TO_TIME,NO_NORMAL_ALL\n",
         PriorityConfig(
-            type="priority/multifactor", weight_age=1000, weight_fairshare=2000, weight_job_size=3,
-            weight_partition=4, weight_qos=5, weight_assoc=6,
-            weight_tres=(("cpu", 1000.0), ("mem", 2000.0), ("gres/gpu", 3000.0)), max_age_s=DAY, favor_small=True,
-            flags=frozenset({"SMALL_RELATIVE_TO_TIME", "NO_NORMAL_ALL", "NO_NORMAL_ASSOC", "NO_NORMAL_PART",
-                             "NO_NORMAL_QOS", "NO_NORMAL_TRES"}),
+            type="priority/multifactor",
+            weight_age=1000,
+            weight_fairshare=2000,
+            weight_job_size=3,
+            weight_partition=4,
+            weight_qos=5,
+            weight_assoc=6,
+            weight_tres=(("cpu", 1000.0), ("mem", 2000.0), ("gres/gpu", 3000.0)),
+            max_age_s=DAY,
+            favor_small=True,
+            flags=frozenset(
+                {
+                    "SMALL_RELATIVE_TO_TIME",
+                    "NO_NORMAL_ALL",
+                    "NO_NORMAL_ASSOC",
+                    "NO_NORMAL_PART",
+                    "NO_NORMAL_QOS",
+                    "NO_NORMAL_TRES",
+                }
+            ),
         ),
     ),
     ("bad-values-keep-defaults", "PriorityWeightAge=lots\nPriorityMaxAge=soon\n", PriorityConfig()),
@@ -161,8 +244,11 @@ def test_priority_config(text: str, expected: PriorityConfig) -> None:
     assert priority_config(cfg) == expected
 
 
-@pytest.mark.parametrize(("flags", "expected"), [(frozenset({"CALCULATE_RUNNING"}), {1: 500}), (frozenset(), {})],
-                         ids=["calculate-running", "default"])
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [(frozenset({"CALCULATE_RUNNING"}), {1: 500}), (frozenset(), {})],
+    ids=["calculate-running", "default"],
+)
 def test_running_priorities(flags: frozenset[str], expected: dict[int, int]) -> None:
     conf = _conf(weight_age=1000, flags=flags)
     snap = snapshot(NODES, [], partitions=PARTS, config=Config(def_mem_per_cpu_mb=1000, priority=conf))

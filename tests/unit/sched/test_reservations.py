@@ -19,9 +19,15 @@ BACKFILL = Config(def_mem_per_cpu_mb=100, scheduler="sched/backfill", bf_resolut
 
 
 def resv(
-    name: str = "R", start: int = NOW - 60, end: int = NOW + HOUR, nodes: tuple[str, ...] = ("n1",), *flags: str
+    name: str = "R",
+    start: int = NOW - 60,
+    end: int = NOW + HOUR,
+    nodes: tuple[str, ...] = ("n1",),
+    *flags: str,
 ) -> Reservation:
-    return Reservation(name=name, start_time=start, end_time=end, nodes=frozenset(nodes), flags=frozenset(flags))
+    return Reservation(
+        name=name, start_time=start, end_time=end, nodes=frozenset(nodes), flags=frozenset(flags)
+    )
 
 
 def in_resv(builder_job: JobRequest, name: str = "R") -> JobRequest:
@@ -35,8 +41,10 @@ def _snap(
     config: Config = BACKFILL,
 ) -> Snapshot:
     """Two 4-CPU nodes; `busy` ones are held whole by job 99 until NOW + 2h."""
-    nodes = [node(n).cpus(4).obj() if n not in busy else node(n).cpus(4).used(range(4), 400).obj()
-             for n in ("n1", "n2")]
+    nodes = [
+        node(n).cpus(4).obj() if n not in busy else node(n).cpus(4).used(range(4), 400).obj()
+        for n in ("n1", "n2")
+    ]
     held: list[RunningJob] = [running(99, busy, NOW + 2 * HOUR)] if busy else []
     snap = snapshot(nodes, pending=pending, running=held, config=config)
     return dataclasses.replace(snap, reservations=reservations)
@@ -48,56 +56,119 @@ def _where(result_starts: tuple[object, ...]) -> dict[int, tuple[str, ...]]:
 
 CASES = [
     # id, pending, reservations, busy nodes, where jobs start, pending reasons
-    ("others keep off an active reservation's nodes",
-     [job(1).tasks(4).obj(), job(2).tasks(4).obj()], (resv(),), (),
-     {1: ("n2",)}, {2: "Resources"}),
-    ("a reservation job runs on its nodes only",
-     [in_resv(job(1).tasks(1).obj())], (resv(),), (),
-     {1: ("n1",)}, {}),
-    ("a reservation job waits for its nodes, not elsewhere",
-     [in_resv(job(1).tasks(4).obj()), job(2).tasks(4).obj()], (resv(),), ("n1",),
-     {2: ("n2",)}, {1: "Resources"}),
-    ("a job waiting outside the reservation does not hold back one in it",
-     [job(1).tasks(4).obj(), job(2).tasks(4).obj(), in_resv(job(3).tasks(1).obj())], (resv(),), (),
-     {1: ("n2",), 3: ("n1",)}, {2: "Resources"}),
-    ("a reservation job waits for the reservation to start",
-     [in_resv(job(1).tasks(1).obj())], (resv(start=NOW + HOUR, end=NOW + 2 * HOUR),), (),
-     {}, {1: "Reservation"}),
-    ("FLEX lets a reservation job start early and elsewhere",
-     [in_resv(job(1).tasks(4).obj())], (resv("R", NOW + HOUR, NOW + 2 * HOUR, ("n1",), "FLEX"),), ("n1",),
-     {1: ("n2",)}, {}),
-    ("MAINT: others wait with Slurm's maintenance reason",
-     [job(1).nodes(2).tasks(2).obj()], (resv("R", NOW - 60, NOW + HOUR, ("n1",), "MAINT"),), (),
-     {}, {1: "ReqNodeNotAvail, Reserved for maintenance"}),
-    ("too few nodes outside reservations: Slurm's maintenance reason for any reservation",
-     [job(1).tasks(1).time(120).obj()], (resv(start=NOW + HOUR, end=NOW + 2 * HOUR, nodes=("n1", "n2")),), (),
-     {}, {1: "ReqNodeNotAvail, Reserved for maintenance"}),
-    ("-w on a reserved node: may be reserved for another job",
-     [job(1).nodelist("n1").obj()], (resv(),), (),
-     {}, {1: "ReqNodeNotAvail, May be reserved for other job"}),
-    ("a deleted reservation",
-     [in_resv(job(1).obj(), "gone")], (resv(),), (),
-     {}, {1: "ReservationDeleted"}),
-    ("a job ending before a future reservation may use its nodes",
-     [job(1).tasks(4).time(30).obj(), job(2).tasks(4).time(30).obj()],
-     (resv(start=NOW + HOUR, end=NOW + 2 * HOUR),), (),
-     {1: ("n1",), 2: ("n2",)}, {}),
-    ("a job overlapping a future reservation keeps off its nodes",
-     [job(1).tasks(4).time(90).obj(), job(2).tasks(4).time(90).obj()],
-     (resv(start=NOW + HOUR, end=NOW + 2 * HOUR),), (),
-     {1: ("n2",)}, {2: "Resources"}),
-    ("unlimited jobs never start on nodes with a future reservation",
-     [job(1).tasks(4).obj(), job(2).tasks(4).obj()], (resv(start=NOW + DAY, end=NOW + DAY + 60),), (),
-     {1: ("n2",)}, {2: "Resources"}),
-    ("a DAILY reservation's next day counts too",
-     [job(1).tasks(4).time(23 * 60).obj()],
-     (resv("R", NOW - 2 * HOUR, NOW - HOUR, ("n1", "n2"), "DAILY"),), (),
-     {}, {1: "ReqNodeNotAvail, Reserved for maintenance"}),
+    (
+        "others keep off an active reservation's nodes",
+        [job(1).tasks(4).obj(), job(2).tasks(4).obj()],
+        (resv(),),
+        (),
+        {1: ("n2",)},
+        {2: "Resources"},
+    ),
+    (
+        "a reservation job runs on its nodes only",
+        [in_resv(job(1).tasks(1).obj())],
+        (resv(),),
+        (),
+        {1: ("n1",)},
+        {},
+    ),
+    (
+        "a reservation job waits for its nodes, not elsewhere",
+        [in_resv(job(1).tasks(4).obj()), job(2).tasks(4).obj()],
+        (resv(),),
+        ("n1",),
+        {2: ("n2",)},
+        {1: "Resources"},
+    ),
+    (
+        "a job waiting outside the reservation does not hold back one in it",
+        [job(1).tasks(4).obj(), job(2).tasks(4).obj(), in_resv(job(3).tasks(1).obj())],
+        (resv(),),
+        (),
+        {1: ("n2",), 3: ("n1",)},
+        {2: "Resources"},
+    ),
+    (
+        "a reservation job waits for the reservation to start",
+        [in_resv(job(1).tasks(1).obj())],
+        (resv(start=NOW + HOUR, end=NOW + 2 * HOUR),),
+        (),
+        {},
+        {1: "Reservation"},
+    ),
+    (
+        "FLEX lets a reservation job start early and elsewhere",
+        [in_resv(job(1).tasks(4).obj())],
+        (resv("R", NOW + HOUR, NOW + 2 * HOUR, ("n1",), "FLEX"),),
+        ("n1",),
+        {1: ("n2",)},
+        {},
+    ),
+    (
+        "MAINT: others wait with Slurm's maintenance reason",
+        [job(1).nodes(2).tasks(2).obj()],
+        (resv("R", NOW - 60, NOW + HOUR, ("n1",), "MAINT"),),
+        (),
+        {},
+        {1: "ReqNodeNotAvail, Reserved for maintenance"},
+    ),
+    (
+        "too few nodes outside reservations: Slurm's maintenance reason for any reservation",
+        [job(1).tasks(1).time(120).obj()],
+        (resv(start=NOW + HOUR, end=NOW + 2 * HOUR, nodes=("n1", "n2")),),
+        (),
+        {},
+        {1: "ReqNodeNotAvail, Reserved for maintenance"},
+    ),
+    (
+        "-w on a reserved node: may be reserved for another job",
+        [job(1).nodelist("n1").obj()],
+        (resv(),),
+        (),
+        {},
+        {1: "ReqNodeNotAvail, May be reserved for other job"},
+    ),
+    ("a deleted reservation", [in_resv(job(1).obj(), "gone")], (resv(),), (), {}, {1: "ReservationDeleted"}),
+    (
+        "a job ending before a future reservation may use its nodes",
+        [job(1).tasks(4).time(30).obj(), job(2).tasks(4).time(30).obj()],
+        (resv(start=NOW + HOUR, end=NOW + 2 * HOUR),),
+        (),
+        {1: ("n1",), 2: ("n2",)},
+        {},
+    ),
+    (
+        "a job overlapping a future reservation keeps off its nodes",
+        [job(1).tasks(4).time(90).obj(), job(2).tasks(4).time(90).obj()],
+        (resv(start=NOW + HOUR, end=NOW + 2 * HOUR),),
+        (),
+        {1: ("n2",)},
+        {2: "Resources"},
+    ),
+    (
+        "unlimited jobs never start on nodes with a future reservation",
+        [job(1).tasks(4).obj(), job(2).tasks(4).obj()],
+        (resv(start=NOW + DAY, end=NOW + DAY + 60),),
+        (),
+        {1: ("n2",)},
+        {2: "Resources"},
+    ),
+    (
+        "a DAILY reservation's next day counts too",
+        [job(1).tasks(4).time(23 * 60).obj()],
+        (resv("R", NOW - 2 * HOUR, NOW - HOUR, ("n1", "n2"), "DAILY"),),
+        (),
+        {},
+        {1: "ReqNodeNotAvail, Reserved for maintenance"},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("pending", "reservations", "busy", "starts", "reasons"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("pending", "reservations", "busy", "starts", "reasons"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
 def test_reservations_in_the_cycle(
     pending: list[JobRequest],
     reservations: tuple[Reservation, ...],
@@ -141,16 +212,37 @@ def test_a_reservation_job_starts_once_it_is_active() -> None:
 ROLL = [
     ("still on", resv(start=NOW - 60, end=NOW + 60), NOW, (NOW - 60, NOW + 60)),
     ("over: gone", resv(start=NOW - 120, end=NOW), NOW, None),
-    ("DAILY moves to the next day", resv("R", NOW - 120, NOW, ("n1",), "DAILY"), NOW,
-     (NOW - 120 + DAY, NOW + DAY)),
-    ("DAILY skips missed days", resv("R", NOW - 120, NOW, ("n1",), "DAILY"), NOW + 2 * DAY + 5,
-     (NOW - 120 + 3 * DAY, NOW + 3 * DAY)),
+    (
+        "DAILY moves to the next day",
+        resv("R", NOW - 120, NOW, ("n1",), "DAILY"),
+        NOW,
+        (NOW - 120 + DAY, NOW + DAY),
+    ),
+    (
+        "DAILY skips missed days",
+        resv("R", NOW - 120, NOW, ("n1",), "DAILY"),
+        NOW + 2 * DAY + 5,
+        (NOW - 120 + 3 * DAY, NOW + 3 * DAY),
+    ),
     # NOW is a Friday (1970-01-02, UTC)
-    ("WEEKLY moves a week", resv("R", NOW - 120, NOW, ("n1",), "WEEKLY"), NOW, (NOW - 120 + WEEK, NOW + WEEK)),
-    ("WEEKDAY goes from Friday to Monday", resv("R", NOW - 120, NOW, ("n1",), "WEEKDAY"), NOW,
-     (NOW - 120 + 3 * DAY, NOW + 3 * DAY)),
-    ("WEEKEND made on a Friday starts on Saturday", resv("R", NOW - 120, NOW + 60, ("n1",), "WEEKEND"), NOW,
-     (NOW - 120 + DAY, NOW + 60 + DAY)),
+    (
+        "WEEKLY moves a week",
+        resv("R", NOW - 120, NOW, ("n1",), "WEEKLY"),
+        NOW,
+        (NOW - 120 + WEEK, NOW + WEEK),
+    ),
+    (
+        "WEEKDAY goes from Friday to Monday",
+        resv("R", NOW - 120, NOW, ("n1",), "WEEKDAY"),
+        NOW,
+        (NOW - 120 + 3 * DAY, NOW + 3 * DAY),
+    ),
+    (
+        "WEEKEND made on a Friday starts on Saturday",
+        resv("R", NOW - 120, NOW + 60, ("n1",), "WEEKEND"),
+        NOW,
+        (NOW - 120 + DAY, NOW + 60 + DAY),
+    ),
 ]
 
 
@@ -170,14 +262,22 @@ def test_weekly_and_weekday_reservations_hold_their_nodes_on_their_days_only() -
     assert overlaps(weekly, NOW + HOUR, NOW + WEEK + 1)
     weekday = resv("R", NOW, NOW + HOUR, ("n1",), "WEEKDAY")  # Friday
     assert is_active(weekday, NOW + 10)
-    assert not is_active(weekday, NOW + DAY + 10) and not is_active(weekday, NOW + 2 * DAY + 10)  # the weekend
+    assert not is_active(weekday, NOW + DAY + 10) and not is_active(
+        weekday, NOW + 2 * DAY + 10
+    )  # the weekend
     assert is_active(weekday, NOW + 3 * DAY + 10)  # Monday
     assert not overlaps(weekday, NOW + HOUR, NOW + 3 * DAY)  # a run over the weekend does not meet it
     weekend = resv("R", NOW, NOW + HOUR, ("n1",), "WEEKEND")
     assert [is_active(weekend, NOW + k * DAY + 10) for k in range(4)] == [False, True, True, False]
     # days are the site's: at UTC-5, Friday 03:46 UTC is Thursday 22:46, so the weekend comes a day later
-    west = Reservation(name="R", start_time=NOW, end_time=NOW + HOUR, nodes=frozenset({"n1"}),
-                       flags=frozenset({"WEEKDAY"}), utc_offset_s=-5 * HOUR)  # Thursday 22:46 in UTC-5
+    west = Reservation(
+        name="R",
+        start_time=NOW,
+        end_time=NOW + HOUR,
+        nodes=frozenset({"n1"}),
+        flags=frozenset({"WEEKDAY"}),
+        utc_offset_s=-5 * HOUR,
+    )  # Thursday 22:46 in UTC-5
     assert is_active(west, NOW + 10) and is_active(west, NOW + DAY + 10)  # Thursday, Friday there
     assert not is_active(west, NOW + 2 * DAY + 10)  # Saturday there
 

@@ -163,11 +163,15 @@ def test_allocation_details() -> None:
     assert not got.exclusive
 
 
-@pytest.mark.parametrize(("mem", "config", "want_mem"), [
-    (0, None, 16000),  # DefMemPerCPU=1000 x all 16 CPUs, as 22.05 charges it (AllocTRES mem=16000M)
-    (30000, None, 30000),  # --mem
-    (0, Config(), 64000),  # no default at all: the whole node
-], ids=["DefMemPerCPU x all CPUs", "--mem", "no default: whole node"])
+@pytest.mark.parametrize(
+    ("mem", "config", "want_mem"),
+    [
+        (0, None, 16000),  # DefMemPerCPU=1000 x all 16 CPUs, as 22.05 charges it (AllocTRES mem=16000M)
+        (30000, None, 30000),  # --mem
+        (0, Config(), 64000),  # no default at all: the whole node
+    ],
+    ids=["DefMemPerCPU x all CPUs", "--mem", "no default: whole node"],
+)
 def test_exclusive_takes_whole_node(mem: int, config: Config | None, want_mem: int) -> None:
     snap = snapshot(cluster(1), config=config)
     want = job(1).exclusive()
@@ -193,7 +197,9 @@ def test_overlay_counts_tentative_starts() -> None:
     assert isinstance(first, Start)
     trial = overlay.copy()
     trial.add(first)
-    assert place(job(2).tasks(10).obj(), snap.partitions[0], snap, trial) == Pend("Resources", busy=True)  # the one verdict that invites preemption
+    assert place(job(2).tasks(10).obj(), snap.partitions[0], snap, trial) == Pend(
+        "Resources", busy=True
+    )  # the one verdict that invites preemption
     # the original overlay is untouched by the what-if
     assert isinstance(place(job(2).tasks(10).obj(), snap.partitions[0], snap, overlay), Start)
 

@@ -82,7 +82,11 @@ def requests(draw: st.DrawFn, count: int, names: list[str]) -> list[JobRequest]:
         limit = draw(st.sampled_from([base.time_limit_min, base.time_limit_min, 5, 30, 120]))
         jobs.append(
             dataclasses.replace(
-                base, job_id=job_id, submit_time=job_id, user_id=draw(st.sampled_from([1, 2])), time_limit_min=limit
+                base,
+                job_id=job_id,
+                submit_time=job_id,
+                user_id=draw(st.sampled_from([1, 2])),
+                time_limit_min=limit,
             )
         )
     return jobs
@@ -131,7 +135,11 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
             (n.name,),
             NOW + draw(st.integers(1, 7200)),
             "batch",
-            (NodeAllocation(n.name, tuple(sorted(n.usage.cpu_ids)), n.usage.mem_mb, tuple(sorted(n.usage.gpu_indices))),),
+            (
+                NodeAllocation(
+                    n.name, tuple(sorted(n.usage.cpu_ids)), n.usage.mem_mb, tuple(sorted(n.usage.gpu_indices))
+                ),
+            ),
         )
         for i, n in enumerate(cluster)
         if n.usage != NodeUsage() and draw(st.booleans())
@@ -183,4 +191,3 @@ def test_shortcuts_change_no_decision(snap: Snapshot) -> None:
     assert fast.starts == plain.starts
     assert fast.reasons == plain.reasons
     assert fast.planned == plain.planned
-

@@ -55,8 +55,16 @@ REFUSALS = [
     # 22.05 (checked on the real one): more CPUs in all than the partition has queues the job with
     # PartitionConfig, whatever each task needs; within the partition's CPUs a task too big refuses
     ("-n beyond the partition's CPUs pends", job(1).partition("sized").tasks(33, spread=True).obj(), None),
-    ("and so does a task too big for any node", job(1).partition("sized").tasks(33).cpus_per_task(17).obj(), None),
-    ("within its CPUs, too many for one node", job(1).partition("sized").tasks(20).nodes(1).obj(), NOT_AVAILABLE),
+    (
+        "and so does a task too big for any node",
+        job(1).partition("sized").tasks(33).cpus_per_task(17).obj(),
+        None,
+    ),
+    (
+        "within its CPUs, too many for one node",
+        job(1).partition("sized").tasks(20).nodes(1).obj(),
+        NOT_AVAILABLE,
+    ),
 ]
 
 
@@ -95,9 +103,18 @@ LIMITS = [
         "PartitionNodeLimit",
     ),
     ("fewer than MinNodes", job(1).obj(), partition(nodes=["a", "b"], min_nodes=2), "PartitionNodeLimit"),
-    ("more CPUs than it has", job(1).tasks(33, spread=True).obj(), partition(nodes=["a", "b"], total_cpus=32),
-     "PartitionConfig"),
-    ("all of its CPUs", job(1).tasks(32, spread=True).obj(), partition(nodes=["a", "b"], total_cpus=32), None),
+    (
+        "more CPUs than it has",
+        job(1).tasks(33, spread=True).obj(),
+        partition(nodes=["a", "b"], total_cpus=32),
+        "PartitionConfig",
+    ),
+    (
+        "all of its CPUs",
+        job(1).tasks(32, spread=True).obj(),
+        partition(nodes=["a", "b"], total_cpus=32),
+        None,
+    ),
     (
         "time over MaxTime",
         job(1).time(61).obj(),
@@ -145,10 +162,18 @@ def test_effective_time_limit(req: JobRequest, part: Partition, want: int) -> No
         ("ANY", job(1).nodes(3).partition("batch", "both").obj(), None, ""),
         ("ALL", job(1).nodes(3).partition("batch", "both").obj(), "Node count specification invalid", ""),
     ],
-    ids=["queued-with-a-note", "fits-no-note", "any-refuses", "yes-is-any", "any-one-partition-allows",
-         "all-needs-every-partition"],
+    ids=[
+        "queued-with-a-note",
+        "fits-no-note",
+        "any-refuses",
+        "yes-is-any",
+        "any-one-partition-allows",
+        "all-needs-every-partition",
+    ],
 )
-def test_node_count_beyond_the_partition(enforce: str, req: JobRequest, refusal: str | None, note: str) -> None:
+def test_node_count_beyond_the_partition(
+    enforce: str, req: JobRequest, refusal: str | None, note: str
+) -> None:
     """Slurm 22.05 (EnforcePartLimits=NO, its default) queues `srun -N 99` on a 4-node partition:
     srun prints `Requested partition configuration not available now` and waits."""
     snap = snapshot(NODES, partitions=PARTS, config=Config(enforce_part_limits=enforce))
@@ -158,12 +183,16 @@ def test_node_count_beyond_the_partition(enforce: str, req: JobRequest, refusal:
         assert pending_note(req, snap) == note
 
 
-@pytest.mark.parametrize(("req", "details"), [
-    (job(1).cpus_per_task(17).obj(), ("CPU count per node can not be satisfied",)),
-    (job(1).tasks_per_node(5).cpus_per_task(4).obj(), ("CPU count per node can not be satisfied",)),
-    (job(1).mem(64001).obj(), ("Memory specification can not be satisfied",)),
-    (job(1).tasks(17).obj(), ()),  # 17 tasks on one node: refused, but Slurm says only the message
-], ids=["cpus-per-task", "tasks-per-node", "memory", "tasks-on-one-node"])
+@pytest.mark.parametrize(
+    ("req", "details"),
+    [
+        (job(1).cpus_per_task(17).obj(), ("CPU count per node can not be satisfied",)),
+        (job(1).tasks_per_node(5).cpus_per_task(4).obj(), ("CPU count per node can not be satisfied",)),
+        (job(1).mem(64001).obj(), ("Memory specification can not be satisfied",)),
+        (job(1).tasks(17).obj(), ()),  # 17 tasks on one node: refused, but Slurm says only the message
+    ],
+    ids=["cpus-per-task", "tasks-per-node", "memory", "tasks-on-one-node"],
+)
 def test_refusals_say_first_what_no_node_can_hold(req: JobRequest, details: tuple[str, ...]) -> None:
     refusal = check_submission(req, snapshot(cluster(2), partitions=[partition("batch", ["node1", "node2"])]))
     assert refusal is not None

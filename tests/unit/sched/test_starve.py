@@ -63,7 +63,10 @@ def test_short_first_orders_the_queue() -> None:
 
 def _cycle(pending: list[JobRequest], config: Config) -> CycleResult:
     """n1 (4 CPUs) busy until NOW+600; n2 (4 CPUs) has 2 CPUs busy until NOW+3600, 2 free."""
-    nodes = [node("n1").cpus(4).used(cpus=range(4), mem=400).obj(), node("n2").cpus(4).used(cpus=[0, 1], mem=200).obj()]
+    nodes = [
+        node("n1").cpus(4).used(cpus=range(4), mem=400).obj(),
+        node("n2").cpus(4).used(cpus=[0, 1], mem=200).obj(),
+    ]
     runs = [
         RunningJob(98, ("n1",), NOW + 600, allocation=(NodeAllocation("n1", (0, 1, 2, 3), 400, tasks=4),)),
         RunningJob(99, ("n2",), NOW + 3600, allocation=(NodeAllocation("n2", (0, 1), 200, tasks=2),)),
@@ -124,7 +127,9 @@ def test_starve_max_keeps_the_oldest_starving_jobs(cap: int, first: list[int]) -
 def test_wait_target_reserves_only_for_a_job_that_would_miss_it(
     target_min: int, started: list[int], planned: dict[int, int]
 ) -> None:
-    config = dataclasses.replace(BACKFILL, short_first_min=10, starve_wait_min=1440, wait_target_min=target_min)
+    config = dataclasses.replace(
+        BACKFILL, short_first_min=10, starve_wait_min=1440, wait_target_min=target_min
+    )
     result = _cycle([LATE_LONG, OLD_WIDE, SHORT_HEAD], config)
     assert [s.job_id for s in result.starts] == started
     assert {j: p.start_time for j, p in result.planned.items()} == planned
@@ -147,7 +152,9 @@ OLD_WIDE_2 = job(4).submitted(NOW - 2 * 86400 + 100).nodes(2).tasks(8).time(60).
 def test_wait_target_reserves_for_the_older_jobs_a_late_one_waits_for(
     target_min: int, started: list[int], planned: dict[int, int]
 ) -> None:
-    config = dataclasses.replace(BACKFILL, short_first_min=10, starve_wait_min=1440, wait_target_min=target_min)
+    config = dataclasses.replace(
+        BACKFILL, short_first_min=10, starve_wait_min=1440, wait_target_min=target_min
+    )
     result = _cycle([LATE_LONG, OLD_WIDE, OLD_WIDE_2, SHORT_HEAD], config)
     assert [s.job_id for s in result.starts] == started
     assert {j: p.start_time for j, p in result.planned.items()} == planned

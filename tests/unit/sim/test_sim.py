@@ -100,7 +100,10 @@ def test_json_keys(small_trace: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_table_compare_and_csv(small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_csv = tmp_path / "jobs.csv"
-    assert shoal_sim.main([str(small_trace), "--policy", "fcfs", "--compare", "easy", "--csv", str(out_csv)]) == 0
+    assert (
+        shoal_sim.main([str(small_trace), "--policy", "fcfs", "--compare", "easy", "--csv", str(out_csv)])
+        == 0
+    )
     table = capsys.readouterr().out
     assert "avg bsld" in table and "fcfs" in table and "easy" in table
     rows = out_csv.read_text().splitlines()
@@ -129,7 +132,16 @@ def test_errors_in_slurm_style(tmp_path: Path, capsys: pytest.CaptureFixture[str
         ("lublin_256_new2.swf", "shoal", 7966, 8400),
         ("lublin_256.swf", "short", 5000, 5600),
     ],
-    ids=["l1-easy-overloaded", "l1-sjf", "l2-easy", "l1-fcfs", "l1-sjbf", "l1-shoal", "l2-shoal-starving", "l1-short"],
+    ids=[
+        "l1-easy-overloaded",
+        "l1-sjf",
+        "l2-easy",
+        "l1-fcfs",
+        "l1-sjbf",
+        "l1-shoal",
+        "l2-shoal-starving",
+        "l1-short",
+    ],
 )
 def test_shortcuts_change_no_decision(name: str, policy: str, first: int, last: int) -> None:
     """Skipping fruitless cycles and pruning jobs too big to start leave every start time as it was."""
@@ -196,7 +208,9 @@ def test_pool_decides_as_one_cpu_nodes(policy: str) -> None:
     trace = read_swf(TRACES / "lublin_256_new2.swf")
     jobs = trace.jobs[:300]  # sjf once started job 113 at 41309 on the pool, 40677 on nodes
     names = tuple(f"n{i}" for i in range(trace.max_procs))
-    nodes = tuple(Node(name=n, cpus=1, real_memory_mb=1, partitions=frozenset({SIM_PARTITION})) for n in names)
+    nodes = tuple(
+        Node(name=n, cpus=1, real_memory_mb=1, partitions=frozenset({SIM_PARTITION})) for n in names
+    )
     part = Partition(name=SIM_PARTITION, nodes=names, max_time_min=UNLIMITED)
     one_cpu = Machine(nodes, (part,), SIM_DEFAULTS, SIM_PARTITION)
     pool = default_machine(trace)
@@ -221,7 +235,11 @@ def test_a_job_running_past_its_time_limit_ends_there_as_timeout(tmp_path: Path)
     assert shoal_sim.main([str(path), "--policy", "fcfs", "--csv", str(out_csv), "--json"]) == 0
     rows = out_csv.read_text().splitlines()
     assert rows[0] == "id,submit,start,end,cpus,nodes,wait,state"
-    assert rows[1:] == ["1,0,0,120,4,4,0,TIMEOUT", "2,10,120,220,4,4,110,COMPLETED", "3,20,220,720,4,4,200,COMPLETED"]
+    assert rows[1:] == [
+        "1,0,0,120,4,4,0,TIMEOUT",
+        "2,10,120,220,4,4,110,COMPLETED",
+        "3,20,220,720,4,4,200,COMPLETED",
+    ]
     outcome = evaluate(read_swf(path), default_machine(read_swf(path)), "fcfs")
     assert outcome.summary.timeouts == 1
     assert outcome.summary.makespan == 720
@@ -235,20 +253,70 @@ def _sacct_export(tmp_path: Path, *, parsable: str = "P") -> Path:
     t0 = 1_800_000_000
     records = [
         # job 7: 4 CPUs for 100 s, limit 10 min; job 8: the whole machine, waits for job 7
-        pb.JobRecord(job_id=7, partition="gpu", alloc_cpus=4, alloc_nodes=1, submit_time=t0, start_time=t0,
-                     end_time=t0 + 100, time_limit_min=10, state="COMPLETED", cancelled_by=-1, array_task_id=-1),
-        pb.JobRecord(job_id=8, partition="gpu", alloc_cpus=8, alloc_nodes=2, submit_time=t0 + 5,
-                     start_time=t0 + 100, end_time=t0 + 400, time_limit_min=-2, state="COMPLETED",
-                     cancelled_by=-1, array_task_id=-1),
+        pb.JobRecord(
+            job_id=7,
+            partition="gpu",
+            alloc_cpus=4,
+            alloc_nodes=1,
+            submit_time=t0,
+            start_time=t0,
+            end_time=t0 + 100,
+            time_limit_min=10,
+            state="COMPLETED",
+            cancelled_by=-1,
+            array_task_id=-1,
+        ),
+        pb.JobRecord(
+            job_id=8,
+            partition="gpu",
+            alloc_cpus=8,
+            alloc_nodes=2,
+            submit_time=t0 + 5,
+            start_time=t0 + 100,
+            end_time=t0 + 400,
+            time_limit_min=-2,
+            state="COMPLETED",
+            cancelled_by=-1,
+            array_task_id=-1,
+        ),
         # job 9: 50 s of its 1-minute limit (cancelled jobs that ran replay too)
-        pb.JobRecord(job_id=9, partition="gpu", alloc_cpus=2, alloc_nodes=1, submit_time=t0 + 20,
-                     start_time=t0 + 400, end_time=t0 + 450, time_limit_min=1, state="CANCELLED",
-                     cancelled_by=0, array_task_id=-1),
+        pb.JobRecord(
+            job_id=9,
+            partition="gpu",
+            alloc_cpus=2,
+            alloc_nodes=1,
+            submit_time=t0 + 20,
+            start_time=t0 + 400,
+            end_time=t0 + 450,
+            time_limit_min=1,
+            state="CANCELLED",
+            cancelled_by=0,
+            array_task_id=-1,
+        ),
         # job 10 never started, job 11 is still running: neither can be replayed
-        pb.JobRecord(job_id=10, partition="gpu", req_cpus=2, req_nodes=1, submit_time=t0 + 30,
-                     time_limit_min=5, state="PENDING", cancelled_by=-1, array_task_id=-1),
-        pb.JobRecord(job_id=11, partition="gpu", alloc_cpus=1, alloc_nodes=1, submit_time=t0 + 40,
-                     start_time=t0 + 450, time_limit_min=5, state="RUNNING", cancelled_by=-1, array_task_id=-1),
+        pb.JobRecord(
+            job_id=10,
+            partition="gpu",
+            req_cpus=2,
+            req_nodes=1,
+            submit_time=t0 + 30,
+            time_limit_min=5,
+            state="PENDING",
+            cancelled_by=-1,
+            array_task_id=-1,
+        ),
+        pb.JobRecord(
+            job_id=11,
+            partition="gpu",
+            alloc_cpus=1,
+            alloc_nodes=1,
+            submit_time=t0 + 40,
+            start_time=t0 + 450,
+            time_limit_min=5,
+            state="RUNNING",
+            cancelled_by=-1,
+            array_task_id=-1,
+        ),
     ]
     fields = parse_format("JobID,Submit,Start,End,AllocCPUS,NNodes,Timelimit,State,Partition")
     lines = render([Row(r) for r in records], fields, parsable=parsable, header=True, now=t0 + 500)
@@ -341,9 +409,15 @@ STARVING = """; MaxProcs: 4
         # jobs 2 and 3 are planned by count once they have waited a minute: job 2 at 3600 (when job
         # 1 ends, a wait of 59 minutes), job 3 after it at 10800 (3 hours). A 2-hour target is
         # missed (by job 3, which needs job 2's plan too), so both are reserved for at once ...
-        ({"short_first_min": 10, "starve_wait_min": 1, "wait_target_min": 120}, {1: 0, 3: 3600, 2: 3900, 4: 11100}),
+        (
+            {"short_first_min": 10, "starve_wait_min": 1, "wait_target_min": 120},
+            {1: 0, 3: 3600, 2: 3900, 4: 11100},
+        ),
         # ... a 4-hour one is met, so job 4 backfills at 200 (job 2's plan misses only then)
-        ({"short_first_min": 10, "starve_wait_min": 1, "wait_target_min": 240}, {1: 0, 4: 200, 3: 3600, 2: 36200}),
+        (
+            {"short_first_min": 10, "starve_wait_min": 1, "wait_target_min": 240},
+            {1: 0, 4: 200, 3: 3600, 2: 36200},
+        ),
     ],
     ids=["short-first", "short-first-starve", "easy", "wait-target-missed", "wait-target-met"],
 )
@@ -403,7 +477,9 @@ def test_policy_conf_honours_the_slurm_conf_knobs(
         ("bf_window=60", {"short_first_min": 0, "starve_wait_min": 0, "starve_xfactor": 0}),
     ],
 )
-def test_scheduler_parameters_set_the_shoal_knobs(tmp_path: Path, options: str, fields: dict[str, int]) -> None:
+def test_scheduler_parameters_set_the_shoal_knobs(
+    tmp_path: Path, options: str, fields: dict[str, int]
+) -> None:
     from ctld.sim.machine import conf_machine
 
     conf = tmp_path / "slurm.conf"
@@ -417,7 +493,10 @@ def test_scheduler_parameters_set_the_shoal_knobs(tmp_path: Path, options: str, 
     [
         ("shoal_starve_wait=1d", "invalid value for SchedulerParameters option shoal_starve_wait: '1d'"),
         ("shoal_short_first", "invalid value for SchedulerParameters option shoal_short_first: ''"),
-        ("shoal_starve_xfactor=-2", "invalid value for SchedulerParameters option shoal_starve_xfactor: '-2'"),
+        (
+            "shoal_starve_xfactor=-2",
+            "invalid value for SchedulerParameters option shoal_starve_xfactor: '-2'",
+        ),
         ("shoal_wait_target=2.5d", "invalid value for SchedulerParameters option shoal_wait_target: '2.5d'"),
     ],
 )
@@ -491,4 +570,7 @@ def test_sched_params_set_knobs_over_the_policy(tmp_path: Path, capsys: pytest.C
     assert shoal_sim.main([str(trace), "--sched-params", "shoal_starve=1"]) == 1
     assert "shoal sim: error: --sched-params: unknown option 'shoal_starve'" in capsys.readouterr().err
     assert shoal_sim.main([str(trace), "--sched-params", "bf_window=1d"]) == 1
-    assert "shoal sim: error: --sched-params: bf_window needs a whole number, not '1d'" in capsys.readouterr().err
+    assert (
+        "shoal sim: error: --sched-params: bf_window needs a whole number, not '1d'"
+        in capsys.readouterr().err
+    )

@@ -35,14 +35,39 @@ STEPS = [(c, s) for c in CAPTURES for s in c.steps]
 
 # The variables that say how a step is laid out; each must match 22.05's, task by task.
 COMPARED = (
-    "SLURMD_NODENAME", "SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_GTIDS",
-    "SLURM_NNODES", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_TASKS_PER_NODE", "SLURM_NODELIST",
-    "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE",
-    "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_JOB_CPUS_PER_NODE",
-    "SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0", "SLURM_CPUS_ON_NODE", "SLURM_CPUS_PER_TASK",
-    "SLURM_NTASKS_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_DIST_PLANESIZE",
-    "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS",
-    "SLURM_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK", "SLURM_MEM_PER_CPU", "SLURM_NODE_ALIASES",
+    "SLURMD_NODENAME",
+    "SLURM_NODEID",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_GTIDS",
+    "SLURM_NNODES",
+    "SLURM_NTASKS",
+    "SLURM_NPROCS",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_NODELIST",
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_JOB_NODELIST",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_JOB_CPUS_PER_NODE",
+    "SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0",
+    "SLURM_CPUS_ON_NODE",
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_DISTRIBUTION",
+    "SLURM_DIST_PLANESIZE",
+    "CUDA_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "SLURM_STEP_GPUS",
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_JOB_GPUS",
+    "SLURM_GPUS",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_MEM_PER_CPU",
+    "SLURM_NODE_ALIASES",
 )
 
 # Where shoal knowingly differs, by (capture, srun options): variable -> why.
@@ -88,7 +113,9 @@ def _job(cap: Capture) -> jobs_pb2.JobInfo:
     names = hostlist.expand(first["SLURM_JOB_NODELIST"])
     cpus = _expand_counts(first["SLURM_JOB_CPUS_PER_NODE"])
     tasks = _expand_counts(first["SLURM_TASKS_PER_NODE"])
-    job = jobs_pb2.JobInfo(job_id=7, user_id=1001, user_name="alice", partition="batch", state=jobs_pb2.RUNNING)
+    job = jobs_pb2.JobInfo(
+        job_id=7, user_id=1001, user_name="alice", partition="batch", state=jobs_pb2.RUNNING
+    )
     job.spec.CopyFrom(_spec(cap))
     job.nodes = first["SLURM_JOB_NODELIST"]
     job.num_nodes = len(names)
@@ -96,13 +123,25 @@ def _job(cap: Capture) -> jobs_pb2.JobInfo:
         job.num_tasks = int(first["SLURM_NTASKS"])
     for name, n_cpus, n_tasks in zip(names, cpus, tasks, strict=True):
         # the node's GPUs: every GPU a task there saw (steps' tasks see the batch host's SLURM_JOB_GPUS)
-        seen = {g for s in cap.steps for t in s.tasks.values() if t["SLURMD_NODENAME"] == name
-                for var in ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS") for g in t.get(var, "").split(",") if g}
+        seen = {
+            g
+            for s in cap.steps
+            for t in s.tasks.values()
+            if t["SLURMD_NODENAME"] == name
+            for var in ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS")
+            for g in t.get(var, "").split(",")
+            if g
+        }
         if name == names[0]:
             seen.update(g for g in cap.batch_env.get("SLURM_JOB_GPUS", "").split(",") if g)
         gpus = ",".join(sorted(seen, key=int))
-        job.allocation.add(node=name, cpus=n_cpus, tasks=n_tasks, gpu_type="h100" if gpus else "",
-                           gpu_indices=[int(g) for g in gpus.split(",") if g])
+        job.allocation.add(
+            node=name,
+            cpus=n_cpus,
+            tasks=n_tasks,
+            gpu_type="h100" if gpus else "",
+            gpu_indices=[int(g) for g in gpus.split(",") if g],
+        )
     return job
 
 
@@ -116,13 +155,15 @@ def _srun_environ(cap: Capture, job: jobs_pb2.JobInfo) -> dict[str, str]:
     return environ
 
 
-def _run_step(cap: Capture, step: StepCapture, capsys: pytest.CaptureFixture[str]
-              ) -> tuple[dict[int, dict[str, str]] | str, list[str]]:
+def _run_step(
+    cap: Capture, step: StepCapture, capsys: pytest.CaptureFixture[str]
+) -> tuple[dict[int, dict[str, str]] | str, list[str]]:
     """shoal's tasks' environments for the captured step (or its refusal), and srun's warnings."""
     job = _job(cap)
     environ = _srun_environ(cap, job)
-    opts, command = parse_options("srun", [*step.args, "./show.sh"], srun_cli.SRUN_OPTIONS, environ,
-                                  srun_cli.SRUN_ENV)
+    opts, command = parse_options(
+        "srun", [*step.args, "./show.sh"], srun_cli.SRUN_OPTIONS, environ, srun_cli.SRUN_ENV
+    )
     cli_given = {d for d, s in opts.source.items() if s == "cli"}
     capsys.readouterr()
     if cap.kind == "srun":
@@ -151,7 +192,9 @@ def _run_step(cap: Capture, step: StepCapture, capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.parametrize(("cap", "step"), STEPS, ids=[_step_id(c, s) for c, s in STEPS])
-def test_step_layout_matches_22_05(cap: Capture, step: StepCapture, capsys: pytest.CaptureFixture[str]) -> None:
+def test_step_layout_matches_22_05(
+    cap: Capture, step: StepCapture, capsys: pytest.CaptureFixture[str]
+) -> None:
     got, warnings = _run_step(cap, step, capsys)
     assert warnings == step.warnings
     if step.error:
@@ -165,7 +208,9 @@ def test_step_layout_matches_22_05(cap: Capture, step: StepCapture, capsys: pyte
     known = KNOWN.get((cap.name, " ".join(step.args)), {})
     for task, real in step.tasks.items():
         ours = got[task]
-        diff = {k: (real.get(k), ours.get(k)) for k in COMPARED if k not in known and real.get(k) != ours.get(k)}
+        diff = {
+            k: (real.get(k), ours.get(k)) for k in COMPARED if k not in known and real.get(k) != ours.get(k)
+        }
         assert not diff, f"task {task}: variable: (22.05, shoal) {diff}"
 
 
@@ -178,8 +223,11 @@ def test_allocation_shape_matches_22_05(cap: Capture) -> None:
     SLURM_TASKS_PER_NODE of the batch script / salloc / srun's own job; SLURM_JOB_GPUS)."""
     real = _job(cap)
     nodes = [node(f"node{i}").cpus(16).mem(64000).gpus(8, "h100").obj() for i in range(1, 5)]
-    snap = snapshot(nodes, partitions=[partition("batch", [n.name for n in nodes])],
-                    config=Config(def_mem_per_cpu_mb=1000))
+    snap = snapshot(
+        nodes,
+        partitions=[partition("batch", [n.name for n in nodes])],
+        config=Config(def_mem_per_cpu_mb=1000),
+    )
     pending = jobs_pb2.JobInfo(job_id=7, user_id=1001, partition="batch")
     pending.spec.CopyFrom(real.spec)
     start = place(job_request(pending, {n.name: n for n in nodes}), snap.partitions[0], snap, Overlay())
@@ -214,23 +262,32 @@ _SHOWN = re.compile(
     r"^(SLURMD_NODENAME|CUDA_VISIBLE_DEVICES|GPU_DEVICE_ORDINAL|SLURM_(?!(JOB_ID|JOBID|TASK_PID|SRUN_COMM_PORT|"
     r"STEP_LAUNCHER_PORT|SUBMIT_DIR|SUBMIT_HOST|CLUSTER_NAME|CONF|WORKING_CLUSTER|JOB_UID|JOB_GID|JOB_USER|"
     r"JOB_ACCOUNT|JOB_QOS|UMASK|PRIO_PROCESS|LAUNCH_NODE_IPADDR|SRUN_COMM_HOST|TOPOLOGY_ADDR|"
-    r"TOPOLOGY_ADDR_PATTERN|JOB_NAME|LABELIO|JOB_PARTITION|STEP_ID|STEPID)$).*)$")  # what show.sh keeps
+    r"TOPOLOGY_ADDR_PATTERN|JOB_NAME|LABELIO|JOB_PARTITION|STEP_ID|STEPID)$).*)$"
+)  # what show.sh keeps
 
 
-@pytest.mark.parametrize(("args", "cpus", "tasks"), [
-    (["-N1", "--exclusive"], 16, 1),  # the real one: SLURM_CPUS_ON_NODE=16, one task
-    (["--exclusive"], 16, 1),
-    (["-N1", "--exclusive", "-n1"], 1, 1),
-    (["-N1", "--exclusive", "-n2"], 2, 2),
-])
+@pytest.mark.parametrize(
+    ("args", "cpus", "tasks"),
+    [
+        (["-N1", "--exclusive"], 16, 1),  # the real one: SLURM_CPUS_ON_NODE=16, one task
+        (["--exclusive"], 16, 1),
+        (["-N1", "--exclusive", "-n1"], 1, 1),
+        (["-N1", "--exclusive", "-n2"], 2, 2),
+    ],
+)
 def test_srun_exclusive_in_its_own_allocation_takes_the_whole_node_unless_n_is_given(
-        args: list[str], cpus: int, tasks: int) -> None:
+    args: list[str], cpus: int, tasks: int
+) -> None:
     """22.05, measured: `srun -N1 --exclusive` (a new, whole-node allocation) runs its task on all 16
     CPUs; with -n the step is exact, as it is inside an allocation."""
     job = jobs_pb2.JobInfo(job_id=7)
     environ: dict[str, str] = {}
-    opts, command = parse_options("srun", [*args, "./show.sh"], srun_cli.SRUN_OPTIONS, environ, srun_cli.SRUN_ENV)
-    req = srun_cli.step_request(opts, environ, command, job.job_id, {d for d, s in opts.source.items() if s == "cli"})
+    opts, command = parse_options(
+        "srun", [*args, "./show.sh"], srun_cli.SRUN_OPTIONS, environ, srun_cli.SRUN_ENV
+    )
+    req = srun_cli.step_request(
+        opts, environ, command, job.job_id, {d for d, s in opts.source.items() if s == "cli"}
+    )
     srun_cli.whole_nodes_unless_counted(req, opts)
     found = layout_step([AllocNode("node1", 16)], {}, ctld_steps.layout_request(req, job))
     assert (found.cpus, found.num_tasks) == ((cpus,), tasks)

@@ -10,8 +10,12 @@ from noded.tasks import expand_pattern
 
 
 def test_exit_messages_group_tasks_per_node() -> None:
-    exits = {0: TaskExit("node1", 3, 0), 1: TaskExit("node1", 3, 0), 2: TaskExit("node2", 0, 9),
-             3: TaskExit("node2", 0, 0)}
+    exits = {
+        0: TaskExit("node1", 3, 0),
+        1: TaskExit("node1", 3, 0),
+        2: TaskExit("node2", 0, 9),
+        3: TaskExit("node2", 0, 0),
+    }
     assert exit_messages(exits) == [
         "srun: error: node1: tasks 0-1: Exited with exit code 3",
         "srun: error: node2: task 2: Killed",
@@ -25,13 +29,19 @@ def test_an_oom_killed_task_is_reported_as_slurm_does() -> None:
     assert step_exit_status(exits) == 253  # 128 + 125, Slurm's SIG_OOM as a signal number
 
 
-@pytest.mark.parametrize(("sig", "oom", "lines"), [
-    (9, False, ["srun: Force Terminated StepId=5.0"]),  # 125: kill -9 $$
-    (15, False, ["srun: Force Terminated StepId=5.0"]),
-    (10, False, []), (11, False, []), (2, False, []),  # USR1, SEGV, INT: only the task's line (22.05)
-    (9, True, []),
-    (0, False, []),
-], ids=["KILL", "TERM", "USR1", "SEGV", "INT", "oom", "exit"])
+@pytest.mark.parametrize(
+    ("sig", "oom", "lines"),
+    [
+        (9, False, ["srun: Force Terminated StepId=5.0"]),  # 125: kill -9 $$
+        (15, False, ["srun: Force Terminated StepId=5.0"]),
+        (10, False, []),
+        (11, False, []),
+        (2, False, []),  # USR1, SEGV, INT: only the task's line (22.05)
+        (9, True, []),
+        (0, False, []),
+    ],
+    ids=["KILL", "TERM", "USR1", "SEGV", "INT", "oom", "exit"],
+)
 def test_force_terminated_after_a_kill_or_term(sig: int, oom: bool, lines: list[str]) -> None:
     exits = {0: TaskExit("node1", 0 if sig else 3, sig, oom=oom), 1: TaskExit("node1", 0, 0)}
     assert force_terminated(exits, "StepId=5.0") == lines
@@ -81,7 +91,12 @@ def test_ctrl_c_while_srun_holds_its_io_lock_does_not_hang_srun() -> None:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_SRUN_HOLDS_ITS_LOCK], capture_output=True,
-                         text=True, timeout=30, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_SRUN_HOLDS_ITS_LOCK],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert out.stdout.strip() == "aborted"
     assert "srun: interrupt (one more within 1 sec to abort)" in out.stderr

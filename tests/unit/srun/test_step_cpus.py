@@ -23,11 +23,18 @@ FOUR = [AllocNode("node1", 4, cpu_ids=(4, 5, 6, 7))]
         (SIX_TWO, StepRequest(num_tasks=2, overlap=True), (6, 2), ((0, 1, 2, 3, 4, 5), (8, 9))),
         (FOUR, StepRequest(num_tasks=1), (4,), ((4, 5, 6, 7),)),
     ],
-    ids=["whole-by-default", "exact", "exclusive-implies-exact", "exact-cpus-per-task", "overlap-whole",
-         "one-task-whole-node"],
+    ids=[
+        "whole-by-default",
+        "exact",
+        "exclusive-implies-exact",
+        "exact-cpus-per-task",
+        "overlap-whole",
+        "one-task-whole-node",
+    ],
 )
-def test_step_cpus(alloc: list[AllocNode], req: StepRequest, cpus: tuple[int, ...],
-                   cpu_ids: tuple[tuple[int, ...], ...]) -> None:
+def test_step_cpus(
+    alloc: list[AllocNode], req: StepRequest, cpus: tuple[int, ...], cpu_ids: tuple[tuple[int, ...], ...]
+) -> None:
     got = layout_step(alloc, {}, req)
     assert got.cpus == cpus
     assert got.cpu_ids == cpu_ids
@@ -42,11 +49,17 @@ def test_step_cpus(alloc: list[AllocNode], req: StepRequest, cpus: tuple[int, ..
         ({"node1": frozenset({4, 5})}, StepRequest(num_tasks=3, exact=True), "waits"),
         ({"node1": frozenset({4, 5, 6, 7})}, StepRequest(num_tasks=1, overlap=True), (4, 5, 6, 7)),
     ],
-    ids=["whole-waits-for-any-held-cpu", "exact-takes-a-free-cpu", "exact-takes-the-rest",
-         "exact-waits-when-too-few-free", "overlap-ignores-held"],
+    ids=[
+        "whole-waits-for-any-held-cpu",
+        "exact-takes-a-free-cpu",
+        "exact-takes-the-rest",
+        "exact-waits-when-too-few-free",
+        "overlap-ignores-held",
+    ],
 )
-def test_beside_a_running_step(busy: dict[str, frozenset[int]], req: StepRequest,
-                               outcome: str | tuple[int, ...]) -> None:
+def test_beside_a_running_step(
+    busy: dict[str, frozenset[int]], req: StepRequest, outcome: str | tuple[int, ...]
+) -> None:
     try:
         got = layout_step(FOUR, busy, req)
     except StepRefused as refused:

@@ -41,8 +41,11 @@ def second(job: jobs_pb2.JobInfo, req: StepRequest) -> str:
         (running(1, gpus=(0, 1)), StepRequest(num_tasks=1, gpus_per_node=1), "waits"),
         (running(1, gpus=(0, 1)), StepRequest(num_tasks=1, gpus_per_node=1, exclusive=True), "waits"),
         (running(1, gpus=(0, 1)), StepRequest(num_tasks=1, gpus_per_node=1, overlap=True), "runs"),
-        (running(1), StepRequest(num_tasks=1, exclusive=True, overlap=True),
-         "--exclusive and --overlap are mutually exclusive"),
+        (
+            running(1),
+            StepRequest(num_tasks=1, exclusive=True, overlap=True),
+            "--exclusive and --overlap are mutually exclusive",
+        ),
     ],
     ids=[
         "default-waits-for-held-cpus",

@@ -15,8 +15,12 @@ THREE_ONE = [AllocNode("node1", 3), AllocNode("node2", 1)]
     [
         (TWO_BY_TWO, StepRequest(min_nodes=2, num_tasks=4), ("node1", "node2"), ((0, 1), (2, 3))),
         (THREE_ONE, StepRequest(min_nodes=2, num_tasks=4), ("node1", "node2"), ((0, 1, 2), (3,))),
-        (TWO_BY_TWO, StepRequest(min_nodes=2, num_tasks=4, distribution="cyclic"), ("node1", "node2"),
-         ((0, 2), (1, 3))),
+        (
+            TWO_BY_TWO,
+            StepRequest(min_nodes=2, num_tasks=4, distribution="cyclic"),
+            ("node1", "node2"),
+            ((0, 2), (1, 3)),
+        ),
         (TWO_BY_TWO, StepRequest(num_tasks=1), ("node1",), ((0,),)),
         (TWO_BY_TWO, StepRequest(), ("node1", "node2"), ((0,), (1,))),
         (TWO_BY_TWO, StepRequest(nodelist=("node2",), num_tasks=2), ("node2",), ((0, 1),)),
@@ -24,8 +28,9 @@ THREE_ONE = [AllocNode("node1", 3), AllocNode("node2", 1)]
     ],
     ids=["block-2x2", "block-3-1", "cyclic", "one-task", "default-one-per-node", "nodelist", "per-node"],
 )
-def test_layout(alloc: list[AllocNode], req: StepRequest, nodes: tuple[str, ...],
-                ids: tuple[tuple[int, ...], ...]) -> None:
+def test_layout(
+    alloc: list[AllocNode], req: StepRequest, nodes: tuple[str, ...], ids: tuple[tuple[int, ...], ...]
+) -> None:
     got = layout_step(alloc, {}, req)
     assert got.nodes == nodes
     assert got.task_ids == ids
@@ -50,5 +55,9 @@ def test_refusals(req: StepRequest, busy: dict[str, frozenset[int]], message: st
 
 
 def test_overlap_ignores_busy_cpus() -> None:
-    got = layout_step(TWO_BY_TWO, {"node1": frozenset({0, 1}), "node2": frozenset({0, 1})}, StepRequest(min_nodes=2, num_tasks=4, overlap=True))
+    got = layout_step(
+        TWO_BY_TWO,
+        {"node1": frozenset({0, 1}), "node2": frozenset({0, 1})},
+        StepRequest(min_nodes=2, num_tasks=4, overlap=True),
+    )
     assert got.num_tasks == 4

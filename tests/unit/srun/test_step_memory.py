@@ -46,7 +46,9 @@ def test_more_than_is_free_waits_and_what_fits_runs() -> None:
     with pytest.raises(StepRefused) as err:
         layout_step(NODES, {}, StepRequest(num_tasks=1, exact=True, mem_per_node_mb=80), busy_mem=busy)
     assert err.value.message == NODES_BUSY and err.value.retry
-    assert layout_step(NODES, {}, StepRequest(num_tasks=1, exact=True, mem_per_node_mb=60), busy_mem=busy).mem_mb == (60,)
+    assert layout_step(
+        NODES, {}, StepRequest(num_tasks=1, exact=True, mem_per_node_mb=60), busy_mem=busy
+    ).mem_mb == (60,)
     # a step that asks none, or overlaps, is never held back by memory
     assert layout_step(NODES, {}, StepRequest(num_tasks=1, exact=True), busy_mem={"node1": 100, "node2": 100})
     overlap = StepRequest(num_tasks=1, overlap=True, mem_per_node_mb=80)
@@ -54,4 +56,6 @@ def test_more_than_is_free_waits_and_what_fits_runs() -> None:
 
 
 def test_untracked_job_memory_never_refuses() -> None:
-    assert layout_step([AllocNode("node1", 2)], {}, StepRequest(num_tasks=1, mem_per_node_mb=10**6)).mem_mb == (10**6,)
+    assert layout_step(
+        [AllocNode("node1", 2)], {}, StepRequest(num_tasks=1, mem_per_node_mb=10**6)
+    ).mem_mb == (10**6,)
