@@ -9,13 +9,13 @@ the controller needs no hooks). `reset` (sdiag -r) zeroes them, as slurmctld's r
 from __future__ import annotations
 
 import functools
-import pwd
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ctld.state import user_name
 from shoal.v1 import controller_pb2, jobs_pb2
 
 # Slurm's message type (name, number) for each Controller method, as sdiag prints them
@@ -211,15 +211,8 @@ class Diag:
         for (name, type_id), tally in by_type.items():
             resp.rpcs.add(name=name, type_id=type_id, count=tally.count, total_time_us=tally.total_us)
         for uid, tally in users.items():
-            resp.users.add(name=_user_name(uid), uid=uid, count=tally.count, total_time_us=tally.total_us)
+            resp.users.add(name=user_name(uid), uid=uid, count=tally.count, total_time_us=tally.total_us)
         return resp
-
-
-def _user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 S = TypeVar("S", bound=type)

@@ -12,6 +12,7 @@ changes.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import socket
@@ -141,3 +142,25 @@ def start(spec: str, cache_dir: str, key_file: str) -> Fetched:
     fetched = fetch(servers, key, Path(cache_dir))
     os.environ["SLURM_CONF"] = fetched.conf
     return fetched
+
+
+def add_arguments(parser: argparse.ArgumentParser, default_cache: str) -> None:
+    """--conf-server, --conf-cache and --key-file, the same for shoal-noded and shoal-agentd."""
+    parser.add_argument(
+        "--conf-server",
+        metavar="HOST[:PORT][,...]",
+        help="configless: fetch slurm.conf and the files beside it from shoal-ctld at start "
+        "(SlurmctldParameters=enable_configless); run from the cached copy",
+    )
+    parser.add_argument(
+        "--conf-cache",
+        metavar="DIR",
+        default=default_cache,
+        help=f"configless: where the fetched files are kept (default: {default_cache})",
+    )
+    parser.add_argument(
+        "--key-file",
+        metavar="PATH",
+        default=DEFAULT_KEY_FILE,
+        help=f"configless: the cluster key (default: {DEFAULT_KEY_FILE})",
+    )

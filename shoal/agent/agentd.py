@@ -47,24 +47,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="do not start the warm command runner (commands then start Python each time)",
     )
     parser.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH")
-    parser.add_argument(
-        "--conf-server",
-        metavar="HOST[:PORT][,...]",
-        help="configless: fetch slurm.conf and the files beside it from shoal-ctld at start "
-        "(SlurmctldParameters=enable_configless); run from the cached copy",
-    )
-    parser.add_argument(
-        "--conf-cache",
-        metavar="DIR",
-        default=DEFAULT_CONF_CACHE,
-        help=f"configless: where the fetched files are kept (default: {DEFAULT_CONF_CACHE})",
-    )
-    parser.add_argument(
-        "--key-file",
-        metavar="PATH",
-        default=configless.DEFAULT_KEY_FILE,
-        help=f"configless: the cluster key (default: {configless.DEFAULT_KEY_FILE})",
-    )
+    configless.add_arguments(parser, DEFAULT_CONF_CACHE)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
 
