@@ -7,12 +7,12 @@ from ctld's GetDiag (ctld/diag.py), through the local agent.
 
 from __future__ import annotations
 
-import getopt
 import sys
 import time
 from collections.abc import Sequence
 
 from cli.common import CommandError, ctld, run_main
+from cli.options import NO_ARG, Opt, OptionError, parse_argv
 from shoal import version_line
 from shoal.v1 import controller_pb2 as pb
 
@@ -166,46 +166,42 @@ def _is_this_cluster(name: str) -> bool:
     return False
 
 
+OPTIONS = (  # getopt_long's table, as 22.05's sdiag (-a is accepted and means nothing more here)
+    Opt("all", ("all",), "a", NO_ARG),
+    Opt("cluster", ("cluster",), "M"),
+    Opt("reset", ("reset",), "r", NO_ARG),
+    Opt("id", ("sort-by-id",), "i", NO_ARG),
+    Opt("time", ("sort-by-time",), "t", NO_ARG),
+    Opt("time2", ("sort-by-time2",), "T", NO_ARG),
+    Opt("version", ("version",), "V", NO_ARG),
+    Opt("help", ("help",), arg=NO_ARG),
+    Opt("usage", ("usage",), arg=NO_ARG),
+)
+
+
 def _body(argv: list[str]) -> int:
     try:
-        opts, _ = getopt.gnu_getopt(
-            argv,
-            "aM:ritTV",
-            [
-                "all",
-                "cluster=",
-                "reset",
-                "sort-by-id",
-                "sort-by-time",
-                "sort-by-time2",
-                "version",
-                "help",
-                "usage",
-            ],
-        )
-    except getopt.GetoptError as exc:
-        print(f"{PROG}: invalid option -- '{exc.opt}'", file=sys.stderr)
-        print(f'Try "{PROG} --help" for more information', file=sys.stderr)
-        return 1
+        opts, _ = parse_argv(PROG, argv, OPTIONS, stop_at_positional=False)
+    except OptionError as exc:
+        for line in exc.lines:
+            print(line, file=sys.stderr)
+        return exc.exit_code
     reset, sort, cluster = False, "count", ""
-    for opt, val in opts:
-        if opt in ("-M", "--cluster"):
-            cluster = val
-        elif opt in ("-r", "--reset"):
+    for parsed in opts:
+        dest = parsed.opt.dest
+        if dest == "cluster":
+            cluster = parsed.value or ""
+        elif dest == "reset":
             reset = True
-        elif opt in ("-i", "--sort-by-id"):
-            sort = "id"
-        elif opt in ("-t", "--sort-by-time"):
-            sort = "time"
-        elif opt in ("-T", "--sort-by-time2"):
-            sort = "time2"
-        elif opt in ("-V", "--version"):
+        elif dest in ("id", "time", "time2"):
+            sort = dest
+        elif dest == "version":
             print(version_line())
             return 0
-        elif opt == "--help":
+        elif dest == "help":
             print(HELP)
             return 0
-        elif opt == "--usage":
+        elif dest == "usage":
             print(USAGE)
             return 0
     if cluster and not _is_this_cluster(cluster):
