@@ -430,17 +430,22 @@ def cmd_up(args: argparse.Namespace) -> int:
         directory / "log" / "noded.out",
         _noded_env(directory, env),
     )
+    # restd starts beside the others (it needs no ctld to listen): its imports overlap the wait below
+    previous = local_restd.url(directory)  # the port restd had: its URL stays the same across `up`s
+    local_restd.url_file(directory).unlink(missing_ok=True)
+    restd = None
+    if not args.no_restd:
+        restd = _start_restd(directory, conf, env, cfg, args.restd_port or _port_of(previous))
     error = _wait_idle(env, len(cfg.nodes), [*ctlds, agentd, noded, *([dbd] if dbd else [])], args.timeout)
     if not error and dbd is not None:
         error = local_dbd.bootstrap(
             env, cfg.cluster_name, local_dbd.local_users(), getattr(args, "accounts", None)
         )
     restd_url = None
-    previous = local_restd.url(directory)  # the port restd had: its URL stays the same across `up`s
-    local_restd.url_file(directory).unlink(missing_ok=True)
-    if not error and not args.no_restd:
-        port = args.restd_port or (int(previous.rsplit(":", 1)[1]) if previous else 0)
-        error, restd_url = _start_restd(directory, conf, env, cfg, port)
+    if not error and restd is not None:
+        proc, port = restd
+        error = local_restd.wait_ready(proc, port, 20.0)
+        restd_url = None if error else local_restd.url(directory)
     if error:
         print(f"{PROG}: error: {error}; see {directory}/log/", file=sys.stderr)
         _stop(directory)
@@ -475,22 +480,25 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port_of(url: str | None) -> int:
+    return int(url.rsplit(":", 1)[1]) if url else 0
+
+
 def _start_restd(
     directory: Path, conf: Path, env: dict[str, str], cfg: SlurmConfig, port: int
-) -> tuple[str | None, str | None]:
-    """Start shoal-restd on 127.0.0.1:port (0: a free port); (error, URL)."""
+) -> tuple[subprocess.Popen[bytes], int] | None:
+    """Spawn shoal-restd on 127.0.0.1:port (0: a free port); (process, port), or None when this
+    cluster has no REST API."""
     if "auth/jwt" not in cfg.auth_alt_types:
-        return None, None  # a slurm.conf of an older `shoal up`, without auth/jwt: no tokens, no restd
+        return None  # a slurm.conf of an older `shoal up`, without auth/jwt: no tokens, no restd
     if importlib.util.find_spec("aiohttp") is None:
         print(
             f"{PROG}: note: no REST API: shoal-restd needs the restd extra (pip install 'shoal[restd]')",
             file=sys.stderr,
         )
-        return None, None
+        return None
     port = port or _free_port(["127.0.0.1"])
-    proc = local_restd.start(directory, conf, env, port, _spawn)
-    error = local_restd.wait_ready(proc, port, 20.0)
-    return error, None if error else local_restd.url(directory)
+    return local_restd.start(directory, conf, env, port, _spawn), port
 
 
 def _host_cpus() -> int:
@@ -597,22 +605,27 @@ def _stop(directory: Path) -> list[str]:
     stopped = []
     signalled: set[int] = set()
     run = directory / "run"
+    # every daemon at once: each shuts down on its own (ctld keeps what dbd has not acknowledged in
+    # its state store and sends it at the next start), so waiting for one before the next only adds up
+    waiting: dict[str, int] = {}
     for name in (*local_dbd.pid_names(directory), *local_ha.pid_names(directory)):
         pid = _alive(run / f"{name}.pid")
         if pid is None:
             continue
         os.kill(pid, signal.SIGTERM)
         signalled.add(pid)
-        for _ in range(50):
-            if _alive(run / f"{name}.pid") is None:
-                break
-            time.sleep(0.1)
-        else:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        waiting[name] = pid
         stopped.append(name)
+    deadline = time.monotonic() + 5
+    while waiting and time.monotonic() < deadline:
+        waiting = {name: pid for name, pid in waiting.items() if _alive(run / f"{name}.pid") is not None}
+        if waiting:
+            time.sleep(0.05)
+    for pid in waiting.values():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
     stopped.extend(_stop_strays(directory, signalled))
     # jobs still running on the emulated nodes: their supervisors terminate them
     for pid_file in (directory / "spool").glob("*/job*/stepd.pid"):

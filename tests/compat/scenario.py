@@ -175,6 +175,9 @@ class Side:
     workdir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     paths: tuple[str, ...] = ()  # more directories of this side that outputs may name
+    # a setup's fixed sleeps end once the side has settled (shoal, whose scheduler we can watch);
+    # the real side keeps them as they were when its captures were made
+    settles: bool = False
 
     def shell(self, user: str, script: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run `script` with bash as `user` in the work directory, with only this side's environment."""
@@ -340,7 +343,10 @@ def play(sc: Scenario, side: Side, settle_timeout: float = 60) -> Run:
         key, _, rest = line.partition(":")
         rest = rest.strip()
         if key == "sleep":
-            time.sleep(float(rest))
+            if side.settles:
+                settle(side, [*jobs, *helpers], float(rest))
+            else:
+                time.sleep(float(rest))
         elif key == "wait":
             _wait(side, jobs, rest.split(), settle_timeout, log)
         elif key == "cancel" and rest == "helpers":
@@ -380,9 +386,10 @@ def _wait(side: Side, jobs: list[int], words: list[str], timeout: float, log: li
                 state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED")
                 for _name, state in rows
             ):
-                time.sleep(
-                    3
-                )  # the accounting records follow the end (sooner, real sacct shows a stale JobName)
+                if side.settles:
+                    _wait_recorded(side, jobs, timeout)
+                else:  # the accounting records follow the end (sooner, real sacct shows a stale JobName)
+                    time.sleep(3)
                 return
         else:
             state, names = words[0], set(words[1:])
@@ -390,6 +397,46 @@ def _wait(side: Side, jobs: list[int], words: list[str], timeout: float, log: li
                 return
         time.sleep(0.3)
     log.append(f"wait {' '.join(words)}: timed out ({job_states(side, jobs)})")
+
+
+def settle(side: Side, jobs: list[int], most: float) -> None:
+    """A setup's `sleep: N` on a side that settles: at most N seconds, and done as soon as the
+    scheduler has looked at every pending job (a reason other than None) and the jobs' states and
+    reasons stayed the same over three looks in a row (about half a second)."""
+    deadline = time.monotonic() + most
+    last, same = "", 0
+    while time.monotonic() < deadline:
+        rows = (
+            side.shell("root", f"squeue -h -t all -j {','.join(map(str, jobs))} -o '%i %T %r'").stdout
+            if jobs
+            else ""
+        )
+        looked = all(not (f.split()[1:] == ["PENDING", "None"]) for f in rows.splitlines())
+        same = same + 1 if looked and rows == last else 0
+        if same >= 2:
+            return
+        last = rows
+        time.sleep(0.2)
+
+
+def _wait_recorded(side: Side, jobs: list[int], timeout: float) -> None:
+    """Until accounting has every job's final record (State and JobName as the job ended)."""
+    if not jobs:
+        return
+    deadline = time.monotonic() + timeout
+    active = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED")
+    while time.monotonic() < deadline:
+        out = side.shell(
+            "root", f"sacct -X -n -P -o JobID,State -j {','.join(map(str, jobs))}"
+        ).stdout.splitlines()
+        rows = [line.split("|") for line in out if "|" in line]
+        # an array's tasks are J_1, J_2 ...: the array is recorded once none of them is active
+        seen = {r[0].split("_")[0] for r in rows} - {
+            r[0].split("_")[0] for r in rows if r[1].startswith(active)
+        }
+        if {str(j) for j in jobs} <= seen:
+            return
+        time.sleep(0.2)
 
 
 def job_states(side: Side, jobs: list[int]) -> list[tuple[str, str]]:

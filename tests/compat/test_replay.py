@@ -74,6 +74,7 @@ def shoal() -> Iterator[Side]:
         workdir=work,
         extra_env={"PYTHONPATH": shoal_pythonpath()},
         paths=(str(cluster.dir),),
+        settles=True,
     )
     ready(side)
     try:

@@ -142,6 +142,10 @@ def run_as(
                 code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:  # the child's own set-up failed: say so, or the test sees only "rc 1"
+            import traceback
+
+            traceback.print_exc()
         finally:
             try:
                 sys.stdout.flush()
@@ -184,7 +188,10 @@ def start_cluster(
     mem: int = 8000,
     up_args: tuple[str, ...] = (),
     accounting: bool = False,
+    restd: bool = False,
 ) -> Cluster:
+    """A local cluster through `shoal up`; shoal-restd only with `restd` (it costs every other
+    module's cluster a second and a half of start-up)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
     _next_block[0] += 1
@@ -209,6 +216,7 @@ def start_cluster(
         base,
         "--no-check",
         *([] if accounting else ["--no-accounting"]),
+        *([] if restd or "--no-restd" in up_args else ["--no-restd"]),
         "--set",
         "KillWait=2",
         "--set",

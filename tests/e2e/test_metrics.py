@@ -91,8 +91,15 @@ def test_shoal_status_shows_the_metrics_url(cluster: Cluster) -> None:
 
 
 @pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path_factory.mktemp("metrics"), restd=True)
+    yield c
+    stop_cluster(c)
+
+
+@pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("metrics-auth"), extra=("MetricsAuthUsers=nobody",))
+    c = start_cluster(tmp_path_factory.mktemp("metrics-auth"), extra=("MetricsAuthUsers=nobody",), restd=True)
     yield c
     stop_cluster(c)
 

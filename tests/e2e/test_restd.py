@@ -83,7 +83,7 @@ class Rest:
 
 @pytest.fixture(scope="module")
 def rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rest]:
-    c = start_cluster(tmp_path_factory.mktemp("restd"), accounting=True)
+    c = start_cluster(tmp_path_factory.mktemp("restd"), accounting=True, restd=True)
     yield Rest(c)
     stop_cluster(c)
 

@@ -48,47 +48,66 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     stop_cluster(c)
 
 
-@pytest.mark.parametrize("status_command", ["sacct", "squeue"])
-def test_three_rule_workflow_runs_through_sbatch(
-    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status_command: str
+STATUS_COMMANDS = ("sacct", "squeue")
+
+
+def test_three_rule_workflow_runs_through_sbatch_with_each_status_command(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """One workflow per status command, at once: the plugin mostly sleeps between its status
+    queries (it adds 10 s each time nothing has finished), so side by side they cost one."""
     put_commands_on_path(cluster, tmp_path / "bin", monkeypatch)
-    wf = tmp_path / "wf"
-    wf.mkdir()
-    (wf / "Snakefile").write_text(SNAKEFILE)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--executor",
-            "slurm",
-            "--jobs",
-            "3",
-            "--default-resources",
-            "mem_mb=1000",
-            "runtime=5",
-            "--slurm-init-seconds-before-status-checks",
-            "1",
-            "--slurm-status-command",
+    runs: dict[str, tuple[Path, subprocess.Popen[str]]] = {}
+    for status_command in STATUS_COMMANDS:
+        wf = tmp_path / f"wf-{status_command}"
+        wf.mkdir()
+        (wf / "Snakefile").write_text(SNAKEFILE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "--executor",
+                "slurm",
+                "--jobs",
+                "3",
+                "--default-resources",
+                "mem_mb=1000",
+                "runtime=5",
+                "--slurm-init-seconds-before-status-checks",
+                "1",
+                "--slurm-status-command",
+                status_command,
+            ],
+            cwd=wf,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        runs[status_command] = (wf, proc)
+    run_names: set[str] = set()
+    for status_command, (wf, proc) in runs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        assert proc.returncode == 0, f"{status_command}: {stdout}{stderr}"
+        assert "5 of 5 steps (100%) done" in stderr, status_command
+        # every rule ran as its own shoal job, and the last one read what the first three wrote
+        job_ids = [(wf / f"n{i}.txt").read_text().split()[1] for i in (1, 2, 3)]
+        total, total_job = (wf / "total.txt").read_text().split()
+        assert total == "6"
+        assert len({*job_ids, total_job}) == 4
+        rows = cluster.ok(
+            "sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State", "-j", ",".join([*job_ids, total_job])
+        )
+        names = {line.split("|")[1] for line in rows.splitlines()}
+        assert len(names) == 1, (
             status_command,
-        ],
-        cwd=wf,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "5 of 5 steps (100%) done" in out.stderr
-    # every rule ran as its own shoal job, and the last one read what the first three wrote
-    job_ids = [(wf / f"n{i}.txt").read_text().split()[1] for i in (1, 2, 3)]
-    total, total_job = (wf / "total.txt").read_text().split()
-    assert total == "6"
-    assert len({*job_ids, total_job}) == 4
-    rows = cluster.ok(
-        "sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State", "-j", ",".join([*job_ids, total_job])
-    )
-    run_names = {line.split("|")[1] for line in rows.splitlines()}
-    assert len(run_names) == 1  # the plugin's run uuid, which its status query filters on
-    assert sorted(line.split("|")[2] for line in rows.splitlines()) == ["COMPLETED"] * 4
-    assert "Comment=rule_total" in cluster.ok("scontrol", "show", "job", total_job)
+            rows,
+        )  # the plugin's run uuid, which its status query filters on
+        run_names |= names
+        assert sorted(line.split("|")[2] for line in rows.splitlines()) == ["COMPLETED"] * 4
+        assert "Comment=rule_total" in cluster.ok("scontrol", "show", "job", total_job)
+    assert len(run_names) == 2  # each run its own uuid

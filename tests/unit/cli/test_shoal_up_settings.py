@@ -95,6 +95,6 @@ def test_without_aiohttp_shoal_up_runs_no_restd_and_says_which_extra(
     )
     started: list[object] = []
     monkeypatch.setattr(shoal_admin.local_restd, "start", lambda *a: started.append(a))
-    assert shoal_admin._start_restd(tmp_path, tmp_path / "slurm.conf", {}, cfg, 0) == (None, None)
+    assert shoal_admin._start_restd(tmp_path, tmp_path / "slurm.conf", {}, cfg, 0) is None
     assert not started
     assert "pip install 'shoal[restd]'" in capsys.readouterr().err

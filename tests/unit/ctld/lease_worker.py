@@ -16,9 +16,15 @@ from ctld.store import FencedError, StateStore, StoreError
 from ctld.store_mariadb import MariaDBBackend
 from shoal.conf.statestore import StateStoreConf
 
+_SAY = threading.Lock()
+
 
 def say(line: str) -> None:
-    print(line, flush=True)
+    """One whole line per write: print() writes the text and the newline separately, so a line
+    from the renewal thread (or a log record on the shared stderr) could land between them."""
+    with _SAY:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def main() -> int:
