@@ -59,6 +59,7 @@ from ctld.sched.resources import (
 )
 
 MAX_SUGGESTIONS = 3
+_RANK = {"gpu": 0, "nod": 1, "cpu": 2, "mem": 3}  # the scarcest first: GPUs, whole nodes, CPUs, memory
 MAX_TIME_TRIES = 6
 # verdicts no change of shape can help: the job waits for something else than room
 _NOT_ROOM = frozenset({HELD_ADMIN, HELD_USER, BEGIN_TIME, DEPENDENCY, DEPENDENCY_NEVER, RESERVATION_DELETED})
@@ -236,7 +237,7 @@ def shortages(job: JobRequest, parts: list[Partition], snap: Snapshot) -> tuple[
                 entry[1].append(have)
                 entry[2].append(node.name)
     out = []
-    for resource, (needed, frees, where) in short.items():
+    for resource, (needed, frees, where) in sorted(short.items(), key=lambda kv: _RANK.get(kv[0][:3], 0)):
         out.append(
             Shortage(resource, needed, max(frees), tuple(where), _holders(snap.running, where, resource))
         )
