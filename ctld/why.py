@@ -128,7 +128,7 @@ def _plan_line(state: ClusterState, ex: Explanation, out: pb.WhyResponse) -> str
         )
         return f"Planned start: {format_timestamp(ex.planned_start)} on {out.planned_nodes} ({how})."
     if ex.unresolvable:
-        return "Planned start: none while it waits for this."
+        return "Planned start: none until that changes."
     return (
         "Planned start: none yet (not within the backfill window, or it waits for jobs without a time limit)."
     )

@@ -170,7 +170,7 @@ def explain(snap: Snapshot, job_id: int, now: int) -> Explanation | None:
         found,
         shortages=shortages(job, open_parts, snap) if waits_room else (),
         down_nodes=tuple(n.name for n in snap.nodes if waits_room and not n.available and n.name in in_parts),
-        ahead=ranked_ahead(job, snap, result, now),
+        ahead=ranked_ahead(job, snap, result, now) if waits_room else None,
         limit=limit,
         dependencies=(
             unmet_dependencies(job, dependency.status_index(snap.jobs))
@@ -312,9 +312,9 @@ def partition_problem(job: JobRequest, parts: list[Partition], reason: str) -> s
         most = min(part.max_nodes, len(part.nodes)) if part.max_nodes else len(part.nodes)
         if fewest < part.min_nodes:
             return f"it asks for {fewest} node(s); partition {part.name} needs at least {part.min_nodes}"
-        return f"it asks for {fewest} nodes; partition {part.name} can give at most {most}: it can never start there"
+        return f"it asks for {fewest} nodes; partition {part.name} can give at most {most}"
     if reason == PARTITION_CONFIG:
-        return f"it asks for {job_cpus(job)} CPUs; partition {part.name} has {part.total_cpus}: it can never start there"
+        return f"it asks for {job_cpus(job)} CPUs; partition {part.name} has {part.total_cpus}"
     if reason == PARTITION_TIME_LIMIT:
         mine = limits.effective_time_limit(job, part)
         asked = "no limit" if mine == UNLIMITED else f"{mine} minutes"

@@ -169,7 +169,7 @@ CASES = [
         {
             "reason": "PartitionNodeLimit",
             "unresolvable": True,
-            "problem": "it asks for 3 nodes; partition batch can give at most 2: it can never start there",
+            "problem": "it asks for 3 nodes; partition batch can give at most 2",
             "suggestions": [("--nodes=2", NOW, ("n1", "n2"))],
         },
     ),
@@ -265,3 +265,26 @@ def test_gpu_type_is_kept_in_the_suggestion() -> None:
     found = explain(typed, 20, NOW)
     assert found is not None
     assert [s.change for s in found.suggestions] == ["--gres=gpu:h100:2"]
+
+
+def test_a_job_waiting_for_its_dependency_has_nobody_ahead_of_it() -> None:
+    crowded = dataclasses.replace(DEPENDENT, pending=(job(3).time(10).obj(), *DEPENDENT.pending))
+    found = explain(crowded, 22, NOW)
+    assert found is not None and found.reason == "Dependency" and found.ahead is None
+
+
+def test_under_a_limit_a_smaller_request_that_fits_is_suggested() -> None:
+    # GrpTRES=gres/gpu=8 with 6 in use: 4 more wait for the limit, 2 start now
+    snap = _snap(
+        [
+            _run(12, "n1", NOW + HOUR, cpus=1, gpus=4, assoc_id=RESEARCH),
+            _run(15, "n2", NOW + HOUR, cpus=1, gpus=2, assoc_id=RESEARCH),
+        ],
+        [dataclasses.replace(job(21).gpus_per_node(4).time(60).obj(), assoc_id=RESEARCH)],
+        nodes=["n1", "n2", "n3"],
+        accounting=AccountingLimits(assocs=(AssocLimits(id=RESEARCH, account="research", grp_gpus=8),)),
+    )
+    found = explain(snap, 21, NOW)
+    assert found is not None and found.reason == "AssocGrpGRES"
+    assert found.limit is not None and (found.limit.in_use, found.limit.asks) == (6, 4)
+    assert [(s.change, s.start) for s in found.suggestions] == [("--gres=gpu:2", NOW)]
