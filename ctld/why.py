@@ -8,6 +8,8 @@ A user may ask about their own jobs, an operator about any: another user's job i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ctld import snapshot
 from ctld.errors import SlurmError
 from ctld.job_select import select
@@ -26,7 +28,22 @@ INVALID_JOB_ID = "Invalid job id specified"
 _RESOURCE_WORDS = {"cpu": "CPUs", "mem": "memory", "gpu": "GPUs", "node": "whole idle nodes (--exclusive)"}
 
 
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What the words need of the job's record, taken under the lock (the explainer runs after it)."""
+
+    job_id: int
+    reason: str
+    held: bool
+    held_by_admin: bool
+    begin_time: int
+    name: str
+    others: dict[int, str]  # the jobs its dependency names -> their state
+
+
 def why(state: ClusterState, req: pb.WhyRequest, caller: Caller) -> pb.WhyResponse:
+    """The snapshot is taken under the lock; the explainer (a cycle per suggestion tried) runs on
+    it after the lock is released, so the scheduler and other RPCs do not wait for it."""
     with state.reading():
         found = select(state, [req.job_id])[0][1] if req.job_id.strip() else []
         if not found:
@@ -45,7 +62,10 @@ def why(state: ClusterState, req: pb.WhyRequest, caller: Caller) -> pb.WhyRespon
         target = state.request(job)
         if target is None:
             out.reason = reasons.BAD_CONSTRAINTS
-            out.text = f"Job {job.job_id} is PENDING, Reason: {out.reason}: its request cannot be met by this configuration."
+            out.text = (
+                f"Job {job.job_id} is PENDING, Reason: {out.reason}: "
+                "its request cannot be met by this configuration."
+            )
             return out
         state.accrue_usage()
         pending = [target]
@@ -55,10 +75,21 @@ def why(state: ClusterState, req: pb.WhyRequest, caller: Caller) -> pb.WhyRespon
                 if req_other is not None:
                     pending.append(req_other)
         snap = snapshot.build(state, pending)
-        explained = sched_explain.explain(snap, job.job_id, now)
-        assert explained is not None  # the job is in the snapshot's pending jobs
-        _fill(state, job, explained, out)
-        return out
+        named = {i for term in target.dependency.terms for i in term.job_ids}
+        asked = _Asked(
+            job_id=job.job_id,
+            reason=job.state_reason,
+            held=job.held,
+            held_by_admin=job.held_by_admin,
+            begin_time=job.spec.begin_time,
+            name=job.spec.name,
+            others={i: job_state_name(state.jobs[i].state) for i in named if i in state.jobs},
+        )
+        backfill = state.sched_config.scheduler == "sched/backfill"
+    explained = sched_explain.explain(snap, asked.job_id, now)
+    assert explained is not None  # the job is in the snapshot's pending jobs
+    _fill(asked, explained, out, backfill)
+    return out
 
 
 def _not_pending(job: jobs_pb2.JobInfo, out: pb.WhyResponse) -> None:
@@ -78,9 +109,9 @@ def _not_pending(job: jobs_pb2.JobInfo, out: pb.WhyResponse) -> None:
     )
 
 
-def _fill(state: ClusterState, job: jobs_pb2.JobInfo, ex: Explanation, out: pb.WhyResponse) -> None:
+def _fill(job: _Asked, ex: Explanation, out: pb.WhyResponse, backfill: bool) -> None:
     now = out.now
-    out.reason = job.state_reason if job.held and job.state_reason else ex.reason
+    out.reason = job.reason if job.held and job.reason else ex.reason
     out.partition = ex.partition
     out.starts_now = ex.starts_now
     if ex.planned_start is not None:
@@ -96,12 +127,12 @@ def _fill(state: ClusterState, job: jobs_pb2.JobInfo, ex: Explanation, out: pb.W
         out.text = "\n".join(lines)
         return
     lines.append(f"Job {job.job_id} is PENDING, Reason: {out.reason}.")
-    for wait in _waits(state, job, ex):
+    for wait in _waits(job, ex):
         out.waits_for.append(wait)
         lines.append(wait.text)
     if ex.ahead is not None:
         out.ahead = len(ex.ahead.job_ids)
-    lines.append(_plan_line(state, ex, out))
+    lines.append(_plan_line(ex, out, backfill))
     for s in ex.suggestions:
         out.suggestions.append(
             pb.WhySuggestion(change=s.change, planned_start=s.start, nodes=hostlist.collect(s.nodes))
@@ -119,13 +150,9 @@ def _at(when: int, now: int) -> str:
     return "now" if when <= now else f"at {format_timestamp(when)}"
 
 
-def _plan_line(state: ClusterState, ex: Explanation, out: pb.WhyResponse) -> str:
+def _plan_line(ex: Explanation, out: pb.WhyResponse, backfill: bool) -> str:
     if ex.planned_start is not None:
-        how = (
-            "backfill's plan"
-            if state.sched_config.scheduler == "sched/backfill"
-            else "were nothing queued before it; sched/builtin plans no start"
-        )
+        how = "backfill's plan" if backfill else "were nothing queued before it; sched/builtin plans no start"
         return f"Planned start: {format_timestamp(ex.planned_start)} on {out.planned_nodes} ({how})."
     if ex.unresolvable:
         return "Planned start: none until that changes."
@@ -134,7 +161,7 @@ def _plan_line(state: ClusterState, ex: Explanation, out: pb.WhyResponse) -> str
     )
 
 
-def _waits(state: ClusterState, job: jobs_pb2.JobInfo, ex: Explanation) -> list[pb.WhyWait]:
+def _waits(job: _Asked, ex: Explanation) -> list[pb.WhyWait]:
     out: list[pb.WhyWait] = []
     reason = ex.reason
     jid = job.job_id
@@ -149,13 +176,12 @@ def _waits(state: ClusterState, job: jobs_pb2.JobInfo, ex: Explanation) -> list[
         out.append(pb.WhyWait(kind="hold", text=text))
         return out
     if reason == reasons.BEGIN_TIME:
-        text = f"It may not start before {format_timestamp(job.spec.begin_time)} (--begin)."
+        text = f"It may not start before {format_timestamp(job.begin_time)} (--begin)."
         out.append(pb.WhyWait(kind="begin", text=text))
     for dep in ex.dependencies:
-        other = state.jobs.get(dep.job_id)
-        state_text = job_state_name(other.state) if other is not None else "gone"
+        state_text = job.others.get(dep.job_id, "gone")
         if dep.kind == "singleton":
-            text = f"It waits for its dependency singleton: another job of yours named {job.spec.name!r} runs or is ahead."
+            text = f"It waits for its dependency singleton: another job of yours named {job.name!r} runs or is ahead."
         elif reason == reasons.DEPENDENCY_NEVER:
             text = (
                 f"Its dependency {dep.kind}:{dep.job_id} can never be satisfied (job {dep.job_id} is {state_text}): "
@@ -172,6 +198,13 @@ def _waits(state: ClusterState, job: jobs_pb2.JobInfo, ex: Explanation) -> list[
                 job_state=state_text,
             )
         )
+    if reason == reasons.REQ_NODE_NOT_AVAIL:
+        names = hostlist.collect(ex.required_unavailable) or "a node it asks for"
+        text = f"It asks for {names} (-w), which takes no work now (down, drained or reserved)."
+        out.append(pb.WhyWait(kind="nodes_down", text=text, nodes=hostlist.collect(ex.required_unavailable)))
+    if reason == reasons.ARRAY_TASK_LIMIT:
+        text = "Its array already runs as many tasks as its --array=...%N allows: it starts when one ends."
+        out.append(pb.WhyWait(kind="limit", text=text))
     if ex.partition_problem:
         out.append(pb.WhyWait(kind="partition", text=f"It can never start as asked: {ex.partition_problem}."))
     if reason == reasons.RESERVATION:
@@ -204,7 +237,7 @@ def _waits(state: ClusterState, job: jobs_pb2.JobInfo, ex: Explanation) -> list[
     elif reason not in _KNOWN and ex.unresolvable and not ex.partition_problem:
         out.append(pb.WhyWait(kind="limit", text=f"It waits for {reason}."))
     for short in ex.shortages:
-        out.append(_shortage(state, short))
+        out.append(_shortage(short))
     if ex.down_nodes:
         names = hostlist.collect(ex.down_nodes)
         out.append(
@@ -240,11 +273,12 @@ _KNOWN = frozenset(
         reasons.RESERVED_FOR_MAINT,
         reasons.MAY_BE_RESERVED,
         reasons.REQ_NODE_NOT_AVAIL,
+        reasons.ARRAY_TASK_LIMIT,
     }
 )
 
 
-def _shortage(state: ClusterState, short: Shortage) -> pb.WhyWait:
+def _shortage(short: Shortage) -> pb.WhyWait:
     kind = short.resource
     if kind.startswith("gpu:"):
         words = f"{kind.split(':', 1)[1]} GPUs"

@@ -61,6 +61,7 @@ from ctld.sched.resources import (
 MAX_SUGGESTIONS = 3
 _RANK = {"gpu": 0, "nod": 1, "cpu": 2, "mem": 3}  # the scarcest first: GPUs, whole nodes, CPUs, memory
 MAX_TIME_TRIES = 6
+MAX_TRIES = 16  # cycles run for suggestions at the most (each is a whole scheduling cycle)
 # verdicts no change of shape can help: the job waits for something else than room
 _NOT_ROOM = frozenset({HELD_ADMIN, HELD_USER, BEGIN_TIME, DEPENDENCY, DEPENDENCY_NEVER, RESERVATION_DELETED})
 PARTITION_REASONS = frozenset(
@@ -131,6 +132,7 @@ class Explanation:
     dependencies: tuple[DependencyWait, ...] = ()
     reservation: str = ""
     partition_problem: str = ""  # plain words for a PartitionXxx reason
+    required_unavailable: tuple[str, ...] = ()  # -w nodes that take no work now
     suggestions: tuple[Suggestion, ...] = ()
 
 
@@ -179,6 +181,9 @@ def explain(snap: Snapshot, job_id: int, now: int) -> Explanation | None:
         ),
         reservation=job.reservation,
         partition_problem=partition_problem(job, parts, reason) if reason in PARTITION_REASONS else "",
+        required_unavailable=tuple(
+            n.name for n in snap.nodes if n.name in job.required_nodes and not n.available
+        ),
     )
     if reason not in _NOT_ROOM:
         found = dataclasses.replace(found, suggestions=suggest(snap, job, now, found.planned_start, result))
@@ -387,9 +392,13 @@ def suggest(
     best: dict[str, Suggestion] = {}
     moments = {r.end_time for r in snap.running if r.end_time > now}
     moments.update(p.start_time for i, p in result.planned.items() if i != job.job_id and p.start_time > now)
+    tries = 0
     for kind, change, changed in _variants(snap, job, now, moments):
         if kind in best and best[kind].start <= now:
             continue  # this kind already starts it at once, with a smaller change
+        if tries >= MAX_TRIES:
+            break
+        tries += 1
         when = start_of(snap, changed, now)
         if when is None or (planned is not None and when[0] >= planned):
             continue
@@ -408,11 +417,24 @@ def start_of(snap: Snapshot, job: JobRequest, now: int) -> tuple[int, tuple[str,
 def _variants(
     snap: Snapshot, job: JobRequest, now: int, moments: Iterable[int]
 ) -> Iterator[tuple[str, str, JobRequest]]:
-    """(kind, option, changed job): fewer GPUs, shorter time limits, other partitions, fewer nodes;
-    within a kind the smallest change first."""
-    yield from _fewer_gpus(job)
-    yield from _shorter(snap, job, now, moments)
-    yield from _other_partitions(snap, job)
+    """(kind, option, changed job): fewer GPUs, shorter time limits, other partitions, fewer nodes,
+    taken in turn (so that each kind is tried within MAX_TRIES); within a kind the smallest change first."""
+    kinds = [
+        _fewer_gpus(job),
+        _shorter(snap, job, now, moments),
+        _other_partitions(snap, job),
+        _fewer_nodes(job),
+    ]
+    while kinds:
+        for kind in list(kinds):
+            found = next(kind, None)
+            if found is None:
+                kinds.remove(kind)
+            else:
+                yield found
+
+
+def _fewer_nodes(job: JobRequest) -> Iterator[tuple[str, str, JobRequest]]:
     fewest, _ = node_count_range(job)
     if job.min_nodes > 1 and not job.required_nodes:
         for count in range(fewest - 1, 0, -1):

@@ -184,6 +184,16 @@ CASES = [
             "suggestions": [("--time=60", NOW, ("n2",))],
         },
     ),
+    (
+        "a -w node that is down",
+        dataclasses.replace(
+            IDLE,
+            nodes=(IDLE.nodes[0], dataclasses.replace(IDLE.nodes[1], available=False)),
+            pending=(job(26).nodelist("n2").time(10).obj(),),
+        ),
+        26,
+        {"reason": "ReqNodeNotAvail", "required_unavailable": ("n2",), "planned_start": None},
+    ),
     ("held by its user", HELD, 24, {"reason": "JobHeldUser", "unresolvable": True, "suggestions": []}),
     ("idle cluster: starts at the next pass", IDLE, 25, {"starts_now": True, "planned_start": NOW}),
 ]
