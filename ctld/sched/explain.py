@@ -32,7 +32,7 @@ from ctld.sched.model import (
     Snapshot,
     Unresolvable,
 )
-from ctld.sched.placement import Free, Overlay, candidate_partitions, earliest_start
+from ctld.sched.placement import Free, Overlay, candidate_partitions, earliest_start, usable_nodes
 from ctld.sched.reasons import (
     BEGIN_TIME,
     DEPENDENCY,
@@ -225,22 +225,18 @@ def shortages(job: JobRequest, parts: list[Partition], snap: Snapshot) -> tuple[
     cpus = cpus_for(job, tasks, gpus)
     overlay = Overlay()
     short: dict[str, tuple[int, list[int], list[str]]] = {}  # resource -> (needed, free per node, nodes)
-    names = {name for part in parts for name in part.nodes}
-    nodes = [
-        n
-        for n in snap.nodes
-        if n.name in names and n.available and n.name not in job.excluded_nodes and job.features <= n.features
-    ]
-    if job.required_nodes:
-        nodes = [n for n in nodes if n.name in job.required_nodes]
-    for node in nodes:
-        part = next(p for p in parts if node.name in p.nodes)
-        free = overlay.free(node)
-        for resource, needed, have in _needs(job, part, snap, node, free, cpus, gpus):
-            if needed > have:
-                entry = short.setdefault(resource, (needed, [], []))
-                entry[1].append(have)
-                entry[2].append(node.name)
+    seen: set[str] = set()
+    for part in parts:
+        for node in usable_nodes(job, part, snap):
+            if node.name in seen:
+                continue
+            seen.add(node.name)
+            free = overlay.free(node)
+            for resource, needed, have in _needs(job, part, snap, node, free, cpus, gpus):
+                if needed > have:
+                    entry = short.setdefault(resource, (needed, [], []))
+                    entry[1].append(have)
+                    entry[2].append(node.name)
     out = []
     for resource, (needed, frees, where) in sorted(short.items(), key=lambda kv: _RANK.get(kv[0][:3], 0)):
         out.append(
