@@ -932,6 +932,7 @@ def _parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("sim", help="replay a workload trace through the scheduler", add_help=False)
     sim.add_argument("sim_args", nargs=argparse.REMAINDER)
     sim.set_defaults(func=cmd_sim)
+    sub.add_parser("why", help="why a job waits, when it starts, what would start it sooner", add_help=False)
     return p
 
 
@@ -947,6 +948,10 @@ def main(argv: list[str] | None = None) -> int:
         from cli import shoal_sim
 
         return shoal_sim.main(argv[1:])
+    if argv[:1] == ["why"]:  # a short command: its own light module (cli/why.py)
+        from cli import why
+
+        return why.main(argv[1:])
     args = _parser().parse_args(argv)
     if getattr(args, "realslurm_shape", False):
         apply_realslurm_shape(args)

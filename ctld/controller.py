@@ -13,7 +13,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ctld import applier, housekeeping, job_lifecycle, job_update, node_lifecycle, priority_report, queries
+from ctld import (
+    applier,
+    housekeeping,
+    job_lifecycle,
+    job_update,
+    node_lifecycle,
+    priority_report,
+    queries,
+    why,
+)
 from ctld import reconfigure as reconf
 from ctld import reservations as resv
 from ctld import steps as jobsteps
@@ -188,3 +197,6 @@ class Controller:
 
     def get_shares(self, req: controller_pb2.GetSharesRequest) -> controller_pb2.GetSharesResponse:
         return priority_report.get_shares(self.state, req)
+
+    def why(self, req: controller_pb2.WhyRequest, caller: Caller) -> controller_pb2.WhyResponse:
+        return why.why(self.state, req, caller)

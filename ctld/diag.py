@@ -39,6 +39,7 @@ RPC_TYPES: dict[str, tuple[str, int]] = {
     "UpdateReservation": ("REQUEST_UPDATE_RESERVATION", 3007),
     "DeleteReservation": ("REQUEST_DELETE_RESERVATION", 3008),
     "SubmitJob": ("REQUEST_SUBMIT_BATCH_JOB", 4003),
+    "Why": ("REQUEST_JOB_WILL_RUN", 4012),
     "CreateStep": ("REQUEST_JOB_STEP_CREATE", 5001),
     "CompleteStep": ("REQUEST_STEP_COMPLETE", 5016),
     "CompleteAllocation": ("REQUEST_COMPLETE_JOB_ALLOCATION", 5017),

@@ -224,6 +224,10 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return self.ctl.get_priorities(request)
 
     @_slurm_errors
+    def Why(self, request: pb.WhyRequest, context: grpc.ServicerContext) -> pb.WhyResponse:
+        return self.ctl.why(request, _caller())
+
+    @_slurm_errors
     def GetShares(self, request: pb.GetSharesRequest, context: grpc.ServicerContext) -> pb.GetSharesResponse:
         return self.ctl.get_shares(request)
 

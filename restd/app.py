@@ -37,12 +37,14 @@ from restd.errors import (
 from shoal import SLURM_VERSION
 from shoal.states import FINISHED_STATES
 from shoal.v1 import accounting_pb2, controller_pb2
+from shoal.why_view import as_json
 
 log = logging.getLogger("shoal.restd")
 
 Json = dict[str, Any]
 SLURM = "/slurm/v0.0.44"
 SLURMDB = "/slurmdb/v0.0.44"
+SHOAL = "/shoal/v1"  # beyond slurmrestd: shoal's own reads (the web view's explainer)
 MAX_BODY = 16 * 1024 * 1024
 
 
@@ -296,6 +298,22 @@ def users(ctx: RestContext, call: Call, who: Identity) -> Json:
     return {"users": out}
 
 
+# --- shoal's own -----------------------------------------------------------------------------------
+
+
+def why(ctx: RestContext, call: Call, who: Identity) -> Json:
+    """`shoal why` (ctld's Why read): the caller's own job, any for an operator; another user's job
+    is not visible, so it is answered as slurmrestd answers a job id it cannot load."""
+    resp = ctx.backend.ctld(
+        who,
+        "Why",
+        controller_pb2.WhyRequest(job_id=_job_id(call)),
+        controller_pb2.WhyResponse,
+        "slurm_load_job()",
+    )
+    return as_json(resp)
+
+
 # --- routing ---------------------------------------------------------------------------------------
 
 _EMPTY_JOBS = {"jobs": [], "last_backfill": convert.no_val(None), "last_update": convert.no_val(None)}
@@ -352,6 +370,7 @@ ROUTES: tuple[tuple[str, str, Handler, Json, str], ...] = (
     ("GET", f"{SLURMDB}/associations/", associations, {"associations": []}, "slurmdbd"),
     ("GET", f"{SLURMDB}/qos/", qos, {"qos": []}, "slurmdbd"),
     ("GET", f"{SLURMDB}/users/", users, {"users": []}, "slurmdbd"),
+    ("GET", f"{SHOAL}/why/{{job_id}}", why, {}, "slurmctld"),
 )
 
 

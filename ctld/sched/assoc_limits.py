@@ -187,6 +187,59 @@ class AssocUsage:
                 return why
         return None
 
+    def describe(self, job: JobRequest, reason: str, minutes: int | None = None) -> LimitUse | None:
+        """The limit behind `reason` (a word `reason()` gave for `job`): whose, its value, what is
+        in use and by which running jobs, and what the job asks; None for another word."""
+        cpus, gpus = job_cpus(job), job_gpus(job)
+        minutes = job.time_limit_min if minutes is None else minutes
+        asks = {"cpu": cpus, "gres/gpu": gpus, "jobs": 1, "wall": minutes}
+        if reason in _QOS_LIMITS:
+            qos = self._qos.get(job.qos)
+            if qos is None:
+                return None
+            field, label, tres, per_user = _QOS_LIMITS[reason]
+            key = (qos.name, job.user_id)
+            in_use = {
+                "jobs": self.qos_user_jobs[key] if per_user else self.qos_jobs[qos.name],
+                "cpu": self.qos_user_cpus[key] if per_user else self.qos_cpus[qos.name],
+                "gres/gpu": self.qos_user_gpus[key] if per_user else self.qos_gpus[qos.name],
+            }.get(tres, 0)
+            ids = tuple(
+                r.job_id
+                for r in self._running
+                if r.qos == qos.name and (not per_user or r.user_id == job.user_id)
+            )
+            value = getattr(qos, field)
+            return LimitUse(
+                f"QOS {qos.name}", _limit_text(label, tres, value), value, in_use, asks[tres], ids
+            )
+        if reason in _ASSOC_LIMITS:
+            field, label, tres = _ASSOC_LIMITS[reason]
+            for depth, assoc in enumerate(self.chain(job.assoc_id)):
+                value = getattr(assoc, field)
+                if value < 0 or (field == "max_jobs" and depth > 0):
+                    continue
+                counts = {
+                    "jobs": self.jobs[assoc.id],
+                    "cpu": self.cpus[assoc.id],
+                    "gres/gpu": self.gpus[assoc.id],
+                }
+                used = counts.get(tres, 0)
+                if label.startswith("Grp") and tres in ("cpu", "gres/gpu") and used + asks[tres] <= value:
+                    continue  # not this level: the limit is further up
+                if label.startswith("Grp") and tres == "jobs" and used < value:
+                    continue
+                ids = tuple(
+                    r.job_id for r in self._running if assoc.id in {a.id for a in self.chain(r.assoc_id)}
+                )
+                whose = (
+                    f"user {assoc.user} (account {assoc.account})"
+                    if assoc.user
+                    else f"account {assoc.account}"
+                )
+                return LimitUse(whose, _limit_text(label, tres, value), value, used, asks[tres], ids)
+        return None
+
     def add(self, job: JobRequest, minutes: int | None = None) -> None:
         """`job` starts in this cycle (with `minutes` as its time limit): it counts against its
         association and QOS from now on."""
@@ -235,6 +288,49 @@ class AssocUsage:
         if not self._borrowing:
             return None
         return reclaim(job, chain, parts, snap, overlay, self.cohorts, self._borrowing, gone, now)
+
+
+@dataclass(frozen=True, slots=True)
+class LimitUse:
+    """One association/QOS limit a job waits for: `limit` as sacctmgr names it (GrpTRES=gres/gpu=8),
+    `in_use` by the running jobs `job_ids` that count against it, `asks` the job's own request."""
+
+    scope: str  # "account research", "user alice (account research)", "QOS normal"
+    limit: str
+    value: int
+    in_use: int
+    asks: int
+    job_ids: tuple[int, ...]
+
+
+# reason -> (AssocLimits field, sacctmgr's name, TRES or "jobs"/"wall")
+_ASSOC_LIMITS = {
+    MAX_JOBS: ("max_jobs", "MaxJobs", "jobs"),
+    GRP_JOBS: ("grp_jobs", "GrpJobs", "jobs"),
+    GRP_CPU: ("grp_cpus", "GrpTRES", "cpu"),
+    GRP_GRES: ("grp_gpus", "GrpTRES", "gres/gpu"),
+    MAX_CPU_PER_JOB: ("max_cpus_per_job", "MaxTRES", "cpu"),
+    MAX_GRES_PER_JOB: ("max_gpus_per_job", "MaxTRES", "gres/gpu"),
+    MAX_WALL: ("max_wall_min", "MaxWall", "wall"),
+}
+# reason -> (QosLimits field, sacctmgr's name, TRES or "jobs"/"wall", per user)
+_QOS_LIMITS = {
+    QOS_MAX_WALL: ("max_wall_min", "MaxWall", "wall", False),
+    QOS_MAX_JOBS_PER_USER: ("max_jobs_per_user", "MaxJobsPerUser", "jobs", True),
+    QOS_MAX_CPU_PER_JOB: ("max_cpus_per_job", "MaxTRESPerJob", "cpu", False),
+    QOS_MAX_GRES_PER_JOB: ("max_gpus_per_job", "MaxTRESPerJob", "gres/gpu", False),
+    QOS_GRP_JOBS: ("grp_jobs", "GrpJobs", "jobs", False),
+    QOS_GRP_CPU: ("grp_cpus", "GrpTRES", "cpu", False),
+    QOS_GRP_GRES: ("grp_gpus", "GrpTRES", "gres/gpu", False),
+    QOS_MAX_CPU_PER_USER: ("max_cpus_per_user", "MaxTRESPerUser", "cpu", True),
+    QOS_MAX_GRES_PER_USER: ("max_gpus_per_user", "MaxTRESPerUser", "gres/gpu", True),
+}
+
+
+def _limit_text(label: str, tres: str, value: int) -> str:
+    if tres in ("jobs", "wall"):
+        return f"{label}={value}"
+    return f"{label}={tres}={value}"
 
 
 def _want(job: JobRequest) -> dict[str, int]:

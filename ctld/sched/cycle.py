@@ -72,10 +72,9 @@ class _CycleState:
 
 def run_cycle(snap: Snapshot, now: int) -> CycleResult:
     """Decide which pending jobs start now, where, and why the others wait."""
-    parts = {part.name: part for part in snap.partitions}
     statuses = dependency.status_index(snap.jobs)
     priorities = all_priorities(snap, now)
-    queue = sorted(snap.pending, key=lambda job: _queue_key(job, parts, priorities, snap.config))
+    queue = queue_order(snap, priorities)
     if snap.topology is not None:  # --switches=N holds only until the job has waited long enough
         queue = [topology.switch_request(job, now, snap.config) for job in queue]
     state = _CycleState(active_tasks=_active_array_tasks(snap.jobs))
@@ -98,6 +97,12 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
         planned=planned,
         preemptions=tuple(state.preemptions),
     )
+
+
+def queue_order(snap: Snapshot, priorities: Mapping[int, int]) -> list[JobRequest]:
+    """The pending jobs in the order the cycle tries them (see _queue_key)."""
+    parts = {part.name: part for part in snap.partitions}
+    return sorted(snap.pending, key=lambda job: _queue_key(job, parts, priorities, snap.config))
 
 
 def _ineligible(job: JobRequest, now: int, statuses: Mapping[int, list[JobStatus]]) -> Unresolvable | None:

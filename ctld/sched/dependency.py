@@ -111,7 +111,7 @@ def evaluate(job: JobRequest, jobs: Mapping[int, list[JobStatus]]) -> Verdict:
     spec = job.dependency
     if not spec.terms:
         return "ok"
-    verdicts = [_term(job, term, jobs) for term in spec.terms]
+    verdicts = [term_verdict(job, term, jobs) for term in spec.terms]
     if spec.any_of:
         if "ok" in verdicts:
             return "ok"
@@ -126,7 +126,8 @@ def _all(verdicts: Iterable[Verdict]) -> Verdict:
     return "wait" if "wait" in found else "ok"
 
 
-def _term(job: JobRequest, term: Dependency, jobs: Mapping[int, list[JobStatus]]) -> Verdict:
+def term_verdict(job: JobRequest, term: Dependency, jobs: Mapping[int, list[JobStatus]]) -> Verdict:
+    """One term of the job's --dependency: satisfied now, later or never."""
     if term.kind == "singleton":
         return _singleton(job, jobs)
     verdicts: list[Verdict] = []

@@ -399,6 +399,15 @@ def _candidates(
     return usable
 
 
+def usable_nodes(job: JobRequest, part: Partition, snap: Snapshot) -> list[Node]:
+    """The nodes of `part` that placement tries for the job (up, not -x, with its -C features; only
+    its -w nodes when it names some), whatever they have free; [] when a -w node is unusable."""
+    found = _candidates(job, part, snap)
+    if isinstance(found, str):
+        return []
+    return [n for n in found if n.name in job.required_nodes] if job.required_nodes else found
+
+
 def _switch_groups(
     job: JobRequest, snap: Snapshot, placer: _Placer, nodes: Iterable[Node], fewest: int
 ) -> Iterator[Iterable[Node]]:

@@ -24,6 +24,227 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class WhyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    """as the user wrote it ("12", "12_3")"""
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhyRequest: _TypeAlias = WhyRequest  # noqa: Y015
+
+@_typing.final
+class WhyHolder(_message.Message):
+    """A running job holding something the waiting job needs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.int
+    user: _builtins.str
+    nodes: _builtins.str
+    """a hostlist"""
+    end_time: _builtins.int
+    """its end by time limit; 0 = none"""
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.int = ...,
+        user: _builtins.str = ...,
+        nodes: _builtins.str = ...,
+        end_time: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "job_id", b"job_id", "nodes", b"nodes", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhyHolder: _TypeAlias = WhyHolder  # noqa: Y015
+
+@_typing.final
+class WhyWait(_message.Message):
+    """One thing the job waits for; which fields are set depends on `kind`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    NEEDED_FIELD_NUMBER: _builtins.int
+    FREE_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    HOLDERS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
+    IN_USE_FIELD_NUMBER: _builtins.int
+    JOB_IDS_FIELD_NUMBER: _builtins.int
+    JOB_STATE_FIELD_NUMBER: _builtins.int
+    DEPENDENCY_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """resources, limit, priority, dependency, reservation, hold, partition, begin, nodes_down"""
+    text: _builtins.str
+    """the plain words"""
+    resource: _builtins.str
+    """resources: cpu, mem, gpu, gpu:TYPE, node"""
+    needed: _builtins.int
+    """resources: per node (mem in MB); limit: what the job asks"""
+    free: _builtins.int
+    """resources: the most free on one of `nodes`"""
+    nodes: _builtins.str
+    """a hostlist"""
+    limit: _builtins.str
+    """limit: as sacctmgr writes it (GrpTRES=gres/gpu=8)"""
+    scope: _builtins.str
+    """limit: "account research", "QOS normal" """
+    in_use: _builtins.int
+    """limit: what its running jobs use"""
+    job_state: _builtins.str
+    """dependency: the other job's state"""
+    dependency: _builtins.str
+    """dependency: afterok, afterany, singleton ..."""
+    @_builtins.property
+    def holders(self) -> _containers.RepeatedCompositeFieldContainer[Global___WhyHolder]:
+        """resources: who holds it, earliest end first"""
+
+    @_builtins.property
+    def job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """limit: the jobs counted; priority: the jobs ahead; dependency: the job"""
+
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        text: _builtins.str = ...,
+        resource: _builtins.str = ...,
+        needed: _builtins.int = ...,
+        free: _builtins.int = ...,
+        nodes: _builtins.str = ...,
+        holders: _abc.Iterable[Global___WhyHolder] | None = ...,
+        limit: _builtins.str = ...,
+        scope: _builtins.str = ...,
+        in_use: _builtins.int = ...,
+        job_ids: _abc.Iterable[_builtins.int] | None = ...,
+        job_state: _builtins.str = ...,
+        dependency: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dependency", b"dependency", "free", b"free", "holders", b"holders", "in_use", b"in_use", "job_ids", b"job_ids", "job_state", b"job_state", "kind", b"kind", "limit", b"limit", "needed", b"needed", "nodes", b"nodes", "resource", b"resource", "scope", b"scope", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhyWait: _TypeAlias = WhyWait  # noqa: Y015
+
+@_typing.final
+class WhySuggestion(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANGE_FIELD_NUMBER: _builtins.int
+    PLANNED_START_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    change: _builtins.str
+    """the option: --gres=gpu:2, --time=30, --partition=debug"""
+    planned_start: _builtins.int
+    nodes: _builtins.str
+    def __init__(
+        self,
+        *,
+        change: _builtins.str = ...,
+        planned_start: _builtins.int = ...,
+        nodes: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["change", b"change", "nodes", b"nodes", "planned_start", b"planned_start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhySuggestion: _TypeAlias = WhySuggestion  # noqa: Y015
+
+@_typing.final
+class WhyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    WAITS_FOR_FIELD_NUMBER: _builtins.int
+    PLANNED_START_FIELD_NUMBER: _builtins.int
+    PLANNED_NODES_FIELD_NUMBER: _builtins.int
+    AHEAD_FIELD_NUMBER: _builtins.int
+    SUGGESTIONS_FIELD_NUMBER: _builtins.int
+    STARTS_NOW_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.int
+    state: _builtins.str
+    """PENDING, RUNNING ..."""
+    reason: _builtins.str
+    """Slurm's word, as squeue shows it"""
+    text: _builtins.str
+    """the whole answer in plain words (what `shoal why` prints)"""
+    planned_start: _builtins.int
+    """0 = not planned"""
+    planned_nodes: _builtins.str
+    ahead: _builtins.int
+    """jobs that rank ahead of it in its partitions"""
+    starts_now: _builtins.bool
+    """the next scheduling pass starts it"""
+    partition: _builtins.str
+    nodes: _builtins.str
+    """a running job's nodes"""
+    end_time: _builtins.int
+    """a running job's end by time limit (0 = none)"""
+    now: _builtins.int
+    """when it was computed"""
+    @_builtins.property
+    def waits_for(self) -> _containers.RepeatedCompositeFieldContainer[Global___WhyWait]: ...
+    @_builtins.property
+    def suggestions(self) -> _containers.RepeatedCompositeFieldContainer[Global___WhySuggestion]: ...
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.int = ...,
+        state: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        text: _builtins.str = ...,
+        waits_for: _abc.Iterable[Global___WhyWait] | None = ...,
+        planned_start: _builtins.int = ...,
+        planned_nodes: _builtins.str = ...,
+        ahead: _builtins.int = ...,
+        suggestions: _abc.Iterable[Global___WhySuggestion] | None = ...,
+        starts_now: _builtins.bool = ...,
+        partition: _builtins.str = ...,
+        nodes: _builtins.str = ...,
+        end_time: _builtins.int = ...,
+        now: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ahead", b"ahead", "end_time", b"end_time", "job_id", b"job_id", "nodes", b"nodes", "now", b"now", "partition", b"partition", "planned_nodes", b"planned_nodes", "planned_start", b"planned_start", "reason", b"reason", "starts_now", b"starts_now", "state", b"state", "suggestions", b"suggestions", "text", b"text", "waits_for", b"waits_for"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhyResponse: _TypeAlias = WhyResponse  # noqa: Y015
+
+@_typing.final
 class ReconfigRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

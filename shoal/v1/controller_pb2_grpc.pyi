@@ -73,6 +73,8 @@ class ControllerStub:
     ResetDiag: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ResetDiagRequest, _controller_pb2.GetDiagResponse]
     Reconfigure: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ReconfigRequest, _controller_pb2.ReconfigResponse]
     """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
+    Why: _grpc.UnaryUnaryMultiCallable[_controller_pb2.WhyRequest, _controller_pb2.WhyResponse]
+    """shoal why: why a job waits, when it would start, what would start it sooner (a read)"""
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -116,6 +118,8 @@ class ControllerAsyncStub(ControllerStub):
     ResetDiag: _aio.UnaryUnaryMultiCallable[_controller_pb2.ResetDiagRequest, _controller_pb2.GetDiagResponse]  # type: ignore[assignment]
     Reconfigure: _aio.UnaryUnaryMultiCallable[_controller_pb2.ReconfigRequest, _controller_pb2.ReconfigResponse]  # type: ignore[assignment]
     """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
+    Why: _aio.UnaryUnaryMultiCallable[_controller_pb2.WhyRequest, _controller_pb2.WhyResponse]  # type: ignore[assignment]
+    """shoal why: why a job waits, when it would start, what would start it sooner (a read)"""
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -324,5 +328,13 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.ReconfigResponse, _abc.Awaitable[_controller_pb2.ReconfigResponse]]:
         """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
+
+    @_abc_1.abstractmethod
+    def Why(
+        self,
+        request: _controller_pb2.WhyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.WhyResponse, _abc.Awaitable[_controller_pb2.WhyResponse]]:
+        """shoal why: why a job waits, when it would start, what would start it sooner (a read)"""
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -14,7 +14,7 @@ from ctld.state import ClusterState
 from ctld.store import StateStore
 from ctld.transitions import requeue
 from shoal.v1 import accounting_pb2, controller_pb2, jobs_pb2
-from tests.unit.ctld.harness import Harness, cluster, job
+from tests.unit.ctld.harness import ROOT, Harness, cluster, job
 
 
 class Boom(Exception):
@@ -110,8 +110,9 @@ def test_a_requeued_run_is_recorded_in_the_requeue_s_own_transaction(tmp_path: P
         lambda h: h.ctl.get_jobs(controller_pb2.GetJobsRequest()),
         lambda h: h.ctl.get_nodes(controller_pb2.GetNodesRequest()),
         lambda h: h.ctl.get_reservations(controller_pb2.GetReservationsRequest()),
+        lambda h: h.ctl.why(controller_pb2.WhyRequest(job_id="2"), ROOT),
     ],
-    ids=["GetShares", "GetPriorities", "GetJobs", "GetNodes", "GetReservations"],
+    ids=["GetShares", "GetPriorities", "GetJobs", "GetNodes", "GetReservations", "Why"],
 )
 def test_read_rpcs_write_nothing_to_the_store(tmp_path: Path, read) -> None:  # type: ignore[no-untyped-def]
     h = Harness.of(cluster().nodes(1).set(PriorityType="priority/multifactor"), tmp_path)
