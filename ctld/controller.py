@@ -13,7 +13,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ctld import applier, housekeeping, job_lifecycle, job_update, node_lifecycle, priority_report, queries
+from ctld import (
+    alloc_prolog,
+    applier,
+    housekeeping,
+    job_lifecycle,
+    job_update,
+    node_lifecycle,
+    priority_report,
+    queries,
+)
 from ctld import reconfigure as reconf
 from ctld import reservations as resv
 from ctld import steps as jobsteps
@@ -39,6 +48,7 @@ class Controller:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.state = ClusterState(cfg, store, key, actions, clock)
+        alloc_prolog.resume(self.state)  # PrologFlags=Alloc: Prologs a previous ctld waited for
 
     # ------------------------------------------------------------------ what callers read
     @property
