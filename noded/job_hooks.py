@@ -79,19 +79,27 @@ def _prolog_once(node: HostedNode, job: jobs_pb2.JobInfo, extern: bool) -> hooks
             record["extern_cgroup"] = _make_extern_cgroup(node, job)
         env = hook_environment(job, node.name, node.hooks.cluster_name, node.hooks.slurm_conf)
         record["env"] = env
-        with hooks.serial(node.spool, "SERIAL" in node.hooks.flags):
-            result = hooks.run_all(
-                node.hooks.prolog,
-                {**env, "SLURM_SCRIPT_CONTEXT": "prolog_slurmd"},
-                hooks.timeout_of(node.hooks.timeout),
-                "prolog",
-                node_ns=node.identity or None,
-                threaded=True,
-            )
+        result = _run_node_hook(node, node.hooks.prolog, env, "prolog")
         if result.ok or extern:
             # a failed Prolog's extern cgroup goes with the job's Epilog (TerminateJob), as in Slurm
-            spool.write_json_atomic(path, record | {"prolog_ok": result.ok}, mode=0o600)
+            spool.write_json_atomic(path, record, mode=0o600)
         return result
+
+
+def _run_node_hook(
+    node: HostedNode, scripts: tuple[str, ...], env: dict[str, str], what: str
+) -> hooks.HookResult:
+    """The node's Prolog or Epilog as root in its namespaces (SLURM_SCRIPT_CONTEXT prolog_slurmd or
+    epilog_slurmd), one at a time on the node under PrologFlags=Serial."""
+    with hooks.serial(node.spool, "SERIAL" in node.hooks.flags):
+        return hooks.run_all(
+            scripts,
+            {**env, "SLURM_SCRIPT_CONTEXT": f"{what}_slurmd"},
+            hooks.timeout_of(node.hooks.timeout),
+            what,
+            node_ns=node.identity or None,
+            threaded=True,
+        )
 
 
 def _make_extern_cgroup(node: HostedNode, job: jobs_pb2.JobInfo) -> dict[str, Any]:
@@ -157,15 +165,7 @@ def _epilog(node: HostedNode, job_id: int, path: Path, drain: Drain) -> None:
     env = recorded.get("env")
     if not isinstance(env, dict) or not node.hooks.epilog:
         return
-    with hooks.serial(node.spool, "SERIAL" in node.hooks.flags):
-        result = hooks.run_all(
-            node.hooks.epilog,
-            {**env, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"},
-            hooks.timeout_of(node.hooks.timeout),
-            "epilog",
-            node_ns=node.identity or None,
-            threaded=True,
-        )
+    result = _run_node_hook(node, node.hooks.epilog, env, "epilog")
     if not result.ok:
         log.error("%s: job %d: %s", node.name, job_id, result.message)
         drain(node.name, "Epilog error")

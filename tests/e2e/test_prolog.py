@@ -69,12 +69,23 @@ def _script(path: Path, text: str) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def hooks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("hooks")
+def _hooks_base(tmp_path_factory: pytest.TempPathFactory, name: str) -> tuple[Path, Path]:
+    """A directory for a module's scripts, and its `marks` where they (and jobs) write: every user may
+    reach both (nobody's jobs, root's scripts)."""
+    base = tmp_path_factory.mktemp(name)
     marks = base / "marks"
     marks.mkdir()
     marks.chmod(0o1777)
+    for p in (base, *base.parents):
+        if str(p) in ("/", "/tmp"):
+            break
+        p.chmod(p.stat().st_mode | 0o011)
+    return base, marks
+
+
+@pytest.fixture(scope="module")
+def hooks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base, marks = _hooks_base(tmp_path_factory, "hooks")
     (base / "prolog.d").mkdir()
     fmt = {"marks": marks, "hang": HANG_SECONDS}
     _script(base / "prolog.d" / "10-mark.sh", PROLOG_MARK.format(**fmt))
@@ -85,10 +96,6 @@ def hooks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _script(base / "task_epilog.sh", TASK_EPILOG.format(**fmt))
     _script(base / "ctld_prolog.sh", CTLD_PROLOG.format(**fmt))
     _script(base / "ctld_epilog.sh", CTLD_EPILOG.format(**fmt))
-    for p in (base, *base.parents):
-        if str(p) in ("/", "/tmp"):
-            break
-        p.chmod(p.stat().st_mode | 0o011)
     return base
 
 
@@ -349,17 +356,10 @@ srun -N1 -w node1 /bin/true
 
 @pytest.fixture(scope="module")
 def alloc_hooks(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("alloc-hooks")
-    marks = base / "marks"
-    marks.mkdir()
-    marks.chmod(0o1777)
+    base, marks = _hooks_base(tmp_path_factory, "alloc-hooks")
     _script(base / "prolog.sh", ALLOC_PROLOG.format(marks=marks))
     _script(base / "epilog.sh", ALLOC_EPILOG.format(marks=marks))
     _script(base / "job.sh", ALLOC_JOB.format(marks=marks))
-    for p in (base, *base.parents):
-        if str(p) in ("/", "/tmp"):
-            break
-        p.chmod(p.stat().st_mode | 0o011)
     return base
 
 
