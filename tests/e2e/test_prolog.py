@@ -9,8 +9,10 @@ Prolog is killed at PrologEpilogTimeout. Tests put the nodes they drained back (
 
 from __future__ import annotations
 
+import glob
 import os
 import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -380,6 +382,14 @@ def alloc(tmp_path_factory: pytest.TempPathFactory, alloc_hooks: Path) -> Iterat
     stop_cluster(c)
 
 
+def _extern_cgroups(c: Cluster, job: int) -> set[str]:
+    """The nodes where job `job` has its step_extern cgroup (in any controller's hierarchy)."""
+    scope = f"{zlib.crc32(os.path.abspath(c.conf).encode()):08x}_"
+    found = glob.glob(f"/sys/fs/cgroup/*/shoal/{scope}*/job_{job}/step_extern")
+    found += glob.glob(f"/sys/fs/cgroup/shoal/{scope}*/job_{job}/step_extern")
+    return {Path(p).parent.parent.name.removeprefix(scope) for p in found}
+
+
 def test_alloc_runs_the_prolog_on_every_node_before_the_script_and_the_epilog_everywhere(
     alloc: Cluster, workdir: Path, alloc_hooks: Path
 ) -> None:
@@ -390,6 +400,7 @@ def test_alloc_runs_the_prolog_on_every_node_before_the_script_and_the_epilog_ev
     )
     wait_until("Reason=Prolog", lambda: alloc.job_field(job, "%T %r") in ("RUNNING Prolog", "COMPLETED None"))
     assert alloc.job_field(job, "%T %r") == "RUNNING Prolog"  # 22.05: RUNNING with Reason=Prolog
+    assert _extern_cgroups(alloc, job) == {"node1", "node2"}  # Contain: made before the Prolog runs
     assert alloc.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
     started = float((marks / f"script-start-{job}").read_text())
     for node in ("node1", "node2"):  # node2 runs no step: its Prolog ran at allocation all the same
@@ -412,6 +423,7 @@ def test_alloc_runs_the_prolog_on_every_node_before_the_script_and_the_epilog_ev
         f"{job}.0|true|COMPLETED|0:0|node1|1",
     ]
     assert not list(Path(alloc.dir / "spool").glob("*/prolog*.json"))  # nothing left of the job's hooks
+    wait_until("the extern cgroups gone", lambda: not _extern_cgroups(alloc, job))
 
 
 def test_salloc_waits_for_the_prologs_under_alloc(alloc: Cluster, alloc_hooks: Path) -> None:
