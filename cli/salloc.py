@@ -192,6 +192,24 @@ def allocate(
             signal.signal(sig, handler)
 
 
+def wait_for_prologs(prog: str, job: jobs_pb2.JobInfo, announce: bool = False) -> jobs_pb2.JobInfo:
+    """PrologFlags=Alloc: wait until every node of the allocation has run its Prolog (22.05's salloc
+    says so when `announce`; srun waits without a word)."""
+    if not job.prolog_pending:
+        return job
+    if announce:
+        print(f"{prog}: Waiting for resource configuration", file=sys.stderr)
+    while job.prolog_pending:
+        time.sleep(POLL_S)
+        current = get_job(job.job_id)
+        if current is None or current.state != jobs_pb2.RUNNING:
+            raise CommandError(f"Job allocation {job.job_id} has been revoked.")
+        job = current
+    if announce:
+        print(f"{prog}: Nodes {job.nodes} are ready for job", file=sys.stderr)
+    return job
+
+
 class _Interrupted(Exception):
     """A signal came while the allocation was pending."""
 
@@ -299,6 +317,8 @@ def body(argv: list[str]) -> int:
         print(f"salloc: Job allocation {exc.job_id} has been revoked.", file=sys.stderr)
         return 1
     print(f"salloc: Granted job allocation {job.job_id}", file=sys.stderr)
+    if not job.prolog_nohold:  # NoHold: the command starts at once, its steps wait on the nodes
+        job = wait_for_prologs(PROG, job, announce=not opts.has("quiet"))
     if not command:
         print(f"salloc: Allocation {job.job_id} held (--no-shell); release it with scancel", file=sys.stderr)
         return 0

@@ -34,7 +34,15 @@ from cli.options import (
     parse_positive,
     version_line,
 )
-from cli.salloc import allocate, get_job, immediate_seconds, job_environment, parse_options, release
+from cli.salloc import (
+    allocate,
+    get_job,
+    immediate_seconds,
+    job_environment,
+    parse_options,
+    release,
+    wait_for_prologs,
+)
 from cli.stepio import PortRangeError, StepIO, TaskExit, parse_port_range
 from shoal import hostlist
 from shoal.agent.client import slurm_conf_value
@@ -605,6 +613,7 @@ def body(argv: list[str]) -> int:
                 if job is not None
                 else f"Unable to confirm allocation for job {job_id_text}: Invalid job id specified"
             )
+        job = wait_for_prologs(PROG, job)  # PrologFlags=NoHold: salloc did not wait, its steps do
         return run_step(opts, environ, command, job, cli_given)
     ctx = SubmitContext(cwd=os.getcwd(), environ=environ, now=int(time.time()), is_root=os.getuid() == 0)
     own_allocation_shape(opts)
@@ -623,6 +632,7 @@ def body(argv: list[str]) -> int:
         environ.pop(name, None)
     status = 1
     try:
+        job = wait_for_prologs(PROG, job)  # PrologFlags=Alloc: its nodes' Prologs first
         status = run_step(opts, environ, command, job, cli_given, own_allocation=True)
     finally:
         release(job.job_id, status if status < 128 else 0, status - 128 if status > 128 else 0)

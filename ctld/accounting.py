@@ -43,6 +43,7 @@ SLURMDBD = "accounting_storage/slurmdbd"
 INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
 INVALID_QOS = "Invalid qos specification"
 BATCH_STEP = -4
+EXTERN_STEP = -5  # PrologFlags=Contain's `JOBID.extern`
 BATCH_SIZE = 500
 REFRESH_EVERY_S = 0.5
 LINGER_S = 0.05  # records of a burst (a stream of submissions) travel together: fewer dbd transactions
@@ -131,6 +132,27 @@ def batch_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
         gpu_util_avg=job.batch_usage.gpu_util_avg,
         gpu_util_max=job.batch_usage.gpu_util_max,
         gpu_mem_max_mb=job.batch_usage.gpu_mem_max_mb,
+    )
+
+
+def extern_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
+    """The `.extern` step of a job under PrologFlags=Contain: one task on each of the job's nodes, its
+    whole allocation, from the job's start to its end; COMPLETED 0:0 however the job ended (22.05's,
+    a cancelled job's too: nothing of the user's ran in it)."""
+    ended = job.state in _RUN_ENDED
+    return pb.StepRecord(
+        job_id=job.job_id,
+        step_id=EXTERN_STEP,
+        name="extern",
+        nodelist=job.nodes,
+        num_tasks=job.num_nodes,
+        num_cpus=job.num_cpus,
+        num_nodes=job.num_nodes,
+        start_time=job.start_time,
+        end_time=job.end_time if ended else 0,
+        state="COMPLETED" if ended else "RUNNING",
+        submit_time=job.submit_time,
+        tres_alloc=job.tres_alloc,
     )
 
 
@@ -243,11 +265,14 @@ class Accounting:
 
     def _record_steps(self, tx: StateStore, job: jobs_pb2.JobInfo) -> None:
         """Queue a record for each srun step that started or ended since the last save (after its
-        job's record: dbd files a step under a job it already has; a step stored twice is updated)."""
-        for step in job.steps:
-            rec = step_record(job, step)
+        job's record: dbd files a step under a job it already has; a step stored twice is updated), and
+        the `.extern` step of a job that has one."""
+        records = [step_record(job, step) for step in job.steps]
+        if job.extern_step and job.start_time and job.nodes:
+            records.insert(0, extern_step_record(job))
+        for rec in records:
             data = rec.SerializeToString(deterministic=True)
-            key = (step.job_id, step.step_id)
+            key = (rec.job_id, rec.step_id)
             if self._sent_steps.get(key) != data:
                 self._sent_steps[key] = data
                 self.record_step(tx, rec)

@@ -10,6 +10,8 @@ from shoal.v1 import cluster_pb2, node_pb2
 
 # (job_id, message, node_down): a LaunchBatch call failed
 LaunchFailed = Callable[[int, str, bool], None]
+# (error, node unreachable): a RunProlog call ended ("" = the Prolog succeeded)
+PrologDone = Callable[[str, bool], None]
 # (node name, answered, the job ids it runs or None): a ping's answer
 PingAnswer = Callable[[str, bool, Sequence[int] | None], None]
 
@@ -27,3 +29,6 @@ class NodeActions(Protocol):
     def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None: ...
     def suspend(self, node: cluster_pb2.NodeInfo, job_id: int, suspend: bool) -> None: ...
     def reconfigure(self, node: cluster_pb2.NodeInfo) -> None: ...
+    def run_prolog(
+        self, node: cluster_pb2.NodeInfo, request: node_pb2.RunPrologRequest, on_done: PrologDone
+    ) -> None: ...

@@ -7,13 +7,9 @@ transaction; the launches go to the nodes after it commits.
 
 from __future__ import annotations
 
-from functools import partial
-
-from ctld import job_hooks, preempt, snapshot
+from ctld import alloc_prolog, preempt, snapshot
 from ctld import jobs as jobrec
 from ctld.errors import SlurmError
-from ctld.job_lifecycle import launch_failed
-from ctld.launch import batch_request
 from ctld.sched import cycle as sched_cycle
 from ctld.sched import model as m
 from ctld.sched import priority as sched_priority
@@ -77,29 +73,12 @@ def schedule(state: ClusterState) -> int:
             job.std_out, job.std_err, job.std_in = resolve_streams(job, job.batch_host)
             job.last_sched_eval = now
             tx.save(job)
-            if not job.spec.batch:
-                continue  # an salloc/srun allocation: its own command runs steps in it
-            node = state.nodes[job.batch_host]
-            launch = partial(
-                state.actions.launch, node.info, batch_request(state, job), partial(launch_failed, state)
-            )
-            # once PrologSlurmctld, if any, has succeeded (ctld.job_hooks); its failure requeues the job
-            tx.after(
-                partial(
-                    job_hooks.launch_after_prolog_slurmctld,
-                    state.cfg,
-                    job,
-                    launch,
-                    partial(_prolog_slurmctld_failed, state, job.job_id),
-                )
-            )
-            launched += 1
+            # its Prologs first (PrologFlags=Alloc), else the batch script at once (ctld.alloc_prolog)
+            alloc_prolog.start(state, tx, job)
+            if job.spec.batch:
+                launched += 1
         tx.save(*preempt.apply_preemptions(state, tx, result.preemptions, now))
     return launched
-
-
-def _prolog_slurmctld_failed(state: ClusterState, job_id: int, message: str) -> None:
-    launch_failed(state, job_id, message, node_down=False, requeue_job=True)
 
 
 def _recalculate_running(state: ClusterState, snap: m.Snapshot | None, now: int) -> None:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ctld import (
+    alloc_prolog,
     applier,
     housekeeping,
     job_lifecycle,
@@ -48,6 +49,7 @@ class Controller:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.state = ClusterState(cfg, store, key, actions, clock)
+        alloc_prolog.resume(self.state)  # PrologFlags=Alloc: Prologs a previous ctld waited for
 
     # ------------------------------------------------------------------ what callers read
     @property

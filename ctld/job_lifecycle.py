@@ -24,7 +24,7 @@ from ctld.errors import (
 from ctld.job_select import filtered, job_id_str, select
 from ctld.sched import reasons
 from ctld.state import Caller, ClusterState, Transaction
-from ctld.transitions import end_by_node_failure, finish, requeue, terminate_elsewhere
+from ctld.transitions import end_by_node_failure, finish, requeue, terminate_elsewhere, waits_for_script
 from shoal.states import ACTIVE_STATES, FINISHED_STATES
 from shoal.v1 import controller_pb2, jobs_pb2
 
@@ -204,7 +204,7 @@ def _signal_one(
         job.cancelled_by_uid = caller.uid
         job.cancelled_by = str(caller.uid)
         terminate_elsewhere(state, tx, job, "cancel")
-        if not job.batch_flag:  # no batch script to wait for: an allocation ends at once
+        if not waits_for_script(job):  # no batch script to wait for: an allocation ends at once
             finish(state, job, jobs_pb2.CANCELLED, 0, 0, now)
             return 0, ""
         job.state = COMPLETING
@@ -262,7 +262,7 @@ def enforce_time_limits(state: ClusterState, tx: Transaction, now: int) -> None:
         if job_suspend.limit_reached(job, now):
             terminate_elsewhere(state, tx, job, "timeout")
             tx.save(job)
-            if not job.batch_flag:
+            if not waits_for_script(job):
                 finish(state, job, jobs_pb2.TIMEOUT, 0, 0, now)
                 continue
             job.state = COMPLETING

@@ -24,7 +24,7 @@ from ctld.sched import reasons
 from ctld.sched.dependency import parse_dependency
 from ctld.sched.priority import MULTIFACTOR
 from ctld.state import Caller, ClusterState, Transaction
-from ctld.transitions import requeue
+from ctld.transitions import requeue, terminate_elsewhere, waits_for_script
 from ctld.validate import TASK_COUNT_INVALID
 from shoal.arrayspec import INVALID as INVALID_ARRAY
 from shoal.states import ACTIVE_STATES
@@ -152,7 +152,10 @@ def _requeue_action(
         raise SlurmError(JOB_PENDING, FAILED_PRECONDITION)
     if job.state == COMPLETING:
         raise SlurmError(ALREADY_DONE, FAILED_PRECONDITION)
-    if job.state in ACTIVE_STATES:
+    if job.state in ACTIVE_STATES and not waits_for_script(job):  # during its Prologs (PrologFlags=Alloc)
+        terminate_elsewhere(state, tx, job, "requeue")
+        requeue(state, tx, job, now, ended_as=jobs_pb2.REQUEUED, ended_at=now)
+    elif job.state in ACTIVE_STATES:
         job_suspend.settle(job, now)
         job.state = COMPLETING
         job.final_state = jobs_pb2.REQUEUED

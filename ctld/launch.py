@@ -10,7 +10,8 @@ from shoal.v1 import jobs_pb2, node_pb2
 CREDENTIAL_LIFETIME_S = 3600
 
 
-def batch_request(state: ClusterState, job: jobs_pb2.JobInfo) -> node_pb2.LaunchBatchRequest:
+def sign_credential(state: ClusterState, job: jobs_pb2.JobInfo) -> node_pb2.JobCredential:
+    """The job's credential for its nodes (noded launches and runs its Prolog only for a valid one)."""
     cred = node_pb2.JobCredential(
         job_id=job.job_id,
         uid=job.user_id,
@@ -18,12 +19,16 @@ def batch_request(state: ClusterState, job: jobs_pb2.JobInfo) -> node_pb2.Launch
         nodes=job.nodes,
         expiry=state.now() + CREDENTIAL_LIFETIME_S,
     )
+    return sign_job_credential(state.key, cred)
+
+
+def batch_request(state: ClusterState, job: jobs_pb2.JobInfo) -> node_pb2.LaunchBatchRequest:
     cfg = state.cfg
     addr, pattern = topology_address(cfg, job.batch_host)
     return node_pb2.LaunchBatchRequest(
         node=job.batch_host,
         job=job,
-        credential=sign_job_credential(state.key, cred),
+        credential=sign_credential(state, job),
         cluster_name=cfg.cluster_name,
         ctld_addr=f"{cfg.control_addr}:{cfg.slurmctld_port}",
         kill_wait=cfg.kill_wait,

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from ctld.actions import LaunchFailed, PingAnswer
+from ctld.actions import LaunchFailed, PingAnswer, PrologDone
 from shoal.rpc.client import channel, daemon_metadata
 from shoal.v1 import cluster_pb2, node_pb2, node_pb2_grpc
 
@@ -24,6 +24,9 @@ class GrpcNodeActions:
         self.key = key
         self.timeout = timeout
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="node-rpc")
+        # RunProlog calls last as long as the Prologs (PrologEpilogTimeout): a pool of their own, so
+        # they never hold up launches, signals and pings
+        self._prolog_pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="node-prolog")
         self._stubs: dict[str, node_pb2_grpc.NodeAgentStub] = {}
         self._lock = threading.Lock()
 
@@ -113,6 +116,28 @@ class GrpcNodeActions:
         """REQUEST_RECONFIGURE: the node re-reads its files (a node that misses it reads them at restart)."""
         self._pool.submit(self._retrying, node, "Reconfigure", node_pb2.NodeReconfigRequest(node=node.name))
 
+    def run_prolog(
+        self, node: cluster_pb2.NodeInfo, request: node_pb2.RunPrologRequest, on_done: PrologDone
+    ) -> None:
+        self._prolog_pool.submit(self._run_prolog, node, request, on_done)
+
+    def _run_prolog(
+        self, node: cluster_pb2.NodeInfo, request: node_pb2.RunPrologRequest, on_done: PrologDone
+    ) -> None:
+        """No deadline: noded ends a Prolog at PrologEpilogTimeout; a node that cannot be reached is
+        tried a few times, then reported unreachable."""
+        for attempt in range(5):
+            try:
+                self._stub(node).RunProlog(request, metadata=self._md())
+                on_done("", False)
+                return
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    on_done(exc.details() or str(exc.code()), False)
+                    return
+                threading.Event().wait(0.5 * (attempt + 1))
+        on_done("node unreachable", True)
+
     def ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
         self._pool.submit(self._ping, node, ctld_start_time, on_answer)
 
@@ -128,3 +153,4 @@ class GrpcNodeActions:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._prolog_pool.shutdown(wait=False, cancel_futures=True)

@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from ctld import transitions
 from ctld.sched.model import Preemption
 from ctld.sched.preemption import REQUEUE
 from ctld.state import ClusterState, Transaction
-from ctld.transitions import finish, terminate_elsewhere
+from ctld.transitions import finish, terminate_elsewhere, waits_for_script
 from shoal.v1 import jobs_pb2
 
 log = logging.getLogger("shoal.ctld")
@@ -46,7 +47,10 @@ def apply_preemptions(
         job.preempt_time = now
         changed.append(job)
         terminate_elsewhere(state, tx, job, "preempt", kill_wait)
-        if not job.batch_flag:
+        if requeue and not waits_for_script(job):  # preempted during its Prologs (PrologFlags=Alloc)
+            transitions.requeue(state, tx, job, now, ended_as=jobs_pb2.PREEMPTED, ended_at=now)
+            continue
+        if not waits_for_script(job):
             finish(state, job, jobs_pb2.PREEMPTED, 0, 0, now)
             continue
         # As Slurm, it stays RUNNING until its new end time (now + grace), then COMPLETING.

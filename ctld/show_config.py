@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from shoal import SLURM_VERSION
 from shoal.conf import SlurmConfig
+from shoal.conf.slurm import PROLOG_FLAG_NAMES
 from shoal.timefmt import format_hms, format_time_limit, format_timestamp, parse_time_limit
 
 # (key, Slurm's default, unit 22.05 appends), in the order 22.05 prints them
@@ -275,6 +276,7 @@ def _run_values(cfg: SlurmConfig, boot_time: int, next_job_id: int) -> dict[str,
         "PreemptExemptTime": format_hms(cfg.preempt_exempt_time),
         "PriorityCalcPeriod": format_time_limit(cfg.priority_calc_period),
         "PriorityType": cfg.priority_type,
+        "PrologFlags": ",".join(f for f in PROLOG_FLAG_NAMES if f.upper() in cfg.prolog_flags) or "(null)",
         "ProctrackType": cfg.proctrack_type,
         "ReturnToService": str(cfg.return_to_service),
         "SchedulerParameters": ",".join(cfg.scheduler_parameters) or "(null)",

@@ -82,6 +82,7 @@ def requeue(
             run.start_time = 0
         tx.record_run(run)
     del job.steps[:]
+    del job.prolog_pending[:]
     job.next_step_id = 0
     job.submit_time = max(now, job.submit_time + 1)  # a new accounting record even within the second
     job.preempt_time = 0
@@ -107,15 +108,22 @@ def requeue_wait_s(cred_expire: int, ended_as: int) -> int:
 def terminate_elsewhere(
     state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, reason: str, kill_wait: int | None = None
 ) -> None:
-    """TerminateJob on every node of the job but the batch host (that one gets its own call):
+    """TerminateJob on every node of the job but the batch host of a launched script (that one gets its own call):
     ends the step tasks there (SIGKILL after `kill_wait`, default KillWait)."""
     wait = state.cfg.kill_wait if kill_wait is None else kill_wait
     for a in job.allocation:
-        if a.node == job.batch_host and job.batch_flag:
+        if a.node == job.batch_host and waits_for_script(job):
             continue
         node = state.nodes.get(a.node)
         if node is not None and node.available:
             state.terminate(tx, node, job.job_id, wait, reason)
+
+
+def waits_for_script(job: jobs_pb2.JobInfo) -> bool:
+    """A batch job whose script was launched: it ends when its batch host reports the script's end.
+    Until then (PrologFlags=Alloc: its Prologs still run) it ends at once, as an allocation does, and
+    its batch host is terminated like its other nodes."""
+    return bool(job.batch_flag) and not job.prolog_pending
 
 
 def end_step(step: jobs_pb2.JobStep, end: int, exit_code: int, exit_signal: int, now: int) -> None:

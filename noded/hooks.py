@@ -9,10 +9,13 @@ imports it and must start fast.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from shoal.hookrun import HookResult, RunAs, expand, timeout_of
 from shoal.hookrun import run_all as _run_all
@@ -28,6 +31,7 @@ __all__ = [
     "run_script",
     "run_task_epilog",
     "run_task_prolog",
+    "serial",
     "timeout_of",
 ]
 
@@ -46,6 +50,30 @@ class HookConfig:
     timeout: int = 65534  # PrologEpilogTimeout
     cluster_name: str = ""
     slurm_conf: str = ""
+    flags: tuple[str, ...] = ()  # PrologFlags, upper-case (shoal.conf.slurm)
+
+    @property
+    def at_allocation(self) -> bool:
+        """PrologFlags=Alloc (or a flag implying it): ctld has the Prolog run when the job is allocated."""
+        return "ALLOC" in self.flags
+
+
+SERIAL_LOCK = "hooks.lock"  # in the node's spool: PrologFlags=Serial's one-at-a-time lock
+
+
+@contextmanager
+def serial(spool_root: str | Path, enabled: bool) -> Iterator[None]:
+    """PrologFlags=Serial: one Prolog or Epilog at a time on the node (an flock, so noded's and every
+    stepd's runs wait for each other); without the flag the scripts of different jobs run at once."""
+    if not enabled:
+        yield
+        return
+    fd = os.open(Path(spool_root) / SERIAL_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _enter(node_ns: Mapping[str, str], run_as: RunAs | None) -> None:

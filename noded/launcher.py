@@ -97,8 +97,9 @@ def build_spec(
         cgroup=cgroup,
         run=job.restarts,
         node_ns=dict(identity or {}),
-        prolog=list(hooks.prolog),
+        prolog=[] if hooks.at_allocation else list(hooks.prolog),  # Alloc: it ran when the job started
         epilog=list(hooks.epilog),
+        hook_serial="SERIAL" in hooks.flags,
         hook_env=hook_environment(
             job, node_conf.name, hooks.cluster_name or req.cluster_name, hooks.slurm_conf or req.slurm_conf
         ),

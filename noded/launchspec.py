@@ -39,6 +39,7 @@ class LaunchSpec:
     epilog: list[str] = field(default_factory=list)  # Epilog scripts/globs, run as root after the job
     hook_env: dict[str, str] = field(default_factory=dict)  # their environment (noded.env.hook_environment)
     hook_timeout: int = 65534  # PrologEpilogTimeout
+    hook_serial: bool = False  # PrologFlags=Serial: one Prolog/Epilog at a time on the node
     task_prolog: str = ""  # TaskProlog, run as the user before the script
     task_epilog: str = ""  # TaskEpilog, run as the user after it
 

@@ -294,6 +294,7 @@ def hook_config(cfg: SlurmConfig) -> HookConfig:
         timeout=cfg.prolog_epilog_timeout,
         cluster_name=cfg.cluster_name,
         slurm_conf=os.path.abspath(cfg.path),
+        flags=cfg.prolog_flags,
     )
 
 
@@ -388,12 +389,6 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
     if args.node_namespaces:
         nodes = node_identities(cfg, nodes)
     nodes = [dataclasses.replace(n, hooks=hook_config(cfg)) for n in nodes]
-    if "ALLOC" in cfg.prolog_flags and cfg.prolog:
-        log.warning(
-            "PrologFlags=%s: shoal runs the Prolog at the batch script's launch and at each other node's "
-            "first step, not at allocation",
-            ",".join(f.title() for f in cfg.prolog_flags),
-        )
 
     def hardware(node: HostedNode) -> cluster_pb2.NodeHardware:
         current = discover_hardware()

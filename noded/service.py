@@ -97,7 +97,9 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, PERMISSION_DENIED)
 
     def _check_credential(
-        self, req: node_pb2.LaunchBatchRequest | node_pb2.LaunchTasksRequest, context: grpc.ServicerContext
+        self,
+        req: node_pb2.LaunchBatchRequest | node_pb2.LaunchTasksRequest | node_pb2.RunPrologRequest,
+        context: grpc.ServicerContext,
     ) -> None:
         cred, job = req.credential, req.job
         try:
@@ -132,6 +134,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
             identity=node.identity,
             hooks=node.hooks,
         )
+        if node.hooks.at_allocation:
+            job_hooks.hand_over_epilog(node, request.job.job_id)
         log.info("%s: launched batch job %d", node.name, request.job.job_id)
         return node_pb2.LaunchBatchResponse()
 
@@ -221,6 +225,20 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
             hooks=node.hooks,
         )
         return node_pb2.LaunchTasksResponse()
+
+    def RunProlog(
+        self, request: node_pb2.RunPrologRequest, context: grpc.ServicerContext
+    ) -> node_pb2.RunPrologResponse:
+        """PrologFlags=Alloc: the Prolog of a job just allocated here, answered when it has ended (ctld
+        drains the node and requeues the job when it fails)."""
+        self._require_admin(context)
+        node = self._node(request.node, context)
+        self._check_credential(request, context)
+        result = job_hooks.prolog_at_allocation(node, request)
+        if not result.ok:
+            log.error("%s: job %d: %s", node.name, request.job.job_id, result.message)
+            context.abort(grpc.StatusCode.INTERNAL, f"Job prolog failed ({result.message})")
+        return node_pb2.RunPrologResponse()
 
     def SignalStep(
         self, request: node_pb2.SignalStepRequest, context: grpc.ServicerContext

@@ -176,9 +176,10 @@ class Supervisor:
         if not scripts:
             return hooks.HookResult(True)
         env = {**self.spec.hook_env, "SLURM_SCRIPT_CONTEXT": f"{what}_slurmd"}
-        result = hooks.run_all(
-            scripts, env, hooks.timeout_of(self.spec.hook_timeout), what, node_ns=self.spec.node_ns
-        )
+        with hooks.serial(self.job_dir.parent, self.spec.hook_serial):
+            result = hooks.run_all(
+                scripts, env, hooks.timeout_of(self.spec.hook_timeout), what, node_ns=self.spec.node_ns
+            )
         if not result.ok:
             print(f"slurmstepd: error: job {self.spec.job_id}: {result.message}", file=sys.stderr)
         return result

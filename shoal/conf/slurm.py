@@ -669,19 +669,35 @@ class _Builder:
         )
 
 
-_PROLOG_FLAGS = ("ALLOC", "CONTAIN", "DEFERBATCH", "NOHOLD", "SERIAL", "X11")
+# PrologFlags shoal acts on, in the order `scontrol show config` lists them (22.05's, with
+# ForceRequeueOnFail of 23.02 where later Slurm prints it)
+PROLOG_FLAG_NAMES = ("Alloc", "Contain", "DeferBatch", "NoHold", "ForceRequeueOnFail", "Serial")
+# flags later Slurm has that shoal cannot honour: refused with what they would need
+_PROLOG_FLAGS_REFUSED = {
+    "X11": "PrologFlags=X11 is not supported: shoal has no X11 forwarding",
+    "RUNINJOB": "PrologFlags=RunInJob is not supported: shoal runs the Prolog beside the job, not in its cgroup",
+}
 _HEALTH_CHECK_STATES = ("ANY", "IDLE", "ALLOC", "MIXED", "NONDRAINED_IDLE", "CYCLE")
 
 
 def _prolog_flags(values: Values) -> tuple[str, ...]:
-    """PrologFlags, upper-case; Contain implies Alloc (as in Slurm)."""
-    flags = tuple(word.upper() for word in values.words("PrologFlags"))
-    for flag in flags:
-        if flag not in _PROLOG_FLAGS:
-            raise values.invalid("PrologFlags", "a list of " + ", ".join(f.title() for f in _PROLOG_FLAGS))
-    if "CONTAIN" in flags and "ALLOC" not in flags:
-        flags += ("ALLOC",)
-    return flags
+    """PrologFlags, upper-case, in PROLOG_FLAG_NAMES' order; Contain and NoHold imply Alloc (as 22.05
+    shows them), and NoHold with Contain is refused, as in Slurm."""
+    given = {word.upper() for word in values.words("PrologFlags")}
+    known = {name.upper() for name in PROLOG_FLAG_NAMES}
+    for flag in sorted(given):
+        if flag in _PROLOG_FLAGS_REFUSED:
+            raise ConfigError(f"{values.source('PrologFlags')}: {_PROLOG_FLAGS_REFUSED[flag]}")
+        if flag not in known:
+            raise values.invalid("PrologFlags", "a list of " + ", ".join(PROLOG_FLAG_NAMES))
+    if {"NOHOLD", "CONTAIN"} <= given:
+        raise ConfigError(
+            f"{values.source('PrologFlags')}: PrologFlags invalid combination: "
+            "NoHold cannot be combined with Contain and/or X11"
+        )
+    if given & {"CONTAIN", "NOHOLD"}:
+        given.add("ALLOC")
+    return tuple(name.upper() for name in PROLOG_FLAG_NAMES if name.upper() in given)
 
 
 def _health_check_node_state(values: Values) -> tuple[str, ...]:

@@ -20,6 +20,62 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class RunPrologRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    CLUSTER_NAME_FIELD_NUMBER: _builtins.int
+    SLURM_CONF_FIELD_NUMBER: _builtins.int
+    CONTAIN_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    cluster_name: _builtins.str
+    slurm_conf: _builtins.str
+    contain: _builtins.bool
+    """PrologFlags=Contain: make the job's extern container here"""
+    @_builtins.property
+    def job(self) -> _jobs_pb2.JobInfo: ...
+    @_builtins.property
+    def credential(self) -> Global___JobCredential:
+        """the job's, covering this node"""
+
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        job: _jobs_pb2.JobInfo | None = ...,
+        credential: Global___JobCredential | None = ...,
+        cluster_name: _builtins.str = ...,
+        slurm_conf: _builtins.str = ...,
+        contain: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential", "job", b"job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "contain", b"contain", "credential", b"credential", "job", b"job", "node", b"node", "slurm_conf", b"slurm_conf"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunPrologRequest: _TypeAlias = RunPrologRequest  # noqa: Y015
+
+@_typing.final
+class RunPrologResponse(_message.Message):
+    """A failed Prolog is an INTERNAL error whose details are "Job prolog failed (why)"."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunPrologResponse: _TypeAlias = RunPrologResponse  # noqa: Y015
+
+@_typing.final
 class NodeReconfigRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -74,6 +74,11 @@ class NodeAgentStub:
                 request_serializer=shoal_dot_v1_dot_node__pb2.NodeReconfigRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_node__pb2.NodeReconfigResponse.FromString,
                 _registered_method=True)
+        self.RunProlog = channel.unary_unary(
+                '/shoal.v1.NodeAgent/RunProlog',
+                request_serializer=shoal_dot_v1_dot_node__pb2.RunPrologRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_node__pb2.RunPrologResponse.FromString,
+                _registered_method=True)
 
 
 class NodeAgentServicer:
@@ -130,6 +135,13 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RunProlog(self, request, context):
+        """PrologFlags=Alloc: run the node's Prolog for a job just allocated (answers when it has ended)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeAgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -172,6 +184,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.Reconfigure,
                     request_deserializer=shoal_dot_v1_dot_node__pb2.NodeReconfigRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_node__pb2.NodeReconfigResponse.SerializeToString,
+            ),
+            'RunProlog': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunProlog,
+                    request_deserializer=shoal_dot_v1_dot_node__pb2.RunPrologRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_node__pb2.RunPrologResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -390,6 +407,33 @@ class NodeAgent:
             '/shoal.v1.NodeAgent/Reconfigure',
             shoal_dot_v1_dot_node__pb2.NodeReconfigRequest.SerializeToString,
             shoal_dot_v1_dot_node__pb2.NodeReconfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunProlog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.NodeAgent/RunProlog',
+            shoal_dot_v1_dot_node__pb2.RunPrologRequest.SerializeToString,
+            shoal_dot_v1_dot_node__pb2.RunPrologResponse.FromString,
             options,
             channel_credentials,
             insecure,

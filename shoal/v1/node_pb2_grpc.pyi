@@ -42,6 +42,8 @@ class NodeAgentStub:
     """scontrol suspend/resume"""
     Reconfigure: _grpc.UnaryUnaryMultiCallable[_node_pb2.NodeReconfigRequest, _node_pb2.NodeReconfigResponse]
     """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
+    RunProlog: _grpc.UnaryUnaryMultiCallable[_node_pb2.RunPrologRequest, _node_pb2.RunPrologResponse]
+    """PrologFlags=Alloc: run the node's Prolog for a job just allocated (answers when it has ended)"""
 
 @_typing.type_check_only
 class NodeAgentAsyncStub(NodeAgentStub):
@@ -57,6 +59,8 @@ class NodeAgentAsyncStub(NodeAgentStub):
     """scontrol suspend/resume"""
     Reconfigure: _aio.UnaryUnaryMultiCallable[_node_pb2.NodeReconfigRequest, _node_pb2.NodeReconfigResponse]  # type: ignore[assignment]
     """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
+    RunProlog: _aio.UnaryUnaryMultiCallable[_node_pb2.RunPrologRequest, _node_pb2.RunPrologResponse]  # type: ignore[assignment]
+    """PrologFlags=Alloc: run the node's Prolog for a job just allocated (answers when it has ended)"""
 
 class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -117,5 +121,13 @@ class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.NodeReconfigResponse, _abc.Awaitable[_node_pb2.NodeReconfigResponse]]:
         """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
+
+    @_abc_1.abstractmethod
+    def RunProlog(
+        self,
+        request: _node_pb2.RunPrologRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.RunPrologResponse, _abc.Awaitable[_node_pb2.RunPrologResponse]]:
+        """PrologFlags=Alloc: run the node's Prolog for a job just allocated (answers when it has ended)"""
 
 def add_NodeAgentServicer_to_server(servicer: NodeAgentServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,6 +1,7 @@
 """Prolog, Epilog, TaskProlog and TaskEpilog: real scripts run by real noded on emulated nodes.
 
-One cluster for the module: Prolog is a glob over a prolog.d directory (run in sorted order), and what
+One cluster for most of the module (default PrologFlags), and one more, `alloc`, with
+PrologFlags=Contain (Alloc implied) and accounting, for the Prolog at allocation. Prolog is a glob over a prolog.d directory (run in sorted order), and what
 a script does depends on the job's name, so each test picks its behaviour with `-J`. A failed Prolog
 drains its node ("Prolog error") and requeues the job held; a failed Epilog drains its node; a hanging
 Prolog is killed at PrologEpilogTimeout. Tests put the nodes they drained back (scontrol resume).
@@ -8,8 +9,10 @@ Prolog is killed at PrologEpilogTimeout. Tests put the nodes they drained back (
 
 from __future__ import annotations
 
+import glob
 import os
 import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,12 +71,23 @@ def _script(path: Path, text: str) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def hooks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("hooks")
+def _hooks_base(tmp_path_factory: pytest.TempPathFactory, name: str) -> tuple[Path, Path]:
+    """A directory for a module's scripts, and its `marks` where they (and jobs) write: every user may
+    reach both (nobody's jobs, root's scripts)."""
+    base = tmp_path_factory.mktemp(name)
     marks = base / "marks"
     marks.mkdir()
     marks.chmod(0o1777)
+    for p in (base, *base.parents):
+        if str(p) in ("/", "/tmp"):
+            break
+        p.chmod(p.stat().st_mode | 0o011)
+    return base, marks
+
+
+@pytest.fixture(scope="module")
+def hooks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base, marks = _hooks_base(tmp_path_factory, "hooks")
     (base / "prolog.d").mkdir()
     fmt = {"marks": marks, "hang": HANG_SECONDS}
     _script(base / "prolog.d" / "10-mark.sh", PROLOG_MARK.format(**fmt))
@@ -84,10 +98,6 @@ def hooks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _script(base / "task_epilog.sh", TASK_EPILOG.format(**fmt))
     _script(base / "ctld_prolog.sh", CTLD_PROLOG.format(**fmt))
     _script(base / "ctld_epilog.sh", CTLD_EPILOG.format(**fmt))
-    for p in (base, *base.parents):
-        if str(p) in ("/", "/tmp"):
-            break
-        p.chmod(p.stat().st_mode | 0o011)
     return base
 
 
@@ -304,3 +314,149 @@ def test_a_job_cancelled_during_its_prolog_never_starts_and_its_epilog_runs(
     assert not out.exists()  # the script never ran, nor did anything around it
     assert not (marks / f"task-epilog-{job}-node1").exists()
     assert "DRAIN" not in _node(cluster, "node1")
+
+
+ONE_STEP = """#!/bin/sh
+srun -N1 -w node1 /bin/true
+"""
+
+
+def test_by_default_the_prolog_runs_only_on_the_nodes_where_the_job_runs_something(
+    cluster: Cluster, workdir: Path, hooks_dir: Path
+) -> None:
+    script = workdir / "onestep.sh"
+    _script(script, ONE_STEP)
+    job = cluster.submit(
+        "-J", "onestep", "-N2", "-w", "node[1-2]", "-o", str(workdir / "o"), str(script), cwd=workdir
+    )
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
+    marks = hooks_dir / "marks"
+    wait_until("the epilog on node1", lambda: (marks / f"epilog-{job}-node1").exists())
+    assert (marks / f"prolog-count-{job}-node1").read_text() == "ran\n"  # the batch step's node
+    assert not (marks / f"prolog-count-{job}-node2").exists()  # no step ran there: no Prolog, no Epilog
+    assert not (marks / f"epilog-{job}-node2").exists()
+
+
+# ---------------------------------------------------------------- PrologFlags=Contain (implies Alloc)
+
+ALLOC_PROLOG = """#!/bin/sh
+echo ran >> {marks}/prolog-count-$SLURM_JOB_ID-$SLURMD_NODENAME
+case "$SLURM_JOB_NAME-$SLURMD_NODENAME" in
+  failalloc-node2) exit 3 ;;
+  slowalloc-*) /bin/sleep 2 ;;
+esac
+/bin/date +%s.%N > {marks}/prolog-end-$SLURM_JOB_ID-$SLURMD_NODENAME
+"""
+ALLOC_EPILOG = """#!/bin/sh
+echo ran > {marks}/epilog-$SLURM_JOB_ID-$SLURMD_NODENAME
+"""
+ALLOC_JOB = """#!/bin/sh
+/bin/date +%s.%N > {marks}/script-start-$SLURM_JOB_ID
+srun -N1 -w node1 /bin/true
+"""
+
+
+@pytest.fixture(scope="module")
+def alloc_hooks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base, marks = _hooks_base(tmp_path_factory, "alloc-hooks")
+    _script(base / "prolog.sh", ALLOC_PROLOG.format(marks=marks))
+    _script(base / "epilog.sh", ALLOC_EPILOG.format(marks=marks))
+    _script(base / "job.sh", ALLOC_JOB.format(marks=marks))
+    return base
+
+
+@pytest.fixture(scope="module")
+def alloc(tmp_path_factory: pytest.TempPathFactory, alloc_hooks: Path) -> Iterator[Cluster]:
+    c = start_cluster(
+        tmp_path_factory.mktemp("prolog-alloc"),
+        nodes=2,
+        accounting=True,
+        extra=(
+            f"Prolog={alloc_hooks}/prolog.sh",
+            f"Epilog={alloc_hooks}/epilog.sh",
+            "PrologFlags=Contain",
+            "PrologEpilogTimeout=20",
+        ),
+    )
+    yield c
+    stop_cluster(c)
+
+
+def _extern_cgroups(c: Cluster, job: int) -> set[str]:
+    """The nodes where job `job` has its step_extern cgroup (in any controller's hierarchy)."""
+    scope = f"{zlib.crc32(os.path.abspath(c.conf).encode()):08x}_"
+    found = glob.glob(f"/sys/fs/cgroup/*/shoal/{scope}*/job_{job}/step_extern")
+    found += glob.glob(f"/sys/fs/cgroup/shoal/{scope}*/job_{job}/step_extern")
+    return {Path(p).parent.parent.name.removeprefix(scope) for p in found}
+
+
+def test_alloc_runs_the_prolog_on_every_node_before_the_script_and_the_epilog_everywhere(
+    alloc: Cluster, workdir: Path, alloc_hooks: Path
+) -> None:
+    assert "PrologFlags             = Alloc,Contain\n" in alloc.ok("scontrol", "show", "config")
+    marks = alloc_hooks / "marks"
+    job = alloc.submit(
+        "-J", "slowalloc", "-N2", "-o", str(workdir / "o"), str(alloc_hooks / "job.sh"), cwd=workdir
+    )
+    wait_until("Reason=Prolog", lambda: alloc.job_field(job, "%T %r") in ("RUNNING Prolog", "COMPLETED None"))
+    assert alloc.job_field(job, "%T %r") == "RUNNING Prolog"  # 22.05: RUNNING with Reason=Prolog
+    assert _extern_cgroups(alloc, job) == {"node1", "node2"}  # Contain: made before the Prolog runs
+    assert alloc.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
+    started = float((marks / f"script-start-{job}").read_text())
+    for node in ("node1", "node2"):  # node2 runs no step: its Prolog ran at allocation all the same
+        assert (marks / f"prolog-count-{job}-{node}").read_text() == "ran\n", node
+        assert float((marks / f"prolog-end-{job}-{node}").read_text()) <= started, node
+        wait_until(f"the epilog on {node}", lambda n=node: (marks / f"epilog-{job}-{n}").exists())  # type: ignore[misc]
+
+    # the extern step, as 22.05's sacct shows it (between .batch and the srun step)
+    def steps() -> list[str]:
+        out = alloc.ok(
+            "sacct", "-j", str(job), "-n", "-P", "-o", "JobID,JobName,State,ExitCode,NodeList,NTasks"
+        )
+        return out.splitlines()
+
+    wait_until("the steps in accounting", lambda: len(steps()) == 4)
+    assert steps() == [
+        f"{job}|slowalloc|COMPLETED|0:0|node[1-2]|",
+        f"{job}.batch|batch|COMPLETED|0:0|node1|1",
+        f"{job}.extern|extern|COMPLETED|0:0|node[1-2]|2",
+        f"{job}.0|true|COMPLETED|0:0|node1|1",
+    ]
+    assert not list(Path(alloc.dir / "spool").glob("*/prolog*.json"))  # nothing left of the job's hooks
+    wait_until("the extern cgroups gone", lambda: not _extern_cgroups(alloc, job))
+
+
+def test_salloc_waits_for_the_prologs_under_alloc(alloc: Cluster, alloc_hooks: Path) -> None:
+    marks = alloc_hooks / "marks"
+    out = alloc.run(
+        "salloc", "-J", "slowalloc", "-N2", "/bin/sh", "-c", f"cat {marks}/prolog-end-$SLURM_JOB_ID-node2"
+    )
+    assert out.returncode == 0, out.stderr  # the command found what the Prolog wrote at its end
+    job = re.search(r"Granted job allocation (\d+)", out.stderr)
+    assert job is not None, out.stderr
+    assert out.stderr.splitlines()[:3] == [
+        f"salloc: Granted job allocation {job[1]}",
+        "salloc: Waiting for resource configuration",
+        "salloc: Nodes node[1-2] are ready for job",
+    ]
+
+
+def test_a_failing_prolog_at_allocation_drains_the_node_and_requeues_the_job_held(
+    alloc: Cluster, workdir: Path, alloc_hooks: Path
+) -> None:
+    marks = alloc_hooks / "marks"
+    job = alloc.submit(
+        "-J", "failalloc", "-N2", "-o", str(workdir / "o"), str(alloc_hooks / "job.sh"), cwd=workdir
+    )
+    try:
+        wait_until(
+            "the job held", lambda: alloc.job_field(job, "%T %r") == "PENDING launch failed requeued held"
+        )
+        node = _node(alloc, "node2")
+        assert "DRAIN" in node and re.search(r"Reason=Prolog error \[slurm@", node), node
+        assert "DRAIN" not in _node(alloc, "node1")
+        assert not (marks / f"script-start-{job}").exists()  # the script never ran
+        wait_until("node1's epilog", lambda: (marks / f"epilog-{job}-node1").exists())
+    finally:
+        alloc.run("scancel", str(job))
+        _resume(alloc, "node2")

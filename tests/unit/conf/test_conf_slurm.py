@@ -452,7 +452,7 @@ def test_prolog_epilog_and_health_check_keys(tmp_path: Path) -> None:
     )
     assert cfg.prolog == ("/etc/slurm/prolog.d/*", "/etc/slurm/last.sh")
     assert (cfg.epilog, cfg.task_prolog, cfg.task_epilog) == (("/etc/slurm/epilog",), "/etc/slurm/tp", "")
-    assert cfg.prolog_flags == ("CONTAIN", "ALLOC")  # Contain implies Alloc
+    assert cfg.prolog_flags == ("ALLOC", "CONTAIN")  # Contain implies Alloc
     assert cfg.prolog_epilog_timeout == 30
     assert (cfg.health_check_program, cfg.health_check_interval) == ("/usr/sbin/nhc", 300)
     assert cfg.health_check_node_state == ("IDLE", "CYCLE")
@@ -465,13 +465,35 @@ def test_prolog_epilog_and_health_check_keys(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "flags"),
+    [
+        ("alloc", ("ALLOC",)),
+        ("Contain", ("ALLOC", "CONTAIN")),
+        ("Serial,NoHold", ("ALLOC", "NOHOLD", "SERIAL")),  # NoHold implies Alloc, as 22.05 shows it
+        ("DeferBatch,Alloc,ForceRequeueOnFail", ("ALLOC", "DEFERBATCH", "FORCEREQUEUEONFAIL")),
+    ],
+    ids=["alloc", "contain", "nohold", "others"],
+)
+def test_prolog_flags_are_kept_in_slurms_order_with_the_flags_they_imply(
+    tmp_path: Path, value: str, flags: tuple[str, ...]
+) -> None:
+    assert load(tmp_path, HEAD + f"PrologFlags={value}\n").prolog_flags == flags
+
+
+@pytest.mark.parametrize(
     ("line", "message"),
     [
         ("PrologFlags=Alloc,Sometimes", "slurm.conf:3: invalid value for PrologFlags: 'Alloc,Sometimes'"),
+        (
+            "PrologFlags=NoHold,Contain",
+            "slurm.conf:3: PrologFlags invalid combination: NoHold cannot be combined with Contain and/or X11",
+        ),
+        ("PrologFlags=x11", "slurm.conf:3: PrologFlags=X11 is not supported: shoal has no X11 forwarding"),
+        ("PrologFlags=RunInJob", "slurm.conf:3: PrologFlags=RunInJob is not supported"),
         ("HealthCheckNodeState=BUSY", "slurm.conf:3: invalid value for HealthCheckNodeState: 'BUSY'"),
         ("HealthCheckInterval=often", "slurm.conf:3: invalid value for HealthCheckInterval: 'often'"),
     ],
-    ids=["prolog-flags", "node-state", "interval"],
+    ids=["prolog-flags", "nohold-contain", "x11", "runinjob", "node-state", "interval"],
 )
 def test_bad_prolog_and_health_check_values_are_refused_at_file_line(
     tmp_path: Path, line: str, message: str

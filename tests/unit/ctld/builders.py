@@ -56,6 +56,11 @@ class NoNodes:
     def reconfigure(self, node: cluster_pb2.NodeInfo) -> None:
         pass
 
+    def run_prolog(
+        self, node: cluster_pb2.NodeInfo, request: node_pb2.RunPrologRequest, on_done: object
+    ) -> None:
+        raise AssertionError("no job starts here")
+
     def signal_step(self, node: cluster_pb2.NodeInfo, job_id: int, step_id: int, signal: int) -> None:
         raise AssertionError("no steps here")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctld.actions import LaunchFailed, PingAnswer
+from ctld.actions import LaunchFailed, PingAnswer, PrologDone
 from ctld.controller import Caller, Controller
 from ctld.store import StateStore
 from shoal import states
@@ -74,7 +74,14 @@ class Suspend:
     suspend: bool  # False: resume
 
 
-Effect = Launch | Terminate | Signal | LaunchTasks | SignalStep | Suspend
+@dataclass(frozen=True)
+class RunProlog:
+    node: str
+    job_id: int
+    contain: bool = False  # PrologFlags=Contain: the extern container too
+
+
+Effect = Launch | Terminate | Signal | LaunchTasks | SignalStep | Suspend | RunProlog
 
 
 @dataclass
@@ -87,6 +94,7 @@ class RecordingNodes:
     launch_requests: dict[int, node_pb2.LaunchBatchRequest] = field(default_factory=dict)
     running: dict[str, set[int]] = field(default_factory=dict)  # what each node would say it runs
     unanswered: list[tuple[str, PingAnswer]] = field(default_factory=list)  # pings the harness answers
+    prologs: dict[tuple[str, int], PrologDone] = field(default_factory=dict)  # RunProlog calls not answered
 
     def launch(
         self, node: cluster_pb2.NodeInfo, request: node_pb2.LaunchBatchRequest, on_failure: LaunchFailed
@@ -119,6 +127,12 @@ class RecordingNodes:
 
     def reconfigure(self, node: cluster_pb2.NodeInfo) -> None:
         self.reconfigured.append(node.name)
+
+    def run_prolog(
+        self, node: cluster_pb2.NodeInfo, request: node_pb2.RunPrologRequest, on_done: PrologDone
+    ) -> None:
+        self.effects.append(RunProlog(node.name, request.job.job_id, request.contain))
+        self.prologs[(node.name, request.job.job_id)] = on_done
 
 
 @dataclass
@@ -354,6 +368,10 @@ class Harness:
     def node_killed(self, name: str, job_id: int) -> None:
         """What a node still ran of a job is gone (its Terminate was carried out)."""
         self.nodes.running.get(name, set()).discard(job_id)
+
+    def prolog_ends(self, name: str, job_id: int, error: str = "", unreachable: bool = False) -> None:
+        """The node answers ctld's RunProlog: its Prolog succeeded, or failed with `error`."""
+        self.nodes.prologs.pop((name, job_id))(error, unreachable)
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

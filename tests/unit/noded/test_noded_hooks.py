@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -106,3 +107,20 @@ def test_task_prolog_lines(output: str, env: dict[str, str], printed: list[str])
 )
 def test_health_check_node_state(states: tuple[str, ...], node: str, picked: bool) -> None:
     assert selected(states, node) is picked
+
+
+def test_serial_runs_one_script_at_a_time_on_the_node(tmp_path: Path) -> None:
+    """PrologFlags=Serial: the node's Prologs and Epilogs (noded's and every stepd's) wait for each other."""
+    log = tmp_path / "log"
+    script = _script(tmp_path / "p.sh", f"echo start >> {log}\n/bin/sleep 0.3\necho end >> {log}\n")
+
+    def one() -> None:
+        with hooks.serial(tmp_path, True):
+            assert hooks.run_all([script], {}, 10, "prolog").ok
+
+    runs = [threading.Thread(target=one) for _ in range(3)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert log.read_text().split() == ["start", "end"] * 3  # never two at once
