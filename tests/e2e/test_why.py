@@ -29,6 +29,7 @@ def why_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         nodes=2,
         up_args=("--gpus-per-node", "4", "--gpu-type", "h100", "--no-cgroups"),
         extra=("SchedulerParameters=bf_resolution=1",),
+        restd=True,
     )
     yield c
     stop_cluster(c)
