@@ -91,8 +91,23 @@ def line_chart(
     return "".join(parts)
 
 
+UNITS = (("seconds", 1), ("minutes", 60), ("hours", 3600), ("days", 86400))
+
+
+def time_unit(seconds: float) -> tuple[str, int]:
+    """The unit a span of this many seconds reads best in (under 120 of it, or days)."""
+    for name, size in UNITS:
+        if seconds < 120 * size:
+            return name, size
+    return UNITS[-1]
+
+
+def scaled(points: Sequence[tuple[float, float]], size: int) -> list[tuple[float, float]]:
+    return [(x / size, y) for x, y in points]
+
+
 def utilization_points(runs: Sequence[tuple[int, int, int]], capacity: int) -> list[tuple[float, float]]:
-    """(hours, busy fraction) after each change, from (start s, end s, cpus) of every job."""
+    """(seconds, busy fraction) after each change, from (start s, end s, cpus) of every job."""
     changes: dict[int, int] = {}
     for start, end, cpus in runs:
         changes[start] = changes.get(start, 0) + cpus
@@ -100,7 +115,7 @@ def utilization_points(runs: Sequence[tuple[int, int, int]], capacity: int) -> l
     points, busy = [], 0
     for t in sorted(changes):
         busy += changes[t]
-        points.append((t / 3600, busy / max(1, capacity)))
+        points.append((float(t), busy / max(1, capacity)))
     return points
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from restd.web.svg import Series, cdf_points, line_chart, utilization_points
+from restd.web.svg import Series, cdf_points, line_chart, scaled, time_unit, utilization_points
 from shoal.v1 import accounting_pb2
 
 log = logging.getLogger("shoal.restd")
@@ -168,13 +168,12 @@ def render(runs: Sequence[tuple[str, Json, list[tuple[int, int, int, int]]]], ca
         {"policy": label, **{key: fmt.format(summary.get(key, 0)) for key, _, fmt in SUMMARY}}
         for label, summary, _ in runs
     ]
-    utilization = [
-        Series(label, utilization_points([(s, e, c) for s, e, c, _ in results], capacity))
-        for label, _, results in runs
-    ]
-    waits = [
-        Series(label, cdf_points([w / 3600 for *_, w in results])) for label, _, results in runs if results
-    ]
+    busy = [(label, utilization_points([(s, e, c) for s, e, c, _ in r], capacity)) for label, _, r in runs]
+    waited = [(label, cdf_points([float(w) for *_, w in r])) for label, _, r in runs if r]
+    span, span_size = time_unit(max((x for _, p in busy for x, _ in p), default=0.0))
+    wait, wait_size = time_unit(max((x for _, p in waited for x, _ in p), default=0.0))
+    utilization = [Series(label, scaled(points, span_size)) for label, points in busy]
+    waits = [Series(label, scaled(points, wait_size)) for label, points in waited]
     return {
         "state": "ready",
         "columns": ["policy", *(title for _, title, _ in SUMMARY)],
@@ -182,10 +181,15 @@ def render(runs: Sequence[tuple[str, Json, list[tuple[int, int, int, int]]]], ca
         "table": table,
         "plots": [
             line_chart(
-                "Utilization (busy CPUs / all)", "hours", "utilization", utilization, step=True, y_max=1.0
+                "Utilization (busy CPUs / all)", span, "utilization", utilization, step=True, y_max=1.0
             ),
             line_chart(
-                "Waits: fraction of jobs started within", "wait (hours)", "jobs", waits, step=True, y_max=1.0
+                "Waits: fraction of jobs started within",
+                f"wait ({wait})",
+                "jobs",
+                waits,
+                step=True,
+                y_max=1.0,
             ),
         ],
     }
