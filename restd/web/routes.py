@@ -17,12 +17,13 @@ from collections.abc import Awaitable, Callable
 from html import escape
 from importlib import resources
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
 
 from restd import app as rest
 from restd.auth import COOKIE, TOKEN_HEADER, Identity, authenticate, cookie_token
+from restd.convert import table_rows
 from restd.errors import RestError
 from restd.web import model
 from restd.web.whatif import WhatIf, history_query, sacct_text
@@ -102,6 +103,8 @@ class WebView:
         return _html(render_login(message, self.ctx.cluster))
 
     async def login(self, request: web.Request) -> web.StreamResponse:
+        if not _same_origin(request):
+            return web.Response(status=403, text="cross-site login refused\n")
         form = await request.post()
         token = str(form.get("token", "")).strip()
         if token.startswith("SLURM_JWT="):  # pasted as scontrol token prints it
@@ -109,6 +112,8 @@ class WebView:
         return self.login_with(token, f"{WEB}/nodes")
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
+        if not _same_origin(request):
+            return web.Response(status=403, text="cross-site logout refused\n")
         return _see_other(f"{WEB}/login?error=logout", "")
 
     async def static(self, request: web.Request) -> web.StreamResponse:
@@ -175,8 +180,6 @@ class WebView:
             accounting_pb2.AcctJobsResponse,
             "web view",
         )
-        from restd.convert import table_rows
-
         text, ran = sacct_text(table_rows(resp.jobs))
         return {"state": "history", "text": text, "ran": ran}
 
@@ -184,6 +187,12 @@ class WebView:
         if data.get("state") != "history" or self.whatif is None:
             return data
         return self.whatif.status(str(data["text"]), int(data["ran"]))
+
+
+def _same_origin(request: web.Request) -> bool:
+    """A form posted from this restd's own page (browsers send Origin with every POST; curl need not)."""
+    origin = request.headers.get("Origin")
+    return origin is None or urlsplit(origin).netloc == request.host  # the scheme may be a proxy's
 
 
 def _html(text: str) -> web.Response:
@@ -194,7 +203,7 @@ def _html(text: str) -> web.Response:
             "Cache-Control": "no-store",
             "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'",
             "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
+            "Referrer-Policy": "same-origin",  # no-referrer would make a form's Origin "null"
         },
     )
 
@@ -280,11 +289,11 @@ def add_routes(app: web.Application, ctx: rest.RestContext, whatif: WhatIf | Non
     app.router.add_get(f"{WEB}/api/shares", view.api(view.shares))
     app.router.add_get(f"{WEB}/api/whatif", view.api(view.history, view.whatif_status))
     app.router.add_get(f"{WEB}/{{page}}", view.page)
-    app.on_startup.append(lambda a: _found(view, a))
 
+    async def found(started: web.Application) -> None:
+        view.optional = _optional(started)  # every route is in by the time the app starts
 
-async def _found(view: WebView, app: web.Application) -> None:
-    view.optional = _optional(app)
+    app.on_startup.append(found)
 
 
 async def _to_web(request: web.Request) -> web.StreamResponse:

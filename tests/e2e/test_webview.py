@@ -5,12 +5,14 @@ One cluster (2 nodes x 4 GPUs, accounting) and one browser serve the whole modul
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -46,6 +48,11 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     b = Browser(CHROMIUM, tmp_path_factory.mktemp("chromium-profile"))
     yield b
     b.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_errors(browser: Browser) -> None:
+    browser.errors.clear()  # each test answers for the console errors of its own pages
 
 
 def _base(c: Cluster) -> str:
@@ -203,3 +210,94 @@ def test_a_bad_or_expired_token_lands_on_the_login_page_and_the_form_logs_in(
     browser.wait("the logged-out page", "location.search === '?error=logout'")
     browser.open(f"{base}/web/queue")
     assert browser.url() == f"{base}/web/login" and browser.cookies() == []
+
+
+# --- the optional endpoints other parts of restd add ------------------------------------------------
+# `GET /shoal/v1/gpus` and `GET /shoal/v1/why/{job_id}` are not in this restd yet. Until they are, this
+# test serves the web view from an in-process restd app (the real one, on the module's cluster) with
+# stand-ins that answer in their agreed shape, so the page's script is checked against those keys.
+
+
+def _restd_with_stand_ins(
+    c: Cluster, gpus: list[dict[str, object]], why: dict[str, object]
+) -> tuple[str, Callable[[], None]]:
+    from aiohttp import web
+
+    from restd import web as webview
+    from restd.app import RestContext, make_app
+    from restd.backend import Backend
+    from shoal.agent.server import targets_from_config
+    from shoal.auth.key import load_key
+    from shoal.conf import load_slurm_conf
+
+    cfg = load_slurm_conf(str(c.conf))
+    backend = Backend(load_key(cfg.auth_key_file), targets_from_config(cfg)["ctld"], None)
+    ctx = RestContext(
+        backend=backend, jwt_key=(c.dir / "jwt_hs256.key").read_bytes(), cluster=cfg.cluster_name
+    )
+    app = make_app(ctx)
+
+    async def gpus_endpoint(request: web.Request) -> web.Response:
+        return web.json_response({"gpus": gpus})
+
+    async def why_endpoint(request: web.Request) -> web.Response:
+        return web.json_response({**why, "job_id": int(request.match_info["job_id"])})
+
+    app.router.add_get("/shoal/v1/gpus", gpus_endpoint)
+    app.router.add_get("/shoal/v1/why/{job_id}", why_endpoint)
+    webview.add_routes(app, ctx, cfg, str(c.conf))
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = runner.addresses[0][1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        backend.close()
+
+    return f"http://127.0.0.1:{port}", stop
+
+
+def test_utilization_idle_and_why_appear_where_restd_serves_them(
+    cluster: Cluster, browser: Browser, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    running = cluster.submit("--gres=gpu:1", "-w", "node2", "-t", "5", "--wrap", "sleep 300")
+    cluster.wait_state(running, {"RUNNING"})
+    ((node, index),) = _gpus_of(cluster, running)
+    waiting = cluster.submit("--begin=now+1hour", "-t", "5", "--wrap", "true")
+    gpus = [{"node": node, "index": index, "uuid": "GPU-0", "name": "NVIDIA H100", "utilization": 3,
+             "memory_used_mb": 512, "memory_total_mb": 81559, "temperature_c": 31, "power_w": 70,
+             "job_id": running, "user": "root", "idle": True, "idle_since": int(time.time()) - 900}]  # fmt: skip
+    why = {"state": "PENDING", "reason": "BeginTime", "text": "It waits for its begin time.",
+           "waits_for": "its --begin time", "planned_start": int(time.time()) + 3600, "planned_nodes": "node1",
+           "ahead": 0, "suggestions": [{"change": "--begin=now", "planned_start": int(time.time())}]}  # fmt: skip
+    base, stop = _restd_with_stand_ins(cluster, gpus, why)
+    try:
+        browser.open(f"{base}/web/?token={_token(cluster)}")
+        cell = f'document.querySelector(\'.gpu[data-node="{node}"][data-index="{index}"]\')'
+        browser.wait("the utilization", f"!!{cell} && !!{cell}.querySelector('.gpu-util')")
+        text = browser.evaluate(f"{cell}.innerText")
+        assert "3% util" in text and "512 / 81559 MiB" in text and "idle since" in text
+        assert browser.evaluate(f"{cell}.classList.contains('idle')")
+        assert browser.evaluate("document.querySelectorAll('.gpu-util').length") == 1  # only where sampled
+        _screenshot(browser, tmp_path_factory, "gpus")
+
+        browser.open(f"{base}/web/queue")
+        button = f"document.querySelector('#queue tr[data-job=\"{waiting}\"] button.why')"
+        browser.wait("the why? button", f"!!{button}")
+        browser.evaluate(f"{button}.click()")
+        browser.wait("the why panel", "!document.getElementById('why').hidden")
+        panel = browser.evaluate("document.getElementById('why').innerText")
+        assert f"Why is job {waiting} pending?" in panel and "It waits for its begin time." in panel
+        assert "--begin=now" in panel and "its --begin time" in panel
+        _screenshot(browser, tmp_path_factory, "why")
+        assert browser.errors == []
+    finally:
+        stop()
+        cluster.ok("scancel", str(running), str(waiting))

@@ -35,7 +35,13 @@
 
   function when(value) {
     if (value === null || value === undefined || value === "") return "";
-    if (typeof value === "number") return value > 0 ? new Date(value * 1000).toLocaleString() : "N/A";
+    if (typeof value === "number") {  // unix seconds, shown as squeue shows times (local, to the second)
+      if (value <= 0) return "N/A";
+      const d = new Date(value * 1000);
+      const two = (n) => String(n).padStart(2, "0");
+      return d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + "T" +
+        two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+    }
     return String(value);
   }
 

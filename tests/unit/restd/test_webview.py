@@ -213,6 +213,10 @@ def test_pages_without_a_cookie_go_to_the_login_form_and_the_form_logs_in(tmp_pa
                 "/web/login", data={"token": f"SLURM_JWT={token}"}, allow_redirects=False
             )
             assert resp.headers["Location"] == "/web/nodes" and resp.cookies[COOKIE].value == token
+            forged = await client.post(
+                "/web/login", data={"token": token}, headers={"Origin": "http://evil.example"}
+            )
+            assert forged.status == 403 and COOKIE not in forged.cookies
             out = await client.post("/web/logout", allow_redirects=False)
             assert out.headers["Location"] == "/web/login?error=logout" and out.cookies[COOKIE].value == ""
             missing = await client.get("/web/nosuchpage", headers={"Cookie": f"{COOKIE}={token}"})
