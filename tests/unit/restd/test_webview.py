@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from restd.web import model
 from restd.web.routes import add_routes, render_login
 from restd.web.svg import Series, cdf_points, line_chart, time_unit, utilization_points
 from restd.web.whatif import render, sacct_text
+from shoal.auth.errors import AuthError
 from shoal.auth.token import mint_token
 from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2
 
@@ -227,3 +229,19 @@ def test_pages_without_a_cookie_go_to_the_login_form_and_the_form_logs_in(tmp_pa
 
 def test_the_login_page_escapes_its_message() -> None:
     assert "&lt;b&gt;" in render_login("<b>", "c<1>") and "<b>" not in render_login("<b>", "c")
+
+
+def test_the_url_shoal_up_prints_carries_a_token_of_the_caller(tmp_path: Path) -> None:
+    import pwd
+
+    from cli.local_restd import JWT_KEY, WEB_TOKEN_LIFESPAN, web_url
+    from shoal.auth.token import generate_jwt_key, verify_token
+
+    assert web_url(tmp_path, "http://h:1") == "http://h:1/web/"  # no jwt key: the plain URL
+    key = generate_jwt_key(str(tmp_path / JWT_KEY))
+    url = web_url(tmp_path, "http://h:1", now=1000.0)
+    assert url.startswith("http://h:1/web/?token=")
+    token = url.split("=", 1)[1]
+    assert verify_token(key, token, 1000 + WEB_TOKEN_LIFESPAN - 1) == pwd.getpwuid(os.getuid()).pw_name
+    with pytest.raises(AuthError):
+        verify_token(key, token, 1000 + WEB_TOKEN_LIFESPAN + 1)
