@@ -7,6 +7,8 @@ also tells `shoal status` and `shoal down` that this cluster runs a restd.
 
 from __future__ import annotations
 
+import os
+import pwd
 import socket
 import sys
 import time
@@ -16,6 +18,7 @@ from subprocess import Popen
 
 JWT_KEY = "jwt_hs256.key"
 URL_FILE = "restd.url"
+WEB_TOKEN_LIFESPAN = 86400  # the token in the web view's URL `shoal up` prints: a day
 
 
 def write_conf(directory: Path) -> list[tuple[str, str]]:
@@ -81,3 +84,19 @@ def wait_ready(proc: Popen[bytes], port: int, timeout: float) -> str | None:
         except OSError:
             time.sleep(0.1)
     return f"shoal-restd did not listen on 127.0.0.1:{port} within {timeout:.0f}s"
+
+
+def web_url(directory: Path, base: str, now: float | None = None) -> str:
+    """The web view's URL that logs the caller in, as a notebook server's does (`?token=`, a JWT
+    of the cluster's jwt key for the user running `shoal up`); the plain URL when no token can be made."""
+    from shoal.auth.errors import AuthError
+    from shoal.auth.token import load_jwt_key, mint_token
+
+    plain = f"{base}/web/"
+    try:
+        user = pwd.getpwuid(os.getuid()).pw_name
+        key = load_jwt_key(str(directory / JWT_KEY))
+        token = mint_token(key, user, WEB_TOKEN_LIFESPAN, time.time() if now is None else now)
+    except (AuthError, KeyError):
+        return plain
+    return f"{plain}?token={token}"

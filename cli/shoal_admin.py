@@ -462,6 +462,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if restd_url:
         print(f"shoal: REST API (shoal-restd) at {restd_url}/slurm/v0.0.44/ (token: scontrol token)")
         print(f"shoal: metrics (OpenMetrics, for Prometheus) at {restd_url}/metrics")
+        print(f"shoal: web view at {local_restd.web_url(directory, restd_url)}")
     if (directory / "cgroup.conf").exists():
         print("shoal: cgroup enforcement is on (running as root): jobs get only their cores, memory and GPUs")
     note = cpu_ids_note(
@@ -705,6 +706,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     restd_url = local_restd.url(directory)
     print(f"REST API: shoal-restd at {restd_url}/slurm/v0.0.44/" if restd_url else "REST API: off")
     print(f"metrics: {restd_url}/metrics" if restd_url else "metrics: off")
+    print(f"web view: {restd_url}/web/ (token: scontrol token)" if restd_url else "web view: off")
     if _alive(run / "ctld.pid") or any(_alive(run / f"{n}.pid") for n in local_ha.pid_names(directory)):
         env = dict(os.environ, SLURM_CONF=str(conf))
         env.pop("SHOAL_AGENT_SOCKET", None)

@@ -7,7 +7,6 @@ are listed (with every account), as Slurm does; -U lists the user rows alone, un
 from __future__ import annotations
 
 import getopt
-import math
 import os
 import pwd
 import sys
@@ -15,6 +14,7 @@ from collections.abc import Sequence
 
 from cli.common import CommandError, ctld, run_main
 from shoal import version_line
+from shoal.sharefmt import share_cell
 from shoal.v1 import controller_pb2 as pb
 
 PROG = "sshare"
@@ -45,24 +45,6 @@ LONG = (
 )
 
 
-def value(row: pb.ShareRow, column: str, parsable: bool, indent: bool = True) -> str:
-    """One cell as sshare prints it (accounts indented one space per level unless parsable or -U)."""
-    if column == "account":
-        return row.account if parsable or not indent else " " * row.depth + row.account
-    if column == "user":
-        return row.user
-    if column == "raw_shares":
-        return "" if row.depth == 0 else str(row.raw_shares)
-    if column == "raw_usage":
-        return str(int(row.raw_usage))
-    number = getattr(row, column)
-    if math.isnan(number):
-        return ""
-    if math.isinf(number):
-        return "inf"
-    return f"{number:.6f}"
-
-
 def render(
     rows: Sequence[pb.ShareRow],
     columns: Sequence[str],
@@ -77,7 +59,7 @@ def render(
         end = sep if parsable == "|" else ""
         if header:
             lines.append(sep.join(COLUMNS[c][0] for c in columns) + end)
-        lines += [sep.join(value(r, c, True) for c in columns) + end for r in rows]
+        lines += [sep.join(share_cell(r, c, True) for c in columns) + end for r in rows]
         return lines
 
     def line(cells: list[str]) -> str:
@@ -91,7 +73,7 @@ def render(
     if header:
         lines.append(line([COLUMNS[c][0] for c in columns]))
         lines.append("".join("-" * COLUMNS[c][1] + " " for c in columns))
-    lines += [line([value(r, c, False, indent) for c in columns]) for r in rows]
+    lines += [line([share_cell(r, c, False, indent) for c in columns]) for r in rows]
     return lines
 
 

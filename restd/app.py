@@ -421,7 +421,7 @@ def _endpoint(ctx: RestContext, handler: Handler, empty: Json, plugin: str) -> C
         who: Identity | None = None
         call = Call(params=dict(request.match_info), query=dict(request.query))
         try:
-            who = authenticate(request.headers, ctx.jwt_key, ctx.clock())
+            who = authenticate(request.headers, ctx.jwt_key, ctx.clock(), cookie=request.method == "GET")
             if request.method == "POST":
                 call.body = _parse(await request.text())
             fields = await asyncio.to_thread(handler, ctx, call, who)

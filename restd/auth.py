@@ -2,6 +2,9 @@
 
 X-SLURM-USER-TOKEN carries the token; X-SLURM-USER-NAME, when given, must be the token's `sun`
 (slurmrestd lets SlurmUser act for others only with its own token; restd keeps to the plain case).
+Beyond slurmrestd, a GET may carry the token in the web view's cookie instead (HttpOnly, set by its
+login): the browser's pages read the same endpoints as any client, and nothing that changes state
+accepts a cookie, so a cross-site form can never act as the user.
 The user's uid and gid come from the passwd database, as the commands' come from the kernel.
 """
 
@@ -11,6 +14,7 @@ import grp
 import pwd
 from collections.abc import Mapping
 from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
 
 from restd.errors import AUTHENTICATION_ERROR, RestError
 from shoal.auth.errors import AuthError
@@ -20,6 +24,7 @@ TOKEN_HEADER = "X-SLURM-USER-TOKEN"
 USER_HEADER = "X-SLURM-USER-NAME"
 SOURCE = "rest_auth/jwt"
 FAILURE = "Authentication failure"
+COOKIE = "shoal_token"  # the web view's session: the token itself, HttpOnly, SameSite=Lax
 
 
 @dataclass(frozen=True)
@@ -30,8 +35,22 @@ class Identity:
     group: str
 
 
-def authenticate(headers: Mapping[str, str], key: bytes, now: float) -> Identity:
+def cookie_token(headers: Mapping[str, str]) -> str:
+    """The web view's token from the Cookie header ("" when there is none or it is malformed)."""
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(headers.get("Cookie", ""))
+    except CookieError:
+        return ""
+    morsel = jar.get(COOKIE)
+    return morsel.value.strip() if morsel is not None else ""
+
+
+def authenticate(headers: Mapping[str, str], key: bytes, now: float, cookie: bool = False) -> Identity:
+    """The token's user; `cookie`: a request that changes nothing may bring the web view's cookie."""
     token = headers.get(TOKEN_HEADER, "").strip()
+    if not token and cookie:
+        token = cookie_token(headers)
     if not token:
         raise RestError(AUTHENTICATION_ERROR, FAILURE, SOURCE, f"missing {TOKEN_HEADER} header")
     try:

@@ -97,23 +97,32 @@ def main(argv: list[str] | None = None) -> int:
     accounting = cfg.accounting_storage_type == "accounting_storage/slurmdbd"
     backend = Backend(key, targets["ctld"], targets["dbd"] if accounting else None)
     ctx = RestContext(backend=backend, jwt_key=jwt_key, cluster=cfg.cluster_name)
+    conf = str(Path(args.conf or os.environ.get("SLURM_CONF") or DEFAULT_CONF).resolve())
     try:
-        return asyncio.run(_serve(ctx, cfg, host, port, args.pidfile, notifier))
+        return asyncio.run(_serve(ctx, cfg, conf, host, port, args.pidfile, notifier))
     finally:
         backend.close()
 
 
 async def _serve(
-    ctx: RestContext, cfg: SlurmConfig, host: str, port: int, pidfile: str | None, notifier: Notifier
+    ctx: RestContext,
+    cfg: SlurmConfig,
+    conf: str,
+    host: str,
+    port: int,
+    pidfile: str | None,
+    notifier: Notifier,
 ) -> int:
     from aiohttp import web
 
+    from restd import web as webview
     from restd.app import make_app
     from restd.metrics_http import add_routes
 
     log = logging.getLogger("shoal.restd")
     app = make_app(ctx)
     add_routes(app, cfg, ctx.backend, ctx.jwt_key)  # /metrics/* (MetricsType=metrics/openmetrics)
+    webview.add_routes(app, ctx, cfg, conf)  # /web/: the read-only web view, last (it looks for the others)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:

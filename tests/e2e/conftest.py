@@ -26,6 +26,7 @@ _next_block = [0]
 class Cluster:
     dir: Path
     env: dict[str, str]
+    up_output: str = ""  # what `shoal up` printed (its URLs)
 
     @property
     def conf(self) -> Path:
@@ -236,7 +237,7 @@ def start_cluster(
         logs = "".join(p.read_text() for p in (directory / "log").glob("*") if p.is_file())
         raise RuntimeError(f"shoal up failed: {out.stderr}\n{logs}")
     env["SLURM_CONF"] = str(directory / "slurm.conf")
-    return Cluster(dir=directory, env=env)
+    return Cluster(dir=directory, env=env, up_output=out.stdout)
 
 
 def stop_cluster(cluster: Cluster) -> None:

@@ -1,0 +1,304 @@
+"""shoal-restd's web view in a real headless browser (Debian's chromium over the DevTools protocol):
+the URL `shoal up` prints logs in, a job shows on the GPUs ctld gave it and leaves them when it ends
+(no reload), the queue, fair-share and what-if pages load, and a bad token lands on the login page.
+One cluster (2 nodes x 4 GPUs, accounting) and one browser serve the whole module."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from shoal.auth.token import mint_token
+from tests.e2e.browser import Browser, find_chromium
+from tests.e2e.conftest import NOBODY, Cluster, start_cluster, stop_cluster, wait_until
+
+CHROMIUM = find_chromium()
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="no chromium (apt-get install chromium) for the browser tests"
+    ),
+]
+GPUS = 4
+CELLS = "[...document.querySelectorAll('.gpu')].map(c => [c.dataset.node, +c.dataset.index, c.dataset.job, c.dataset.user])"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(
+        tmp_path_factory.mktemp("webview"),
+        accounting=True,
+        up_args=("--gpus-per-node", str(GPUS), "--gpu-type", "h100", "--no-cgroups"),
+    )
+    yield c
+    stop_cluster(c)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    assert CHROMIUM is not None
+    b = Browser(CHROMIUM, tmp_path_factory.mktemp("chromium-profile"))
+    yield b
+    b.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_errors(browser: Browser) -> None:
+    browser.errors.clear()  # each test answers for the console errors of its own pages
+
+
+def _base(c: Cluster) -> str:
+    return (c.dir / "run" / "restd.url").read_text().strip()
+
+
+def _gpus_of(c: Cluster, job_id: int) -> set[tuple[str, int]]:
+    """(node, GPU index) the job holds, as `scontrol -d show job` prints them (GRES=...(IDX:1-2))."""
+    held = set()
+    for node, idx in re.findall(
+        r"Nodes=(\S+) .*GRES=gpu:\S*\(IDX:([\d,-]+)\)", c.ok("scontrol", "-d", "show", "job", str(job_id))
+    ):
+        for part in idx.split(","):
+            first, _, last = part.partition("-")
+            held |= {(node, i) for i in range(int(first), int(last or first) + 1)}
+    return held
+
+
+def _screenshot(browser: Browser, tmp_path_factory: pytest.TempPathFactory, name: str) -> None:
+    path = browser.screenshot(tmp_path_factory.getbasetemp() / f"webview-{name}.png")
+    print(f"web view screenshot: {path}")
+
+
+def test_the_printed_url_logs_in_and_the_grid_follows_a_job_on_its_gpus(
+    cluster: Cluster, browser: Browser, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    printed = re.search(r"^shoal: web view at (\S+)$", cluster.up_output, re.M)
+    assert printed and "?token=eyJ" in printed.group(1), cluster.up_output
+    browser.open(printed.group(1))
+    assert browser.url() == f"{_base(cluster)}/web/nodes"  # the token left the address bar ...
+    assert [(k["name"], k["httpOnly"]) for k in browser.cookies()] == [
+        ("shoal_token", True)
+    ]  # ... for a cookie
+    assert browser.evaluate("document.getElementById('user').textContent") == "root"
+    browser.wait("the grid", f"document.querySelectorAll('.gpu').length === {2 * GPUS}")
+
+    first = cluster.submit("--gres=gpu:1", "-w", "node1", "-t", "5", "--wrap", "sleep 300")
+    cluster.wait_state(first, {"RUNNING"})
+    second = cluster.submit(
+        "--gres=gpu:2",
+        "-w",
+        "node1",
+        "-t",
+        "5",
+        "-J",
+        "train",
+        "-D",
+        "/tmp",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "sleep 300",
+        user=NOBODY,
+    )
+    cluster.wait_state(second, {"RUNNING"})
+    browser.evaluate("window.stayed = true")  # gone if the page reloads
+    holders = {**{g: (str(first), "root") for g in _gpus_of(cluster, first)},
+               **{g: (str(second), "nobody") for g in _gpus_of(cluster, second)}}  # fmt: skip
+    assert len(holders) == 3
+
+    def grid() -> dict[tuple[str, int], tuple[str, str]]:
+        return {(n, i): (j, u) for n, i, j, u in browser.evaluate(CELLS) if j}
+
+    wait_until("the jobs on their GPUs", lambda: grid() == holders, timeout=30)
+    cell = browser.evaluate(f"document.querySelector('.gpu[data-job=\"{second}\"]').innerText")
+    assert f"job {second}" in cell and "nobody · train" in cell
+    _screenshot(browser, tmp_path_factory, "nodes")
+
+    cluster.ok("scancel", str(second))
+    wait_until(
+        "the GPUs freed on the page",
+        lambda: grid() == {g: h for g, h in holders.items() if h[1] == "root"},
+        timeout=30,
+    )
+    assert browser.evaluate("window.stayed === true")  # updated in place, not reloaded
+    cluster.ok("scancel", str(first))
+    assert browser.errors == []
+
+
+def test_queue_fair_share_and_what_if_pages(
+    cluster: Cluster, browser: Browser, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    browser.open(f"{_base(cluster)}/web/?token={_token(cluster)}")
+    done = cluster.submit("-n", "2", "-t", "1", "--wrap", "true")
+    later = cluster.submit("--begin=now+1hour", "-t", "5", "--wrap", "true")
+    browser.open(f"{_base(cluster)}/web/queue")
+    row = f"document.querySelector('#queue tr[data-job=\"{later}\"]')"
+    browser.wait("the pending job", f"{row} && {row}.dataset.state === 'PENDING'")
+    cells = browser.evaluate(f"[...{row}.cells].map(c => c.textContent)")
+    assert cells[6] == "BeginTime"
+    assert (
+        cells[8] == cluster.ok("squeue", "--start", "-h", "-j", str(later), "-o", "%S").strip()
+    )  # its planned start
+
+    browser.open(f"{_base(cluster)}/web/shares")
+    browser.wait("the shares", "!!document.querySelector('#shares tr[data-user=\"root\"]')")
+    shown = browser.evaluate(
+        "[...document.querySelectorAll('#shares tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()).join('|'))"
+    )
+    sshare = cluster.ok("sshare", "-a", "-P", "-n").splitlines()
+    assert shown == [line.strip() for line in sshare]  # sshare -a's rows, cell for cell
+
+    cluster.wait_state(done, {"COMPLETED"})
+    wait_until(
+        "the finished job in accounting",
+        lambda: "COMPLETED" in cluster.ok("sacct", "-X", "-n", "-j", str(done), "-o", "State"),
+    )
+    browser.open(f"{_base(cluster)}/web/whatif")
+    browser.wait("the replay", "document.querySelectorAll('#plots svg').length === 2", timeout=120)
+    policies = browser.evaluate(
+        "[...document.querySelectorAll('#whatif tbody tr')].map(r => r.dataset.policy)"
+    )
+    assert policies == ["conf", "fcfs", "easy", "shoal"]
+    _screenshot(browser, tmp_path_factory, "whatif")
+    cluster.ok("scancel", str(later))
+    assert browser.errors == []
+
+
+def _token(c: Cluster, user: int | None = None) -> str:
+    return c.ok("scontrol", "token", user=user).strip().split("=", 1)[1]
+
+
+def test_a_bad_or_expired_token_lands_on_the_login_page_and_the_form_logs_in(
+    cluster: Cluster, browser: Browser
+) -> None:
+    base = _base(cluster)
+    key = (cluster.dir / "jwt_hs256.key").read_bytes()
+    for token, words in (
+        ("garbage", "not valid"),
+        (mint_token(key, "root", 60, time.time() - 3600), "expired"),
+    ):
+        browser.open(f"{base}/web/?token={token}")
+        assert browser.url() == f"{base}/web/login?error={'invalid' if words == 'not valid' else 'expired'}"
+        assert words in browser.evaluate("document.getElementById('message').textContent")
+        assert browser.cookies() == [] and browser.evaluate("document.getElementById('grid')") is None
+    try:
+        urllib.request.urlopen(f"{base}/web/api/queue", timeout=10)
+        raise AssertionError("the data answered without a token")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 401 and set(json.loads(exc.read())) == {"error", "login"}  # nothing else
+
+    browser.evaluate(f"document.getElementById('token').value = 'SLURM_JWT={_token(cluster, NOBODY)}'")
+    browser.evaluate("document.querySelector('form').submit()")
+    browser.wait("the nodes page", "location.pathname === '/web/nodes' && !!document.getElementById('user')")
+    assert browser.evaluate("document.getElementById('user').textContent") == "nobody"
+
+    # the token expires while the page is open: the next poll goes to the login page, which says so
+    expired = mint_token(key, "nobody", 60, time.time() - 3600)
+    browser.send("Network.setCookie", name="shoal_token", value=expired, url=base, httpOnly=True)
+    browser.wait("the login page", "location.search === '?error=expired'", timeout=30)
+    assert "expired" in browser.evaluate("document.getElementById('message').textContent")
+    assert browser.errors and all("401" in e and "/web/api/nodes" in e for e in browser.errors)  # that poll
+
+    browser.open(f"{base}/web/?token={_token(cluster)}")
+    browser.evaluate("document.querySelector('form.who').submit()")  # Log out
+    browser.wait("the logged-out page", "location.search === '?error=logout'")
+    browser.open(f"{base}/web/queue")
+    assert browser.url() == f"{base}/web/login" and browser.cookies() == []
+
+
+# --- the optional endpoints other parts of restd add ------------------------------------------------
+# `GET /shoal/v1/gpus` and `GET /shoal/v1/why/{job_id}` are not in this restd yet. Until they are, this
+# test serves the web view from an in-process restd app (the real one, on the module's cluster) with
+# stand-ins that answer in their agreed shape, so the page's script is checked against those keys.
+
+
+def _restd_with_stand_ins(
+    c: Cluster, gpus: list[dict[str, object]], why: dict[str, object]
+) -> tuple[str, Callable[[], None]]:
+    from aiohttp import web
+
+    from restd import web as webview
+    from restd.app import RestContext, make_app
+    from restd.backend import Backend
+    from shoal.agent.server import targets_from_config
+    from shoal.auth.key import load_key
+    from shoal.conf import load_slurm_conf
+
+    cfg = load_slurm_conf(str(c.conf))
+    backend = Backend(load_key(cfg.auth_key_file), targets_from_config(cfg)["ctld"], None)
+    ctx = RestContext(
+        backend=backend, jwt_key=(c.dir / "jwt_hs256.key").read_bytes(), cluster=cfg.cluster_name
+    )
+    app = make_app(ctx)
+
+    async def gpus_endpoint(request: web.Request) -> web.Response:
+        return web.json_response({"gpus": gpus})
+
+    async def why_endpoint(request: web.Request) -> web.Response:
+        return web.json_response({**why, "job_id": int(request.match_info["job_id"])})
+
+    app.router.add_get("/shoal/v1/gpus", gpus_endpoint)
+    app.router.add_get("/shoal/v1/why/{job_id}", why_endpoint)
+    webview.add_routes(app, ctx, cfg, str(c.conf))
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = runner.addresses[0][1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        backend.close()
+
+    return f"http://127.0.0.1:{port}", stop
+
+
+def test_utilization_idle_and_why_appear_where_restd_serves_them(
+    cluster: Cluster, browser: Browser, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    running = cluster.submit("--gres=gpu:1", "-w", "node2", "-t", "5", "--wrap", "sleep 300")
+    cluster.wait_state(running, {"RUNNING"})
+    ((node, index),) = _gpus_of(cluster, running)
+    waiting = cluster.submit("--begin=now+1hour", "-t", "5", "--wrap", "true")
+    gpus = [{"node": node, "index": index, "uuid": "GPU-0", "name": "NVIDIA H100", "utilization": 3,
+             "memory_used_mb": 512, "memory_total_mb": 81559, "temperature_c": 31, "power_w": 70,
+             "job_id": running, "user": "root", "idle": True, "idle_since": int(time.time()) - 900}]  # fmt: skip
+    why = {"state": "PENDING", "reason": "BeginTime", "text": "It waits for its begin time.",
+           "waits_for": "its --begin time", "planned_start": int(time.time()) + 3600, "planned_nodes": "node1",
+           "ahead": 0, "suggestions": [{"change": "--begin=now", "planned_start": int(time.time())}]}  # fmt: skip
+    base, stop = _restd_with_stand_ins(cluster, gpus, why)
+    try:
+        browser.open(f"{base}/web/?token={_token(cluster)}")
+        cell = f'document.querySelector(\'.gpu[data-node="{node}"][data-index="{index}"]\')'
+        browser.wait("the utilization", f"!!{cell} && !!{cell}.querySelector('.gpu-util')")
+        text = browser.evaluate(f"{cell}.innerText")
+        assert "3% util" in text and "512 / 81559 MiB" in text and "idle since" in text
+        assert browser.evaluate(f"{cell}.classList.contains('idle')")
+        assert browser.evaluate("document.querySelectorAll('.gpu-util').length") == 1  # only where sampled
+        _screenshot(browser, tmp_path_factory, "gpus")
+
+        browser.open(f"{base}/web/queue")
+        button = f"document.querySelector('#queue tr[data-job=\"{waiting}\"] button.why')"
+        browser.wait("the why? button", f"!!{button}")
+        browser.evaluate(f"{button}.click()")
+        browser.wait("the why panel", "!document.getElementById('why').hidden")
+        panel = browser.evaluate("document.getElementById('why').innerText")
+        assert f"Why is job {waiting} pending?" in panel and "It waits for its begin time." in panel
+        assert "--begin=now" in panel and "its --begin time" in panel
+        _screenshot(browser, tmp_path_factory, "why")
+        assert browser.errors == []
+    finally:
+        stop()
+        cluster.ok("scancel", str(running), str(waiting))
