@@ -37,6 +37,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         tmp_path_factory.mktemp("webview"),
         accounting=True,
         up_args=("--gpus-per-node", str(GPUS), "--gpu-type", "h100", "--no-cgroups"),
+        restd=True,
     )
     yield c
     stop_cluster(c)
@@ -219,9 +220,7 @@ def test_a_bad_or_expired_token_lands_on_the_login_page_and_the_form_logs_in(
 # stand-ins that answer in their agreed shape, so the page's script is checked against those keys.
 
 
-def _restd_with_stand_ins(
-    c: Cluster, gpus: list[dict[str, object]], why: dict[str, object]
-) -> tuple[str, Callable[[], None]]:
+def _restd_with_stand_ins(c: Cluster, gpus: list[dict[str, object]]) -> tuple[str, Callable[[], None]]:
     from aiohttp import web
 
     from restd import web as webview
@@ -241,11 +240,7 @@ def _restd_with_stand_ins(
     async def gpus_endpoint(request: web.Request) -> web.Response:
         return web.json_response({"gpus": gpus})
 
-    async def why_endpoint(request: web.Request) -> web.Response:
-        return web.json_response({**why, "job_id": int(request.match_info["job_id"])})
-
     app.router.add_get("/shoal/v1/gpus", gpus_endpoint)
-    app.router.add_get("/shoal/v1/why/{job_id}", why_endpoint)
     webview.add_routes(app, ctx, cfg, str(c.conf))
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(app)
@@ -275,10 +270,7 @@ def test_utilization_idle_and_why_appear_where_restd_serves_them(
     gpus = [{"node": node, "index": index, "uuid": "GPU-0", "name": "NVIDIA H100", "utilization": 3,
              "memory_used_mb": 512, "memory_total_mb": 81559, "temperature_c": 31, "power_w": 70,
              "job_id": running, "user": "root", "idle": True, "idle_since": int(time.time()) - 900}]  # fmt: skip
-    why = {"state": "PENDING", "reason": "BeginTime", "text": "It waits for its begin time.",
-           "waits_for": "its --begin time", "planned_start": int(time.time()) + 3600, "planned_nodes": "node1",
-           "ahead": 0, "suggestions": [{"change": "--begin=now", "planned_start": int(time.time())}]}  # fmt: skip
-    base, stop = _restd_with_stand_ins(cluster, gpus, why)
+    base, stop = _restd_with_stand_ins(cluster, gpus)
     try:
         browser.open(f"{base}/web/?token={_token(cluster)}")
         cell = f'document.querySelector(\'.gpu[data-node="{node}"][data-index="{index}"]\')'
@@ -295,8 +287,11 @@ def test_utilization_idle_and_why_appear_where_restd_serves_them(
         browser.evaluate(f"{button}.click()")
         browser.wait("the why panel", "!document.getElementById('why').hidden")
         panel = browser.evaluate("document.getElementById('why').innerText")
-        assert f"Why is job {waiting} pending?" in panel and "It waits for its begin time." in panel
-        assert "--begin=now" in panel and "its --begin time" in panel
+        # ctld's own explainer (shoal why), as the command prints it
+        said = json.loads(cluster.ok("shoal_admin", "why", "--json", str(waiting)))
+        assert f"Why is job {waiting} pending?" in panel and "Reason: BeginTime" in panel
+        assert said["waits_for"] and all(w["text"] in panel for w in said["waits_for"])
+        assert "{" not in panel  # every part in words, none as raw JSON
         _screenshot(browser, tmp_path_factory, "why")
         assert browser.errors == []
     finally:

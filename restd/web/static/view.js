@@ -121,11 +121,18 @@
     const why = await getJson("/shoal/v1/why/" + encodeURIComponent(whyJob));
     if (why === null) { panel.hidden = true; return; }
     const facts = el("dl", {});
-    for (const [key, label] of [["state", "State"], ["reason", "Reason"], ["waits_for", "Waits for"],
+    for (const [key, label] of [["state", "State"], ["reason", "Reason"],
       ["planned_start", "Planned start"], ["planned_nodes", "Planned nodes"], ["ahead", "Jobs ahead"]]) {
       if (why[key] !== undefined && why[key] !== null && why[key] !== "") {
         facts.append(el("dt", {}, label), el("dd", {}, key === "planned_start" ? when(why[key]) : text(why[key])));
       }
+    }
+    // waits_for: one {kind, text, ...} per thing the job waits for (shoal why's answer)
+    const waits = (Array.isArray(why.waits_for) ? why.waits_for : []).map((w) => (w && w.text) || "").filter(Boolean);
+    if (waits.length) {
+      const list = el("ul", { class: "waits" });
+      for (const w of waits) list.append(el("li", {}, w));
+      facts.append(el("dt", {}, "Waits for"), el("dd", {}, list));
     }
     const ideas = el("ul", { class: "suggestions" });
     for (const s of why.suggestions || []) ideas.append(el("li", {}, text(s.change) + " → start " + when(s.planned_start)));
