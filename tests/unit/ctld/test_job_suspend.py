@@ -10,6 +10,7 @@ import pytest
 
 from ctld.controller import Caller
 from shoal.states import run_seconds
+from shoal.v1 import jobs_pb2
 from tests.unit.ctld.harness import Harness, Launch, Suspend, Terminate, cluster, job
 
 ALICE = Caller(uid=1001, gid=1001, host="login")
@@ -180,3 +181,24 @@ def test_a_suspended_job_survives_a_controller_restart_and_still_resumes(tmp_pat
     h.finish(high)
     h.schedule()
     assert h.state(low) == "RUNNING"
+
+
+def test_steps_of_a_suspended_job_show_running_with_their_time_stopped(h: Harness) -> None:
+    """22.05's squeue -s and scontrol show step: State=RUNNING, TIME without the suspension."""
+    from cli.stepshow import run_time
+    from shoal.v1 import controller_pb2
+
+    job_id = running(h, job().time(5))
+
+    def batch_step() -> tuple[str, int]:
+        reply = h.ctl.get_steps(controller_pb2.GetStepsRequest(step_ids=[str(job_id)]))
+        (step,) = reply.steps
+        return jobs_pb2.JobState.Name(step.state), run_time(step, reply.now)
+
+    h.advance(20)
+    h.update(job_id, "suspend")
+    h.advance(30)
+    assert batch_step() == ("RUNNING", 20)
+    h.update(job_id, "resume")
+    h.advance(10)
+    assert batch_step() == ("RUNNING", 30)
