@@ -33,7 +33,6 @@ def run_time(step: jobs_pb2.JobStep, now: int) -> int:
 def format_step(step: jobs_pb2.JobStep, now: int) -> str:
     """One `scontrol show step` record."""
     state = STATE_NAMES.get(step.state, "UNKNOWN")  # RUNNING while its job is suspended, as 22.05's
-    end = step.end_time or now
     lines = [
         f"StepId={step_id_text(step)} UserId={step.user_id} StartTime={format_timestamp(step.start_time)} "
         f"TimeLimit={format_time_limit(step.time_limit_min)}",
