@@ -167,7 +167,8 @@ def step_times(c: Cluster, job: int) -> dict[str, str]:
 def test_a_higher_tier_job_suspends_the_low_one_which_resumes_and_completes_when_it_ends(
     c: Cluster, tmp_path: Path
 ) -> None:
-    tmp_path.chmod(0o777)
+    assert "PreemptMode=GANG,SUSPEND" in c.ok("scontrol", "show", "partition", "urgent")  # as 22.05 prints it
+    assert "PreemptMode             = GANG,SUSPEND" in c.ok("scontrol", "show", "config")
     out = tmp_path / "count.out"
     # about 6 s of work in a step, stopped in between: it must complete, suspended time not counted
     script = "#!/bin/sh\nsrun sh -c 'i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo $i; sleep 0.2; done'\n"
