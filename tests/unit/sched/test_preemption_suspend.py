@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctld.sched.cycle import run_cycle
-from ctld.sched.model import UNLIMITED, NodeAllocation, Preemption, RunningJob
-from tests.unit.sched.builders import job, partition
+from ctld.sched.model import UNLIMITED, NodeAllocation, Preemption, RunningJob, Snapshot
+from tests.unit.sched.builders import cluster, job, partition
 from tests.unit.sched.test_preemption import NOW, Case, by, gpu_job, high, snap_of
 
 TIERS = [
@@ -163,3 +165,51 @@ RESUMES = [
 def test_resumes(name: str, running: list[RunningJob], want: list[int]) -> None:
     result = run_cycle(snap_of(tiers(name, [], running, [])), NOW)
     assert list(result.resumes) == want
+
+
+@st.composite
+def suspend_cases(draw: st.DrawFn) -> Snapshot:
+    """1-2 nodes of 8 CPUs, 4 GPUs and 16000 MB, held by random 1-node jobs (QOS paused, which is
+    suspended, or normal, which is not), and one waiting urgent-QOS job with a random memory need."""
+    nodes = cluster(draw(st.integers(1, 2)), cpus=8, gpus=4, mem=16000)
+    running: list[RunningJob] = []
+    job_id = 100
+    for n in nodes:
+        cpu = gpu = 0
+        while gpu < 4 and draw(st.booleans()):
+            gpus = min(draw(st.integers(1, 2)), 4 - gpu)
+            alloc = NodeAllocation(
+                n.name, (cpu, cpu + 1), draw(st.sampled_from([1000, 6000])), tuple(range(gpu, gpu + gpus))
+            )
+            qos = draw(st.sampled_from(["paused", "normal"]))
+            running.append(
+                RunningJob(
+                    job_id, (n.name,), 0, "batch", (alloc,), qos=qos, start_time=draw(st.integers(0, 100))
+                )
+            )
+            cpu, gpu, job_id = cpu + 2, gpu + gpus, job_id + 1
+    waiting = dataclasses.replace(
+        job(1).gpus_per_node(draw(st.integers(1, 4))).mem(draw(st.sampled_from([1000, 8000]))).obj(),
+        qos="urgent",
+    )
+    case = Case("", [waiting], running, [], mode="REQUEUE", gang=True)
+    return snap_of(case, nodes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(suspend_cases())
+def test_a_preemptor_only_gets_what_suspended_jobs_lend_and_their_memory_stays_held(snap: Snapshot) -> None:
+    result = run_cycle(snap, NOW)
+    victims = {p.job_id for p in result.preemptions}
+    assert {p.mode for p in result.preemptions} <= {"SUSPEND"}
+    assert victims <= {r.job_id for r in snap.running if r.qos == "paused"}
+    for start in result.starts:
+        for alloc in start.allocation:
+            others = [r for r in snap.running if r.job_id not in victims]
+            held = [a for r in others for a in r.allocation if a.node == alloc.node]
+            assert not {c for a in held for c in a.cpu_ids} & set(alloc.cpu_ids)
+            assert not {g for a in held for g in a.gpu_indices} & set(alloc.gpu_indices)
+            every = [a for r in snap.running for a in r.allocation if a.node == alloc.node]  # victims' too
+            assert sum(a.mem_mb for a in every) + alloc.mem_mb <= 16000
+    if victims:
+        assert [s.job_id for s in result.starts] == [1]  # suspended victims: it starts at once
