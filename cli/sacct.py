@@ -99,10 +99,15 @@ def _run(job: Record, now: int) -> int:
 
 
 def _step_run(r: Row, step: Record, now: int) -> int:
-    """The batch step spans its job, suspensions included; the others' own times (not split)."""
-    if step.step_id == -4:
-        return max(0, _elapsed(step.start_time, step.end_time, now) - _suspended(r.job, now))
-    return _elapsed(step.start_time, step.end_time, now)
+    """A step's Elapsed leaves its job's suspensions out, as the job's does (22.05, running or ended:
+    `122.0|COMPLETED|00:00:02` after 7 s with 5 suspended), counted up to the step's own wall time."""
+    wall = _elapsed(step.start_time, step.end_time, now)
+    return max(0, wall - min(_suspended(r.job, now), wall))
+
+
+def _step_state(r: Row, step: Record) -> str:
+    """A running step of a suspended job shows SUSPENDED (sacct in 22.05; squeue and scontrol say RUNNING)."""
+    return "SUSPENDED" if step.state == "RUNNING" and r.job.state == "SUSPENDED" else str(step.state)
 
 
 def _mem(mb: int, units: str) -> str:
@@ -179,7 +184,7 @@ def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
         "alloccpus": lambda r, s: str(s.num_cpus),
         "ncpus": lambda r, s: str(s.num_cpus),
         "ntasks": lambda r, s: str(s.num_tasks),
-        "state": lambda r, s: s.state,
+        "state": lambda r, s: _step_state(r, s),
         "exitcode": lambda r, s: f"{s.exit_code}:{s.exit_signal}",
         "elapsed": lambda r, s: format_hms(_step_run(r, s, now)),
         "elapsedraw": lambda r, s: str(_step_run(r, s, now)),

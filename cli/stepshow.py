@@ -25,17 +25,21 @@ def load_steps(ids: Iterable[str], include_finished: bool) -> tuple[list[jobs_pb
     return steps, reply.now
 
 
+def run_time(step: jobs_pb2.JobStep, now: int) -> int:
+    """Its wall time less the time its job was suspended meanwhile (TIME stops, as in 22.05)."""
+    return max(0, (step.end_time or now) - step.start_time - step.suspended_secs)
+
+
 def format_step(step: jobs_pb2.JobStep, now: int) -> str:
     """One `scontrol show step` record."""
-    state = STATE_NAMES.get(step.state, "UNKNOWN")
-    end = step.end_time or now
+    state = STATE_NAMES.get(step.state, "UNKNOWN")  # RUNNING while its job is suspended, as 22.05's
     lines = [
         f"StepId={step_id_text(step)} UserId={step.user_id} StartTime={format_timestamp(step.start_time)} "
         f"TimeLimit={format_time_limit(step.time_limit_min)}",
         f"   State={state} Partition={step.partition} NodeList={step.nodes}",
         f"   Nodes={step.num_nodes} CPUs={step.num_cpus} Tasks={step.num_tasks} Name={step.name} Network=(null)",
         f"   TRES=cpu={step.num_cpus},node={step.num_nodes}",
-        f"   ResvPorts=(null) RunTime={format_duration(max(0, end - step.start_time))}",
+        f"   ResvPorts=(null) RunTime={format_duration(run_time(step, now))}",
         f"   CPUFreqReq=Default Dist={(step.distribution or 'block').partition('=')[0].capitalize()}",
     ]
     if state != "RUNNING":
@@ -72,7 +76,7 @@ def squeue_value(step: jobs_pb2.JobStep, now: int) -> Callable[[str], str]:
         "j": step.name,
         "P": step.partition,
         "u": step.user_name,
-        "M": format_duration(max(0, now - step.start_time)),
+        "M": format_duration(run_time(step, now)),
         "N": step.nodes,
         "T": STATE_NAMES.get(step.state, "UNKNOWN"),
         "l": format_time_limit(step.time_limit_min),

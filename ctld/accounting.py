@@ -579,7 +579,7 @@ def _qos_preempt(qos: pb.Qos) -> m.QosPreempt:
     mode = qos.preempt_mode.strip().upper()
     if mode in ("", "CLUSTER", "OFF"):  # as Slurm: a QOS's OFF means "the cluster's"
         mode = ""
-    elif mode not in ("CANCEL", "REQUEUE"):
+    elif mode not in ("CANCEL", "REQUEUE", "SUSPEND"):
         log.warning(
             "QOS %s: PreemptMode=%s is not supported; its jobs are not preempted", qos.name, qos.preempt_mode
         )

@@ -1,13 +1,15 @@
 """The applier of the core's decisions: one scheduling cycle over the cluster state.
 
 It builds the snapshot, runs `ctld.sched.cycle.run_cycle`, and applies what comes back — pending
-reasons and priorities, backfill's planned starts, the starts themselves, preemptions — in one
-transaction; the launches go to the nodes after it commits.
+reasons and priorities, backfill's planned starts, preemptions and resumes, the starts themselves —
+in one transaction; the launches (and suspends, resumes) go to the nodes after it commits.
 """
 
 from __future__ import annotations
 
-from ctld import alloc_prolog, preempt, snapshot
+import logging
+
+from ctld import alloc_prolog, job_suspend, preempt, snapshot
 from ctld import jobs as jobrec
 from ctld.errors import SlurmError
 from ctld.sched import cycle as sched_cycle
@@ -15,10 +17,12 @@ from ctld.sched import model as m
 from ctld.sched import priority as sched_priority
 from ctld.sched import reasons
 from ctld.sched.priority import CALCULATE_RUNNING, MULTIFACTOR
-from ctld.state import ClusterState
+from ctld.state import ClusterState, Transaction
 from shoal import hostlist
 from shoal.outpath import resolve_streams
 from shoal.v1 import jobs_pb2
+
+log = logging.getLogger("shoal.ctld")
 
 
 def schedule(state: ClusterState) -> int:
@@ -28,7 +32,9 @@ def schedule(state: ClusterState) -> int:
     with state.transaction() as tx:
         pending: list[m.JobRequest] = []
         by_id: dict[int, jobs_pb2.JobInfo] = {}
+        resumable = False  # a job suspended by preemption may resume though nothing is pending
         for job in state.jobs.values():
+            resumable = resumable or (job.gang_suspended and job.state == jobs_pb2.SUSPENDED)
             if job.state != jobs_pb2.PENDING or job.held:
                 continue  # a held job keeps its JobHeld* reason and never starts
             req = state.request(job)
@@ -37,7 +43,7 @@ def schedule(state: ClusterState) -> int:
                 continue
             pending.append(req)
             by_id[job.job_id] = job
-        if not pending:
+        if not pending and not resumable:
             _recalculate_running(state, None, now)
             return 0
         state.accrue_usage()
@@ -63,6 +69,9 @@ def schedule(state: ClusterState) -> int:
             plan = result.planned.get(job_id)
             waiting.start_time = plan.start_time if plan else 0
             waiting.sched_nodes = hostlist.collect(plan.nodes) if plan else ""
+        # Victims first: a suspended one is stopped before its preemptor's launch reaches the node.
+        tx.save(*preempt.apply_preemptions(state, tx, result.preemptions, now))
+        tx.save(*_resume(state, tx, result.resumes, now))
         preempt_config = state.sched_config.preempt
         node_types = {n: rt.gpu_types.get(0, "") for n, rt in state.nodes.items()}
         for start in result.starts:
@@ -77,8 +86,21 @@ def schedule(state: ClusterState) -> int:
             alloc_prolog.start(state, tx, job)
             if job.spec.batch:
                 launched += 1
-        tx.save(*preempt.apply_preemptions(state, tx, result.preemptions, now))
     return launched
+
+
+def _resume(
+    state: ClusterState, tx: Transaction, job_ids: tuple[int, ...], now: int
+) -> list[jobs_pb2.JobInfo]:
+    """Resume the jobs suspended by preemption whose CPUs/GPUs are free again (22.05's gang scheduler)."""
+    resumed = []
+    for job_id in job_ids:
+        job = state.jobs.get(job_id)
+        if job is not None and job.state == jobs_pb2.SUSPENDED and job.gang_suspended:
+            log.info("job %d resumed: its preemptor has ended", job_id)
+            job_suspend.resume(state, tx, job, now)
+            resumed.append(job)
+    return resumed
 
 
 def _recalculate_running(state: ClusterState, snap: m.Snapshot | None, now: int) -> None:

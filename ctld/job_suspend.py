@@ -57,6 +57,7 @@ def suspend(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: in
 def resume(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int) -> None:
     settle(job, now)
     job.state = jobs_pb2.RUNNING
+    job.gang_suspended = False
     _tell_nodes(state, tx, job, False)
 
 
@@ -71,6 +72,7 @@ def settle(job: jobs_pb2.JobInfo, now: int) -> None:
         job.end_time += paused
     job.suspend_time = now
     job.state = jobs_pb2.RUNNING
+    job.gang_suspended = False
 
 
 def limit_reached(job: jobs_pb2.JobInfo, now: int) -> bool:

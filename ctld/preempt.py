@@ -8,6 +8,10 @@ makes it `releasing`) until its batch script is gone; then `job_lifecycle.comple
 PREEMPTED (mode CANCEL) or requeues it (mode REQUEUE: the run is recorded PREEMPTED, the job goes
 back to PENDING with reason BeginTime and Restarts+1). A job that cannot be requeued (--no-requeue,
 or an salloc/srun allocation, which has no script to run again) is cancelled instead, as in Slurm.
+Mode SUSPEND stops the job in place instead (ctld/job_suspend.py: its processes frozen on every node,
+SUSPENDED, its time limit paused) and marks it `gang_suspended`: the core lends its CPUs/GPUs to the
+preemptor, which starts in the same cycle, and resumes it once they are free (applier). As 22.05 shows
+it: JobState=SUSPENDED, Reason=None, PreemptTime=None.
 Called inside the applier's transaction; the node calls run after it commits.
 """
 
@@ -16,9 +20,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from ctld import transitions
+from ctld import job_suspend, transitions
 from ctld.sched.model import Preemption
-from ctld.sched.preemption import REQUEUE
+from ctld.sched.preemption import REQUEUE, SUSPEND
 from ctld.state import ClusterState, Transaction
 from ctld.transitions import finish, terminate_elsewhere, waits_for_script
 from shoal.v1 import jobs_pb2
@@ -35,6 +39,12 @@ def apply_preemptions(
         job = state.jobs.get(decision.job_id)
         if job is None or job.state != jobs_pb2.RUNNING:
             continue  # ended meanwhile, or already ending
+        if decision.mode == SUSPEND:
+            log.info("job %d suspended: %s", job.job_id, decision.reason or "preempted")
+            job_suspend.suspend(state, tx, job, now)
+            job.gang_suspended = True
+            changed.append(job)
+            continue
         requeue = decision.mode == REQUEUE and bool(job.batch_flag) and job.requeue
         kill_wait = decision.grace_time_s or state.cfg.kill_wait
         log.info(

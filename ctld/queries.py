@@ -11,6 +11,7 @@ from ctld.nodes import gres_used, long_state
 from ctld.show_config import config_entries
 from ctld.state import Caller, ClusterState
 from shoal import hostlist
+from shoal.conf.slurm import preempt_mode_text
 from shoal.states import FINISHED_STATES
 from shoal.v1 import controller_pb2, jobs_pb2
 
@@ -135,7 +136,7 @@ def get_partitions(
             deny_qos=p.deny_qos,
             def_mem_per_cpu_mb=p.def_mem_per_cpu or 0,
             max_mem_per_cpu_mb=p.max_mem_per_cpu or 0,
-            preempt_mode=p.preempt_mode or state.cfg.preempt_mode,
+            preempt_mode=preempt_mode_text(p.preempt_mode or state.cfg.preempt_mode, state.cfg.preempt_gang),
             grace_time=p.grace_time,
             unavailable=p.name in unavailable,
         )

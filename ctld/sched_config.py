@@ -71,7 +71,7 @@ def sched_config(cfg: SlurmConfig) -> Config:
         enforce_part_limits=cfg.enforce_part_limits,
         scheduler=cfg.scheduler_type,
         priority=priority_config(cfg),
-        preempt=PreemptConfig(cfg.preempt_type, cfg.preempt_mode, cfg.preempt_exempt_time),
+        preempt=PreemptConfig(cfg.preempt_type, cfg.preempt_mode, cfg.preempt_exempt_time, cfg.preempt_gang),
         **numbers,
     )
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from shoal import SLURM_VERSION
 from shoal.conf import SlurmConfig
-from shoal.conf.slurm import PROLOG_FLAG_NAMES
+from shoal.conf.slurm import PROLOG_FLAG_NAMES, preempt_mode_text
 from shoal.timefmt import format_hms, format_time_limit, format_timestamp, parse_time_limit
 
 # (key, Slurm's default, unit 22.05 appends), in the order 22.05 prints them
@@ -271,7 +271,7 @@ def _run_values(cfg: SlurmConfig, boot_time: int, next_job_id: int) -> dict[str,
         "MessageTimeout": str(cfg.msg_timeout),
         "MinJobAge": str(cfg.min_job_age),
         "NEXT_JOB_ID": str(next_job_id),
-        "PreemptMode": cfg.preempt_mode,
+        "PreemptMode": preempt_mode_text(cfg.preempt_mode, cfg.preempt_gang),
         "PreemptType": cfg.preempt_type,
         "PreemptExemptTime": format_hms(cfg.preempt_exempt_time),
         "PriorityCalcPeriod": format_time_limit(cfg.priority_calc_period),

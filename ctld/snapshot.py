@@ -101,6 +101,7 @@ def build(state: ClusterState, pending: Iterable[m.JobRequest], *, capacity_only
             releasing=j.state == jobs_pb2.COMPLETING
             or bool(j.final_state),  # ending (or preempted, in grace)
             suspended=j.state == jobs_pb2.SUSPENDED,
+            gang_suspended=j.state == jobs_pb2.SUSPENDED and j.gang_suspended,
         )
         for j in ([] if capacity_only else state.jobs.values())
         if j.state in ACTIVE_STATES

@@ -310,7 +310,8 @@ def _batch_step(job: jobs_pb2.JobInfo) -> jobs_pb2.JobStep:
         step_id=BATCH_STEP,
         name="batch",
         job_name=job.spec.name,
-        state=job.state if job.state != jobs_pb2.COMPLETING else jobs_pb2.RUNNING,
+        # RUNNING while its job is COMPLETING or SUSPENDED (22.05's squeue -s and scontrol show step)
+        state=jobs_pb2.RUNNING if job.state in (jobs_pb2.COMPLETING, jobs_pb2.SUSPENDED) else job.state,
         nodes=job.batch_host,
         num_nodes=1,
         num_tasks=1,
@@ -324,6 +325,14 @@ def _batch_step(job: jobs_pb2.JobInfo) -> jobs_pb2.JobStep:
         partition=job.partition,
         time_limit_min=job.time_limit_min,
     )
+
+
+def suspended_during(job: jobs_pb2.JobInfo, since: int, now: int) -> int:
+    """Seconds since `since` (a running step's start) that the job spent SUSPENDED: 22.05 stops a step's
+    TIME while its job is suspended. Earlier suspensions are one total, so count them only up to the
+    step's own wall time (exact for the usual step started with its job)."""
+    ongoing = max(now - max(job.suspend_time, since), 0) if job.state == jobs_pb2.SUSPENDED else 0
+    return min(job.suspended_secs, max(now - since - ongoing, 0)) + ongoing
 
 
 def get_steps(state: ClusterState, req: controller_pb2.GetStepsRequest) -> controller_pb2.GetStepsResponse:
@@ -352,4 +361,6 @@ def get_steps(state: ClusterState, req: controller_pb2.GetStepsRequest) -> contr
                 shown = out.steps.add()
                 shown.CopyFrom(step)
                 shown.launch.ClearField("environment")
+                if step.state == jobs_pb2.RUNNING:
+                    shown.suspended_secs = suspended_during(job, step.start_time, out.now)
     return out

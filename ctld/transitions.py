@@ -95,6 +95,7 @@ def requeue(
     job.eligible_time = now + delay
     job.warn_signal_sent = False
     job.suspend_time = job.suspended_secs = job.pre_suspend_secs = 0  # the next run's own
+    job.gang_suspended = False
     job.spec.begin_time = now + delay
     jobrec.clear_allocation(job)
 

@@ -9,7 +9,8 @@ With preemption on (PreemptType=preempt/qos or preempt/partition_prio), a job th
 Resources may have running jobs preempted for it (see preemption.py): the cycle returns them in
 `CycleResult.preemptions` and holds the allocation the job will get, so that no lower job takes it.
 Quota reclaim (borrowing.py) ends borrowing jobs for a job within its guaranteed quota the same way,
-whatever PreemptType says.
+whatever PreemptType says. Victims of mode SUSPEND are stopped in place and their preemptor starts in
+the same cycle; jobs so suspended whose CPUs/GPUs are free again are resumed first (`resumes`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
             for job in queue:
                 if _ineligible(job, now, statuses) is None:
                     state.assoc.wait_for(job)
+    resumes = tuple(preemption.resumable(snap))  # even with preemption since turned off
     verdicts: dict[int, Waiting] = {}
     for job in queue:
         verdict = _schedule_one(job, snap, now, statuses, state)
@@ -96,6 +98,7 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
         priorities=priorities,
         planned=planned,
         preemptions=tuple(state.preemptions),
+        resumes=resumes,
     )
 
 
@@ -168,12 +171,7 @@ def _schedule_one(
     for part in unblocked:
         found = place(job, part, snap, state.overlay, now)
         if isinstance(found, Start):
-            state.overlay.add(found)
-            state.starts.append(found)
-            if job.array_job_id:
-                state.active_tasks[job.array_job_id] += 1
-            if state.assoc is not None:
-                state.assoc.add(job, found.time_limit_min)
+            _start(job, found, state)
             return None
         first = first or found
     if isinstance(first, Pend) and first.busy:
@@ -185,7 +183,18 @@ def _schedule_one(
         ):
             if not job.reservation:
                 state.blocked.update(part.name for part in unblocked)
+        elif state.starts and state.starts[-1].job_id == job.job_id:
+            return None  # started in the place of the jobs it suspended
     return first or BUSY
+
+
+def _start(job: JobRequest, start: Start, state: _CycleState) -> None:
+    state.overlay.add(start)
+    state.starts.append(start)
+    if job.array_job_id:
+        state.active_tasks[job.array_job_id] += 1
+    if state.assoc is not None:
+        state.assoc.add(job, start.time_limit_min)
 
 
 def _preempt_for(
@@ -196,7 +205,13 @@ def _preempt_for(
     The held room keeps lower jobs off it, so the job need not block its partitions.
     """
     chosen = {p.job_id for p in state.preemptions}
-    return _hold(preemption.plan(job, parts, snap, state.overlay, now, chosen), state)
+    lent = {p.job_id for p in state.preemptions if p.mode == preemption.SUSPEND}
+    found = preemption.plan(job, parts, snap, state.overlay, now, chosen, lent)
+    if found is not None and found.now:  # its victims are suspended: it starts in their place now
+        state.preemptions.extend(found.victims)
+        _start(job, found.start, state)
+        return True
+    return _hold(found, state)
 
 
 def _reclaim(job: JobRequest, parts: list[Partition], snap: Snapshot, now: int, state: _CycleState) -> bool:

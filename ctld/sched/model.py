@@ -187,7 +187,8 @@ class RunningJob:
     user_id: int = -1  # whose job: QOS per-user limits (MaxJobsPerUser, MaxTRESPerUser) count it
     start_time: int = 0  # when it started (quota reclaim takes the youngest borrowers first)
     releasing: bool = False  # already ending (COMPLETING, or being preempted): never preempted twice
-    suspended: bool = False  # scontrol suspend: holds what it has, and is not preempted (ctld/job_suspend.py)
+    suspended: bool = False  # SUSPENDED: holds what it has (ctld/job_suspend.py), and is not preempted
+    gang_suspended: bool = False  # suspended by preemption (SUSPEND): resumed once its CPUs/GPUs are free
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,8 +196,9 @@ class PreemptConfig:
     """PreemptType, the cluster's PreemptMode and PreemptExemptTime (see preemption.py)."""
 
     type: str = "preempt/none"  # or preempt/qos, preempt/partition_prio
-    mode: str = "OFF"  # OFF, CANCEL or REQUEUE
+    mode: str = "OFF"  # OFF, CANCEL, REQUEUE or SUSPEND
     exempt_time_s: int = 0  # a job runs at least this long before it may be preempted
+    gang: bool = False  # GANG: jobs suspended by preemption are resumed (SUSPEND needs it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +207,7 @@ class QosPreempt:
 
     name: str
     preempt: frozenset[str] = frozenset()  # QOS whose jobs this QOS's jobs may preempt
-    mode: str = ""  # "" = the cluster's PreemptMode; OFF, CANCEL or REQUEUE
+    mode: str = ""  # "" = the cluster's PreemptMode; OFF, CANCEL, REQUEUE or SUSPEND
     grace_time_s: int = 0
 
 
@@ -453,7 +455,10 @@ class CycleResult:
     verdicts: dict[int, Waiting] = field(default_factory=dict)  # pending job -> why it waits
     priorities: dict[int, int] = field(default_factory=dict)
     planned: dict[int, Planned] = field(default_factory=dict)  # pending job -> backfill's plan
-    preemptions: tuple[Preemption, ...] = ()  # running jobs to end so that waiting ones can start
+    preemptions: tuple[
+        Preemption, ...
+    ] = ()  # running jobs to end (or suspend) so that waiting ones can start
+    resumes: tuple[int, ...] = ()  # jobs suspended by preemption whose CPUs/GPUs are free again
 
     @property
     def reasons(self) -> dict[int, str]:
@@ -466,11 +471,13 @@ class Preemption:
     """End a running job to free its resources: the one decision every preemption producer emits.
 
     `mode` is CANCEL (the job ends PREEMPTED) or REQUEUE (it goes back to pending); the job gets
-    SIGCONT+SIGTERM at once and SIGKILL after `grace_time_s` (0 = the cluster's KillWait).
+    SIGCONT+SIGTERM at once and SIGKILL after `grace_time_s` (0 = the cluster's KillWait). SUSPEND
+    stops the job in place: it lends its CPUs and GPUs (not its memory) to the preemptor, which starts
+    in the same cycle, and is resumed (`CycleResult.resumes`) once no running job holds them.
     """
 
     job_id: int
-    mode: str  # CANCEL or REQUEUE
+    mode: str  # CANCEL, REQUEUE or SUSPEND
     grace_time_s: int = 0
     reason: str = ""  # for the log ("preempted by job 12", "quota reclaimed ...")
     preemptor: int = 0  # the waiting job it makes room for (0 = none)

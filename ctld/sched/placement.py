@@ -770,8 +770,12 @@ def _first_fit(job: JobRequest, parts: list[Partition], snap: Snapshot, at: int)
     return None
 
 
-def release(running: RunningJob, nodes: dict[str, Node], holders: Counter[str]) -> None:
-    """Give a finished job's resources back (all of a node's once its last known holder ends)."""
+def release(
+    running: RunningJob, nodes: dict[str, Node], holders: Counter[str], *, keep_memory: bool = False
+) -> None:
+    """Give a finished job's resources back (all of a node's once its last known holder ends).
+
+    `keep_memory`: a job suspended by preemption lends its CPUs and GPUs but keeps its memory (22.05)."""
     held = {alloc.node: alloc for alloc in running.allocation}
     for name in running.nodes:
         node = nodes.get(name)
@@ -780,12 +784,12 @@ def release(running: RunningJob, nodes: dict[str, Node], holders: Counter[str]) 
         holders[name] -= 1
         usage = node.usage
         if holders[name] <= 0:
-            usage = NodeUsage()
+            usage = NodeUsage(mem_mb=usage.mem_mb if keep_memory else 0)
         elif name in held:
             alloc = held[name]
             usage = NodeUsage(
                 cpu_ids=usage.cpu_ids - frozenset(alloc.cpu_ids),
-                mem_mb=max(0, usage.mem_mb - alloc.mem_mb),
+                mem_mb=usage.mem_mb if keep_memory else max(0, usage.mem_mb - alloc.mem_mb),
                 gpu_indices=usage.gpu_indices - frozenset(alloc.gpu_indices),
                 exclusive=False,
                 jobs=max(0, usage.jobs - 1),

@@ -20,7 +20,16 @@ Who may be preempted (as Slurm 22.05):
   their QOS's PreemptMode (else the cluster's), their grace time their QOS's GraceTime.
 - preempt/partition_prio: running jobs in a partition of lower PriorityTier than the one the job
   would start in; their partition's PreemptMode (else the cluster's) and GraceTime.
-- Never a job whose mode is OFF, nor one that has run less than PreemptExemptTime.
+- Never a job whose mode is OFF, nor one that has run less than PreemptExemptTime, nor a suspended one.
+
+Mode SUSPEND (PreemptMode=SUSPEND,GANG; 22.05 wants GANG cluster-wide for it): the victim is stopped in
+place and lends its CPUs and GPUs, not its memory, to the preemptor alone: they stay counted as held in
+the snapshot, and only `fits_without(..., lent=...)` gives them back, keeping the memory. When every
+victim a plan needs is suspended, the preemptor starts in the same cycle (`Plan.now`). A job suspended
+so (`RunningJob.gang_suspended`) is resumed (`resumable()`, `CycleResult.resumes`) once no running job
+holds any of its CPUs or GPUs, before anything else is placed, as 22.05's gang scheduler resumes it
+when its preemptor ends. Within one partition 22.05 would time-slice such jobs (GANG); shoal does no
+time-slicing: a suspended job waits for its preemptor to end wherever it runs.
 
 Victims go lowest priority first, then youngest first, and only as many as needed: candidates are
 added until the job fits (the one placement function, `place()`, over the snapshot with their
@@ -45,15 +54,19 @@ TYPES = (NONE, QOS, PARTITION_PRIO)
 OFF = "OFF"
 CANCEL = "CANCEL"
 REQUEUE = "REQUEUE"
-MODES = (OFF, CANCEL, REQUEUE)
+SUSPEND = "SUSPEND"
+MODES = (OFF, CANCEL, REQUEUE, SUSPEND)
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What one waiting job needs: these jobs ended, then this allocation."""
+    """What one waiting job needs: these jobs ended (or suspended), then this allocation.
+
+    `now`: every victim is suspended, so the job starts in this cycle rather than waiting."""
 
     victims: tuple[Preemption, ...]
     start: Start
+    now: bool = False
 
 
 def enabled(snap: Snapshot) -> bool:
@@ -67,17 +80,18 @@ def plan(
     overlay: Overlay,
     now: int,
     chosen: Collection[int],
+    lent: Collection[int] = (),
 ) -> Plan | None:
     """Victims and allocation for `job` in the first of `parts` where preemption makes room, else None.
 
     `overlay` holds this cycle's starts and holds; `chosen` are jobs already preempted this cycle
-    (treated as releasing, like `RunningJob.releasing`).
+    (treated as releasing, like `RunningJob.releasing`), `lent` those of them suspended.
     """
     gone = frozenset(chosen).union(r.job_id for r in snap.running if r.releasing)
     qos = {q.name: q for q in snap.qos_preempt}
     by_name = {p.name: p for p in snap.partitions}
     for part in parts:
-        found = _plan_in(job, part, snap, overlay, now, gone, qos, by_name)
+        found = _plan_in(job, part, snap, overlay, now, gone, frozenset(lent), qos, by_name)
         if found is not None:
             return found
     return None
@@ -90,10 +104,11 @@ def _plan_in(
     overlay: Overlay,
     now: int,
     gone: frozenset[int],
+    lent: frozenset[int],
     qos: Mapping[str, QosPreempt],
     parts: Mapping[str, Partition],
 ) -> Plan | None:
-    start = fits_without(job, part, snap, overlay, gone, now)
+    start = fits_without(job, part, snap, overlay, gone, now, lent)
     if start is not None:
         return Plan((), start)  # the jobs already ending make room: wait for them, hold the room
     members = set(part.nodes)
@@ -107,7 +122,7 @@ def _plan_in(
             reason = f"preempted by job {job.job_id}"
             candidates.append((running, Preemption(running.job_id, mode, grace, reason, job.job_id)))
     candidates.sort(key=lambda c: (c[0].priority, -c[0].start_time, -c[0].job_id))
-    return choose(job, part, snap, overlay, gone, candidates, now)
+    return choose(job, part, snap, overlay, gone, candidates, now, lent)
 
 
 def choose(
@@ -118,17 +133,20 @@ def choose(
     gone: frozenset[int],
     candidates: Sequence[tuple[RunningJob, Preemption]],
     now: int,
+    lent: frozenset[int] = frozenset(),
 ) -> Plan | None:
     """The fewest of `candidates`, taken in their order, whose end lets `job` start in `part` (with
-    the jobs in `gone` released too), and where it then starts; None when not even all of them do."""
+    the jobs in `gone` released too), and where it then starts; None when not even all of them do.
+    Suspended ones (`lent`, and candidates of mode SUSPEND) keep their memory."""
+    lent = lent | {r.job_id for r, p in candidates if p.mode == SUSPEND}
     everyone = gone | {r.job_id for r, _ in candidates}
-    if not candidates or fits_without(job, part, snap, overlay, everyone, now) is None:
+    if not candidates or fits_without(job, part, snap, overlay, everyone, now, lent) is None:
         return None  # not even all of them would make room
     chosen: list[tuple[RunningJob, Preemption]] = []
     start: Start | None = None
     for candidate in candidates:
         chosen.append(candidate)
-        start = fits_without(job, part, snap, overlay, gone | _ids(chosen), now)
+        start = fits_without(job, part, snap, overlay, gone | _ids(chosen), now, lent)
         if start is not None:
             break
     if start is None:  # cannot happen: with every candidate gone the job fits
@@ -136,10 +154,16 @@ def choose(
     # The last one added was needed; drop the others the fit can do without (the least preferred first).
     for candidate in reversed(chosen[:-1]):
         trial = [c for c in chosen if c is not candidate]
-        found = fits_without(job, part, snap, overlay, gone | _ids(trial), now)
+        found = fits_without(job, part, snap, overlay, gone | _ids(trial), now, lent)
         if found is not None:
             chosen, start = trial, found
-    return Plan(tuple(p for _, p in chosen), start)
+    victims = tuple(p for _, p in chosen)
+    if all(p.mode == SUSPEND for p in victims):
+        # Suspended at once: the job starts now if the jobs still ending (not lent) are not needed.
+        ready = fits_without(job, part, snap, overlay, lent & (gone | _ids(chosen)), now, lent)
+        if ready is not None:
+            return Plan(victims, ready, now=True)
+    return Plan(victims, start)
 
 
 def victim_terms(
@@ -153,7 +177,7 @@ def victim_terms(
 ) -> tuple[str, int] | None:
     """(mode, grace seconds) when `job`, starting in `part`, may preempt `running`; else None."""
     config = snap.config.preempt
-    if running.suspended:  # an operator stopped it in place; ctld ends only running jobs by preemption
+    if running.suspended:  # stopped in place already (an operator, or an earlier preemption)
         return None
     if config.exempt_time_s > 0 and now - running.start_time < config.exempt_time_s:
         return None
@@ -171,7 +195,42 @@ def victim_terms(
         mode, grace = home.preempt_mode or config.mode, home.grace_time_s
     else:
         return None
-    return (mode, grace) if mode in (CANCEL, REQUEUE) else None
+    if mode == SUSPEND and (not config.gang or not running.allocation):
+        return None  # nothing would resume it (22.05 wants GANG); what it holds is unknown
+    return (mode, grace) if mode in (CANCEL, REQUEUE, SUSPEND) else None
+
+
+def resumable(snap: Snapshot) -> list[int]:
+    """Jobs suspended by preemption that may run again: no running job holds any of their CPUs or
+    GPUs (their preemptors have ended). Higher priority first; two suspended jobs on the same CPUs
+    do not both resume."""
+    waiting = sorted(
+        (r for r in snap.running if r.gang_suspended and r.allocation),
+        key=lambda r: (-r.priority, r.start_time, r.job_id),
+    )
+    if not waiting:
+        return []
+    cpus: dict[str, set[int]] = {}
+    gpus: dict[str, set[int]] = {}
+
+    def take(running: RunningJob) -> None:
+        for alloc in running.allocation:
+            cpus.setdefault(alloc.node, set()).update(alloc.cpu_ids)
+            gpus.setdefault(alloc.node, set()).update(alloc.gpu_indices)
+
+    for running in snap.running:
+        if not running.suspended:
+            take(running)
+    out = []
+    for running in waiting:
+        if all(
+            cpus.get(a.node, set()).isdisjoint(a.cpu_ids)
+            and gpus.get(a.node, set()).isdisjoint(a.gpu_indices)
+            for a in running.allocation
+        ):
+            out.append(running.job_id)
+            take(running)
+    return out
 
 
 def requeue(victims: Iterable[int], preemptor: JobRequest, snap: Snapshot, reason: str) -> list[Preemption]:
@@ -191,16 +250,23 @@ def _ids(chosen: list[tuple[RunningJob, Preemption]]) -> frozenset[int]:
 
 
 def fits_without(
-    job: JobRequest, part: Partition, snap: Snapshot, overlay: Overlay, gone: frozenset[int], now: int
+    job: JobRequest,
+    part: Partition,
+    snap: Snapshot,
+    overlay: Overlay,
+    gone: frozenset[int],
+    now: int,
+    lent: frozenset[int] = frozenset(),
 ) -> Start | None:
-    """Where `job` would start in `part` now once the running jobs in `gone` have released everything."""
+    """Where `job` would start in `part` now once the running jobs in `gone` have released everything
+    (those also in `lent`, suspended, everything but their memory)."""
     if not gone:
         return None  # nothing released: the cycle's own placement already said Resources
     nodes = {node.name: node for node in snap.nodes}
     holders = Counter(name for running in snap.running for name in running.nodes)
     for running in snap.running:
         if running.job_id in gone:
-            release(running, nodes, holders)
+            release(running, nodes, holders, keep_memory=running.job_id in lent)
     later = dataclasses.replace(snap, nodes=tuple(nodes[node.name] for node in snap.nodes))
     found = place(job, part, later, overlay.copy(), now)
     return found if isinstance(found, Start) else None

@@ -128,6 +128,8 @@ class JobCgroup:
                     self._create_v2()
                 else:
                     self._create_v1()
+                if self.frozen():  # left frozen by an earlier job of this id (a reused cluster dir, a crash):
+                    self.freeze(False)  # its processes would be stopped from their start
                 return
             except FileNotFoundError:  # a parent removed by another job's cleanup meanwhile
                 if attempt == 2:

@@ -42,8 +42,9 @@ _PARTITION_STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
 _OVERSUBSCRIBE = re.compile(r"NO|EXCLUSIVE|(?:YES|FORCE)(?::\d+)?")
 _CONTROL_HOST = re.compile(r"([^()\s]+)(?:\(([^()\s]+)\))?")
 _PREEMPT_TYPES = ("preempt/none", "preempt/qos", "preempt/partition_prio")
-_PREEMPT_MODES = ("OFF", "CANCEL", "REQUEUE")
-_PREEMPT_UNSUPPORTED = ("SUSPEND", "GANG", "WITHIN", "CHECKPOINT")
+_PREEMPT_MODES = ("OFF", "CANCEL", "REQUEUE", "SUSPEND")
+_PREEMPT_UNSUPPORTED = ("WITHIN", "CHECKPOINT")
+GANG = "GANG"
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ class PartitionConf:
     max_mem_per_node: int = 0
     grace_time: int = 0
     preempt_mode: str = ""
-    """OFF, CANCEL or REQUEUE; "" = the cluster's PreemptMode."""
+    """OFF, CANCEL, REQUEUE or SUSPEND; "" = the cluster's PreemptMode (a GANG beside it is the cluster's
+    business: see SlurmConfig.preempt_gang)."""
     tres_billing_weights: str = ""
     source: str = ""
 
@@ -153,7 +155,10 @@ class SlurmConfig:
     recomputes priorities every cycle (README, "Job priority")."""
     preempt_type: str = "preempt/none"
     preempt_mode: str = "OFF"
-    """OFF, CANCEL or REQUEUE (SUSPEND and GANG are refused at load)."""
+    """OFF, CANCEL, REQUEUE or SUSPEND (which needs GANG too, as in 22.05)."""
+    preempt_gang: bool = False
+    """GANG in the cluster's PreemptMode: jobs suspended by preemption are resumed when their
+    preemptor ends (shoal does no gang time-slicing: its jobs never share CPUs)."""
     preempt_exempt_time: int = 0
     """Seconds a job runs before it may be preempted."""
     kill_wait: int = 30
@@ -585,7 +590,7 @@ class _Builder:
         gres_types = top.words("GresTypes")
         self._check_gres_types(gres_types)
         conf_dir = os.path.dirname(os.path.abspath(self.path))
-        return SlurmConfig(
+        cfg = SlurmConfig(
             path=self.path,
             cluster_name=top.text("ClusterName", ""),
             control_machine=hosts[0][0] if hosts else "localhost",
@@ -611,6 +616,7 @@ class _Builder:
             priority_calc_period=_calc_period(top),
             preempt_type=_preempt_type(top),
             preempt_mode=_preempt_mode(top, "OFF"),
+            preempt_gang=GANG in (word.upper() for word in top.words("PreemptMode")),
             preempt_exempt_time=_seconds(top, "PreemptExemptTime"),
             kill_wait=top.integer("KillWait", 30),
             min_job_age=top.integer("MinJobAge", 300),
@@ -667,6 +673,7 @@ class _Builder:
             entries=tuple(self.entries),
             warnings=tuple(self.warnings) + gres_conf.warnings,
         )
+        return replace(cfg, warnings=cfg.warnings + tuple(_check_preemption(cfg, top)))
 
 
 # PrologFlags shoal acts on, in the order `scontrol show config` lists them (22.05's, with
@@ -719,7 +726,7 @@ def _preempt_type(values: Values) -> str:
 
 
 def _preempt_mode(values: Values, default: str) -> str:
-    """PreemptMode: OFF, CANCEL or REQUEUE; SUSPEND and GANG (gang scheduling) are refused."""
+    """PreemptMode: OFF, CANCEL, REQUEUE or SUSPEND, with GANG beside it or alone (= OFF,GANG)."""
     words = [word.upper() for word in values.words("PreemptMode")]
     if not words:
         return default
@@ -727,11 +734,42 @@ def _preempt_mode(values: Values, default: str) -> str:
     if unsupported:
         raise ConfigError(
             f"{values.source('PreemptMode')}: PreemptMode={unsupported[0]} is not supported by shoal "
-            "(use OFF, CANCEL or REQUEUE)"
+            "(use OFF, CANCEL, REQUEUE or SUSPEND,GANG)"
         )
-    if len(words) != 1 or words[0] not in _PREEMPT_MODES:
-        raise values.invalid("PreemptMode", "OFF, CANCEL or REQUEUE")
-    return words[0]
+    modes = [word for word in words if word != GANG]
+    if len(modes) > 1 or any(word not in _PREEMPT_MODES for word in modes):
+        raise values.invalid("PreemptMode", "OFF, CANCEL, REQUEUE or SUSPEND, with or without GANG")
+    return modes[0] if modes else "OFF"
+
+
+def preempt_mode_text(mode: str, gang: bool) -> str:
+    """A PreemptMode as 22.05 prints it (scontrol show config/partition): GANG first, OFF dropped."""
+    if not gang:
+        return mode or "OFF"
+    return GANG if mode in ("", "OFF") else f"{GANG},{mode}"
+
+
+def _check_preemption(cfg: SlurmConfig, top: Values) -> list[str]:
+    """22.05's rules for PreemptType and PreemptMode together (errors with its words); the warnings
+    for what shoal does not do (gang time-slicing)."""
+    mode, source = cfg.preempt_mode, top.source("PreemptMode") if top.has("PreemptMode") else cfg.path
+    if mode == "SUSPEND" and not cfg.preempt_gang:
+        raise ConfigError(f"{source}: PreemptMode=SUSPEND requires GANG too")
+    if (cfg.preempt_type == "preempt/none") != (mode == "OFF"):
+        raise ConfigError(f"{source}: PreemptType and PreemptMode values incompatible")
+    suspending = [p for p in cfg.partitions if p.preempt_mode == "SUSPEND"]
+    if suspending and not cfg.preempt_gang:  # the gang scheduler resumes what preemption suspends
+        raise ConfigError(
+            f"{suspending[0].source}: PreemptMode=SUSPEND requires GANG in the cluster's PreemptMode"
+        )
+    if not cfg.preempt_gang:
+        return []
+    shared = [p.name for p in cfg.partitions if p.oversubscribe.split(":")[0] in ("YES", "FORCE")]
+    note = f"{source}: PreemptMode=GANG: shoal does no gang time-slicing (SchedulerTimeSlice); jobs never share CPUs"
+    return [
+        note
+        + (f", so OverSubscribe on {', '.join(shared)} runs no two jobs on the same CPUs" if shared else "")
+    ]
 
 
 # shoal's own SchedulerParameters options (README, "Backfill"): whole numbers, 0 = off

@@ -448,6 +448,7 @@ class JobInfo(_message.Message):
     PROLOG_PENDING_FIELD_NUMBER: _builtins.int
     PROLOG_NOHOLD_FIELD_NUMBER: _builtins.int
     EXTERN_STEP_FIELD_NUMBER: _builtins.int
+    GANG_SUSPENDED_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     array_job_id: _builtins.int
     """0 = not an array"""
@@ -555,6 +556,8 @@ class JobInfo(_message.Message):
     """PrologFlags=NoHold: salloc and srun do not wait for prolog_pending"""
     extern_step: _builtins.bool
     """PrologFlags=Contain: the job has a JOBID.extern step in accounting"""
+    gang_suspended: _builtins.bool
+    """SUSPENDED by preemption (PreemptMode=SUSPEND): the scheduler resumes it"""
     @_builtins.property
     def spec(self) -> Global___JobSpec: ...
     @_builtins.property
@@ -653,10 +656,11 @@ class JobInfo(_message.Message):
         prolog_pending: _abc.Iterable[_builtins.str] | None = ...,
         prolog_nohold: _builtins.bool = ...,
         extern_step: _builtins.bool = ...,
+        gang_suspended: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["batch_usage", b"batch_usage", "spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "accrue_time", b"accrue_time", "alloc_node_sid", b"alloc_node_sid", "allocation", b"allocation", "array_job_id", b"array_job_id", "array_max_tasks", b"array_max_tasks", "array_task_id", b"array_task_id", "array_task_str", b"array_task_str", "batch_flag", b"batch_flag", "batch_host", b"batch_host", "batch_usage", b"batch_usage", "cancelled_by", b"cancelled_by", "cancelled_by_uid", b"cancelled_by_uid", "derived_exit_code", b"derived_exit_code", "derived_exit_signal", b"derived_exit_signal", "eligible_time", b"eligible_time", "end_time", b"end_time", "exc_nodes", b"exc_nodes", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "extern_step", b"extern_step", "final_state", b"final_state", "group_id", b"group_id", "group_name", b"group_name", "held", b"held", "held_by_admin", b"held_by_admin", "job_id", b"job_id", "last_sched_eval", b"last_sched_eval", "launch_node_ip", b"launch_node_ip", "max_nodes_req", b"max_nodes_req", "mem_mb", b"mem_mb", "min_cpus_node", b"min_cpus_node", "min_memory_cpu_mb", b"min_memory_cpu_mb", "min_memory_node_mb", b"min_memory_node_mb", "min_nodes_req", b"min_nodes_req", "next_step_id", b"next_step_id", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "oversubscribe", b"oversubscribe", "partition", b"partition", "pre_suspend_secs", b"pre_suspend_secs", "preempt_eligible_time", b"preempt_eligible_time", "preempt_time", b"preempt_time", "priority", b"priority", "priority_set", b"priority_set", "prolog_nohold", b"prolog_nohold", "prolog_pending", b"prolog_pending", "qos", b"qos", "req_nodes", b"req_nodes", "requeue", b"requeue", "restarts", b"restarts", "sched_nodes", b"sched_nodes", "scheduler", b"scheduler", "site_factor", b"site_factor", "spec", b"spec", "start_time", b"start_time", "state", b"state", "state_reason", b"state_reason", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "steps", b"steps", "submit_time", b"submit_time", "suspend_time", b"suspend_time", "suspended_secs", b"suspended_secs", "time_limit_min", b"time_limit_min", "tres_alloc", b"tres_alloc", "tres_per_node", b"tres_per_node", "tres_req", b"tres_req", "user_id", b"user_id", "user_name", b"user_name", "warn_signal_sent", b"warn_signal_sent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "accrue_time", b"accrue_time", "alloc_node_sid", b"alloc_node_sid", "allocation", b"allocation", "array_job_id", b"array_job_id", "array_max_tasks", b"array_max_tasks", "array_task_id", b"array_task_id", "array_task_str", b"array_task_str", "batch_flag", b"batch_flag", "batch_host", b"batch_host", "batch_usage", b"batch_usage", "cancelled_by", b"cancelled_by", "cancelled_by_uid", b"cancelled_by_uid", "derived_exit_code", b"derived_exit_code", "derived_exit_signal", b"derived_exit_signal", "eligible_time", b"eligible_time", "end_time", b"end_time", "exc_nodes", b"exc_nodes", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "extern_step", b"extern_step", "final_state", b"final_state", "gang_suspended", b"gang_suspended", "group_id", b"group_id", "group_name", b"group_name", "held", b"held", "held_by_admin", b"held_by_admin", "job_id", b"job_id", "last_sched_eval", b"last_sched_eval", "launch_node_ip", b"launch_node_ip", "max_nodes_req", b"max_nodes_req", "mem_mb", b"mem_mb", "min_cpus_node", b"min_cpus_node", "min_memory_cpu_mb", b"min_memory_cpu_mb", "min_memory_node_mb", b"min_memory_node_mb", "min_nodes_req", b"min_nodes_req", "next_step_id", b"next_step_id", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "oversubscribe", b"oversubscribe", "partition", b"partition", "pre_suspend_secs", b"pre_suspend_secs", "preempt_eligible_time", b"preempt_eligible_time", "preempt_time", b"preempt_time", "priority", b"priority", "priority_set", b"priority_set", "prolog_nohold", b"prolog_nohold", "prolog_pending", b"prolog_pending", "qos", b"qos", "req_nodes", b"req_nodes", "requeue", b"requeue", "restarts", b"restarts", "sched_nodes", b"sched_nodes", "scheduler", b"scheduler", "site_factor", b"site_factor", "spec", b"spec", "start_time", b"start_time", "state", b"state", "state_reason", b"state_reason", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "steps", b"steps", "submit_time", b"submit_time", "suspend_time", b"suspend_time", "suspended_secs", b"suspended_secs", "time_limit_min", b"time_limit_min", "tres_alloc", b"tres_alloc", "tres_per_node", b"tres_per_node", "tres_req", b"tres_req", "user_id", b"user_id", "user_name", b"user_name", "warn_signal_sent", b"warn_signal_sent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -691,6 +695,7 @@ class JobStep(_message.Message):
     JOB_NAME_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     NUM_GPUS_FIELD_NUMBER: _builtins.int
+    SUSPENDED_SECS_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     step_id: _builtins.int
     """-4 = batch, -5 = extern (as Slurm)"""
@@ -718,6 +723,8 @@ class JobStep(_message.Message):
     job_name: _builtins.str
     num_gpus: _builtins.int
     """GPUs the step uses (all nodes)"""
+    suspended_secs: _builtins.int
+    """GetSteps: of the step's wall time, seconds its job was SUSPENDED"""
     @_builtins.property
     def layout(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepNode]:
         """one per node, in node order"""
@@ -758,10 +765,11 @@ class JobStep(_message.Message):
         job_name: _builtins.str = ...,
         usage: Global___Usage | None = ...,
         num_gpus: _builtins.int = ...,
+        suspended_secs: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "job_name", b"job_name", "launch", b"launch", "layout", b"layout", "name", b"name", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "overlap", b"overlap", "partition", b"partition", "start_time", b"start_time", "state", b"state", "step_id", b"step_id", "tasks_per_node", b"tasks_per_node", "time_limit_min", b"time_limit_min", "usage", b"usage", "user_id", b"user_id", "user_name", b"user_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "job_name", b"job_name", "launch", b"launch", "layout", b"layout", "name", b"name", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "overlap", b"overlap", "partition", b"partition", "start_time", b"start_time", "state", b"state", "step_id", b"step_id", "suspended_secs", b"suspended_secs", "tasks_per_node", b"tasks_per_node", "time_limit_min", b"time_limit_min", "usage", b"usage", "user_id", b"user_id", "user_name", b"user_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

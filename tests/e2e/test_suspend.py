@@ -4,6 +4,10 @@ What 22.05 does here (measured on the real one): an operator's `scontrol suspend
 SUSPENDED (squeue ST S, JobState=SUSPENDED, sacct SUSPENDED) and stops its processes; RunTime stops;
 `scontrol resume J` continues them and moves EndTime by the time suspended; a user, even the job's
 owner, is refused with "Access/permission denied for job J" (exit 1); scancel ends a suspended job.
+With PreemptType=preempt/partition_prio and PreemptMode=SUSPEND,GANG a job of a higher PriorityTier
+partition suspends the one holding its CPUs and starts at once; once it ends, the suspended job resumes
+(JobState=SUSPENDED Reason=None PreemptTime=None meanwhile; its steps RUNNING in squeue -s and scontrol
+show step with TIME stopped, SUSPENDED in sacct).
 """
 
 from __future__ import annotations
@@ -31,7 +35,16 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cluster = start_cluster(tmp_path_factory.mktemp("suspend"), nodes=2, accounting=True)
+    cluster = start_cluster(
+        tmp_path_factory.mktemp("suspend"),
+        nodes=2,
+        accounting=True,
+        extra=(  # batch (tier 1, the default) and urgent (tier 10) share the nodes
+            "PreemptType=preempt/partition_prio",
+            "PreemptMode=SUSPEND,GANG",
+            "PartitionName=urgent Nodes=ALL PriorityTier=10 MaxTime=INFINITE",
+        ),
+    )
     yield cluster
     stop_cluster(cluster)
 
@@ -143,3 +156,65 @@ def test_without_cgroups_the_job_is_stopped_with_signals(tmp_path: Path) -> None
         wait_until("no process of the job", lambda: not marked("suspend-signals"))
     finally:
         stop_cluster(bare)
+
+
+def step_times(c: Cluster, job: int) -> dict[str, str]:
+    """squeue -s: each step of the job -> its TIME."""
+    rows = [line.split() for line in c.ok("squeue", "-h", "-s", "-o", "%i %T %M").splitlines()]
+    return {f"{i} {state}": used for i, state, used in rows if i.startswith(f"{job}.")}
+
+
+def test_a_higher_tier_job_suspends_the_low_one_which_resumes_and_completes_when_it_ends(
+    c: Cluster, tmp_path: Path
+) -> None:
+    assert "PreemptMode=GANG,SUSPEND" in c.ok("scontrol", "show", "partition", "urgent")  # as 22.05 prints it
+    assert "PreemptMode             = GANG,SUSPEND" in c.ok("scontrol", "show", "config")
+    out = tmp_path / "count.out"
+    # about 6 s of work in a step, stopped in between: it must complete, suspended time not counted
+    script = "#!/bin/sh\nsrun sh -c 'i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo $i; sleep 0.2; done'\n"
+    low = c.submit("-c", "4", "--mem=100", "-t", "1", "-o", str(out), input=script)
+    c.wait_state(low, {"RUNNING"})
+    wait_until("the counter", lambda: out.exists() and last(out) >= 3)
+    node = c.job_field(low, "%N")
+    high = c.submit(
+        "-p", "urgent", "-w", node, "-c", "4", "--mem=100", "-o", "/dev/null", "--wrap", "sleep 8"
+    )
+
+    c.wait_state(high, {"RUNNING"}, timeout=30)  # on the CPUs the low job lent it
+    assert c.state(low) == "SUSPENDED"
+    wait_until("the low job's cgroup frozen", lambda: frozen(c, node, low))
+    shown = c.ok("scontrol", "show", "job", str(low))
+    assert "JobState=SUSPENDED Reason=None" in shown and "PreemptTime=None" in shown
+    seen, step_time = last(out), step_times(c, low)
+    time.sleep(1.5)
+    assert last(out) == seen  # really stopped
+    assert step_times(c, low) == step_time  # TIME stops (22.05), STATE stays RUNNING
+    assert sorted(step_time) == [f"{low}.0 RUNNING", f"{low}.batch RUNNING"]
+    assert "State=RUNNING" in c.ok("scontrol", "show", "step", f"{low}.0")  # as 22.05 shows it
+    wait_until(
+        "sacct's step row SUSPENDED",
+        lambda: (
+            f"{low}.0|SUSPENDED" in c.ok("sacct", "-n", "-P", "-o", "JobID,State", "-j", str(low)).split()
+        ),
+    )
+
+    assert c.wait_state(high, {"COMPLETED"}) == "COMPLETED"
+    assert c.wait_state(low, {"COMPLETED"}, timeout=40) == "COMPLETED"  # resumed, and ran to its end
+    assert out.read_text().split() == [str(i) for i in range(1, 31)]
+
+    def accounted() -> bool:
+        return sacct_state(c, low) == "COMPLETED"
+
+    wait_until("sacct COMPLETED", accounted)
+    row = c.ok("sacct", "-X", "-n", "-P", "-o", "ElapsedRaw,Suspended,Start,End", "-j", str(low)).strip()
+    elapsed, suspended, start, end = row.split("|")
+    h, m, sec = (int(x) for x in suspended.split(":"))
+    wall = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S")) - time.mktime(
+        time.strptime(start, "%Y-%m-%dT%H:%M:%S")
+    )
+    assert h * 3600 + m * 60 + sec >= 5  # the preemptor's 8 s, less what the machine's clock rounds
+    assert int(elapsed) == wall - (h * 3600 + m * 60 + sec)  # Elapsed leaves the suspension out
+    steps = dict(
+        row.split("|") for row in c.ok("sacct", "-n", "-P", "-o", "JobID,ElapsedRaw", "-j", str(low)).split()
+    )
+    assert int(steps[f"{low}.0"]) <= int(elapsed)  # so does the step's (not its wall time)

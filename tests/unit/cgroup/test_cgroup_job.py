@@ -182,3 +182,22 @@ def test_v1_freezer_stops_the_group_and_removal_kills_it_frozen(tmp_path: Path) 
         cg.remove(timeout=10)  # thaws first: a frozen process does not die of SIGKILL on v1
     assert not any(d.exists() for d in cg.dirs())
     assert os.waitpid(pid, 0)[0] == pid
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or detect_version("cgroup/v1") != "v1" or not os.path.isdir("/sys/fs/cgroup/freezer"),
+    reason="no writable cgroup v1 freezer here (needs root and the freezer controller)",
+)
+def test_a_group_left_frozen_by_an_earlier_job_of_the_same_id_is_thawed_for_the_new_one() -> None:
+    """A cluster directory reused after a suspended job's cleanup failed: the next job 1 must not start
+    frozen (its processes would never run)."""
+    rel = f"shoal/test_{uuid.uuid4().hex[:8]}/job_1"
+    earlier = JobCgroup(CgroupRequest(version="v1", relpath=rel))
+    earlier.create()
+    try:
+        assert earlier.freeze(True) and earlier.frozen()
+        later = JobCgroup(CgroupRequest(version="v1", relpath=rel))
+        later.create()
+        assert not later.frozen()
+    finally:
+        earlier.remove(timeout=10)

@@ -205,7 +205,19 @@ def test_unknown_keys_warn_with_file_and_line(tmp_path: Path) -> None:
         ("NodeName=\n", "slurm.conf:3: NodeName needs a name"),
         ("DownNodes=n7\n", "slurm.conf:3: DownNodes names unknown node n7"),
         ("PreemptType=preempt/job\n", "slurm.conf:3: invalid value for PreemptType: 'preempt/job'"),
-        ("PreemptMode=SUSPEND,GANG\n", "slurm.conf:3: PreemptMode=SUSPEND is not supported by shoal"),
+        # 22.05's own words for the combinations it refuses (scontrol on the real one)
+        (
+            "PreemptType=preempt/qos\nPreemptMode=SUSPEND\n",
+            "slurm.conf:4: PreemptMode=SUSPEND requires GANG too",
+        ),
+        ("PreemptMode=SUSPEND,GANG\n", "slurm.conf:3: PreemptType and PreemptMode values incompatible"),
+        ("PreemptType=preempt/partition_prio\n", "PreemptType and PreemptMode values incompatible"),
+        ("PreemptType=preempt/qos\nPreemptMode=GANG\n", "PreemptType and PreemptMode values incompatible"),
+        ("PreemptMode=WITHIN\n", "slurm.conf:3: PreemptMode=WITHIN is not supported by shoal"),
+        (
+            "PreemptType=preempt/partition_prio\nPreemptMode=REQUEUE\nPartitionName=p PreemptMode=SUSPEND\n",
+            "slurm.conf:5: PreemptMode=SUSPEND requires GANG in the cluster's PreemptMode",
+        ),
         ("PreemptMode=sometimes\n", "slurm.conf:3: invalid value for PreemptMode: 'sometimes'"),
         ("PreemptExemptTime=soon\n", "slurm.conf:3: invalid value for PreemptExemptTime: 'soon'"),
         ("PriorityCalcPeriod=often\n", "slurm.conf:3: invalid value for PriorityCalcPeriod: 'often'"),
@@ -214,7 +226,7 @@ def test_unknown_keys_warn_with_file_and_line(tmp_path: Path) -> None:
             "slurm.conf:3: invalid value for PriorityCalcPeriod: '0' (expected a time",
         ),
         ("PriorityCalcPeriod=-5\n", "slurm.conf:3: invalid value for PriorityCalcPeriod: '-5'"),
-        ("PartitionName=p PreemptMode=GANG\n", "slurm.conf:3: PreemptMode=GANG is not supported by shoal"),
+        ("PartitionName=p PreemptMode=CANCEL,REQUEUE\n", "slurm.conf:3: invalid value for PreemptMode"),
         ("AuthInfo=cred_expire=soon\n", "slurm.conf:3: invalid value for AuthInfo: 'cred_expire=soon'"),
     ],
     ids=lambda v: v.split("\n")[0][:40],
@@ -499,3 +511,25 @@ def test_bad_prolog_and_health_check_values_are_refused_at_file_line(
     tmp_path: Path, line: str, message: str
 ) -> None:
     assert message in error(tmp_path, HEAD + line + "\n")
+
+
+def test_suspend_gang_preemption_settings(tmp_path: Path) -> None:
+    config = load(
+        tmp_path,
+        HEAD + "PreemptType=preempt/partition_prio\nPreemptMode=suspend,gang\n"
+        "NodeName=n1\nPartitionName=low Nodes=n1 OverSubscribe=FORCE:2\n"
+        "PartitionName=high Nodes=n1 PriorityTier=10 PreemptMode=OFF\n",
+    )
+    assert (config.preempt_mode, config.preempt_gang) == ("SUSPEND", True)
+    assert [p.preempt_mode for p in config.partitions] == ["", "OFF"]
+    # no gang time-slicing: said once, naming the partitions whose OverSubscribe would have used it
+    assert [w for w in config.warnings if "time-slicing" in w] == [
+        f"{tmp_path}/slurm.conf:4: PreemptMode=GANG: shoal does no gang time-slicing (SchedulerTimeSlice);"
+        " jobs never share CPUs, so OverSubscribe on low runs no two jobs on the same CPUs"
+    ]
+    gang_only = load(tmp_path, HEAD + "PreemptMode=GANG\n")
+    assert (gang_only.preempt_type, gang_only.preempt_mode, gang_only.preempt_gang) == (
+        "preempt/none",
+        "OFF",
+        True,
+    )

@@ -10,7 +10,8 @@ import pytest
 
 from ctld.controller import Caller
 from shoal.states import run_seconds
-from tests.unit.ctld.harness import Harness, Suspend, Terminate, cluster, job
+from shoal.v1 import jobs_pb2
+from tests.unit.ctld.harness import Harness, Launch, Suspend, Terminate, cluster, job
 
 ALICE = Caller(uid=1001, gid=1001, host="login")
 
@@ -111,3 +112,93 @@ def test_a_suspended_job_on_a_failed_node_is_requeued_and_its_next_run_starts_af
     info = h.ctl.jobs[job_id]
     assert (h.state(job_id), info.restarts) == ("PENDING", 1)
     assert (info.suspend_time, info.suspended_secs, info.pre_suspend_secs) == (0, 0, 0)
+
+
+def preempting(tmp_path: Path) -> Harness:
+    """PreemptMode=SUSPEND,GANG under preempt/partition_prio: urgent (tier 10) over low, one 4-CPU node."""
+    builder = (
+        cluster()
+        .nodes(1, cpus=4)
+        .set(PreemptType="preempt/partition_prio", PreemptMode="SUSPEND,GANG", DefMemPerCPU=1000)
+        .partition("low", "n1", Default="YES")
+        .partition("urgent", "n1", PriorityTier="10")
+    )
+    return Harness.of(builder, tmp_path)
+
+
+def urgent(minutes: int) -> object:
+    builder = job().cpus(4).time(minutes)
+    builder.spec.partition = "urgent"
+    return builder
+
+
+def test_a_higher_tier_suspends_the_low_job_which_resumes_when_it_ends(tmp_path: Path) -> None:
+    h = preempting(tmp_path)
+    low = running(h, job().cpus(4).time(2))
+    info = h.ctl.jobs[low]
+    end = info.end_time
+    h.advance(30)
+    high = h.submit(urgent(1))  # type: ignore[arg-type]
+    h.schedule()
+    # the low job is stopped in place and the urgent one starts on its CPUs in the same cycle
+    assert (h.state(low), h.state(high), h.reason(low)) == ("SUSPENDED", "RUNNING", "None")
+    assert h.effects() == [Suspend("n1", low, True), Launch("n1", high)]
+    assert info.preempt_time == 0  # 22.05: PreemptTime=None for a suspended job
+    h.advance(100)  # past the low job's 2-minute limit in wall time: it is not counted
+    h.tick()
+    assert h.state(low) == "SUSPENDED"
+    h.finish(high)
+    h.schedule()
+    assert (h.state(low), run_seconds(info, int(h.clock()))) == ("RUNNING", 30)
+    assert Suspend("n1", low, False) in h.effects()
+    assert info.end_time == end + 100
+    h.advance(89)
+    h.tick()
+    assert h.state(low) == "RUNNING"  # 119 s run of its 120
+    h.advance(1)
+    h.tick()
+    assert h.state(low) == "COMPLETING"
+
+
+def test_an_operators_suspend_is_not_resumed_by_the_scheduler(tmp_path: Path) -> None:
+    h = preempting(tmp_path)
+    low = running(h, job().cpus(4).time(2))
+    h.update(low, "suspend")
+    h.effects()
+    waiting = h.submit(job().cpus(4).time(1))
+    h.schedule()
+    assert (h.state(low), h.state(waiting)) == ("SUSPENDED", "PENDING")  # it keeps what it holds
+    assert h.effects() == []
+
+
+def test_a_suspended_job_survives_a_controller_restart_and_still_resumes(tmp_path: Path) -> None:
+    h = preempting(tmp_path)
+    low = running(h, job().cpus(4).time(2))
+    high = h.submit(urgent(1))  # type: ignore[arg-type]
+    h.schedule()
+    h = h.restart()
+    assert h.state(low) == "SUSPENDED"
+    h.finish(high)
+    h.schedule()
+    assert h.state(low) == "RUNNING"
+
+
+def test_steps_of_a_suspended_job_show_running_with_their_time_stopped(h: Harness) -> None:
+    """22.05's squeue -s and scontrol show step: State=RUNNING, TIME without the suspension."""
+    from cli.stepshow import run_time
+    from shoal.v1 import controller_pb2
+
+    job_id = running(h, job().time(5))
+
+    def batch_step() -> tuple[str, int]:
+        reply = h.ctl.get_steps(controller_pb2.GetStepsRequest(step_ids=[str(job_id)]))
+        (step,) = reply.steps
+        return jobs_pb2.JobState.Name(step.state), run_time(step, reply.now)
+
+    h.advance(20)
+    h.update(job_id, "suspend")
+    h.advance(30)
+    assert batch_step() == ("RUNNING", 20)
+    h.update(job_id, "resume")
+    h.advance(10)
+    assert batch_step() == ("RUNNING", 30)

@@ -69,6 +69,8 @@ QOS_TABLE = (
     QosPreempt("normal"),
     QosPreempt("frozen", mode="OFF"),
     QosPreempt("top", preempt=frozenset({"low", "frozen", "normal"})),
+    QosPreempt("paused", mode="SUSPEND"),
+    QosPreempt("urgent", preempt=frozenset({"paused", "low"})),
 )
 
 
@@ -84,6 +86,7 @@ class Case:
     exempt: int = 0
     nodes: int = 1
     partitions: list[Partition] | None = None
+    gang: bool = False  # GANG in the cluster's PreemptMode
 
 
 def high(job_id: int, gpus: int = 8, qos: str = "high") -> JobRequest:
@@ -254,7 +257,7 @@ def snap_of(case: Case, machines: tuple[Node, ...] | None = None) -> Snapshot:
     config = Config(
         def_mem_per_cpu_mb=1000,
         scheduler="sched/backfill",
-        preempt=PreemptConfig(case.type, case.mode, case.exempt),
+        preempt=PreemptConfig(case.type, case.mode, case.exempt, case.gang),
     )
     return Snapshot(
         nodes=nodes,
