@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from ctld import job_hooks, preempt, snapshot
+from ctld import job_hooks, node_reboot, preempt, snapshot
 from ctld import jobs as jobrec
 from ctld.errors import SlurmError
 from ctld.job_lifecycle import launch_failed
@@ -77,6 +77,7 @@ def schedule(state: ClusterState) -> int:
             job.std_out, job.std_err, job.std_in = resolve_streams(job, job.batch_host)
             job.last_sched_eval = now
             tx.save(job)
+            node_reboot.job_started(state, tx, job)
             if not job.spec.batch:
                 continue  # an salloc/srun allocation: its own command runs steps in it
             node = state.nodes[job.batch_host]

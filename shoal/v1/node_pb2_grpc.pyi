@@ -42,6 +42,8 @@ class NodeAgentStub:
     """scontrol suspend/resume"""
     Reconfigure: _grpc.UnaryUnaryMultiCallable[_node_pb2.NodeReconfigRequest, _node_pb2.NodeReconfigResponse]
     """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
+    RebootNode: _grpc.UnaryUnaryMultiCallable[_node_pb2.NodeRebootRequest, _node_pb2.NodeRebootResponse]
+    """scontrol reboot: run RebootProgram (as root); the node comes back by registering with a newer boot time"""
 
 @_typing.type_check_only
 class NodeAgentAsyncStub(NodeAgentStub):
@@ -57,6 +59,8 @@ class NodeAgentAsyncStub(NodeAgentStub):
     """scontrol suspend/resume"""
     Reconfigure: _aio.UnaryUnaryMultiCallable[_node_pb2.NodeReconfigRequest, _node_pb2.NodeReconfigResponse]  # type: ignore[assignment]
     """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
+    RebootNode: _aio.UnaryUnaryMultiCallable[_node_pb2.NodeRebootRequest, _node_pb2.NodeRebootResponse]  # type: ignore[assignment]
+    """scontrol reboot: run RebootProgram (as root); the node comes back by registering with a newer boot time"""
 
 class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -117,5 +121,13 @@ class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.NodeReconfigResponse, _abc.Awaitable[_node_pb2.NodeReconfigResponse]]:
         """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
+
+    @_abc_1.abstractmethod
+    def RebootNode(
+        self,
+        request: _node_pb2.NodeRebootRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.NodeRebootResponse, _abc.Awaitable[_node_pb2.NodeRebootResponse]]:
+        """scontrol reboot: run RebootProgram (as root); the node comes back by registering with a newer boot time"""
 
 def add_NodeAgentServicer_to_server(servicer: NodeAgentServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -74,7 +74,12 @@ class Suspend:
     suspend: bool  # False: resume
 
 
-Effect = Launch | Terminate | Signal | LaunchTasks | SignalStep | Suspend
+@dataclass(frozen=True)
+class Reboot:
+    node: str  # ctld issued its reboot: its noded runs RebootProgram
+
+
+Effect = Launch | Terminate | Signal | LaunchTasks | SignalStep | Suspend | Reboot
 
 
 @dataclass
@@ -119,6 +124,9 @@ class RecordingNodes:
 
     def reconfigure(self, node: cluster_pb2.NodeInfo) -> None:
         self.reconfigured.append(node.name)
+
+    def reboot(self, node: cluster_pb2.NodeInfo) -> None:
+        self.effects.append(Reboot(node.name))
 
 
 @dataclass
