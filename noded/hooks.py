@@ -37,7 +37,8 @@ TASK_HOOK_TIMEOUT_S = None  # TaskProlog/TaskEpilog run as long as they take, as
 
 @dataclass(frozen=True)
 class HookConfig:
-    """The scripts slurm.conf names for a node's jobs (noded fills it once, at start)."""
+    """The scripts slurm.conf names for a node's jobs, and its RebootProgram (noded fills it at start
+    and at each reconfigure)."""
 
     prolog: tuple[str, ...] = ()
     epilog: tuple[str, ...] = ()
@@ -46,6 +47,7 @@ class HookConfig:
     timeout: int = 65534  # PrologEpilogTimeout
     cluster_name: str = ""
     slurm_conf: str = ""
+    reboot_program: str = ""  # RebootProgram (noded.reboot)
 
 
 def _enter(node_ns: Mapping[str, str], run_as: RunAs | None) -> None:
