@@ -45,7 +45,7 @@ Commands:
   show hostlist names           compress host names into a hostlist
   show hostlistsorted names     the same, sorted
   update JobId=id KEY=VALUE...  change a job (TimeLimit, Partition, Name ...)
-  update NodeName=hosts State=DRAIN|DOWN|RESUME|IDLE|UNDRAIN Reason="..."
+  update NodeName=hosts State=DRAIN|DOWN|RESUME|IDLE|UNDRAIN|CANCEL_REBOOT Reason="..."
   hold|uhold|release ids        hold (as admin or user) or release pending jobs
   requeue|requeuehold ids       requeue jobs (and hold them)
   suspend|resume ids            stop running jobs in place, and continue them (operators)
@@ -58,6 +58,9 @@ Commands:
   token [lifespan=N] [username=U]  a JWT for shoal-restd (AuthAltTypes=auth/jwt)
   ping                          is each controller (SlurmctldHost) up?
   reconfigure                   re-read slurm.conf in ctld and every node (operators)
+  reboot [ASAP] [nextstate=resume|down] [reason=...] NODES|ALL
+                                reboot nodes once idle, with RebootProgram (operators)
+  cancel_reboot NODES           cancel a reboot not issued yet (operators)
   takeover [INDEX]              the backup INDEX (default 1) takes over from the primary (operators)
   version                       print the version
 
@@ -106,6 +109,7 @@ NODE_STATES = (
     "FUTURE",
     "POWER_DOWN",
     "POWER_UP",
+    "CANCEL_REBOOT",
 )
 NEEDS_REASON = ("DRAIN", "DOWN", "FAIL")
 
@@ -181,6 +185,9 @@ def dispatch(word: str, args: list[str], flags: Flags) -> int:
         ("resume", 3, lambda a, f: cmd_job_action("resume", a, f)),
         ("ping", 2, cmd_ping),
         ("reconfigure", 3, cmd_reconfigure),
+        ("reboot", 3, cmd_reboot),
+        ("reboot_nodes", 7, cmd_reboot),
+        ("cancel_reboot", 3, cmd_cancel_reboot),
         ("takeover", 5, cmd_takeover),
         ("version", 4, cmd_version),
         ("create", 2, cmd_create),
@@ -584,6 +591,71 @@ def update_node(pairs: list[tuple[str, str]], flags: Flags) -> int:
     return 0
 
 
+# --- reboot ----------------------------------------------------------------------------------
+
+REBOOT_NEXT_STATES = ("DOWN", "RESUME")
+
+
+@dataclass
+class RebootRequest:
+    nodes: str = ""
+    asap: bool = False
+    next_state: str = ""
+    reason: str = ""
+
+
+def parse_reboot(args: Sequence[str]) -> RebootRequest:
+    """`reboot [ASAP] [nextstate=resume|down] [reason=...] NODELIST|ALL`, refused in 22.05's words."""
+    req = RebootRequest()
+    for word in args:
+        key, eq, value = word.partition("=")
+        if not eq and key.lower() == "asap":
+            req.asap = True
+        elif eq and key.lower() == "nextstate":
+            if value.upper() not in REBOOT_NEXT_STATES:
+                raise Failure(f"Invalid state: {value}", f"Valid states: {', '.join(REBOOT_NEXT_STATES)}")
+            req.next_state = value.upper()
+        elif eq and key.lower() == "reason":
+            if not value:
+                raise Failure("missing reason")
+            req.reason = value
+        elif req.nodes:
+            raise Failure("too many arguments for keyword:reboot")
+        else:
+            req.nodes = word
+    if not req.nodes:
+        raise Failure("Missing node list. Specify ALL|<NodeList>")
+    return req
+
+
+def cmd_reboot(args: list[str], flags: Flags) -> int:
+    from cli.common import CommandError, ctld
+    from shoal.v1 import controller_pb2
+
+    req = parse_reboot(args)
+    request = controller_pb2.RebootNodesRequest(
+        nodes=req.nodes, asap=req.asap, next_state=req.next_state, reason=req.reason
+    )
+    try:
+        ctld("RebootNodes", request, controller_pb2.RebootNodesResponse)
+    except CommandError as exc:
+        if getattr(exc.__cause__, "code", None) == FAILED_PRECONDITION:  # no RebootProgram: 22.05's two lines
+            raise Failure(
+                f"{PROG}: error: {exc.message}", "scontrol_reboot_nodes error: Unspecified error"
+            ) from exc
+        raise Failure(f"scontrol_reboot_nodes error: {exc.message}") from exc
+    return 0
+
+
+def cmd_cancel_reboot(args: list[str], flags: Flags) -> int:
+    """`cancel_reboot NODELIST`: an update of the nodes to CANCEL_REBOOT, as 22.05 sends it."""
+    if not args:
+        raise Failure("missing argument for keyword:cancel_reboot")
+    if len(args) > 1:
+        raise Failure("too many arguments for keyword:cancel_reboot")
+    return update_node([("NodeName", args[0]), ("State", "CANCEL_REBOOT")], flags)
+
+
 # --- hold, release, requeue, top -------------------------------------------------------------
 
 
@@ -686,7 +758,9 @@ def cmd_delete(args: list[str], flags: Flags) -> int:
 
 # --- token ---------------------------------------------------------------------------------
 
-FAILED_PRECONDITION = 9  # gRPC code of "JWT is not configured": Slurm then prints only the last line
+# gRPC code of "JWT is not configured" (Slurm then prints only the last line) and of "RebootProgram
+# isn't defined" (22.05's scontrol says it as its own error first)
+FAILED_PRECONDITION = 9
 
 
 def cmd_token(args: list[str], flags: Flags) -> int:

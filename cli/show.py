@@ -280,6 +280,7 @@ def format_node(node: cluster_pb2.NodeInfo, now: int, details: bool = False) -> 
         f" Sockets={node.sockets} Boards={node.boards or 1}",
         f"State={node.state} ThreadsPerCore={node.threads_per_core} TmpDisk={node.tmp_disk_mb}"
         f" Weight={node.weight or 1} Owner=N/A MCS_label=N/A",
+        f"NextState={node.next_state}" if node.next_state else "",  # while a reboot is pending
         f"Partitions={','.join(node.partitions)} " if node.partitions else "",
         f"BootTime={format_timestamp(node.boot_time or hw.boot_time, unknown='None')}"
         f" SlurmdStartTime={format_timestamp(node.noded_start_time, unknown='None')}",

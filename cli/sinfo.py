@@ -78,38 +78,50 @@ def _is_other(node: cluster_pb2.NodeInfo) -> bool:
     return node.drain and base == "IDLE"
 
 
-def node_state_compact(node: cluster_pb2.NodeInfo) -> str:
-    """sinfo %t: idle, alloc, mix, down, drain, drng, comp, unk ... with "*" when not responding."""
+_BASE_WORDS = {"IDLE": "idle", "ALLOCATED": "alloc", "MIXED": "mix", "UNKNOWN": "unk", "FUTURE": "futr"}
+
+
+def _draining(node: cluster_pb2.NodeInfo) -> bool:
+    """Drained with jobs still on it (allocated, mixed or completing): DRAINING; without: DRAINED."""
     base = node.base_state or node.state.split("+")[0]
+    return node.drain and (base in ("ALLOCATED", "MIXED") or node.completing)
+
+
+def _state_words(node: cluster_pb2.NodeInfo) -> tuple[str, str, str]:
+    """(compact, long, suffix) of sinfo's %t and %T, as 22.05 prints them (measured on it):
+    idle/idle, mix/mixed, drain/drained, drng/draining, comp/completing ...; a reboot pending is "@"
+    (drng@, mix@ -- an idle node waiting for its reboot too -- alloc@), "boot"/"reboot" for a drained
+    idle or DOWN one, "boot^" once issued; "*" when the node does not respond."""
+    base = node.base_state or node.state.split("+")[0]
+    plain = "*" if node.not_responding else ""
+    suffix = plain or ("^" if node.reboot_issued else "@" if node.reboot_requested else "")
+    if node.reboot_issued:
+        return "boot", "reboot", suffix
     if base == "DOWN":
-        word = "down"
-    elif node.drain:
-        word = "drng" if base in ("ALLOCATED", "MIXED") or node.completing else "drain"
-    elif node.completing:
-        word = "comp"
-    elif node.maint and base == "IDLE":
-        word = "maint"
-    else:
-        word = {"IDLE": "idle", "ALLOCATED": "alloc", "MIXED": "mix", "UNKNOWN": "unk", "FUTURE": "futr"}.get(
-            base, base.lower()[:5]
-        )
-    return word + ("*" if node.not_responding else "")
+        return ("boot", "reboot", plain) if node.reboot_requested else ("down", "down", suffix)
+    if node.drain:
+        if _draining(node):
+            return "drng", "draining", suffix
+        return ("boot", "reboot", plain) if node.reboot_requested else ("drain", "drained", suffix)
+    if node.completing:
+        return "comp", "completing", suffix
+    if node.maint and base == "IDLE":
+        return "maint", "maint", suffix
+    if node.reboot_requested and base == "IDLE":
+        return "mix", "mixed", suffix
+    return _BASE_WORDS.get(base, base.lower()[:5]), base.lower(), suffix
+
+
+def node_state_compact(node: cluster_pb2.NodeInfo) -> str:
+    """sinfo %t: idle, alloc, mix, down, drain, drng, comp, boot, unk ... with its suffix (* @ ^)."""
+    compact, _, suffix = _state_words(node)
+    return compact + suffix
 
 
 def node_state_long(node: cluster_pb2.NodeInfo) -> str:
-    """sinfo %T: idle, allocated, mixed, down, drained, draining, completing ... ("*" when not responding)."""
-    base = node.base_state or node.state.split("+")[0]
-    if base == "DOWN":
-        word = "down"
-    elif node.drain:
-        word = "draining" if base in ("ALLOCATED", "MIXED") or node.completing else "drained"
-    elif node.completing:
-        word = "completing"
-    elif node.maint and base == "IDLE":
-        word = "maint"
-    else:
-        word = base.lower()
-    return word + ("*" if node.not_responding else "")
+    """sinfo %T: idle, allocated, mixed, down, drained, draining, completing, reboot ... with its suffix."""
+    _, long, suffix = _state_words(node)
+    return long + suffix
 
 
 _STATE_TESTS: dict[str, Callable[[cluster_pb2.NodeInfo], bool]] = {
@@ -120,9 +132,9 @@ _STATE_TESTS: dict[str, Callable[[cluster_pb2.NodeInfo], bool]] = {
     "mixed": lambda n: n.base_state == "MIXED",
     "down": lambda n: n.base_state == "DOWN",
     "drain": lambda n: n.drain,
-    "drained": lambda n: n.drain and n.base_state not in ("ALLOCATED", "MIXED"),
-    "draining": lambda n: n.drain and n.base_state in ("ALLOCATED", "MIXED"),
-    "drng": lambda n: n.drain and n.base_state in ("ALLOCATED", "MIXED"),
+    "drained": lambda n: n.drain and not _draining(n),
+    "draining": _draining,
+    "drng": _draining,
     "comp": lambda n: n.completing,
     "completing": lambda n: n.completing,
     "unk": lambda n: n.base_state == "UNKNOWN",
@@ -130,6 +142,10 @@ _STATE_TESTS: dict[str, Callable[[cluster_pb2.NodeInfo], bool]] = {
     "futr": lambda n: n.base_state == "FUTURE",
     "future": lambda n: n.base_state == "FUTURE",
     "maint": lambda n: n.maint,
+    "boot": lambda n: n.reboot_requested or n.reboot_issued,
+    "reboot": lambda n: n.reboot_requested or n.reboot_issued,
+    "reboot_requested": lambda n: n.reboot_requested,
+    "reboot_issued": lambda n: n.reboot_issued,
     "no_respond": lambda n: n.not_responding,
     "resp": lambda n: not n.not_responding,
 }

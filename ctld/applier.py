@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from ctld import alloc_prolog, job_suspend, preempt, snapshot
+from ctld import alloc_prolog, job_suspend, node_reboot, preempt, snapshot
 from ctld import jobs as jobrec
 from ctld.errors import SlurmError
 from ctld.sched import cycle as sched_cycle
@@ -82,6 +82,7 @@ def schedule(state: ClusterState) -> int:
             job.std_out, job.std_err, job.std_in = resolve_streams(job, job.batch_host)
             job.last_sched_eval = now
             tx.save(job)
+            node_reboot.job_started(state, tx, job)
             # its Prologs first (PrologFlags=Alloc), else the batch script at once (ctld.alloc_prolog)
             alloc_prolog.start(state, tx, job)
             if job.spec.batch:

@@ -3,7 +3,8 @@
 Nothing is decided here; each method names the module that does the work:
   queries (GetJobs/GetNodes/GetPartitions/GetConfig), priority_report (sprio, sshare), submit,
   applier (one scheduling cycle), job_lifecycle (completion, cancel/signal), job_update (hold,
-  release, requeue, update, top), node_lifecycle (registration, pings, update_node), steps (srun),
+  release, requeue, update, top), node_lifecycle (registration, pings, update_node), node_reboot
+  (scontrol reboot), steps (srun),
   reservations, housekeeping, reconfigure (scontrol reconfigure, SIGHUP). ctld/state.py owns the lock, the store and the after-commit effects.
 """
 
@@ -20,6 +21,7 @@ from ctld import (
     job_lifecycle,
     job_update,
     node_lifecycle,
+    node_reboot,
     priority_report,
     queries,
     why,
@@ -142,6 +144,9 @@ class Controller:
 
     def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:
         node_lifecycle.update_node(self.state, req, caller)
+
+    def reboot_nodes(self, req: controller_pb2.RebootNodesRequest, caller: Caller) -> None:
+        node_reboot.request(self.state, req, caller)
 
     def nodes_to_ping(self) -> list[cluster_pb2.NodeInfo]:
         return node_lifecycle.nodes_to_ping(self.state)

@@ -22,6 +22,7 @@ from shoal.v1 import controller_pb2, jobs_pb2
 RPC_TYPES: dict[str, tuple[str, int]] = {
     "RegisterNode": ("MESSAGE_NODE_REGISTRATION_STATUS", 1002),
     "Ping": ("REQUEST_PING", 1008),
+    "RebootNodes": ("REQUEST_REBOOT_NODES", 1015),
     "GetConfig": ("REQUEST_BUILD_INFO", 2001),
     "GetJobs": ("REQUEST_JOB_INFO", 2003),
     "GetSteps": ("REQUEST_JOB_STEP_INFO", 2005),

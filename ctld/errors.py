@@ -31,4 +31,6 @@ NODE_CONFIG_UNAVAILABLE = "Requested node configuration is not available"
 INVALID_GRES = "Invalid generic resource (gres) specification"
 DEPENDENCY_PROBLEM = "Job dependency problem"
 INVALID_NODE_NAME = "Invalid node name specified"
+INVALID_NODE_STATE = "Invalid node state specified"
+INVALID_USER = "Invalid user id"  # slurmctld's answer to a user's operator-only request
 NODE_COUNT_INVALID = "Node count specification invalid"

@@ -138,6 +138,11 @@ class GrpcNodeActions:
                 threading.Event().wait(0.5 * (attempt + 1))
         on_done("node unreachable", True)
 
+    def reboot(self, node: cluster_pb2.NodeInfo) -> None:
+        """scontrol reboot, once the node is idle: its noded runs RebootProgram (a node that never gets the
+        call stays REBOOT_ISSUED until ResumeTimeout)."""
+        self._pool.submit(self._retrying, node, "RebootNode", node_pb2.NodeRebootRequest(node=node.name))
+
     def ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
         self._pool.submit(self._ping, node, ctld_start_time, on_answer)
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from ctld import node_reboot
 from ctld import nodes as noderec
-from ctld.errors import ACCESS_DENIED, PERMISSION_DENIED, SlurmError
+from ctld.errors import INVALID_NODE_STATE, INVALID_USER, PERMISSION_DENIED, SlurmError
 from ctld.nodes import registration_problems
 from ctld.state import Caller, ClusterState, Transaction, user_name
 from ctld.transitions import end_by_node_failure, finish, requeue
-from shoal import hostlist
 from shoal.states import ACTIVE_STATES
 from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2
 
@@ -24,25 +24,22 @@ NOT_RESPONDING = "Not responding"
 
 
 def update_node(state: ClusterState, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:
-    """scontrol update NodeName=... State=DRAIN|DOWN|FAIL|RESUME|IDLE|UNDRAIN Reason=..."""
+    """scontrol update NodeName=... State=DRAIN|DOWN|FAIL|RESUME|IDLE|UNDRAIN|CANCEL_REBOOT Reason=...
+    (also scontrol cancel_reboot); NodeName=ALL names every node."""
     if not state.is_operator(caller):
-        raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
-    try:
-        names = hostlist.expand(req.nodes)
-    except hostlist.HostlistError as exc:
-        raise SlurmError("Invalid node name specified") from exc
+        raise SlurmError(INVALID_USER, PERMISSION_DENIED)  # 22.05's words for a user's update
     fields = {kv.key.lower(): kv.value for kv in req.fields}
     now = state.now()
     with state.transaction() as tx:
-        for name in names:
-            if name not in state.nodes:
-                raise SlurmError("Invalid node name specified")
+        names = noderec.named(state.nodes, req.nodes)
         wanted = fields.get("state", "").upper()
         reason = fields.get("reason", "")
         if wanted in ("DRAIN", "DOWN", "FAIL") and not reason:
             raise SlurmError("You must specify a reason when DOWNING or DRAINING a node. Request denied")
-        if wanted and wanted not in ("DRAIN", "DOWN", "FAIL", "RESUME", "IDLE", "UNDRAIN"):
-            raise SlurmError("Invalid node state specified")
+        if wanted and wanted not in ("DRAIN", "DOWN", "FAIL", "RESUME", "IDLE", "UNDRAIN", "CANCEL_REBOOT"):
+            raise SlurmError(INVALID_NODE_STATE)
+        if wanted == "CANCEL_REBOOT" and any(not state.nodes[n].info.reboot_requested for n in names):
+            raise SlurmError(INVALID_NODE_STATE)  # no reboot pending, or one already issued
         for name in names:
             node = state.nodes[name]
             info = node.info
@@ -51,8 +48,14 @@ def update_node(state: ClusterState, req: controller_pb2.UpdateNodeRequest, call
             elif wanted == "DOWN":
                 info.base_state = "DOWN"
                 fail_jobs_on(state, tx, name, now)
+            elif wanted == "CANCEL_REBOOT":
+                node_reboot.cancel(info)
             elif wanted in ("RESUME", "IDLE", "UNDRAIN"):
                 info.drain = False
+                if wanted == "UNDRAIN":
+                    node_reboot.undrained(info)
+                else:  # a pending or issued reboot goes too, as 22.05's resume does
+                    node_reboot.forget(info)
                 if wanted != "UNDRAIN" and info.base_state == "DOWN":
                     info.base_state = "IDLE" if node.registered else "UNKNOWN"
                 info.reason = ""
@@ -103,6 +106,11 @@ def register_node(
         info.not_responding = False
         if req.hardware.gpus:
             node.gpu_types.update({g.index: g.type for g in req.hardware.gpus})
+        # a node whose reboot was issued is back (to its NextState) or still on its way: either way
+        # ReturnToService has no say
+        reboot_issued = info.reboot_issued
+        if reboot_issued:
+            node_reboot.registered(node, previous_boot, req.hardware.boot_time)
         problems = registration_problems(node.conf, req.hardware)
         if problems:
             info.drain = True
@@ -112,7 +120,7 @@ def register_node(
             info.reason_user = "slurm"
             log.warning("node %s drained: %s", req.name, info.reason)
         rts = state.cfg.return_to_service
-        if info.base_state == "DOWN":
+        if info.base_state == "DOWN" and not reboot_issued:
             if rts == 2 or (rts == 1 and info.reason == NOT_RESPONDING):
                 info.base_state = "IDLE"
                 info.reason = "" if not problems else info.reason
@@ -216,7 +224,7 @@ def node_contact(state: ClusterState, name: str, ok: bool, running: Iterable[int
         if node is None:
             return
         if not ok:
-            if node.registered:
+            if node.registered and not node.info.reboot_issued:  # a rebooting node is away: no news
                 node.info.not_responding = True
             return
         node.last_contact = state.clock()
@@ -225,7 +233,9 @@ def node_contact(state: ClusterState, name: str, ok: bool, running: Iterable[int
             _terminate_orphans(state, tx, name, running) if running is not None and node.registered else 0
         )
         rts = state.cfg.return_to_service
-        returns = (rts == 2 and info.not_responding) or (rts == 1 and info.reason == NOT_RESPONDING)
+        returns = not info.reboot_issued and (
+            (rts == 2 and info.not_responding) or (rts == 1 and info.reason == NOT_RESPONDING)
+        )
         if info.base_state == "DOWN" and node.registered and running is not None and not orphans and returns:
             log.info("node %s responds again: returned to service", name)
             info.base_state = "IDLE"

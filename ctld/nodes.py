@@ -6,10 +6,12 @@ A node's record is a NodeInfo message (persisted for the admin parts: drain, dow
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ctld.errors import INVALID_NODE_NAME, SlurmError
 from ctld.gpus import gres_difference
+from shoal import hostlist
 from shoal.arrayspec import format_task_ids
 from shoal.conf import NodeConf, SlurmConfig, format_gres
 from shoal.states import ACTIVE_STATES
@@ -90,6 +92,19 @@ def new_runtime(cfg: SlurmConfig, conf: NodeConf, saved: bytes | None) -> NodeRu
     return NodeRuntime(conf=conf, info=info, gpu_types=gpu_types_from_conf(conf))
 
 
+def named(nodes: Mapping[str, NodeRuntime], text: str) -> list[str]:
+    """The nodes a command names: a hostlist, or ALL (every node, as Slurm's update and reboot take it)."""
+    if text.upper() == "ALL":
+        return list(nodes)
+    try:
+        names = hostlist.expand(text)
+    except hostlist.HostlistError as exc:
+        raise SlurmError(INVALID_NODE_NAME) from exc
+    if not names or any(name not in nodes for name in names):
+        raise SlurmError(INVALID_NODE_NAME)
+    return names
+
+
 def registration_problems(conf: NodeConf, hw: cluster_pb2.NodeHardware) -> list[str]:
     """Why a registering node is short of its configuration (Slurm drains it with this reason)."""
     problems = []
@@ -107,7 +122,8 @@ def registration_problems(conf: NodeConf, hw: cluster_pb2.NodeHardware) -> list[
 
 
 def long_state(info: cluster_pb2.NodeInfo, alloc_cpus: int, completing: bool) -> tuple[str, str]:
-    """(base, long) state as scontrol prints it: IDLE, MIXED, ALLOCATED, DOWN, IDLE+DRAIN, DOWN*..."""
+    """(base, long) state as scontrol prints it: IDLE, MIXED, ALLOCATED, DOWN, IDLE+DRAIN,
+    MIXED+DRAIN+REBOOT_REQUESTED, DOWN+REBOOT_ISSUED, IDLE+NOT_RESPONDING ... (22.05's flag order)."""
     base = info.base_state or "UNKNOWN"
     if base in ("IDLE", "ALLOCATED", "MIXED"):
         if alloc_cpus <= 0:
@@ -121,6 +137,10 @@ def long_state(info: cluster_pb2.NodeInfo, alloc_cpus: int, completing: bool) ->
         flags.append("COMPLETING")
     if info.drain:
         flags.append("DRAIN")
+    if info.reboot_requested:
+        flags.append("REBOOT_REQUESTED")
+    if info.reboot_issued:
+        flags.append("REBOOT_ISSUED")
     if info.not_responding:
         flags.append("NOT_RESPONDING")
     if info.maint:

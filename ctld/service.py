@@ -161,6 +161,13 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return pb.UpdateNodeResponse()
 
     @_slurm_errors
+    def RebootNodes(
+        self, request: pb.RebootNodesRequest, context: grpc.ServicerContext
+    ) -> pb.RebootNodesResponse:
+        self.ctl.reboot_nodes(request, _caller())
+        return pb.RebootNodesResponse()
+
+    @_slurm_errors
     def Reconfigure(self, request: pb.ReconfigRequest, context: grpc.ServicerContext) -> pb.ReconfigResponse:
         if not self.ctl.is_operator(_caller()):
             raise SlurmError("Invalid user id", PERMISSION_DENIED)  # slurmctld's answer to a user

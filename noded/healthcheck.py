@@ -56,6 +56,7 @@ def selected(states: Sequence[str], node_state: str) -> bool:
 
 
 def environment(node: HostedNode, slurm_conf: str) -> dict[str, str]:
+    """What the programs noded runs for a node itself get (HealthCheckProgram, RebootProgram)."""
     bindir = os.path.dirname(sys.executable)
     env = {"SLURMD_NODENAME": node.name, "SLURM_CONF": slurm_conf, "PATH": f"{bindir}:{SYSTEM_PATH}"}
     if os.environ.get(FAKE_ENV):  # absent hardware: the program sees the fake NVML noded sees

@@ -41,7 +41,8 @@ TASK_HOOK_TIMEOUT_S = None  # TaskProlog/TaskEpilog run as long as they take, as
 
 @dataclass(frozen=True)
 class HookConfig:
-    """The scripts slurm.conf names for a node's jobs (noded fills it once, at start)."""
+    """The scripts slurm.conf names for a node's jobs, and its RebootProgram (noded fills it at start
+    and at each reconfigure)."""
 
     prolog: tuple[str, ...] = ()
     epilog: tuple[str, ...] = ()
@@ -51,6 +52,7 @@ class HookConfig:
     cluster_name: str = ""
     slurm_conf: str = ""
     flags: tuple[str, ...] = ()  # PrologFlags, upper-case (shoal.conf.slurm)
+    reboot_program: str = ""  # RebootProgram (noded.reboot)
 
     @property
     def at_allocation(self) -> bool:

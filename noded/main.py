@@ -27,7 +27,7 @@ from typing import Any
 import grpc
 
 import shoal
-from noded import jobs, nodens, stepd_spawn
+from noded import jobs, nodens, reboot, stepd_spawn
 from noded.discovery import discover_hardware, hardware_for
 from noded.gpu import discovery as gpu_discovery
 from noded.gpu.discovery import load_backend, to_proto
@@ -285,7 +285,7 @@ def node_identities(cfg: SlurmConfig, nodes: list[HostedNode]) -> list[HostedNod
 
 
 def hook_config(cfg: SlurmConfig) -> HookConfig:
-    """The job scripts slurm.conf names (Prolog, Epilog, TaskProlog, TaskEpilog)."""
+    """The scripts slurm.conf names (Prolog, Epilog, TaskProlog, TaskEpilog, RebootProgram)."""
     return HookConfig(
         prolog=cfg.prolog,
         epilog=cfg.epilog,
@@ -295,6 +295,7 @@ def hook_config(cfg: SlurmConfig) -> HookConfig:
         cluster_name=cfg.cluster_name,
         slurm_conf=os.path.abspath(cfg.path),
         flags=cfg.prolog_flags,
+        reboot_program=cfg.reboot_program,
     )
 
 
@@ -369,6 +370,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         raise StartError(exc.message) from exc
     _setup_logging(cfg, args, nodes[0].name)
     prepare_spools(nodes)
+    for node in nodes:  # an emulated node rebooted by its RebootProgram (noded.reboot) boots now
+        reboot.boot_at_start(node, start_time)
     for node in nodes:  # before serving: what was lost while no noded ran is a node failure (noded.jobs)
         lost = jobs.sweep_after_start(node.spool)
         if lost:
@@ -394,7 +397,9 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         current = discover_hardware()
         current.ClearField("gpus")
         current.gpus.extend(node_gpus[node.name])
-        return hardware_for(node.conf, current, node.emulated)
+        reported = hardware_for(node.conf, current, node.emulated)
+        reported.boot_time = reboot.boot_time(node, reported.boot_time)
+        return reported
 
     service = NodeAgentService(
         {n.name: n for n in nodes}, key, admin_uids(cfg), float(cfg.kill_wait), start_time

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import grpc
 
-from noded import job_hooks, jobs, suspend, tasks
+from noded import job_hooks, jobs, reboot, suspend, tasks
 from noded.discovery import cpu_load, free_memory_mb
 from noded.launcher import LaunchFailed, LaunchRefused, launch_batch
 from noded.node import HostedNode
@@ -261,6 +261,18 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
             finally:
                 self._reloading.release()
         return node_pb2.NodeReconfigResponse()
+
+    def RebootNode(
+        self, request: node_pb2.NodeRebootRequest, context: grpc.ServicerContext
+    ) -> node_pb2.NodeRebootResponse:
+        """ctld issued this node's reboot (scontrol reboot): run RebootProgram as root, in the background."""
+        self._require_admin(context)
+        node = self._node(request.node, context)
+        problem = reboot.start(node)
+        if problem:
+            log.error("%s: reboot refused: %s", node.name, problem)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, problem)
+        return node_pb2.NodeRebootResponse()
 
     def configure(self, nodes: Mapping[str, HostedNode], kill_wait: float) -> None:
         """Serve `nodes` (the same names, their settings read again) with this KillWait from now on."""

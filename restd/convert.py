@@ -121,6 +121,10 @@ def _node_states(node: cluster_pb2.NodeInfo) -> list[str]:
     states = [base]
     if node.drain:
         states.append("DRAIN")
+    if node.reboot_requested:
+        states.append("REBOOT_REQUESTED")
+    if node.reboot_issued:
+        states.append("REBOOT_ISSUED")
     if node.not_responding:
         states.append("NOT_RESPONDING")
     if node.completing:
@@ -140,6 +144,7 @@ def node(n: cluster_pb2.NodeInfo) -> Json:
         "hostname": n.hostname,
         "port": n.port,
         "state": _node_states(n),
+        "next_state_after_reboot": [n.next_state] if n.next_state else [],
         "cpus": n.cpus,
         "alloc_cpus": n.alloc_cpus,
         "alloc_idle_cpus": max(0, n.cpus - n.alloc_cpus),

@@ -230,6 +230,10 @@ def _node_states(node: cluster_pb2.NodeInfo) -> set[str]:
         states.add("noresp")
     if node.maint:
         states.add("maint")
+    if node.reboot_requested:
+        states.add("reboot_req")
+    if node.reboot_issued:
+        states.add("reboot_issued")
     if "RESERVED" in node.state.upper():
         states.add("resv")
     return states

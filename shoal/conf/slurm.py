@@ -217,6 +217,10 @@ class SlurmConfig:
     health_check_program: str = ""
     health_check_interval: int = 0
     health_check_node_state: tuple[str, ...] = ("ANY",)
+    reboot_program: str = ""
+    """Run by noded as root on `scontrol reboot` (etc/reboot/restart_noded.py for emulated nodes)."""
+    resume_timeout: int = 60
+    """Seconds a rebooted node has to register again before it goes DOWN ("reboot timed out")."""
     nodes: tuple[NodeConf, ...] = ()
     partitions: tuple[PartitionConf, ...] = ()
     gres_conf: GresConf = field(default_factory=lambda: GresConf(""))
@@ -667,6 +671,8 @@ class _Builder:
             health_check_program=top.text("HealthCheckProgram", ""),
             health_check_interval=top.integer("HealthCheckInterval", 0),
             health_check_node_state=_health_check_node_state(top),
+            reboot_program=top.text("RebootProgram", ""),
+            resume_timeout=top.integer("ResumeTimeout", 60),
             nodes=tuple(self.nodes.values()),
             partitions=tuple(partitions),
             gres_conf=gres_conf,

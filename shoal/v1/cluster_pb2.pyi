@@ -178,6 +178,12 @@ class NodeInfo(_message.Message):
     TMP_DISK_MB_FIELD_NUMBER: _builtins.int
     REASON_USER_FIELD_NUMBER: _builtins.int
     MAINT_FIELD_NUMBER: _builtins.int
+    REBOOT_REQUESTED_FIELD_NUMBER: _builtins.int
+    REBOOT_ISSUED_FIELD_NUMBER: _builtins.int
+    NEXT_STATE_FIELD_NUMBER: _builtins.int
+    REBOOT_DRAINED_FIELD_NUMBER: _builtins.int
+    REBOOT_REASON_FIELD_NUMBER: _builtins.int
+    REBOOT_ISSUED_TIME_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     addr: _builtins.str
     hostname: _builtins.str
@@ -217,6 +223,21 @@ class NodeInfo(_message.Message):
     reason_user: _builtins.str
     maint: _builtins.bool
     """in an active MAINT reservation (IDLE+MAINTENANCE+RESERVED, sinfo "maint")"""
+    reboot_requested: _builtins.bool
+    """scontrol reboot (ctld/node_reboot.py): requested (waiting for the node to be idle), then issued
+    (RebootProgram running; DOWN until the node registers with a newer boot time or ResumeTimeout)
+    State=...+REBOOT_REQUESTED, sinfo "@"
+    """
+    reboot_issued: _builtins.bool
+    """State=DOWN+REBOOT_ISSUED, sinfo "boot^" """
+    next_state: _builtins.str
+    """"RESUME" or "DOWN" while a reboot is pending (NextState=)"""
+    reboot_drained: _builtins.bool
+    """ASAP: the request drained the node (cancel_reboot undrains it)"""
+    reboot_reason: _builtins.bool
+    """the request set the reason (": reboot issued" is appended to it)"""
+    reboot_issued_time: _builtins.int
+    """ResumeTimeout counts from here"""
     @_builtins.property
     def features(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -263,10 +284,16 @@ class NodeInfo(_message.Message):
         tmp_disk_mb: _builtins.int = ...,
         reason_user: _builtins.str = ...,
         maint: _builtins.bool = ...,
+        reboot_requested: _builtins.bool = ...,
+        reboot_issued: _builtins.bool = ...,
+        next_state: _builtins.str = ...,
+        reboot_drained: _builtins.bool = ...,
+        reboot_reason: _builtins.bool = ...,
+        reboot_issued_time: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hardware", b"hardware"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "alloc_cpus", b"alloc_cpus", "alloc_gpus", b"alloc_gpus", "alloc_mem_mb", b"alloc_mem_mb", "base_state", b"base_state", "boards", b"boards", "boot_time", b"boot_time", "completing", b"completing", "cores_per_socket", b"cores_per_socket", "cpus", b"cpus", "drain", b"drain", "features", b"features", "gres", b"gres", "gres_used", b"gres_used", "hardware", b"hardware", "hostname", b"hostname", "last_busy_time", b"last_busy_time", "maint", b"maint", "name", b"name", "noded_start_time", b"noded_start_time", "not_responding", b"not_responding", "partitions", b"partitions", "port", b"port", "real_memory_mb", b"real_memory_mb", "reason", b"reason", "reason_time", b"reason_time", "reason_uid", b"reason_uid", "reason_user", b"reason_user", "sockets", b"sockets", "state", b"state", "threads_per_core", b"threads_per_core", "tmp_disk_mb", b"tmp_disk_mb", "total_gpus", b"total_gpus", "version", b"version", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["addr", b"addr", "alloc_cpus", b"alloc_cpus", "alloc_gpus", b"alloc_gpus", "alloc_mem_mb", b"alloc_mem_mb", "base_state", b"base_state", "boards", b"boards", "boot_time", b"boot_time", "completing", b"completing", "cores_per_socket", b"cores_per_socket", "cpus", b"cpus", "drain", b"drain", "features", b"features", "gres", b"gres", "gres_used", b"gres_used", "hardware", b"hardware", "hostname", b"hostname", "last_busy_time", b"last_busy_time", "maint", b"maint", "name", b"name", "next_state", b"next_state", "noded_start_time", b"noded_start_time", "not_responding", b"not_responding", "partitions", b"partitions", "port", b"port", "real_memory_mb", b"real_memory_mb", "reason", b"reason", "reason_time", b"reason_time", "reason_uid", b"reason_uid", "reason_user", b"reason_user", "reboot_drained", b"reboot_drained", "reboot_issued", b"reboot_issued", "reboot_issued_time", b"reboot_issued_time", "reboot_reason", b"reboot_reason", "reboot_requested", b"reboot_requested", "sockets", b"sockets", "state", b"state", "threads_per_core", b"threads_per_core", "tmp_disk_mb", b"tmp_disk_mb", "total_gpus", b"total_gpus", "version", b"version", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -817,6 +817,55 @@ class UpdateNodeResponse(_message.Message):
 Global___UpdateNodeResponse: _TypeAlias = UpdateNodeResponse  # noqa: Y015
 
 @_typing.final
+class RebootNodesRequest(_message.Message):
+    """scontrol reboot [ASAP] [nextstate=resume|down] [reason=...] NODELIST|ALL"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODES_FIELD_NUMBER: _builtins.int
+    ASAP_FIELD_NUMBER: _builtins.int
+    NEXT_STATE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    nodes: _builtins.str
+    """hostlist, or ALL"""
+    asap: _builtins.bool
+    """drain first: no new jobs; reboot once the running ones end"""
+    next_state: _builtins.str
+    """RESUME (default) or DOWN: the node's state once it is back"""
+    reason: _builtins.str
+    """"" = Slurm's default ("reboot requested", "Reboot ASAP")"""
+    def __init__(
+        self,
+        *,
+        nodes: _builtins.str = ...,
+        asap: _builtins.bool = ...,
+        next_state: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["asap", b"asap", "next_state", b"next_state", "nodes", b"nodes", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RebootNodesRequest: _TypeAlias = RebootNodesRequest  # noqa: Y015
+
+@_typing.final
+class RebootNodesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RebootNodesResponse: _TypeAlias = RebootNodesResponse  # noqa: Y015
+
+@_typing.final
 class PingRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -75,6 +75,11 @@ class ControllerStub:
                 request_serializer=shoal_dot_v1_dot_controller__pb2.UpdateNodeRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.UpdateNodeResponse.FromString,
                 _registered_method=True)
+        self.RebootNodes = channel.unary_unary(
+                '/shoal.v1.Controller/RebootNodes',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.RebootNodesRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.RebootNodesResponse.FromString,
+                _registered_method=True)
         self.Ping = channel.unary_unary(
                 '/shoal.v1.Controller/Ping',
                 request_serializer=shoal_dot_v1_dot_controller__pb2.PingRequest.SerializeToString,
@@ -230,6 +235,13 @@ class ControllerServicer:
 
     def UpdateNode(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RebootNodes(self, request, context):
+        """scontrol reboot (operators)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -413,6 +425,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.UpdateNode,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.UpdateNodeRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.UpdateNodeResponse.SerializeToString,
+            ),
+            'RebootNodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.RebootNodes,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.RebootNodesRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.RebootNodesResponse.SerializeToString,
             ),
             'Ping': grpc.unary_unary_rpc_method_handler(
                     servicer.Ping,
@@ -736,6 +753,33 @@ class Controller:
             '/shoal.v1.Controller/UpdateNode',
             shoal_dot_v1_dot_controller__pb2.UpdateNodeRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.UpdateNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RebootNodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/RebootNodes',
+            shoal_dot_v1_dot_controller__pb2.RebootNodesRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.RebootNodesResponse.FromString,
             options,
             channel_credentials,
             insecure,

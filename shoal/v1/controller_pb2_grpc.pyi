@@ -43,6 +43,8 @@ class ControllerStub:
     SignalJobs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.SignalJobsRequest, _controller_pb2.SignalJobsResponse]
     UpdateJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.UpdateJobRequest, _controller_pb2.UpdateJobResponse]
     UpdateNode: _grpc.UnaryUnaryMultiCallable[_controller_pb2.UpdateNodeRequest, _controller_pb2.UpdateNodeResponse]
+    RebootNodes: _grpc.UnaryUnaryMultiCallable[_controller_pb2.RebootNodesRequest, _controller_pb2.RebootNodesResponse]
+    """scontrol reboot (operators)"""
     Ping: _grpc.UnaryUnaryMultiCallable[_controller_pb2.PingRequest, _controller_pb2.PingResponse]
     Takeover: _grpc.UnaryUnaryMultiCallable[_controller_pb2.TakeoverRequest, _controller_pb2.TakeoverResponse]
     """scontrol takeover: served by a standby too (docs/ha.md)"""
@@ -88,6 +90,8 @@ class ControllerAsyncStub(ControllerStub):
     SignalJobs: _aio.UnaryUnaryMultiCallable[_controller_pb2.SignalJobsRequest, _controller_pb2.SignalJobsResponse]  # type: ignore[assignment]
     UpdateJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.UpdateJobRequest, _controller_pb2.UpdateJobResponse]  # type: ignore[assignment]
     UpdateNode: _aio.UnaryUnaryMultiCallable[_controller_pb2.UpdateNodeRequest, _controller_pb2.UpdateNodeResponse]  # type: ignore[assignment]
+    RebootNodes: _aio.UnaryUnaryMultiCallable[_controller_pb2.RebootNodesRequest, _controller_pb2.RebootNodesResponse]  # type: ignore[assignment]
+    """scontrol reboot (operators)"""
     Ping: _aio.UnaryUnaryMultiCallable[_controller_pb2.PingRequest, _controller_pb2.PingResponse]  # type: ignore[assignment]
     Takeover: _aio.UnaryUnaryMultiCallable[_controller_pb2.TakeoverRequest, _controller_pb2.TakeoverResponse]  # type: ignore[assignment]
     """scontrol takeover: served by a standby too (docs/ha.md)"""
@@ -178,6 +182,14 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.UpdateNodeRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.UpdateNodeResponse, _abc.Awaitable[_controller_pb2.UpdateNodeResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def RebootNodes(
+        self,
+        request: _controller_pb2.RebootNodesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.RebootNodesResponse, _abc.Awaitable[_controller_pb2.RebootNodesResponse]]:
+        """scontrol reboot (operators)"""
 
     @_abc_1.abstractmethod
     def Ping(

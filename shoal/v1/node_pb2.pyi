@@ -76,6 +76,40 @@ class RunPrologResponse(_message.Message):
 Global___RunPrologResponse: _TypeAlias = RunPrologResponse  # noqa: Y015
 
 @_typing.final
+class NodeRebootRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeRebootRequest: _TypeAlias = NodeRebootRequest  # noqa: Y015
+
+@_typing.final
+class NodeRebootResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeRebootResponse: _TypeAlias = NodeRebootResponse  # noqa: Y015
+
+@_typing.final
 class NodeReconfigRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -79,6 +79,11 @@ class NodeAgentStub:
                 request_serializer=shoal_dot_v1_dot_node__pb2.RunPrologRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_node__pb2.RunPrologResponse.FromString,
                 _registered_method=True)
+        self.RebootNode = channel.unary_unary(
+                '/shoal.v1.NodeAgent/RebootNode',
+                request_serializer=shoal_dot_v1_dot_node__pb2.NodeRebootRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_node__pb2.NodeRebootResponse.FromString,
+                _registered_method=True)
 
 
 class NodeAgentServicer:
@@ -142,6 +147,13 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RebootNode(self, request, context):
+        """scontrol reboot: run RebootProgram (as root); the node comes back by registering with a newer boot time
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeAgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +201,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.RunProlog,
                     request_deserializer=shoal_dot_v1_dot_node__pb2.RunPrologRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_node__pb2.RunPrologResponse.SerializeToString,
+            ),
+            'RebootNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.RebootNode,
+                    request_deserializer=shoal_dot_v1_dot_node__pb2.NodeRebootRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_node__pb2.NodeRebootResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -434,6 +451,33 @@ class NodeAgent:
             '/shoal.v1.NodeAgent/RunProlog',
             shoal_dot_v1_dot_node__pb2.RunPrologRequest.SerializeToString,
             shoal_dot_v1_dot_node__pb2.RunPrologResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RebootNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.NodeAgent/RebootNode',
+            shoal_dot_v1_dot_node__pb2.NodeRebootRequest.SerializeToString,
+            shoal_dot_v1_dot_node__pb2.NodeRebootResponse.FromString,
             options,
             channel_credentials,
             insecure,

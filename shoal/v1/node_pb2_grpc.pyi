@@ -44,6 +44,8 @@ class NodeAgentStub:
     """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
     RunProlog: _grpc.UnaryUnaryMultiCallable[_node_pb2.RunPrologRequest, _node_pb2.RunPrologResponse]
     """PrologFlags=Alloc: run the node's Prolog for a job just allocated (answers when it has ended)"""
+    RebootNode: _grpc.UnaryUnaryMultiCallable[_node_pb2.NodeRebootRequest, _node_pb2.NodeRebootResponse]
+    """scontrol reboot: run RebootProgram (as root); the node comes back by registering with a newer boot time"""
 
 @_typing.type_check_only
 class NodeAgentAsyncStub(NodeAgentStub):
@@ -61,6 +63,8 @@ class NodeAgentAsyncStub(NodeAgentStub):
     """after scontrol reconfigure: re-read gres.conf, cgroup.conf, hooks (configless: fetch them again)"""
     RunProlog: _aio.UnaryUnaryMultiCallable[_node_pb2.RunPrologRequest, _node_pb2.RunPrologResponse]  # type: ignore[assignment]
     """PrologFlags=Alloc: run the node's Prolog for a job just allocated (answers when it has ended)"""
+    RebootNode: _aio.UnaryUnaryMultiCallable[_node_pb2.NodeRebootRequest, _node_pb2.NodeRebootResponse]  # type: ignore[assignment]
+    """scontrol reboot: run RebootProgram (as root); the node comes back by registering with a newer boot time"""
 
 class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -129,5 +133,13 @@ class NodeAgentServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.RunPrologResponse, _abc.Awaitable[_node_pb2.RunPrologResponse]]:
         """PrologFlags=Alloc: run the node's Prolog for a job just allocated (answers when it has ended)"""
+
+    @_abc_1.abstractmethod
+    def RebootNode(
+        self,
+        request: _node_pb2.NodeRebootRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.NodeRebootResponse, _abc.Awaitable[_node_pb2.NodeRebootResponse]]:
+        """scontrol reboot: run RebootProgram (as root); the node comes back by registering with a newer boot time"""
 
 def add_NodeAgentServicer_to_server(servicer: NodeAgentServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -254,3 +254,56 @@ def test_takeover_without_a_backup_line_is_refused_as_22_05(tmp_path: Path, args
     conf.write_text("ClusterName=c\nSlurmctldHost=head01(10.0.0.1)\n")
     result = run_scontrol(args, {"SLURM_CONF": str(conf)})
     assert (result.returncode, result.stdout, result.stderr) == (1, "", stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "lines"),
+    [
+        (["reboot"], ["Missing node list. Specify ALL|<NodeList>"]),
+        (["reboot", "asap"], ["Missing node list. Specify ALL|<NodeList>"]),
+        (["reboot", "nextstate=resume"], ["Missing node list. Specify ALL|<NodeList>"]),
+        (["reboot", "nextstate=foo", "node3"], ["Invalid state: foo", "Valid states: DOWN, RESUME"]),
+        (
+            ["reboot", "ASAP", "nextstate=idle", "node3"],
+            ["Invalid state: idle", "Valid states: DOWN, RESUME"],
+        ),
+        (["reboot", "reason=", "node3"], ["missing reason"]),
+        (["reboot", "node3", "node4"], ["too many arguments for keyword:reboot"]),
+        (["reboot", "foo=bar", "node3"], ["too many arguments for keyword:reboot"]),
+        (["reboot", "reason", "node9"], ["too many arguments for keyword:reboot"]),
+        (["cancel_reboot"], ["missing argument for keyword:cancel_reboot"]),
+        (["cancel_reboot", "node3", "node4"], ["too many arguments for keyword:cancel_reboot"]),
+    ],
+    ids=[
+        "no-nodes",
+        "asap-no-nodes",
+        "nextstate-no-nodes",
+        "bad-nextstate",
+        "idle-is-no-nextstate",
+        "empty-reason",
+        "two-nodelists",
+        "unknown-key",
+        "reason-without-value",
+        "cancel-no-nodes",
+        "cancel-two-nodelists",
+    ],  # fmt: skip
+)
+def test_reboot_refusals_as_2205(args: list[str], lines: list[str]) -> None:
+    """Measured on the real 22.05 (each exits 1); none reaches the controller."""
+    with pytest.raises(scontrol.Failure) as refused:
+        scontrol.dispatch(args[0], args[1:], scontrol.Flags())
+    assert list(refused.value.lines) == lines
+
+
+@pytest.mark.parametrize(
+    ("args", "parsed"),
+    [
+        (["reboot", "node[1-2]"], scontrol.RebootRequest("node[1-2]")),
+        (["reboot", "ALL"], scontrol.RebootRequest("ALL")),
+        (["reboot", "asap", "NEXTSTATE=Down", "reason=new kernel", "n1"], scontrol.RebootRequest("n1", True, "DOWN", "new kernel")),
+        (["reboot", "n1", "ASAP", "asap"], scontrol.RebootRequest("n1", True)),
+    ],
+    ids=["nodes", "all", "everything", "words-anywhere"],
+)  # fmt: skip
+def test_reboot_arguments(args: list[str], parsed: scontrol.RebootRequest) -> None:
+    assert scontrol.parse_reboot(args[1:]) == parsed

@@ -293,6 +293,24 @@ def test_drained_node_shows_its_reason() -> None:
     assert lines[-1] == "   Reason=maintenance [root@2026-11-29T21:40:00]"
 
 
+def test_a_node_waiting_for_its_reboot_shows_its_next_state_as_2205() -> None:
+    node = node1(True)  # the real 22.05 after `scontrol reboot ASAP node4` with a job on node4
+    node.state, node.drain, node.reboot_requested, node.next_state = (
+        "MIXED+DRAIN+REBOOT_REQUESTED",
+        True,
+        True,
+        "RESUME",
+    )
+    node.reason, node.reason_user, node.reason_time = "Reboot ASAP", "root", ts(21, 40, 0)
+    lines = show.format_node(node, NOW).splitlines()
+    at = lines.index(
+        "   State=MIXED+DRAIN+REBOOT_REQUESTED ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A"
+    )
+    assert lines[at + 1 : at + 3] == ["   NextState=RESUME", "   Partitions=batch,debug "]
+    assert lines[-1] == "   Reason=Reboot ASAP [root@2026-11-29T21:40:00]"
+    assert not any("NextState" in line for line in show.format_node(node1(True), NOW).splitlines())
+
+
 def partitions() -> list[cluster_pb2.PartitionInfo]:
     return [
         cluster_pb2.PartitionInfo(name="batch", nodes="node[1-4]", is_default=True, max_time_min=-2, state="UP",

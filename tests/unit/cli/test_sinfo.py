@@ -164,12 +164,68 @@ def drained_cluster() -> list[cluster_pb2.NodeInfo]:
         ({"base": "UNKNOWN"}, "unk", "unknown"),
         ({"base": "DOWN", "not_responding": True}, "down*", "down*"),
         ({"base": "IDLE", "not_responding": True}, "idle*", "idle*"),
+        ({"base": "IDLE", "drain": True, "completing": True}, "drng", "draining"),
+        # scontrol reboot, as the real 22.05 showed each (its scontrol State= in the id)
+        ({"base": "MIXED", "reboot_requested": True}, "mix@", "mixed@"),
+        ({"base": "IDLE", "reboot_requested": True}, "mix@", "mixed@"),
+        ({"base": "ALLOCATED", "reboot_requested": True}, "alloc@", "allocated@"),
+        ({"base": "MIXED", "drain": True, "reboot_requested": True}, "drng@", "draining@"),
+        ({"base": "ALLOCATED", "drain": True, "reboot_requested": True}, "drng@", "draining@"),
+        ({"base": "IDLE", "drain": True, "reboot_requested": True}, "boot", "reboot"),
+        ({"base": "DOWN", "reboot_requested": True}, "boot", "reboot"),
+        ({"base": "DOWN", "reboot_issued": True}, "boot^", "reboot^"),
+        ({"base": "DOWN", "drain": True, "reboot_issued": True}, "boot^", "reboot^"),
+        ({"base": "MIXED", "reboot_requested": True, "not_responding": True}, "mix*", "mixed*"),
     ],
-    ids=["idle", "alloc", "mix", "down", "drain", "drng", "comp", "unk", "down-noresp", "idle-noresp"],
+    ids=[
+        "idle",
+        "alloc",
+        "mix",
+        "down",
+        "drain",
+        "drng",
+        "comp",
+        "unk",
+        "down-noresp",
+        "idle-noresp",
+        "drng-completing",
+        "MIXED+REBOOT_REQUESTED",
+        "IDLE+REBOOT_REQUESTED",
+        "ALLOCATED+REBOOT_REQUESTED",
+        "MIXED+DRAIN+REBOOT_REQUESTED",
+        "ALLOCATED+DRAIN+REBOOT_REQUESTED",
+        "IDLE+DRAIN+REBOOT_REQUESTED",
+        "DOWN+REBOOT_REQUESTED",
+        "DOWN+REBOOT_ISSUED",
+        "DOWN+DRAIN+REBOOT_ISSUED",
+        "MIXED+REBOOT_REQUESTED+NOT_RESPONDING",
+    ],  # fmt: skip
 )
 def test_state_names(flags: dict[str, Any], compact: str, long: str) -> None:
     info = node("node9", str(flags.pop("base")), **flags)
     assert (sinfo.node_state_compact(info), sinfo.node_state_long(info)) == (compact, long)
+
+
+@pytest.mark.parametrize(
+    ("states", "shown"),
+    [
+        ("boot", ["node2", "node3"]),
+        ("reboot", ["node2", "node3"]),
+        ("drain", ["node1", "node2"]),
+        ("draining", ["node2"]),
+        ("drained", ["node1"]),
+    ],
+    ids=["boot", "reboot", "drain", "draining", "drained"],
+)
+def test_state_filters_of_drain_and_reboot(states: str, shown: list[str]) -> None:
+    nodes = [
+        node("node1", "IDLE", drain=True),
+        node("node2", "MIXED", 4, drain=True, reboot_requested=True),
+        node("node3", "DOWN", reboot_issued=True),
+        node("node4"),
+    ]
+    tests = sinfo.parse_node_states(states)
+    assert [n.name for n in nodes if any(t(n) for t in tests)] == shown
 
 
 def test_states_split_rows_and_count_as_other() -> None:

@@ -81,7 +81,12 @@ class RunProlog:
     contain: bool = False  # PrologFlags=Contain: the extern container too
 
 
-Effect = Launch | Terminate | Signal | LaunchTasks | SignalStep | Suspend | RunProlog
+@dataclass(frozen=True)
+class Reboot:
+    node: str  # ctld issued its reboot: its noded runs RebootProgram
+
+
+Effect = Launch | Terminate | Signal | LaunchTasks | SignalStep | Suspend | RunProlog | Reboot
 
 
 @dataclass
@@ -133,6 +138,9 @@ class RecordingNodes:
     ) -> None:
         self.effects.append(RunProlog(node.name, request.job.job_id, request.contain))
         self.prologs[(node.name, request.job.job_id)] = on_done
+
+    def reboot(self, node: cluster_pb2.NodeInfo) -> None:
+        self.effects.append(Reboot(node.name))
 
 
 @dataclass

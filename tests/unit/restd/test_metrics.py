@@ -175,3 +175,27 @@ def test_label_values_are_escaped() -> None:
     text = metrics.exposition([metrics.Family("slurm_node_cpus").add(1, node='a"b\\c')])
     [fam] = list(text_string_to_metric_families(text))
     assert fam.samples[0].labels == {"node": 'a"b\\c'}
+
+
+def test_node_states_of_drain_and_reboot_agree_with_sinfo() -> None:
+    """slurm_nodes_* count a node in each state sinfo shows it in (draining while jobs remain)."""
+    nodes = controller_pb2.GetNodesResponse(
+        nodes=[
+            cluster_pb2.NodeInfo(
+                name="n1", base_state="MIXED", alloc_cpus=2, drain=True, reboot_requested=True
+            ),
+            cluster_pb2.NodeInfo(name="n2", base_state="IDLE", drain=True, completing=True),
+            cluster_pb2.NodeInfo(name="n3", base_state="DOWN", drain=True, reboot_issued=True),
+            cluster_pb2.NodeInfo(name="n4", base_state="IDLE", drain=True),
+        ]
+    )
+    counts = {
+        f.name: f.samples[0][1] for f in metrics.nodes_families(nodes) if f.name.startswith("slurm_nodes")
+    }
+    assert (
+        counts["slurm_nodes_drain"],
+        counts["slurm_nodes_draining"],
+        counts["slurm_nodes_drained"],
+        counts["slurm_nodes_reboot_req"],
+        counts["slurm_nodes_reboot_issued"],
+    ) == (4, 2, 2, 1, 1)
