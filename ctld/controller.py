@@ -13,7 +13,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ctld import applier, housekeeping, job_lifecycle, job_update, node_lifecycle, priority_report, queries
+from ctld import (
+    applier,
+    housekeeping,
+    job_lifecycle,
+    job_update,
+    live_usage,
+    node_lifecycle,
+    priority_report,
+    queries,
+)
 from ctld import reconfigure as reconf
 from ctld import reservations as resv
 from ctld import steps as jobsteps
@@ -24,7 +33,7 @@ from ctld.nodes import NodeRuntime
 from ctld.state import Caller, ClusterState
 from ctld.store import StateStore
 from shoal.conf import SlurmConfig
-from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2
+from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2, node_pb2
 
 __all__ = ["Caller", "Controller"]
 
@@ -126,8 +135,19 @@ class Controller:
     def register_node(self, req: controller_pb2.RegisterNodeRequest) -> controller_pb2.RegisterNodeResponse:
         return node_lifecycle.register_node(self.state, req)
 
-    def node_contact(self, name: str, ok: bool, running: Sequence[int] | None = None) -> None:
+    def node_contact(
+        self,
+        name: str,
+        ok: bool,
+        running: Sequence[int] | None = None,
+        reply: node_pb2.NodePingResponse | None = None,
+    ) -> None:
         node_lifecycle.node_contact(self.state, name, ok, running)
+        if reply is not None:
+            live_usage.record(self.state, name, reply)
+
+    def live_usage(self, req: controller_pb2.GetLiveUsageRequest) -> controller_pb2.GetLiveUsageResponse:
+        return live_usage.query(self.state, req)
 
     def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:
         node_lifecycle.update_node(self.state, req, caller)

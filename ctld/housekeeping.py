@@ -1,10 +1,10 @@
 """The controller's periodic pass: time limits and --signal warnings, reservations that ended,
-nodes that stopped answering, finished jobs past MinJobAge, and saving the fair-share ledger —
+nodes that stopped answering, jobs whose GPUs sit idle, finished jobs past MinJobAge, and saving the fair-share ledger —
 one transaction of the cluster state."""
 
 from __future__ import annotations
 
-from ctld import job_lifecycle, node_lifecycle
+from ctld import job_lifecycle, live_usage, node_lifecycle
 from ctld import reservations as resv
 from ctld.state import ClusterState
 
@@ -15,5 +15,6 @@ def housekeeping(state: ClusterState) -> None:
         job_lifecycle.enforce_time_limits(state, tx, now)
         resv.expire(state, tx, now)
         node_lifecycle.down_unresponsive(state, tx, now)
+        live_usage.enforce_gpu_idle(state, tx, now)
         job_lifecycle.forget_finished(state, tx, now)
         state.save_usage_if_due(tx)

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import grpc
 
-from noded import job_hooks, jobs, suspend, tasks
+from noded import job_hooks, jobs, live, suspend, tasks
 from noded.discovery import cpu_load, free_memory_mb
 from noded.launcher import LaunchFailed, LaunchRefused, launch_batch
 from noded.node import HostedNode
@@ -23,7 +23,7 @@ from shoal import hostlist
 from shoal.auth.errors import AuthError
 from shoal.auth.job_credential import INVALID_JOB, verify_job_credential
 from shoal.rpc.server import current_caller
-from shoal.v1 import node_pb2, node_pb2_grpc
+from shoal.v1 import cluster_pb2, node_pb2, node_pb2_grpc
 
 log = logging.getLogger("shoal.noded")
 
@@ -82,6 +82,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         )  # the reporter's, once it runs
         self.local_conf = ""  # configless: SLURM_CONF for jobs here is this node's cached copy
         self.drain: job_hooks.Drain = lambda node, reason: None  # asks ctld to drain a node (main sets it)
+        # the node's GPUs as last sampled, for ping answers (main sets it when NVML is there)
+        self.live_gpus: Callable[[HostedNode], list[cluster_pb2.GpuState]] = lambda node: []
         self.reload: Callable[[], None] = lambda: None  # re-reads the configuration (main sets it)
         self._reloading = threading.Lock()
 
@@ -263,4 +265,6 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
             cpu_load=cpu_load(),
             free_mem_mb=free,
             start_time=self._start_time,
+            gpus=self.live_gpus(node),
+            steps=live.step_usage(node),
         )

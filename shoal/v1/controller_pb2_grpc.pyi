@@ -73,6 +73,8 @@ class ControllerStub:
     ResetDiag: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ResetDiagRequest, _controller_pb2.GetDiagResponse]
     Reconfigure: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ReconfigRequest, _controller_pb2.ReconfigResponse]
     """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
+    GetLiveUsage: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetLiveUsageRequest, _controller_pb2.GetLiveUsageResponse]
+    """issue 17: every node's GPUs as last sampled (metrics, the web view) and running steps' usage (sstat)"""
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -116,6 +118,8 @@ class ControllerAsyncStub(ControllerStub):
     ResetDiag: _aio.UnaryUnaryMultiCallable[_controller_pb2.ResetDiagRequest, _controller_pb2.GetDiagResponse]  # type: ignore[assignment]
     Reconfigure: _aio.UnaryUnaryMultiCallable[_controller_pb2.ReconfigRequest, _controller_pb2.ReconfigResponse]  # type: ignore[assignment]
     """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
+    GetLiveUsage: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetLiveUsageRequest, _controller_pb2.GetLiveUsageResponse]  # type: ignore[assignment]
+    """issue 17: every node's GPUs as last sampled (metrics, the web view) and running steps' usage (sstat)"""
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -324,5 +328,13 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.ReconfigResponse, _abc.Awaitable[_controller_pb2.ReconfigResponse]]:
         """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
+
+    @_abc_1.abstractmethod
+    def GetLiveUsage(
+        self,
+        request: _controller_pb2.GetLiveUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetLiveUsageResponse, _abc.Awaitable[_controller_pb2.GetLiveUsageResponse]]:
+        """issue 17: every node's GPUs as last sampled (metrics, the web view) and running steps' usage (sstat)"""
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
