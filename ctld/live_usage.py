@@ -15,6 +15,7 @@ from ctld.state import ClusterState, Transaction, user_name
 from shoal.v1 import controller_pb2, jobs_pb2, node_pb2
 
 log = logging.getLogger("shoal.ctld")
+GPU_IDLE_REASON = "gpu_idle"  # TerminateJob's reason: noded tells the job's stderr why it ends
 
 
 def record(state: ClusterState, name: str, reply: node_pb2.NodePingResponse) -> None:
@@ -157,5 +158,5 @@ def _apply(
             now - idle.flagged_at,
         )
         job.gpu_idle_cancelled = True
-        cancel_running(state, tx, job, state.slurm_uid, now)
+        cancel_running(state, tx, job, state.slurm_uid, now, GPU_IDLE_REASON)
     tx.save(job)

@@ -30,6 +30,8 @@ log = logging.getLogger("shoal.noded")
 PERMISSION_DENIED = "Access/permission denied"
 # TerminateJob reasons for a run ctld knows to have ended or not to be here: no cancel marker
 UNMARKED_REASONS = ("ended", "orphan")
+# TerminateJob reasons the job's stderr is told of (shoal's own: SchedulerParameters shoal_gpu_idle_cancel)
+CANCEL_NOTES = {"gpu_idle": "IDLE GPUS"}
 
 Launch = TypeVar("Launch", node_pb2.LaunchBatchRequest, node_pb2.LaunchTasksRequest)
 Resp = TypeVar("Resp")
@@ -169,6 +171,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         kill_wait = float(request.kill_wait) if request.kill_wait else None
         mark = request.reason not in UNMARKED_REASONS
         suspend.thaw_for_termination(node, request.job_id)
+        if request.reason in CANCEL_NOTES:
+            jobs.leave_cancel_note(node.spool, request.job_id, node.name, CANCEL_NOTES[request.reason])
         if jobs.terminate_job(node.spool, request.job_id, kill_wait, mark):
             log.info("%s: terminating job %d (%s)", node.name, request.job_id, request.reason or "cancel")
         if tasks.terminate_steps(node.spool, request.job_id):
