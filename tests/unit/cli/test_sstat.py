@@ -3,6 +3,10 @@ as alice), its step selection and its errors; the GPU terms shoal adds to the TR
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from cli import sstat
@@ -148,3 +152,21 @@ def test_refusals_as_22_05(argv: list[str], err: str, capsys: pytest.CaptureFixt
     assert sstat.main(argv) == 1
     out = capsys.readouterr()
     assert (out.out, out.err) == ("", err)
+
+
+def test_sstat_imports_no_grpc_nor_the_daemons() -> None:
+    """A short command: it talks to ctld through the local agent (an unreachable one here)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["SHOAL_AGENT_SOCKET"] = "/nonexistent/agent.sock"
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "cli.sstat", "-j", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    imported = {
+        line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert "Traceback" not in proc.stderr
+    assert not {m for m in imported if m.split(".")[0] in {"grpc", "sqlalchemy", "ctld", "noded", "dbd"}}
