@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctld.gpu_idle import Action, IdlePolicy, IdleState, Sample, decide, job_sample, policy_from
+from shoal.conf import ConfigError, parse_slurm_conf
 from shoal.v1 import controller_pb2, jobs_pb2
 from tests.unit.ctld.harness import Harness, Terminate, cluster, job
 
@@ -134,3 +135,14 @@ def test_without_the_policy_nothing_is_flagged(tmp_path: Path) -> None:
         h.tick()
         h.advance(3600)
     assert h.ctl.jobs[j].gpu_idle_since == 0 and h.ctl.jobs[j].state == jobs_pb2.RUNNING
+
+
+@pytest.mark.parametrize(
+    "option", ["shoal_gpu_idle_threshold=5%", "shoal_gpu_idle_time=1h", "shoal_gpu_idle_cancel=-1"], ids=str
+)
+def test_slurm_conf_refuses_a_bad_number_at_file_line(option: str, tmp_path: Path) -> None:
+    text = cluster().nodes(1).set(SchedulerParameters=option).text(tmp_path)
+    with pytest.raises(
+        ConfigError, match=f"invalid value for SchedulerParameters option {option.split('=')[0]}"
+    ):
+        parse_slurm_conf(text)
