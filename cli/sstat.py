@@ -381,8 +381,8 @@ def select_steps(wanted: Wanted, steps: Sequence[cluster_pb2.StepUsage], all_ste
     if wanted.step:
         step_id = {"batch": BATCH, "extern": EXTERN}.get(wanted.step)
         chosen = [step_id if step_id is not None else int(wanted.step)]
-    elif all_steps:
-        chosen = sorted(by_step, key=lambda s: (s < 0, s if s >= 0 else -s))
+    elif all_steps:  # as 22.05 lists them: extern, batch, then the numbered steps
+        chosen = sorted(by_step, key=lambda s: (s >= 0, s))
     else:
         numbered = sorted(s for s in by_step if s >= 0)
         chosen = numbered[:1]
@@ -459,7 +459,10 @@ def _body(argv: list[str]) -> int:
         if state != jobs_pb2.RUNNING:
             print(f"{PROG}: error: No steps running for job {w.job_id}", file=sys.stderr)
             continue
-        for stat in select_steps(w, answer.steps, all_steps):
+        chosen = select_steps(w, answer.steps, all_steps)
+        if w.step and not chosen:
+            print(f"{PROG}: error: StepId={w.job_id}.{w.step} not found running.", file=sys.stderr)
+        for stat in chosen:
             print(render_row(columns(stat, noconvert), fields, parsable))
     return 0
 

@@ -6,8 +6,8 @@ cancel policy it ends CANCELLED with Reason=GpuIdle (scontrol, sacct)."""
 from __future__ import annotations
 
 import json
-import pwd
 import re
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,8 +22,8 @@ from restd.gpus import GPUS_SCHEMA
 from tests.e2e.conftest import Cluster, start_cluster, stop_cluster, wait_until
 
 USAGE_ENV = "SHOAL_FAKE_NVML_USAGE"
+SRUN = Path(sys.executable).parent / "srun"  # this environment's (the real Slurm's is on PATH too)
 LOAD: dict[str, Path] = {}  # the fake NVML's usage file of the module's cluster
-ALICE = pwd.getpwnam("alice").pw_uid if "alice" in {p.pw_name for p in pwd.getpwall()} else None
 
 
 def _set_load(path: Path, utilization: int) -> None:
@@ -105,7 +105,7 @@ def busy_job(gpu_cluster: Cluster) -> int:
     out.mkdir(mode=0o1777, exist_ok=True)
     out.chmod(0o1777)
     job = gpu_cluster.submit(
-        "-o", str(out / "job-%j.out"), "--gres=gpu:h100:2", "--wrap", "sleep 300", user=ALICE
+        "-o", str(out / "job-%j.out"), "--gres=gpu:h100:2", "--wrap", f"{SRUN} sleep 300"
     )
     gpu_cluster.wait_state(job, {"RUNNING"})
     return job
@@ -127,7 +127,7 @@ def test_the_jobs_gpus_in_metrics_and_json_on_its_node(gpu_cluster: Cluster, bus
     assert (mine["utilization"], mine["name"], mine["user"], mine["idle"]) == (
         60,
         "NVIDIA H100 80GB HBM3",
-        "alice" if ALICE is not None else "root",
+        "root",
         False,
     )
     assert mine["memory_used_mb"] == 1024 + mine["index"] and mine["temperature_c"] == 50 + mine["index"]
@@ -150,11 +150,21 @@ def test_the_jobs_gpus_in_metrics_and_json_on_its_node(gpu_cluster: Cluster, bus
 
 def test_sstat_shows_the_running_jobs_live_gpuutil(gpu_cluster: Cluster, busy_job: int) -> None:
     c, job = gpu_cluster, busy_job
-    out = c.ok("sstat", "-a", "-P", "-n", "-j", str(job), "-o", "JobID,NTasks,TRESUsageInAve", user=ALICE)
-    batch_id, ntasks, tres = out.strip().split("|")
-    assert (batch_id, ntasks) == (f"{job}.batch", "1")
-    assert "gres/gpuutil=60" in tres and "gres/gpumem=" in tres, tres
-    assert c.ok("sstat", "-n", "-j", str(job), user=ALICE) == ""  # no srun step: the default shows none
+    wait_until(
+        "the srun step reported", lambda: len(c.ok("sstat", "-a", "-n", "-j", str(job)).split("\n")) > 2
+    )
+    out = c.ok("sstat", "-a", "-P", "-n", "-j", str(job), "-o", "JobID,NTasks,TRESUsageInAve")
+    rows = [line.split("|") for line in out.strip().split("\n")]
+    assert [row[:2] for row in rows] == [[f"{job}.batch", "1"], [f"{job}.0", "1"]]
+    for _, _, tres in rows:
+        assert "gres/gpuutil=60" in tres and "gres/gpumem=" in tres, tres
+    step_id, nodelist, tres = c.ok(
+        "sstat", "-n", "-P", "-j", str(job), "-o", "JobID,Nodelist,TRESUsageInMax"
+    ).split("|")
+    assert (step_id, nodelist) == (f"{job}.0", _allocated(c, job)[0])  # the default: the lowest numbered step
+    assert "gres/gpuutil=60" in tres, tres
+    missing = c.run("sstat", "-n", "-j", f"{job}.7")
+    assert (missing.returncode, missing.stderr) == (0, f"sstat: error: StepId={job}.7 not found running.\n")
     unknown = c.run("sstat", "-j", "999999")
     assert unknown.returncode == 0 and unknown.stderr == "sstat: error: couldn't get steps for job 999999\n"
 
@@ -177,8 +187,7 @@ def test_a_job_left_idle_is_flagged_notified_once_and_cancelled(gpu_cluster: Clu
         rf"slurmstepd: error: \*\*\* JOB {job} ON node\d CANCELLED AT \S+ DUE TO IDLE GPUS \*\*\*", output
     )
     notified = (c.dir.parent / "notified").read_text().split("\n")
-    user = "alice" if ALICE is not None else "root"
-    assert [line.split()[:2] for line in notified if line] == [[str(job), user]]
+    assert [line.split()[:2] for line in notified if line] == [[str(job), "root"]]
 
     def sacct() -> str:
         return c.ok("sacct", "-n", "-P", "-X", "-j", str(job), "-o", "State,Reason").strip()

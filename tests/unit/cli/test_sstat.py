@@ -109,7 +109,7 @@ def _steps() -> list[cluster_pb2.StepUsage]:
     ("word", "all_steps", "want"),
     [
         ("6", False, ["6.0"]),  # the lowest numbered step
-        ("6", True, ["6.0", "6.1", "6.batch"]),
+        ("6", True, ["6.batch", "6.0", "6.1"]),  # 22.05's order
         ("6.batch", False, ["6.batch"]),
         ("6.1", False, ["6.1"]),
         ("6.extern", True, []),
