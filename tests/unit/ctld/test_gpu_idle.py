@@ -9,7 +9,7 @@ import pytest
 
 from ctld.gpu_idle import Action, IdlePolicy, IdleState, Sample, decide, job_sample, policy_from
 from shoal.conf import ConfigError, parse_slurm_conf
-from shoal.v1 import controller_pb2, jobs_pb2
+from shoal.v1 import controller_pb2, jobs_pb2, node_pb2
 from tests.unit.ctld.harness import Harness, Terminate, cluster, job
 
 POLICY = IdlePolicy(threshold=10, idle_time_s=60, notify="/bin/true", cancel_after_s=30)
@@ -146,3 +146,42 @@ def test_slurm_conf_refuses_a_bad_number_at_file_line(option: str, tmp_path: Pat
         ConfigError, match=f"invalid value for SchedulerParameters option {option.split('=')[0]}"
     ):
         parse_slurm_conf(text)
+
+
+def test_live_usage_gives_each_step_its_jobs_gpus_and_the_asked_jobs_states(tmp_path: Path) -> None:
+    h = Harness.of(cluster().nodes(1, gpus=4), tmp_path)
+    j = h.submit(job().gpus("2"))
+    pending = h.submit(job().gpus("4"))
+    h.schedule()
+    held = sorted(h.ctl.jobs[j].allocation[0].gpu_indices)
+    reply = node_pb2.NodePingResponse(running_jobs=[j])
+    for index in range(4):
+        reply.gpus.add(index=index, utilization=40 if index == held[0] else 10 if index in held else 90)
+        reply.gpus[-1].memory_used_mb = 1000
+    reply.steps.add(job_id=j, step_id=-4, rss_kb=512, ntasks=1)
+    h.ctl.node_contact("n1", True, [j], reply)
+    live = h.ctl.live_usage(controller_pb2.GetLiveUsageRequest(job_ids=[j, pending, 999], steps=True))
+    (step,) = live.steps
+    assert (step.node, step.step_id, step.rss_kb, step.gpu_util, step.gpu_mem_mb) == ("n1", -4, 512, 25, 2000)
+    assert dict(live.job_states) == {j: jobs_pb2.RUNNING, pending: jobs_pb2.PENDING}  # 999: unknown
+    assert not live.gpus  # not asked for
+
+
+def test_the_flag_survives_a_restart_and_busy_gpus_clear_it_after(tmp_path: Path) -> None:
+    h = _harness(tmp_path)
+    j = h.submit(job().gpus("2").time(600))
+    h.schedule()
+    h.gpu_load["n1"] = dict.fromkeys(range(4), 0)
+    h.tick()
+    h.advance(61)
+    h.tick()
+    since = h.ctl.jobs[j].gpu_idle_since
+    assert since
+    h = h.restart()
+    h.gpu_load["n1"] = dict.fromkeys(range(4), 0)
+    h.tick()
+    assert h.ctl.jobs[j].gpu_idle_since == since  # ctld's samples are gone; the job's flag is not
+    h.gpu_load["n1"] = dict.fromkeys(range(4), 95)
+    h.advance(1)
+    h.tick()
+    assert h.ctl.jobs[j].gpu_idle_since == 0
