@@ -22,6 +22,7 @@ COMMANDS = (
     "sshare",
     "sreport",
     "sdiag",
+    "sstat",
 )
 
 

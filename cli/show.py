@@ -190,6 +190,8 @@ def job_lines(job: jobs_pb2.JobInfo, now: int, details: bool = False) -> list[st
         lines.append(f"MailUser={_null(spec.mail_user)} MailType={spec.mail_type or 'NONE'}")
     if job.tres_per_node:
         lines.append(f"TresPerNode={job.tres_per_node}")
+    if job.gpu_idle_since:  # shoal's own (SchedulerParameters shoal_gpu_idle_*): its GPUs sit idle
+        lines.append(f"GpuIdle=yes Since={format_timestamp(job.gpu_idle_since)}")
     return lines
 
 

@@ -12,8 +12,19 @@ from shoal.v1 import cluster_pb2, node_pb2
 LaunchFailed = Callable[[int, str, bool], None]
 # (error, node unreachable): a RunProlog call ended ("" = the Prolog succeeded)
 PrologDone = Callable[[str, bool], None]
-# (node name, answered, the job ids it runs or None): a ping's answer
-PingAnswer = Callable[[str, bool, Sequence[int] | None], None]
+
+
+class PingAnswer(Protocol):
+    """A ping's answer: the node's name, whether it answered, the job ids it runs (None: no answer),
+    and the answer itself (its GPUs' and steps' live usage)."""
+
+    def __call__(
+        self,
+        name: str,
+        ok: bool,
+        running: Sequence[int] | None,
+        reply: node_pb2.NodePingResponse | None = None,
+    ) -> None: ...
 
 
 class NodeActions(Protocol):

@@ -20,6 +20,7 @@ from ctld import (
     housekeeping,
     job_lifecycle,
     job_update,
+    live_usage,
     node_lifecycle,
     node_reboot,
     priority_report,
@@ -36,7 +37,7 @@ from ctld.nodes import NodeRuntime
 from ctld.state import Caller, ClusterState
 from ctld.store import StateStore
 from shoal.conf import SlurmConfig
-from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2
+from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2, node_pb2
 
 __all__ = ["Caller", "Controller"]
 
@@ -139,8 +140,19 @@ class Controller:
     def register_node(self, req: controller_pb2.RegisterNodeRequest) -> controller_pb2.RegisterNodeResponse:
         return node_lifecycle.register_node(self.state, req)
 
-    def node_contact(self, name: str, ok: bool, running: Sequence[int] | None = None) -> None:
+    def node_contact(
+        self,
+        name: str,
+        ok: bool,
+        running: Sequence[int] | None = None,
+        reply: node_pb2.NodePingResponse | None = None,
+    ) -> None:
         node_lifecycle.node_contact(self.state, name, ok, running)
+        if reply is not None:
+            live_usage.record(self.state, name, reply)
+
+    def live_usage(self, req: controller_pb2.GetLiveUsageRequest) -> controller_pb2.GetLiveUsageResponse:
+        return live_usage.query(self.state, req)
 
     def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:
         node_lifecycle.update_node(self.state, req, caller)

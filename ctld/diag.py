@@ -26,6 +26,8 @@ RPC_TYPES: dict[str, tuple[str, int]] = {
     "GetConfig": ("REQUEST_BUILD_INFO", 2001),
     "GetJobs": ("REQUEST_JOB_INFO", 2003),
     "GetSteps": ("REQUEST_JOB_STEP_INFO", 2005),
+    # sstat's step query (22.05's sstat also sends REQUEST_FED_INFO and REQUEST_JOB_ALLOCATION_INFO)
+    "GetLiveUsage": ("REQUEST_JOB_STEP_INFO", 2005),
     "GetNodes": ("REQUEST_NODE_INFO", 2007),
     "GetPartitions": ("REQUEST_PARTITION_INFO", 2009),
     "GetConfigFiles": ("REQUEST_CONFIG", 2015),

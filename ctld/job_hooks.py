@@ -114,3 +114,18 @@ def epilog_slurmctld(cfg: SlurmConfig, job: jobs_pb2.JobInfo) -> None:
             log.error("job %d: %s", job_id, result.message)
 
     threading.Thread(target=body, name=f"epilog_slurmctld-{job_id}", daemon=True).start()
+
+
+def gpu_idle_notify(cfg: SlurmConfig, job: jobs_pb2.JobInfo, program: str, idle_since: int) -> None:
+    """The site's shoal_gpu_idle_notify program for a job flagged idle, as SlurmUser on a thread, with
+    the job's environment (SLURM_JOB_ID, SLURM_JOB_USER, ...) and SHOAL_GPU_IDLE_SINCE (unix time)."""
+    env = slurmctld_environment(cfg, job, "gpu_idle")
+    env["SHOAL_GPU_IDLE_SINCE"] = str(idle_since)
+    job_id = job.job_id
+
+    def body() -> None:
+        result = _run(cfg, (program,), env, "shoal_gpu_idle_notify")
+        if not result.ok:
+            log.error("job %d: %s", job_id, result.message)
+
+    threading.Thread(target=body, name=f"gpu_idle_notify-{job_id}", daemon=True).start()

@@ -200,20 +200,29 @@ def _signal_one(
         job.cancelled_by = str(caller.uid)
         return 0, ""
     if sig == 0 or (sig == 9 and not batch_only):
-        job_suspend.settle(job, now)  # a suspended job is thawed on its nodes to die (noded)
-        job.cancelled_by_uid = caller.uid
-        job.cancelled_by = str(caller.uid)
-        terminate_elsewhere(state, tx, job, "cancel")
-        if not waits_for_script(job):  # no batch script to wait for: an allocation ends at once
-            finish(state, job, jobs_pb2.CANCELLED, 0, 0, now)
-            return 0, ""
-        job.state = COMPLETING
-        job.final_state = jobs_pb2.CANCELLED
-        job.end_time = now
-        state.terminate(tx, state.nodes[job.batch_host], job.job_id, state.cfg.kill_wait, "cancel")
+        cancel_running(state, tx, job, caller.uid, now)
         return 0, ""
     signal_job(state, tx, job, sig, batch_only, req.full)
     return 0, ""
+
+
+def cancel_running(
+    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, uid: int, now: int, reason: str = "cancel"
+) -> None:
+    """End a running job as CANCELLED by `uid` (scancel; shoal_gpu_idle_cancel: reason "gpu_idle", which
+    noded tells the job's stderr): SIGTERM, KillWait, SIGKILL on its nodes; a batch job is COMPLETING
+    until its script is gone."""
+    job_suspend.settle(job, now)  # a suspended job is thawed on its nodes to die (noded)
+    job.cancelled_by_uid = uid
+    job.cancelled_by = str(uid)
+    terminate_elsewhere(state, tx, job, reason)
+    if not waits_for_script(job):  # no batch script to wait for: an allocation ends at once
+        finish(state, job, jobs_pb2.CANCELLED, 0, 0, now)
+        return
+    job.state = COMPLETING
+    job.final_state = jobs_pb2.CANCELLED
+    job.end_time = now
+    state.terminate(tx, state.nodes[job.batch_host], job.job_id, state.cfg.kill_wait, reason)
 
 
 def _signal_step(

@@ -148,13 +148,14 @@ class GrpcNodeActions:
 
     def _ping(self, node: cluster_pb2.NodeInfo, ctld_start_time: int, on_answer: PingAnswer) -> None:
         running: list[int] | None = None
+        reply: node_pb2.NodePingResponse | None = None
         try:
             request = node_pb2.NodePingRequest(node=node.name, ctld_start_time=ctld_start_time)
             reply = self._stub(node).Ping(request, metadata=self._md(), timeout=5)
             running = list(reply.running_jobs)
         except grpc.RpcError:
             pass
-        on_answer(node.name, running is not None, running)
+        on_answer(node.name, running is not None, running, reply)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

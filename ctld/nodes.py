@@ -25,6 +25,10 @@ class NodeRuntime:
     last_contact: float = 0.0  # wall time of the last successful registration/ping
     registered: bool = False
     gpu_types: dict[int, str] = field(default_factory=dict)  # index -> type, from conf or registration
+    # what its last ping answer said runs there (memory only, never the store: issue 17)
+    gpus: list[cluster_pb2.GpuState] = field(default_factory=list)
+    steps: list[cluster_pb2.StepUsage] = field(default_factory=list)
+    live_at: int = 0  # when that answer came (ctld's clock)
 
     @property
     def available(self) -> bool:

@@ -320,6 +320,14 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return self.diag.snapshot()
 
     @_slurm_errors
+    def GetLiveUsage(
+        self, request: pb.GetLiveUsageRequest, context: grpc.ServicerContext
+    ) -> pb.GetLiveUsageResponse:
+        """The nodes' GPUs and running steps as their last pings said (issue 17): anyone may read them,
+        as anyone may list the jobs."""
+        return self.ctl.live_usage(request)
+
+    @_slurm_errors
     def ResetDiag(self, request: pb.ResetDiagRequest, context: grpc.ServicerContext) -> pb.GetDiagResponse:
         if not self.ctl.is_operator(_caller()):
             raise SlurmError("Access/permission denied", PERMISSION_DENIED)

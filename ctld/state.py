@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
-from ctld import configless
+from ctld import configless, gpu_idle
 from ctld import jobs as jobrec
 from ctld.accounting import Accounting
 from ctld.actions import NodeActions
@@ -34,7 +34,7 @@ from ctld.nodes import NodeRuntime, new_runtime
 from ctld.sched import model as m
 from ctld.sched.fairshare import last_reset
 from ctld.sched_config import partitions as sched_partitions
-from ctld.sched_config import sched_config
+from ctld.sched_config import sched_config, scheduler_parameters
 from ctld.sched_config import topology as sched_topology
 from ctld.store import StateStore
 from ctld.validate import limits_from as submit_limits
@@ -132,6 +132,8 @@ class ClusterState:
         self.partitions = {p.name: p for p in cfg.partitions}
         self.partitions_view = sched_partitions(cfg, partial(group_members, {0, self.slurm_uid}))
         self.sched_config = sched_config(cfg)
+        self.gpu_idle_policy = gpu_idle.policy_from(scheduler_parameters(cfg.scheduler_parameters))
+        self.gpu_idle: dict[int, gpu_idle.IdleState] = {}  # running GPU jobs' idle tracking (memory only)
         self.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
         self.topology = sched_topology(cfg)
         self.config_files = configless.snapshot(cfg)  # what GetConfigFiles serves (configless)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from ctld import job_hooks, job_suspend
+from ctld import gpu_idle, job_hooks, job_suspend
 from ctld import jobs as jobrec
 from ctld import nodes as noderec
 from ctld.sched import reasons
@@ -37,6 +37,8 @@ def finish(
     reason = ENDED_REASONS.get(end, reasons.NONE)
     if end == jobs_pb2.FAILED and exit_signal and not exit_code:
         reason = reasons.RAISED_SIGNAL
+    if end == jobs_pb2.CANCELLED and job.gpu_idle_cancelled:
+        reason = gpu_idle.REASON  # shoal_gpu_idle_cancel ended it
     job.state_reason = reason
     end_job_steps(job, end, now)
     noderec.note_job_ended(state.nodes, state.jobs.values(), job, now)  # LastBusyTime

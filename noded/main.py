@@ -431,6 +431,8 @@ def build(args: argparse.Namespace, start_time: int) -> Noded:
         ctld = Stub(ctld_target, key)
         noded.reporter = Reporter(nodes, ctld, hardware, shoal.__version__, start_time, gpu_sampler=sampler)
         service.on_ctld_ping = noded.reporter.ctld_pinged
+        reporter = noded.reporter
+        service.live_gpus = lambda node: reporter.live_gpus(node, [g.index for g in node_gpus[node.name]])
         service.drain = ctld_drain(ctld)
         noded.reporter.start()
         noded.health = HealthChecker(nodes, health, ctld_node_state(ctld))

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import grpc
 
-from noded import jobs, spool, tasks
-from noded.gpu.usage import GpuSampler, GpuUsage
+from noded import jobs, live, spool, tasks
+from noded.gpu.usage import GpuReading, GpuSampler, GpuUsage
 from noded.node import HostedNode
 from shoal.rpc.client import Stub
 from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2
@@ -64,6 +64,8 @@ class Reporter:
         self._sockets: list[socket.socket] = []
         self._backoff = 0.0
         self._gpu_sampler = gpu_sampler
+        self._readings: dict[int, GpuReading] = {}  # every GPU's latest reading (by minor)
+        self._holders: dict[str, dict[int, int]] = {}  # node -> GPU minor -> the job holding it
         self._ctld_start_time = 0  # of the ctld these nodes registered with (or that pinged last)
         self._kick = threading.Event()  # wakes the loop before its time (a new ctld pinged)
 
@@ -174,13 +176,23 @@ class Reporter:
         return True
 
     def _sample_gpus(self, node: HostedNode, running: list[int]) -> None:
-        """One NVML sample of each running job's GPUs (with SCAN_INTERVAL_S or more between samples)."""
+        """One NVML reading of every GPU (with SCAN_INTERVAL_S or more between them): the latest
+        answers pings; each running job's GPUs add to its totals."""
         if self._gpu_sampler is None:
             return
+        if node is self._nodes[0]:  # one reading per scan serves every node of this process
+            self._readings = self._gpu_sampler.read()
+        holders: dict[int, int] = {}
         for job_id in running:
             gpus = job_gpus(node.spool, job_id)
             if gpus:
-                self._gpu_sampler.sample(job_id, gpus)
+                self._gpu_sampler.sample(job_id, gpus, self._readings)
+                holders.update((m, job_id) for m in gpus)
+        self._holders[node.name] = holders
+
+    def live_gpus(self, node: HostedNode, indices: Sequence[int]) -> list[cluster_pb2.GpuState]:
+        """The node's GPUs as last read, each with the job that holds it here (for ctld's pings)."""
+        return live.gpu_states(self._readings, indices, self._holders.get(node.name, {}))
 
     def _register_if_needed(self, node: HostedNode) -> bool:
         last = self._registered.get(node.name)

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import grpc
 
-from noded import job_hooks, jobs, reboot, suspend, tasks
+from noded import job_hooks, jobs, live, reboot, suspend, tasks
 from noded.discovery import cpu_load, free_memory_mb
 from noded.launcher import LaunchFailed, LaunchRefused, launch_batch
 from noded.node import HostedNode
@@ -23,13 +23,15 @@ from shoal import hostlist
 from shoal.auth.errors import AuthError
 from shoal.auth.job_credential import INVALID_JOB, verify_job_credential
 from shoal.rpc.server import current_caller
-from shoal.v1 import node_pb2, node_pb2_grpc
+from shoal.v1 import cluster_pb2, node_pb2, node_pb2_grpc
 
 log = logging.getLogger("shoal.noded")
 
 PERMISSION_DENIED = "Access/permission denied"
 # TerminateJob reasons for a run ctld knows to have ended or not to be here: no cancel marker
 UNMARKED_REASONS = ("ended", "orphan")
+# TerminateJob reasons the job's stderr is told of (shoal's own: SchedulerParameters shoal_gpu_idle_cancel)
+CANCEL_NOTES = {"gpu_idle": "IDLE GPUS"}
 
 Launch = TypeVar("Launch", node_pb2.LaunchBatchRequest, node_pb2.LaunchTasksRequest)
 Resp = TypeVar("Resp")
@@ -82,6 +84,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         )  # the reporter's, once it runs
         self.local_conf = ""  # configless: SLURM_CONF for jobs here is this node's cached copy
         self.drain: job_hooks.Drain = lambda node, reason: None  # asks ctld to drain a node (main sets it)
+        # the node's GPUs as last sampled, for ping answers (main sets it when NVML is there)
+        self.live_gpus: Callable[[HostedNode], list[cluster_pb2.GpuState]] = lambda node: []
         self.reload: Callable[[], None] = lambda: None  # re-reads the configuration (main sets it)
         self._reloading = threading.Lock()
 
@@ -171,6 +175,8 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
         kill_wait = float(request.kill_wait) if request.kill_wait else None
         mark = request.reason not in UNMARKED_REASONS
         suspend.thaw_for_termination(node, request.job_id)
+        if request.reason in CANCEL_NOTES:
+            jobs.leave_cancel_note(node.spool, request.job_id, node.name, CANCEL_NOTES[request.reason])
         if jobs.terminate_job(node.spool, request.job_id, kill_wait, mark):
             log.info("%s: terminating job %d (%s)", node.name, request.job_id, request.reason or "cancel")
         if tasks.terminate_steps(node.spool, request.job_id):
@@ -293,4 +299,6 @@ class NodeAgentService(node_pb2_grpc.NodeAgentServicer):
             cpu_load=cpu_load(),
             free_mem_mb=free,
             start_time=self._start_time,
+            gpus=self.live_gpus(node),
+            steps=live.step_usage(node),
         )

@@ -6,6 +6,7 @@
 <spool>/job<id>/stepd.pid     "<pid> <starttime>" of the job's supervisor
 <spool>/job<id>/job.pid       "<pid> <starttime>" of the batch script (its process group leader)
 <spool>/job<id>/kill_wait     optional seconds overriding launch.json's, for one TerminateJob
+<spool>/job<id>/cancel_note   optional line stepd adds to the job's stderr when it ends it (why it was cancelled)
 <spool>/job<id>/status.json   how the job ended, written atomically by stepd
 <spool>/cancel<id>            TerminateJob came for a job whose stepd was not (yet) running:
                               a stepd that starts later ends at once instead of running it
@@ -25,6 +26,7 @@ SCRIPT = "script"
 STEPD_PID = "stepd.pid"
 JOB_PID = "job.pid"
 KILL_WAIT = "kill_wait"
+CANCEL_NOTE = "cancel_note"
 STATUS = "status.json"
 NOTIFY_SOCKET = "noded.sock"
 JOB_PREFIX = "job"

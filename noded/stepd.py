@@ -54,9 +54,22 @@ class Supervisor:
         if self.terminating or not self.job_pid:
             return
         self.terminating = True
+        self._tell_why()
         _killpg(self.job_pid, signal.SIGCONT)
         _killpg(self.job_pid, signal.SIGTERM)
         signal.setitimer(signal.ITIMER_REAL, max(self._kill_wait(), 0.001))
+
+    def _tell_why(self) -> None:
+        """The line noded left for this termination (a cancel for idle GPUs), on the job's stderr."""
+        try:
+            note = (self.job_dir / spool.CANCEL_NOTE).read_text()
+        except OSError:
+            return
+        try:
+            with open(self.spec.stderr, "a", encoding="utf-8") as fh:
+                fh.write(note)
+        except OSError:
+            pass
 
     def on_alarm(self, signum: int, frame: object) -> None:
         _killpg(self.job_pid, signal.SIGKILL)

@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from restd import convert
+from restd import convert, gpus
 from restd.auth import Identity, authenticate
 from restd.backend import Backend
 from restd.bodies import job_spec, node_update, signal_number
@@ -44,7 +44,7 @@ log = logging.getLogger("shoal.restd")
 Json = dict[str, Any]
 SLURM = "/slurm/v0.0.44"
 SLURMDB = "/slurmdb/v0.0.44"
-SHOAL = "/shoal/v1"  # beyond slurmrestd: shoal's own reads (the web view's explainer)
+SHOAL = "/shoal/v1"  # beyond slurmrestd: shoal's own reads (the web view's GPUs and explainer)
 MAX_BODY = 16 * 1024 * 1024
 
 
@@ -78,6 +78,18 @@ def ping(ctx: RestContext, call: Call, who: Identity) -> Json:
         who, "Ping", controller_pb2.PingRequest(), controller_pb2.PingResponse, "slurm_ping()"
     )
     return {"pings": [convert.ping(resp, int((time.monotonic() - started) * 1_000_000))]}
+
+
+def shoal_gpus(ctx: RestContext, call: Call, who: Identity) -> Json:
+    """shoal's own: every GPU with its live state, job, user and idle flag (restd/gpus.py)."""
+    resp = ctx.backend.ctld(
+        who,
+        "GetLiveUsage",
+        controller_pb2.GetLiveUsageRequest(gpus=True),
+        controller_pb2.GetLiveUsageResponse,
+        "shoal_get_gpus()",
+    )
+    return gpus.gpus_json(resp)
 
 
 def diag(ctx: RestContext, call: Call, who: Identity) -> Json:
@@ -364,6 +376,7 @@ ROUTES: tuple[tuple[str, str, Handler, Json, str], ...] = (
         "slurmctld",
     ),
     ("GET", f"{SLURM}/shares", shares, {"shares": {}}, "slurmctld"),
+    ("GET", f"{SHOAL}/gpus", shoal_gpus, {"gpus": []}, "shoal"),
     ("GET", f"{SLURMDB}/jobs/", db_jobs, {"jobs": []}, "slurmdbd"),
     ("GET", f"{SLURMDB}/job/{{job_id}}", db_jobs, {"jobs": []}, "slurmdbd"),
     ("GET", f"{SLURMDB}/accounts/", accounts, {"accounts": []}, "slurmdbd"),

@@ -23,6 +23,7 @@ ENDPOINTS = (
     "/metrics/nodes",
     "/metrics/partitions",
     "/metrics/scheduler",
+    "/metrics/gpus",  # shoal's own (restd/gpus.py): per-GPU state, none of Slurm's names
 )
 MIB = 1024 * 1024
 
@@ -120,10 +121,12 @@ PARTITION_NODE_STATES = (*(_PARTITION_NODE_NAMES.get(s, s) for s in NODE_STATES)
 
 @dataclass
 class Family:
-    """One metric: its name and samples (labels -> value); all of Slurm's are gauges."""
+    """One metric: its name and samples (labels -> value); all of Slurm's are gauges. A counter's
+    samples are named NAME_total, as OpenMetrics has them."""
 
     name: str
     samples: list[tuple[tuple[tuple[str, str], ...], float]] = field(default_factory=list)
+    kind: str = "gauge"
 
     def add(self, value: float, **labels: str) -> Family:
         self.samples.append((tuple(labels.items()), value))
@@ -142,10 +145,11 @@ def exposition(families: Iterable[Family]) -> str:
     """The OpenMetrics text: a TYPE line per family, its samples, `# EOF` at the end."""
     lines: list[str] = []
     for fam in families:
-        lines.append(f"# TYPE {fam.name} gauge")
+        lines.append(f"# TYPE {fam.name} {fam.kind}")
+        name = f"{fam.name}_total" if fam.kind == "counter" else fam.name
         for labels, value in fam.samples:
             text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-            lines.append(f"{fam.name}{{{text}}} {_number(value)}" if text else f"{fam.name} {_number(value)}")
+            lines.append(f"{name}{{{text}}} {_number(value)}" if text else f"{name} {_number(value)}")
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
 

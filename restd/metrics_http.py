@@ -21,7 +21,7 @@ from typing import TypeVar
 from aiohttp import web
 from google.protobuf.message import Message
 
-from restd import metrics
+from restd import gpus, metrics
 from restd.auth import Identity, authenticate
 from restd.backend import Backend
 from restd.errors import RestError
@@ -111,7 +111,12 @@ class Scrapes:
     def diag(self) -> pb.GetDiagResponse:
         return self._ctld("GetDiag", pb.GetDiagRequest(), pb.GetDiagResponse)
 
+    def live(self) -> pb.GetLiveUsageResponse:
+        return self._ctld("GetLiveUsage", pb.GetLiveUsageRequest(gpus=True), pb.GetLiveUsageResponse)
+
     def text(self, endpoint: str) -> str:
+        if endpoint == "gpus":
+            return metrics.exposition(gpus.gpu_families(self.live()))
         if endpoint == "jobs":
             families = metrics.jobs_families(self.jobs())
         elif endpoint == "jobs-users-accts":
@@ -135,7 +140,7 @@ def add_routes(
     jwt_key: bytes,
     clock: Callable[[], float] = time.time,
 ) -> None:
-    """GET /metrics and /metrics/{jobs,jobs-users-accts,nodes,partitions,scheduler} when MetricsType says so."""
+    """GET /metrics and /metrics/{jobs,jobs-users-accts,nodes,partitions,scheduler,gpus} when MetricsType says so."""
     access = MetricsAccess.from_config(cfg)
     if not access.enabled:
         return

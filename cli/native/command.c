@@ -39,7 +39,7 @@ extern char **environ;
 #define FALLBACK "shoal-command"
 
 static const char *const COMMANDS[] = {
-    "sbatch", "squeue", "sinfo", "scontrol", "scancel", "sacct", "sacctmgr", "sprio", "sshare", "sreport", "sdiag", NULL,
+    "sbatch", "squeue", "sinfo", "scontrol", "scancel", "sacct", "sacctmgr", "sprio", "sshare", "sreport", "sdiag", "sstat", NULL,
 };
 
 static volatile sig_atomic_t child_pid = 0;

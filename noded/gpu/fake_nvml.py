@@ -9,9 +9,11 @@ JSON shape: {"driver_version", "gpus": [{"name", "uuid", "minor", "memory_mb", "
 "numa_node", "cpu_affinity" (cpu list "0-55"), "pcie_switch", "mig"}], "nvswitch": null or
 {"links_per_gpu", "bus_ids"}, "nvlinks": [[gpu_a, gpu_b, links], ...]}.
 
-What the GPUs are doing (for usage accounting) comes from optional per-GPU "utilization"
-(percent) and "memory_used_mb", overridden by the JSON file $SHOAL_FAKE_NVML_USAGE when set:
-{"<minor>": {"utilization": N, "memory_used_mb": M}}, read at every call so a test can change it.
+What the GPUs are doing (for usage accounting and the live metrics) comes from optional per-GPU
+"utilization" (percent), "memory_used_mb", "temperature_c", "power_w" and "ecc_errors" (uncorrected,
+volatile), overridden by the JSON file $SHOAL_FAKE_NVML_USAGE when set:
+{"<minor>": {"utilization": N, "memory_used_mb": M, ...}}, read at every call so a test can change
+it. A key whose value is null answers NVML_ERROR_NOT_SUPPORTED, as a GPU without that sensor does.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ NVML_TOPOLOGY_MULTIPLE = 20
 NVML_TOPOLOGY_HOSTBRIDGE = 30
 NVML_TOPOLOGY_NODE = 40  # same NUMA node
 NVML_TOPOLOGY_SYSTEM = 50  # across sockets
+NVML_TEMPERATURE_GPU = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+_DEFAULTS = {"utilization": 0, "memory_used_mb": 0, "temperature_c": 35, "power_w": 70, "ecc_errors": 0}
 
 
 class NVMLError(Exception):
@@ -152,8 +158,10 @@ class FakeNvml:
         return int(self._gpu(handle)["minor"])
 
     def _usage(self, handle: Handle, key: str) -> int:
-        """One usage value of a GPU: the override file's, else the description's, else 0."""
+        """One usage value of a GPU: the override file's, else the description's, else a default;
+        null in either answers NOT_SUPPORTED."""
         gpu = self._gpu(handle)
+        value = gpu.get(key, _DEFAULTS[key])
         path = os.environ.get(USAGE_ENV, "")
         if path:
             try:
@@ -161,9 +169,11 @@ class FakeNvml:
                     override = json.load(fh).get(str(gpu["minor"]), {})
             except (OSError, ValueError, AttributeError):
                 override = {}
-            if key in override:
-                return int(override[key])
-        return int(gpu.get(key, 0))
+            if isinstance(override, dict) and key in override:
+                value = override[key]
+        if value is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return int(value)
 
     def nvmlDeviceGetMemoryInfo(self, handle: Handle) -> Memory:  # noqa: N802
         total = int(self._gpu(handle)["memory_mb"]) << 20
@@ -191,6 +201,20 @@ class FakeNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> Utilization:  # noqa: N802
         return Utilization(gpu=self._usage(handle, "utilization"), memory=0)
+
+    def nvmlDeviceGetTemperature(self, handle: Handle, sensor: int) -> int:  # noqa: N802
+        if sensor != NVML_TEMPERATURE_GPU:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return self._usage(handle, "temperature_c")
+
+    def nvmlDeviceGetPowerUsage(self, handle: Handle) -> int:  # noqa: N802
+        """Milliwatts, as NVML answers."""
+        return self._usage(handle, "power_w") * 1000
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: Handle, error_type: int, counter_type: int) -> int:  # noqa: N802
+        if error_type != NVML_MEMORY_ERROR_TYPE_UNCORRECTED or counter_type != NVML_VOLATILE_ECC:
+            return 0
+        return self._usage(handle, "ecc_errors")
 
     # -- links -------------------------------------------------------------------------------
     def _link_target(self, handle: Handle, link: int) -> tuple[int, str]:

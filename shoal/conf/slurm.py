@@ -785,6 +785,10 @@ _SHOAL_SCHED_OPTIONS = {
     "shoal_starve_xfactor": "a whole number such as 10",
     "shoal_starve_max": "a whole number such as 10",
     "shoal_wait_target": "minutes, a whole number such as 3600",
+    # idle-GPU detection (ctld/gpu_idle.py)
+    "shoal_gpu_idle_threshold": "a utilization in percent, a whole number such as 5",
+    "shoal_gpu_idle_time": "seconds, a whole number such as 3600",
+    "shoal_gpu_idle_cancel": "seconds, a whole number such as 600",
 }
 
 

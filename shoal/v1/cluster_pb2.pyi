@@ -81,6 +81,141 @@ class GpuDevice(_message.Message):
 Global___GpuDevice: _TypeAlias = GpuDevice  # noqa: Y015
 
 @_typing.final
+class GpuState(_message.Message):
+    """What one GPU does now, as noded's reporter last sampled it through NVML; carried on ping answers
+    and kept in ctld's memory only (issue 17). A field NVML cannot give on this GPU reads -1.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    UUID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    UTILIZATION_FIELD_NUMBER: _builtins.int
+    MEMORY_USED_MB_FIELD_NUMBER: _builtins.int
+    MEMORY_TOTAL_MB_FIELD_NUMBER: _builtins.int
+    TEMPERATURE_C_FIELD_NUMBER: _builtins.int
+    POWER_W_FIELD_NUMBER: _builtins.int
+    ECC_ERRORS_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    SAMPLED_AT_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    IDLE_FIELD_NUMBER: _builtins.int
+    IDLE_SINCE_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """minor number"""
+    uuid: _builtins.str
+    name: _builtins.str
+    """NVML's product name"""
+    utilization: _builtins.int
+    """percent"""
+    memory_used_mb: _builtins.int
+    memory_total_mb: _builtins.int
+    temperature_c: _builtins.int
+    power_w: _builtins.int
+    ecc_errors: _builtins.int
+    """uncorrected ECC errors since the driver loaded (volatile)"""
+    job_id: _builtins.int
+    """the job holding it (0 = free): ctld's allocation, noded's if none"""
+    sampled_at: _builtins.int
+    """unix time of the sample"""
+    node: _builtins.str
+    """filled by ctld in GetGpus: the node, the job's user and whether the job's GPUs sit idle"""
+    user: _builtins.str
+    idle: _builtins.bool
+    idle_since: _builtins.int
+    """when its job's GPUs went under the threshold (0 = not idle)"""
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        uuid: _builtins.str = ...,
+        name: _builtins.str = ...,
+        utilization: _builtins.int = ...,
+        memory_used_mb: _builtins.int = ...,
+        memory_total_mb: _builtins.int = ...,
+        temperature_c: _builtins.int = ...,
+        power_w: _builtins.int = ...,
+        ecc_errors: _builtins.int = ...,
+        job_id: _builtins.int = ...,
+        sampled_at: _builtins.int = ...,
+        node: _builtins.str = ...,
+        user: _builtins.str = ...,
+        idle: _builtins.bool = ...,
+        idle_since: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ecc_errors", b"ecc_errors", "idle", b"idle", "idle_since", b"idle_since", "index", b"index", "job_id", b"job_id", "memory_total_mb", b"memory_total_mb", "memory_used_mb", b"memory_used_mb", "name", b"name", "node", b"node", "power_w", b"power_w", "sampled_at", b"sampled_at", "temperature_c", b"temperature_c", "user", b"user", "utilization", b"utilization", "uuid", b"uuid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GpuState: _TypeAlias = GpuState  # noqa: Y015
+
+@_typing.final
+class StepUsage(_message.Message):
+    """What one running step uses on one node now (sstat): its processes' CPU time and memory, and
+    its GPUs' current utilization and used memory. step_id: -4 batch, -5 extern, else the step.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    STEP_ID_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    CPU_TIME_US_FIELD_NUMBER: _builtins.int
+    RSS_KB_FIELD_NUMBER: _builtins.int
+    VMEM_KB_FIELD_NUMBER: _builtins.int
+    NTASKS_FIELD_NUMBER: _builtins.int
+    PIDS_FIELD_NUMBER: _builtins.int
+    GPU_UTIL_FIELD_NUMBER: _builtins.int
+    GPU_MEM_MB_FIELD_NUMBER: _builtins.int
+    DISK_READ_FIELD_NUMBER: _builtins.int
+    DISK_WRITE_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.int
+    step_id: _builtins.int
+    node: _builtins.str
+    cpu_time_us: _builtins.int
+    """user + system of its live processes"""
+    rss_kb: _builtins.int
+    """resident memory of its processes, summed"""
+    vmem_kb: _builtins.int
+    ntasks: _builtins.int
+    gpu_util: _builtins.int
+    """mean over its GPUs, percent (-1 = no GPU)"""
+    gpu_mem_mb: _builtins.int
+    """used memory of its GPUs, summed"""
+    disk_read: _builtins.int
+    """bytes"""
+    disk_write: _builtins.int
+    @_builtins.property
+    def pids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.int = ...,
+        step_id: _builtins.int = ...,
+        node: _builtins.str = ...,
+        cpu_time_us: _builtins.int = ...,
+        rss_kb: _builtins.int = ...,
+        vmem_kb: _builtins.int = ...,
+        ntasks: _builtins.int = ...,
+        pids: _abc.Iterable[_builtins.int] | None = ...,
+        gpu_util: _builtins.int = ...,
+        gpu_mem_mb: _builtins.int = ...,
+        disk_read: _builtins.int = ...,
+        disk_write: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_time_us", b"cpu_time_us", "disk_read", b"disk_read", "disk_write", b"disk_write", "gpu_mem_mb", b"gpu_mem_mb", "gpu_util", b"gpu_util", "job_id", b"job_id", "node", b"node", "ntasks", b"ntasks", "pids", b"pids", "rss_kb", b"rss_kb", "step_id", b"step_id", "vmem_kb", b"vmem_kb"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StepUsage: _TypeAlias = StepUsage  # noqa: Y015
+
+@_typing.final
 class NodeHardware(_message.Message):
     """What a node agent discovered about its node."""
 

@@ -2160,3 +2160,90 @@ class GetDiagResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetDiagResponse: _TypeAlias = GetDiagResponse  # noqa: Y015
+
+@_typing.final
+class GetLiveUsageRequest(_message.Message):
+    """What the nodes last reported of their GPUs and running steps (ctld's memory, never the store)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_IDS_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
+    gpus: _builtins.bool
+    """with the GPUs"""
+    steps: _builtins.bool
+    """with the steps"""
+    @_builtins.property
+    def job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """steps of these jobs only (empty: every running step)"""
+
+    def __init__(
+        self,
+        *,
+        job_ids: _abc.Iterable[_builtins.int] | None = ...,
+        gpus: _builtins.bool = ...,
+        steps: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "job_ids", b"job_ids", "steps", b"steps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetLiveUsageRequest: _TypeAlias = GetLiveUsageRequest  # noqa: Y015
+
+@_typing.final
+class GetLiveUsageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class JobStatesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.int
+        value: _jobs_pb2.JobState.ValueType
+        def __init__(
+            self,
+            *,
+            key: _builtins.int = ...,
+            value: _jobs_pb2.JobState.ValueType = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    GPUS_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    JOB_STATES_FIELD_NUMBER: _builtins.int
+    now: _builtins.int
+    @_builtins.property
+    def gpus(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.GpuState]:
+        """node, index order"""
+
+    @_builtins.property
+    def steps(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.StepUsage]: ...
+    @_builtins.property
+    def job_states(self) -> _containers.ScalarMap[_builtins.int, _jobs_pb2.JobState.ValueType]:
+        """the jobs asked for, as ctld knows them: job id -> its state (to word sstat's errors)"""
+
+    def __init__(
+        self,
+        *,
+        gpus: _abc.Iterable[_cluster_pb2.GpuState] | None = ...,
+        steps: _abc.Iterable[_cluster_pb2.StepUsage] | None = ...,
+        now: _builtins.int = ...,
+        job_states: _abc.Mapping[_builtins.int, _jobs_pb2.JobState.ValueType] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "job_states", b"job_states", "now", b"now", "steps", b"steps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetLiveUsageResponse: _TypeAlias = GetLiveUsageResponse  # noqa: Y015

@@ -185,6 +185,11 @@ class ControllerStub:
                 request_serializer=shoal_dot_v1_dot_controller__pb2.WhyRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.WhyResponse.FromString,
                 _registered_method=True)
+        self.GetLiveUsage = channel.unary_unary(
+                '/shoal.v1.Controller/GetLiveUsage',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.GetLiveUsageRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.GetLiveUsageResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -383,6 +388,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLiveUsage(self, request, context):
+        """issue 17: every node's GPUs as last sampled (metrics, the web view) and running steps' usage (sstat)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -535,6 +547,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.Why,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.WhyRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.WhyResponse.SerializeToString,
+            ),
+            'GetLiveUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLiveUsage,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.GetLiveUsageRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.GetLiveUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1347,6 +1364,33 @@ class Controller:
             '/shoal.v1.Controller/Why',
             shoal_dot_v1_dot_controller__pb2.WhyRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.WhyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLiveUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/GetLiveUsage',
+            shoal_dot_v1_dot_controller__pb2.GetLiveUsageRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.GetLiveUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

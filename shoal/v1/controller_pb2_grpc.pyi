@@ -77,6 +77,8 @@ class ControllerStub:
     """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
     Why: _grpc.UnaryUnaryMultiCallable[_controller_pb2.WhyRequest, _controller_pb2.WhyResponse]
     """shoal why: why a job waits, when it would start, what would start it sooner (a read)"""
+    GetLiveUsage: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetLiveUsageRequest, _controller_pb2.GetLiveUsageResponse]
+    """issue 17: every node's GPUs as last sampled (metrics, the web view) and running steps' usage (sstat)"""
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -124,6 +126,8 @@ class ControllerAsyncStub(ControllerStub):
     """scontrol reconfigure (operators): re-read slurm.conf and its siblings, apply them, tell the nodes"""
     Why: _aio.UnaryUnaryMultiCallable[_controller_pb2.WhyRequest, _controller_pb2.WhyResponse]  # type: ignore[assignment]
     """shoal why: why a job waits, when it would start, what would start it sooner (a read)"""
+    GetLiveUsage: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetLiveUsageRequest, _controller_pb2.GetLiveUsageResponse]  # type: ignore[assignment]
+    """issue 17: every node's GPUs as last sampled (metrics, the web view) and running steps' usage (sstat)"""
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -348,5 +352,13 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.WhyResponse, _abc.Awaitable[_controller_pb2.WhyResponse]]:
         """shoal why: why a job waits, when it would start, what would start it sooner (a read)"""
+
+    @_abc_1.abstractmethod
+    def GetLiveUsage(
+        self,
+        request: _controller_pb2.GetLiveUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetLiveUsageResponse, _abc.Awaitable[_controller_pb2.GetLiveUsageResponse]]:
+        """issue 17: every node's GPUs as last sampled (metrics, the web view) and running steps' usage (sstat)"""
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

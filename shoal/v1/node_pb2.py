@@ -22,58 +22,59 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from shoal.v1 import cluster_pb2 as shoal_dot_v1_dot_cluster__pb2
 from shoal.v1 import jobs_pb2 as shoal_dot_v1_dot_jobs__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13shoal/v1/node.proto\x12\x08shoal.v1\x1a\x13shoal/v1/jobs.proto\"\xae\x01\n\x10RunPrologRequest\x12\r\n\x04node\x18\xbc\x19 \x01(\t\x12\x1f\n\x03job\x18\xbd\x19 \x01(\x0b\x32\x11.shoal.v1.JobInfo\x12,\n\ncredential\x18\xbe\x19 \x01(\x0b\x32\x17.shoal.v1.JobCredential\x12\x15\n\x0c\x63luster_name\x18\xbf\x19 \x01(\t\x12\x13\n\nslurm_conf\x18\xc0\x19 \x01(\t\x12\x10\n\x07\x63ontain\x18\xc1\x19 \x01(\x08\"\x13\n\x11RunPrologResponse\"\"\n\x11NodeRebootRequest\x12\r\n\x04node\x18\x80\x19 \x01(\t\"\x14\n\x12NodeRebootResponse\"$\n\x13NodeReconfigRequest\x12\r\n\x04node\x18\xf0\x15 \x01(\t\"\x16\n\x14NodeReconfigResponse\"k\n\rJobCredential\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0b\n\x03uid\x18\x02 \x01(\r\x12\x0b\n\x03gid\x18\x03 \x01(\r\x12\r\n\x05nodes\x18\x04 \x01(\t\x12\x0e\n\x06\x65xpiry\x18\x05 \x01(\x03\x12\x11\n\tsignature\x18\x06 \x01(\x0c\"\xf5\x01\n\x12LaunchBatchRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x1e\n\x03job\x18\x02 \x01(\x0b\x32\x11.shoal.v1.JobInfo\x12+\n\ncredential\x18\x03 \x01(\x0b\x32\x17.shoal.v1.JobCredential\x12\x14\n\x0c\x63luster_name\x18\x04 \x01(\t\x12\x11\n\tctld_addr\x18\x05 \x01(\t\x12\x11\n\tkill_wait\x18\x06 \x01(\r\x12\x12\n\nslurm_conf\x18\x07 \x01(\t\x12\x15\n\rtopology_addr\x18\x08 \x01(\t\x12\x1d\n\x15topology_addr_pattern\x18\t \x01(\t\"\x15\n\x13LaunchBatchResponse\"g\n\x14NodeSignalJobRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\r\x12\x0e\n\x06signal\x18\x03 \x01(\x05\x12\x12\n\nbatch_only\x18\x04 \x01(\x08\x12\r\n\x04\x66ull\x18\x94\n \x01(\x08\"\x17\n\x15NodeSignalJobResponse\"F\n\x15NodeSuspendJobRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\r\x12\x0f\n\x07suspend\x18\x03 \x01(\x08\"(\n\x16NodeSuspendJobResponse\x12\x0e\n\x06method\x18\x01 \x01(\t\"V\n\x13TerminateJobRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\r\x12\x11\n\tkill_wait\x18\x03 \x01(\r\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\x16\n\x14TerminateJobResponse\"9\n\x0fNodePingRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x18\n\x0f\x63tld_start_time\x18\xdc\x0b \x01(\x03\"c\n\x10NodePingResponse\x12\x14\n\x0crunning_jobs\x18\x01 \x03(\r\x12\x10\n\x08\x63pu_load\x18\x02 \x01(\x01\x12\x13\n\x0b\x66ree_mem_mb\x18\x03 \x01(\x04\x12\x12\n\nstart_time\x18\x04 \x01(\x03\"\x96\x02\n\x12LaunchTasksRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x1e\n\x03job\x18\x02 \x01(\x0b\x32\x11.shoal.v1.JobInfo\x12\x1f\n\x04step\x18\x03 \x01(\x0b\x32\x11.shoal.v1.JobStep\x12+\n\ncredential\x18\x04 \x01(\x0b\x32\x17.shoal.v1.JobCredential\x12\x14\n\x0c\x63luster_name\x18\x05 \x01(\t\x12\x11\n\tctld_addr\x18\x06 \x01(\t\x12\x11\n\tkill_wait\x18\x07 \x01(\r\x12\x12\n\nslurm_conf\x18\x08 \x01(\t\x12\x15\n\rtopology_addr\x18\t \x01(\t\x12\x1d\n\x15topology_addr_pattern\x18\n \x01(\t\"\x15\n\x13LaunchTasksResponse\"R\n\x11SignalStepRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\r\x12\x0f\n\x07step_id\x18\x03 \x01(\x03\x12\x0e\n\x06signal\x18\x04 \x01(\x05\"\x14\n\x12SignalStepResponse2\xf6\x05\n\tNodeAgent\x12J\n\x0bLaunchBatch\x12\x1c.shoal.v1.LaunchBatchRequest\x1a\x1d.shoal.v1.LaunchBatchResponse\x12L\n\tSignalJob\x12\x1e.shoal.v1.NodeSignalJobRequest\x1a\x1f.shoal.v1.NodeSignalJobResponse\x12M\n\x0cTerminateJob\x12\x1d.shoal.v1.TerminateJobRequest\x1a\x1e.shoal.v1.TerminateJobResponse\x12=\n\x04Ping\x12\x19.shoal.v1.NodePingRequest\x1a\x1a.shoal.v1.NodePingResponse\x12J\n\x0bLaunchTasks\x12\x1c.shoal.v1.LaunchTasksRequest\x1a\x1d.shoal.v1.LaunchTasksResponse\x12G\n\nSignalStep\x12\x1b.shoal.v1.SignalStepRequest\x1a\x1c.shoal.v1.SignalStepResponse\x12O\n\nSuspendJob\x12\x1f.shoal.v1.NodeSuspendJobRequest\x1a .shoal.v1.NodeSuspendJobResponse\x12L\n\x0bReconfigure\x12\x1d.shoal.v1.NodeReconfigRequest\x1a\x1e.shoal.v1.NodeReconfigResponse\x12\x44\n\tRunProlog\x12\x1a.shoal.v1.RunPrologRequest\x1a\x1b.shoal.v1.RunPrologResponse\x12G\n\nRebootNode\x12\x1b.shoal.v1.NodeRebootRequest\x1a\x1c.shoal.v1.NodeRebootResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13shoal/v1/node.proto\x12\x08shoal.v1\x1a\x16shoal/v1/cluster.proto\x1a\x13shoal/v1/jobs.proto\"\xae\x01\n\x10RunPrologRequest\x12\r\n\x04node\x18\xbc\x19 \x01(\t\x12\x1f\n\x03job\x18\xbd\x19 \x01(\x0b\x32\x11.shoal.v1.JobInfo\x12,\n\ncredential\x18\xbe\x19 \x01(\x0b\x32\x17.shoal.v1.JobCredential\x12\x15\n\x0c\x63luster_name\x18\xbf\x19 \x01(\t\x12\x13\n\nslurm_conf\x18\xc0\x19 \x01(\t\x12\x10\n\x07\x63ontain\x18\xc1\x19 \x01(\x08\"\x13\n\x11RunPrologResponse\"\"\n\x11NodeRebootRequest\x12\r\n\x04node\x18\x80\x19 \x01(\t\"\x14\n\x12NodeRebootResponse\"$\n\x13NodeReconfigRequest\x12\r\n\x04node\x18\xf0\x15 \x01(\t\"\x16\n\x14NodeReconfigResponse\"k\n\rJobCredential\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0b\n\x03uid\x18\x02 \x01(\r\x12\x0b\n\x03gid\x18\x03 \x01(\r\x12\r\n\x05nodes\x18\x04 \x01(\t\x12\x0e\n\x06\x65xpiry\x18\x05 \x01(\x03\x12\x11\n\tsignature\x18\x06 \x01(\x0c\"\xf5\x01\n\x12LaunchBatchRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x1e\n\x03job\x18\x02 \x01(\x0b\x32\x11.shoal.v1.JobInfo\x12+\n\ncredential\x18\x03 \x01(\x0b\x32\x17.shoal.v1.JobCredential\x12\x14\n\x0c\x63luster_name\x18\x04 \x01(\t\x12\x11\n\tctld_addr\x18\x05 \x01(\t\x12\x11\n\tkill_wait\x18\x06 \x01(\r\x12\x12\n\nslurm_conf\x18\x07 \x01(\t\x12\x15\n\rtopology_addr\x18\x08 \x01(\t\x12\x1d\n\x15topology_addr_pattern\x18\t \x01(\t\"\x15\n\x13LaunchBatchResponse\"g\n\x14NodeSignalJobRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\r\x12\x0e\n\x06signal\x18\x03 \x01(\x05\x12\x12\n\nbatch_only\x18\x04 \x01(\x08\x12\r\n\x04\x66ull\x18\x94\n \x01(\x08\"\x17\n\x15NodeSignalJobResponse\"F\n\x15NodeSuspendJobRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\r\x12\x0f\n\x07suspend\x18\x03 \x01(\x08\"(\n\x16NodeSuspendJobResponse\x12\x0e\n\x06method\x18\x01 \x01(\t\"V\n\x13TerminateJobRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\r\x12\x11\n\tkill_wait\x18\x03 \x01(\r\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\x16\n\x14TerminateJobResponse\"9\n\x0fNodePingRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x18\n\x0f\x63tld_start_time\x18\xdc\x0b \x01(\x03\"\xab\x01\n\x10NodePingResponse\x12\x14\n\x0crunning_jobs\x18\x01 \x03(\r\x12\x10\n\x08\x63pu_load\x18\x02 \x01(\x01\x12\x13\n\x0b\x66ree_mem_mb\x18\x03 \x01(\x04\x12\x12\n\nstart_time\x18\x04 \x01(\x03\x12!\n\x04gpus\x18\xbe\x1a \x03(\x0b\x32\x12.shoal.v1.GpuState\x12#\n\x05steps\x18\xbf\x1a \x03(\x0b\x32\x13.shoal.v1.StepUsage\"\x96\x02\n\x12LaunchTasksRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x1e\n\x03job\x18\x02 \x01(\x0b\x32\x11.shoal.v1.JobInfo\x12\x1f\n\x04step\x18\x03 \x01(\x0b\x32\x11.shoal.v1.JobStep\x12+\n\ncredential\x18\x04 \x01(\x0b\x32\x17.shoal.v1.JobCredential\x12\x14\n\x0c\x63luster_name\x18\x05 \x01(\t\x12\x11\n\tctld_addr\x18\x06 \x01(\t\x12\x11\n\tkill_wait\x18\x07 \x01(\r\x12\x12\n\nslurm_conf\x18\x08 \x01(\t\x12\x15\n\rtopology_addr\x18\t \x01(\t\x12\x1d\n\x15topology_addr_pattern\x18\n \x01(\t\"\x15\n\x13LaunchTasksResponse\"R\n\x11SignalStepRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\r\x12\x0f\n\x07step_id\x18\x03 \x01(\x03\x12\x0e\n\x06signal\x18\x04 \x01(\x05\"\x14\n\x12SignalStepResponse2\xf6\x05\n\tNodeAgent\x12J\n\x0bLaunchBatch\x12\x1c.shoal.v1.LaunchBatchRequest\x1a\x1d.shoal.v1.LaunchBatchResponse\x12L\n\tSignalJob\x12\x1e.shoal.v1.NodeSignalJobRequest\x1a\x1f.shoal.v1.NodeSignalJobResponse\x12M\n\x0cTerminateJob\x12\x1d.shoal.v1.TerminateJobRequest\x1a\x1e.shoal.v1.TerminateJobResponse\x12=\n\x04Ping\x12\x19.shoal.v1.NodePingRequest\x1a\x1a.shoal.v1.NodePingResponse\x12J\n\x0bLaunchTasks\x12\x1c.shoal.v1.LaunchTasksRequest\x1a\x1d.shoal.v1.LaunchTasksResponse\x12G\n\nSignalStep\x12\x1b.shoal.v1.SignalStepRequest\x1a\x1c.shoal.v1.SignalStepResponse\x12O\n\nSuspendJob\x12\x1f.shoal.v1.NodeSuspendJobRequest\x1a .shoal.v1.NodeSuspendJobResponse\x12L\n\x0bReconfigure\x12\x1d.shoal.v1.NodeReconfigRequest\x1a\x1e.shoal.v1.NodeReconfigResponse\x12\x44\n\tRunProlog\x12\x1a.shoal.v1.RunPrologRequest\x1a\x1b.shoal.v1.RunPrologResponse\x12G\n\nRebootNode\x12\x1b.shoal.v1.NodeRebootRequest\x1a\x1c.shoal.v1.NodeRebootResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'shoal.v1.node_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RUNPROLOGREQUEST']._serialized_start=55
-  _globals['_RUNPROLOGREQUEST']._serialized_end=229
-  _globals['_RUNPROLOGRESPONSE']._serialized_start=231
-  _globals['_RUNPROLOGRESPONSE']._serialized_end=250
-  _globals['_NODEREBOOTREQUEST']._serialized_start=252
-  _globals['_NODEREBOOTREQUEST']._serialized_end=286
-  _globals['_NODEREBOOTRESPONSE']._serialized_start=288
-  _globals['_NODEREBOOTRESPONSE']._serialized_end=308
-  _globals['_NODERECONFIGREQUEST']._serialized_start=310
-  _globals['_NODERECONFIGREQUEST']._serialized_end=346
-  _globals['_NODERECONFIGRESPONSE']._serialized_start=348
-  _globals['_NODERECONFIGRESPONSE']._serialized_end=370
-  _globals['_JOBCREDENTIAL']._serialized_start=372
-  _globals['_JOBCREDENTIAL']._serialized_end=479
-  _globals['_LAUNCHBATCHREQUEST']._serialized_start=482
-  _globals['_LAUNCHBATCHREQUEST']._serialized_end=727
-  _globals['_LAUNCHBATCHRESPONSE']._serialized_start=729
-  _globals['_LAUNCHBATCHRESPONSE']._serialized_end=750
-  _globals['_NODESIGNALJOBREQUEST']._serialized_start=752
-  _globals['_NODESIGNALJOBREQUEST']._serialized_end=855
-  _globals['_NODESIGNALJOBRESPONSE']._serialized_start=857
-  _globals['_NODESIGNALJOBRESPONSE']._serialized_end=880
-  _globals['_NODESUSPENDJOBREQUEST']._serialized_start=882
-  _globals['_NODESUSPENDJOBREQUEST']._serialized_end=952
-  _globals['_NODESUSPENDJOBRESPONSE']._serialized_start=954
-  _globals['_NODESUSPENDJOBRESPONSE']._serialized_end=994
-  _globals['_TERMINATEJOBREQUEST']._serialized_start=996
-  _globals['_TERMINATEJOBREQUEST']._serialized_end=1082
-  _globals['_TERMINATEJOBRESPONSE']._serialized_start=1084
-  _globals['_TERMINATEJOBRESPONSE']._serialized_end=1106
-  _globals['_NODEPINGREQUEST']._serialized_start=1108
-  _globals['_NODEPINGREQUEST']._serialized_end=1165
-  _globals['_NODEPINGRESPONSE']._serialized_start=1167
-  _globals['_NODEPINGRESPONSE']._serialized_end=1266
-  _globals['_LAUNCHTASKSREQUEST']._serialized_start=1269
-  _globals['_LAUNCHTASKSREQUEST']._serialized_end=1547
-  _globals['_LAUNCHTASKSRESPONSE']._serialized_start=1549
-  _globals['_LAUNCHTASKSRESPONSE']._serialized_end=1570
-  _globals['_SIGNALSTEPREQUEST']._serialized_start=1572
-  _globals['_SIGNALSTEPREQUEST']._serialized_end=1654
-  _globals['_SIGNALSTEPRESPONSE']._serialized_start=1656
-  _globals['_SIGNALSTEPRESPONSE']._serialized_end=1676
-  _globals['_NODEAGENT']._serialized_start=1679
-  _globals['_NODEAGENT']._serialized_end=2437
+  _globals['_RUNPROLOGREQUEST']._serialized_start=79
+  _globals['_RUNPROLOGREQUEST']._serialized_end=253
+  _globals['_RUNPROLOGRESPONSE']._serialized_start=255
+  _globals['_RUNPROLOGRESPONSE']._serialized_end=274
+  _globals['_NODEREBOOTREQUEST']._serialized_start=276
+  _globals['_NODEREBOOTREQUEST']._serialized_end=310
+  _globals['_NODEREBOOTRESPONSE']._serialized_start=312
+  _globals['_NODEREBOOTRESPONSE']._serialized_end=332
+  _globals['_NODERECONFIGREQUEST']._serialized_start=334
+  _globals['_NODERECONFIGREQUEST']._serialized_end=370
+  _globals['_NODERECONFIGRESPONSE']._serialized_start=372
+  _globals['_NODERECONFIGRESPONSE']._serialized_end=394
+  _globals['_JOBCREDENTIAL']._serialized_start=396
+  _globals['_JOBCREDENTIAL']._serialized_end=503
+  _globals['_LAUNCHBATCHREQUEST']._serialized_start=506
+  _globals['_LAUNCHBATCHREQUEST']._serialized_end=751
+  _globals['_LAUNCHBATCHRESPONSE']._serialized_start=753
+  _globals['_LAUNCHBATCHRESPONSE']._serialized_end=774
+  _globals['_NODESIGNALJOBREQUEST']._serialized_start=776
+  _globals['_NODESIGNALJOBREQUEST']._serialized_end=879
+  _globals['_NODESIGNALJOBRESPONSE']._serialized_start=881
+  _globals['_NODESIGNALJOBRESPONSE']._serialized_end=904
+  _globals['_NODESUSPENDJOBREQUEST']._serialized_start=906
+  _globals['_NODESUSPENDJOBREQUEST']._serialized_end=976
+  _globals['_NODESUSPENDJOBRESPONSE']._serialized_start=978
+  _globals['_NODESUSPENDJOBRESPONSE']._serialized_end=1018
+  _globals['_TERMINATEJOBREQUEST']._serialized_start=1020
+  _globals['_TERMINATEJOBREQUEST']._serialized_end=1106
+  _globals['_TERMINATEJOBRESPONSE']._serialized_start=1108
+  _globals['_TERMINATEJOBRESPONSE']._serialized_end=1130
+  _globals['_NODEPINGREQUEST']._serialized_start=1132
+  _globals['_NODEPINGREQUEST']._serialized_end=1189
+  _globals['_NODEPINGRESPONSE']._serialized_start=1192
+  _globals['_NODEPINGRESPONSE']._serialized_end=1363
+  _globals['_LAUNCHTASKSREQUEST']._serialized_start=1366
+  _globals['_LAUNCHTASKSREQUEST']._serialized_end=1644
+  _globals['_LAUNCHTASKSRESPONSE']._serialized_start=1646
+  _globals['_LAUNCHTASKSRESPONSE']._serialized_end=1667
+  _globals['_SIGNALSTEPREQUEST']._serialized_start=1669
+  _globals['_SIGNALSTEPREQUEST']._serialized_end=1751
+  _globals['_SIGNALSTEPRESPONSE']._serialized_start=1753
+  _globals['_SIGNALSTEPRESPONSE']._serialized_end=1773
+  _globals['_NODEAGENT']._serialized_start=1776
+  _globals['_NODEAGENT']._serialized_end=2534
 # @@protoc_insertion_point(module_scope)

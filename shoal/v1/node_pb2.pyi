@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from shoal.v1 import cluster_pb2 as _cluster_pb2
 from shoal.v1 import jobs_pb2 as _jobs_pb2
 import builtins as _builtins
 import sys
@@ -423,11 +424,21 @@ class NodePingResponse(_message.Message):
     CPU_LOAD_FIELD_NUMBER: _builtins.int
     FREE_MEM_MB_FIELD_NUMBER: _builtins.int
     START_TIME_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
     cpu_load: _builtins.float
     free_mem_mb: _builtins.int
     start_time: _builtins.int
     @_builtins.property
     def running_jobs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def gpus(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.GpuState]:
+        """every GPU of the node, as last sampled (issue 17)"""
+
+    @_builtins.property
+    def steps(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.StepUsage]:
+        """every running step's usage here (sstat)"""
+
     def __init__(
         self,
         *,
@@ -435,10 +446,12 @@ class NodePingResponse(_message.Message):
         cpu_load: _builtins.float = ...,
         free_mem_mb: _builtins.int = ...,
         start_time: _builtins.int = ...,
+        gpus: _abc.Iterable[_cluster_pb2.GpuState] | None = ...,
+        steps: _abc.Iterable[_cluster_pb2.StepUsage] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_load", b"cpu_load", "free_mem_mb", b"free_mem_mb", "running_jobs", b"running_jobs", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_load", b"cpu_load", "free_mem_mb", b"free_mem_mb", "gpus", b"gpus", "running_jobs", b"running_jobs", "start_time", b"start_time", "steps", b"steps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -28,6 +28,7 @@ PROGRAMS = [
             "sshare",
             "sreport",
             "sdiag",
+            "sstat",
         )
         for opt in ("-V", "--version")
     ),

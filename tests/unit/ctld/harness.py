@@ -255,6 +255,11 @@ class JobBuilder:
         self.spec.signal_num, self.spec.signal_secs, self.spec.signal_batch_only = num, secs, batch_only
         return self
 
+    def gpus(self, spec: str) -> JobBuilder:
+        """--gres=gpu:N (or gpu:type:N)."""
+        self.spec.gres = spec if spec.startswith("gpu") else f"gpu:{spec}"
+        return self
+
     def interactive(self) -> JobBuilder:
         """An salloc/srun allocation: no script, no batch host launch."""
         self.spec.batch = False
@@ -276,6 +281,9 @@ class Harness:
     clock: Clock
     state_dir: Path
     silent: set[str] = field(default_factory=set)  # nodes that stopped answering (frozen, cut off, crashed)
+    gpu_load: dict[str, dict[int, int]] = field(
+        default_factory=dict
+    )  # node -> GPU -> utilization its pings say
 
     @classmethod
     def of(cls, builder: ClusterBuilder, state_dir: Path, register: bool = True) -> Harness:
@@ -362,7 +370,11 @@ class Harness:
         for name, on_answer in pinged:
             answers = name not in self.silent
             running = sorted(self.nodes.running.get(name, ())) if answers else None
-            on_answer(name, answers, running)
+            reply = node_pb2.NodePingResponse(running_jobs=running or []) if answers else None
+            if reply is not None:
+                for index, util in sorted(self.gpu_load.get(name, {}).items()):
+                    reply.gpus.add(index=index, utilization=util, memory_used_mb=100, memory_total_mb=81559)
+            on_answer(name, answers, running, reply)
         self.ctl.housekeeping()
 
     def silence(self, name: str) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cli.sacct import Row, parse_format, render
-from noded.gpu.fake_nvml import USAGE_ENV, FakeNvml
-from noded.gpu.usage import GpuSampler, GpuUsage
+from noded.gpu.fake_nvml import USAGE_ENV, FakeNvml, NVMLError
+from noded.gpu.usage import NOT_AVAILABLE, GpuSampler, GpuUsage, read_gpu
 from shoal.acct_records import JobRec, StepRec
 
 
@@ -79,3 +80,71 @@ def test_sacct_prints_gpu_terms_in_tres_usage_columns() -> None:
         "5.0|cpu=00:00:01,energy=0,mem=100K|cpu=00:00:01,energy=0,mem=100K|",
         "5.1||energy=0|",
     ]
+
+
+def test_every_gpu_is_read_each_value_on_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Temperature, power (NVML's milliwatts as watts) and ECC errors from the fake; a sensor the GPU
+    lacks (null in the override: NVML_ERROR_NOT_SUPPORTED) is NOT_AVAILABLE, its other values still read."""
+    override = tmp_path / "usage.json"
+    override.write_text(
+        json.dumps(
+            {
+                "0": {
+                    "utilization": 37,
+                    "memory_used_mb": 1024,
+                    "temperature_c": 61,
+                    "power_w": 312,
+                    "ecc_errors": 2,
+                },
+                "1": {"power_w": None, "temperature_c": None},
+            }
+        )
+    )
+    monkeypatch.setenv(USAGE_ENV, str(override))
+    readings = GpuSampler(FakeNvml.load("dgx_h100")).read()
+    assert sorted(readings) == list(range(8))
+    first = readings[0]
+    assert (first.name, first.uuid[:4], first.memory_total_mb) == ("NVIDIA H100 80GB HBM3", "GPU-", 81559)
+    assert (
+        first.utilization,
+        first.memory_used_mb,
+        first.temperature_c,
+        first.power_w,
+        first.ecc_errors,
+    ) == (
+        37,
+        1024,
+        61,
+        312,
+        2,
+    )
+    second = readings[1]
+    assert (second.power_w, second.temperature_c) == (NOT_AVAILABLE, NOT_AVAILABLE)
+    assert (second.utilization, second.memory_used_mb, second.ecc_errors) == (0, 0, 0)
+
+
+class _OldDriver(FakeNvml):
+    """A real pynvml on a GPU that supports none of the optional queries: NVMLError_NotSupported is a
+    subclass of pynvml.NVMLError, as here."""
+
+    class NVMLError_NotSupported(NVMLError):  # noqa: N801, N818 - pynvml's name
+        def __init__(self) -> None:
+            super().__init__(3)
+
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:  # noqa: N802
+        raise self.NVMLError_NotSupported()
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter_type: int) -> int:  # noqa: N802
+        raise self.NVMLError_NotSupported()
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "nvmlDeviceGetTemperature":  # an older pynvml: no such call
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def test_not_supported_fields_of_a_real_driver_and_a_missing_call() -> None:
+    nvml = _OldDriver(FakeNvml.load("pcie_a100").description)
+    reading = read_gpu(nvml, nvml.nvmlDeviceGetHandleByIndex(0), 0, now=5)
+    assert (reading.power_w, reading.ecc_errors, reading.temperature_c) == (NOT_AVAILABLE,) * 3
+    assert reading.memory_total_mb > 0 and reading.sampled_at == 5

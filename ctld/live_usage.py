@@ -1,0 +1,162 @@
+"""What runs on the nodes now: every GPU's state and every running step's usage, from the nodes'
+ping answers, kept in ctld's memory only (a restart forgets them until the next pings); the
+GetLiveUsage query (restd's /metrics/gpus and /shoal/v1/gpus, sstat); and idle-GPU detection in
+housekeeping, which applies ctld/gpu_idle.py's decisions (flag, notify, cancel).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from ctld import gpu_idle, job_hooks
+from ctld.job_lifecycle import cancel_running
+from ctld.state import ClusterState, Transaction, user_name
+from shoal.v1 import controller_pb2, jobs_pb2, node_pb2
+
+log = logging.getLogger("shoal.ctld")
+GPU_IDLE_REASON = "gpu_idle"  # TerminateJob's reason: noded tells the job's stderr why it ends
+
+
+def record(state: ClusterState, name: str, reply: node_pb2.NodePingResponse) -> None:
+    """A node's ping answer: its GPUs and running steps replace what it said before."""
+    with state.reading():  # memory only: nothing is saved
+        node = state.nodes.get(name)
+        if node is None:
+            return
+        node.gpus = list(reply.gpus)
+        node.steps = list(reply.steps)
+        node.live_at = state.now()
+
+
+def _holders(jobs: Iterable[jobs_pb2.JobInfo]) -> dict[tuple[str, int], jobs_pb2.JobInfo]:
+    """(node, GPU index) -> the running job allocated it."""
+    out: dict[tuple[str, int], jobs_pb2.JobInfo] = {}
+    for job in jobs:
+        if job.state in (jobs_pb2.RUNNING, jobs_pb2.SUSPENDED, jobs_pb2.COMPLETING):
+            for a in job.allocation:
+                for index in a.gpu_indices:
+                    out[(a.node, index)] = job
+    return out
+
+
+def query(
+    state: ClusterState, req: controller_pb2.GetLiveUsageRequest
+) -> controller_pb2.GetLiveUsageResponse:
+    out = controller_pb2.GetLiveUsageResponse(now=state.now())
+    with state.reading():
+        holders = _holders(state.jobs.values())
+        readings = {(name, g.index): g for name, node in state.nodes.items() for g in node.gpus}
+        if req.gpus:
+            for name in sorted(state.nodes):
+                for gpu in state.nodes[name].gpus:
+                    shown = out.gpus.add()
+                    shown.CopyFrom(gpu)
+                    shown.node = name
+                    job = holders.get((name, gpu.index))
+                    shown.job_id = job.job_id if job is not None else 0  # ctld's allocation decides
+                    if job is not None:
+                        shown.user = job.user_name or user_name(job.user_id)
+                        idle = state.gpu_idle.get(job.job_id)
+                        if idle is not None and idle.flagged_at:
+                            shown.idle = True
+                            shown.idle_since = idle.idle_since
+        wanted = set(req.job_ids)
+        for job_id in wanted:
+            job = state.jobs.get(job_id)
+            if job is not None:
+                out.job_states[job_id] = job.state
+        if req.steps:
+            for name in sorted(state.nodes):
+                for step in state.nodes[name].steps:
+                    if wanted and step.job_id not in wanted:
+                        continue
+                    usage = out.steps.add()
+                    usage.CopyFrom(step)
+                    usage.node = name
+                    owner = state.jobs.get(step.job_id)
+                    alloc = next((a for a in owner.allocation if a.node == name), None) if owner else None
+                    gpus = (
+                        [readings[(name, i)] for i in alloc.gpu_indices if (name, i) in readings]
+                        if alloc
+                        else []
+                    )
+                    utils = [g.utilization for g in gpus if g.utilization >= 0]
+                    usage.gpu_util = round(sum(utils) / len(utils)) if utils else -1
+                    usage.gpu_mem_mb = sum(max(g.memory_used_mb, 0) for g in gpus)
+    return out
+
+
+def _job_utilizations(state: ClusterState, job: jobs_pb2.JobInfo) -> tuple[list[int], int]:
+    """The utilization of each GPU of the job, as its nodes last said, and when the latest said it."""
+    utils: list[int] = []
+    at = 0
+    for a in job.allocation:
+        node = state.nodes.get(a.node)
+        if node is None or not a.gpu_indices:
+            continue
+        by_index = {g.index: g for g in node.gpus}
+        for index in a.gpu_indices:
+            gpu = by_index.get(index)
+            if gpu is not None:
+                utils.append(gpu.utilization)
+                at = max(at, node.live_at)
+    return utils, at
+
+
+def enforce_gpu_idle(state: ClusterState, tx: Transaction, now: int) -> None:
+    """Housekeeping: each running GPU job's idle state after its latest sample, and what the site's
+    policy does about it (SchedulerParameters shoal_gpu_idle_*)."""
+    policy = state.gpu_idle_policy
+    tracked: set[int] = set()
+    if policy.enabled:
+        for job in state.jobs.values():
+            if job.state != jobs_pb2.RUNNING or job.final_state or job.gpu_idle_cancelled:
+                continue
+            utils, at = _job_utilizations(state, job)
+            if not utils:
+                continue
+            tracked.add(job.job_id)
+            before = state.gpu_idle.get(job.job_id) or gpu_idle.IdleState(  # after a restart: as saved
+                idle_since=job.gpu_idle_since,
+                flagged_at=now if job.gpu_idle_since else 0,
+                notified=job.gpu_idle_notified,
+            )
+            after, actions = gpu_idle.decide(policy, before, gpu_idle.job_sample(utils, at), now)
+            state.gpu_idle[job.job_id] = after
+            for action in actions:
+                _apply(state, tx, job, action, after, now)
+    for job_id in set(state.gpu_idle) - tracked:
+        ended = state.jobs.get(job_id)
+        if ended is None or ended.state != jobs_pb2.RUNNING or not policy.enabled:
+            del state.gpu_idle[job_id]
+
+
+def _apply(
+    state: ClusterState,
+    tx: Transaction,
+    job: jobs_pb2.JobInfo,
+    action: gpu_idle.Action,
+    idle: gpu_idle.IdleState,
+    now: int,
+) -> None:
+    policy = state.gpu_idle_policy
+    if action is gpu_idle.Action.FLAG:
+        log.info("job %d: its GPUs idle (under %d%%) since %d", job.job_id, policy.threshold, idle.idle_since)
+        job.gpu_idle_since = idle.idle_since
+    elif action is gpu_idle.Action.UNFLAG:
+        log.info("job %d: its GPUs are busy again", job.job_id)
+        job.gpu_idle_since = 0
+    elif action is gpu_idle.Action.NOTIFY and not job.gpu_idle_notified:
+        job.gpu_idle_notified = True
+        job_hooks.gpu_idle_notify(state.cfg, job, policy.notify, idle.idle_since)  # on a thread of its own
+    elif action is gpu_idle.Action.CANCEL:
+        log.info(
+            "job %d cancelled: its GPUs idle since %d, flagged %ds ago",
+            job.job_id,
+            idle.idle_since,
+            now - idle.flagged_at,
+        )
+        job.gpu_idle_cancelled = True
+        cancel_running(state, tx, job, state.slurm_uid, now, GPU_IDLE_REASON)
+    tx.save(job)
