@@ -62,6 +62,7 @@ def gpu_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             accounting=True,
             extra=(f"SchedulerParameters={params}", "SlurmdTimeout=12"),  # pings every 4 s
             up_args=("--gpus-per-node", "8", "--gpu-type", "h100", "--no-cgroups"),
+            restd=True,
         )
     LOAD["file"] = usage
     yield c

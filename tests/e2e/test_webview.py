@@ -1,18 +1,16 @@
 """shoal-restd's web view in a real headless browser (Debian's chromium over the DevTools protocol):
 the URL `shoal up` prints logs in, a job shows on the GPUs ctld gave it and leaves them when it ends
 (no reload), the queue, fair-share and what-if pages load, and a bad token lands on the login page.
-One cluster (2 nodes x 4 GPUs, accounting) and one browser serve the whole module."""
+One cluster (2 nodes x 8 GPUs, accounting) and one browser serve the whole module."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -27,18 +25,28 @@ pytestmark = [
         CHROMIUM is None, reason="no chromium (apt-get install chromium) for the browser tests"
     ),
 ]
-GPUS = 4
+GPUS = 8  # a DGX H100 per node: `shoal up` gives 8 h100 the fake NVML (utilization, memory)
 CELLS = "[...document.querySelectorAll('.gpu')].map(c => [c.dataset.node, +c.dataset.index, c.dataset.job, c.dataset.user])"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(
-        tmp_path_factory.mktemp("webview"),
-        accounting=True,
-        up_args=("--gpus-per-node", str(GPUS), "--gpu-type", "h100", "--no-cgroups"),
-        restd=True,
-    )
+    base = tmp_path_factory.mktemp("webview")
+    usage = base / "usage.json"  # the fake NVML's readings: every GPU at 3 %, 512 MiB used
+    usage.write_text(json.dumps({str(m): {"utilization": 3, "memory_used_mb": 512} for m in range(GPUS)}))
+    usage.chmod(0o644)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SHOAL_FAKE_NVML_USAGE", str(usage))
+        c = start_cluster(
+            base / "c",
+            accounting=True,
+            up_args=("--gpus-per-node", str(GPUS), "--gpu-type", "h100", "--no-cgroups"),
+            extra=(
+                "SchedulerParameters=shoal_gpu_idle_threshold=10,shoal_gpu_idle_time=1",
+                "SlurmdTimeout=12",  # pings (which carry the readings) every 4 s
+            ),
+            restd=True,
+        )
     yield c
     stop_cluster(c)
 
@@ -214,71 +222,25 @@ def test_a_bad_or_expired_token_lands_on_the_login_page_and_the_form_logs_in(
     assert browser.url() == f"{base}/web/login" and browser.cookies() == []
 
 
-# --- the optional endpoints other parts of restd add ------------------------------------------------
-# `GET /shoal/v1/gpus` and `GET /shoal/v1/why/{job_id}` are not in this restd yet. Until they are, this
-# test serves the web view from an in-process restd app (the real one, on the module's cluster) with
-# stand-ins that answer in their agreed shape, so the page's script is checked against those keys.
-
-
-def _restd_with_stand_ins(c: Cluster, gpus: list[dict[str, object]]) -> tuple[str, Callable[[], None]]:
-    from aiohttp import web
-
-    from restd import web as webview
-    from restd.app import RestContext, make_app
-    from restd.backend import Backend
-    from shoal.agent.server import targets_from_config
-    from shoal.auth.key import load_key
-    from shoal.conf import load_slurm_conf
-
-    cfg = load_slurm_conf(str(c.conf))
-    backend = Backend(load_key(cfg.auth_key_file), targets_from_config(cfg)["ctld"], None)
-    ctx = RestContext(
-        backend=backend, jwt_key=(c.dir / "jwt_hs256.key").read_bytes(), cluster=cfg.cluster_name
-    )
-    app = make_app(ctx)
-
-    async def gpus_endpoint(request: web.Request) -> web.Response:
-        return web.json_response({"gpus": gpus})
-
-    app.router.add_get("/shoal/v1/gpus", gpus_endpoint)
-    webview.add_routes(app, ctx, cfg, str(c.conf))
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = runner.addresses[0][1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    def stop() -> None:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        backend.close()
-
-    return f"http://127.0.0.1:{port}", stop
-
-
-def test_utilization_idle_and_why_appear_where_restd_serves_them(
+def test_utilization_idle_and_why_from_restd(
     cluster: Cluster, browser: Browser, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    """The cells' NVML figures and idle flag come from restd's /shoal/v1/gpus (the fake NVML's usage
+    file: 3 % on every GPU, under the cluster's 10 % idle threshold), the why? panel from ctld's explainer."""
     running = cluster.submit("--gres=gpu:1", "-w", "node2", "-t", "5", "--wrap", "sleep 300")
     cluster.wait_state(running, {"RUNNING"})
     ((node, index),) = _gpus_of(cluster, running)
     waiting = cluster.submit("--begin=now+1hour", "-t", "5", "--wrap", "true")
-    gpus = [{"node": node, "index": index, "uuid": "GPU-0", "name": "NVIDIA H100", "utilization": 3,
-             "memory_used_mb": 512, "memory_total_mb": 81559, "temperature_c": 31, "power_w": 70,
-             "job_id": running, "user": "root", "idle": True, "idle_since": int(time.time()) - 900}]  # fmt: skip
-    base, stop = _restd_with_stand_ins(cluster, gpus)
+    base = _base(cluster)
     try:
         browser.open(f"{base}/web/?token={_token(cluster)}")
         cell = f'document.querySelector(\'.gpu[data-node="{node}"][data-index="{index}"]\')'
-        browser.wait("the utilization", f"!!{cell} && !!{cell}.querySelector('.gpu-util')")
+        browser.wait("the idle flag", f"!!{cell} && {cell}.classList.contains('idle')", timeout=60)
         text = browser.evaluate(f"{cell}.innerText")
         assert "3% util" in text and "512 / 81559 MiB" in text and "idle since" in text
-        assert browser.evaluate(f"{cell}.classList.contains('idle')")
-        assert browser.evaluate("document.querySelectorAll('.gpu-util').length") == 1  # only where sampled
+        # every GPU is sampled; only the one a job holds can be idle
+        assert browser.evaluate("document.querySelectorAll('.gpu-util').length") == 2 * GPUS
+        assert browser.evaluate("document.querySelectorAll('.gpu.idle').length") == 1
         _screenshot(browser, tmp_path_factory, "gpus")
 
         browser.open(f"{base}/web/queue")
@@ -295,5 +257,4 @@ def test_utilization_idle_and_why_appear_where_restd_serves_them(
         _screenshot(browser, tmp_path_factory, "why")
         assert browser.errors == []
     finally:
-        stop()
         cluster.ok("scancel", str(running), str(waiting))
