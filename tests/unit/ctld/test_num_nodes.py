@@ -66,7 +66,9 @@ def _cluster(tmp_path: Path) -> Harness:
 
 
 def _spec(options: str) -> jobs_pb2.JobSpec:
-    _, spec = sbatch.prepare([*options.split(), "--wrap", "sleep 200"], {}, "/tmp", io.StringIO(""), 1_000_000)
+    _, spec = sbatch.prepare(
+        [*options.split(), "--wrap", "sleep 200"], {}, "/tmp", io.StringIO(""), 1_000_000
+    )
     assert spec is not None
     return spec
 
