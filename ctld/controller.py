@@ -13,7 +13,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ctld import applier, housekeeping, job_lifecycle, job_update, node_lifecycle, priority_report, queries
+from ctld import (
+    applier,
+    housekeeping,
+    job_lifecycle,
+    job_update,
+    node_lifecycle,
+    priority_report,
+    queries,
+    usage_reset,
+)
 from ctld import reconfigure as reconf
 from ctld import reservations as resv
 from ctld import steps as jobsteps
@@ -188,3 +197,8 @@ class Controller:
 
     def get_shares(self, req: controller_pb2.GetSharesRequest) -> controller_pb2.GetSharesResponse:
         return priority_report.get_shares(self.state, req)
+
+    def reset_usage(
+        self, req: controller_pb2.ResetUsageRequest, caller: Caller
+    ) -> controller_pb2.ResetUsageResponse:
+        return usage_reset.reset_usage(self.state, req, self.is_operator(caller))
