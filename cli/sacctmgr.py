@@ -2,6 +2,7 @@
 
 `sacctmgr [-i] [-n] [-p|-P] ACTION ENTITY [NAME...] [where K=V...] [set K=V...]`. Without -i a change
 is first computed without committing, shown, and committed only when the user answers y.
+`modify user|account|qos ... set RawUsage=0` goes to shoal-ctld instead, which keeps the usage.
 """
 
 from __future__ import annotations

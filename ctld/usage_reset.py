@@ -3,7 +3,8 @@
 As in 22.05 the reset reaches the controller's usage (sshare shows RawUsage 0 at once); sacctmgr first
 asks without `commit` for the local cluster's name (its "No cluster specified, resetting on local
 cluster X"), then commits once confirmed. An account's reset clears every association under it too
-(shoal's account usage is its associations' sum).
+(measured on 22.05: `modify account physics set RawUsage=0` left physics' users at 0 as well). 22.05
+recomputes EffectvUsage and FairShare at its next PriorityCalcPeriod pass; shoal at once.
 """
 
 from __future__ import annotations
