@@ -217,14 +217,6 @@ def test_step_layout_matches_22_05(
 ALLOCATIONS = [c for c in CAPTURES if c.steps and (c.batch_env or c.steps[0].tasks)]
 
 
-# Allocations whose tasks per node shoal knowingly lays out otherwise: capture -> why.
-TASKS_KNOWN = {
-    # sbatch -N1 --exclusive (no -n): 22.05's batch script sees SLURM_TASKS_PER_NODE=16 (the node's
-    # CPUs), shoal's 1 (the one task it was asked for); its steps match (srun -c2: 8 tasks)
-    "batch_N1_excl_c2": "tasks per node of an --exclusive job without -n",
-}
-
-
 @pytest.mark.parametrize("cap", ALLOCATIONS, ids=[c.name for c in ALLOCATIONS])
 def test_allocation_shape_matches_22_05(cap: Capture) -> None:
     """CPUs, tasks and GPUs per node of the job itself (SLURM_JOB_CPUS_PER_NODE and
@@ -242,8 +234,18 @@ def test_allocation_shape_matches_22_05(cap: Capture) -> None:
     assert not isinstance(start, str), start
     assert [a.node for a in start.allocation] == [a.node for a in real.allocation]
     assert [len(a.cpu_ids) for a in start.allocation] == [a.cpus for a in real.allocation]
-    if cap.kind != "srun" and cap.name not in TASKS_KNOWN:  # srun's own job: the step's tasks per node
-        assert [a.tasks for a in start.allocation] == [a.tasks for a in real.allocation]
+    if cap.kind != "srun":  # srun's own job: the tasks see the step's tasks per node, not the job's
+        placed = jobs_pb2.JobInfo(job_id=7, nodes=real.nodes, num_nodes=len(start.allocation))
+        placed.spec.CopyFrom(real.spec)
+        for a in start.allocation:
+            placed.allocation.add(node=a.node, cpus=len(a.cpu_ids), tasks=a.tasks)
+        first = placed.allocation[0].node
+        env = (
+            job_environment(placed)
+            if cap.kind == "salloc"
+            else slurm_variables(node_pb2.LaunchBatchRequest(node=first, job=placed, cluster_name="c"), first)
+        )
+        assert env["SLURM_TASKS_PER_NODE"] == cap.batch_env["SLURM_TASKS_PER_NODE"]
     if any(a.gpu_indices for a in real.allocation) and cap.kind != "srun":
         assert [len(a.gpu_indices) for a in start.allocation] == [len(a.gpu_indices) for a in real.allocation]
 
