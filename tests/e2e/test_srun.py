@@ -230,7 +230,7 @@ def test_srun_c_in_an_exclusive_job_fills_its_cpus(cluster: Cluster, workdir: Pa
     )
     cluster.wait_state(job, {"COMPLETED"})
     node = cluster.job_field(job, "%N")
-    assert lines((workdir / "x.out").read_text()) == ["tpn=4", f"0: {node}", f"1: {node}", "1"]
+    assert (workdir / "x.out").read_text().splitlines() == ["tpn=4", f"0: {node}", f"1: {node}", "1"]
 
 
 def test_step_cpus_whole_unless_exact(cluster: Cluster, workdir: Path) -> None:
