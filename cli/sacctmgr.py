@@ -2,6 +2,7 @@
 
 `sacctmgr [-i] [-n] [-p|-P] ACTION ENTITY [NAME...] [where K=V...] [set K=V...]`. Without -i a change
 is first computed without committing, shown, and committed only when the user answers y.
+`modify user|account|qos ... set RawUsage=0` goes to shoal-ctld instead, which keeps the usage.
 """
 
 from __future__ import annotations
@@ -245,13 +246,55 @@ def _call(method: str, request: Message, response_type: type[M]) -> M:
         raise CommandError(exc.message) from exc
 
 
-def _confirm() -> bool:
-    sys.stdout.write("Would you like to commit changes? (You have 30 seconds to decide)\n(N/y): ")
+def _confirm(question: str = "commit changes") -> bool:
+    sys.stdout.write(f"Would you like to {question}? (You have 30 seconds to decide)\n(N/y): ")
     sys.stdout.flush()
     ready, _, _ = select.select([sys.stdin], [], [], 30.0)
     answer = sys.stdin.readline().strip().lower() if ready else ""
     sys.stdout.write("\n")
     return answer in ("y", "yes")
+
+
+def reset_usage(kind: str, names: list[str], where: dict[str, str], value: str, immediate: bool) -> int:
+    """`modify user|account|qos ... set RawUsage=0`: clear fair-share usage in ctld (22.05's checks, in
+    its order, and its words; other keys given beside it are ignored, as there)."""
+    from cli.common import ctld
+    from shoal.v1 import controller_pb2
+
+    text = value.strip()
+    if not (text == "" or text.lstrip("+-").isdigit()):
+        sys.stderr.write(
+            f"{PROG}: error: Invalid value for RawUsage ({value})\n You didn't give me anything to set\n"
+        )
+        return 1
+    accounts = [a for a in (where.get("account") or where.get("accounts") or "").split(",") if a]
+    if kind == "user" and not accounts:
+        raise CommandError("An account must be specified")
+    if kind in ("account", "qos") and not names:
+        raise CommandError("An association name is required to remove usage")
+    if int(text or "0") != 0:
+        raise CommandError("Raw usage can only be set to 0 (zero)")
+    req = controller_pb2.ResetUsageRequest(
+        kind=kind,
+        users=names if kind == "user" else [],
+        accounts=names if kind == "account" else accounts,
+        qos=names if kind == "qos" else [],
+        cluster=where.get("cluster", "") or where.get("clusters", ""),
+    )
+    resp = ctld("ResetUsage", req, controller_pb2.ResetUsageResponse)
+    if not req.cluster:
+        sys.stdout.write(f"No cluster specified, resetting on local cluster {resp.cluster_name}\n")
+    if not immediate and not _confirm("reset usage"):
+        sys.stdout.write(" Changes Discarded\n")
+        return 0
+    req.commit = True
+    try:
+        ctld("ResetUsage", req, controller_pb2.ResetUsageResponse)
+    except CommandError as exc:
+        if exc.message == DENIED:
+            return 1  # 22.05 says nothing more to a user who may not
+        raise
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 raise CommandError(f"Unknown option '{opt}'")
         action, kind, names, where, values, flags = parse_args(words)
+        if action == "modify" and "rawusage" in values and kind in ("user", "account", "qos"):
+            return reset_usage(kind, names, where, values["rawusage"], bool(immediate))
         if action == "show":
             fmt = where.pop("format", "") or values.pop("format", "")
             with_assoc = "withassoc" in flags

@@ -13,6 +13,7 @@ from shoal import states
 from shoal.arrayspec import format_task_ids
 from shoal.depshow import shown_dependency
 from shoal.hostlist import collect
+from shoal.nodecount import num_nodes_text
 from shoal.outpath import resolve_streams
 from shoal.sizefmt import format_size_mb
 from shoal.timefmt import format_hms, format_time_limit, format_timestamp
@@ -40,12 +41,7 @@ def _run_seconds(job: jobs_pb2.JobInfo, now: int) -> int:
 
 
 def _num_nodes(job: jobs_pb2.JobInfo) -> str:
-    """Pending jobs show the requested range when -N was given ("-N1" 1-1, "-N2-4" 2-4); a count that only
-    -w implies (or none) is a plain number, as 22.05 prints it."""
-    spec = job.spec
-    if job.state == jobs_pb2.PENDING and (spec.max_nodes or (spec.min_nodes and not spec.nodelist)):
-        return f"{job.num_nodes}-{spec.max_nodes or spec.min_nodes}"
-    return str(job.num_nodes)
+    return num_nodes_text(job)  # 22.05's rule, measured: shoal/nodecount.py
 
 
 def _oversubscribe(job: jobs_pb2.JobInfo) -> str:

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -368,6 +368,38 @@ class Accounting:
         with self._cache_lock:
             return share_tree(self._cache)
 
+    def usage_targets(
+        self, kind: str, users: Sequence[str], accounts: Sequence[str], qos: Sequence[str], cluster: str
+    ) -> tuple[set[int], set[str]]:
+        """The associations (an account's with every one under it) and QOS whose usage `sacctmgr ... set
+        RawUsage=0` clears; SlurmError with 22.05's words for one that does not exist."""
+        with self._cache_lock:
+            assocs = list(self._cache.associations)
+            known_qos = {q.name for q in self._cache.qos}
+        if kind == "qos":
+            for name in qos:
+                if name not in known_qos:
+                    raise SlurmError(f"Failed to find QOS {name}")
+            return set(), set(qos)
+        ids: set[int] = set()
+        for account in accounts:
+            if kind == "account" or not users:
+                found = [a for a in assocs if a.account == account and not a.user and not a.partition]
+                if not found or kind != "account":  # `modify user account=A` without a user: 22.05 refuses
+                    raise SlurmError(
+                        f"Failed to find cluster {cluster} account {account} association in database"
+                    )
+                ids |= _subtree(assocs, account)
+                continue
+            for user in users:
+                found = [a for a in assocs if a.account == account and a.user == user]
+                if not found:
+                    raise SlurmError(
+                        f"Failed to find cluster {cluster} account {account} user {user} association in database"
+                    )
+                ids |= {a.id for a in found}
+        return ids, set()
+
     def usage_factors(self) -> dict[str, float]:
         """QOS name -> UsageFactor (usage is charged times it; Slurm's default 1)."""
         with self._cache_lock:
@@ -586,3 +618,14 @@ def _qos_preempt(qos: pb.Qos) -> m.QosPreempt:
         mode = "OFF"
     preempt = frozenset(name.strip() for name in qos.preempt.split(",") if name.strip())
     return m.QosPreempt(name=qos.name, preempt=preempt, mode=mode, grace_time_s=max(0, int(qos.grace_time)))
+
+
+def _subtree(assocs: Sequence[pb.Association], account: str) -> set[int]:
+    """Ids of an account's association and of every association below it (sub-accounts, users)."""
+    below = {account}
+    grew = True
+    while grew:
+        more = {a.account for a in assocs if not a.user and not a.partition and a.parent in below}
+        grew = not more <= below
+        below |= more
+    return {a.id for a in assocs if a.account in below}

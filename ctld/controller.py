@@ -25,6 +25,7 @@ from ctld import (
     node_reboot,
     priority_report,
     queries,
+    usage_reset,
     why,
 )
 from ctld import reconfigure as reconf
@@ -219,3 +220,8 @@ class Controller:
 
     def why(self, req: controller_pb2.WhyRequest, caller: Caller) -> controller_pb2.WhyResponse:
         return why.why(self.state, req, caller)
+
+    def reset_usage(
+        self, req: controller_pb2.ResetUsageRequest, caller: Caller
+    ) -> controller_pb2.ResetUsageResponse:
+        return usage_reset.reset_usage(self.state, req, self.is_operator(caller))

@@ -50,6 +50,7 @@ RPC_TYPES: dict[str, tuple[str, int]] = {
     "SignalJobs": ("REQUEST_KILL_JOB", 5032),
     "CreateToken": ("REQUEST_AUTH_TOKEN", 5039),
     "PushLimits": ("ACCOUNTING_UPDATE_MSG", 10001),
+    "ResetUsage": ("ACCOUNTING_UPDATE_MSG", 10001),  # 22.05: sacctmgr -> slurmdbd -> slurmctld
 }
 
 _FAILED = frozenset(

@@ -121,6 +121,15 @@ class UsageLedger:
                     self._charge(job, seconds * job.usage_factor)
         self.last = max(self.last, now)
 
+    def reset(self, assoc_ids: Iterable[int], qos: Iterable[str]) -> None:
+        """`sacctmgr ... set RawUsage=0`: forget these associations' and QOS' usage (fair-share and the
+        GrpTRESMins/GrpWall minutes); what their jobs run from now on counts again."""
+        for assoc in assoc_ids:
+            self.usage.pop(assoc, None)
+            self.tres.pop(assoc, None)
+        for name in qos:
+            self.qos_tres.pop(name, None)
+
     def clear(self) -> None:
         self.usage.clear()
         self.tres.clear()

@@ -169,6 +169,7 @@ def _requeue_action(
 
 
 def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: str, operator: bool) -> None:
+    counted_nodes = _tres_nodes(job)  # the node count its memory was figured for, before the change
     k = key.lower()
     pending = job.state == PENDING
     if k == "timelimit":
@@ -281,12 +282,23 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
     else:
         raise SlurmError(f"Update of this parameter is not supported: {key}")
     req = jobrec.job_request(job, state.nodes, state.cfg)
+    node_cpus = jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0])
     jobrec.describe_request(
         job,
         req,
-        job.mem_mb // max(1, job.num_nodes),
-        jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0]),
+        job.mem_mb // max(1, counted_nodes),
+        node_cpus,
+        jobrec.usable_node_count(state.cfg, state.nodes, req.partitions[0]),
     )
+
+
+def _tres_nodes(job: jobs_pb2.JobInfo) -> int:
+    """node= of a pending job's TRES (NumNodes may show more: jobs.expected_nodes)."""
+    for word in job.tres_req.split(","):
+        key, _, value = word.partition("=")
+        if key == "node" and value.isdigit():
+            return int(value)
+    return job.num_nodes
 
 
 def _user_may_set_time_limit(state: ClusterState, job: jobs_pb2.JobInfo, minutes: int) -> bool:

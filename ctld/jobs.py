@@ -13,8 +13,8 @@ from ctld.nodes import NodeRuntime
 from ctld.sched import dependency as sched_dependency
 from ctld.sched import reasons
 from ctld.sched.model import DependencySpec, GpuRequest, JobRequest, Start
-from ctld.sched.resources import MEM_WHOLE_NODE, job_cpus, job_gpus
-from shoal import hostlist
+from ctld.sched.resources import MEM_WHOLE_NODE, job_cpus, job_gpus, node_count_range
+from shoal import hostlist, nodecount
 from shoal.conf.slurm import SlurmConfig
 from shoal.sizefmt import format_size_mb
 from shoal.v1 import jobs_pb2
@@ -191,20 +191,29 @@ def tres_per_node(req: JobRequest) -> str:
     return ""
 
 
-def describe_request(
-    job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: int, node_cpus: int = 0
-) -> None:
-    """Fill the requested-size fields squeue/scontrol show for a pending job.
+def estimated_nodes(req: JobRequest, node_cpus: int = 0) -> int:
+    """Slurm's node count of a pending job for its TRES (node=, mem): its minimum, or as many of the
+    partition's largest nodes (`node_cpus` CPUs) as its CPUs need, one task never spanning two (-n 20 on
+    16-CPU nodes is 2), or as many as --ntasks-per-node needs."""
+    nodes = max(req.min_nodes, node_count_range(req)[0])  # -n4 --ntasks-per-node=2: 2
+    if node_cpus > 0:
+        nodes = max(nodes, min(max(1, req.num_tasks), -(-job_cpus(req) // node_cpus)))
+    return nodes
 
-    NumNodes is Slurm's estimate until the job starts: its minimum, or as many of the partition's
-    largest nodes (`node_cpus` CPUs) as its CPUs need, one task never spanning two (-n 20 on 16-CPU
-    nodes shows 2)."""
+
+def describe_request(
+    job: jobs_pb2.JobInfo,
+    req: JobRequest,
+    mem_per_node_mb: int,
+    node_cpus: int = 0,
+    usable_nodes: int = 0,
+) -> None:
+    """Fill the requested-size fields squeue/scontrol show for a pending job: NumNodes as 22.05
+    (shoal/nodecount.py); its TRES count the estimate."""
     gpus = job_gpus(req)
     cpus = job_cpus(req)
-    nodes = req.min_nodes
-    if node_cpus > 0:
-        nodes = max(nodes, min(max(1, req.num_tasks), -(-cpus // node_cpus)))
-    job.num_nodes = nodes
+    nodes = estimated_nodes(req, node_cpus)
+    job.num_nodes = nodecount.expected_nodes(job.spec, nodes, usable_nodes, job.held)
     job.min_nodes_req = req.min_nodes
     job.max_nodes_req = req.max_nodes
     job.num_cpus = cpus
@@ -272,3 +281,10 @@ def largest_node_cpus(cfg: SlurmConfig, nodes: Mapping[str, NodeRuntime], partit
     part = cfg.partition(partition)
     names = part.nodes if part is not None else ()
     return max((nodes[n].conf.cpus for n in names if n in nodes), default=0)
+
+
+def usable_node_count(cfg: SlurmConfig, nodes: Mapping[str, NodeRuntime], partition: str) -> int:
+    """How many of the partition's nodes may take work now (for a pending -N min-max job's NumNodes)."""
+    part = cfg.partition(partition)
+    names = part.nodes if part is not None else ()
+    return sum(1 for n in names if n in nodes and nodes[n].available)

@@ -239,6 +239,12 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return self.ctl.get_shares(request)
 
     @_slurm_errors
+    def ResetUsage(
+        self, request: pb.ResetUsageRequest, context: grpc.ServicerContext
+    ) -> pb.ResetUsageResponse:
+        return self.ctl.reset_usage(request, _caller())
+
+    @_slurm_errors
     def CompleteAllocation(
         self, request: pb.CompleteAllocationRequest, context: grpc.ServicerContext
     ) -> pb.CompleteAllocationResponse:

@@ -113,6 +113,7 @@ def layout_request(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo)
         num_tasks=req.num_tasks,
         ntasks_per_node=req.ntasks_per_node,
         cpus_per_task=req.cpus_per_task or 1,
+        tasks_from_cpus=not req.num_tasks and not req.ntasks_per_node and req.cpus_per_task > 0,
         nodelist=nodelist,
         exclude=exclude,
         distribution=req.distribution,

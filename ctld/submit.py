@@ -80,7 +80,11 @@ def submit(
                 rec.array_job_id = first
                 rec.array_task_id = task_ids[k]
             jobrec.describe_request(
-                rec, req, mem_per_node, jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0])
+                rec,
+                req,
+                mem_per_node,
+                jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0]),
+                jobrec.usable_node_count(state.cfg, state.nodes, req.partitions[0]),
             )
             if not (rec.min_memory_cpu_mb or rec.min_memory_node_mb or req.mem_per_node_mb):
                 rec.min_memory_cpu_mb = state.cfg.def_mem_per_cpu  # what the job gets by default

@@ -37,12 +37,16 @@ class NodeName(Protocol):
 
 
 def _tasks_per_node(job: jobs_pb2.JobInfo) -> list[int]:
-    """Tasks on each allocated node: as allocated, else derived from the CPUs as Slurm does."""
+    """Tasks on each allocated node: as allocated, else (or for an --exclusive job without -n and
+    --ntasks-per-node) derived from the CPUs as Slurm does."""
     cpt = job.spec.cpus_per_task or 1
     spec = job.spec
     result: list[int] = []
+    whole = spec.exclusive and not spec.num_tasks and not spec.ntasks_per_node
     for alloc in job.allocation:
-        if alloc.tasks:
+        if whole:  # 22.05: `sbatch -N1 --exclusive` sees SLURM_TASKS_PER_NODE=16 on 16 CPUs
+            result.append(max(1, alloc.cpus // cpt))
+        elif alloc.tasks:
             result.append(alloc.tasks)
         elif spec.ntasks_per_node:
             result.append(spec.ntasks_per_node)

@@ -51,7 +51,8 @@ def step_gpu_env(
 ) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
     """(variables common to the node's tasks, per-task variables) for the step's GPUs on `node`.
 
-    The step uses the GPUs it took (--gres/--gpus*) or else all the job's there; each task sees
+    The step uses the GPUs it took (--gres/--gpus*) or else all the job's there (none when the job
+    asked for none: an --exclusive job's, 22.05 measured); each task sees
     the ones --gpu-bind / --gpus-per-task give it. CUDA numbers them among the job's GPUs when the
     devices cgroup hides the others (tasks are in the job's cgroup), else by minor number.
     --gpu-bind=closest compares each task's block of the step's CPUs with the GPUs' affine CPUs
@@ -60,7 +61,12 @@ def step_gpu_env(
     index = next(i for i, n in enumerate(step.layout) if n.node == node)
     alloc = next((a for a in req.job.allocation if a.node == node), None)
     job_gpus = sorted(alloc.gpu_indices) if alloc is not None else []
-    step_gpus = sorted(step.layout[index].gpu_indices) or job_gpus
+    # a job that asked for no GPU holds a whole node's with --exclusive, but its steps see none (22.05)
+    spec = req.job.spec
+    asked = bool(spec.gpus or spec.gpus_per_node or spec.gpus_per_task or spec.gpus_per_socket) or (
+        "gpu" in spec.gres
+    )
+    step_gpus = sorted(step.layout[index].gpu_indices) or (job_gpus if asked else [])
     if not step_gpus:
         return {}, {}
     here = list(step.layout[index].task_ids)
@@ -154,7 +160,8 @@ def task_environments(
     if launch.label:
         common["SLURM_LABELIO"] = "1"
     gpu_common, gpu_per_task = step_gpu_env(req, node, devices_constrained, gpu_cpus)
-    if gpu_common:
+    holds_gpus = any(a.gpu_indices for a in req.job.allocation if a.node == node)
+    if gpu_common or holds_gpus:  # holding GPUs the step may not see: none of the job's GPU values
         for name in GPU_VARIABLES:
             common.pop(name, None)  # the batch script's values (inherited through --export) do not apply
         common.update(gpu_common)

@@ -59,6 +59,9 @@ class StepRequest:
     num_tasks: int = 0  # 0 = not given
     ntasks_per_node: int = 0
     cpus_per_task: int = 1
+    # -c without -n (none inherited either): 22.05 runs as many tasks as the job's CPUs hold
+    # (`srun -c2` in an --exclusive -N1 job of 16 CPUs: 8 tasks; -c3: 5)
+    tasks_from_cpus: bool = False
     nodelist: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     distribution: str = ""  # "block", "cyclic", "plane=N" ("" = by the task count); ":..." ignored
@@ -250,6 +253,8 @@ def layout_step(
     if want > len(candidates) or want < len(required) or want == 0:
         raise StepRefused(NODES_UNAVAILABLE)
     num_tasks = req.num_tasks or want * (req.ntasks_per_node or 1)
+    if req.tasks_from_cpus:  # counted over the whole allocation, whatever -N says (-N1 -c4 in -N2: too many)
+        num_tasks = max(num_tasks, sum(a.cpus // cpt for a in alloc))
     want = min(want, num_tasks)  # fewer tasks than nodes: one task per node, fewer nodes
     held = {} if req.overlap else busy
 

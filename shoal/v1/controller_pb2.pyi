@@ -2247,3 +2247,71 @@ class GetLiveUsageResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetLiveUsageResponse: _TypeAlias = GetLiveUsageResponse  # noqa: Y015
+
+@_typing.final
+class ResetUsageRequest(_message.Message):
+    """sacctmgr ... set RawUsage=0. Without commit only `cluster` is checked (and the local cluster's name
+    returned, for "No cluster specified, resetting on local cluster X"); with it, operators only.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    QOS_FIELD_NUMBER: _builtins.int
+    CLUSTER_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"user", "account" or "qos" """
+    cluster: _builtins.str
+    """where cluster=X ("" = the local one)"""
+    commit: _builtins.bool
+    @_builtins.property
+    def users(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """kind user: these users' associations under each of `accounts`"""
+
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """kind account: these accounts' associations"""
+
+    @_builtins.property
+    def qos(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """kind qos"""
+
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        users: _abc.Iterable[_builtins.str] | None = ...,
+        accounts: _abc.Iterable[_builtins.str] | None = ...,
+        qos: _abc.Iterable[_builtins.str] | None = ...,
+        cluster: _builtins.str = ...,
+        commit: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "cluster", b"cluster", "commit", b"commit", "kind", b"kind", "qos", b"qos", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetUsageRequest: _TypeAlias = ResetUsageRequest  # noqa: Y015
+
+@_typing.final
+class ResetUsageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLUSTER_NAME_FIELD_NUMBER: _builtins.int
+    cluster_name: _builtins.str
+    def __init__(
+        self,
+        *,
+        cluster_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetUsageResponse: _TypeAlias = ResetUsageResponse  # noqa: Y015

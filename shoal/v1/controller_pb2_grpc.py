@@ -130,6 +130,11 @@ class ControllerStub:
                 request_serializer=shoal_dot_v1_dot_controller__pb2.GetSharesRequest.SerializeToString,
                 response_deserializer=shoal_dot_v1_dot_controller__pb2.GetSharesResponse.FromString,
                 _registered_method=True)
+        self.ResetUsage = channel.unary_unary(
+                '/shoal.v1.Controller/ResetUsage',
+                request_serializer=shoal_dot_v1_dot_controller__pb2.ResetUsageRequest.SerializeToString,
+                response_deserializer=shoal_dot_v1_dot_controller__pb2.ResetUsageResponse.FromString,
+                _registered_method=True)
         self.CreateReservation = channel.unary_unary(
                 '/shoal.v1.Controller/CreateReservation',
                 request_serializer=shoal_dot_v1_dot_controller__pb2.ReservationRequest.SerializeToString,
@@ -315,6 +320,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResetUsage(self, request, context):
+        """sacctmgr modify user|account|qos ... set RawUsage=0: clear fair-share usage in ctld's ledger
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateReservation(self, request, context):
         """advance reservations (scontrol create/update/delete/show reservation, sinfo -T)
         """
@@ -492,6 +504,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.GetShares,
                     request_deserializer=shoal_dot_v1_dot_controller__pb2.GetSharesRequest.FromString,
                     response_serializer=shoal_dot_v1_dot_controller__pb2.GetSharesResponse.SerializeToString,
+            ),
+            'ResetUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetUsage,
+                    request_deserializer=shoal_dot_v1_dot_controller__pb2.ResetUsageRequest.FromString,
+                    response_serializer=shoal_dot_v1_dot_controller__pb2.ResetUsageResponse.SerializeToString,
             ),
             'CreateReservation': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateReservation,
@@ -1067,6 +1084,33 @@ class Controller:
             '/shoal.v1.Controller/GetShares',
             shoal_dot_v1_dot_controller__pb2.GetSharesRequest.SerializeToString,
             shoal_dot_v1_dot_controller__pb2.GetSharesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shoal.v1.Controller/ResetUsage',
+            shoal_dot_v1_dot_controller__pb2.ResetUsageRequest.SerializeToString,
+            shoal_dot_v1_dot_controller__pb2.ResetUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,8 @@ class ControllerStub:
     GetPriorities: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetPrioritiesRequest, _controller_pb2.GetPrioritiesResponse]
     """sprio, sshare"""
     GetShares: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetSharesRequest, _controller_pb2.GetSharesResponse]
+    ResetUsage: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ResetUsageRequest, _controller_pb2.ResetUsageResponse]
+    """sacctmgr modify user|account|qos ... set RawUsage=0: clear fair-share usage in ctld's ledger"""
     CreateReservation: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ReservationRequest, _controller_pb2.ReservationResponse]
     """advance reservations (scontrol create/update/delete/show reservation, sinfo -T)"""
     UpdateReservation: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ReservationRequest, _controller_pb2.ReservationResponse]
@@ -108,6 +110,8 @@ class ControllerAsyncStub(ControllerStub):
     GetPriorities: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetPrioritiesRequest, _controller_pb2.GetPrioritiesResponse]  # type: ignore[assignment]
     """sprio, sshare"""
     GetShares: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetSharesRequest, _controller_pb2.GetSharesResponse]  # type: ignore[assignment]
+    ResetUsage: _aio.UnaryUnaryMultiCallable[_controller_pb2.ResetUsageRequest, _controller_pb2.ResetUsageResponse]  # type: ignore[assignment]
+    """sacctmgr modify user|account|qos ... set RawUsage=0: clear fair-share usage in ctld's ledger"""
     CreateReservation: _aio.UnaryUnaryMultiCallable[_controller_pb2.ReservationRequest, _controller_pb2.ReservationResponse]  # type: ignore[assignment]
     """advance reservations (scontrol create/update/delete/show reservation, sinfo -T)"""
     UpdateReservation: _aio.UnaryUnaryMultiCallable[_controller_pb2.ReservationRequest, _controller_pb2.ReservationResponse]  # type: ignore[assignment]
@@ -268,6 +272,14 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.GetSharesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.GetSharesResponse, _abc.Awaitable[_controller_pb2.GetSharesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ResetUsage(
+        self,
+        request: _controller_pb2.ResetUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ResetUsageResponse, _abc.Awaitable[_controller_pb2.ResetUsageResponse]]:
+        """sacctmgr modify user|account|qos ... set RawUsage=0: clear fair-share usage in ctld's ledger"""
 
     @_abc_1.abstractmethod
     def CreateReservation(

@@ -93,3 +93,50 @@ def test_usage_survives_a_lost_state_save_location(tmp_path: Path) -> None:
         assert usage["root"] >= 4 * 2 and usage["nobody"] == 0  # 4 CPUs for about 3 s, from dbd's records
     finally:
         stop_cluster(c)
+
+
+def _raw_usage(c: Cluster, account: str) -> dict[str, int]:
+    out = c.ok("sshare", "-a", "-P", "-n", "-A", account)
+    return {r[1]: int(r[4]) for r in (line.split("|") for line in out.splitlines())}
+
+
+def test_sacctmgr_set_rawusage_0_resets_the_association(fs: Cluster, workdir: Path) -> None:
+    """22.05, measured: `sacctmgr modify user U account=A set RawUsage=0` names the local cluster, and
+    sshare shows the association's RawUsage 0 at once; its errors come in 22.05's words and order."""
+    job = fs.submit("-A", "physics", "-n2", "--wrap", "sleep 2", cwd=workdir)
+    fs.wait_state(job, {"COMPLETED"})
+    assert _raw_usage(fs, "physics")["root"] > 0
+    refusals = [
+        (["modify", "user", "root", "set", "RawUsage=0"], "sacctmgr: error: An account must be specified\n"),
+        (
+            ["modify", "user", "root", "account=physics", "set", "RawUsage=5"],
+            "sacctmgr: error: Raw usage can only be set to 0 (zero)\n",
+        ),
+        (
+            ["modify", "user", "root", "account=physics", "set", "RawUsage=0.0"],
+            "sacctmgr: error: Invalid value for RawUsage (0.0)\n You didn't give me anything to set\n",
+        ),
+        (
+            ["modify", "account", "nosuch", "set", "RawUsage=0"],
+            "sacctmgr: error: Failed to find cluster {c} account nosuch association in database\n",
+        ),
+        (
+            ["modify", "user", "root", "account=research", "set", "RawUsage=0"],
+            "sacctmgr: error: Failed to find cluster {c} account research user root association in database\n",
+        ),
+    ]
+    cluster = fs.ok("scontrol", "show", "config").split("ClusterName", 1)[1].split("=", 1)[1].split()[0]
+    for words, stderr in refusals:
+        out = fs.run("sacctmgr", "-i", *words)
+        assert (out.returncode, out.stderr) == (1, stderr.format(c=cluster)), words
+    denied = fs.run(
+        "sacctmgr", "-i", "modify", "user", "root", "account=physics", "set", "RawUsage=0", user=NOBODY
+    )
+    assert (denied.returncode, denied.stderr) == (1, "")
+    assert _raw_usage(fs, "physics")["root"] > 0
+    out = fs.run("sacctmgr", "-i", "modify", "user", "root", "account=physics", "set", "RawUsage=0")
+    assert (out.returncode, out.stdout) == (
+        0,
+        f"No cluster specified, resetting on local cluster {cluster}\n",
+    )
+    assert _raw_usage(fs, "physics")["root"] == 0

@@ -217,6 +217,22 @@ def test_srun_inside_a_batch_job_uses_the_job_shape(cluster: Cluster, workdir: P
     assert f"StepId={job}.0 " in shown and "State=COMPLETED" in shown and "Tasks=4" in shown
 
 
+def test_srun_c_in_an_exclusive_job_fills_its_cpus(cluster: Cluster, workdir: Path) -> None:
+    """22.05 inside `sbatch -N1 --exclusive` (16 CPUs there; here 4): SLURM_TASKS_PER_NODE is the node's
+    CPUs, `srun -c2` without -n runs CPUs/2 tasks, a plain srun one."""
+    job = cluster.submit(
+        "-N1",
+        "--exclusive",
+        "-o",
+        str(workdir / "x.out"),
+        "--wrap",
+        "echo tpn=$SLURM_TASKS_PER_NODE; srun -c2 -l bash -c 'echo $SLURMD_NODENAME' | sort; srun hostname | wc -l",
+    )
+    cluster.wait_state(job, {"COMPLETED"})
+    node = cluster.job_field(job, "%N")
+    assert (workdir / "x.out").read_text().splitlines() == ["tpn=4", f"0: {node}", f"1: {node}", "1"]
+
+
 def test_step_cpus_whole_unless_exact(cluster: Cluster, workdir: Path) -> None:
     """Slurm 22.05 inside `sbatch -N2 -n4 -c2` (here 4 CPUs on each node): a step gets all the job's
     CPUs on its nodes unless --exact (or -c); the job's -c is not inherited by srun; a whole-node

@@ -212,6 +212,29 @@ def test_start_lists_pending_jobs_by_expected_start() -> None:
     )
 
 
+def test_start_order_after_a_backfill_pass_as_2205() -> None:
+    """squeue --start on the real 22.05 after backfill planned the queue (2026-12-01): by expected start,
+    a --begin job by its begin time, ties (backfill's one-year-ahead guess) by job id whatever their
+    priority, jobs without a start (N/A) last by job id."""
+    year = NOW + 365 * 86400
+    queue = [
+        job(12, "wrap", "alice", reason="PartitionNodeLimit", priority=3500),
+        job(13, "wrap", "alice", reason="PartitionTimeLimit", partition="debug", priority=3132),
+        job(21, "needgpu", "alice", start=year, priority=2632),
+        job(22, "needgpu2", "bob", reason="Resources", start=year, priority=10765),
+        job(23, "later", "alice", reason="BeginTime"),
+        job(24, "dep", "alice", reason="Dependency"),
+        job(26, "big", "alice", start=year, priority=3031),
+        job(30, "p_n4g", "alice", start=NOW + 1785, priority=2656),
+        job(41, "later2", "alice", reason="BeginTime"),
+        job(42, "later3", "alice", reason="BeginTime"),
+    ]
+    for j, begin in ((queue[4], 3600), (queue[8], 7200), (queue[9], 1788)):
+        j.spec.begin_time = NOW + begin
+    out = run("%i", flt=squeue.JobFilter(pending_only=True), sort=squeue.START_SORT, jobs=queue, header=False)
+    assert out.split() == "30 42 23 41 21 22 26 12 13 24".split()
+
+
 def test_user_and_state_filters() -> None:
     flt = squeue.JobFilter(user_ids={1001}, states=frozenset({jobs_pb2.PENDING}))
     ids = [line.split()[0] for line in run(flt=flt).splitlines()[1:]]

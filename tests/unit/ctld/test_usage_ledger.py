@@ -86,3 +86,18 @@ def test_fair_share_billing_uses_the_jobs_partition_weights() -> None:
         ],
     )
     assert led.usage == {2: (4 + 2 * 10) * 100.0, 3: 4 * 100.0}
+
+
+def test_rawusage_0_clears_the_associations_given_and_a_running_job_counts_again_from_then() -> None:
+    """sacctmgr ... set RawUsage=0 (ctld/usage_reset.py): the usage and TRES minutes of those
+    associations (and QOS) go; others' stay; the next pass charges a running job only from the reset."""
+    led = ledger("PriorityDecayHalfLife=0\n")
+    running = Charge(assoc_id=2, qos="normal", tres={"cpu": 1.0}, start=900)
+    other = Charge(assoc_id=3, qos="high", tres={"cpu": 1.0}, start=900)
+    led.accrue(1000, [])
+    led.accrue(1600, [running, other])
+    led.reset([2], ["normal"])
+    assert led.usage == {3: 600.0}
+    assert set(led.used_minutes()[1]) == {"high"}
+    led.accrue(1660, [running])
+    assert led.usage == {2: 60.0, 3: 600.0}

@@ -235,7 +235,17 @@ def test_allocation_shape_matches_22_05(cap: Capture) -> None:
     assert [a.node for a in start.allocation] == [a.node for a in real.allocation]
     assert [len(a.cpu_ids) for a in start.allocation] == [a.cpus for a in real.allocation]
     if cap.kind != "srun":  # srun's own job: the tasks see the step's tasks per node, not the job's
-        assert [a.tasks for a in start.allocation] == [a.tasks for a in real.allocation]
+        placed = jobs_pb2.JobInfo(job_id=7, nodes=real.nodes, num_nodes=len(start.allocation))
+        placed.spec.CopyFrom(real.spec)
+        for a in start.allocation:
+            placed.allocation.add(node=a.node, cpus=len(a.cpu_ids), tasks=a.tasks)
+        first = placed.allocation[0].node
+        env = (
+            job_environment(placed)
+            if cap.kind == "salloc"
+            else slurm_variables(node_pb2.LaunchBatchRequest(node=first, job=placed, cluster_name="c"), first)
+        )
+        assert env["SLURM_TASKS_PER_NODE"] == cap.batch_env["SLURM_TASKS_PER_NODE"]
     if any(a.gpu_indices for a in real.allocation) and cap.kind != "srun":
         assert [len(a.gpu_indices) for a in start.allocation] == [len(a.gpu_indices) for a in real.allocation]
 

@@ -65,6 +65,7 @@ def _request(
     user_env: dict[str, str] | None = None,
 ) -> node_pb2.LaunchTasksRequest:
     job = jobs_pb2.JobInfo(job_id=6, nodes="node1", num_nodes=1)
+    job.spec.gres = f"gpu:{len(job_gpus)}"  # the job asked for the GPUs it holds
     job.allocation.add(node="node1", cpus=4, gpu_indices=job_gpus)
     step = jobs_pb2.JobStep(job_id=6, step_id=0, nodes="node1", num_nodes=1, num_tasks=len(tasks))
     step.layout.add(node="node1", addr="127.0.0.2", task_ids=tasks, cpus=len(tasks), gpu_indices=step_gpus)
