@@ -1,0 +1,237 @@
+"""The controller's memory of one job: JobRecord, a typed record, and its protobuf forms.
+
+ctld keeps `state.jobs: dict[int, JobRecord]`; a job becomes protobuf only where it leaves the
+process: `stored` for the state store (every field), `wire` for RPC answers and node launches (less
+the controller's own bookkeeping, INTERNAL). Field names are JobInfo's, one for one (a record keeps
+every JobInfo field: tests/unit/ctld/test_record.py fails when a JobInfo field is neither here nor in
+WIRE_ONLY), so `job.some_field` reads and writes the same name in memory and on the wire.
+
+`version` counts the changes of what the core's JobRequest is built from (REQUEST_INPUTS; see
+ctld.jobs.job_request): ClusterState keeps a pending job's JobRequest until its record's version moves.
+`spec` (the JobSpec as submitted, then as updated) is replaced, never edited in place — assigning a
+new spec is the change the version sees (`job.spec = with_spec(job.spec, nice=5)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeAlias
+
+from shoal.v1 import jobs_pb2
+
+JobState: TypeAlias = jobs_pb2.JobState.ValueType
+
+# what ctld.jobs.job_request reads of a record (a change bumps `version`, so the cached request is
+# rebuilt); `priority` counts only while an admin's value holds (priority_set): the scheduler rewrites
+# it every cycle otherwise
+REQUEST_INPUTS = frozenset(
+    {
+        "job_id",
+        "user_id",
+        "spec",
+        "submit_time",
+        "partition",
+        "priority",
+        "priority_set",
+        "qos",
+        "account",
+        "site_factor",
+        "held",
+        "held_by_admin",
+        "array_job_id",
+        "array_task_id",
+        "array_max_tasks",
+    }
+)
+_UNSET = object()
+
+
+@dataclass(slots=True, eq=False)
+class JobRecord:
+    """One job as the controller keeps it (see the module docstring)."""
+
+    version: int = field(default=0, init=False, repr=False)
+    job_id: int = 0
+    array_job_id: int = 0
+    array_task_id: int = 0
+    array_max_tasks: int = 0
+    spec: jobs_pb2.JobSpec = field(
+        default_factory=jobs_pb2.JobSpec
+    )  # as submitted/updated: replaced, never edited in place
+    user_id: int = 0
+    group_id: int = 0
+    user_name: str = ""
+    group_name: str = ""
+    state: JobState = jobs_pb2.JOB_STATE_UNSPECIFIED
+    state_reason: str = ""
+    exit_code: int = 0
+    exit_signal: int = 0
+    derived_exit_code: int = 0
+    derived_exit_signal: int = 0
+    priority: int = 0
+    submit_time: int = 0
+    eligible_time: int = 0
+    start_time: int = 0
+    end_time: int = 0
+    suspend_time: int = 0
+    last_sched_eval: int = 0
+    time_limit_min: int = 0
+    restarts: int = 0
+    requeue: bool = False
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    allocation: list[jobs_pb2.NodeAlloc] = field(default_factory=list)
+    nodes: str = ""
+    batch_host: str = ""
+    num_nodes: int = 0
+    num_cpus: int = 0
+    num_tasks: int = 0
+    mem_mb: int = 0
+    num_gpus: int = 0
+    tres_req: str = ""
+    tres_alloc: str = ""
+    tres_per_node: str = ""
+    std_out: str = ""
+    std_err: str = ""
+    std_in: str = ""
+    held_by_admin: bool = False
+    cancelled_by: str = ""
+    cancelled_by_uid: int = 0
+    array_task_str: str = ""
+    sched_nodes: str = ""
+    preempt_time: int = 0
+    alloc_node_sid: str = ""
+    req_nodes: list[str] = field(default_factory=list)
+    exc_nodes: list[str] = field(default_factory=list)
+    accrue_time: int = 0
+    min_cpus_node: int = 0
+    min_memory_cpu_mb: int = 0
+    min_memory_node_mb: int = 0
+    oversubscribe: bool = False
+    batch_flag: int = 0
+    final_state: JobState = jobs_pb2.JOB_STATE_UNSPECIFIED
+    held: bool = False
+    warn_signal_sent: bool = False
+    launch_node_ip: str = ""
+    min_nodes_req: int = 0
+    max_nodes_req: int = 0
+    batch_usage: jobs_pb2.Usage = field(default_factory=jobs_pb2.Usage)
+    priority_set: bool = False
+    preempt_eligible_time: int = 0
+    site_factor: int = 0
+    steps: list[jobs_pb2.JobStep] = field(default_factory=list)
+    next_step_id: int = 0
+    scheduler: str = ""
+    suspended_secs: int = 0
+    pre_suspend_secs: int = 0
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in REQUEST_INPUTS:
+            old = getattr(self, name, _UNSET)
+            if old is _UNSET:  # being built
+                changed = False
+            elif name == "spec":
+                changed = old is not value
+            else:
+                changed = old != value and (name != "priority" or getattr(self, "priority_set", False))
+            if changed:
+                object.__setattr__(self, "version", getattr(self, "version", 0) + 1)
+        object.__setattr__(self, name, value)
+
+    def copy(self) -> JobRecord:
+        """An independent copy (its own allocation, steps and usage; the spec is shared: never edited)."""
+        twin = from_proto(stored(self, spec=False))
+        twin.spec = self.spec
+        return twin
+
+
+# JobInfo fields a record does not keep: derived when the job is sent (none today)
+WIRE_ONLY: frozenset[str] = frozenset()
+
+# the controller's own bookkeeping: in the store, never in an answer (squeue, scontrol, srun, nodes)
+INTERNAL = frozenset(
+    {
+        "final_state",  # what a COMPLETING job becomes
+        "warn_signal_sent",
+        "launch_node_ip",
+        "min_nodes_req",
+        "max_nodes_req",
+        "batch_usage",  # for accounting's .batch record
+        "priority_set",
+        "site_factor",
+        "next_step_id",
+        "held_by_admin",
+        "cancelled_by_uid",
+    }
+)
+
+_MESSAGES = ("spec", "allocation", "req_nodes", "exc_nodes", "batch_usage", "steps")
+_SCALARS = tuple(f.name for f in fields(JobRecord) if f.init and f.name not in _MESSAGES)
+_WIRE_SCALARS = tuple(n for n in _SCALARS if n not in INTERNAL)
+
+
+def stored(job: JobRecord, *, spec: bool = True) -> jobs_pb2.JobInfo:
+    """Every field, as the state store keeps it (`spec=False`: without the spec)."""
+    info = jobs_pb2.JobInfo(
+        **{n: getattr(job, n) for n in _SCALARS},
+        allocation=job.allocation,
+        req_nodes=job.req_nodes,
+        exc_nodes=job.exc_nodes,
+        batch_usage=job.batch_usage,
+        steps=job.steps,
+    )
+    if spec:
+        info.spec.CopyFrom(job.spec)
+    return info
+
+
+def wire(job: JobRecord, *, spec: bool = True, steps: bool = True) -> jobs_pb2.JobInfo:
+    """The job as an answer or a node gets it: INTERNAL left out (`spec`, `steps`: with them)."""
+    info = jobs_pb2.JobInfo(
+        **{n: getattr(job, n) for n in _WIRE_SCALARS},
+        allocation=job.allocation,
+        req_nodes=job.req_nodes,
+        exc_nodes=job.exc_nodes,
+    )
+    if steps:
+        info.steps.extend(job.steps)
+    if spec:
+        info.spec.CopyFrom(job.spec)
+    return info
+
+
+def from_proto(info: jobs_pb2.JobInfo) -> JobRecord:
+    """A record from its stored form (a copy: nothing is shared with `info`)."""
+    kw: dict[str, Any] = {n: getattr(info, n) for n in _SCALARS}
+    spec = jobs_pb2.JobSpec()
+    spec.CopyFrom(info.spec)
+    usage = jobs_pb2.Usage()
+    usage.CopyFrom(info.batch_usage)
+    return JobRecord(
+        **kw,
+        spec=spec,
+        allocation=[_copied(a, jobs_pb2.NodeAlloc()) for a in info.allocation],
+        req_nodes=list(info.req_nodes),
+        exc_nodes=list(info.exc_nodes),
+        batch_usage=usage,
+        steps=[_copied(s, jobs_pb2.JobStep()) for s in info.steps],
+    )
+
+
+def from_bytes(data: bytes) -> JobRecord:
+    return from_proto(jobs_pb2.JobInfo.FromString(data))
+
+
+def with_spec(spec: jobs_pb2.JobSpec, **changes: Any) -> jobs_pb2.JobSpec:
+    """A copy of `spec` with `changes` (a record's spec is replaced, never edited in place)."""
+    new = jobs_pb2.JobSpec()
+    new.CopyFrom(spec)
+    for name, value in changes.items():
+        setattr(new, name, value)
+    return new
+
+
+def _copied(src: Any, dst: Any) -> Any:
+    dst.CopyFrom(src)
+    return dst
