@@ -14,6 +14,7 @@ from ctld import jobs as jobrec
 from ctld.errors import SlurmError
 from ctld.job_lifecycle import launch_failed
 from ctld.launch import batch_request
+from ctld.record import JobRecord
 from ctld.sched import cycle as sched_cycle
 from ctld.sched import model as m
 from ctld.sched import priority as sched_priority
@@ -31,7 +32,7 @@ def schedule(state: ClusterState) -> int:
     launched = 0
     with state.transaction() as tx:
         pending: list[m.JobRequest] = []
-        by_id: dict[int, jobs_pb2.JobInfo] = {}
+        by_id: dict[int, JobRecord] = {}
         for job in state.jobs.values():
             if job.state != jobs_pb2.PENDING or job.held:
                 continue  # a held job keeps its JobHeld* reason and never starts

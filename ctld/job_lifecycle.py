@@ -22,6 +22,7 @@ from ctld.errors import (
     PERMISSION_DENIED,
 )
 from ctld.job_select import filtered, job_id_str, select
+from ctld.record import JobRecord
 from ctld.sched import reasons
 from ctld.state import Caller, ClusterState, Transaction
 from ctld.transitions import end_by_node_failure, finish, requeue, terminate_elsewhere
@@ -137,7 +138,7 @@ def signal_jobs(
         filters = bool(
             req.filter_user or req.name or req.states or req.partition or req.account or req.nodelist
         )
-        groups: list[tuple[str, list[jobs_pb2.JobInfo]]]
+        groups: list[tuple[str, list[JobRecord]]]
         if req.job_ids:
             groups = select(state, req.job_ids)
             if filters:
@@ -169,7 +170,7 @@ def signal_jobs(
 def _signal_one(
     state: ClusterState,
     tx: Transaction,
-    job: jobs_pb2.JobInfo,
+    job: JobRecord,
     req: controller_pb2.SignalJobsRequest,
     caller: Caller,
     now: int,
@@ -217,7 +218,7 @@ def _signal_one(
 
 
 def _signal_step(
-    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, step_id: int, sig: int, now: int
+    state: ClusterState, tx: Transaction, job: JobRecord, step_id: int, sig: int, now: int
 ) -> None:
     """`scancel [-s SIG] J.S`: that step's tasks on its nodes; the job runs on. Without a signal the
     step ends CANCELLED (SIGTERM, KillWait, SIGKILL). A step that does not run is no error (Slurm's)."""
@@ -233,7 +234,7 @@ def _signal_step(
 
 
 def signal_job(
-    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, sig: int, batch_only: bool, full: bool
+    state: ClusterState, tx: Transaction, job: JobRecord, sig: int, batch_only: bool, full: bool
 ) -> None:
     """Deliver a signal where Slurm does: by default to every step on every node of the job but
     never to the batch shell (a tool's step catches it, the shell does not die of it); -b/B: to

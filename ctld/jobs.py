@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from ctld.errors import INVALID_GRES, INVALID_NODE_NAME, NODE_COUNT_INVALID, SlurmError
 from ctld.nodes import NodeRuntime
+from ctld.record import JobRecord
 from ctld.sched import dependency as sched_dependency
 from ctld.sched import reasons
 from ctld.sched.model import DependencySpec, GpuRequest, JobRequest, Start
@@ -128,7 +129,7 @@ def default_cpus_per_gpu(spec: jobs_pb2.JobSpec, partition: str, cfg: SlurmConfi
 
 
 def job_request(
-    job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object], cfg: SlurmConfig | None = None
+    job: JobRecord, known_nodes: Mapping[str, object], cfg: SlurmConfig | None = None
 ) -> JobRequest:
     """The scheduler core's view of a pending job (with slurm.conf's DefCpuPerGPU when `cfg` is given)."""
     spec = job.spec
@@ -191,9 +192,7 @@ def tres_per_node(req: JobRequest) -> str:
     return ""
 
 
-def describe_request(
-    job: jobs_pb2.JobInfo, req: JobRequest, mem_per_node_mb: int, node_cpus: int = 0
-) -> None:
+def describe_request(job: JobRecord, req: JobRequest, mem_per_node_mb: int, node_cpus: int = 0) -> None:
     """Fill the requested-size fields squeue/scontrol show for a pending job.
 
     NumNodes is Slurm's estimate until the job starts: its minimum, or as many of the partition's
@@ -221,7 +220,7 @@ def describe_request(
     job.exc_nodes.extend(hostlist.expand(hostlist.collect(req.excluded_nodes)) if req.excluded_nodes else ())
 
 
-def apply_start(job: jobs_pb2.JobInfo, start: Start, now: int, node_types: Mapping[str, str]) -> None:
+def apply_start(job: JobRecord, start: Start, now: int, node_types: Mapping[str, str]) -> None:
     """Record an allocation on a job that starts now."""
     job.state = jobs_pb2.RUNNING
     job.state_reason = reasons.NONE
@@ -229,9 +228,8 @@ def apply_start(job: jobs_pb2.JobInfo, start: Start, now: int, node_types: Mappi
     job.partition = start.partition
     job.time_limit_min = start.time_limit_min
     job.end_time = now + start.time_limit_min * 60 if start.time_limit_min >= 0 else 0
-    del job.allocation[:]
-    for a in start.allocation:
-        job.allocation.add(
+    job.allocation = [
+        jobs_pb2.NodeAlloc(
             node=a.node,
             cpus=a.cpus,
             mem_mb=a.mem_mb,
@@ -240,6 +238,8 @@ def apply_start(job: jobs_pb2.JobInfo, start: Start, now: int, node_types: Mappi
             gpu_type=node_types.get(a.node, ""),
             tasks=a.tasks,
         )
+        for a in start.allocation
+    ]
     names = [a.node for a in start.allocation]
     job.nodes = hostlist.collect(names)
     job.batch_host = names[0]
@@ -252,7 +252,7 @@ def apply_start(job: jobs_pb2.JobInfo, start: Start, now: int, node_types: Mappi
     job.scheduler = "Backfill" if start.by_backfill else "Main"
 
 
-def clear_allocation(job: jobs_pb2.JobInfo) -> None:
+def clear_allocation(job: JobRecord) -> None:
     del job.allocation[:]
     job.nodes = ""
     job.batch_host = ""

@@ -15,9 +15,12 @@ new spec is the change the version sees (`job.spec = with_spec(job.spec, nice=5)
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from shoal.v1 import jobs_pb2
+
+if TYPE_CHECKING:
+    from ctld.sched.model import JobRequest
 
 JobState: TypeAlias = jobs_pb2.JobState.ValueType
 
@@ -51,6 +54,8 @@ class JobRecord:
     """One job as the controller keeps it (see the module docstring)."""
 
     version: int = field(default=0, init=False, repr=False)
+    # the core's view of the job as of `version` (ClusterState.request); not stored, not sent
+    cached_request: tuple[int, JobRequest] | None = field(default=None, init=False, repr=False)
     job_id: int = 0
     array_job_id: int = 0
     array_task_id: int = 0

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from ctld.gpus import snapshot_gpus
+from ctld.record import JobRecord
 from ctld.sched import model as m
 from ctld.sched.priority import MULTIFACTOR
 from ctld.sched.reservations import is_active
@@ -161,7 +162,7 @@ def maint_nodes(state: ClusterState, now: int) -> set[str]:
     }
 
 
-def status(job: jobs_pb2.JobInfo) -> m.JobStatus:
+def status(job: JobRecord) -> m.JobStatus:
     """What dependencies and array throttles need of a job."""
     state = job.state
     if state == jobs_pb2.PENDING:

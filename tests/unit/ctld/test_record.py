@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -130,3 +132,17 @@ def test_request_inputs_are_all_that_job_request_reads() -> None:
         job = _pending()
         setattr(job, name, getattr(record.from_proto(info), name))
         assert jobrec.job_request(job, {}) == base, f"job_request reads {name}: add it to REQUEST_INPUTS"
+
+
+def test_ctld_never_edits_a_record_spec_in_place() -> None:
+    # the request cache sees a new spec, not an edited one: `job.spec = with_spec(job.spec, ...)`
+    edit = re.compile(r"\bjob\.spec\.\w+\s*(=|\+=|-=)(?!=)|\bjob\.spec\.(CopyFrom|MergeFrom|Clear)")
+    root = Path(record.__file__).resolve().parent
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for path in sorted(root.rglob("*.py"))
+        if "sim" not in path.parts
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if edit.search(line)
+    ]
+    assert not found, f"in-place edits of a record's spec: {found}"
