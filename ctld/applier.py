@@ -1,15 +1,16 @@
 """The applier of the core's decisions: one scheduling cycle over the cluster state.
 
 It builds the snapshot, runs `ctld.sched.cycle.run_cycle`, and applies what comes back — pending
-reasons and priorities, backfill's planned starts, the starts themselves, preemptions — in one
-transaction; the launches go to the nodes after it commits.
+reasons and priorities, backfill's planned starts, the starts themselves (ctld/decisions.py: the
+same code `shoal sim` runs), preemptions — in one transaction; the launches go to the nodes after it
+commits.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-from ctld import job_hooks, preempt, snapshot
+from ctld import decisions, job_hooks, preempt, snapshot
 from ctld import jobs as jobrec
 from ctld.errors import SlurmError
 from ctld.job_lifecycle import launch_failed
@@ -21,7 +22,6 @@ from ctld.sched import priority as sched_priority
 from ctld.sched import reasons
 from ctld.sched.priority import CALCULATE_RUNNING, MULTIFACTOR
 from ctld.state import ClusterState
-from shoal import hostlist
 from shoal.outpath import resolve_streams
 from shoal.v1 import jobs_pb2
 
@@ -49,30 +49,12 @@ def schedule(state: ClusterState) -> int:
         snap = snapshot.build(state, pending)
         _recalculate_running(state, snap, now)
         result = sched_cycle.run_cycle(snap, now)
-        array_reason: dict[int, str] = {}
-        for job_id in sorted(result.verdicts):
-            waiting = by_id.get(job_id)
-            if waiting is None:
-                continue
-            reason = result.verdicts[job_id].reason
-            if waiting.array_job_id:
-                # squeue shows an array's pending tasks as one record with one reason, as Slurm
-                reason = array_reason.setdefault(waiting.array_job_id, reason)
-            waiting.state_reason = reason
-            waiting.last_sched_eval = now
-        for job_id, prio in result.priorities.items():
-            waiting = by_id.get(job_id)
-            if waiting is not None:
-                waiting.priority = 0 if waiting.held else prio
-        for job_id, waiting in by_id.items():  # backfill's plan: squeue --start, SCHEDNODES
-            plan = result.planned.get(job_id)
-            waiting.start_time = plan.start_time if plan else 0
-            waiting.sched_nodes = hostlist.collect(plan.nodes) if plan else ""
+        decisions.apply_verdicts(by_id, result, now)  # reasons, priorities, backfill's plan
         preempt_config = state.sched_config.preempt
         node_types = {n: rt.gpu_types.get(0, "") for n, rt in state.nodes.items()}
         for start in result.starts:
             job = by_id[start.job_id]
-            jobrec.apply_start(job, start, now, node_types)
+            decisions.apply_start(job, start, now, node_types)
             if preempt_config.type != "preempt/none":
                 job.preempt_eligible_time = now + preempt_config.exempt_time_s
             job.std_out, job.std_err, job.std_in = resolve_streams(job, job.batch_host)

@@ -12,8 +12,7 @@ from ctld.errors import INVALID_GRES, INVALID_NODE_NAME, NODE_COUNT_INVALID, Slu
 from ctld.nodes import NodeRuntime
 from ctld.record import JobRecord
 from ctld.sched import dependency as sched_dependency
-from ctld.sched import reasons
-from ctld.sched.model import DependencySpec, GpuRequest, JobRequest, Start
+from ctld.sched.model import DependencySpec, GpuRequest, JobRequest
 from ctld.sched.resources import MEM_WHOLE_NODE, job_cpus, job_gpus
 from shoal import hostlist
 from shoal.conf.slurm import SlurmConfig
@@ -218,38 +217,6 @@ def describe_request(job: JobRecord, req: JobRequest, mem_per_node_mb: int, node
     del job.req_nodes[:], job.exc_nodes[:]  # ReqNodeList/ExcNodeList, squeue %n/%x: -w and -x as asked
     job.req_nodes.extend(hostlist.expand(hostlist.collect(req.required_nodes)) if req.required_nodes else ())
     job.exc_nodes.extend(hostlist.expand(hostlist.collect(req.excluded_nodes)) if req.excluded_nodes else ())
-
-
-def apply_start(job: JobRecord, start: Start, now: int, node_types: Mapping[str, str]) -> None:
-    """Record an allocation on a job that starts now."""
-    job.state = jobs_pb2.RUNNING
-    job.state_reason = reasons.NONE
-    job.start_time = now
-    job.partition = start.partition
-    job.time_limit_min = start.time_limit_min
-    job.end_time = now + start.time_limit_min * 60 if start.time_limit_min >= 0 else 0
-    job.allocation = [
-        jobs_pb2.NodeAlloc(
-            node=a.node,
-            cpus=a.cpus,
-            mem_mb=a.mem_mb,
-            cpu_ids=a.cpu_ids,
-            gpu_indices=a.gpu_indices,
-            gpu_type=node_types.get(a.node, ""),
-            tasks=a.tasks,
-        )
-        for a in start.allocation
-    ]
-    names = [a.node for a in start.allocation]
-    job.nodes = hostlist.collect(names)
-    job.batch_host = names[0]
-    job.num_nodes = len(names)
-    job.num_cpus = sum(a.cpus for a in start.allocation)
-    job.mem_mb = sum(a.mem_mb for a in start.allocation)
-    job.num_gpus = sum(len(a.gpu_indices) for a in start.allocation)
-    job.tres_alloc = tres_string(job.num_cpus, job.mem_mb, job.num_nodes, job.num_gpus)
-    job.oversubscribe = not start.exclusive
-    job.scheduler = "Backfill" if start.by_backfill else "Main"
 
 
 def clear_allocation(job: JobRecord) -> None:

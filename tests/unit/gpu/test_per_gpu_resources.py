@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from ctld.jobs import apply_start, describe_request, job_request
+from ctld.decisions import apply_start
+from ctld.jobs import describe_request, job_request
 from ctld.record import JobRecord
 from ctld.sched.model import Node, NodeUsage, Pend, Refusal, Start
 from ctld.sched.placement import Overlay, could_ever_run, place
