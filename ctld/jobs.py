@@ -1,4 +1,4 @@
-"""Job records: from a submitted JobSpec to the controller's JobInfo, and JobInfo to the core's JobRequest.
+"""Job records: from a submitted JobSpec to the controller's JobRecord (ctld/record.py), and a record to the core's JobRequest.
 
 Everything here is pure conversion and validation; the controller does the I/O.
 """
@@ -214,13 +214,13 @@ def describe_request(job: JobRecord, req: JobRequest, mem_per_node_mb: int, node
     job.min_memory_node_mb = max(0, req.mem_per_node_mb)  # --mem=0 (the whole node) shows 0, as Slurm
     job.tres_req = tres_string(cpus, job.mem_mb, nodes, gpus)
     job.tres_per_node = tres_per_node(req)
-    del job.req_nodes[:], job.exc_nodes[:]  # ReqNodeList/ExcNodeList, squeue %n/%x: -w and -x as asked
-    job.req_nodes.extend(hostlist.expand(hostlist.collect(req.required_nodes)) if req.required_nodes else ())
-    job.exc_nodes.extend(hostlist.expand(hostlist.collect(req.excluded_nodes)) if req.excluded_nodes else ())
+    # ReqNodeList/ExcNodeList, squeue %n/%x: -w and -x as asked
+    job.req_nodes = hostlist.expand(hostlist.collect(req.required_nodes)) if req.required_nodes else []
+    job.exc_nodes = hostlist.expand(hostlist.collect(req.excluded_nodes)) if req.excluded_nodes else []
 
 
 def clear_allocation(job: JobRecord) -> None:
-    del job.allocation[:]
+    job.allocation = []
     job.nodes = ""
     job.batch_host = ""
     job.start_time = 0

@@ -2,10 +2,10 @@
 serialised.
 
 A listing leaves out the script and the exported environment (most of a record's bytes; no listing
-shows them) and the controller's own bookkeeping (ctld.record.INTERNAL). Each job is converted to its
-wire form without its spec on every listing, so a job changed in memory without a save (the
-applier's reasons, priorities, planned starts) is listed as it is now; the spec's listing form is
-kept per job and rebuilt only when the record's spec is replaced (specs are never edited in place).
+shows them) and the controller's own bookkeeping (ctld.record.INTERNAL). A job's wire bytes are kept
+until its record's `changes` moves (any assignment to a field, saved or not: the applier's reasons,
+priorities, planned starts are listed as they are now); the spec's listing form until the record's
+spec is replaced (specs are never edited in place); steps are serialised on every listing.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from shoal.v1 import jobs_pb2
 
 _SPEC_TAG = 0x2A  # JobInfo.spec: field 5, length-delimited
 _JOBS_TAG = b"\x0a"  # GetJobsResponse.jobs: field 1, length-delimited
+_STEPS_TAG = b"\xd2\x05"  # JobInfo.steps: field 90, length-delimited
 
 
 def _varint(value: int) -> bytes:
@@ -27,29 +28,8 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _spec_at(data: bytes) -> int | None:
-    """Where JobInfo's `spec` goes in a JobInfo serialised without it: after fields 1-4 (varints),
-    fields being written in field-number order. Anything else: None (slow path)."""
-    pos = 0
-    while pos < len(data):
-        tag, end = _read_varint(data, pos)
-        if tag >> 3 > 5:
-            return pos
-        if tag & 7 != 0 or tag >> 3 == 5:
-            return None
-        _, pos = _read_varint(data, end)
-    return pos
+def _part(job: JobRecord, names: tuple[str, ...]) -> bytes:
+    return jobs_pb2.JobInfo(**{n: v for n in names if (v := getattr(job, n))}).SerializeToString()
 
 
 def listing_view(job: JobRecord) -> jobs_pb2.JobInfo:
@@ -61,33 +41,41 @@ def listing_view(job: JobRecord) -> jobs_pb2.JobInfo:
 
 
 class ListingViews:
-    """Per job: the spec last listed (the object: a record's spec is replaced, never edited) and the
-    spec field a listing sends in its place."""
+    """Per job: its wire bytes but the spec and the steps, kept while the record's `changes` stays;
+    the spec last listed (the object: a record's spec is replaced, never edited) and the spec field a
+    listing sends in its place. Steps (edited in place) are serialised on every listing."""
 
     def __init__(self) -> None:
+        self._parts: dict[int, tuple[JobRecord, int, bytes, bytes, bytes]] = {}
         self._specs: dict[int, tuple[jobs_pb2.JobSpec, bytes]] = {}
 
     def entry(self, job: JobRecord) -> bytes:
-        """`job`'s listing view as one `jobs` entry of a GetJobsResponse, serialised."""
-        data = record.wire(job, spec=False).SerializeToString()
-        at = _spec_at(data)
-        if at is None:
-            body = listing_view(job).SerializeToString()
-        else:
-            known = self._specs.get(job.job_id)
-            if known is None or known[0] is not job.spec:
-                known = (job.spec, self._spec_field(job.spec))
-                self._specs[job.job_id] = known
-            body = b"".join((data[:at], known[1], data[at:]))
+        """`job`'s listing view as one `jobs` entry of a GetJobsResponse, serialised (fields in number
+        order, as protobuf writes them: the same bytes as `listing_view(job)`'s)."""
+        parts = self._parts.get(job.job_id)
+        if parts is None or parts[0] is not job or parts[1] != job.changes:
+            head, middle, tail = record.WIRE_PARTS
+            parts = (job, job.changes, _part(job, head), _part(job, middle), _part(job, tail))
+            self._parts[job.job_id] = parts
+        known = self._specs.get(job.job_id)
+        if known is None or known[0] is not job.spec:
+            known = (job.spec, self._spec_field(job.spec))
+            self._specs[job.job_id] = known
+        steps = b"".join(
+            b"".join((_STEPS_TAG, _varint(len(data)), data))
+            for data in (s.SerializeToString() for s in job.steps)
+        )
+        body = b"".join((parts[2], known[1], parts[3], steps, parts[4]))
         return b"".join((_JOBS_TAG, _varint(len(body)), body))
 
     def forget(self, alive: set[int] | dict[int, JobRecord]) -> None:
         """Drop what is kept for jobs no longer in `alive` (purged by MinJobAge)."""
-        for job_id in [j for j in self._specs if j not in alive]:
-            del self._specs[job_id]
+        for kept in (self._parts, self._specs):
+            for job_id in [j for j in kept if j not in alive]:
+                del kept[job_id]
 
     def __len__(self) -> int:
-        return len(self._specs)
+        return max(len(self._parts), len(self._specs))
 
     @staticmethod
     def _spec_field(spec: jobs_pb2.JobSpec) -> bytes:

@@ -7,14 +7,18 @@ every JobInfo field: tests/unit/ctld/test_record.py fails when a JobInfo field i
 WIRE_ONLY), so `job.some_field` reads and writes the same name in memory and on the wire.
 
 `version` counts the changes of what the core's JobRequest is built from (REQUEST_INPUTS; see
-ctld.jobs.job_request): ClusterState keeps a pending job's JobRequest until its record's version moves.
-`spec` (the JobSpec as submitted, then as updated) is replaced, never edited in place — assigning a
-new spec is the change the version sees (`job.spec = with_spec(job.spec, nice=5)`).
+ctld.jobs.job_request): ClusterState keeps a pending job's JobRequest until its record's version moves;
+`changes` counts every change (GetJobs' listing views, ctld/listing.py, keep a job's bytes until it
+moves). Both see assignments only: `spec` (the JobSpec as submitted, then as updated) and the lists
+`allocation`, `req_nodes`, `exc_nodes` are replaced, never edited in place
+(`job.spec = with_spec(job.spec, nice=5)`, `job.allocation = [...]`; tests/unit/ctld/test_record.py
+finds in-place edits). `steps` and `batch_usage` may be edited in place (listings read steps anew).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from shoal.v1 import jobs_pb2
@@ -47,6 +51,8 @@ REQUEST_INPUTS = frozenset(
     }
 )
 _UNSET = object()
+_BOOKKEEPING = frozenset({"version", "changes", "cached_request"})
+_OBJECTS = frozenset({"spec", "allocation", "req_nodes", "exc_nodes", "batch_usage", "steps"})
 
 
 @dataclass(slots=True, eq=False)
@@ -54,6 +60,7 @@ class JobRecord:
     """One job as the controller keeps it (see the module docstring)."""
 
     version: int = field(default=0, init=False, repr=False)
+    changes: int = field(default=0, init=False, repr=False)  # every change of a field's value (listing views)
     # the core's view of the job as of `version` (ClusterState.request); not stored, not sent
     cached_request: tuple[int, JobRequest] | None = field(default=None, init=False, repr=False)
     job_id: int = 0
@@ -132,17 +139,16 @@ class JobRecord:
     pre_suspend_secs: int = 0
 
     def __setattr__(self, name: str, value: object) -> None:
-        if name in REQUEST_INPUTS:
-            old = getattr(self, name, _UNSET)
-            if old is _UNSET:  # being built
-                changed = False
-            elif name == "spec":
-                changed = old is not value
-            else:
-                changed = old != value and (name != "priority" or getattr(self, "priority_set", False))
-            if changed:
-                object.__setattr__(self, "version", getattr(self, "version", 0) + 1)
+        if name in _BOOKKEEPING:
+            object.__setattr__(self, name, value)
+            return
+        old = getattr(self, name, _UNSET)
         object.__setattr__(self, name, value)
+        if old is _UNSET or old is value or (name not in _OBJECTS and old == value):
+            return  # being built, or no change (a message or list assigned anew is one)
+        object.__setattr__(self, "changes", self.changes + 1)
+        if name in REQUEST_INPUTS and (name != "priority" or self.priority_set):
+            object.__setattr__(self, "version", self.version + 1)
 
     def copy(self) -> JobRecord:
         """An independent copy (its own allocation, steps and usage; the spec is shared: never edited)."""
@@ -173,19 +179,24 @@ INTERNAL = frozenset(
 
 _MESSAGES = ("spec", "allocation", "req_nodes", "exc_nodes", "batch_usage", "steps")
 _SCALARS = tuple(f.name for f in fields(JobRecord) if f.init and f.name not in _MESSAGES)
-_WIRE_SCALARS = tuple(n for n in _SCALARS if n not in INTERNAL)
+# what `stored` and `wire` copy besides the spec, read in one call; unset (falsy) values are left out,
+# as protobuf leaves defaults out anyway
+_STORED = (*_SCALARS, "allocation", "req_nodes", "exc_nodes", "batch_usage", "steps")
+_WIRE = tuple(n for n in _STORED if n not in INTERNAL and n != "steps")
+# by field number around `spec` (5) and `steps` (90): a listing splices its own spec and steps in
+_NUMBER = {f.name: f.number for f in jobs_pb2.JobInfo.DESCRIPTOR.fields}
+WIRE_PARTS = (
+    tuple(n for n in _WIRE if _NUMBER[n] < _NUMBER["spec"]),
+    tuple(n for n in _WIRE if _NUMBER["spec"] < _NUMBER[n] < _NUMBER["steps"]),
+    tuple(n for n in _WIRE if _NUMBER[n] > _NUMBER["steps"]),
+)
+_get_stored = attrgetter(*_STORED)
+_get_wire = attrgetter(*_WIRE)
 
 
 def stored(job: JobRecord, *, spec: bool = True) -> jobs_pb2.JobInfo:
     """Every field, as the state store keeps it (`spec=False`: without the spec)."""
-    info = jobs_pb2.JobInfo(
-        **{n: getattr(job, n) for n in _SCALARS},
-        allocation=job.allocation,
-        req_nodes=job.req_nodes,
-        exc_nodes=job.exc_nodes,
-        batch_usage=job.batch_usage,
-        steps=job.steps,
-    )
+    info = jobs_pb2.JobInfo(**{n: v for n, v in zip(_STORED, _get_stored(job), strict=True) if v})
     if spec:
         info.spec.CopyFrom(job.spec)
     return info
@@ -193,13 +204,8 @@ def stored(job: JobRecord, *, spec: bool = True) -> jobs_pb2.JobInfo:
 
 def wire(job: JobRecord, *, spec: bool = True, steps: bool = True) -> jobs_pb2.JobInfo:
     """The job as an answer or a node gets it: INTERNAL left out (`spec`, `steps`: with them)."""
-    info = jobs_pb2.JobInfo(
-        **{n: getattr(job, n) for n in _WIRE_SCALARS},
-        allocation=job.allocation,
-        req_nodes=job.req_nodes,
-        exc_nodes=job.exc_nodes,
-    )
-    if steps:
+    info = jobs_pb2.JobInfo(**{n: v for n, v in zip(_WIRE, _get_wire(job), strict=True) if v})
+    if steps and job.steps:
         info.steps.extend(job.steps)
     if spec:
         info.spec.CopyFrom(job.spec)

@@ -1,6 +1,6 @@
 """Job steps in the controller: create (lay out, record, launch on every node), complete, list, end.
 
-Steps live inside their job's record (JobInfo.steps), so they are saved with it in the same
+Steps live inside their job's record (JobRecord.steps), so they are saved with it in the same
 transaction and survive a restart. The layout comes from the pure core (ctld.sched.steps); the
 launch on nodes happens outside the controller's lock, in parallel, before srun is answered.
 """

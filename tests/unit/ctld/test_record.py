@@ -134,9 +134,14 @@ def test_request_inputs_are_all_that_job_request_reads() -> None:
         assert jobrec.job_request(job, {}) == base, f"job_request reads {name}: add it to REQUEST_INPUTS"
 
 
-def test_ctld_never_edits_a_record_spec_in_place() -> None:
+def test_ctld_never_edits_a_record_spec_or_lists_in_place() -> None:
     # the request cache sees a new spec, not an edited one: `job.spec = with_spec(job.spec, ...)`
-    edit = re.compile(r"\bjob\.spec\.\w+\s*(=|\+=|-=)(?!=)|\bjob\.spec\.(CopyFrom|MergeFrom|Clear)")
+    # nor its allocation or node lists: the listing views see an assignment (`changes`), not an edit
+    edit = re.compile(
+        r"\bjob\.spec\.\w+\s*(=|\+=|-=)(?!=)|\bjob\.spec\.(CopyFrom|MergeFrom|Clear)"
+        r"|\.(allocation|req_nodes|exc_nodes)(\.(append|extend|clear|pop|remove|insert|sort|add)\(|\[[^]]*\]\s*=(?!=))"
+        r"|\bdel \w+\.(allocation|req_nodes|exc_nodes)\b"
+    )
     root = Path(record.__file__).resolve().parent
     found = [
         f"{path.relative_to(root)}:{n}"
@@ -145,4 +150,16 @@ def test_ctld_never_edits_a_record_spec_in_place() -> None:
         for n, line in enumerate(path.read_text().splitlines(), start=1)
         if edit.search(line)
     ]
-    assert not found, f"in-place edits of a record's spec: {found}"
+    assert not found, f"in-place edits of a record's spec or lists: {found}"
+
+
+def test_changes_count_every_assignment_that_changes_a_value() -> None:
+    job = _pending()
+    c = job.changes
+    job.state_reason = ""  # the default it has: no change
+    assert job.changes == c
+    job.state_reason = "Priority"
+    job.allocation = []
+    assert job.changes == c + 2
+    job.cached_request = None
+    assert job.changes == c + 2
