@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from ctld import decisions
+from dataclasses import replace
+from pathlib import Path
+
+from ctld import decisions, snapshot
 from ctld.record import JobRecord
 from ctld.sched import model as m
 from shoal.v1 import jobs_pb2
+from tests.unit.ctld.harness import Harness, cluster, job
 
 NODE = m.Node(name="n1", cpus=8, real_memory_mb=8000)
 ALLOC = m.NodeAllocation(node="n1", cpu_ids=(0, 1), mem_mb=500, gpu_indices=(3,), tasks=2)
@@ -51,3 +55,28 @@ def test_an_arrays_pending_tasks_share_one_reason() -> None:
         ("Priority", 7, 50),
         ("Priority", 8, 50),
     ]
+
+
+def test_the_sims_running_usage_is_what_ctld_sums_from_its_records(tmp_path: Path) -> None:
+    # ctld sums node usage from every active record each cycle (snapshot.usage); shoal sim takes and
+    # gives back per start and end (decisions.take / give_back): the two must agree
+    h = Harness.of(cluster().nodes(3, cpus=4, mem=8000), tmp_path)
+    ids = [h.submit(job().cpus(c).time(10)) for c in (1, 2, 3, 1)] + [h.submit(job().nodes(2).cpus(2))]
+    h.schedule()
+    state = h.ctl.state
+    running = [state.jobs[i] for i in ids if state.jobs[i].state == jobs_pb2.RUNNING]
+    assert len(running) >= 3
+    nodes = {name: m.Node(name=name, cpus=4, real_memory_mb=8000) for name in state.nodes}
+    for rec in running:
+        for alloc in decisions.running_view(rec).allocation:
+            nodes[alloc.node] = decisions.take(nodes[alloc.node], alloc, exclusive=not rec.oversubscribe)
+    summed = snapshot.usage(state)
+    for name, node in nodes.items():
+        assert replace(summed[name], users=frozenset(), user_exclusive=False) == node.usage, name
+    first = decisions.running_view(running[0])
+    for alloc in first.allocation:
+        nodes[alloc.node] = decisions.give_back(nodes[alloc.node], alloc)
+    h.finish(running[0].job_id)
+    summed = snapshot.usage(state)
+    for name, node in nodes.items():
+        assert replace(summed[name], users=frozenset(), user_exclusive=False) == node.usage, name
