@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ctld import record
 from ctld.errors import SlurmError
 from ctld.fairshare_usage import share_tree
 from ctld.priority_inputs import priority_inputs
@@ -58,7 +59,7 @@ _SIGNALLED = frozenset({jobs_pb2.CANCELLED, jobs_pb2.TIMEOUT, jobs_pb2.PREEMPTED
 _RUN_ENDED = FINISHED_STATES | {jobs_pb2.REQUEUED}
 
 
-def job_record(job: jobs_pb2.JobInfo) -> pb.JobRecord:
+def job_record(job: record.JobRecord) -> pb.JobRecord:
     """What accounting keeps of a job, with the states and exit codes sacct prints."""
     state = jobs_pb2.RUNNING if job.state == jobs_pb2.COMPLETING else job.state
     exit_code, exit_signal = job.exit_code, job.exit_signal
@@ -103,7 +104,7 @@ def job_record(job: jobs_pb2.JobInfo) -> pb.JobRecord:
     )
 
 
-def batch_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
+def batch_step_record(job: record.JobRecord) -> pb.StepRecord:
     """The `.batch` step of a finished batch job: a cancelled or timed-out job's script was signalled."""
     state, code, sig = JOB_STATE_NAMES.get(job.state, "FAILED"), job.exit_code, job.exit_signal
     if job.state in _SIGNALLED:
@@ -135,7 +136,7 @@ def batch_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
     )
 
 
-def extern_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
+def extern_step_record(job: record.JobRecord) -> pb.StepRecord:
     """The `.extern` step of a job under PrologFlags=Contain: one task on each of the job's nodes, its
     whole allocation, from the job's start to its end; COMPLETED 0:0 however the job ended (22.05's,
     a cancelled job's too: nothing of the user's ran in it)."""
@@ -156,7 +157,7 @@ def extern_step_record(job: jobs_pb2.JobInfo) -> pb.StepRecord:
     )
 
 
-def step_record(job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep) -> pb.StepRecord:
+def step_record(job: record.JobRecord, step: jobs_pb2.JobStep) -> pb.StepRecord:
     """An srun step (`N.0`, ...) as sacct shows it: RUNNING while it runs, then how it ended."""
     state = JOB_STATE_NAMES.get(step.state, "RUNNING")
     tres = f"cpu={step.num_cpus},node={step.num_nodes}"
@@ -244,7 +245,7 @@ class Accounting:
         self._cluster_gpus = sum(n.gres_count("gpu") for n in cfg.nodes)
         self._node_gpus = {n.name: n.gres_count("gpu") for n in cfg.nodes}
 
-    def record_jobs(self, tx: StateStore, jobs: Iterable[jobs_pb2.JobInfo]) -> None:
+    def record_jobs(self, tx: StateStore, jobs: Iterable[record.JobRecord]) -> None:
         """Queue a record for each job whose accounting view changed (and `.batch` when it ends)."""
         if not self.enabled:
             return
@@ -263,7 +264,7 @@ class Accounting:
             self._record_steps(tx, job)
         self.wake.set()
 
-    def _record_steps(self, tx: StateStore, job: jobs_pb2.JobInfo) -> None:
+    def _record_steps(self, tx: StateStore, job: record.JobRecord) -> None:
         """Queue a record for each srun step that started or ended since the last save (after its
         job's record: dbd files a step under a job it already has; a step stored twice is updated), and
         the `.extern` step of a job that has one."""
@@ -307,7 +308,7 @@ class Accounting:
         self.wake.set()
 
     # ------------------------------------------------------------------ enforcement
-    def admit(self, job: jobs_pb2.JobInfo, count: int, jobs: Iterable[jobs_pb2.JobInfo]) -> None:
+    def admit(self, job: record.JobRecord, count: int, jobs: Iterable[record.JobRecord]) -> None:
         """Submit-time checks: pick the account, refuse users without an association or over MaxSubmit."""
         if not self.enabled:
             return
@@ -334,7 +335,7 @@ class Accounting:
         if why:
             raise SlurmError(why)
 
-    def fill_account(self, job: jobs_pb2.JobInfo) -> None:
+    def fill_account(self, job: record.JobRecord) -> None:
         """A job without -A gets its user's default account (when accounting knows one)."""
         if job.account or not self.enabled:
             return
@@ -348,11 +349,11 @@ class Accounting:
                 return found
         return 0
 
-    def assoc_id(self, job: jobs_pb2.JobInfo) -> int:
+    def assoc_id(self, job: record.JobRecord) -> int:
         with self._cache_lock:
             return self._find(job.account, job.user_name, job.partition) if self.enabled else 0
 
-    def attach(self, req: m.JobRequest, job: jobs_pb2.JobInfo | None) -> m.JobRequest:
+    def attach(self, req: m.JobRequest, job: record.JobRecord | None) -> m.JobRequest:
         """The scheduler's view of a pending job, with its association and QOS."""
         if job is None or not self.enabled:  # fair-share needs the association even without enforcement
             return req

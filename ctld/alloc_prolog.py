@@ -16,9 +16,10 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from ctld import job_hooks
+from ctld import job_hooks, record
 from ctld.job_lifecycle import launch_failed
 from ctld.launch import batch_request, sign_credential
+from ctld.record import JobRecord
 from ctld.sched import reasons
 from ctld.state import ClusterState, Transaction
 from ctld.transitions import end_by_node_failure, finish, requeue
@@ -35,7 +36,7 @@ def at_allocation(cfg: SlurmConfig) -> bool:
     return "ALLOC" in cfg.prolog_flags
 
 
-def start(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo) -> None:
+def start(state: ClusterState, tx: Transaction, job: JobRecord) -> None:
     """A job the scheduler just started: its Prologs go out (Alloc), or its batch script does."""
     cfg = state.cfg
     if not at_allocation(cfg):
@@ -43,19 +44,19 @@ def start(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo) -> None:
             launch_batch(state, tx, job)
         return
     nodes = hostlist.expand(job.nodes)
-    job.prolog_pending[:] = nodes
+    job.prolog_pending = list(nodes)
     job.prolog_nohold = "NOHOLD" in cfg.prolog_flags
     job.extern_step = "CONTAIN" in cfg.prolog_flags
     job.state_reason = PROLOG
     send_prologs(state, tx, job, nodes)
 
 
-def send_prologs(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, nodes: list[str]) -> None:
+def send_prologs(state: ClusterState, tx: Transaction, job: JobRecord, nodes: list[str]) -> None:
     """RunProlog on `nodes`, after the change commits (also what a restarted ctld sends again: a node
     that ran it answers at once)."""
     cfg = state.cfg
     request = node_pb2.RunPrologRequest(
-        job=job,
+        job=record.wire(job),
         credential=sign_credential(state, job),
         cluster_name=cfg.cluster_name,
         slurm_conf=str(cfg.path),
@@ -98,7 +99,7 @@ def prolog_done(
         if error:
             _failed(state, tx, job, node_name, error, unreachable, now)
         else:
-            job.prolog_pending.remove(node_name)
+            job.prolog_pending = [n for n in job.prolog_pending if n != node_name]
             if not job.prolog_pending:
                 if job.state_reason == PROLOG:
                     job.state_reason = reasons.NONE
@@ -111,7 +112,7 @@ def prolog_done(
 def _failed(
     state: ClusterState,
     tx: Transaction,
-    job: jobs_pb2.JobInfo,
+    job: JobRecord,
     node_name: str,
     error: str,
     unreachable: bool,
@@ -140,7 +141,7 @@ def _failed(
             state.terminate(tx, other, job.job_id, state.cfg.kill_wait, "ended")
 
 
-def launch_batch(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo) -> None:
+def launch_batch(state: ClusterState, tx: Transaction, job: JobRecord) -> None:
     """Launch the batch script on its host after the change commits, once PrologSlurmctld (if any) has
     succeeded (ctld.job_hooks); its failure requeues the job."""
     node = state.nodes[job.batch_host]

@@ -1,24 +1,25 @@
 """The applier of the core's decisions: one scheduling cycle over the cluster state.
 
 It builds the snapshot, runs `ctld.sched.cycle.run_cycle`, and applies what comes back — pending
-reasons and priorities, backfill's planned starts, preemptions and resumes, the starts themselves —
-in one transaction; the launches (and suspends, resumes) go to the nodes after it commits.
+reasons and priorities, backfill's planned starts, preemptions and resumes, the starts themselves
+(ctld/decisions.py: the same code `shoal sim` runs) — in one transaction; the launches (and suspends,
+resumes) go to the nodes after it commits.
 """
 
 from __future__ import annotations
 
 import logging
 
-from ctld import alloc_prolog, job_suspend, node_reboot, preempt, snapshot
+from ctld import alloc_prolog, decisions, job_suspend, node_reboot, preempt, snapshot
 from ctld import jobs as jobrec
 from ctld.errors import SlurmError
+from ctld.record import JobRecord
 from ctld.sched import cycle as sched_cycle
 from ctld.sched import model as m
 from ctld.sched import priority as sched_priority
 from ctld.sched import reasons
 from ctld.sched.priority import CALCULATE_RUNNING, MULTIFACTOR
 from ctld.state import ClusterState, Transaction
-from shoal import hostlist
 from shoal.outpath import resolve_streams
 from shoal.v1 import jobs_pb2
 
@@ -31,7 +32,7 @@ def schedule(state: ClusterState) -> int:
     launched = 0
     with state.transaction() as tx:
         pending: list[m.JobRequest] = []
-        by_id: dict[int, jobs_pb2.JobInfo] = {}
+        by_id: dict[int, JobRecord] = {}
         resumable = False  # a job suspended by preemption may resume though nothing is pending
         for job in state.jobs.values():
             resumable = resumable or (job.gang_suspended and job.state == jobs_pb2.SUSPENDED)
@@ -50,25 +51,7 @@ def schedule(state: ClusterState) -> int:
         snap = snapshot.build(state, pending)
         _recalculate_running(state, snap, now)
         result = sched_cycle.run_cycle(snap, now)
-        array_reason: dict[int, str] = {}
-        for job_id in sorted(result.verdicts):
-            waiting = by_id.get(job_id)
-            if waiting is None:
-                continue
-            reason = result.verdicts[job_id].reason
-            if waiting.array_job_id:
-                # squeue shows an array's pending tasks as one record with one reason, as Slurm
-                reason = array_reason.setdefault(waiting.array_job_id, reason)
-            waiting.state_reason = reason
-            waiting.last_sched_eval = now
-        for job_id, prio in result.priorities.items():
-            waiting = by_id.get(job_id)
-            if waiting is not None:
-                waiting.priority = 0 if waiting.held else prio
-        for job_id, waiting in by_id.items():  # backfill's plan: squeue --start, SCHEDNODES
-            plan = result.planned.get(job_id)
-            waiting.start_time = plan.start_time if plan else 0
-            waiting.sched_nodes = hostlist.collect(plan.nodes) if plan else ""
+        decisions.apply_verdicts(by_id, result, now)  # reasons, priorities, backfill's plan
         # Victims first: a suspended one is stopped before its preemptor's launch reaches the node.
         tx.save(*preempt.apply_preemptions(state, tx, result.preemptions, now))
         tx.save(*_resume(state, tx, result.resumes, now))
@@ -76,7 +59,7 @@ def schedule(state: ClusterState) -> int:
         node_types = {n: rt.gpu_types.get(0, "") for n, rt in state.nodes.items()}
         for start in result.starts:
             job = by_id[start.job_id]
-            jobrec.apply_start(job, start, now, node_types)
+            decisions.apply_start(job, start, now, node_types)
             if preempt_config.type != "preempt/none":
                 job.preempt_eligible_time = now + preempt_config.exempt_time_s
             job.std_out, job.std_err, job.std_in = resolve_streams(job, job.batch_host)
@@ -90,9 +73,7 @@ def schedule(state: ClusterState) -> int:
     return launched
 
 
-def _resume(
-    state: ClusterState, tx: Transaction, job_ids: tuple[int, ...], now: int
-) -> list[jobs_pb2.JobInfo]:
+def _resume(state: ClusterState, tx: Transaction, job_ids: tuple[int, ...], now: int) -> list[JobRecord]:
     """Resume the jobs suspended by preemption whose CPUs/GPUs are free again (22.05's gang scheduler)."""
     resumed = []
     for job_id in job_ids:

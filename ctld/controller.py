@@ -35,6 +35,7 @@ from ctld import submit as job_submit
 from ctld.accounting import Accounting
 from ctld.actions import NodeActions
 from ctld.nodes import NodeRuntime
+from ctld.record import JobRecord
 from ctld.state import Caller, ClusterState
 from ctld.store import StateStore
 from shoal.conf import SlurmConfig
@@ -81,7 +82,7 @@ class Controller:
         return self.state.started
 
     @property
-    def jobs(self) -> dict[int, jobs_pb2.JobInfo]:
+    def jobs(self) -> dict[int, JobRecord]:
         return self.state.jobs
 
     @property

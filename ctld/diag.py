@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ctld.record import JobRecord
 from ctld.state import user_name
 from shoal.v1 import controller_pb2, jobs_pb2
 
@@ -138,7 +139,7 @@ class Diag:
                 self.bf_depth_sum += depth
                 self.bf_queue_len_sum += depth
 
-    def observe(self, jobs: Iterable[jobs_pb2.JobInfo]) -> None:
+    def observe(self, jobs: Iterable[JobRecord]) -> None:
         """Count what changed in the job records since the last look (call it with the controller's lock held).
 
         A job never seen before was submitted; a new start_time is a start (a requeued job starts

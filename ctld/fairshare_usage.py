@@ -14,13 +14,13 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ctld.record import JobRecord
 from ctld.sched import fairshare
 from ctld.sched.fairshare import ShareAssoc, ShareRow
 from ctld.sched.model import UsedMinutes
 from shoal.conf import SlurmConfig
 from shoal.timefmt import parse_time_limit
 from shoal.v1 import accounting_pb2 as pb
-from shoal.v1 import jobs_pb2
 
 META_KEY = "fairshare_usage"
 
@@ -60,7 +60,7 @@ def billing_weights(text: str) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
-def job_tres(job: jobs_pb2.JobInfo) -> dict[str, float]:
+def job_tres(job: JobRecord) -> dict[str, float]:
     """What a running job holds: cpu, mem (MB), node, gres/gpu."""
     return {
         "cpu": float(sum(len(a.cpu_ids) for a in job.allocation)),

@@ -19,10 +19,11 @@ import pwd
 import threading
 from collections.abc import Callable
 
+from ctld.record import JobRecord
 from shoal import hookrun, states
 from shoal.conf import SlurmConfig
 from shoal.hookenv import job_environment
-from shoal.v1 import cluster_pb2, jobs_pb2
+from shoal.v1 import cluster_pb2
 
 log = logging.getLogger("shoal.ctld")
 
@@ -41,7 +42,7 @@ def drain(info: cluster_pb2.NodeInfo, reason: str, now: int, message: str) -> No
     log.error("node %s drained (%s): %s", info.name, reason, message)
 
 
-def hold_requeued(job: jobs_pb2.JobInfo) -> None:
+def hold_requeued(job: JobRecord) -> None:
     """The requeued job of a failed Prolog waits for an operator, as Slurm holds it."""
     job.held = True
     job.held_by_admin = True
@@ -49,7 +50,7 @@ def hold_requeued(job: jobs_pb2.JobInfo) -> None:
     job.state_reason = LAUNCH_FAILED_REQUEUED_HELD
 
 
-def slurmctld_environment(cfg: SlurmConfig, job: jobs_pb2.JobInfo, context: str) -> dict[str, str]:
+def slurmctld_environment(cfg: SlurmConfig, job: JobRecord, context: str) -> dict[str, str]:
     """What PrologSlurmctld/EpilogSlurmctld are given (shoal.hookenv; the epilog also how the job ended)."""
     env = job_environment(job, cfg.cluster_name, os.path.abspath(cfg.path))
     env["SLURM_SCRIPT_CONTEXT"] = context
@@ -81,7 +82,7 @@ def _run(cfg: SlurmConfig, scripts: tuple[str, ...], env: dict[str, str], what: 
 
 
 def launch_after_prolog_slurmctld(
-    cfg: SlurmConfig, job: jobs_pb2.JobInfo, launch: Callable[[], None], requeue: Callable[[str], None]
+    cfg: SlurmConfig, job: JobRecord, launch: Callable[[], None], requeue: Callable[[str], None]
 ) -> None:
     """Launch a batch job now, or once PrologSlurmctld has succeeded (requeue(message) if it fails)."""
     if not cfg.prolog_slurmctld:
@@ -101,7 +102,7 @@ def launch_after_prolog_slurmctld(
     threading.Thread(target=body, name=f"prolog_slurmctld-{job_id}", daemon=True).start()
 
 
-def epilog_slurmctld(cfg: SlurmConfig, job: jobs_pb2.JobInfo) -> None:
+def epilog_slurmctld(cfg: SlurmConfig, job: JobRecord) -> None:
     """EpilogSlurmctld for a job that just ended, on a thread; a failure is logged."""
     if not cfg.epilog_slurmctld:
         return
@@ -116,7 +117,7 @@ def epilog_slurmctld(cfg: SlurmConfig, job: jobs_pb2.JobInfo) -> None:
     threading.Thread(target=body, name=f"epilog_slurmctld-{job_id}", daemon=True).start()
 
 
-def gpu_idle_notify(cfg: SlurmConfig, job: jobs_pb2.JobInfo, program: str, idle_since: int) -> None:
+def gpu_idle_notify(cfg: SlurmConfig, job: JobRecord, program: str, idle_since: int) -> None:
     """The site's shoal_gpu_idle_notify program for a job flagged idle, as SlurmUser on a thread, with
     the job's environment (SLURM_JOB_ID, SLURM_JOB_USER, ...) and SHOAL_GPU_IDLE_SINCE (unix time)."""
     env = slurmctld_environment(cfg, job, "gpu_idle")

@@ -22,6 +22,7 @@ from ctld.errors import (
     PERMISSION_DENIED,
 )
 from ctld.job_select import filtered, job_id_str, select
+from ctld.record import JobRecord
 from ctld.sched import reasons
 from ctld.state import Caller, ClusterState, Transaction
 from ctld.transitions import end_by_node_failure, finish, requeue, terminate_elsewhere, waits_for_script
@@ -137,7 +138,7 @@ def signal_jobs(
         filters = bool(
             req.filter_user or req.name or req.states or req.partition or req.account or req.nodelist
         )
-        groups: list[tuple[str, list[jobs_pb2.JobInfo]]]
+        groups: list[tuple[str, list[JobRecord]]]
         if req.job_ids:
             groups = select(state, req.job_ids)
             if filters:
@@ -169,7 +170,7 @@ def signal_jobs(
 def _signal_one(
     state: ClusterState,
     tx: Transaction,
-    job: jobs_pb2.JobInfo,
+    job: JobRecord,
     req: controller_pb2.SignalJobsRequest,
     caller: Caller,
     now: int,
@@ -207,7 +208,7 @@ def _signal_one(
 
 
 def cancel_running(
-    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, uid: int, now: int, reason: str = "cancel"
+    state: ClusterState, tx: Transaction, job: JobRecord, uid: int, now: int, reason: str = "cancel"
 ) -> None:
     """End a running job as CANCELLED by `uid` (scancel; shoal_gpu_idle_cancel: reason "gpu_idle", which
     noded tells the job's stderr): SIGTERM, KillWait, SIGKILL on its nodes; a batch job is COMPLETING
@@ -226,7 +227,7 @@ def cancel_running(
 
 
 def _signal_step(
-    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, step_id: int, sig: int, now: int
+    state: ClusterState, tx: Transaction, job: JobRecord, step_id: int, sig: int, now: int
 ) -> None:
     """`scancel [-s SIG] J.S`: that step's tasks on its nodes; the job runs on. Without a signal the
     step ends CANCELLED (SIGTERM, KillWait, SIGKILL). A step that does not run is no error (Slurm's)."""
@@ -242,7 +243,7 @@ def _signal_step(
 
 
 def signal_job(
-    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, sig: int, batch_only: bool, full: bool
+    state: ClusterState, tx: Transaction, job: JobRecord, sig: int, batch_only: bool, full: bool
 ) -> None:
     """Deliver a signal where Slurm does: by default to every step on every node of the job but
     never to the batch shell (a tool's step catches it, the shell does not die of it); -b/B: to

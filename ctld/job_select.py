@@ -6,21 +6,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ctld.errors import INVALID_JOB_ID, SlurmError
+from ctld.record import JobRecord
 from ctld.state import ClusterState
 from shoal import hostlist
 from shoal.arrayspec import parse_array
 from shoal.states import FINISHED_STATES, parse_job_states
-from shoal.v1 import controller_pb2, jobs_pb2
+from shoal.v1 import controller_pb2
 
 
-def job_id_str(job: jobs_pb2.JobInfo) -> str:
+def job_id_str(job: JobRecord) -> str:
     """The id a user reads: `array_task` for an array's task, else the job id."""
     if job.array_job_id and job.array_task_id >= 0:
         return f"{job.array_job_id}_{job.array_task_id}"
     return str(job.job_id)
 
 
-def select(state: ClusterState, ids: Iterable[str]) -> list[tuple[str, list[jobs_pb2.JobInfo]]]:
+def select(state: ClusterState, ids: Iterable[str]) -> list[tuple[str, list[JobRecord]]]:
     """Resolve user-typed ids ('12', '30_2', '30_[1-3]', '30') to jobs; unknown -> empty list."""
     out = []
     for text in ids:
@@ -48,7 +49,7 @@ def select(state: ClusterState, ids: Iterable[str]) -> list[tuple[str, list[jobs
     return out
 
 
-def filtered(state: ClusterState, req: controller_pb2.SignalJobsRequest) -> list[jobs_pb2.JobInfo]:
+def filtered(state: ClusterState, req: controller_pb2.SignalJobsRequest) -> list[JobRecord]:
     """The live jobs scancel's filters (--user, --name, --state, --partition, --account, -w) select."""
     states: set[int] | None = None
     if req.states:

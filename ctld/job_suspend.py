@@ -18,6 +18,7 @@ from ctld.errors import (
     PERMISSION_DENIED,
     SlurmError,
 )
+from ctld.record import JobRecord
 from ctld.state import ClusterState, Transaction
 from shoal.states import FINISHED_STATES, run_seconds
 from shoal.v1 import jobs_pb2
@@ -29,7 +30,7 @@ UNKNOWN_JOB = "Unexpected message received"
 
 
 def suspend_or_resume(
-    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, action: str, operator: bool, now: int
+    state: ClusterState, tx: Transaction, job: JobRecord, action: str, operator: bool, now: int
 ) -> None:
     """One job of `scontrol suspend|resume`: operators only, a running (or suspended) job only."""
     if not operator:
@@ -47,21 +48,21 @@ def suspend_or_resume(
         resume(state, tx, job, now)
 
 
-def suspend(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int) -> None:
+def suspend(state: ClusterState, tx: Transaction, job: JobRecord, now: int) -> None:
     job.pre_suspend_secs = run_seconds(job, now)
     job.state = jobs_pb2.SUSPENDED
     job.suspend_time = now
     _tell_nodes(state, tx, job, True)
 
 
-def resume(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int) -> None:
+def resume(state: ClusterState, tx: Transaction, job: JobRecord, now: int) -> None:
     settle(job, now)
     job.state = jobs_pb2.RUNNING
     job.gang_suspended = False
     _tell_nodes(state, tx, job, False)
 
 
-def settle(job: jobs_pb2.JobInfo, now: int) -> None:
+def settle(job: JobRecord, now: int) -> None:
     """Count the suspension now ending (resume, or the job's end while suspended): the job's EndTime
     moves by it, and it is not run time."""
     if job.state != jobs_pb2.SUSPENDED:
@@ -75,12 +76,12 @@ def settle(job: jobs_pb2.JobInfo, now: int) -> None:
     job.gang_suspended = False
 
 
-def limit_reached(job: jobs_pb2.JobInfo, now: int) -> bool:
+def limit_reached(job: JobRecord, now: int) -> bool:
     """Past the time limit in run time (suspended time does not count)."""
     return job.time_limit_min >= 0 and now >= job.start_time + job.time_limit_min * 60 + job.suspended_secs
 
 
-def _tell_nodes(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, stop: bool) -> None:
+def _tell_nodes(state: ClusterState, tx: Transaction, job: JobRecord, stop: bool) -> None:
     for name in sorted({a.node for a in job.allocation} | ({job.batch_host} if job.batch_host else set())):
         node = state.nodes.get(name)
         if node is not None:

@@ -20,6 +20,7 @@ from ctld.errors import (
     SlurmError,
 )
 from ctld.job_select import job_id_str, select
+from ctld.record import JobRecord, with_spec
 from ctld.sched import reasons
 from ctld.sched.dependency import parse_dependency
 from ctld.sched.priority import MULTIFACTOR
@@ -43,7 +44,7 @@ def update_job(
     out = controller_pb2.UpdateJobResponse()
     now = state.now()
     with state.transaction() as tx:
-        changed: list[jobs_pb2.JobInfo] = []
+        changed: list[JobRecord] = []
         for text, found in select(state, req.job_ids):
             if not found:
                 unknown = job_suspend.UNKNOWN_JOB if req.action in job_suspend.ACTIONS else INVALID_JOB_ID
@@ -73,7 +74,7 @@ def _not_owner_message(action: str) -> str:
 def _update_one(
     state: ClusterState,
     tx: Transaction,
-    job: jobs_pb2.JobInfo,
+    job: JobRecord,
     req: controller_pb2.UpdateJobRequest,
     caller: Caller,
     now: int,
@@ -113,11 +114,11 @@ def _update_one(
         raise SlurmError(f"Invalid update action: {action}")
 
 
-def _top(state: ClusterState, targets: list[jobs_pb2.JobInfo]) -> list[jobs_pb2.JobInfo]:
+def _top(state: ClusterState, targets: list[JobRecord]) -> list[JobRecord]:
     """scontrol top: trade nice values inside each target's group (see top.py); returns the others changed."""
     listed = {job.job_id for job in targets}
-    changed: list[jobs_pb2.JobInfo] = []
-    groups: dict[tuple[int, str, str, str], list[jobs_pb2.JobInfo]] = {}
+    changed: list[JobRecord] = []
+    groups: dict[tuple[int, str, str, str], list[JobRecord]] = {}
     for job in targets:
         if "," not in job.partition:  # as Slurm: jobs submitted to one partition only
             groups.setdefault((job.user_id, job.partition, job.account, job.qos), []).append(job)
@@ -135,7 +136,7 @@ def _top(state: ClusterState, targets: list[jobs_pb2.JobInfo]) -> list[jobs_pb2.
         for job in members + peers:
             delta = nice[job.job_id] - job.spec.nice
             if delta:
-                job.spec.nice = nice[job.job_id]
+                job.spec = with_spec(job.spec, nice=nice[job.job_id])
                 if not job.priority_set:
                     job.priority = max(1, job.priority - delta)
                 if job.job_id not in listed:
@@ -143,9 +144,7 @@ def _top(state: ClusterState, targets: list[jobs_pb2.JobInfo]) -> list[jobs_pb2.
     return changed
 
 
-def _requeue_action(
-    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int, hold: bool
-) -> None:
+def _requeue_action(state: ClusterState, tx: Transaction, job: JobRecord, now: int, hold: bool) -> None:
     if not job.batch_flag:
         raise SlurmError("Only batch jobs are accepted or processed", FAILED_PRECONDITION)
     if job.state == PENDING:
@@ -168,7 +167,7 @@ def _requeue_action(
         job.priority = 0
 
 
-def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: str, operator: bool) -> None:
+def _update_field(state: ClusterState, job: JobRecord, key: str, value: str, operator: bool) -> None:
     counted_nodes = _tres_nodes(job)  # the node count its memory was figured for, before the change
     k = key.lower()
     pending = job.state == PENDING
@@ -179,7 +178,7 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
             raise SlurmError("Invalid time limit specification") from exc
         if not operator and not _user_may_set_time_limit(state, job, minutes):
             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
-        job.spec.time_limit_min = minutes
+        job.spec = with_spec(job.spec, time_limit_min=minutes)
         if job.state == PENDING:
             job.time_limit_min = minutes
         if job.state in ACTIVE_STATES:
@@ -187,16 +186,16 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
             job.end_time = job.start_time + minutes * 60 if minutes >= 0 else 0
         return
     if k in ("name", "jobname"):
-        job.spec.name = value
+        job.spec = with_spec(job.spec, name=value)
         return
     if k == "comment":
-        job.spec.comment = value
+        job.spec = with_spec(job.spec, comment=value)
         return
     if k == "nice":
         nice = int(value) if value.isascii() and value.lstrip("-").isdigit() else 0
         if nice < 0 and not operator:
             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
-        job.spec.nice = nice
+        job.spec = with_spec(job.spec, nice=nice)
         return
     if k == "sitefactor":
         if not operator:
@@ -231,27 +230,27 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
             if name not in state.partitions:
                 raise SlurmError(INVALID_PARTITION)
         job.partition = value
-        job.spec.partition = value
+        job.spec = with_spec(job.spec, partition=value)
     elif k == "dependency":
         if value in ("", "none", "None"):
-            job.spec.dependency = ""
+            job.spec = with_spec(job.spec, dependency="")
         else:
             try:
                 parse_dependency(value)
             except ValueError as exc:
                 raise SlurmError(DEPENDENCY_PROBLEM) from exc
-            job.spec.dependency = value
+            job.spec = with_spec(job.spec, dependency=value)
     elif k in ("numnodes", "minnodes"):
         lo, _, hi = value.partition("-")
-        job.spec.min_nodes = _count(lo, NODE_COUNT_INVALID)
-        job.spec.max_nodes = _count(hi, NODE_COUNT_INVALID) if hi else job.spec.min_nodes
+        job.spec = with_spec(job.spec, min_nodes=_count(lo, NODE_COUNT_INVALID))
+        job.spec = with_spec(job.spec, max_nodes=_count(hi, NODE_COUNT_INVALID) if hi else job.spec.min_nodes)
     elif k in ("numtasks",):
-        job.spec.num_tasks = _count(value, TASK_COUNT_INVALID)
+        job.spec = with_spec(job.spec, num_tasks=_count(value, TASK_COUNT_INVALID))
     elif k in ("starttime", "begintime"):
         from shoal.timefmt import parse_datetime
 
         try:
-            job.spec.begin_time = parse_datetime(value, state.now())
+            job.spec = with_spec(job.spec, begin_time=parse_datetime(value, state.now()))
         except ValueError as exc:
             raise SlurmError("Invalid time specification") from exc
         job.eligible_time = job.spec.begin_time
@@ -260,24 +259,24 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
             if job.array_job_id and other.array_job_id == job.array_job_id:
                 other.array_max_tasks = _count(value, INVALID_ARRAY)
     elif k in ("excnodelist",):
-        job.spec.exclude = value
+        job.spec = with_spec(job.spec, exclude=value)
     elif k in ("reqnodelist", "nodelist"):
-        job.spec.nodelist = value
+        job.spec = with_spec(job.spec, nodelist=value)
     elif k in ("features",):
-        job.spec.constraint = value
+        job.spec = with_spec(job.spec, constraint=value)
     elif k == "account":
-        job.spec.account = value
+        job.spec = with_spec(job.spec, account=value)
         job.account = value
     elif k == "qos":
-        job.spec.qos = value
+        job.spec = with_spec(job.spec, qos=value)
         job.qos = value
     elif k == "reservation":
         previous = job.spec.reservation
-        job.spec.reservation = "" if value.lower() in ("", "none", "(null)") else value
+        job.spec = with_spec(job.spec, reservation="" if value.lower() in ("", "none", "(null)") else value)
         try:
             resv.check_job_access(state, job)
         except SlurmError:
-            job.spec.reservation = previous
+            job.spec = with_spec(job.spec, reservation=previous)
             raise
     else:
         raise SlurmError(f"Update of this parameter is not supported: {key}")
@@ -292,7 +291,7 @@ def _update_field(state: ClusterState, job: jobs_pb2.JobInfo, key: str, value: s
     )
 
 
-def _tres_nodes(job: jobs_pb2.JobInfo) -> int:
+def _tres_nodes(job: JobRecord) -> int:
     """node= of a pending job's TRES (NumNodes may show more: jobs.expected_nodes)."""
     for word in job.tres_req.split(","):
         key, _, value = word.partition("=")
@@ -301,7 +300,7 @@ def _tres_nodes(job: jobs_pb2.JobInfo) -> int:
     return job.num_nodes
 
 
-def _user_may_set_time_limit(state: ClusterState, job: jobs_pb2.JobInfo, minutes: int) -> bool:
+def _user_may_set_time_limit(state: ClusterState, job: JobRecord, minutes: int) -> bool:
     """22.05, measured: a user may set a pending job's TimeLimit to anything within its partition's
     MaxTime (10 -> 20 and -> 1:00:00 allowed, -> 1:00:01 or UNLIMITED refused under MaxTime=1:00:00;
     any under MaxTime=UNLIMITED), but may only lower a running job's."""

@@ -1,4 +1,4 @@
-"""Job records: from a submitted JobSpec to the controller's JobInfo, and JobInfo to the core's JobRequest.
+"""Job records: from a submitted JobSpec to the controller's JobRecord (ctld/record.py), and a record to the core's JobRequest.
 
 Everything here is pure conversion and validation; the controller does the I/O.
 """
@@ -10,9 +10,9 @@ from collections.abc import Mapping
 
 from ctld.errors import INVALID_GRES, INVALID_NODE_NAME, NODE_COUNT_INVALID, SlurmError
 from ctld.nodes import NodeRuntime
+from ctld.record import JobRecord
 from ctld.sched import dependency as sched_dependency
-from ctld.sched import reasons
-from ctld.sched.model import DependencySpec, GpuRequest, JobRequest, Start
+from ctld.sched.model import DependencySpec, GpuRequest, JobRequest
 from ctld.sched.resources import MEM_WHOLE_NODE, job_cpus, job_gpus, node_count_range
 from shoal import hostlist, nodecount
 from shoal.conf.slurm import SlurmConfig
@@ -128,7 +128,7 @@ def default_cpus_per_gpu(spec: jobs_pb2.JobSpec, partition: str, cfg: SlurmConfi
 
 
 def job_request(
-    job: jobs_pb2.JobInfo, known_nodes: Mapping[str, object], cfg: SlurmConfig | None = None
+    job: JobRecord, known_nodes: Mapping[str, object], cfg: SlurmConfig | None = None
 ) -> JobRequest:
     """The scheduler core's view of a pending job (with slurm.conf's DefCpuPerGPU when `cfg` is given)."""
     spec = job.spec
@@ -202,7 +202,7 @@ def estimated_nodes(req: JobRequest, node_cpus: int = 0) -> int:
 
 
 def describe_request(
-    job: jobs_pb2.JobInfo,
+    job: JobRecord,
     req: JobRequest,
     mem_per_node_mb: int,
     node_cpus: int = 0,
@@ -225,44 +225,13 @@ def describe_request(
     job.min_memory_node_mb = max(0, req.mem_per_node_mb)  # --mem=0 (the whole node) shows 0, as Slurm
     job.tres_req = tres_string(cpus, job.mem_mb, nodes, gpus)
     job.tres_per_node = tres_per_node(req)
-    del job.req_nodes[:], job.exc_nodes[:]  # ReqNodeList/ExcNodeList, squeue %n/%x: -w and -x as asked
-    job.req_nodes.extend(hostlist.expand(hostlist.collect(req.required_nodes)) if req.required_nodes else ())
-    job.exc_nodes.extend(hostlist.expand(hostlist.collect(req.excluded_nodes)) if req.excluded_nodes else ())
+    # ReqNodeList/ExcNodeList, squeue %n/%x: -w and -x as asked
+    job.req_nodes = hostlist.expand(hostlist.collect(req.required_nodes)) if req.required_nodes else []
+    job.exc_nodes = hostlist.expand(hostlist.collect(req.excluded_nodes)) if req.excluded_nodes else []
 
 
-def apply_start(job: jobs_pb2.JobInfo, start: Start, now: int, node_types: Mapping[str, str]) -> None:
-    """Record an allocation on a job that starts now."""
-    job.state = jobs_pb2.RUNNING
-    job.state_reason = reasons.NONE
-    job.start_time = now
-    job.partition = start.partition
-    job.time_limit_min = start.time_limit_min
-    job.end_time = now + start.time_limit_min * 60 if start.time_limit_min >= 0 else 0
-    del job.allocation[:]
-    for a in start.allocation:
-        job.allocation.add(
-            node=a.node,
-            cpus=a.cpus,
-            mem_mb=a.mem_mb,
-            cpu_ids=a.cpu_ids,
-            gpu_indices=a.gpu_indices,
-            gpu_type=node_types.get(a.node, ""),
-            tasks=a.tasks,
-        )
-    names = [a.node for a in start.allocation]
-    job.nodes = hostlist.collect(names)
-    job.batch_host = names[0]
-    job.num_nodes = len(names)
-    job.num_cpus = sum(a.cpus for a in start.allocation)
-    job.mem_mb = sum(a.mem_mb for a in start.allocation)
-    job.num_gpus = sum(len(a.gpu_indices) for a in start.allocation)
-    job.tres_alloc = tres_string(job.num_cpus, job.mem_mb, job.num_nodes, job.num_gpus)
-    job.oversubscribe = not start.exclusive
-    job.scheduler = "Backfill" if start.by_backfill else "Main"
-
-
-def clear_allocation(job: jobs_pb2.JobInfo) -> None:
-    del job.allocation[:]
+def clear_allocation(job: JobRecord) -> None:
+    job.allocation = []
     job.nodes = ""
     job.batch_host = ""
     job.start_time = 0

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from ctld import record
+from ctld.record import JobRecord
 from ctld.state import ClusterState
 from shoal.auth.job_credential import sign_job_credential
 from shoal.conf import SlurmConfig
-from shoal.v1 import jobs_pb2, node_pb2
+from shoal.v1 import node_pb2
 
 CREDENTIAL_LIFETIME_S = 3600
 
 
-def sign_credential(state: ClusterState, job: jobs_pb2.JobInfo) -> node_pb2.JobCredential:
+def sign_credential(state: ClusterState, job: JobRecord) -> node_pb2.JobCredential:
     """The job's credential for its nodes (noded launches and runs its Prolog only for a valid one)."""
     cred = node_pb2.JobCredential(
         job_id=job.job_id,
@@ -22,12 +24,12 @@ def sign_credential(state: ClusterState, job: jobs_pb2.JobInfo) -> node_pb2.JobC
     return sign_job_credential(state.key, cred)
 
 
-def batch_request(state: ClusterState, job: jobs_pb2.JobInfo) -> node_pb2.LaunchBatchRequest:
+def batch_request(state: ClusterState, job: JobRecord) -> node_pb2.LaunchBatchRequest:
     cfg = state.cfg
     addr, pattern = topology_address(cfg, job.batch_host)
     return node_pb2.LaunchBatchRequest(
         node=job.batch_host,
-        job=job,
+        job=record.wire(job),
         credential=sign_credential(state, job),
         cluster_name=cfg.cluster_name,
         ctld_addr=f"{cfg.control_addr}:{cfg.slurmctld_port}",

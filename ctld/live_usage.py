@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from ctld import gpu_idle, job_hooks
 from ctld.job_lifecycle import cancel_running
+from ctld.record import JobRecord
 from ctld.state import ClusterState, Transaction, user_name
 from shoal.v1 import controller_pb2, jobs_pb2, node_pb2
 
@@ -29,9 +30,9 @@ def record(state: ClusterState, name: str, reply: node_pb2.NodePingResponse) -> 
         node.live_at = state.now()
 
 
-def _holders(jobs: Iterable[jobs_pb2.JobInfo]) -> dict[tuple[str, int], jobs_pb2.JobInfo]:
+def _holders(jobs: Iterable[JobRecord]) -> dict[tuple[str, int], JobRecord]:
     """(node, GPU index) -> the running job allocated it."""
-    out: dict[tuple[str, int], jobs_pb2.JobInfo] = {}
+    out: dict[tuple[str, int], JobRecord] = {}
     for job in jobs:
         if job.state in (jobs_pb2.RUNNING, jobs_pb2.SUSPENDED, jobs_pb2.COMPLETING):
             for a in job.allocation:
@@ -87,7 +88,7 @@ def query(
     return out
 
 
-def _job_utilizations(state: ClusterState, job: jobs_pb2.JobInfo) -> tuple[list[int], int]:
+def _job_utilizations(state: ClusterState, job: JobRecord) -> tuple[list[int], int]:
     """The utilization of each GPU of the job, as its nodes last said, and when the latest said it."""
     utils: list[int] = []
     at = 0
@@ -135,7 +136,7 @@ def enforce_gpu_idle(state: ClusterState, tx: Transaction, now: int) -> None:
 def _apply(
     state: ClusterState,
     tx: Transaction,
-    job: jobs_pb2.JobInfo,
+    job: JobRecord,
     action: gpu_idle.Action,
     idle: gpu_idle.IdleState,
     now: int,

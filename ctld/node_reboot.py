@@ -18,9 +18,10 @@ from functools import partial
 from ctld import nodes as noderec
 from ctld.errors import FAILED_PRECONDITION, INVALID_NODE_STATE, PERMISSION_DENIED, SlurmError
 from ctld.nodes import NodeRuntime
+from ctld.record import JobRecord
 from ctld.state import Caller, ClusterState, Transaction, user_name
 from shoal.states import ACTIVE_STATES
-from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2
+from shoal.v1 import cluster_pb2, controller_pb2
 
 log = logging.getLogger("shoal.ctld")
 
@@ -87,7 +88,7 @@ def undrained(info: cluster_pb2.NodeInfo) -> None:
     info.reboot_drained = info.reboot_reason = False
 
 
-def job_started(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo) -> None:
+def job_started(state: ClusterState, tx: Transaction, job: JobRecord) -> None:
     """A job starting on a node whose reboot waits (without ASAP) clears the request's reason, as 22.05."""
     for alloc in job.allocation:
         node = state.nodes.get(alloc.node)

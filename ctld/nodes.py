@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 
 from ctld.errors import INVALID_NODE_NAME, SlurmError
 from ctld.gpus import gres_difference
+from ctld.record import JobRecord
 from shoal import hostlist
 from shoal.arrayspec import format_task_ids
 from shoal.conf import NodeConf, SlurmConfig, format_gres
 from shoal.states import ACTIVE_STATES
-from shoal.v1 import cluster_pb2, jobs_pb2
+from shoal.v1 import cluster_pb2
 
 
 @dataclass
@@ -172,7 +173,7 @@ def note_registered(info: cluster_pb2.NodeInfo) -> None:
 
 
 def note_job_ended(
-    nodes: dict[str, NodeRuntime], jobs: Iterable[jobs_pb2.JobInfo], ended: jobs_pb2.JobInfo, now: int
+    nodes: dict[str, NodeRuntime], jobs: Iterable[JobRecord], ended: JobRecord, now: int
 ) -> None:
     """LastBusyTime=now on each node of `ended` that no other active job holds: as 22.05, the time the
     node's last job ended (a job ending beside another one leaves it unchanged)."""

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Iterable
 
 from ctld import job_suspend, transitions
+from ctld.record import JobRecord
 from ctld.sched.model import Preemption
 from ctld.sched.preemption import REQUEUE, SUSPEND
 from ctld.state import ClusterState, Transaction
@@ -32,9 +33,9 @@ log = logging.getLogger("shoal.ctld")
 
 def apply_preemptions(
     state: ClusterState, tx: Transaction, preemptions: Iterable[Preemption], now: int
-) -> list[jobs_pb2.JobInfo]:
+) -> list[JobRecord]:
     """Start ending each preempted job; returns the jobs changed (the caller saves them)."""
-    changed: list[jobs_pb2.JobInfo] = []
+    changed: list[JobRecord] = []
     for decision in preemptions:
         job = state.jobs.get(decision.job_id)
         if job is None or job.state != jobs_pb2.RUNNING:

@@ -8,6 +8,7 @@ exactly what the scheduler used.
 from __future__ import annotations
 
 from ctld import snapshot
+from ctld.record import JobRecord
 from ctld.sched import priority, reasons
 from ctld.sched.model import PriorityConfig
 from ctld.state import ClusterState
@@ -79,7 +80,7 @@ def get_priorities(state: ClusterState, req: pb.GetPrioritiesRequest) -> pb.GetP
     return out
 
 
-def _listed(job: jobs_pb2.JobInfo, now: int) -> bool:
+def _listed(job: JobRecord, now: int) -> bool:
     """sprio shows the jobs the scheduler may start: pending, not held, not waiting for a dependency or
     a begin time (22.05 leaves those out)."""
     return (

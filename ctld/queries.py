@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from ctld import snapshot
 from ctld.job_select import select
 from ctld.nodes import gres_used, long_state
+from ctld.record import JobRecord
 from ctld.show_config import config_entries
 from ctld.state import Caller, ClusterState
 from shoal import hostlist
@@ -40,7 +41,7 @@ def get_jobs_wire(
     with state.reading():
         wanted = set(req.job_ids)
         users = set(req.user_ids)
-        candidates: Iterable[jobs_pb2.JobInfo] = state.jobs.values()
+        candidates: Iterable[JobRecord] = state.jobs.values()
         if req.job_id_strs:
             candidates = [j for _, found in select(state, req.job_id_strs) for j in found]
         hidden = (

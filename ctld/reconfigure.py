@@ -20,6 +20,7 @@ from typing import Any
 from ctld import configless, gpu_idle, transitions
 from ctld.errors import FAILED_PRECONDITION, SlurmError
 from ctld.nodes import new_runtime
+from ctld.record import JobRecord
 from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import sched_config, scheduler_parameters
 from ctld.sched_config import topology as sched_topology
@@ -191,7 +192,7 @@ def reconfigure(state: ClusterState) -> Outcome:
     return outcome
 
 
-def _parts(job: jobs_pb2.JobInfo) -> set[str]:
+def _parts(job: JobRecord) -> set[str]:
     return {p for p in job.partition.split(",") if p}
 
 

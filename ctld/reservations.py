@@ -14,6 +14,7 @@ import pwd
 from collections.abc import Iterable
 
 from ctld.errors import ALREADY_EXISTS, FAILED_PRECONDITION, NOT_FOUND, PERMISSION_DENIED, SlurmError
+from ctld.record import JobRecord
 from ctld.sched import model as m
 from ctld.sched.limits import FOREVER
 from ctld.sched.reservations import overlaps, roll
@@ -23,7 +24,6 @@ from shoal import hostlist
 from shoal.states import ACTIVE_STATES, FINISHED_STATES
 from shoal.timefmt import UNLIMITED
 from shoal.v1 import controller_pb2 as pb
-from shoal.v1 import jobs_pb2
 
 UNLIMITED_SECONDS = 365 * 86400  # Slurm shows Duration=UNLIMITED as a year
 INVALID_USER = "Invalid user id"  # what Slurm 22.05 answers a non-operator, and an unknown user
@@ -51,7 +51,7 @@ ALLOW_OVERLAP = frozenset({"MAINT", "OVERLAP"})
 # ---------------------------------------------------------------- jobs
 
 
-def check_job_access(state: ClusterState, job: jobs_pb2.JobInfo) -> None:
+def check_job_access(state: ClusterState, job: JobRecord) -> None:
     """At submit: the job's reservation must exist and admit its user (and account, when listed)."""
     name = job.spec.reservation
     if not name:

@@ -8,7 +8,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
+from ctld.decisions import running_view
 from ctld.gpus import snapshot_gpus
+from ctld.record import JobRecord
 from ctld.sched import model as m
 from ctld.sched.priority import MULTIFACTOR
 from ctld.sched.reservations import is_active
@@ -78,21 +80,8 @@ def build(state: ClusterState, pending: Iterable[m.JobRequest], *, capacity_only
         for n in state.nodes.values()
     )
     running = tuple(
-        m.RunningJob(
-            job_id=j.job_id,
-            nodes=tuple(a.node for a in j.allocation),
-            end_time=j.end_time,
-            partition=j.partition,
-            allocation=tuple(
-                m.NodeAllocation(
-                    node=a.node,
-                    cpu_ids=tuple(a.cpu_ids),
-                    mem_mb=a.mem_mb,
-                    gpu_indices=tuple(a.gpu_indices),
-                    tasks=a.tasks,
-                )
-                for a in j.allocation
-            ),
+        running_view(
+            j,
             assoc_id=accounting.assoc_id(j),
             qos=j.qos,
             priority=j.priority,
@@ -162,7 +151,7 @@ def maint_nodes(state: ClusterState, now: int) -> set[str]:
     }
 
 
-def status(job: jobs_pb2.JobInfo) -> m.JobStatus:
+def status(job: JobRecord) -> m.JobStatus:
     """What dependencies and array throttles need of a job."""
     state = job.state
     if state == jobs_pb2.PENDING:

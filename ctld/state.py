@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
-from ctld import configless, gpu_idle
+from ctld import configless, gpu_idle, record
 from ctld import jobs as jobrec
 from ctld.accounting import Accounting
 from ctld.actions import NodeActions
@@ -31,6 +31,7 @@ from ctld.fairshare_usage import META_KEY as SHARES_META_KEY
 from ctld.fairshare_usage import Charge, UsageLedger, job_tres
 from ctld.listing import ListingViews
 from ctld.nodes import NodeRuntime, new_runtime
+from ctld.record import JobRecord
 from ctld.sched import model as m
 from ctld.sched.fairshare import last_reset
 from ctld.sched_config import partitions as sched_partitions
@@ -58,8 +59,8 @@ class Caller:
 class Transaction:
     """What one locked change saves and what it asks of nodes afterwards (see the module docstring)."""
 
-    jobs: dict[int, jobs_pb2.JobInfo] = field(default_factory=dict)
-    runs: list[jobs_pb2.JobInfo] = field(default_factory=list)
+    jobs: dict[int, JobRecord] = field(default_factory=dict)
+    runs: list[JobRecord] = field(default_factory=list)
     nodes: dict[str, NodeRuntime] = field(default_factory=dict)
     deleted_jobs: list[int] = field(default_factory=list)
     reservations: dict[str, controller_pb2.ReservationInfo] = field(default_factory=dict)
@@ -68,12 +69,12 @@ class Transaction:
     effects: list[Effect] = field(default_factory=list)
     committed: list[Effect] = field(default_factory=list)
 
-    def save(self, *jobs: jobs_pb2.JobInfo) -> None:
+    def save(self, *jobs: JobRecord) -> None:
         """Write these jobs (as they are at commit) and queue their accounting records."""
         for job in jobs:
             self.jobs[job.job_id] = job
 
-    def record_run(self, run: jobs_pb2.JobInfo) -> None:
+    def record_run(self, run: JobRecord) -> None:
         """Account one ended run of a requeued job (its own record: `sacct -D`), in this same commit."""
         self.runs.append(run)
 
@@ -120,7 +121,7 @@ class ClusterState:
         self.clock = clock
         self._lock = threading.RLock()
         self._open: Transaction | None = None  # the transaction of the thread holding the lock
-        self.jobs: dict[int, jobs_pb2.JobInfo] = {}
+        self.jobs: dict[int, JobRecord] = {}
         self.nodes: dict[str, NodeRuntime] = {}
         self.next_job_id = cfg.first_job_id
         self.wake = threading.Event()  # set when the scheduler should run a cycle soon
@@ -137,9 +138,6 @@ class ClusterState:
         self.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
         self.topology = sched_topology(cfg)
         self.config_files = configless.snapshot(cfg)  # what GetConfigFiles serves (configless)
-        self._requests: dict[
-            int, m.JobRequest
-        ] = {}  # pending jobs' JobRequest, dropped when the job is saved
         self.listing = ListingViews()  # GetJobs' per-job views (ctld/listing.py), read under the lock
         self.accounting = Accounting(cfg, store, key)  # dbd agent queue and association cache
         self.shares = UsageLedger(cfg)  # fair-share usage per association (fairshare_usage.py)
@@ -168,8 +166,7 @@ class ClusterState:
             node.last_contact = recovered_at
             self.nodes[conf.name] = node
         for blob in self.store.load_jobs():
-            job = jobs_pb2.JobInfo()
-            job.ParseFromString(blob)
+            job = record.from_bytes(blob)
             self.jobs[job.job_id] = job
         # batch jobs a previous ctld started: the first registration of their node says whether
         # the node ever got them (see node_lifecycle.reconcile_after_register)
@@ -201,8 +198,6 @@ class ClusterState:
                 self._commit(tx)
             finally:
                 self._open = None
-                for job_id in tx.jobs:  # a saved job changed: its JobRequest is built again when needed
-                    self._requests.pop(job_id, None)
         for effect in tx.effects:
             effect()
 
@@ -230,7 +225,7 @@ class ClusterState:
         now = self.now()
         with self.store.transaction() as stx:
             for job in tx.jobs.values():
-                stx.put_job(job.job_id, job.SerializeToString())
+                stx.put_job(job.job_id, record.stored(job).SerializeToString())
             if tx.jobs or tx.runs:
                 self.accounting.record_jobs(stx, [*tx.runs, *tx.jobs.values()])
             for node in tx.nodes.values():
@@ -252,20 +247,23 @@ class ClusterState:
     def is_operator(self, caller: Caller) -> bool:
         return caller.uid == 0 or caller.uid == self.slurm_uid or caller.uid == os.getuid()
 
-    def request(self, job: jobs_pb2.JobInfo) -> m.JobRequest | None:
-        """The core's view of a pending job, built once and kept until the job is saved again."""
-        req = self._requests.get(job.job_id)
-        if req is None:
-            try:
-                req = jobrec.job_request(job, self.nodes, self.cfg)
-            except (SlurmError, ValueError):
-                return None
-            self._requests[job.job_id] = req
+    def request(self, job: JobRecord) -> m.JobRequest | None:
+        """The core's view of a pending job, built once and kept on the record until what it is built
+        from changes (the record's `version`; ctld.record.REQUEST_INPUTS)."""
+        kept = job.cached_request
+        if kept is not None and kept[0] == job.version:
+            return kept[1]
+        try:
+            req = jobrec.job_request(job, self.nodes, self.cfg)
+        except (SlurmError, ValueError):
+            return None
+        job.cached_request = (job.version, req)
         return req
 
     def drop_requests(self) -> None:
         """Drop every cached JobRequest (a reconfigure changed what they are built from)."""
-        self._requests.clear()
+        for job in self.jobs.values():
+            job.cached_request = None
 
     def terminate(self, tx: Transaction, node: NodeRuntime, job_id: int, kill_wait: int, reason: str) -> None:
         """TerminateJob on `node`, after the change commits."""

@@ -1,6 +1,6 @@
 """Job steps in the controller: create (lay out, record, launch on every node), complete, list, end.
 
-Steps live inside their job's record (JobInfo.steps), so they are saved with it in the same
+Steps live inside their job's record (JobRecord.steps), so they are saved with it in the same
 transaction and survive a restart. The layout comes from the pure core (ctld.sched.steps); the
 launch on nodes happens outside the controller's lock, in parallel, before srun is answered.
 """
@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from ctld import record
 from ctld.errors import (
     ACCESS_DENIED,
     ALREADY_DONE,
@@ -23,6 +24,7 @@ from ctld.errors import (
 )
 from ctld.jobs import parse_gpu_count, parse_gres_gpus
 from ctld.launch import batch_request, topology_address
+from ctld.record import JobRecord
 from ctld.sched import steps as layout
 from ctld.state import Caller, ClusterState
 from ctld.transitions import end_step, finish, terminate_elsewhere
@@ -38,7 +40,7 @@ OOM_SIGNAL = 125  # Slurm's dummy signal for a task killed for memory (SIG_OOM)
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="step-launch")
 
 
-def _busy(job: jobs_pb2.JobInfo) -> dict[str, frozenset[int]]:
+def _busy(job: JobRecord) -> dict[str, frozenset[int]]:
     """The job's cpu ids that running steps hold, per node (a step recorded before steps kept
     their cpu ids holds the lowest ones of its count)."""
     ids: dict[str, Sequence[int]] = {a.node: sorted(a.cpu_ids) or range(a.cpus) for a in job.allocation}
@@ -54,7 +56,7 @@ def _busy(job: jobs_pb2.JobInfo) -> dict[str, frozenset[int]]:
     return {name: frozenset(held) for name, held in busy.items()}
 
 
-def _busy_gpus(job: jobs_pb2.JobInfo) -> dict[str, frozenset[int]]:
+def _busy_gpus(job: JobRecord) -> dict[str, frozenset[int]]:
     """GPUs that running steps took by request (a step without one sees all and holds none)."""
     busy: dict[str, set[int]] = {}
     for step in job.steps:
@@ -64,7 +66,7 @@ def _busy_gpus(job: jobs_pb2.JobInfo) -> dict[str, frozenset[int]]:
     return {name: frozenset(gpus) for name, gpus in busy.items()}
 
 
-def _busy_mem(job: jobs_pb2.JobInfo) -> dict[str, int]:
+def _busy_mem(job: JobRecord) -> dict[str, int]:
     """Memory (MB) that running steps hold per node (a step that asked none holds none)."""
     busy: dict[str, int] = {}
     for step in job.steps:
@@ -74,7 +76,7 @@ def _busy_mem(job: jobs_pb2.JobInfo) -> dict[str, int]:
     return busy
 
 
-def _gpu_counts(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> tuple[int, int, int]:
+def _gpu_counts(req: controller_pb2.CreateStepRequest, job: JobRecord) -> tuple[int, int, int]:
     """(per node, total, per task) GPUs the step asks; a type must be the job's."""
     per_node = total = per_task = 0
     wanted: list[str] = []
@@ -96,7 +98,7 @@ def _gpu_counts(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) ->
     return per_node, total, per_task
 
 
-def layout_request(req: controller_pb2.CreateStepRequest, job: jobs_pb2.JobInfo) -> layout.StepRequest:
+def layout_request(req: controller_pb2.CreateStepRequest, job: JobRecord) -> layout.StepRequest:
     """srun's request in the pure core's terms (hostlists expanded, GPU counts parsed)."""
     try:
         nodelist = tuple(hostlist.expand(req.nodelist)) if req.nodelist else ()
@@ -153,15 +155,14 @@ def create_step(
             if exc.retry:
                 return controller_pb2.CreateStepResponse(retry=True, message=exc.message)
             raise SlurmError(exc.message) from exc
-        step = job.steps.add()
+        step = jobs_pb2.JobStep()
+        job.steps.append(step)
         step.step_id = job.next_step_id
         job.next_step_id += 1
         fill_step(step, job, req, found, now, lambda name: state.nodes[name].info.addr or name)
         tx.save(job)
         launches = [(state.nodes[n].info, _launch_request(state, job, step, n)) for n in found.nodes]
-        answer_job = jobs_pb2.JobInfo()
-        answer_job.CopyFrom(job)
-        del answer_job.steps[:]
+        answer_job = record.wire(job, steps=False)
         answer_step = jobs_pb2.JobStep()
         answer_step.CopyFrom(step)
     errors = list(_POOL.map(lambda nr: state.actions.launch_tasks(nr[0], nr[1]), launches))
@@ -185,7 +186,7 @@ def create_step(
 
 def fill_step(
     step: jobs_pb2.JobStep,
-    job: jobs_pb2.JobInfo,
+    job: JobRecord,
     req: controller_pb2.CreateStepRequest,
     found: layout.StepLayout,
     now: int,
@@ -227,13 +228,11 @@ def fill_step(
 
 
 def _launch_request(
-    state: ClusterState, job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep, node: str
+    state: ClusterState, job: JobRecord, step: jobs_pb2.JobStep, node: str
 ) -> node_pb2.LaunchTasksRequest:
     batch = batch_request(state, job)
     addr, pattern = topology_address(state.cfg, node)
-    lean = jobs_pb2.JobInfo()
-    lean.CopyFrom(job)
-    del lean.steps[:]
+    lean = record.wire(job, steps=False)
     lean.spec.script = b""
     return node_pb2.LaunchTasksRequest(
         node=node,
@@ -249,7 +248,7 @@ def _launch_request(
     )
 
 
-def _find(job: jobs_pb2.JobInfo, step_id: int) -> jobs_pb2.JobStep | None:
+def _find(job: JobRecord, step_id: int) -> jobs_pb2.JobStep | None:
     return next((s for s in job.steps if s.step_id == step_id), None)
 
 
@@ -305,7 +304,7 @@ def _step_id_text(step: jobs_pb2.JobStep) -> str:
     return f"{step.job_id}.batch" if step.step_id == BATCH_STEP else f"{step.job_id}.{step.step_id}"
 
 
-def _batch_step(job: jobs_pb2.JobInfo) -> jobs_pb2.JobStep:
+def _batch_step(job: JobRecord) -> jobs_pb2.JobStep:
     return jobs_pb2.JobStep(
         job_id=job.job_id,
         step_id=BATCH_STEP,
@@ -328,7 +327,7 @@ def _batch_step(job: jobs_pb2.JobInfo) -> jobs_pb2.JobStep:
     )
 
 
-def suspended_during(job: jobs_pb2.JobInfo, since: int, now: int) -> int:
+def suspended_during(job: JobRecord, since: int, now: int) -> int:
     """Seconds since `since` (a running step's start) that the job spent SUSPENDED: 22.05 stops a step's
     TIME while its job is suspended. Earlier suspensions are one total, so count them only up to the
     step's own wall time (exact for the usual step started with its job)."""

@@ -10,6 +10,7 @@ from ctld import jobs as jobrec
 from ctld import reservations as resv
 from ctld import snapshot
 from ctld.errors import DEPENDENCY_PROBLEM, INVALID_PARTITION, RESOURCE_EXHAUSTED, SlurmError
+from ctld.record import JobRecord, with_spec
 from ctld.sched import cycle as sched_cycle
 from ctld.sched import model as m
 from ctld.sched import placement as sched_placement
@@ -71,10 +72,9 @@ def submit(
         first = state.next_job_id
         snap_partitions = {p.name: p for p in snap.partitions}
         mem_per_node = _mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)
-        records: list[jobs_pb2.JobInfo] = []
+        records: list[JobRecord] = []
         for k in range(count):
-            rec = jobs_pb2.JobInfo()
-            rec.CopyFrom(job)
+            rec = job.copy()
             rec.job_id = first + k
             if task_ids:
                 rec.array_job_id = first
@@ -99,10 +99,9 @@ def submit(
     return controller_pb2.SubmitJobResponse(job_id=first, pending_note=sched_submit.pending_note(req, snap))
 
 
-def _new_job(state: ClusterState, spec: jobs_pb2.JobSpec, caller: Caller, now: int) -> jobs_pb2.JobInfo:
-    job = jobs_pb2.JobInfo()
-    job.spec.CopyFrom(spec)
-    s = job.spec
+def _new_job(state: ClusterState, spec: jobs_pb2.JobSpec, caller: Caller, now: int) -> JobRecord:
+    job = JobRecord()
+    s = job.spec = with_spec(spec)  # a new record's own copy, filled in before the job is known
     s.name = s.name or "sbatch"
     s.work_dir = s.work_dir or s.submit_dir or "/tmp"
     partition_names = [p for p in s.partition.split(",") if p] if s.partition else []

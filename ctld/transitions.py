@@ -8,6 +8,7 @@ import logging
 from ctld import gpu_idle, job_hooks, job_suspend
 from ctld import jobs as jobrec
 from ctld import nodes as noderec
+from ctld.record import JobRecord, JobState, with_spec
 from ctld.sched import reasons
 from ctld.state import ClusterState, Transaction
 from shoal.v1 import jobs_pb2
@@ -25,11 +26,11 @@ PREEMPT_REQUEUE_DELAY_S = 5  # a requeued preempted job's BeginTime: after this 
 
 
 def finish(
-    state: ClusterState, job: jobs_pb2.JobInfo, end: int, exit_code: int, exit_signal: int, now: int
+    state: ClusterState, job: JobRecord, end: JobState, exit_code: int, exit_signal: int, now: int
 ) -> None:
     """The job ends as `end` (a JobState) at `now`."""
     job_suspend.settle(job, now)  # ended while suspended: that time is not run time
-    job.state = end  # type: ignore[assignment]
+    job.state = end
     job.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
     job.exit_code = exit_code
     job.exit_signal = exit_signal
@@ -45,7 +46,7 @@ def finish(
     job_hooks.epilog_slurmctld(state.cfg, job)  # on a thread of its own
 
 
-def end_by_node_failure(state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, now: int) -> None:
+def end_by_node_failure(state: ClusterState, tx: Transaction, job: JobRecord, now: int) -> None:
     """A node of the job failed: a batch job that may be requeued (JobRequeue, --requeue) runs
     again (its lost run recorded NODE_FAIL), any other ends NODE_FAIL, as in Slurm."""
     if job.batch_flag and job.requeue:
@@ -58,9 +59,9 @@ def end_by_node_failure(state: ClusterState, tx: Transaction, job: jobs_pb2.JobI
 def requeue(
     state: ClusterState,
     tx: Transaction,
-    job: jobs_pb2.JobInfo,
+    job: JobRecord,
     now: int,
-    ended_as: int = 0,
+    ended_as: JobState = jobs_pb2.JOB_STATE_UNSPECIFIED,
     ended_at: int = 0,
     ran: bool = True,
 ) -> None:
@@ -75,16 +76,15 @@ def requeue(
     job_suspend.settle(job, ended_at or now)
     if ended_as:
         end_job_steps(job, jobs_pb2.CANCELLED, ended_at or now)
-        run = jobs_pb2.JobInfo()
-        run.CopyFrom(job)
-        run.state = ended_as  # type: ignore[assignment]
+        run = job.copy()
+        run.state = ended_as
         run.final_state = jobs_pb2.JOB_STATE_UNSPECIFIED
         run.end_time = ended_at or now
         if not ran:
             run.start_time = 0
         tx.record_run(run)
     del job.steps[:]
-    del job.prolog_pending[:]
+    job.prolog_pending = []
     job.next_step_id = 0
     job.submit_time = max(now, job.submit_time + 1)  # a new accounting record even within the second
     job.preempt_time = 0
@@ -98,7 +98,7 @@ def requeue(
     job.warn_signal_sent = False
     job.suspend_time = job.suspended_secs = job.pre_suspend_secs = 0  # the next run's own
     job.gang_suspended = False
-    job.spec.begin_time = now + delay
+    job.spec = with_spec(job.spec, begin_time=now + delay)
     jobrec.clear_allocation(job)
 
 
@@ -109,7 +109,7 @@ def requeue_wait_s(cred_expire: int, ended_as: int) -> int:
 
 
 def terminate_elsewhere(
-    state: ClusterState, tx: Transaction, job: jobs_pb2.JobInfo, reason: str, kill_wait: int | None = None
+    state: ClusterState, tx: Transaction, job: JobRecord, reason: str, kill_wait: int | None = None
 ) -> None:
     """TerminateJob on every node of the job but the batch host of a launched script (that one gets its own call):
     ends the step tasks there (SIGKILL after `kill_wait`, default KillWait)."""
@@ -122,23 +122,23 @@ def terminate_elsewhere(
             state.terminate(tx, node, job.job_id, wait, reason)
 
 
-def waits_for_script(job: jobs_pb2.JobInfo) -> bool:
+def waits_for_script(job: JobRecord) -> bool:
     """A batch job whose script was launched: it ends when its batch host reports the script's end.
     Until then (PrologFlags=Alloc: its Prologs still run) it ends at once, as an allocation does, and
     its batch host is terminated like its other nodes."""
     return bool(job.batch_flag) and not job.prolog_pending
 
 
-def end_step(step: jobs_pb2.JobStep, end: int, exit_code: int, exit_signal: int, now: int) -> None:
+def end_step(step: jobs_pb2.JobStep, end: JobState, exit_code: int, exit_signal: int, now: int) -> None:
     """A step ended; the caller saves its job, whose transaction queues the step's accounting record."""
-    step.state = end  # type: ignore[assignment]
+    step.state = end
     step.exit_code = exit_code
     step.exit_signal = exit_signal
     step.end_time = now
     step.launch.ClearField("environment")  # not needed once it ran (and it is the bulk of a step)
 
 
-def end_job_steps(job: jobs_pb2.JobInfo, end: int, now: int) -> None:
+def end_job_steps(job: JobRecord, end: JobState, now: int) -> None:
     """The job ended: steps still running end with it (CANCELLED, TIMEOUT, NODE_FAIL ...)."""
     step_state = end if end not in (jobs_pb2.COMPLETED, jobs_pb2.FAILED) else jobs_pb2.CANCELLED
     for step in job.steps:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ctld import snapshot
 from ctld.errors import SlurmError
 from ctld.job_select import select
+from ctld.record import JobRecord
 from ctld.sched import explain as sched_explain
 from ctld.sched import reasons
 from ctld.sched.explain import Explanation, Shortage
@@ -92,7 +93,7 @@ def why(state: ClusterState, req: pb.WhyRequest, caller: Caller) -> pb.WhyRespon
     return out
 
 
-def _not_pending(job: jobs_pb2.JobInfo, out: pb.WhyResponse) -> None:
+def _not_pending(job: JobRecord, out: pb.WhyResponse) -> None:
     nodes = job.nodes
     if job.state in FINISHED_STATES:
         out.text = f"Job {job.job_id} has ended: {out.state} at {format_timestamp(job.end_time)}. Nothing to wait for."

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import grp
 
-from shoal.v1 import jobs_pb2
+from shoal.jobview import JobView
 
 
-def job_environment(job: jobs_pb2.JobInfo, cluster_name: str, slurm_conf: str) -> dict[str, str]:
+def job_environment(job: JobView, cluster_name: str, slurm_conf: str) -> dict[str, str]:
     try:
         group = grp.getgrgid(job.group_id).gr_name
     except KeyError:

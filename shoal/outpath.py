@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 
-from shoal.v1 import jobs_pb2
+from shoal.jobview import JobView
 
 # Slurm prints NO_VAL (0xfffffffe) for %a when the job is not an array task.
 NO_VAL = 4294967294
@@ -20,11 +20,11 @@ DEFAULT_ARRAY_OUTPUT = "slurm-%A_%a.out"
 _TOKEN = re.compile(r"%(\d*)([%AaJjNnstux])")
 
 
-def _is_array_task(job: jobs_pb2.JobInfo) -> bool:
+def _is_array_task(job: JobView) -> bool:
     return job.array_job_id != 0 and job.array_task_id >= 0
 
 
-def _value(letter: str, job: jobs_pb2.JobInfo, node: str) -> str | int:
+def _value(letter: str, job: JobView, node: str) -> str | int:
     """The replacement for one pattern letter; ints get zero-padded when a width is given."""
     array_task = _is_array_task(job)
     if letter == "j" or letter == "J":
@@ -46,7 +46,7 @@ def _value(letter: str, job: jobs_pb2.JobInfo, node: str) -> str | int:
     return "%"
 
 
-def resolve_output_path(pattern: str, job: jobs_pb2.JobInfo, node: str) -> str:
+def resolve_output_path(pattern: str, job: JobView, node: str) -> str:
     """Expand a filename pattern for the batch step of `job` on `node` into an absolute path.
 
     A pattern holding a backslash is taken literally (backslashes dropped), as sbatch documents.
@@ -69,7 +69,7 @@ def resolve_output_path(pattern: str, job: jobs_pb2.JobInfo, node: str) -> str:
     return path
 
 
-def resolve_streams(job: jobs_pb2.JobInfo, node: str) -> tuple[str, str, str]:
+def resolve_streams(job: JobView, node: str) -> tuple[str, str, str]:
     """(stdout, stderr, stdin) paths for the batch script: Slurm's defaults filled in."""
     spec = job.spec
     default = DEFAULT_ARRAY_OUTPUT if job.array_job_id else DEFAULT_OUTPUT  # an array's meta record too

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from shoal.jobview import JobView
 from shoal.v1 import jobs_pb2
 
 JobState = jobs_pb2.JobState
@@ -101,7 +102,7 @@ NODE_STATE_SHORT: dict[str, str] = {
 }
 
 
-def run_seconds(job: jobs_pb2.JobInfo, now: int) -> int:
+def run_seconds(job: JobView, now: int) -> int:
     """Seconds a job has run (squeue TIME, RunTime=, Elapsed): 0 while pending, the run before the
     latest suspension while suspended, and never the time it spent suspended."""
     if job.state == jobs_pb2.PENDING or job.start_time <= 0:

@@ -1,8 +1,9 @@
 """The event-driven simulator: a virtual clock drives `run_cycle`, the live controller's core.
 
 At every moment something happens (jobs submitted, jobs ending at their run time) the simulator
-applies the events, hands the core a snapshot and applies the starts it decides. Nothing about
-scheduling is decided here. The snapshot is kept incrementally: node usage changes only on the
+applies the events, hands the core a snapshot and applies the starts it decides with the live
+controller's own code (ctld/decisions.py: the job's record, its end by its limit, the nodes' usage).
+Nothing about scheduling is decided here. The snapshot is kept incrementally: node usage changes only on the
 nodes a start or an end touches, and the queue is kept in the core's order, so a cycle sees only
 the jobs it could consider (the first `depth` = max(default_queue_depth, bf_max_job_test) jobs);
 when every one of them starts, the cycle runs again at the same moment, so nothing is lost.
@@ -19,13 +20,14 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ctld import decisions
+from ctld.record import JobRecord
 from ctld.sched import cycle, limits, starve
 from ctld.sched.model import (
     UNLIMITED,
     Config,
     JobRequest,
     Node,
-    NodeUsage,
     Partition,
     RunningJob,
     Snapshot,
@@ -54,14 +56,6 @@ class JobResult:
 
 
 Progress = Callable[[int, int], None]  # (jobs finished, jobs in all)
-
-
-def capped_run(run_s: int, time_limit_min: int) -> tuple[int, bool]:
-    """How long a job runs: its trace run time, or its time limit when the run would pass it
-    (the controller ends it there, as TIMEOUT). True when it was cut short."""
-    if time_limit_min >= 0 and run_s > time_limit_min * 60:
-        return time_limit_min * 60, True
-    return run_s, False
 
 
 class Simulation:
@@ -191,12 +185,14 @@ class Simulation:
                 started = {s.job_id for s in result.starts}
                 for start in result.starts:
                     tj = trace[start.job_id]
-                    run, timed_out = capped_run(tj.run, start.time_limit_min)
-                    running[start.job_id] = self._hold(start, now, tj)
-                    heapq.heappush(ends, (now + run, start.job_id))
-                    cpus = sum(a.cpus for a in start.allocation)
+                    # the live applier's code (ctld/decisions.py): the record, the nodes' usage
+                    job = JobRecord(job_id=tj.job_id, submit_time=tj.submit)
+                    decisions.apply_start(job, start, now, {})
+                    end, timed_out = decisions.run_end(job.start_time, tj.run, job.time_limit_min)
+                    running[start.job_id] = self._hold(start, job)
+                    heapq.heappush(ends, (end, start.job_id))
                     results[start.job_id] = JobResult(
-                        tj.job_id, tj.submit, now, now + run, run, cpus, len(start.allocation), timed_out
+                        tj.job_id, tj.submit, now, end, end - now, job.num_cpus, job.num_nodes, timed_out
                     )
                     del requests[start.job_id]
                     starving.discard(start.job_id)
@@ -271,48 +267,15 @@ class Simulation:
                 return 0
         return min((end for end in ends if end > now), default=FOREVER)
 
-    def _hold(self, start: Start, now: int, tj: TraceJob) -> RunningJob:
-        """Record a start: its nodes' usage grows, and it holds them until start + limit."""
+    def _hold(self, start: Start, job: JobRecord) -> RunningJob:
+        """A start: its nodes' usage grows, and it holds them until start + limit."""
         for alloc in start.allocation:
-            node = self.nodes[alloc.node]
-            u = node.usage
-            self.nodes[alloc.node] = dataclasses.replace(
-                node,
-                usage=NodeUsage(
-                    cpu_ids=u.cpu_ids | frozenset(alloc.cpu_ids),
-                    mem_mb=u.mem_mb + alloc.mem_mb,
-                    gpu_indices=u.gpu_indices | frozenset(alloc.gpu_indices),
-                    exclusive=u.exclusive or start.exclusive,
-                    jobs=u.jobs + 1,
-                ),
-            )
-        limit_end = now + start.time_limit_min * 60 if start.time_limit_min >= 0 else 0
-        del tj
-        return RunningJob(
-            job_id=start.job_id,
-            nodes=tuple(a.node for a in start.allocation),
-            end_time=limit_end,
-            partition=start.partition,
-            allocation=start.allocation,
-        )
+            self.nodes[alloc.node] = decisions.take(self.nodes[alloc.node], alloc, start.exclusive)
+        return decisions.running_view(job)
 
     def _release(self, job: RunningJob) -> None:
         for alloc in job.allocation:
-            node = self.nodes[alloc.node]
-            u = node.usage
-            left = u.jobs - 1
-            self.nodes[alloc.node] = dataclasses.replace(
-                node,
-                usage=NodeUsage(
-                    cpu_ids=u.cpu_ids - frozenset(alloc.cpu_ids),
-                    mem_mb=max(0, u.mem_mb - alloc.mem_mb),
-                    gpu_indices=u.gpu_indices - frozenset(alloc.gpu_indices),
-                    exclusive=u.exclusive and left > 0,
-                    jobs=left,
-                )
-                if left > 0
-                else NodeUsage(),
-            )
+            self.nodes[alloc.node] = decisions.give_back(self.nodes[alloc.node], alloc)
 
 
 class _StarvingJobs:

@@ -39,7 +39,7 @@ def _controller(tmp_path: Path, rts: int = 1) -> tuple[Controller, Recorded, lis
 def _running_on(ctl: Controller, job_id: int, node: str) -> jobs_pb2.JobInfo:
     job = ctl.jobs[job_id]
     job.state, job.batch_host, job.start_time = jobs_pb2.RUNNING, node, int(ctl.clock()) - 10
-    job.allocation.add(node=node, cpu_ids=[0])
+    job.allocation.append(jobs_pb2.NodeAlloc(node=node, cpu_ids=[0]))
     return job
 
 

@@ -18,7 +18,7 @@ def _started_then_restarted(tmp_path: Path, **spec: object) -> tuple[Controller,
     job_id = submit(first, **spec)
     job = first.jobs[job_id]
     job.state, job.batch_host, job.start_time = jobs_pb2.RUNNING, "n1", 999_990
-    job.allocation.add(node="n1", cpu_ids=[0])
+    job.allocation.append(jobs_pb2.NodeAlloc(node="n1", cpu_ids=[0]))
     with first.state.transaction() as tx:
         tx.save(job)
     return make_controller(tmp_path), job_id

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ctld.listing import listing_view
 from ctld.queries import get_jobs_wire
+from ctld.record import with_spec
 from shoal.v1 import controller_pb2, jobs_pb2
 from tests.unit.ctld.harness import Harness, cluster, job
 
@@ -71,8 +72,9 @@ def test_a_change_made_in_memory_without_a_save_is_listed(tmp_path: Path) -> Non
     get_jobs_wire(h.ctl.state, req)
     pending = next(j for j in h.ctl.jobs.values() if j.state == jobs_pb2.PENDING)
     pending.state_reason = "Dependency"  # as the applier sets reasons inside its transaction
-    pending.spec.comment = "edited in memory"
-    pending.spec.environment["NEW"] = "1"
+    spec = with_spec(pending.spec, comment="edited in memory")  # a record's spec is replaced, never edited
+    spec.environment["NEW"] = "1"
+    pending.spec = spec
     listed = controller_pb2.GetJobsResponse.FromString(get_jobs_wire(h.ctl.state, req))
     view = next(j for j in listed.jobs if j.job_id == pending.job_id)
     assert (view.state_reason, view.spec.comment) == ("Dependency", "edited in memory")

@@ -11,7 +11,9 @@ from collections import Counter
 
 import pytest
 
-from ctld.jobs import apply_start, describe_request, job_request
+from ctld.decisions import apply_start
+from ctld.jobs import describe_request, job_request
+from ctld.record import JobRecord
 from ctld.sched.model import Node, NodeUsage, Pend, Refusal, Start
 from ctld.sched.placement import Overlay, could_ever_run, place
 from shoal.v1 import jobs_pb2
@@ -21,11 +23,11 @@ from tests.unit.sched.builders import node, partition, snapshot
 PLAIN = node("n1").cpus(16).mem(64000).gpus(4).obj()  # DefMemPerCPU=1000 (the builders' snapshot)
 
 
-def submitted(**spec: object) -> jobs_pb2.JobInfo:
-    return jobs_pb2.JobInfo(job_id=7, user_id=1000, partition="batch", spec=jobs_pb2.JobSpec(**spec))  # type: ignore[arg-type]
+def submitted(**spec: object) -> JobRecord:
+    return JobRecord(job_id=7, user_id=1000, partition="batch", spec=jobs_pb2.JobSpec(**spec))  # type: ignore[arg-type]
 
 
-def started(target: Node, info: jobs_pb2.JobInfo) -> tuple[Start | str, jobs_pb2.JobInfo]:
+def started(target: Node, info: JobRecord) -> tuple[Start | str, JobRecord]:
     req = job_request(info, {target.name: target})
     snap = snapshot((target,), [req])
     found = place(req, partition("batch", [target.name]), snap, Overlay())

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from ctld import jobs as jobrec
+from ctld.record import JobRecord
 from ctld.sched.model import Config, JobRequest, Node, Partition, Start
 from ctld.sched.placement import Overlay, place
 from ctld.sched.priority import job_tres
@@ -52,8 +53,8 @@ def test_job_cpus_counts_cpus_per_gpu(req: JobRequest, cpus: int) -> None:
     assert job_tres(req, "cpu") == cpus  # priority's TRES and job size use the same count
 
 
-def _spec_job(partition_name: str = "batch", **spec: object) -> jobs_pb2.JobInfo:
-    info = jobs_pb2.JobInfo(job_id=7, partition=partition_name)
+def _spec_job(partition_name: str = "batch", **spec: object) -> JobRecord:
+    info = JobRecord(job_id=7, partition=partition_name)
     info.spec.CopyFrom(jobs_pb2.JobSpec(**spec))  # type: ignore[arg-type]
     return info
 
