@@ -27,7 +27,7 @@ from pathlib import Path
 from tests.e2e.conftest import run_as, wait_until
 
 NAMES = ("head", "gpu1", "gpu2", "login")
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWNET = 0x00020000, 0x04000000, 0x40000000
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWNET, CLONE_FS = 0x00020000, 0x04000000, 0x40000000, 0x00000200
 
 
 def net() -> int:
@@ -45,7 +45,9 @@ def why_not() -> str | None:
     for tool in ("ip", "unshare", "nsenter"):
         if shutil.which(tool) is None:
             return f"separate hosts need the {tool} command"
-    probe = f"{prefix()}probe"
+    # names of this process's own: every xdist worker probes while it collects, at the same time
+    probe = f"{prefix()}probe{os.getpid()}"
+    veth = f"sp{os.getpid()}"  # an interface name has at most 15 characters
     out = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if out.returncode != 0:
         return f"cannot make a network namespace: {out.stderr.strip()}"
@@ -58,13 +60,13 @@ def why_not() -> str | None:
         if out.returncode != 0:
             return f"cannot make UTS and mount namespaces: {out.stderr.strip()}"
         out = subprocess.run(
-            ["ip", "link", "add", f"{prefix()}pa", "type", "veth", "peer", "name", f"{prefix()}pb"],
+            ["ip", "link", "add", f"{veth}a", "type", "veth", "peer", "name", f"{veth}b"],
             capture_output=True,
             text=True,
         )
         if out.returncode != 0:
             return f"cannot make a veth pair: {out.stderr.strip()}"
-        subprocess.run(["ip", "link", "del", f"{prefix()}pa"], capture_output=True)
+        subprocess.run(["ip", "link", "del", f"{veth}a"], capture_output=True)
     finally:
         subprocess.run(["ip", "netns", "del", probe], capture_output=True)
     return None
@@ -118,10 +120,16 @@ class Host:
 
         def join() -> None:  # in the child, still root: the parent keeps no descriptors open
             libc = ctypes.CDLL(None, use_errno=True)
-            fds = [os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY) for ns in ("net", "uts", "mnt")]
-            for fd, kind in zip(fds, (CLONE_NEWNET, CLONE_NEWUTS, CLONE_NEWNS), strict=True):
+            # joining a mount namespace needs a filesystem context of our own (else EINVAL: seen in
+            # the full suite's xdist workers, never alone)
+            if libc.unshare(CLONE_FS) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_FS)")
+            names = ("net", "uts", "mnt")
+            fds = [os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY) for ns in names]
+            for fd, kind, name in zip(fds, (CLONE_NEWNET, CLONE_NEWUTS, CLONE_NEWNS), names, strict=True):
                 if libc.setns(fd, kind) != 0:
-                    raise OSError(ctypes.get_errno(), "setns")
+                    errno = ctypes.get_errno()
+                    raise OSError(errno, f"setns({name}) into {pid}'s namespace: {os.strerror(errno)}")
                 os.close(fd)
 
         return join

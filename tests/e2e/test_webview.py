@@ -156,15 +156,19 @@ def test_queue_fair_share_and_what_if_pages(
         cells[8] == cluster.ok("squeue", "--start", "-h", "-j", str(later), "-o", "%S").strip()
     )  # its planned start
 
+    cluster.wait_state(done, {"COMPLETED"})
+    # with no job running the usage holds still; the page polls, so it shows sshare -a's rows, cell
+    # for cell, by its next refresh
     browser.open(f"{_base(cluster)}/web/shares")
     browser.wait("the shares", "!!document.querySelector('#shares tr[data-user=\"root\"]')")
-    shown = browser.evaluate(
-        "[...document.querySelectorAll('#shares tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()).join('|'))"
-    )
-    sshare = cluster.ok("sshare", "-a", "-P", "-n").splitlines()
-    assert shown == [line.strip() for line in sshare]  # sshare -a's rows, cell for cell
+    rows = "[...document.querySelectorAll('#shares tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()).join('|'))"
+    sshare: list[str] = []
 
-    cluster.wait_state(done, {"COMPLETED"})
+    def same_rows() -> bool:
+        sshare[:] = [line.strip() for line in cluster.ok("sshare", "-a", "-P", "-n").splitlines()]
+        return bool(browser.evaluate(rows) == sshare)
+
+    wait_until(f"the shares page to show sshare -a's rows {sshare}", same_rows, 30)
     wait_until(
         "the finished job in accounting",
         lambda: "COMPLETED" in cluster.ok("sacct", "-X", "-n", "-j", str(done), "-o", "State"),
