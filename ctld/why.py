@@ -288,7 +288,7 @@ def _shortage(short: Shortage) -> pb.WhyWait:
     nodes = hostlist.collect(short.nodes)
     amount = (lambda n: format_size_mb(n)) if kind == "mem" else str
     if kind == "node":
-        text = f"It needs {words}: none of {nodes} is idle."
+        text = f"It needs {words}; {nodes} {'is' if len(short.nodes) == 1 else 'are'} in use."
     else:
         text = (
             f"It needs {amount(short.needed)} {words} on a node; {nodes} "

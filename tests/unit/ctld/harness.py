@@ -247,6 +247,11 @@ class JobBuilder:
         self.spec.hold = True
         return self
 
+    def exclusive(self) -> JobBuilder:
+        """--exclusive: whole nodes."""
+        self.spec.exclusive = True
+        return self
+
     def name(self, text: str) -> JobBuilder:
         self.spec.name = text
         return self

@@ -68,3 +68,16 @@ def test_a_held_job_says_how_to_release_it(tmp_path: Path) -> None:
     assert resp.reason == "JobHeldUser"
     assert [w.kind for w in resp.waits_for] == ["hold"]
     assert f"scontrol release {held}" in resp.text
+
+
+def test_an_exclusive_job_is_told_which_nodes_are_in_use(tmp_path: Path) -> None:
+    h = Harness.of(cluster().nodes(2), tmp_path)
+    busy = h.submit(job().tasks(1), ALICE)
+    h.schedule()
+    whole = h.submit(job().nodes(2).exclusive(), ALICE)
+    h.schedule()
+    resp = h.ctl.why(pb.WhyRequest(job_id=str(whole)), ALICE)
+    short = next(w for w in resp.waits_for if w.kind == "resources")
+    assert (short.resource, short.nodes) == ("node", "n1")
+    assert "It needs whole idle nodes (--exclusive); n1 is in use." in resp.text
+    assert f"Held by job {busy}" in resp.text
