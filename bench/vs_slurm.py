@@ -340,6 +340,15 @@ def submit_path(bin_dir: Path, env: dict[str, str], held: int, array: int) -> di
     return figures
 
 
+def stop_shoal(directory: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-P", "-m", "cli.shoal_admin", "down", "--dir", str(directory)],
+        capture_output=True,
+        timeout=120,
+    )
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -394,12 +403,7 @@ def main() -> int:
         if not args.skip_cpu:
             cpu["shoal"] = cpu_per_job("shoal", cli, env, args.jobs, directory)
     finally:
-        subprocess.run(
-            [sys.executable, "-P", "-m", "cli.shoal_admin", "down", "--dir", str(directory)],
-            capture_output=True,
-            timeout=120,
-        )
-        shutil.rmtree(directory, ignore_errors=True)
+        stop_shoal(directory)
 
     if results:
         print("\n| figure (bench.sh) | Slurm 22.05 | shoal | shoal vs Slurm |\n|---|---|---|---|")
@@ -447,12 +451,7 @@ def submit_path_main(held: int, array: int) -> int:
         cli, env = start_shoal(directory, max_array_size=array)
         results["shoal"] = submit_path(cli, env, held, array)
     finally:
-        subprocess.run(
-            [sys.executable, "-P", "-m", "cli.shoal_admin", "down", "--dir", str(directory)],
-            capture_output=True,
-            timeout=120,
-        )
-        shutil.rmtree(directory, ignore_errors=True)
+        stop_shoal(directory)
     print(f"# load {os.getloadavg()[0]:.2f} at the end")
     print("\n| figure | Slurm 22.05 | shoal | shoal vs Slurm |\n|---|---|---|---|")
     for key, slurm in results["slurm"].items():
