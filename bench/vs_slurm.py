@@ -1,6 +1,7 @@
 """shoal and real Slurm 22.05 side by side, in one invocation: bench.sh on each, then CPU per trivial job.
 
     python bench/vs_slurm.py [--runs 2] [--jobs 200] [--skip-bench] [--skip-cpu] [--small]
+    python bench/vs_slurm.py --submit-path [--held 500] [--array N]
 
 The real Slurm must be up (../shared/realslurm/up.sh). A fresh local shoal cluster of the same shape
 (4 nodes x 16 CPUs, 64000 MB, 8 gpu:h100, accounting on) is started and stopped here. This machine's
@@ -15,6 +16,11 @@ forks, helpers) is charged there too; shoal's jobs run in the per-job cgroups no
 per-node parents are pinned here so that their usage outlives each job; the commands themselves
 are this process's children (getrusage). The sacct polls that wait for the end (one every 2 s) are
 counted too. Needs root; the daemons are moved back when it ends.
+
+`--submit-path` (issue 19) measures only the submission path, on each implementation in turn: `--held`
+x `sbatch -H --wrap=true` one after another (jobs/s; then cancelled), and one `sbatch -a 0-(N-1)
+--wrap=true` from the submission until sacct shows all N tasks COMPLETED (`--array`; default: the
+largest array the real Slurm's MaxArraySize allows, so both run the same one).
 """
 
 from __future__ import annotations
@@ -230,8 +236,9 @@ def bench_sh(bin_dir: Path, env: dict[str, str], runs: int, small: bool, pidfile
     return {re.sub(r"_with_\d+_jobs$", "_with_N_jobs", r[0]): r[1] for r in rows}
 
 
-def start_shoal(directory: Path) -> tuple[Path, dict[str, str]]:
+def start_shoal(directory: Path, max_array_size: int = 0) -> tuple[Path, dict[str, str]]:
     py = sys.executable
+    extra = ["--set", f"MaxArraySize={max_array_size}"] if max_array_size > 1001 else []
     up = subprocess.run(
         [
             py,
@@ -252,6 +259,7 @@ def start_shoal(directory: Path) -> tuple[Path, dict[str, str]]:
             "--gpu-type",
             "h100",
             "--no-check",
+            *extra,
         ],
         capture_output=True,
         text=True,
@@ -267,6 +275,78 @@ def start_shoal(directory: Path) -> tuple[Path, dict[str, str]]:
             raise SystemExit(f"vs_slurm: {scripts / name} is missing (pip install -e .)")
         (cli / name).symlink_to(scripts / name)
     return cli, {"SLURM_CONF": str(directory / "slurm.conf")}
+
+
+def _config_value(bin_dir: Path, env: dict[str, str], key: str) -> str:
+    out = _run([str(bin_dir / "scontrol"), "show", "config"], env).stdout
+    return next(
+        (line.split("=", 1)[1].strip() for line in out.splitlines() if line.split("=")[0].strip() == key), ""
+    )
+
+
+def submit_path(bin_dir: Path, env: dict[str, str], held: int, array: int) -> dict[str, str]:
+    """Held submissions per second, and an `array`-task array's submit -> all COMPLETED in sacct."""
+    work = tempfile.mkdtemp(prefix="vs_slurm.work.")
+    os.chmod(work, 0o1777)
+    full_env = {**os.environ, **env}
+    tag = f"{os.getpid()}_{int(time.time())}"
+    figures: dict[str, str] = {}
+    try:
+        name = f"held_{tag}"
+        t0 = time.monotonic()
+        for _ in range(held):
+            subprocess.run(
+                [str(bin_dir / "sbatch"), "-H", "-J", name, "--wrap=true"],
+                env=full_env,
+                cwd=work,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
+        figures[f"held `sbatch -H` x{held}, jobs/s"] = f"{held / (time.monotonic() - t0):.1f}"
+        _run([str(bin_dir / "scancel"), "-n", name], env)
+        while _run([str(bin_dir / "squeue"), "-h", "-n", name, "-o", "%i"], env).stdout.strip():
+            time.sleep(0.5)
+        name = f"array_{tag}"
+        t0 = time.monotonic()
+        sub = subprocess.run(
+            [str(bin_dir / "sbatch"), "-a", f"0-{array - 1}", "-J", name, "--wrap=true"],
+            env=full_env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if sub.returncode != 0:
+            raise SystemExit(f"vs_slurm: the {array}-task array was refused: {sub.stderr.strip()}")
+        submitted = time.monotonic() - t0
+        done, deadline = 0, time.monotonic() + 1800
+        while time.monotonic() < deadline:
+            out = _run(
+                [str(bin_dir / "sacct"), "-n", "-X", "-P", "-S", "now-2hours", "--name", name, "-o", "State"],
+                env,
+            )
+            done = out.stdout.split().count("COMPLETED")
+            if done >= array:
+                break
+            time.sleep(1.0)
+        wall = time.monotonic() - t0
+        figures[f"{array}-task array: the sbatch itself, s"] = f"{submitted:.3f}"
+        figures[f"{array}-task array: submit -> all COMPLETED in sacct, s"] = (
+            f"{wall:.1f}" if done >= array else f"timeout ({done} done)"
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return figures
+
+
+def stop_shoal(directory: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-P", "-m", "cli.shoal_admin", "down", "--dir", str(directory)],
+        capture_output=True,
+        timeout=120,
+    )
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- report
@@ -290,11 +370,18 @@ def main() -> int:
     ap.add_argument("--skip-bench", action="store_true", help="only the CPU split")
     ap.add_argument("--skip-cpu", action="store_true", help="only bench.sh")
     ap.add_argument("--small", action="store_true", help="bench.sh with 100/25x4/100 jobs (a quick look)")
+    ap.add_argument("--submit-path", action="store_true", help="only held submissions and one array")
+    ap.add_argument("--held", type=int, default=500, help="held submissions for --submit-path (default 500)")
+    ap.add_argument(
+        "--array", type=int, default=0, help="array tasks for --submit-path (default: Slurm's largest)"
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("vs_slurm: run as root (process accounting, and the real Slurm's jobs)")
     if _run([str(SLURM_BIN / "sinfo"), "-h"], SLURM_ENV).returncode != 0:
         raise SystemExit("vs_slurm: the real Slurm is not answering; start it: ../shared/realslurm/up.sh")
+    if args.submit_path:
+        return submit_path_main(args.held, args.array)
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; "
         f"bench.sh runs {args.runs}{' (small)' if args.small else ''}; CPU split over {args.jobs} jobs"
@@ -316,12 +403,7 @@ def main() -> int:
         if not args.skip_cpu:
             cpu["shoal"] = cpu_per_job("shoal", cli, env, args.jobs, directory)
     finally:
-        subprocess.run(
-            [sys.executable, "-P", "-m", "cli.shoal_admin", "down", "--dir", str(directory)],
-            capture_output=True,
-            timeout=120,
-        )
-        shutil.rmtree(directory, ignore_errors=True)
+        stop_shoal(directory)
 
     if results:
         print("\n| figure (bench.sh) | Slurm 22.05 | shoal | shoal vs Slurm |\n|---|---|---|---|")
@@ -347,6 +429,34 @@ def main() -> int:
         print(
             f"| (wall time of the {args.jobs} jobs, s) | {walls.get('slurm', 0):.1f} | {walls.get('shoal', 0):.1f} | |"
         )
+    return 0
+
+
+def submit_path_main(held: int, array: int) -> int:
+    largest = int(_config_value(SLURM_BIN, SLURM_ENV, "MaxArraySize") or 1001) - 1  # tasks 0..MaxArraySize-1
+    if not array or array > largest + 1:
+        if array:
+            print(
+                f"# the real Slurm's MaxArraySize allows {largest + 1} tasks, not {array}: both run {largest + 1}"
+            )
+        array = largest + 1
+    print(
+        f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} at the start; "
+        f"{held} held submissions, a {array}-task array"
+    )
+    results = {"slurm": submit_path(SLURM_BIN, SLURM_ENV, held, array)}
+    print(f"# load {os.getloadavg()[0]:.2f} after Slurm's run", flush=True)
+    directory = Path(tempfile.mkdtemp(prefix="vs_slurm."))
+    try:
+        cli, env = start_shoal(directory, max_array_size=array)
+        results["shoal"] = submit_path(cli, env, held, array)
+    finally:
+        stop_shoal(directory)
+    print(f"# load {os.getloadavg()[0]:.2f} at the end")
+    print("\n| figure | Slurm 22.05 | shoal | shoal vs Slurm |\n|---|---|---|---|")
+    for key, slurm in results["slurm"].items():
+        shoal = results["shoal"].get(key, "")
+        print(f"| {key} | {slurm} | {shoal} | {_ratio(shoal, slurm, key.endswith('jobs/s'))} |")
     return 0
 
 

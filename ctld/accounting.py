@@ -18,7 +18,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -308,8 +309,11 @@ class Accounting:
         self.wake.set()
 
     # ------------------------------------------------------------------ enforcement
-    def admit(self, job: record.JobRecord, count: int, jobs: Iterable[record.JobRecord]) -> None:
-        """Submit-time checks: pick the account, refuse users without an association or over MaxSubmit."""
+    def admit(self, job: record.JobRecord, count: int, queued: Mapping[record.CountKey, int]) -> None:
+        """Submit-time checks: pick the account, refuse users without an association or over MaxSubmit.
+
+        `queued`: pending and running jobs by (account, user_name, partition, qos, user_id), as
+        ctld/job_table.py keeps them."""
         if not self.enabled:
             return
         self.fill_account(job)
@@ -326,12 +330,10 @@ class Accounting:
                 job.qos = assoc.default_qos
             if not self.enforce_limits or self._limits is None:
                 return
-            queued = [
-                (self._find(j.account, j.user_name, j.partition), j.qos, j.user_id)
-                for j in jobs
-                if j.state not in FINISHED_STATES
-            ]
-            why = submit_refusal(self._limits, assoc_id, job.qos, job.user_id, count, queued)
+            by_assoc: Counter[tuple[int, str, int]] = Counter()
+            for (account, user, partition, qos, uid), n in queued.items():
+                by_assoc[(self._find(account, user, partition), qos, uid)] += n
+            why = submit_refusal(self._limits, assoc_id, job.qos, job.user_id, count, by_assoc)
         if why:
             raise SlurmError(why)
 

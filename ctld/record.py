@@ -9,7 +9,8 @@ WIRE_ONLY), so `job.some_field` reads and writes the same name in memory and on 
 `version` counts the changes of what the core's JobRequest is built from (REQUEST_INPUTS; see
 ctld.jobs.job_request): ClusterState keeps a pending job's JobRequest until its record's version moves;
 `changes` counts every change (GetJobs' listing views, ctld/listing.py, keep a job's bytes until it
-moves). Both see assignments only: `spec` (the JobSpec as submitted, then as updated) and the lists
+moves). A record in `state.jobs` knows its table (ctld/job_table.py) and tells it when a COUNTED field
+changes, so the counts a submission checks stay current without a pass over every job. Both see assignments only: `spec` (the JobSpec as submitted, then as updated) and the lists
 `allocation`, `req_nodes`, `exc_nodes` are replaced, never edited in place
 (`job.spec = with_spec(job.spec, nice=5)`, `job.allocation = [...]`, `prolog_pending` too;
 tests/unit/ctld/test_record.py
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from shoal.v1 import jobs_pb2
 
@@ -52,7 +53,19 @@ REQUEST_INPUTS = frozenset(
     }
 )
 _UNSET = object()
-_BOOKKEEPING = frozenset({"version", "changes", "cached_request"})
+_BOOKKEEPING = frozenset({"version", "changes", "cached_request", "table", "counted_as"})
+# what a job table counts a job by (ctld/job_table.py): a change of one is reported to the table
+COUNTED = frozenset({"state", "account", "user_name", "partition", "qos", "user_id"})
+# (account, user_name, partition, qos, user_id) of a pending or running job, built from COUNTED
+CountKey: TypeAlias = tuple[str, str, str, str, int]
+
+
+class Table(Protocol):
+    """The job table a record is in (ctld.job_table.JobTable), told when a COUNTED field changes."""
+
+    def recount_job(self, job: JobRecord) -> None: ...
+
+
 _OBJECTS = frozenset(
     {"spec", "allocation", "req_nodes", "exc_nodes", "batch_usage", "steps", "prolog_pending"}
 )
@@ -66,6 +79,9 @@ class JobRecord:
     changes: int = field(default=0, init=False, repr=False)  # every change of a field's value (listing views)
     # the core's view of the job as of `version` (ClusterState.request); not stored, not sent
     cached_request: tuple[int, JobRequest] | None = field(default=None, init=False, repr=False)
+    # the job table holding the record (state.jobs), and the key it counts the record under there
+    table: Table | None = field(default=None, init=False, repr=False)
+    counted_as: CountKey | None = field(default=None, init=False, repr=False)
     job_id: int = 0
     array_job_id: int = 0
     array_task_id: int = 0
@@ -157,6 +173,8 @@ class JobRecord:
         if old is _UNSET or old is value or (name not in _OBJECTS and old == value):
             return  # being built, or no change (a message or list assigned anew is one)
         object.__setattr__(self, "changes", self.changes + 1)
+        if name in COUNTED and self.table is not None:
+            self.table.recount_job(self)
         if name in REQUEST_INPUTS and (name != "priority" or self.priority_set):
             object.__setattr__(self, "version", self.version + 1)
 

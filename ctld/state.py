@@ -29,6 +29,7 @@ from ctld.actions import NodeActions
 from ctld.errors import SlurmError
 from ctld.fairshare_usage import META_KEY as SHARES_META_KEY
 from ctld.fairshare_usage import Charge, UsageLedger, job_tres
+from ctld.job_table import JobTable
 from ctld.listing import ListingViews
 from ctld.nodes import NodeRuntime, new_runtime
 from ctld.record import JobRecord
@@ -121,7 +122,7 @@ class ClusterState:
         self.clock = clock
         self._lock = threading.RLock()
         self._open: Transaction | None = None  # the transaction of the thread holding the lock
-        self.jobs: dict[int, JobRecord] = {}
+        self.jobs = JobTable()  # by id, with the counts a submission checks (ctld/job_table.py)
         self.nodes: dict[str, NodeRuntime] = {}
         self.next_job_id = cfg.first_job_id
         self.wake = threading.Event()  # set when the scheduler should run a cycle soon

@@ -24,7 +24,6 @@ from ctld.validate import validate_spec
 from shoal import hostlist
 from shoal.arrayspec import parse_array
 from shoal.outpath import resolve_streams
-from shoal.states import FINISHED_STATES
 from shoal.v1 import controller_pb2, jobs_pb2
 
 
@@ -58,12 +57,11 @@ def submit(
             task_ids = array.task_ids
             job.array_max_tasks = array.max_running
         count = max(1, len(task_ids))
-        active = sum(1 for j in state.jobs.values() if j.state not in FINISHED_STATES)
-        if active + count > state.cfg.max_job_count:
+        if state.jobs.active + count > state.cfg.max_job_count:
             raise SlurmError(
                 "Slurm temporarily unable to accept job, sleeping and retrying", RESOURCE_EXHAUSTED
             )
-        state.accounting.admit(job, count, state.jobs.values())
+        state.accounting.admit(job, count, state.jobs.queued())
         resv.check_job_access(state, job)  # after admit: the job's account is known
         if req.dependency.terms and not job.held and spec.begin_time <= now:
             # squeue shows why the job waits from the start, as Slurm, not after the first cycle

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ctld.sched.borrowing import CPU, GPU, Cohorts, borrowing_jobs, reclaim
@@ -418,20 +418,20 @@ def submit_refusal(
     qos_name: str,
     user_id: int,
     count: int,
-    queued: Iterable[tuple[int, str, int]],
+    queued: Mapping[tuple[int, str, int], int],
 ) -> str | None:
     """Slurm's refusal when `count` more jobs would pass MaxSubmitJobs/GrpSubmitJobs (or QOS MaxSubmitPU).
 
-    `queued`: (assoc_id, qos, user_id) of every pending or running job.
+    `queued`: how many jobs are pending or running by (assoc_id, qos, user_id).
     """
     usage = AssocUsage(limits, ())
     per_assoc: Counter[int] = Counter()
     per_qos_user = 0
-    for queued_assoc, queued_qos, queued_uid in queued:
+    for (queued_assoc, queued_qos, queued_uid), jobs in queued.items():
         for assoc in usage.chain(queued_assoc):
-            per_assoc[assoc.id] += 1
+            per_assoc[assoc.id] += jobs
         if queued_qos == qos_name and queued_uid == user_id:
-            per_qos_user += 1
+            per_qos_user += jobs
     for depth, assoc in enumerate(usage.chain(assoc_id)):
         if depth == 0 and 0 <= assoc.max_submit_jobs < per_assoc[assoc.id] + count:
             return SUBMIT_REFUSED

@@ -222,7 +222,7 @@ SUBMITS = [
 
 @pytest.mark.parametrize("acct,count,expected", [c[1:] for c in SUBMITS], ids=[c[0] for c in SUBMITS])
 def test_submit_limits(acct: AccountingLimits, count: int, expected: str | None) -> None:
-    queued = [(2, "normal", 1000)]  # one job of alice already queued
+    queued = {(2, "normal", 1000): 1}  # one job of alice already queued
     assert submit_refusal(acct, 2, "normal", 1000, count, queued) == expected
 
 
