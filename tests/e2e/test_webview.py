@@ -217,7 +217,9 @@ def test_a_bad_or_expired_token_lands_on_the_login_page_and_the_form_logs_in(
     browser.send("Network.setCookie", name="shoal_token", value=expired, url=base, httpOnly=True)
     browser.wait("the login page", "location.search === '?error=expired'", timeout=30)
     assert "expired" in browser.evaluate("document.getElementById('message').textContent")
-    assert browser.errors and all("401" in e and "/web/api/nodes" in e for e in browser.errors)  # that poll
+    # that poll: the nodes page's data, or the GPU readings it polls beside them
+    polls = ("/web/api/nodes", "/shoal/v1/gpus")
+    assert browser.errors and all("401" in e and any(p in e for p in polls) for e in browser.errors)
 
     browser.open(f"{base}/web/?token={_token(cluster)}")
     browser.evaluate("document.querySelector('form.who').submit()")  # Log out
