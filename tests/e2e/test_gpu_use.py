@@ -174,6 +174,8 @@ def test_sstat_shows_a_step_at_once(gpu_cluster: Cluster) -> None:
     """As 22.05's (which asks slurmstepd): the step's row right after it starts, not at the next ping."""
     c = gpu_cluster
     out = c.dir.parent / "out"
+    out.mkdir(mode=0o1777, exist_ok=True)
+    out.chmod(0o1777)
     job = c.submit("-o", str(out / "fresh-%j.out"), "--gres=gpu:h100:1", "--wrap", f"{SRUN} sleep 300")
     try:
         wait_until(
