@@ -201,9 +201,11 @@ def test_a_job_left_idle_is_flagged_notified_once_and_cancelled(gpu_cluster: Clu
     wait_until("the job cancelled for idle GPUs", lambda: c.state(job) == "CANCELLED", timeout=40)
     show = c.ok("scontrol", "show", "job", str(job))
     assert "JobState=CANCELLED Reason=GpuIdle" in show and "GpuIdle=yes Since=" in show, show
-    output = (c.dir.parent / "out" / f"job-{job}.out").read_text()
-    assert re.search(
-        rf"slurmstepd: error: \*\*\* JOB {job} ON node\d CANCELLED AT \S+ DUE TO IDLE GPUS \*\*\*", output
+    pattern = rf"slurmstepd: error: \*\*\* JOB {job} ON node\d CANCELLED AT \S+ DUE TO IDLE GPUS \*\*\*"
+    output = c.dir.parent / "out" / f"job-{job}.out"
+    # the state changes in ctld first; the job's stepd writes the line as it kills the job
+    wait_until(
+        "the cancel line in the job's output", lambda: re.search(pattern, output.read_text()), timeout=30
     )
     notified = (c.dir.parent / "notified").read_text().split("\n")
     assert [line.split()[:2] for line in notified if line] == [[str(job), "root"]]
