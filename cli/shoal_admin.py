@@ -238,7 +238,8 @@ NodeName=DEFAULT CPUs={args.cpus_per_node} Boards=1 SocketsPerBoard={sockets} Co
     return directory / "slurm.conf"
 
 
-# Fake NVML descriptions shipped with shoal, by the GPUs `shoal up --gpus-per-node 8` emulates.
+# Fake NVML descriptions shipped with shoal, by the GPUs `shoal up --gpus-per-node N` emulates (N of 1-8:
+# the first N GPUs of the description, "dgx_h100:4").
 _FAKE_NVML = {"h100": "dgx_h100", "a100": "pcie_a100"}
 CGROUP_CONF = """# Written by `shoal up` (running as root): jobs are confined to their cores, memory and GPUs.
 CgroupPlugin=autodetect
@@ -259,8 +260,17 @@ def _write_isolation(args: argparse.Namespace, directory: Path) -> None:
         cgroup.unlink()
     fake = args.fake_nvml
     if fake is None:
-        fake = _FAKE_NVML.get(args.gpu_type, "") if args.gpus_per_node == 8 else ""
+        fake = _default_fake_nvml(args.gpu_type, args.gpus_per_node)
     (directory / "noded.env").write_text(f"SHOAL_FAKE_NVML={fake}\n" if fake else "")
+
+
+def _default_fake_nvml(gpu_type: str, gpus: int) -> str:
+    """The fake NVML of `--gpus-per-node gpus --gpu-type gpu_type`: its description, whole for 8 GPUs,
+    its first `gpus` for fewer; none for a type without one or more GPUs than it has."""
+    name = _FAKE_NVML.get(gpu_type, "")
+    if not name or not 1 <= gpus <= 8:
+        return ""
+    return name if gpus == 8 else f"{name}:{gpus}"
 
 
 def _noded_env(directory: Path, env: dict[str, str]) -> dict[str, str]:
@@ -763,7 +773,11 @@ def up_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node (Gres=gpu:TYPE:G)")
     up.add_argument("--gpu-type", default="h100", help="GPU type in Gres= and gres.conf")
     up.add_argument("--gpu-files", metavar="DIR", help="GPU device files DIR/nvidia0.. (gres.conf File=)")
-    up.add_argument("--fake-nvml", metavar="DESC", help="fake NVML description (unset: dgx_h100 for 8 h100)")
+    up.add_argument(
+        "--fake-nvml",
+        metavar="DESC",
+        help="fake NVML description, NAME[:N] for its first N GPUs (unset: dgx_h100 for h100, pcie_a100 for a100, as many GPUs as --gpus-per-node up to 8)",
+    )
     up.add_argument("--no-cgroups", action="store_true", help="no cgroup enforcement even as root")
     up.add_argument("--cpus-per-node", type=int, default=8, help="CPUs per node")
     up.add_argument("--mem-per-node", type=int, default=16000, help="RealMemory per node, MB")

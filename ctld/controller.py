@@ -153,7 +153,12 @@ class Controller:
         if reply is not None:
             live_usage.record(self.state, name, reply)
 
-    def live_usage(self, req: controller_pb2.GetLiveUsageRequest) -> controller_pb2.GetLiveUsageResponse:
+    def live_usage(
+        self, req: controller_pb2.GetLiveUsageRequest, wait_s: float = live_usage.FRESH_WAIT_S
+    ) -> controller_pb2.GetLiveUsageResponse:
+        """What runs on the nodes now; a step too young for the last pings is asked for first (sstat)."""
+        if req.steps and req.job_ids:
+            live_usage.refresh(self.state, req.job_ids, wait_s)
         return live_usage.query(self.state, req)
 
     def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:

@@ -2,21 +2,32 @@
 ping answers, kept in ctld's memory only (a restart forgets them until the next pings); the
 GetLiveUsage query (restd's /metrics/gpus and /shoal/v1/gpus, sstat); and idle-GPU detection in
 housekeeping, which applies ctld/gpu_idle.py's decisions (flag, notify, cancel).
+
+Pings come every SlurmdTimeout/3 s (at most 30), so a step that has just started is in no answer yet:
+a GetLiveUsage for given jobs (sstat) first pings, at once, the nodes whose last answer lacks a young
+step of theirs (the batch script, an srun step, started FRESH_AGE_S ago at most), and waits for those
+answers FRESH_WAIT_S at the most before it answers with what it has. Memory only, as every ping answer.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Iterable, Sequence
 
 from ctld import gpu_idle, job_hooks
 from ctld.job_lifecycle import cancel_running
 from ctld.record import JobRecord
 from ctld.state import ClusterState, Transaction, user_name
-from shoal.v1 import controller_pb2, jobs_pb2, node_pb2
+from shoal import hostlist
+from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2, node_pb2
 
 log = logging.getLogger("shoal.ctld")
 GPU_IDLE_REASON = "gpu_idle"  # TerminateJob's reason: noded tells the job's stderr why it ends
+FRESH_AGE_S = 30  # a step this young that its node's last answer lacks makes GetLiveUsage ping the node
+FRESH_WAIT_S = 2.0  # the longest GetLiveUsage waits for those answers
+BATCH_STEP = -4
 
 
 def record(state: ClusterState, name: str, reply: node_pb2.NodePingResponse) -> None:
@@ -28,6 +39,77 @@ def record(state: ClusterState, name: str, reply: node_pb2.NodePingResponse) -> 
         node.gpus = list(reply.gpus)
         node.steps = list(reply.steps)
         node.live_at = state.now()
+
+
+def _expected_steps(job: JobRecord, now: int) -> dict[str, set[int]]:
+    """node -> the young steps of a running job that node runs: its batch script (on the first node)
+    and its srun steps, each started FRESH_AGE_S ago at most."""
+    out: dict[str, set[int]] = {}
+    if job.state != jobs_pb2.RUNNING or not job.allocation:
+        return out
+    if job.spec.batch and now - job.start_time <= FRESH_AGE_S:
+        out.setdefault(job.allocation[0].node, set()).add(BATCH_STEP)
+    for step in job.steps:
+        if step.state == jobs_pb2.RUNNING and step.step_id >= 0 and now - step.start_time <= FRESH_AGE_S:
+            for name in hostlist.expand(step.nodes) if step.nodes else ():
+                out.setdefault(name, set()).add(step.step_id)
+    return out
+
+
+def stale_nodes(state: ClusterState, job_ids: Iterable[int]) -> list[cluster_pb2.NodeInfo]:
+    """The nodes whose last ping answer lacks a young step of these jobs there."""
+    now = state.now()
+    out: dict[str, cluster_pb2.NodeInfo] = {}
+    with state.reading():
+        for job_id in sorted(set(job_ids)):
+            job = state.jobs.get(job_id)
+            if job is None:
+                continue
+            for name, steps in _expected_steps(job, now).items():
+                node = state.nodes.get(name)
+                if node is None or name in out or not node.registered or node.info.not_responding:
+                    continue
+                known = {s.step_id for s in node.steps if s.job_id == job_id}
+                if steps - known:
+                    out[name] = node.info
+    return [out[name] for name in sorted(out)]
+
+
+def refresh(state: ClusterState, job_ids: Iterable[int], wait_s: float = FRESH_WAIT_S) -> None:
+    """Ping now the nodes that have not yet told of a young step of these jobs, until they have or
+    `wait_s` has passed; their answers replace what they said before (nothing is saved)."""
+    deadline = time.monotonic() + wait_s
+    nodes = stale_nodes(state, job_ids)
+    answered = threading.Semaphore(0)
+
+    def on_answer(
+        name: str,
+        ok: bool,
+        running: Sequence[int] | None,
+        reply: node_pb2.NodePingResponse | None = None,
+    ) -> None:
+        if ok and reply is not None:
+            record(state, name, reply)
+        answered.release()
+
+    while nodes:
+        for info in nodes:
+            state.actions.ping(info, state.started, on_answer)
+        for _ in nodes:
+            if not answered.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                return
+        nodes = stale_nodes(state, job_ids)  # a step whose tasks were still starting: once more
+        if nodes and not _pause(deadline):
+            return
+
+
+def _pause(deadline: float, seconds: float = 0.2) -> bool:
+    """Sleep a moment before the next try; False when the deadline leaves no time for one."""
+    left = deadline - time.monotonic()
+    if left <= seconds:
+        return False
+    time.sleep(seconds)
+    return True
 
 
 def _holders(jobs: Iterable[JobRecord]) -> dict[tuple[str, int], JobRecord]:

@@ -4,6 +4,9 @@ Tests, CI and `shoal up --gpus-per-node` have no GPU driver; discovery code call
 functions on this object as on the real `pynvml` module, so the one code path is exercised.
 Descriptions ship with shoal (noded/gpu/descriptions/*.json): `dgx_h100` (8 H100 on NVSwitch,
 2 NUMA nodes) and `pcie_a100` (8 A100 PCIe, NVLink bridges between pairs, 2 NUMA nodes).
+A name or path may end in `:N` (`dgx_h100:4`, what `shoal up --gpus-per-node 4` uses): only the first
+N GPUs of the description, NVLinks only among them, the rest (NUMA nodes, CPU affinity, NVSwitch) as
+described.
 
 JSON shape: {"driver_version", "gpus": [{"name", "uuid", "minor", "memory_mb", "pci_bus_id",
 "numa_node", "cpu_affinity" (cpu list "0-55"), "pcie_switch", "mig"}], "nvswitch": null or
@@ -86,6 +89,23 @@ def description_path(name_or_path: str) -> Path:
     return builtin if builtin.exists() else Path(name_or_path)
 
 
+def split_count(spec: str) -> tuple[str, int | None]:
+    """ "dgx_h100:4" -> ("dgx_h100", 4); a spec without a ":N" suffix (or a file of that name) -> (spec, None)."""
+    name, sep, count = spec.rpartition(":")
+    if not sep or not count.isdigit() or Path(spec).exists():
+        return spec, None
+    return name, int(count)
+
+
+def first_gpus(description: dict[str, Any], count: int) -> dict[str, Any]:
+    """The description with only its first `count` GPUs: NVLinks only among those, all else as it was."""
+    gpus = list(description.get("gpus", []))
+    if not 1 <= count <= len(gpus):
+        raise ValueError(f"the description has {len(gpus)} GPUs, {count} asked")
+    links = [link for link in description.get("nvlinks", []) if link[0] < count and link[1] < count]
+    return {**description, "gpus": gpus[:count], "nvlinks": links}
+
+
 def builtin_names() -> list[str]:
     return sorted(p.stem for p in DESCRIPTIONS.glob("*.json"))
 
@@ -122,9 +142,11 @@ class FakeNvml:
 
     @classmethod
     def load(cls, name_or_path: str) -> FakeNvml:
-        path = description_path(name_or_path)
-        with open(path, encoding="utf-8") as fh:
-            return cls(json.load(fh))
+        """A description by name or path, `NAME:N` for its first N GPUs (ValueError if it has fewer)."""
+        name, count = split_count(name_or_path)
+        with open(description_path(name), encoding="utf-8") as fh:
+            description = json.load(fh)
+        return cls(description if count is None else first_gpus(description, count))
 
     # -- library -----------------------------------------------------------------------------
     def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names

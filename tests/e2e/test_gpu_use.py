@@ -170,6 +170,24 @@ def test_sstat_shows_the_running_jobs_live_gpuutil(gpu_cluster: Cluster, busy_jo
     assert unknown.returncode == 0 and unknown.stderr == "sstat: error: couldn't get steps for job 999999\n"
 
 
+def test_sstat_shows_a_step_at_once(gpu_cluster: Cluster) -> None:
+    """As 22.05's (which asks slurmstepd): the step's row right after it starts, not at the next ping."""
+    c = gpu_cluster
+    out = c.dir.parent / "out"
+    out.mkdir(mode=0o1777, exist_ok=True)
+    out.chmod(0o1777)
+    job = c.submit("-o", str(out / "fresh-%j.out"), "--gres=gpu:h100:1", "--wrap", f"{SRUN} sleep 300")
+    try:
+        wait_until(
+            "ctld has the srun step",
+            lambda: f"{job}.0" in c.ok("squeue", "-h", "-s", "-j", str(job), "-o", "%i").split(),
+            timeout=30,
+        )
+        assert c.ok("sstat", "-n", "-P", "-j", str(job), "-o", "JobID,NTasks").split() == [f"{job}.0|1"]
+    finally:
+        c.ok("scancel", str(job))
+
+
 def test_a_job_left_idle_is_flagged_notified_once_and_cancelled(gpu_cluster: Cluster, busy_job: int) -> None:
     c, job = gpu_cluster, busy_job
     _set_load(LOAD["file"], 2)  # under the 10% threshold from now on
@@ -183,9 +201,11 @@ def test_a_job_left_idle_is_flagged_notified_once_and_cancelled(gpu_cluster: Clu
     wait_until("the job cancelled for idle GPUs", lambda: c.state(job) == "CANCELLED", timeout=40)
     show = c.ok("scontrol", "show", "job", str(job))
     assert "JobState=CANCELLED Reason=GpuIdle" in show and "GpuIdle=yes Since=" in show, show
-    output = (c.dir.parent / "out" / f"job-{job}.out").read_text()
-    assert re.search(
-        rf"slurmstepd: error: \*\*\* JOB {job} ON node\d CANCELLED AT \S+ DUE TO IDLE GPUS \*\*\*", output
+    pattern = rf"slurmstepd: error: \*\*\* JOB {job} ON node\d CANCELLED AT \S+ DUE TO IDLE GPUS \*\*\*"
+    output = c.dir.parent / "out" / f"job-{job}.out"
+    # the state changes in ctld first; the job's stepd writes the line as it kills the job
+    wait_until(
+        "the cancel line in the job's output", lambda: re.search(pattern, output.read_text()), timeout=30
     )
     notified = (c.dir.parent / "notified").read_text().split("\n")
     assert [line.split()[:2] for line in notified if line] == [[str(job), "root"]]

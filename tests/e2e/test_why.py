@@ -153,3 +153,24 @@ def test_rest_answers_the_owner_and_hides_the_job_from_others(
             ],
         )
     )
+
+
+def test_the_nodes_four_gpus_have_live_readings(why_cluster: Cluster, waiting: dict[str, int]) -> None:
+    """`--gpus-per-node 4 --gpu-type h100`: the fake NVML is the DGX H100's first 4 GPUs, so restd lists
+    4 per node with their readings and job a on node1's four; discovery agrees with slurm.conf (no drain)."""
+    c, a = why_cluster, waiting["a"]
+    url = (c.dir / "run" / "restd.url").read_text().strip()
+    token = c.ok("scontrol", "token").strip().split("=", 1)[1]
+
+    def gpus() -> list[dict[str, Any]]:
+        status, body = _get(f"{url}/shoal/v1/gpus", token)
+        return list(body["gpus"]) if status == 200 else []
+
+    wait_until("both nodes' GPU readings", lambda: len(gpus()) == 8, timeout=40)
+    got = gpus()
+    assert [(g["node"], g["index"]) for g in got] == [(f"node{n}", i) for n in (1, 2) for i in range(4)]
+    assert {(g["name"], g["memory_total_mb"]) for g in got} == {("NVIDIA H100 80GB HBM3", 81559)}
+    assert [g["job_id"] for g in got if g["node"] == "node1"] == [a] * 4
+    for node in ("node1", "node2"):
+        show = c.ok("scontrol", "show", "node", node)
+        assert "Gres=gpu:h100:4\n" in show and "DRAIN" not in show, show

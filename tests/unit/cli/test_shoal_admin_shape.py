@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cli import shoal_admin
 from shoal.conf import load_slurm_conf
 
@@ -42,3 +44,21 @@ def test_partition_lines_replace_the_default_partitions(tmp_path: Path) -> None:
     )
     cfg = load_slurm_conf(str(shoal_admin.write_config(args, tmp_path)))  # type: ignore[arg-type]
     assert [p.name for p in cfg.partitions] == ["only"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["--gpus-per-node", "8"], "SHOAL_FAKE_NVML=dgx_h100\n"),
+        (["--gpus-per-node", "4"], "SHOAL_FAKE_NVML=dgx_h100:4\n"),
+        (["--gpus-per-node", "1", "--gpu-type", "a100"], "SHOAL_FAKE_NVML=pcie_a100:1\n"),
+        (["--gpus-per-node", "4", "--gpu-type", "l40s"], ""),  # no description of that type
+        (["--gpus-per-node", "16"], ""),  # more GPUs than the description has
+        (["--gpus-per-node", "2", "--fake-nvml", "pcie_a100:2"], "SHOAL_FAKE_NVML=pcie_a100:2\n"),
+        ([], ""),
+    ],
+    ids=["h100-8", "h100-4", "a100-1", "no-description", "too-many", "chosen", "no-gpus"],
+)
+def test_the_fake_nvml_of_shoal_up(tmp_path: Path, argv: list[str], env: str) -> None:
+    shoal_admin.write_config(_args(["--no-accounting", "--no-cgroups", *argv]), tmp_path)  # type: ignore[arg-type]
+    assert (tmp_path / "noded.env").read_text() == env

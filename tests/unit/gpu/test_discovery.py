@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from noded.gpu.discovery import gres_conf_gpus, load_backend, node_gpus, type_name
@@ -42,6 +45,53 @@ def test_pcie_discovery_links_are_pairs_across_switches() -> None:
     assert gpus[0].links == {2: 12}
     assert [g.numa_node for g in gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert gpus[5].cpus == tuple(range(32, 64))
+
+
+@pytest.mark.parametrize(
+    ("spec", "links"),
+    [
+        ("pcie_a100:4", {0: (2,), 1: (3,), 2: (0,), 3: (1,)}),
+        ("pcie_a100:3", {0: (2,), 1: (), 2: (0,)}),  # 1's partner (3) is gone: no link left
+        ("pcie_a100:1", {0: ()}),
+        ("dgx_h100:4", {i: tuple(j for j in range(4) if j != i) for i in range(4)}),  # NVSwitch among the 4
+    ],
+    ids=["a100-4", "a100-3", "a100-1", "h100-4"],
+)
+def test_a_description_trimmed_to_its_first_gpus(spec: str, links: dict[int, tuple[int, ...]]) -> None:
+    nvml = FakeNvml.load(spec)
+    gpus = node_gpus("n1", GresConf(""), nvml)
+    assert nvml.nvmlDeviceGetCount() == len(links)
+    assert {g.index: g.nvlink_peers for g in gpus} == links
+    whole = node_gpus("n1", GresConf(""), FakeNvml.load(spec.split(":")[0]))
+    # the kept GPUs as the whole description has them: NUMA node, CPU affinity, UUID, PCIe switch
+    same = [(g.uuid, g.numa_node, g.cpus, g.pcie_switch, g.type) for g in whole[: len(links)]]
+    assert [(g.uuid, g.numa_node, g.cpus, g.pcie_switch, g.type) for g in gpus] == same
+
+
+@pytest.mark.parametrize("spec", ["dgx_h100:0", "dgx_h100:9"], ids=["none", "more-than-it-has"])
+def test_a_trimmed_description_needs_that_many_gpus(spec: str) -> None:
+    with pytest.raises(ValueError, match="the description has 8 GPUs"):
+        FakeNvml.load(spec)
+
+
+def test_a_path_with_a_colon_is_still_a_path(tmp_path: Path) -> None:
+    path = tmp_path / "odd:2"
+    path.write_text(
+        json.dumps(
+            {
+                "gpus": [
+                    {
+                        "name": "NVIDIA L40S",
+                        "uuid": "u",
+                        "minor": 0,
+                        "memory_mb": 1,
+                        "pci_bus_id": "00000000:01:00.0",
+                    }
+                ]
+            }
+        )
+    )
+    assert FakeNvml.load(str(path)).nvmlDeviceGetCount() == 1
 
 
 @pytest.mark.parametrize(
