@@ -69,7 +69,12 @@ def squeue_rows(
 ) -> list[Callable[[str], str]]:
     """The running steps `ids` names ("12", "12.0"; all without) that `wanted` keeps, as squeue -s rows."""
     steps, now = load_steps(ids, include_finished=False)
-    return [value_of(s, now) for s in steps if wanted(s)]
+    return [value_of(s, now) for s in sorted(steps, key=squeue_order) if wanted(s)]
+
+
+def squeue_order(step: jobs_pb2.JobStep) -> tuple[int, int, int]:
+    """squeue -s's order in 22.05: by job, its numbered steps first, then `.batch`."""
+    return (step.job_id, 1, -step.step_id) if step.step_id < 0 else (step.job_id, 0, step.step_id)
 
 
 def squeue_value(step: jobs_pb2.JobStep, now: int) -> Callable[[str], str]:
