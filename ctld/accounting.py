@@ -109,11 +109,12 @@ def job_record(job: record.JobRecord) -> pb.JobRecord:
 
 def batch_step_record(job: record.JobRecord) -> pb.StepRecord:
     """The `.batch` step of a batch job: RUNNING from the job's start (22.05's sacct lists it while the
-    script runs), then how it ended: a cancelled or timed-out job's script was signalled."""
+    script runs; SUSPENDED while its job is), then how it ended: a cancelled or timed-out job's script
+    was signalled."""
     state, code, sig = JOB_STATE_NAMES.get(job.state, "FAILED"), job.exit_code, job.exit_signal
     running = job.state in _RUNNING
-    if running:
-        state, code, sig = "RUNNING", 0, 0
+    if running:  # SUSPENDED with its job (22.05's, measured), else RUNNING
+        state, code, sig = "SUSPENDED" if job.state == jobs_pb2.SUSPENDED else "RUNNING", 0, 0
     elif job.state in _SIGNALLED:
         state, code, sig = "CANCELLED", 0, sig or 15
     elif job.state == jobs_pb2.FAILED and sig and not code:

@@ -121,8 +121,11 @@ def test_a_batch_step_is_recorded_running_at_the_start_and_once_more_at_the_end(
     assert _queued_steps(state) == [(job_id, -4, "RUNNING", 0)]
     with state.transaction() as tx:  # a later save of the running job sends it no second time
         tx.save(state.jobs[job_id])
+    assert h.update(job_id, "suspend") == [] and h.update(job_id, "resume") == []  # as its job, 22.05's
     h.finish(job_id, exit_code=3)
     assert _queued_steps(state) == [
+        (job_id, -4, "RUNNING", 0),
+        (job_id, -4, "SUSPENDED", 0),
         (job_id, -4, "RUNNING", 0),
         (job_id, -4, "FAILED", state.jobs[job_id].end_time),
     ]
