@@ -130,7 +130,7 @@ def _wait_for_ctld(env: dict[str, str], account: str, deadline: float) -> str | 
             text=True,
             timeout=60,
         )
-        if any(line.startswith(f"{account}|") for line in out.stdout.splitlines()):
+        if any(line.lstrip().startswith(f"{account}|") for line in out.stdout.splitlines()):
             return None
         if time.monotonic() > deadline:
             return f"ctld has not loaded the accounts from shoal-dbd: {out.stderr.strip() or 'no rows yet'}"

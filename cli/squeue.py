@@ -309,6 +309,31 @@ def parse_job_ids(text: str) -> list[tuple[int, int | None]]:
     return out
 
 
+def parse_step_ids(text: str) -> list[str]:
+    """`-s 12.0,13.1` -> ["12.0", "13.1"], read as 22.05 reads them: a step part that is no number is step 0
+    (`12.batch` lists 12.0 there too); a job without a step, or a job part that is no number, is an error."""
+    out: list[str] = []
+    for word in text.split(","):
+        word = word.strip()
+        if not word:
+            continue
+        job_text, dot, step_text = word.partition(".")
+        if not job_text.isdigit() or int(job_text) == 0:
+            raise ValueError(f"Invalid job_step id: {word}")
+        if not dot:
+            raise ValueError(f"Invalid job_step id: {word}.??")
+        digits = step_text[: len(step_text) - len(step_text.lstrip("0123456789"))]
+        out.append(f"{int(job_text)}.{int(digits or 0)}")
+    return out
+
+
+def step_selected(step: jobs_pb2.JobStep, flt: JobFilter) -> bool:
+    """Whether `squeue -s` lists the step: -j and -u/--me filter by its job, as in 22.05."""
+    if flt.job_ids is not None and (step.job_id, None) not in flt.job_ids:
+        return False
+    return flt.user_ids is None or step.user_id in flt.user_ids
+
+
 def _split_outside_brackets(text: str) -> list[str]:
     words: list[str] = []
     depth = 0
@@ -727,6 +752,7 @@ def _run(argv: Sequence[str] | None) -> int:
         return 0
     try:
         flt = build_filter(args)
+        step_ids = parse_step_ids(args.steps) if args.steps else []
         format_str, long_format = _choose_format(args)
         fields = build_fields(format_str, long_format)
         sort = args.sort or os.environ.get("SQUEUE_SORT") or (START_SORT if args.start else DEFAULT_SORT)
@@ -744,7 +770,9 @@ def _run(argv: Sequence[str] | None) -> int:
         if header:
             print(fmt.render(fields, lambda key: "STEPID" if key == "i" else header_of(key)))
         try:
-            for value in squeue_rows(squeue_value, args.steps or ""):
+            if not step_ids and flt.job_ids:  # only the named jobs' steps need to come
+                step_ids = sorted({str(j) for j, task in flt.job_ids if task is None})
+            for value in squeue_rows(squeue_value, step_ids, lambda step: step_selected(step, flt)):
                 print(fmt.render(fields, value))
         except StepError as exc:
             print(f"slurm_load_job_steps error: {exc.message}", file=sys.stderr)

@@ -59,7 +59,7 @@ def render(
         end = sep if parsable == "|" else ""
         if header:
             lines.append(sep.join(COLUMNS[c][0] for c in columns) + end)
-        lines += [sep.join(share_cell(r, c, True) for c in columns) + end for r in rows]
+        lines += [sep.join(share_cell(r, c, False, indent) for c in columns) + end for r in rows]
         return lines
 
     def line(cells: list[str]) -> str:

@@ -63,10 +63,18 @@ def show_steps(step_id: str) -> list[str]:
 
 
 def squeue_rows(
-    value_of: Callable[[jobs_pb2.JobStep, int], Callable[[str], str]], ids: str
+    value_of: Callable[[jobs_pb2.JobStep, int], Callable[[str], str]],
+    ids: Iterable[str],
+    wanted: Callable[[jobs_pb2.JobStep], bool],
 ) -> list[Callable[[str], str]]:
-    steps, now = load_steps(ids.split(",") if ids else [], include_finished=False)
-    return [value_of(s, now) for s in steps]
+    """The running steps `ids` names ("12", "12.0"; all without) that `wanted` keeps, as squeue -s rows."""
+    steps, now = load_steps(ids, include_finished=False)
+    return [value_of(s, now) for s in sorted(steps, key=squeue_order) if wanted(s)]
+
+
+def squeue_order(step: jobs_pb2.JobStep) -> tuple[int, int, int]:
+    """squeue -s's order in 22.05: by job, its numbered steps first, then `.batch`."""
+    return (step.job_id, 1, -step.step_id) if step.step_id < 0 else (step.job_id, 0, step.step_id)
 
 
 def squeue_value(step: jobs_pb2.JobStep, now: int) -> Callable[[str], str]:

@@ -58,6 +58,8 @@ GET_USAGE = "/shoal.v1.Accounting/GetUsage"
 _SIGNALLED = frozenset({jobs_pb2.CANCELLED, jobs_pb2.TIMEOUT, jobs_pb2.PREEMPTED, jobs_pb2.REQUEUED})
 # A run is over: finished jobs, and the earlier run of a requeued job (recorded as REQUEUED).
 _RUN_ENDED = FINISHED_STATES | {jobs_pb2.REQUEUED}
+# The script runs (or its job is being cleaned up): the `.batch` step is RUNNING in accounting.
+_RUNNING = frozenset({jobs_pb2.RUNNING, jobs_pb2.SUSPENDED, jobs_pb2.COMPLETING})
 
 
 def job_record(job: record.JobRecord) -> pb.JobRecord:
@@ -106,9 +108,14 @@ def job_record(job: record.JobRecord) -> pb.JobRecord:
 
 
 def batch_step_record(job: record.JobRecord) -> pb.StepRecord:
-    """The `.batch` step of a finished batch job: a cancelled or timed-out job's script was signalled."""
+    """The `.batch` step of a batch job: RUNNING from the job's start (22.05's sacct lists it while the
+    script runs; SUSPENDED while its job is), then how it ended: a cancelled or timed-out job's script
+    was signalled."""
     state, code, sig = JOB_STATE_NAMES.get(job.state, "FAILED"), job.exit_code, job.exit_signal
-    if job.state in _SIGNALLED:
+    running = job.state in _RUNNING
+    if running:  # SUSPENDED with its job (22.05's, measured), else RUNNING
+        state, code, sig = "SUSPENDED" if job.state == jobs_pb2.SUSPENDED else "RUNNING", 0, 0
+    elif job.state in _SIGNALLED:
         state, code, sig = "CANCELLED", 0, sig or 15
     elif job.state == jobs_pb2.FAILED and sig and not code:
         state = "CANCELLED"  # killed by a signal: the script was cancelled, the job failed
@@ -123,7 +130,7 @@ def batch_step_record(job: record.JobRecord) -> pb.StepRecord:
         num_cpus=cpus,
         num_nodes=1,
         start_time=job.start_time,
-        end_time=job.end_time,
+        end_time=0 if running else job.end_time,
         state=state,
         exit_code=code,
         exit_signal=sig,
@@ -267,11 +274,20 @@ class Accounting:
 
     def _record_steps(self, tx: StateStore, job: record.JobRecord) -> None:
         """Queue a record for each srun step that started or ended since the last save (after its
-        job's record: dbd files a step under a job it already has; a step stored twice is updated), and
-        the `.extern` step of a job that has one."""
+        job's record: dbd files a step under a job it already has; a step stored twice is updated), the
+        `.extern` step of a job that has one, and the `.batch` step of a running batch job (record_jobs
+        sends its last record when the job ends)."""
         records = [step_record(job, step) for step in job.steps]
         if job.extern_step and job.start_time and job.nodes:
             records.insert(0, extern_step_record(job))
+        if (
+            job.batch_flag
+            and job.batch_host
+            and job.start_time
+            and not job.prolog_pending
+            and job.state in _RUNNING
+        ):
+            records.insert(0, batch_step_record(job))
         for rec in records:
             data = rec.SerializeToString(deterministic=True)
             key = (rec.job_id, rec.step_id)

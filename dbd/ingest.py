@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Table, select, tuple_
+from sqlalchemy import Table, delete, select, tuple_
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
@@ -136,6 +136,7 @@ def apply_records(session: Session, req: pb.SendRecordsRequest) -> tuple[int, in
         _apply_jobs(session, cluster, jobs)
     if steps:
         _apply_steps(session, cluster, steps)
+    _drop_steps_of_unlaunched(session, cluster, jobs)
     for event in events:
         _apply_event(session, cluster, event)
     if fresh:
@@ -290,6 +291,18 @@ def _apply_steps(session: Session, cluster: str, records: Sequence[pb.StepRecord
         for (job_row, step_id), r in last.items()
     ]
     _upsert(session, STEPS, rows, ("job_row", "step_id"), STEP_FIELDS)
+
+
+def _drop_steps_of_unlaunched(session: Session, cluster: str, records: Sequence[pb.JobRecord]) -> None:
+    """A run that never reached its node (a controller stopped between the start and the launch; ctld
+    records it NODE_FAIL with no start) keeps no steps: drop the `.batch` recorded RUNNING at its start
+    (after the steps of this batch are applied: that record may travel with the run's)."""
+    keys = sorted({(r.job_id, r.submit_time) for r in records if r.state == "NODE_FAIL" and not r.start_time})
+    for chunk in _chunks(keys, ROWS_PER_STATEMENT):
+        rows = select(JOBS.c.id).where(
+            JOBS.c.cluster == cluster, tuple_(JOBS.c.job_id, JOBS.c.submit_time).in_(chunk)
+        )
+        session.execute(delete(STEPS).where(STEPS.c.job_row.in_(rows)))
 
 
 def _apply_event(session: Session, cluster: str, rec: pb.NodeEventRecord) -> None:

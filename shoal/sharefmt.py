@@ -8,7 +8,8 @@ from shoal.v1 import controller_pb2 as pb
 
 
 def share_cell(row: pb.ShareRow, column: str, parsable: bool, indent: bool = True) -> str:
-    """One cell as sshare prints it (accounts indented one space per level unless parsable or -U)."""
+    """One cell as sshare prints it: accounts indented one space per level (-p/-P too, as 22.05's) unless
+    -U (`indent` False); `parsable` gives the bare name, for the web view, which indents on its own."""
     if column == "account":
         return row.account if parsable or not indent else " " * row.depth + row.account
     if column == "user":

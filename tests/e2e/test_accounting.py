@@ -142,8 +142,8 @@ def test_sacct_shows_jobs_steps_and_array_tasks(acct: Cluster, workdir: Path) ->
     ok = acct.submit("-J", "ok", "--wrap", "true", cwd=workdir)
     fails = acct.submit("-J", "fails", "--wrap", "exit 3", cwd=workdir)
     array = acct.submit("-J", "arr", "-a", "1-2", "--wrap", "true", cwd=workdir)
-    for job in (ok, fails):
-        wait_sacct(acct, job, f"{job}.batch|")
+    for job, end in ((ok, "COMPLETED"), (fails, "FAILED")):
+        wait_sacct(acct, job, f"{job}.batch|{end}")
     wait_sacct(acct, array, f"{array}_2.batch|COMPLETED")
     out = acct.ok(
         "sacct", "-P", "-o", "JobID,JobName,State,ExitCode,Elapsed,NodeList", "-j", f"{ok},{fails},{array}"
@@ -164,6 +164,15 @@ def test_submitit_query_parses(acct: Cluster, workdir: Path) -> None:
     b = acct.submit("--wrap", "sleep 30", cwd=workdir)
     wait_sacct(acct, a, f"{a}|COMPLETED")
     acct.wait_state(b, {"RUNNING"})
+    # 22.05 lists the running script's .batch step, RUNNING 0:0, its End Unknown
+    wait_sacct(acct, b, f"{b}.batch|RUNNING")
+    running = acct.ok("sacct", "-j", str(b), "-P", "-o", "JobID,State,ExitCode,Elapsed,End").splitlines()
+    assert [line.rsplit("|", 2)[0] for line in running] == [
+        "JobID|State|ExitCode",
+        f"{b}|RUNNING|0:0",
+        f"{b}.batch|RUNNING|0:0",
+    ]
+    assert all(line.endswith("|Unknown") and line.count(":") == 3 for line in running[1:])
     out = acct.ok("sacct", "-o", "JobID,State,NodeList", "--parsable2", "-j", str(a), "-j", str(b))
     lines = out.splitlines()
     assert lines[0] == "JobID|State|NodeList"

@@ -61,7 +61,7 @@ def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) ->
 
         def all_arrived() -> bool:
             out = cluster.run("sacct", "-a", "-P", "-n", "-D", "-o", "JobID,State", "-j", str(array))
-            return out.returncode == 0 and out.stdout.count(".batch|") == JOBS
+            return out.returncode == 0 and out.stdout.count(".batch|COMPLETED") == JOBS
 
         wait_until("every record in sacct", all_arrived, 120)
 

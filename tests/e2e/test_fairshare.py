@@ -50,7 +50,7 @@ def test_user_with_usage_gets_the_lower_fairshare_factor(fs: Cluster, workdir: P
     values = {int(line.split()[0]): int(line.split()[1]) for line in weighted.splitlines()}
     assert values[theirs] > values[mine]  # Fair Tree ranks: other accounts without usage come first
     shares = fs.ok("sshare", "-a", "-P", "-n", "-A", "physics")
-    rows = {tuple(line.split("|")[:2]): line.split("|") for line in shares.splitlines()}
+    rows = {(line.split("|")[0].strip(), line.split("|")[1]): line.split("|") for line in shares.splitlines()}
     assert int(rows[("physics", "root")][4]) > 0 and rows[("physics", "nobody")][4] == "0"
     assert "sleep" not in fs.ok("sprio", "-w")  # the weights row, no jobs
     fs.ok("scancel", str(mine))

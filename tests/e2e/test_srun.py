@@ -286,6 +286,10 @@ def _wait_running_step(cluster: Cluster, name: str) -> str:
 def test_two_ctrl_c_cancel_the_step_and_steps_stay_visible(cluster: Cluster) -> None:
     proc = _srun_process(cluster, "-N2", "-n2", "-J", "sleepy", "sleep", "60")
     step = _wait_running_step(cluster, "sleepy")
+    job = step.split(".")[0]
+    for argv in (("-j", job), (step,)):  # 22.05: the named job's steps, the named step
+        assert cluster.ok("squeue", "-h", "-o", "%i", "-s", *argv).split() == [step]
+    assert cluster.ok("squeue", "-h", "-s", "-j", str(int(job) + 1000)) == ""
     proc.send_signal(signal.SIGINT)
     assert proc.stderr is not None
     first = proc.stderr.readline()  # srun answers the first Ctrl-C before we send the second

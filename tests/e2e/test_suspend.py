@@ -191,10 +191,11 @@ def test_a_higher_tier_job_suspends_the_low_one_which_resumes_and_completes_when
     assert step_times(c, low) == step_time  # TIME stops (22.05), STATE stays RUNNING
     assert sorted(step_time) == [f"{low}.0 RUNNING", f"{low}.batch RUNNING"]
     assert "State=RUNNING" in c.ok("scontrol", "show", "step", f"{low}.0")  # as 22.05 shows it
-    wait_until(
-        "sacct's step row SUSPENDED",
+    wait_until(  # the srun step's and the script's (22.05: .batch SUSPENDED too)
+        "sacct's step rows SUSPENDED",
         lambda: (
-            f"{low}.0|SUSPENDED" in c.ok("sacct", "-n", "-P", "-o", "JobID,State", "-j", str(low)).split()
+            {f"{low}.0|SUSPENDED", f"{low}.batch|SUSPENDED"}
+            <= set(c.ok("sacct", "-n", "-P", "-o", "JobID,State", "-j", str(low)).split())
         ),
     )
 

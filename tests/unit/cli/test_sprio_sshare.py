@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -136,13 +137,62 @@ def test_sshare_selection(all_users: bool, users: set[str], accounts: set[str], 
     assert len(sshare.select(_share_rows(), all_users, users, accounts)) == expected
 
 
-def test_sshare_parsable() -> None:
-    lines = sshare.render(_share_rows()[:2], sshare.DEFAULT, parsable="P")
-    assert lines == [
-        "Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare",
-        "root|||0.000000|0|1.000000|",
-        "root|root|1|0.009901|0|0.000000|1.000000",
-    ]
+# `sshare -a -P` on the real 22.05 (2026-12-01): accounts indented by depth in parsable output too
+SSHARE_A_P = """\
+Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare
+root|||0.000000|209|1.000000|
+ root|root|1|0.009901|0|0.000000|1.000000
+ physics||40|0.396040|0|0.000000|
+  physics|alice|1|0.500000|0|0.000000|1.000000
+  physics|bob|1|0.500000|0|0.000000|1.000000
+ research||60|0.594059|209|1.000000|
+  research|alice|1|0.500000|179|0.856612|0.200000
+  research|root|1|0.500000|29|0.143388|0.400000
+"""
+
+
+def _captured_rows() -> list[pb.ShareRow]:
+    """The association rows behind SSHARE_A_P."""
+    rows = []
+    for line in SSHARE_A_P.splitlines()[1:]:
+        account, user, shares, norm, usage, effective, fairshare = line.split("|")
+        rows.append(
+            pb.ShareRow(
+                account=account.strip(),
+                user=user,
+                depth=len(account) - len(account.lstrip()),
+                raw_shares=int(shares or 0),
+                norm_shares=float(norm),
+                raw_usage=float(usage),
+                effective_usage=float(effective),
+                fairshare=float(fairshare) if fairshare else math.nan,
+            )
+        )
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("parsable", "header", "users_only", "expected"),
+    [
+        ("P", True, False, SSHARE_A_P.splitlines()),
+        ("|", True, False, [line + "|" for line in SSHARE_A_P.splitlines()]),  # sshare -a -p
+        ("P", False, False, SSHARE_A_P.splitlines()[1:]),  # sshare -a -n -P
+        # sshare -a -P -U: the user rows alone, flat
+        (
+            "P",
+            True,
+            True,
+            [SSHARE_A_P.splitlines()[0]]
+            + [line.lstrip() for line in SSHARE_A_P.splitlines()[1:] if line.split("|")[1]],
+        ),
+    ],
+    ids=["P", "p", "noheader", "users-only"],
+)
+def test_sshare_parsable_matches_22_05(
+    parsable: str, header: bool, users_only: bool, expected: list[str]
+) -> None:
+    rows = [r for r in _captured_rows() if r.user or not users_only]
+    assert sshare.render(rows, sshare.DEFAULT, header, parsable, indent=not users_only) == expected
 
 
 def test_sshare_users_only_is_flat() -> None:

@@ -390,8 +390,11 @@ def test_dead_controller_message_and_exit_code() -> None:
         (["-j", "x"], "squeue: error: Invalid job id: x\n"),
         (["-u", "no_such_user_zz"], "squeue: error: Invalid user: no_such_user_zz\n"),
         (["-S", "%"], "squeue: error: Invalid sort specification: %\n"),
+        (["-s", "4700"], "squeue: error: Invalid job_step id: 4700.??\n"),  # 22.05 wants JOB.STEP
+        (["-s", "x.0"], "squeue: error: Invalid job_step id: x.0\n"),
+        (["-s", "-j", "x"], "squeue: error: Invalid job id: x\n"),
     ],
-    ids=["state", "job-id", "user", "sort"],
+    ids=["state", "job-id", "user", "sort", "step-without-step", "step-job", "steps-job-id"],
 )
 def test_option_errors(args: list[str], message: str) -> None:
     proc = _squeue(*args)
@@ -403,6 +406,59 @@ def test_unknown_option_is_reported_without_traceback() -> None:
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert 'Try "squeue --help"' in proc.stderr
+
+
+# The running steps on the real 22.05 (2026-12-01): 4699 `sbatch --wrap 'sleep 90'` (alice), 4700
+# `sbatch -n2 --wrap 'srun sleep 90'` (alice), 4701 the same as bob.
+# alice and bob as uids 1001 and 1002 (the test machine need not have them)
+RUNNING_STEPS = [(4699, -4, 1001), (4700, 0, 1001), (4700, -4, 1001), (4701, 0, 1002), (4701, -4, 1002)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["-s"], ["4699.batch", "4700.0", "4700.batch", "4701.0", "4701.batch"]),
+        (["-s", "-j", "4700"], ["4700.0", "4700.batch"]),
+        (["-s", "-j", "4700,4701"], ["4700.0", "4700.batch", "4701.0", "4701.batch"]),
+        (["-s", "-j", "4699"], ["4699.batch"]),
+        (["-s", "-j", "99999"], []),
+        (["-s", "-u", "1002"], ["4701.0", "4701.batch"]),
+        (["-s", "-j", "4700", "-u", "1002"], []),
+    ],
+    ids=["all", "one-job", "two-jobs", "batch-only", "no-such-job", "user", "job-and-user"],
+)
+def test_steps_are_filtered_by_job_and_user_as_22_05(argv: list[str], shown: list[str]) -> None:
+    from cli.stepshow import step_id_text
+
+    flt = squeue.build_filter(squeue._parser().parse_args(argv))
+    steps = [jobs_pb2.JobStep(job_id=j, step_id=s, user_id=u) for j, s, u in RUNNING_STEPS]
+    assert [step_id_text(s) for s in steps if squeue.step_selected(s, flt)] == shown
+
+
+def test_steps_are_listed_in_22_05_s_order() -> None:
+    from cli.stepshow import squeue_order, step_id_text
+
+    steps = [jobs_pb2.JobStep(job_id=j, step_id=s) for j, s in [(4701, -4), (4700, -4), (4700, 1), (4700, 0)]]
+    assert [step_id_text(s) for s in sorted(steps, key=squeue_order)] == [
+        "4700.0",
+        "4700.1",
+        "4700.batch",
+        "4701.batch",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        ("4700.0", ["4700.0"]),
+        ("4700.0,4701.0", ["4700.0", "4701.0"]),
+        ("4700.batch", ["4700.0"]),  # 22.05 lists 4700.0 for it
+        ("4700.x", ["4700.0"]),
+        ("99999.0", ["99999.0"]),  # no such step: the header alone, exit 0
+    ],
+)
+def test_step_ids_read_as_22_05(text: str, ids: list[str]) -> None:
+    assert squeue.parse_step_ids(text) == ids
 
 
 def test_help_and_version_need_no_controller() -> None:

@@ -102,6 +102,35 @@ def test_a_requeued_run_is_recorded_in_the_requeue_s_own_transaction(tmp_path: P
     assert _queued_runs(state)[-2:] == [(requeued, "NODE_FAIL"), (requeued, "PENDING")]
 
 
+def _queued_steps(state: ClusterState) -> list[tuple[int, int, str, int]]:
+    """(job id, step id, state, end time) of the step records queued for accounting."""
+    out = []
+    for _, data in state.store.queued_records(1000):
+        rec = accounting_pb2.AcctRecord.FromString(data)
+        if rec.HasField("step"):
+            out.append((rec.step.job_id, rec.step.step_id, rec.step.state, rec.step.end_time))
+    return out
+
+
+def test_a_batch_step_is_recorded_running_at_the_start_and_once_more_at_the_end(tmp_path: Path) -> None:
+    """22.05's sacct lists `N.batch` RUNNING while the script runs (sbatch --wrap 'sleep 60', measured)."""
+    h = Harness.of(cluster().nodes(1).set(AccountingStorageType="accounting_storage/slurmdbd"), tmp_path)
+    state = _state(h)
+    job_id = h.submit(job())
+    h.schedule()
+    assert _queued_steps(state) == [(job_id, -4, "RUNNING", 0)]
+    with state.transaction() as tx:  # a later save of the running job sends it no second time
+        tx.save(state.jobs[job_id])
+    assert h.update(job_id, "suspend") == [] and h.update(job_id, "resume") == []  # as its job, 22.05's
+    h.finish(job_id, exit_code=3)
+    assert _queued_steps(state) == [
+        (job_id, -4, "RUNNING", 0),
+        (job_id, -4, "SUSPENDED", 0),
+        (job_id, -4, "RUNNING", 0),
+        (job_id, -4, "FAILED", state.jobs[job_id].end_time),
+    ]
+
+
 @pytest.mark.parametrize(
     "read",
     [

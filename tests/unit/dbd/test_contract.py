@@ -194,6 +194,22 @@ def test_requeued_id_shows_latest_unless_duplicates(sessions: sessionmaker[Sessi
     assert [j.job.state for j in find(sessions, duplicates=True)] == ["NODE_FAIL", "COMPLETED"]
 
 
+def test_a_run_that_never_reached_its_node_keeps_no_batch_step(sessions: sessionmaker[Session]) -> None:
+    # ctld records .batch RUNNING at the start; stopped before the launch, the restarted ctld requeues the
+    # job and records that run NODE_FAIL without a start: its .batch goes (in the same batch or later)
+    send(sessions, [job(7, "RUNNING", submit_time=100), step(7, state="RUNNING", submit_time=100)])
+    lost = job(7, "NODE_FAIL", submit_time=100, start_time=0, end_time=1020)
+    rerun = [job(7, "RUNNING", submit_time=200), step(7, state="RUNNING", submit_time=200)]
+    send(sessions, [lost, *rerun], start=3)
+    runs = find(sessions, duplicates=True)
+    assert [(j.job.state, [(s.step_id, s.state) for s in j.steps]) for j in runs] == [
+        ("NODE_FAIL", []),
+        ("RUNNING", [(-4, "RUNNING")]),
+    ]
+    send(sessions, [job(8, "RUNNING"), step(8, state="RUNNING"), job(8, "NODE_FAIL", start_time=0)], start=6)
+    assert [s.step_id for s in find(sessions, job_ids=["8"])[0].steps] == []
+
+
 def test_node_events_open_and_close(sessions: sessionmaker[Session]) -> None:
     send(
         sessions,
