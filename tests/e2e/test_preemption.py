@@ -178,7 +178,9 @@ def test_a_higher_priority_tier_partition_requeues_a_lower_one(tiers: Cluster, w
 
 
 def test_scontrol_requeue_keeps_each_run_in_accounting(qos_cluster: Cluster, leftovers: list[int]) -> None:
-    """As Slurm 22.05: the run that was requeued is its own record (REQUEUED, its .batch CANCELLED)."""
+    """As Slurm 22.05: the run that was requeued is its own record (REQUEUED, its .batch CANCELLED); the
+    running one has its .batch RUNNING (measured: 4705|REQUEUED, 4705.batch|CANCELLED, 4705|RUNNING,
+    4705.batch|RUNNING)."""
     c = qos_cluster
     job = c.submit("-o", "/dev/null", "--wrap", "sleep 300")
     leftovers.append(job)
@@ -190,7 +192,7 @@ def test_scontrol_requeue_keeps_each_run_in_accounting(qos_cluster: Cluster, lef
 
     def accounted() -> bool:
         seen[:] = c.ok("sacct", "-D", "-P", "-n", "-o", "JobID,State", "-j", str(job)).split()
-        return seen == [f"{job}|REQUEUED", f"{job}.batch|CANCELLED", f"{job}|RUNNING"]
+        return seen == [f"{job}|REQUEUED", f"{job}.batch|CANCELLED", f"{job}|RUNNING", f"{job}.batch|RUNNING"]
 
     try:
         wait_until("sacct -D to show the requeued run and the running one", accounted)
