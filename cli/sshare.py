@@ -10,7 +10,7 @@ import getopt
 import os
 import pwd
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from cli.common import CommandError, ctld, run_main
 from shoal import version_line
@@ -18,7 +18,7 @@ from shoal.sharefmt import share_cell
 from shoal.v1 import controller_pb2 as pb
 
 PROG = "sshare"
-USAGE = "Usage: sshare [-A accounts] [-a] [-l] [-n] [-p] [-P] [-U] [-u users] [--help]"
+USAGE = "Usage: sshare [-A accounts] [-a] [-l] [-n] [-o format] [-p] [-P] [-U] [-u users] [--help]"
 # (header, width, right-aligned)
 COLUMNS = {
     "account": ("Account", 20, False),
@@ -45,15 +45,41 @@ LONG = (
 )
 
 
+def parse_format(text: str) -> tuple[list[str], dict[str, int]]:
+    """`-o Account%8,user`: the columns (a name may be a prefix, any case) and the widths typed with
+    them (such a column is right-aligned, as 22.05 does); an unknown name is 22.05's error."""
+    columns: list[str] = []
+    widths: dict[str, int] = {}
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        typed, _, width = item.partition("%")
+        key = next((k for k, c in COLUMNS.items() if typed and c[0].lower().startswith(typed.lower())), None)
+        if key is None:
+            raise CommandError(f'Invalid field requested: "{typed.lower()}"')
+        columns.append(key)
+        if width.isdigit():
+            widths[key] = int(width)
+    return columns, widths
+
+
 def render(
     rows: Sequence[pb.ShareRow],
     columns: Sequence[str],
     header: bool = True,
     parsable: str = "",
     indent: bool = True,
+    widths: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """The lines for `rows`; `parsable` "|" (-p, trailing delimiter) or "P" (-P, none) or "" (aligned)."""
+    """The lines for `rows`; `parsable` "|" (-p, trailing delimiter) or "P" (-P, none) or "" (aligned);
+    `widths`: columns given a width by -o (right-aligned)."""
     lines: list[str] = []
+    given = widths or {}
+
+    def shape(c: str) -> tuple[int, bool]:
+        _, width, right = COLUMNS[c]
+        return (given[c], True) if c in given else (width, right)
+
     if parsable:
         sep = "|"
         end = sep if parsable == "|" else ""
@@ -65,14 +91,14 @@ def render(
     def line(cells: list[str]) -> str:
         out = []
         for c, text in zip(columns, cells, strict=True):
-            _, width, right = COLUMNS[c]
+            width, right = shape(c)
             text = text[:width]
             out.append((text.rjust(width) if right else text.ljust(width)) + " ")
         return "".join(out)
 
     if header:
         lines.append(line([COLUMNS[c][0] for c in columns]))
-        lines.append("".join("-" * COLUMNS[c][1] + " " for c in columns))
+        lines.append("".join("-" * shape(c)[0] + " " for c in columns))
     lines += [line([share_cell(r, c, False, indent) for c in columns]) for r in rows]
     return lines
 
@@ -99,10 +125,11 @@ def _run(args: list[str]) -> int:
     try:
         opts, _ = getopt.gnu_getopt(
             args,
-            "aA:lnpPUu:V",
+            "aA:lno:pPUu:V",
             [
                 "all",
                 "accounts=",
+                "format=",
                 "long",
                 "noheader",
                 "parsable",
@@ -119,6 +146,8 @@ def _run(args: list[str]) -> int:
     all_users, long, header, parsable, users_only = False, False, True, "", False
     users: set[str] = set()
     accounts: set[str] = set()
+    columns: list[str] | None = None
+    widths: dict[str, int] = {}
     for opt, val in opts:
         if opt in ("-a", "--all"):
             all_users = True
@@ -126,6 +155,8 @@ def _run(args: list[str]) -> int:
             accounts.update(v for v in val.split(",") if v)
         elif opt in ("-l", "--long"):
             long = True
+        elif opt in ("-o", "--format"):
+            columns, widths = parse_format(val)
         elif opt in ("-n", "--noheader"):
             header = False
         elif opt in ("-U", "--Users"):
@@ -153,7 +184,8 @@ def _run(args: list[str]) -> int:
     rows = select(resp.rows, all_users, users, accounts)
     if users_only:
         rows = [r for r in rows if r.user]
-    for text in render(rows, LONG if long else DEFAULT, header, parsable, indent=not users_only):
+    shown = columns if columns is not None else (LONG if long else DEFAULT)
+    for text in render(rows, shown, header, parsable, indent=not users_only, widths=widths):
         print(text)
     return 0
 

@@ -202,3 +202,18 @@ def test_sshare_users_only_is_flat() -> None:
         "root                       root          1    0.009901           0      0.000000   1.000000 ",
         "physics                   alice          1    0.500000           0      0.000000   1.000000 ",
     ]
+
+
+def test_sshare_format_option_as_22_05() -> None:
+    """`sshare -a -o Account%8,user,RawShares%4` and `-o acc`, captured from the real 22.05: a typed
+    width right-aligns its column; a name may be a prefix in any case; an unknown one is refused."""
+    columns, widths = sshare.parse_format("Account%8,user,RawShares%4")
+    assert sshare.render(_share_rows()[:2], columns, widths=widths) == [
+        " Account       User RawS ",
+        "-------- ---------- ---- ",
+        "    root                 ",
+        "    root       root    1 ",
+    ]
+    assert sshare.parse_format("acc") == (["account"], {})
+    with pytest.raises(sshare.CommandError, match='Invalid field requested: "foo"'):
+        sshare.parse_format("Foo")
