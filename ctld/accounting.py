@@ -44,6 +44,10 @@ log = logging.getLogger("shoal.ctld.accounting")
 SLURMDBD = "accounting_storage/slurmdbd"
 INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
 INVALID_QOS = "Invalid qos specification"
+OPERATOR = "Operator"
+ADMINISTRATOR = "Administrator"
+NO_ADMIN_LEVEL = "None"
+ADMIN_LEVELS = (OPERATOR, ADMINISTRATOR)
 BATCH_STEP = -4
 EXTERN_STEP = -5  # PrologFlags=Contain's `JOBID.extern`
 BATCH_SIZE = 500
@@ -228,6 +232,7 @@ class Accounting:
         self._qos_preempt: tuple[m.QosPreempt, ...] = ()
         self._assoc_index: dict[tuple[str, str, str], int] = {}
         self._default_account: dict[str, str] = {}
+        self._admin_levels: dict[str, str] = {}  # user -> Operator | Administrator (others: None)
         self._usage_wanted: pb.GetUsageRequest | None = None  # see request_usage
         self._usage_found: list[pb.AssocUsage] | None = None
         self._epoch = store.get_meta("acct_epoch") or ""
@@ -429,6 +434,11 @@ class Accounting:
         with self._cache_lock:
             return self._qos_preempt
 
+    def admin_level(self, user: str) -> str:
+        """sacctmgr's AdminLevel of `user` as dbd last pushed it: Operator, Administrator or None."""
+        with self._cache_lock:
+            return self._admin_levels.get(user, NO_ADMIN_LEVEL)
+
     def limits(self) -> m.AccountingLimits | None:
         with self._cache_lock:
             return self._limits if self.enforce_limits else None
@@ -481,6 +491,7 @@ class Accounting:
             self._qos_preempt = qos_preempt
             self._assoc_index = by_key
             self._default_account = {u.name: u.default_account for u in resp.users}
+            self._admin_levels = {u.name: u.admin_level for u in resp.users if u.admin_level in ADMIN_LEVELS}
             self._limits = m.AccountingLimits(
                 assocs=assocs, qos=qos, enforce_qos=self.enforce_qos, safe=self.safe
             )

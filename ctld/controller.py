@@ -92,6 +92,12 @@ class Controller:
     def is_operator(self, caller: Caller) -> bool:
         return self.state.is_operator(caller)
 
+    def is_admin(self, caller: Caller) -> bool:
+        return self.state.is_admin(caller)
+
+    def is_slurm_user(self, caller: Caller) -> bool:
+        return self.state.is_slurm_user(caller)
+
     # ------------------------------------------------------------------ jobs
     def submit(
         self, spec: jobs_pb2.JobSpec, caller: Caller, test_only: bool
@@ -132,8 +138,10 @@ class Controller:
     def complete_step(self, req: controller_pb2.CompleteStepRequest, caller: Caller) -> None:
         jobsteps.complete_step(self.state, req, caller)
 
-    def get_steps(self, req: controller_pb2.GetStepsRequest) -> controller_pb2.GetStepsResponse:
-        return jobsteps.get_steps(self.state, req)
+    def get_steps(
+        self, req: controller_pb2.GetStepsRequest, caller: Caller | None = None
+    ) -> controller_pb2.GetStepsResponse:
+        return jobsteps.get_steps(self.state, req, caller)
 
     def complete_allocation(self, req: controller_pb2.CompleteAllocationRequest, caller: Caller) -> None:
         jobsteps.complete_allocation(self.state, req, caller)
@@ -154,12 +162,15 @@ class Controller:
             live_usage.record(self.state, name, reply)
 
     def live_usage(
-        self, req: controller_pb2.GetLiveUsageRequest, wait_s: float = live_usage.FRESH_WAIT_S
+        self,
+        req: controller_pb2.GetLiveUsageRequest,
+        wait_s: float = live_usage.FRESH_WAIT_S,
+        caller: Caller | None = None,
     ) -> controller_pb2.GetLiveUsageResponse:
         """What runs on the nodes now; a step too young for the last pings is asked for first (sstat)."""
         if req.steps and req.job_ids:
             live_usage.refresh(self.state, req.job_ids, wait_s)
-        return live_usage.query(self.state, req)
+        return live_usage.query(self.state, req, caller)
 
     def update_node(self, req: controller_pb2.UpdateNodeRequest, caller: Caller) -> None:
         node_lifecycle.update_node(self.state, req, caller)

@@ -38,7 +38,7 @@ def request(state: ClusterState, req: controller_pb2.RebootNodesRequest, caller:
     """scontrol reboot [ASAP] [nextstate=resume|down] [reason=...] NODELIST|ALL (operators)."""
     if not state.cfg.reboot_program:
         raise SlurmError(NO_REBOOT_PROGRAM, FAILED_PRECONDITION)
-    if not state.is_operator(caller):
+    if not state.is_admin(caller):  # administrators: an Operator may not reboot nodes
         raise SlurmError("Permission denied", PERMISSION_DENIED)
     names = noderec.named(state.nodes, req.nodes)
     next_state = (req.next_state or "RESUME").upper()

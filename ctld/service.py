@@ -117,7 +117,8 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     hand_over: Callable[[], None] | None = None
 
     def _node_only(self, context: grpc.ServicerContext) -> None:
-        if not self.ctl.is_operator(_caller()):
+        """The daemons' own RPCs (a noded, dbd, agentd): root or SlurmUser only, never an AdminLevel."""
+        if not self.ctl.is_slurm_user(_caller()):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "Access/permission denied")
 
     @_slurm_errors
@@ -169,7 +170,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     @_slurm_errors
     def Reconfigure(self, request: pb.ReconfigRequest, context: grpc.ServicerContext) -> pb.ReconfigResponse:
-        if not self.ctl.is_operator(_caller()):
+        if not self.ctl.is_admin(_caller()):  # an Operator too is refused, as 22.05's
             raise SlurmError("Invalid user id", PERMISSION_DENIED)  # slurmctld's answer to a user
         try:
             outcome = self.ctl.reconfigure()
@@ -222,7 +223,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     @_slurm_errors
     def GetSteps(self, request: pb.GetStepsRequest, context: grpc.ServicerContext) -> pb.GetStepsResponse:
-        return self.ctl.get_steps(request)
+        return self.ctl.get_steps(request, _caller())
 
     @_slurm_errors
     def GetPriorities(
@@ -296,7 +297,8 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         self, request: pb.CreateTokenRequest, context: grpc.ServicerContext
     ) -> pb.CreateTokenResponse:
         caller = _caller()
-        return tokens.create(self.ctl.cfg, self.ctl.is_operator(caller), request, caller, self.ctl.clock())
+        # a token for another user: Administrators only (22.05 refuses an Operator one)
+        return tokens.create(self.ctl.cfg, self.ctl.is_admin(caller), request, caller, self.ctl.clock())
 
     # configless: the files as loaded at start or at the last reconfigure (ClusterState.config_files)
     @_slurm_errors
@@ -329,13 +331,13 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def GetLiveUsage(
         self, request: pb.GetLiveUsageRequest, context: grpc.ServicerContext
     ) -> pb.GetLiveUsageResponse:
-        """The nodes' GPUs and running steps as their last pings said (issue 17): anyone may read them,
-        as anyone may list the jobs."""
-        return self.ctl.live_usage(request)
+        """The nodes' GPUs and running steps as their last pings said (issue 17): anyone may read them;
+        under PrivateData=jobs another user's jobs and steps are left out (ctld/privacy.py)."""
+        return self.ctl.live_usage(request, caller=_caller())
 
     @_slurm_errors
     def ResetDiag(self, request: pb.ResetDiagRequest, context: grpc.ServicerContext) -> pb.GetDiagResponse:
-        if not self.ctl.is_operator(_caller()):
+        if not self.ctl.is_admin(_caller()):
             raise SlurmError("Access/permission denied", PERMISSION_DENIED)
         self.diag.reset()
         return self.diag.snapshot()

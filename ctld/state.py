@@ -24,7 +24,7 @@ from functools import partial
 
 from ctld import configless, gpu_idle, record
 from ctld import jobs as jobrec
-from ctld.accounting import Accounting
+from ctld.accounting import ADMIN_LEVELS, ADMINISTRATOR, Accounting
 from ctld.actions import NodeActions
 from ctld.errors import SlurmError
 from ctld.fairshare_usage import META_KEY as SHARES_META_KEY
@@ -245,8 +245,24 @@ class ClusterState:
     def now(self) -> int:
         return int(self.clock())
 
-    def is_operator(self, caller: Caller) -> bool:
+    def is_slurm_user(self, caller: Caller) -> bool:
+        """root, SlurmUser or ctld's own user: the daemons that hold the cluster key, and the super user.
+        An AdminLevel never makes a user one of these."""
         return caller.uid == 0 or caller.uid == self.slurm_uid or caller.uid == os.getuid()
+
+    def admin_level(self, caller: Caller) -> str:
+        """The caller's AdminLevel in accounting (sacctmgr modify user ... set AdminLevel=...)."""
+        return self.accounting.admin_level(user_name(caller.uid))
+
+    def is_operator(self, caller: Caller) -> bool:
+        """May act on every user's jobs and reservations and see what PrivateData hides: the super user
+        and AdminLevel=Operator or Administrator, as slurmctld's operators."""
+        return self.is_slurm_user(caller) or self.admin_level(caller) in ADMIN_LEVELS
+
+    def is_admin(self, caller: Caller) -> bool:
+        """May also change nodes, reboot them, reconfigure and make tokens for others: the super user and
+        AdminLevel=Administrator, as slurmctld's super users (an Operator is refused these)."""
+        return self.is_slurm_user(caller) or self.admin_level(caller) == ADMINISTRATOR
 
     def request(self, job: JobRecord) -> m.JobRequest | None:
         """The core's view of a pending job, built once and kept on the record until what it is built
