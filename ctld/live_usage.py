@@ -16,10 +16,10 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from ctld import gpu_idle, job_hooks
+from ctld import gpu_idle, job_hooks, privacy
 from ctld.job_lifecycle import cancel_running
 from ctld.record import JobRecord
-from ctld.state import ClusterState, Transaction, user_name
+from ctld.state import Caller, ClusterState, Transaction, user_name
 from shoal import hostlist
 from shoal.v1 import cluster_pb2, controller_pb2, jobs_pb2, node_pb2
 
@@ -124,11 +124,15 @@ def _holders(jobs: Iterable[JobRecord]) -> dict[tuple[str, int], JobRecord]:
 
 
 def query(
-    state: ClusterState, req: controller_pb2.GetLiveUsageRequest
+    state: ClusterState, req: controller_pb2.GetLiveUsageRequest, caller: Caller | None = None
 ) -> controller_pb2.GetLiveUsageResponse:
+    """The GPUs (each with its holding job, user and idle flag) and the steps' usage; under
+    PrivateData=jobs a GPU held by another user's job shows no job, user or idle flag (as if free of
+    jobs the caller may see), and that job's steps and state are left out."""
     out = controller_pb2.GetLiveUsageResponse(now=state.now())
     with state.reading():
-        holders = _holders(state.jobs.values())
+        only = privacy.hidden_owner(state, caller)
+        holders = {key: job for key, job in _holders(state.jobs.values()).items() if privacy.sees(only, job)}
         readings = {(name, g.index): g for name, node in state.nodes.items() for g in node.gpus}
         if req.gpus:
             for name in sorted(state.nodes):
@@ -147,17 +151,19 @@ def query(
         wanted = set(req.job_ids)
         for job_id in wanted:
             job = state.jobs.get(job_id)
-            if job is not None:
+            if job is not None and privacy.sees(only, job):
                 out.job_states[job_id] = job.state
         if req.steps:
             for name in sorted(state.nodes):
                 for step in state.nodes[name].steps:
                     if wanted and step.job_id not in wanted:
                         continue
+                    owner = state.jobs.get(step.job_id)
+                    if only is not None and (owner is None or not privacy.sees(only, owner)):
+                        continue
                     usage = out.steps.add()
                     usage.CopyFrom(step)
                     usage.node = name
-                    owner = state.jobs.get(step.job_id)
                     alloc = next((a for a in owner.allocation if a.node == name), None) if owner else None
                     gpus = (
                         [readings[(name, i)] for i in alloc.gpu_indices if (name, i) in readings]

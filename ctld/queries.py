@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ctld import snapshot
+from ctld import privacy, snapshot
 from ctld.job_select import select
 from ctld.nodes import gres_used, long_state
 from ctld.record import JobRecord
@@ -52,6 +52,7 @@ def get_jobs_wire(
         # jobs kept by MinJobAge go to listings that ask for them (squeue -t all, scontrol) and to
         # whoever names jobs (squeue -j, sbatch --wait, salloc): a plain squeue does not need them
         finished_too = req.include_finished or bool(req.job_ids or req.job_id_strs)
+        owner = privacy.hidden_owner(state, caller)  # PrivateData=jobs: a user's own jobs only
         parts: list[bytes] = []
         views = state.listing
         for job in candidates:
@@ -62,6 +63,8 @@ def get_jobs_wire(
             if wanted and job.job_id not in wanted and job.array_job_id not in wanted:
                 continue
             if users and job.user_id not in users:
+                continue
+            if not privacy.sees(owner, job):
                 continue
             parts.append(views.entry(job))
         if len(views) > 2 * len(state.jobs) + 64:

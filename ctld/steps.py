@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ctld import record
+from ctld import privacy, record
 from ctld.errors import (
     ACCESS_DENIED,
     ALREADY_DONE,
@@ -335,8 +335,11 @@ def suspended_during(job: JobRecord, since: int, now: int) -> int:
     return min(job.suspended_secs, max(now - since - ongoing, 0)) + ongoing
 
 
-def get_steps(state: ClusterState, req: controller_pb2.GetStepsRequest) -> controller_pb2.GetStepsResponse:
-    """Steps of every job (running ones only unless include_finished), batch steps included."""
+def get_steps(
+    state: ClusterState, req: controller_pb2.GetStepsRequest, caller: Caller | None = None
+) -> controller_pb2.GetStepsResponse:
+    """Steps of every job the caller may see (running ones only unless include_finished), batch steps
+    included."""
     wanted: dict[int, set[str]] = {}
     for text in req.step_ids:
         job_text, _, step_text = text.strip().partition(".")
@@ -345,8 +348,9 @@ def get_steps(state: ClusterState, req: controller_pb2.GetStepsRequest) -> contr
         wanted.setdefault(int(job_text), set()).add(step_text)
     out = controller_pb2.GetStepsResponse(now=state.now())
     with state.reading():
+        owner = privacy.hidden_owner(state, caller)
         for job in state.jobs.values():
-            if wanted and job.job_id not in wanted:
+            if (wanted and job.job_id not in wanted) or not privacy.sees(owner, job):
                 continue
             candidates: list[jobs_pb2.JobStep] = []
             if job.batch_flag and job.start_time and job.batch_host:
