@@ -198,6 +198,9 @@ _NODE_STATES = {
     "FUTURE": "FUTURE",
     "POWER_DOWN": "POWER_DOWN",
     "POWER_UP": "POWER_UP",
+    # v0.0.44's enum names the flag REBOOT_CANCELED; scontrol's word CANCEL_REBOOT is taken too
+    "REBOOT_CANCELED": "CANCEL_REBOOT",
+    "CANCEL_REBOOT": "CANCEL_REBOOT",
 }
 
 

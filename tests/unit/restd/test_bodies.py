@@ -89,6 +89,8 @@ def test_a_bad_job_description_is_a_400_naming_the_field(body: object, error: st
 def test_node_updates_and_signals() -> None:
     fields = node_update({"state": ["DRAIN"], "reason": "fan"})
     assert [(f.key, f.value) for f in fields] == [("State", "DRAIN"), ("Reason", "fan")]
+    for word in ("REBOOT_CANCELED", "cancel_reboot"):  # v0.0.44's enum name, and scontrol's
+        assert [(f.key, f.value) for f in node_update({"state": [word]})] == [("State", "CANCEL_REBOOT")]
     for body in (
         {"state": ["DRAIN"]},
         {"state": ["SLEEPY"]},
