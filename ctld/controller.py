@@ -228,9 +228,9 @@ class Controller:
         return queries.get_config(self.state)
 
     def get_priorities(
-        self, req: controller_pb2.GetPrioritiesRequest
+        self, req: controller_pb2.GetPrioritiesRequest, caller: Caller | None = None
     ) -> controller_pb2.GetPrioritiesResponse:
-        return priority_report.get_priorities(self.state, req)
+        return priority_report.get_priorities(self.state, req, caller)
 
     def get_shares(self, req: controller_pb2.GetSharesRequest) -> controller_pb2.GetSharesResponse:
         return priority_report.get_shares(self.state, req)

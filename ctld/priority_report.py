@@ -7,11 +7,11 @@ exactly what the scheduler used.
 
 from __future__ import annotations
 
-from ctld import snapshot
+from ctld import privacy, snapshot
 from ctld.record import JobRecord
 from ctld.sched import priority, reasons
 from ctld.sched.model import PriorityConfig
-from ctld.state import ClusterState
+from ctld.state import Caller, ClusterState
 from shoal.v1 import controller_pb2 as pb
 from shoal.v1 import jobs_pb2
 
@@ -19,7 +19,11 @@ from shoal.v1 import jobs_pb2
 WAITING_FOR_OTHERS = frozenset({reasons.DEPENDENCY, reasons.DEPENDENCY_NEVER})
 
 
-def get_priorities(state: ClusterState, req: pb.GetPrioritiesRequest) -> pb.GetPrioritiesResponse:
+def get_priorities(
+    state: ClusterState, req: pb.GetPrioritiesRequest, caller: Caller | None = None
+) -> pb.GetPrioritiesResponse:
+    """sprio's rows; under PrivateData=jobs a user's own jobs only (22.05's sprio -j of another's job
+    finds none)."""
     conf = state.sched_config.priority
     out = pb.GetPrioritiesResponse(weights=_weights(conf), multifactor=conf.type == priority.MULTIFACTOR)
     if not out.multifactor:
@@ -27,7 +31,8 @@ def get_priorities(state: ClusterState, req: pb.GetPrioritiesRequest) -> pb.GetP
     now = state.now()
     with state.reading():
         state.accrue_usage()
-        pending = [j for j in state.jobs.values() if _listed(j, now)]
+        only = privacy.hidden_owner(state, caller)
+        pending = [j for j in state.jobs.values() if _listed(j, now) and privacy.sees(only, j)]
         reqs = [r for r in (state.request(j) for j in pending) if r is not None]
         snap = snapshot.build(state, reqs)
         ctx = priority.cluster_context(snap)

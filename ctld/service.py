@@ -229,7 +229,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def GetPriorities(
         self, request: pb.GetPrioritiesRequest, context: grpc.ServicerContext
     ) -> pb.GetPrioritiesResponse:
-        return self.ctl.get_priorities(request)
+        return self.ctl.get_priorities(request, _caller())
 
     @_slurm_errors
     def Why(self, request: pb.WhyRequest, context: grpc.ServicerContext) -> pb.WhyResponse:

@@ -87,3 +87,24 @@ def test_without_private_data_every_user_sees_every_job(tmp_path: Path) -> None:
     h = _harness(tmp_path, private=False)
     mine = h.submit(job().time(5).held(), caller=OWNER)
     assert _listed(h, OTHER) == [mine]
+
+
+def test_sprio_lists_only_the_callers_jobs_under_private_data(tmp_path: Path) -> None:
+    h = Harness.of(
+        cluster()
+        .nodes(1)
+        .set(
+            PrivateData="jobs",
+            PriorityType="priority/multifactor",
+            AccountingStorageType="accounting_storage/slurmdbd",
+        ),
+        tmp_path,
+    )
+    h.submit(job().time(5), caller=OWNER)  # pending: no scheduling pass has run
+
+    def rows(caller: Caller) -> int:
+        return len(h.ctl.get_priorities(controller_pb2.GetPrioritiesRequest(), caller).jobs)
+
+    assert (rows(OWNER), rows(OTHER)) == (1, 0)
+    _level(h, "Operator")
+    assert rows(OTHER) == 1
