@@ -127,12 +127,13 @@ def query(
     state: ClusterState, req: controller_pb2.GetLiveUsageRequest, caller: Caller | None = None
 ) -> controller_pb2.GetLiveUsageResponse:
     """The GPUs (each with its holding job, user and idle flag) and the steps' usage; under
-    PrivateData=jobs a GPU held by another user's job shows no job, user or idle flag (as if free of
-    jobs the caller may see), and that job's steps and state are left out."""
+    PrivateData=jobs a GPU held by another user's job is only `allocated` (no job, user or idle
+    flag: node state is not private, as sinfo's), and that job's steps and state are left out."""
     out = controller_pb2.GetLiveUsageResponse(now=state.now())
     with state.reading():
         only = privacy.hidden_owner(state, caller)
-        holders = {key: job for key, job in _holders(state.jobs.values()).items() if privacy.sees(only, job)}
+        held = _holders(state.jobs.values())
+        holders = {key: job for key, job in held.items() if privacy.sees(only, job)}
         readings = {(name, g.index): g for name, node in state.nodes.items() for g in node.gpus}
         if req.gpus:
             for name in sorted(state.nodes):
@@ -142,6 +143,7 @@ def query(
                     shown.node = name
                     job = holders.get((name, gpu.index))
                     shown.job_id = job.job_id if job is not None else 0  # ctld's allocation decides
+                    shown.allocated = (name, gpu.index) in held
                     if job is not None:
                         shown.user = job.user_name or user_name(job.user_id)
                         idle = state.gpu_idle.get(job.job_id)

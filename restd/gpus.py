@@ -2,8 +2,10 @@
 
 Pure functions of ctld's GetLiveUsage answer: each node's GPUs as its last ping said (noded reads
 them through NVML), the job holding each by ctld's allocation, and the idle flag of that job
-(SchedulerParameters shoal_gpu_idle_*). A value NVML could not give on a GPU (-1) is left out of the
-metrics and is null in the JSON. The names carry a `shoal_` prefix: none is among Slurm's 197.
+(SchedulerParameters shoal_gpu_idle_*). Under PrivateData=jobs ctld leaves out another user's job
+and user for a user's token (the GPU is then only `allocated`); /metrics/gpus is read as restd's own
+user, and only root or SlurmUser may scrape it unless ignore_private_data (restd/metrics_http.py).
+A value NVML could not give on a GPU (-1) is left out of the metrics and is null in the JSON. The names carry a `shoal_` prefix: none is among Slurm's 197.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ GPUS_SCHEMA: dict[str, Any] = {
                     "temperature_c",
                     "power_w",
                     "ecc_errors",
+                    "allocated",
                     "job_id",
                     "user",
                     "idle",
@@ -52,6 +55,7 @@ GPUS_SCHEMA: dict[str, Any] = {
                     "temperature_c": _INT_OR_NULL,
                     "power_w": _INT_OR_NULL,
                     "ecc_errors": _INT_OR_NULL,
+                    "allocated": {"type": "boolean"},
                     "job_id": _INT_OR_NULL,
                     "user": {"type": ["string", "null"]},
                     "idle": {"type": "boolean"},
@@ -102,7 +106,7 @@ def gpu_families(resp: controller_pb2.GetLiveUsageResponse) -> list[Family]:
             power.add(gpu.power_w, **labels)
         if gpu.ecc_errors >= 0:
             ecc.add(gpu.ecc_errors, **labels)
-        allocated.add(1 if gpu.job_id else 0, **labels)
+        allocated.add(1 if gpu.allocated or gpu.job_id else 0, **labels)
         idle.add(1 if gpu.idle else 0, **labels)
         if gpu.idle:
             idle_since.add(gpu.idle_since, **labels)
@@ -124,6 +128,7 @@ def gpus_json(resp: controller_pb2.GetLiveUsageResponse) -> dict[str, Any]:
                 "temperature_c": _known(gpu.temperature_c),
                 "power_w": _known(gpu.power_w),
                 "ecc_errors": _known(gpu.ecc_errors),
+                "allocated": gpu.allocated or bool(gpu.job_id),
                 "job_id": gpu.job_id or None,
                 "user": gpu.user or None,
                 "idle": gpu.idle,

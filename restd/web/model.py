@@ -42,7 +42,21 @@ def _gpu_indices(node: cluster_pb2.NodeInfo) -> list[int]:
     return found if len(found) >= node.total_gpus else list(range(node.total_gpus))
 
 
+def _used_gpus(gres_used: str) -> set[int]:
+    """The indices of GresUsed's IDX ('gpu:h100:2(IDX:0-1,3)'): every job's, those PrivateData hides too."""
+    used: set[int] = set()
+    for item in gres_used.split("),"):
+        _, found, ids = item.partition("(IDX:")
+        for part in ids.rstrip(")").split(",") if found else ():
+            low, _, high = part.partition("-")
+            if low.isdigit() and (not high or high.isdigit()):
+                used.update(range(int(low), int(high or low) + 1))
+    return used
+
+
 def gpu_grid(nodes: controller_pb2.GetNodesResponse, jobs: controller_pb2.GetJobsResponse) -> Json:
+    """Each node's GPUs with the job and user holding each; a GPU held by a job the viewer may not see
+    (PrivateData=jobs) is `held` with no job or user, as sinfo still counts it allocated."""
     holders: dict[tuple[str, int], jobs_pb2.JobInfo] = {}
     for job in jobs.jobs:
         if job.state in HOLDS_GPUS:
@@ -52,6 +66,7 @@ def gpu_grid(nodes: controller_pb2.GetNodesResponse, jobs: controller_pb2.GetJob
     out = []
     for node in nodes.nodes:
         kind = _gpu_type(node.gres)
+        used = _used_gpus(node.gres_used)
         gpus = []
         for index in _gpu_indices(node):
             holder = holders.get((node.name, index))
@@ -59,6 +74,7 @@ def gpu_grid(nodes: controller_pb2.GetNodesResponse, jobs: controller_pb2.GetJob
                 {
                     "index": index,
                     "type": kind,
+                    "held": holder is not None or index in used,
                     "job_id": job_id_text(holder) if holder else "",
                     "user": holder.user_name if holder else "",
                     "job_name": holder.spec.name if holder else "",

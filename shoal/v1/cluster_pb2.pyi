@@ -103,6 +103,7 @@ class GpuState(_message.Message):
     USER_FIELD_NUMBER: _builtins.int
     IDLE_FIELD_NUMBER: _builtins.int
     IDLE_SINCE_FIELD_NUMBER: _builtins.int
+    ALLOCATED_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """minor number"""
     uuid: _builtins.str
@@ -126,6 +127,8 @@ class GpuState(_message.Message):
     idle: _builtins.bool
     idle_since: _builtins.int
     """when its job's GPUs went under the threshold (0 = not idle)"""
+    allocated: _builtins.bool
+    """held by a job: also when PrivateData=jobs hides which from the caller (job_id 0, no user)"""
     def __init__(
         self,
         *,
@@ -144,10 +147,11 @@ class GpuState(_message.Message):
         user: _builtins.str = ...,
         idle: _builtins.bool = ...,
         idle_since: _builtins.int = ...,
+        allocated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ecc_errors", b"ecc_errors", "idle", b"idle", "idle_since", b"idle_since", "index", b"index", "job_id", b"job_id", "memory_total_mb", b"memory_total_mb", "memory_used_mb", b"memory_used_mb", "name", b"name", "node", b"node", "power_w", b"power_w", "sampled_at", b"sampled_at", "temperature_c", b"temperature_c", "user", b"user", "utilization", b"utilization", "uuid", b"uuid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated", "ecc_errors", b"ecc_errors", "idle", b"idle", "idle_since", b"idle_since", "index", b"index", "job_id", b"job_id", "memory_total_mb", b"memory_total_mb", "memory_used_mb", b"memory_used_mb", "name", b"name", "node", b"node", "power_w", b"power_w", "sampled_at", b"sampled_at", "temperature_c", b"temperature_c", "user", b"user", "utilization", b"utilization", "uuid", b"uuid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

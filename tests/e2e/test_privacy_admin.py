@@ -90,6 +90,15 @@ def test_alice_sees_neither_bobs_job_nor_his_gpu_under_private_data(cluster: Clu
         assert _gpu_jobs(c, root) == {mine: "alice", his: "bob"}
         assert _gpu_jobs(c, alice) == {mine: "alice"}  # bob's GPU reads as holding no job she may see
         assert _gpu_jobs(c, bob) == {his: "bob"}
+        status, text = _http(c, "GET", "/shoal/v1/gpus", alice)
+        assert sum(g["allocated"] for g in json.loads(text)["gpus"]) == 2  # bob's is in use, not his
+        # the web view: its queue and its GPU grid, read with alice's token
+        status, text = _http(c, "GET", "/web/api/queue", alice)
+        assert status == 200 and str(his) not in {str(j["job_id"]) for j in json.loads(text)["jobs"]}
+        status, text = _http(c, "GET", "/web/api/nodes", alice)
+        cells = [g for n in json.loads(text)["nodes"] for g in n["gpus"]]
+        assert status == 200 and {g["job_id"] for g in cells if g["held"]} == {str(mine), ""}
+        assert "bob" not in {g["user"] for g in cells}
         listed = c.ok("squeue", "-h", "-o", "%i %u", user=ALICE).split("\n")
         assert listed == [f"{mine} alice", ""]
         named = c.run("squeue", "-j", str(his), user=ALICE)

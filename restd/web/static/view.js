@@ -60,7 +60,7 @@
   // --- Nodes: a card per node, a cell per GPU ------------------------------------------------
   function gpuCell(node, gpu, live) {
     const cell = el("div", {
-      class: "gpu" + (gpu.job_id ? " held" : " free") + (live && live.idle ? " idle" : ""),
+      class: "gpu" + (gpu.held ? " held" : " free") + (live && live.idle ? " idle" : ""),
       "data-node": node.name,
       "data-index": gpu.index,
       "data-job": gpu.job_id,
@@ -71,7 +71,8 @@
       cell.append(el("div", { class: "gpu-job" }, "job " + gpu.job_id));
       cell.append(el("div", { class: "gpu-user" }, gpu.user + (gpu.job_name ? " · " + gpu.job_name : "")));
     } else {
-      cell.append(el("div", { class: "gpu-job" }, "free"));
+      // held by a job PrivateData=jobs hides from this viewer: in use, whose is not shown
+      cell.append(el("div", { class: "gpu-job" }, gpu.held ? "in use" : "free"));
     }
     if (live) {
       const util = Number(live.utilization) || 0;

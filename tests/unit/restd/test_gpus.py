@@ -81,10 +81,24 @@ def test_the_json_matches_its_schema_and_the_web_views_fields() -> None:
         "temperature_c": 40,
         "power_w": 120,
         "ecc_errors": 0,
+        "allocated": True,
         "job_id": 12,
         "user": "alice",
         "idle": False,
         "idle_since": None,
     }
     assert (second["idle"], second["idle_since"], second["temperature_c"]) == (True, 1800000000, None)
-    assert (third["job_id"], third["user"]) == (None, None)
+    assert (third["allocated"], third["job_id"], third["user"]) == (False, None, None)
+
+
+def test_a_gpu_held_by_a_job_the_caller_may_not_see_is_allocated_without_job_or_user() -> None:
+    """ctld's answer under PrivateData=jobs: the holder's job and user left out, `allocated` kept."""
+    hidden = cluster_pb2.GpuState(node="n1", index=0, uuid="GPU-0", name="H100", allocated=True)
+    resp = controller_pb2.GetLiveUsageResponse(gpus=[hidden])
+    (shown,) = gpus_json(resp)["gpus"]
+    assert (shown["allocated"], shown["job_id"], shown["user"]) == (True, None, None)
+    text = exposition(gpu_families(resp))
+    allocated = [
+        s for f in text_string_to_metric_families(text) for s in f.samples if s.name == "shoal_gpu_allocated"
+    ]
+    assert [(s.labels["job"], s.labels["user"], s.value) for s in allocated] == [("", "", 1)]

@@ -64,6 +64,21 @@ def test_each_gpu_cell_names_the_job_and_user_that_holds_it() -> None:
         ("n2", 1): ("", "", "h100"),
     }
     assert [n["name"] for n in grid] == ["n1", "n2", "cpu1"] and grid[2]["gpus"] == []
+    assert [g["held"] for g in grid[0]["gpus"]] == [False, True, True, True]
+
+
+def test_a_gpu_held_by_a_job_private_data_hides_is_held_with_no_job_or_user() -> None:
+    node = _node("n1", 4)
+    node.gres_used = "gpu:h100:3(IDX:0,2-3)"  # GetNodes counts every job's GPUs; GetJobs left bob's out
+    nodes = controller_pb2.GetNodesResponse(nodes=[node])
+    jobs = controller_pb2.GetJobsResponse(jobs=[_job(7, jobs_pb2.RUNNING, allocation=[_alloc("n1", 0)])])
+    gpus = model.gpu_grid(nodes, jobs)["nodes"][0]["gpus"]
+    assert [(g["held"], g["job_id"], g["user"]) for g in gpus] == [
+        (True, "7", "alice"),
+        (False, "", ""),
+        (True, "", ""),
+        (True, "", ""),
+    ]
 
 
 def test_the_queue_is_squeues_with_reasons_and_planned_starts() -> None:
