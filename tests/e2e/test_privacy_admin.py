@@ -103,6 +103,8 @@ def test_alice_sees_neither_bobs_job_nor_his_gpu_under_private_data(cluster: Clu
         assert listed == [f"{mine} alice", ""]
         named = c.run("squeue", "-j", str(his), user=ALICE)
         assert (named.returncode, named.stderr) == (1, "slurm_load_jobs error: Invalid job id specified\n")
+        assert f"{his}." not in c.run("sstat", "-a", "-j", str(his), user=ALICE).stdout
+        assert f"{his}." in c.ok("sstat", "-a", "-j", str(his), user=BOB)
         shown = c.run("scontrol", "show", "job", str(his), user=ALICE)
         assert (shown.returncode, shown.stderr) == (1, "slurm_load_jobs error: Invalid job id specified\n")
         # /metrics: root's and SlurmUser's only while PrivateData is set (Slurm 25.11)
