@@ -64,7 +64,7 @@ def get_jobs_wire(
                 continue
             if users and job.user_id not in users:
                 continue
-            if not privacy.sees(owner, job):
+            if owner is not None and job.user_id != owner:  # privacy.sees, inline: the listing's hot loop
                 continue
             parts.append(views.entry(job))
         if len(views) > 2 * len(state.jobs) + 64:

@@ -1,7 +1,7 @@
 """`scontrol token`: ctld mints JSON Web Tokens (auth/jwt), since only ctld's host holds the jwt key.
 
-A user gets a token for themself; an operator (root, SlurmUser) for any user, as Slurm's slurmctld
-decides. The key is read once per path and kept; a missing or unsafe key is refused per request with
+A user gets a token for themself; an administrator (root, SlurmUser, AdminLevel=Administrator; not an
+Operator) for any user, as Slurm's slurmctld decides. The key is read once per path and kept; a missing or unsafe key is refused per request with
 the reason logged, so a misconfigured cluster still runs everything but tokens.
 """
 
