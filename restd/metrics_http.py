@@ -2,9 +2,8 @@
 
 MetricsType=metrics/openmetrics turns them on. MetricsAuthUsers set: a JWT (X-SLURM-USER-TOKEN) of
 root, SlurmUser or a listed user is required. Otherwise they are open to all, unless PrivateData is
-set: then only root and SlurmUser (with a token) may read them, unless
-MetricsParameters=ignore_private_data opens them again (Slurm 25.11's NEWS states these rules). ctld
-is asked as restd's own user (SlurmUser), which sees every job, as slurmctld's own metrics do.
+set, which turns them off unless MetricsParameters=ignore_private_data. ctld is asked as restd's
+own user (SlurmUser), which sees every job, as slurmctld's own metrics do.
 """
 
 from __future__ import annotations
@@ -37,36 +36,35 @@ M = TypeVar("M", bound=Message)
 @dataclass(frozen=True)
 class MetricsAccess:
     enabled: bool
-    auth_users: frozenset[str]  # who may read with a token (always root and SlurmUser); empty: anyone
-    listed: bool  # the users come from MetricsAuthUsers (else PrivateData limits them to the super user)
+    auth_users: frozenset[str]  # MetricsAuthUsers plus root and SlurmUser; empty: no token asked
+    open: bool  # no PrivateData, or ignore_private_data
 
     @classmethod
     def from_config(cls, cfg: SlurmConfig) -> MetricsAccess:
         users = frozenset(cfg.metrics_auth_users)
-        private = bool(cfg.private_data) and "ignore_private_data" not in cfg.metrics_parameters
         return cls(
             enabled=cfg.metrics_type == OPENMETRICS,
-            auth_users=users | {"root", cfg.slurm_user} if users or private else frozenset(),
-            listed=bool(users),
+            auth_users=users | {"root", cfg.slurm_user} if users else frozenset(),
+            open=not cfg.private_data or "ignore_private_data" in cfg.metrics_parameters,
         )
 
     def refusal(self, headers: Mapping[str, str], jwt_key: bytes, now: float) -> web.Response | None:
         """None when the request may read the metrics, else the answer that says why not."""
-        if not self.auth_users:
+        if self.auth_users:
+            try:
+                who = authenticate(headers, jwt_key, now)
+            except RestError as exc:
+                return web.Response(status=401, text=f"{exc.message}\n")
+            if who.name not in self.auth_users:
+                return web.Response(status=403, text=f"user {who.name} is not in MetricsAuthUsers\n")
             return None
-        try:
-            who = authenticate(headers, jwt_key, now)
-        except RestError as exc:
-            return web.Response(status=401, text=f"{exc.message}\n")
-        if who.name in self.auth_users:
-            return None
-        if self.listed:
-            return web.Response(status=403, text=f"user {who.name} is not in MetricsAuthUsers\n")
-        return web.Response(
-            status=403,
-            text=f"user {who.name} may not read metrics while PrivateData is set "
-            "(only root and SlurmUser; MetricsParameters=ignore_private_data opens them)\n",
-        )
+        if not self.open:
+            return web.Response(
+                status=403,
+                text="metrics are disabled while PrivateData is set "
+                "(MetricsParameters=ignore_private_data)\n",
+            )
+        return None
 
 
 def _self() -> Identity:
