@@ -2,7 +2,8 @@
 
 MetricsType=metrics/openmetrics turns them on. MetricsAuthUsers set: a JWT (X-SLURM-USER-TOKEN) of
 root, SlurmUser or a listed user is required. Otherwise they are open to all, unless PrivateData is
-set, which turns them off unless MetricsParameters=ignore_private_data. ctld is asked as restd's
+set, which turns them off unless MetricsParameters=ignore_private_data (Slurm 25.11's Metrics Guide:
+disabled while any PrivateData is set; 26.05 lets root and SlurmUser in instead). ctld is asked as restd's
 own user (SlurmUser), which sees every job, as slurmctld's own metrics do.
 """
 
