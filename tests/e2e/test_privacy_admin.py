@@ -1,7 +1,7 @@
 """PrivateData=jobs, sacctmgr AdminLevel and REST cancel-reboot on a real cluster (one for the module).
 
-Under PrivateData=jobs alice sees neither bob's job in squeue nor his GPU in /shoal/v1/gpus, and
-/metrics is for root and SlurmUser only, as Slurm 25.11's; AdminLevel=Operator lets alice hold, release
+Under PrivateData=jobs alice sees neither bob's job in squeue nor his GPU in /shoal/v1/gpus or the web
+view, and /metrics is off, as Slurm 25.11's; AdminLevel=Operator lets alice hold, release
 and cancel bob's jobs and see them, but not drain a node, which AdminLevel=Administrator may (the
 errors are 22.05's, measured on the real one); and POST /node/{name} with state REBOOT_CANCELED takes
 back a pending `scontrol reboot ASAP`.
