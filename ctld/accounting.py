@@ -49,6 +49,11 @@ EXTERN_STEP = -5  # PrologFlags=Contain's `JOBID.extern`
 BATCH_SIZE = 500
 REFRESH_EVERY_S = 0.5
 LINGER_S = 0.05  # records of a burst (a stream of submissions) travel together: fewer dbd transactions
+# While records keep coming (a stream of jobs), at most one batch per SEND_INTERVAL_S: each SendRecords
+# costs dbd ~1 ms of CPU (gRPC and the transaction) whatever its size, and a job makes 4-6 records at
+# three moments (submit, start, end), so sending on every wake cost dbd about one call per job. A record
+# after a quiet spell still leaves after LINGER_S; a backlog (full batches) drains without pause.
+SEND_INTERVAL_S = 0.25
 SEND = "/shoal.v1.Accounting/SendRecords"
 GET_LIMITS = "/shoal.v1.Accounting/GetLimits"
 GET_USAGE = "/shoal.v1.Accounting/GetUsage"
@@ -495,7 +500,7 @@ class Accounting:
 
         stub = Stub(self._target, self._key)
         down = False
-        refreshed = float("-inf")
+        refreshed = last_sent = float("-inf")
         while not stop.is_set():
             try:
                 # the association/QOS cache: at most every REFRESH_EVERY_S (a burst of records does not
@@ -505,12 +510,14 @@ class Accounting:
                     refreshed = time.monotonic()
                 self._fetch_usage(stub)  # before any record: dbd's answer holds only jobs ended before
                 sent = self._send_batch(stub)
+                if sent:
+                    last_sent = time.monotonic()
                 if down:
                     log.info("accounting storage at %s is back", self._target)
                 down = False
                 if sent < BATCH_SIZE:  # drained: wait for more, then let a burst gather into one batch
                     if self.wake.wait(1.0):
-                        stop.wait(LINGER_S)
+                        stop.wait(max(LINGER_S, last_sent + SEND_INTERVAL_S - time.monotonic()))
                     self.wake.clear()
             except Exception as exc:  # dbd away (grpc.RpcError) or a bug: keep the records, retry
                 if not down:
