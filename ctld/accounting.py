@@ -222,8 +222,10 @@ class Accounting:
         self._key = key
         self._target = f"{cfg.accounting_storage_host or cfg.control_addr}:{cfg.accounting_storage_port}"
         self._control_target = f"{cfg.control_addr}:{cfg.slurmctld_port}"  # where dbd pushes changes
-        self._sent: dict[int, bytes] = {}  # job id -> last record sent (skip unchanged saves)
-        self._sent_steps: dict[tuple[int, int], bytes] = {}  # (job id, step id) -> last step record sent
+        # what was last queued for each job in memory (an unchanged save queues nothing); `forget` drops a
+        # job's entries when it leaves memory, so these hold as many jobs as the controller does
+        self._sent: dict[int, bytes] = {}  # job id -> last job record
+        self._sent_steps: dict[int, dict[int, bytes]] = {}  # job id -> step id -> last step record
         self._nodes: dict[str, tuple[str, str]] = {}
         self.wake = threading.Event()
         self._cache_lock = threading.Lock()
@@ -293,12 +295,25 @@ class Accounting:
             and job.state in _RUNNING
         ):
             records.insert(0, batch_step_record(job))
+        if not records:
+            return
+        sent = self._sent_steps.setdefault(job.job_id, {})
         for rec in records:
             data = rec.SerializeToString(deterministic=True)
-            key = (rec.job_id, rec.step_id)
-            if self._sent_steps.get(key) != data:
-                self._sent_steps[key] = data
+            if sent.get(rec.step_id) != data:
+                sent[rec.step_id] = data
                 self.record_step(tx, rec)
+
+    def forget(self, job_ids: Iterable[int]) -> None:
+        """Jobs that left memory (MinJobAge, ctld/job_lifecycle.py): drop their last records. A job's
+        records are in the store's queue by then; should it come back, its first save is queued again."""
+        for job_id in job_ids:
+            self._sent.pop(job_id, None)
+            self._sent_steps.pop(job_id, None)
+
+    def remembered(self) -> tuple[int, int]:
+        """(jobs, steps) whose last record is kept: as many as are in memory, not every job ever run."""
+        return len(self._sent), sum(len(steps) for steps in self._sent_steps.values())
 
     def record_step(self, tx: StateStore, step: pb.StepRecord) -> None:
         """Queue a step record (srun steps, .extern); call inside the transaction that saves the change."""
