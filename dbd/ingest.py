@@ -181,10 +181,12 @@ def _compiled(
 
 
 def _padded(keys: Sequence[Any]) -> tuple[int, list[Any]]:
-    """An IN list's size rounded up to a power of two (the last key repeated): a few compiled shapes."""
+    """An IN list (at most ROWS_PER_STATEMENT keys) padded to a power of two or to ROWS_PER_STATEMENT,
+    the last key repeated: a few compiled shapes, never more parameters than the chunk allows."""
     size = 1
     while size < len(keys):
         size *= 2
+    size = min(size, ROWS_PER_STATEMENT)
     return size, [*keys, *[keys[-1]] * (size - len(keys))]
 
 
