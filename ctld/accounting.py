@@ -53,6 +53,11 @@ EXTERN_STEP = -5  # PrologFlags=Contain's `JOBID.extern`
 BATCH_SIZE = 500
 REFRESH_EVERY_S = 0.5
 LINGER_S = 0.05  # records of a burst (a stream of submissions) travel together: fewer dbd transactions
+# While records keep coming (a stream of jobs), at most one batch per SEND_INTERVAL_S: each SendRecords
+# costs dbd ~1 ms of CPU (gRPC and the transaction) whatever its size, and a job makes 4-6 records at
+# three moments (submit, start, end), so sending on every wake cost dbd about one call per job. A record
+# after a quiet spell still leaves after LINGER_S; a backlog (full batches) drains without pause.
+SEND_INTERVAL_S = 0.25
 SEND = "/shoal.v1.Accounting/SendRecords"
 GET_LIMITS = "/shoal.v1.Accounting/GetLimits"
 GET_USAGE = "/shoal.v1.Accounting/GetUsage"
@@ -221,8 +226,10 @@ class Accounting:
         self._key = key
         self._target = f"{cfg.accounting_storage_host or cfg.control_addr}:{cfg.accounting_storage_port}"
         self._control_target = f"{cfg.control_addr}:{cfg.slurmctld_port}"  # where dbd pushes changes
-        self._sent: dict[int, bytes] = {}  # job id -> last record sent (skip unchanged saves)
-        self._sent_steps: dict[tuple[int, int], bytes] = {}  # (job id, step id) -> last step record sent
+        # what was last queued for each job in memory (an unchanged save queues nothing); `forget` drops a
+        # job's entries when it leaves memory, so these hold as many jobs as the controller does
+        self._sent: dict[int, bytes] = {}  # job id -> last job record
+        self._sent_steps: dict[int, dict[int, bytes]] = {}  # job id -> step id -> last step record
         self._nodes: dict[str, tuple[str, str]] = {}
         self.wake = threading.Event()
         self._cache_lock = threading.Lock()
@@ -293,12 +300,25 @@ class Accounting:
             and job.state in _RUNNING
         ):
             records.insert(0, batch_step_record(job))
+        if not records:
+            return
+        sent = self._sent_steps.setdefault(job.job_id, {})
         for rec in records:
             data = rec.SerializeToString(deterministic=True)
-            key = (rec.job_id, rec.step_id)
-            if self._sent_steps.get(key) != data:
-                self._sent_steps[key] = data
+            if sent.get(rec.step_id) != data:
+                sent[rec.step_id] = data
                 self.record_step(tx, rec)
+
+    def forget(self, job_ids: Iterable[int]) -> None:
+        """Jobs that left memory (MinJobAge, ctld/job_lifecycle.py): drop their last records. A job's
+        records are in the store's queue by then; should it come back, its first save is queued again."""
+        for job_id in job_ids:
+            self._sent.pop(job_id, None)
+            self._sent_steps.pop(job_id, None)
+
+    def remembered(self) -> tuple[int, int]:
+        """(jobs, steps) whose last record is kept: as many as are in memory, not every job ever run."""
+        return len(self._sent), sum(len(steps) for steps in self._sent_steps.values())
 
     def record_step(self, tx: StateStore, step: pb.StepRecord) -> None:
         """Queue a step record (srun steps, .extern); call inside the transaction that saves the change."""
@@ -506,7 +526,7 @@ class Accounting:
 
         stub = Stub(self._target, self._key)
         down = False
-        refreshed = float("-inf")
+        refreshed = last_sent = float("-inf")
         while not stop.is_set():
             try:
                 # the association/QOS cache: at most every REFRESH_EVERY_S (a burst of records does not
@@ -516,12 +536,14 @@ class Accounting:
                     refreshed = time.monotonic()
                 self._fetch_usage(stub)  # before any record: dbd's answer holds only jobs ended before
                 sent = self._send_batch(stub)
+                if sent:
+                    last_sent = time.monotonic()
                 if down:
                     log.info("accounting storage at %s is back", self._target)
                 down = False
                 if sent < BATCH_SIZE:  # drained: wait for more, then let a burst gather into one batch
                     if self.wake.wait(1.0):
-                        stop.wait(LINGER_S)
+                        stop.wait(max(LINGER_S, last_sent + SEND_INTERVAL_S - time.monotonic()))
                     self.wake.clear()
             except Exception as exc:  # dbd away (grpc.RpcError) or a bug: keep the records, retry
                 if not down:

@@ -240,6 +240,8 @@ class ClusterState:
                 stx.delete_reservation(name)
             for key, value in tx.meta.items():
                 stx.set_meta(key, value)
+        if tx.deleted_jobs:  # committed: what accounting kept of these jobs goes with them
+            self.accounting.forget(tx.deleted_jobs)
 
     # ------------------------------------------------------------------ small shared answers
     def now(self) -> int:

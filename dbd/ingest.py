@@ -1,23 +1,27 @@
 """Store the records ctld sends, exactly once: a batch is applied in one transaction together with the
 highest sequence number seen for (cluster, queue epoch); records at or below it are skipped.
 
-A batch costs a handful of statements whatever its size: existing job states in one SELECT, jobs, steps
-and hourly usage each as one multi-row INSERT .. ON CONFLICT/ON DUPLICATE KEY UPDATE (Core, no ORM
-objects). Only node events (rare, order-dependent) go one by one.
+A batch costs a handful of statements whatever its size: the cluster row and the sequence, existing job
+states in one SELECT, jobs, steps and hourly usage each as one multi-row INSERT .. ON CONFLICT/ON
+DUPLICATE KEY UPDATE. Every statement of a batch is compiled once per process and run on the driver (no
+ORM objects, no per-batch statement building: for the small batches that trickle in while jobs run,
+that building was most of dbd's CPU). Only node events (rare, order-dependent) go through the ORM.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Table, delete, select, tuple_
+from sqlalchemy import Connection, CursorResult, Table, bindparam, delete, insert, select, tuple_, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.expression import ClauseElement
 
 from dbd.models import Base, Cluster, Job, NodeEvent, Received, Step, Usage
 from shoal.v1 import accounting_pb2 as pb
@@ -102,6 +106,8 @@ def _table(model: type[Base]) -> Table:
 JOBS = _table(Job)
 USAGE = _table(Usage)
 STEPS = _table(Step)
+CLUSTERS = _table(Cluster)
+RECEIVED = _table(Received)
 ROWS_PER_STATEMENT = 500  # rows per executemany / per IN list
 UsageKey = tuple[str, str, int]  # (account, user, hour)
 
@@ -109,26 +115,12 @@ UsageKey = tuple[str, str, int]  # (account, user, hour)
 def apply_records(session: Session, req: pb.SendRecordsRequest) -> tuple[int, int]:
     """Apply the records (in sequence order) not applied before; returns (applied_through, newly applied)."""
     cluster, epoch = req.cluster, req.epoch
-    row = session.get(Cluster, cluster)
-    if row is None:
-        row = Cluster(name=cluster)
-        session.add(row)
-    if req.cluster_cpus:
-        row.cpus = req.cluster_cpus
-        if not row.created:  # its first registration: sreport reports from then on
-            row.created = int(time.time())
-    if req.cluster_gpus:
-        row.gpus = req.cluster_gpus
-    if req.control_host:
-        row.control_host = req.control_host
-    session.flush()
-    received = session.scalars(
-        select(Received).where(Received.cluster == cluster, Received.epoch == epoch).with_for_update()
-    ).first()
-    if received is None:
-        received = Received(cluster=cluster, epoch=epoch, last_seq=0)
-        session.add(received)
-    fresh = [r for r in req.records if r.seq > received.last_seq]
+    conn = session.connection()
+    _register_cluster(conn, req)
+    # the sequence row is locked (MariaDB: FOR UPDATE) until this batch commits: exactly once
+    found = _run(conn, _received_stmt, {"cluster": cluster, "epoch": epoch}).first()
+    last_seq = 0 if found is None else int(found[0])
+    fresh = [r for r in req.records if r.seq > last_seq]
     jobs = [r.job for r in fresh if r.WhichOneof("kind") == "job"]
     steps = [r.step for r in fresh if r.WhichOneof("kind") == "step"]
     events = [r.node_event for r in fresh if r.WhichOneof("kind") == "node_event"]
@@ -139,10 +131,117 @@ def apply_records(session: Session, req: pb.SendRecordsRequest) -> tuple[int, in
     _drop_steps_of_unlaunched(session, cluster, jobs)
     for event in events:
         _apply_event(session, cluster, event)
-    if fresh:
-        received.last_seq = max(r.seq for r in fresh)
-    session.flush()
-    return int(received.last_seq), len(fresh)
+    through = max([last_seq, *(r.seq for r in fresh)])
+    if found is None:
+        _run(conn, _received_insert, {"cluster": cluster, "epoch": epoch, "last_seq": through})
+    elif through != last_seq:
+        _run(conn, _received_update, {"cluster": cluster, "epoch": epoch, "last_seq": through})
+    return through, len(fresh)
+
+
+def _register_cluster(conn: Connection, req: pb.SendRecordsRequest) -> None:
+    """The cluster's row with what ctld says of it (its size, its controller); written only on a change."""
+    found = _run(conn, _cluster_stmt, {"name": req.cluster}).first()
+    was = {"cpus": 0, "gpus": 0, "control_host": "", "created": 0} if found is None else dict(found._mapping)
+    row = dict(was)
+    if req.cluster_cpus:
+        row["cpus"] = req.cluster_cpus
+        if not row["created"]:  # its first registration: sreport reports from then on
+            row["created"] = int(time.time())
+    if req.cluster_gpus:
+        row["gpus"] = req.cluster_gpus
+    if req.control_host:
+        row["control_host"] = req.control_host
+    if found is None:
+        _run(conn, _cluster_insert, {"name": req.cluster, **row})
+    elif row != was:
+        _run(conn, _cluster_update, {"name": req.cluster, **row})
+
+
+# ------------------------------------------------------------------ statements compiled once
+
+
+def _run(
+    conn: Connection, build: Callable[..., ClauseElement], params: Mapping[str, Any], *shape: int
+) -> CursorResult[Any]:
+    """Run the statement `build(*shape)` makes, compiled once per dialect and shape, on the driver."""
+    sql, order = _compiled(conn.dialect, build, shape)
+    return conn.exec_driver_sql(sql, tuple(params[c] for c in order) if order else dict(params))
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(
+    dialect: Dialect, build: Callable[..., ClauseElement], shape: tuple[int, ...]
+) -> tuple[str, tuple[str, ...]]:
+    """SQL text and positional parameter order (empty: named) of one statement for one dialect."""
+    compiled = build(*shape).compile(dialect=dialect)
+    assert isinstance(compiled, SQLCompiler)
+    order = tuple(compiled.positiontup or ()) if compiled.positional else ()
+    return str(compiled), order
+
+
+def _padded(keys: Sequence[Any]) -> tuple[int, list[Any]]:
+    """An IN list (at most ROWS_PER_STATEMENT keys) padded to a power of two or to ROWS_PER_STATEMENT,
+    the last key repeated: a few compiled shapes, never more parameters than the chunk allows."""
+    size = 1
+    while size < len(keys):
+        size *= 2
+    size = min(size, ROWS_PER_STATEMENT)
+    return size, [*keys, *[keys[-1]] * (size - len(keys))]
+
+
+def _cluster_stmt() -> ClauseElement:
+    c = CLUSTERS.c
+    return select(c.cpus, c.gpus, c.control_host, c.created).where(c.name == bindparam("name"))
+
+
+def _cluster_insert() -> ClauseElement:
+    return insert(CLUSTERS)
+
+
+def _cluster_update() -> ClauseElement:
+    return (
+        update(CLUSTERS)
+        .where(CLUSTERS.c.name == bindparam("name"))
+        .values({c: bindparam(c) for c in ("cpus", "gpus", "control_host", "created")})
+    )
+
+
+def _received_stmt() -> ClauseElement:
+    c = RECEIVED.c
+    return (
+        select(c.last_seq)
+        .where(c.cluster == bindparam("cluster"), c.epoch == bindparam("epoch"))
+        .with_for_update()
+    )
+
+
+def _received_insert() -> ClauseElement:
+    return insert(RECEIVED)
+
+
+def _received_update() -> ClauseElement:
+    c = RECEIVED.c
+    return (
+        update(RECEIVED)
+        .where(c.cluster == bindparam("cluster"), c.epoch == bindparam("epoch"))
+        .values(last_seq=bindparam("last_seq"))
+    )
+
+
+def _job_states_stmt(size: int) -> ClauseElement:
+    c = JOBS.c
+    pairs = [tuple_(bindparam(f"j{k}"), bindparam(f"s{k}")) for k in range(size)]
+    return select(c.job_id, c.submit_time, c.state).where(
+        c.cluster == bindparam("cluster"), tuple_(c.job_id, c.submit_time).in_(pairs)
+    )
+
+
+def _job_rows_stmt(size: int) -> ClauseElement:
+    c = JOBS.c
+    return select(c.job_id, c.submit_time, c.id).where(
+        c.cluster == bindparam("cluster"), c.job_id.in_([bindparam(f"j{k}") for k in range(size)])
+    )
 
 
 def _upsert(
@@ -205,12 +304,13 @@ def _apply_jobs(session: Session, cluster: str, records: Iterable[pb.JobRecord])
     records = list(records)
     keys = {(r.job_id, r.submit_time) for r in records}
     states: dict[tuple[int, int], str] = {}
+    conn = session.connection()
     for chunk in _chunks(sorted(keys), ROWS_PER_STATEMENT):
-        found = session.execute(
-            select(JOBS.c.job_id, JOBS.c.submit_time, JOBS.c.state).where(
-                JOBS.c.cluster == cluster, tuple_(JOBS.c.job_id, JOBS.c.submit_time).in_(chunk)
-            )
-        )
+        size, padded = _padded(chunk)
+        params: dict[str, Any] = {"cluster": cluster}
+        for k, (job_id, submit) in enumerate(padded):
+            params[f"j{k}"], params[f"s{k}"] = job_id, submit
+        found = _run(conn, _job_states_stmt, params, size)
         states.update({(job_id, submit): state for job_id, submit, state in found})
     last: dict[tuple[int, int], pb.JobRecord] = {}
     usage: dict[UsageKey, list[int]] = {}
@@ -271,12 +371,11 @@ def _apply_steps(session: Session, cluster: str, records: Sequence[pb.StepRecord
     """Upsert the last record of each step; a step of a job accounting never saw is dropped."""
     job_ids = sorted({r.job_id for r in records})
     rows_of: dict[int, list[tuple[int, int]]] = {}  # job id -> [(submit time, row id)]
+    conn = session.connection()
     for chunk in _chunks(job_ids, ROWS_PER_STATEMENT):
-        found = session.execute(
-            select(JOBS.c.job_id, JOBS.c.submit_time, JOBS.c.id).where(
-                JOBS.c.cluster == cluster, JOBS.c.job_id.in_(chunk)
-            )
-        )
+        size, padded = _padded(chunk)
+        params: dict[str, Any] = {"cluster": cluster, **{f"j{k}": job_id for k, job_id in enumerate(padded)}}
+        found = _run(conn, _job_rows_stmt, params, size)
         for job_id, submit, row_id in found:
             rows_of.setdefault(job_id, []).append((submit, row_id))
     last: dict[tuple[int, int], pb.StepRecord] = {}

@@ -1,5 +1,6 @@
 """dbd killed while 100 jobs run and finish, ctld restarted meanwhile, dbd restarted DBD_DOWN_S (5 s) after it
-was killed: every record arrives exactly once.
+was killed: every record arrives exactly once, on each storage engine (SQLite, and MariaDB at
+127.0.0.1:3306 when it answers: the restarted dbd stores into a fresh database there).
 
 dbd comes back no earlier than DBD_DOWN_S after the kill and no earlier than the last job's end, so every
 record waits in ctld's queue across its restart; SHOAL_TEST_DBD_DOWN_S makes the outage longer.
@@ -9,20 +10,48 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from shoal.arrayspec import parse_array
 from tests.e2e.conftest import Cluster, start_cluster, stop_cluster, wait_until
+from tests.state_db import HOST, PORT, scratch_database
 
 pytestmark = pytest.mark.e2e
 JOBS = 100
 DBD_DOWN_S = float(os.environ.get("SHOAL_TEST_DBD_DOWN_S", "5"))
+
+
+@pytest.fixture(params=["sqlite", "mariadb"])
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The engine: "sqlite" (the file `shoal up` writes), or a fresh MariaDB database's name (dropped after)."""
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    with scratch_database() as db:
+        yield db.database
+
+
+def _use_mariadb(conf: Path, database: str) -> str:
+    """Point slurmdbd.conf at `database` on the MariaDB server; returns its SQLAlchemy URL."""
+    lines = [
+        line for line in conf.read_text().splitlines() if not line.startswith(("StorageType", "StorageLoc"))
+    ]
+    lines += [
+        "StorageType=accounting_storage/mysql",
+        f"StorageHost={HOST}",
+        f"StoragePort={PORT}",
+        "StorageUser=root",
+        f"StorageLoc={database}",
+    ]
+    conf.write_text("\n".join(lines) + "\n")
+    return f"mysql+pymysql://root@{HOST}:{PORT}/{database}?charset=utf8mb4"
 
 
 def _pid(cluster: Cluster, name: str) -> int:
@@ -41,11 +70,14 @@ def _start(cluster: Cluster, module: str, conf: Path) -> None:
     )
 
 
-def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path, engine: str) -> None:
     cluster = start_cluster(tmp_path / "c", nodes=2, cpus=4, accounting=True)
     try:
         os.kill(_pid(cluster, "dbd"), signal.SIGKILL)
         killed = time.monotonic()
+        url = f"sqlite:///{cluster.dir / 'state' / 'slurm_acct_db.sqlite'}"
+        if engine != "sqlite":  # the restarted dbd stores what ctld queued meanwhile in MariaDB
+            url = _use_mariadb(cluster.dir / "slurmdbd.conf", engine)
         array = cluster.submit("-a", f"1-{JOBS}", "--wrap", "true", cwd=tmp_path)
         wait_until("jobs to run", lambda: "RUNNING" in cluster.ok("squeue", "-h", "-o", "%T"))
         os.kill(_pid(cluster, "ctld"), signal.SIGKILL)  # records queued so far must survive
@@ -65,16 +97,19 @@ def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path) ->
 
         wait_until("every record in sacct", all_arrived, 120)
 
-        def counts() -> tuple[tuple[int, int], tuple[int, int], tuple[int]]:
-            db = sqlite3.connect(cluster.dir / "state" / "slurm_acct_db.sqlite")
+        def counts() -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+            db = create_engine(url)
             try:
-                return (
-                    db.execute("SELECT COUNT(*), COUNT(DISTINCT job_id) FROM jobs").fetchone(),
-                    db.execute("SELECT COUNT(*), COUNT(DISTINCT job_row) FROM steps").fetchone(),
-                    db.execute("SELECT COUNT(*) FROM jobs WHERE end_time = 0").fetchone(),
-                )
+                with db.connect() as conn:
+                    return (
+                        tuple(conn.execute(text("SELECT COUNT(*), COUNT(DISTINCT job_id) FROM jobs")).one()),
+                        tuple(
+                            conn.execute(text("SELECT COUNT(*), COUNT(DISTINCT job_row) FROM steps")).one()
+                        ),
+                        tuple(conn.execute(text("SELECT COUNT(*) FROM jobs WHERE end_time = 0")).one()),
+                    )
             finally:
-                db.close()
+                db.dispose()
 
         def runs_shown() -> list[tuple[str, str]]:
             """sacct's rows, never-started array tasks folded into one row (`A_[6,8]`) unfolded."""

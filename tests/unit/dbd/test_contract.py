@@ -433,6 +433,21 @@ def test_one_batch_with_a_jobs_whole_life_and_its_steps(sessions: sessionmaker[S
     assert [r.fields["cpu_seconds"] for r in rows] == [str(300 * 60 * 2)]
 
 
+def test_batches_larger_than_one_statement_see_every_job_they_hold(sessions: sessionmaker[Session]) -> None:
+    # 700 jobs: more than one statement's IN list (ROWS_PER_STATEMENT), the rest padded to a compiled
+    # shape. A job finished in the first batch is known as finished in the second, whatever its chunk:
+    # usage counts once; every job's step finds its job.
+    jobs = range(1, 701)
+    assert send(sessions, [job(i, start_time=3600, end_time=3660) for i in jobs]) == (700, 700)
+    again = [job(i, start_time=3600, end_time=3660, reason="again") for i in jobs] + [step(i) for i in jobs]
+    assert send(sessions, again, start=701) == (2100, 1400)
+    found = find(sessions)
+    assert len(found) == 700 and {len(j.steps) for j in found} == {1}
+    with sessions() as session:
+        rows = queries.report(session, pb.ReportRequest(start=0, end=7200, cluster="c1")).rows
+    assert [r.fields["cpu_seconds"] for r in rows] == [str(700 * 60 * 2)]
+
+
 def test_report_says_since_when_the_cluster_is_known(sessions: sessionmaker[Session]) -> None:
     # sreport prints no row for a period before it (22.05 has no rolled-up hours for it)
     with sessions() as session:
