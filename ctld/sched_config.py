@@ -19,6 +19,7 @@ _NUMERIC = {
     "bf_resolution": "bf_resolution_s",
     "bf_max_job_test": "bf_max_job_test",
     "bf_max_job_user": "bf_max_job_user",
+    "bf_max_job_array_resv": "bf_max_job_array_resv",
     "default_queue_depth": "max_job_test",
     "bf_reservations": "bf_reservations",  # shoal's own: 1 = EASY, 0 = every tested job (Slurm)
     "max_switch_wait": "max_switch_wait_s",
