@@ -58,6 +58,17 @@ def numeric_parameters(text: str) -> dict[str, int]:
     return fields
 
 
+SCHED_MIN_INTERVAL_US = 2  # 22.05's default: in effect, no throttle
+
+
+def sched_min_interval_s(cfg: SlurmConfig) -> float:
+    """SchedulerParameters sched_min_interval (microseconds, 22.05's default 2; 0 = no throttle): the
+    least time from the end of one scheduling cycle to the start of the next, in seconds. Events
+    (submissions, completions) that arrive meanwhile are served together by the next cycle."""
+    value = scheduler_parameters(cfg.scheduler_parameters).get("sched_min_interval", "")
+    return (int(value) if value.isdigit() else SCHED_MIN_INTERVAL_US) / 1_000_000
+
+
 def sched_config(cfg: SlurmConfig) -> Config:
     """The core's Config for this slurm.conf."""
     numbers: dict[str, Any] = {}  # Config's integer fields only (_NUMERIC)
