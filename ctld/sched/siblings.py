@@ -14,14 +14,31 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import fields
+from itertools import count
 from operator import attrgetter
 from typing import Generic, TypeVar
 
-from ctld.sched import placement
+from ctld.sched import memo, placement
 from ctld.sched.model import JobRequest
 
 _IDENTITY = frozenset({"job_id", "array_task_id", "priority"})  # what tasks of one array differ by
 _ask = attrgetter(*(f.name for f in fields(JobRequest) if f.name not in _IDENTITY))
+_asks: dict[tuple[object, ...], int] = {}  # an ask -> its number (numbers are never reused)
+
+
+@memo.by_identity
+def _ask_number(job: JobRequest) -> int:
+    """A number per distinct ask: equal numbers, equal asks (a request is frozen, kept across cycles)."""
+    ask = _ask(job)
+    found = _asks.get(ask)
+    if found is None:
+        if len(_asks) >= memo.BOUND:
+            _asks.clear()  # a later equal ask gets a new number: only a shortcut missed
+        found = _asks[ask] = next(_numbers)
+    return found
+
+
+_numbers = count(1)
 
 Answer = TypeVar("Answer")
 
@@ -29,7 +46,11 @@ Answer = TypeVar("Answer")
 def same_ask(a: JobRequest, b: JobRequest) -> bool:
     """Two tasks of one array that ask for the same resources, time, partitions, holds and limits
     (always False with the shortcuts off)."""
-    return placement.SHORTCUTS and a.array_job_id == b.array_job_id != 0 and _ask(a) == _ask(b)
+    return (
+        placement.SHORTCUTS
+        and a.array_job_id == b.array_job_id != 0
+        and (a is b or _ask_number(a) == _ask_number(b))
+    )
 
 
 class Siblings(Generic[Answer]):
