@@ -24,21 +24,23 @@ from ctld.sched.model import JobRequest
 _IDENTITY = frozenset({"job_id", "array_task_id", "priority"})  # what tasks of one array differ by
 _ask = attrgetter(*(f.name for f in fields(JobRequest) if f.name not in _IDENTITY))
 _asks: dict[tuple[object, ...], int] = {}  # an ask -> its number (numbers are never reused)
+_numbers = count(1)
 
 
 @memo.by_identity
 def _ask_number(job: JobRequest) -> int:
     """A number per distinct ask: equal numbers, equal asks (a request is frozen, kept across cycles)."""
     ask = _ask(job)
-    found = _asks.get(ask)
+    try:
+        found = _asks.get(ask)
+    except TypeError:  # a field built unhashable (a list for a tuple): alike to nothing
+        return next(_numbers)
     if found is None:
         if len(_asks) >= memo.BOUND:
             _asks.clear()  # a later equal ask gets a new number: only a shortcut missed
         found = _asks[ask] = next(_numbers)
     return found
 
-
-_numbers = count(1)
 
 Answer = TypeVar("Answer")
 
@@ -72,7 +74,3 @@ class Siblings(Generic[Answer]):
         """`job` got `answer`, leaving the pass at `mark` (only an answer that moved nothing is reused)."""
         if job.array_job_id:
             self._last[job.array_job_id] = (job, mark, answer)
-
-    def forget(self, job: JobRequest) -> None:
-        if job.array_job_id:
-            self._last.pop(job.array_job_id, None)
