@@ -270,7 +270,7 @@ def start_shoal(directory: Path, max_array_size: int = 0) -> tuple[Path, dict[st
     scripts = Path(sysconfig.get_path("scripts"))
     cli = directory / "cli"
     cli.mkdir(exist_ok=True)
-    for name in ("sbatch", "squeue", "sinfo", "scontrol", "scancel", "sacct"):
+    for name in ("sbatch", "squeue", "sinfo", "scontrol", "scancel", "sacct", "sdiag"):
         if not (scripts / name).exists():
             raise SystemExit(f"vs_slurm: {scripts / name} is missing (pip install -e .)")
         (cli / name).symlink_to(scripts / name)
@@ -284,8 +284,25 @@ def _config_value(bin_dir: Path, env: dict[str, str], key: str) -> str:
     )
 
 
-def submit_path(bin_dir: Path, env: dict[str, str], held: int, array: int) -> dict[str, str]:
-    """Held submissions per second, and an `array`-task array's submit -> all COMPLETED in sacct."""
+def _cpu_s(pidfile: str) -> float:
+    """The CPU seconds (user + system) the process in `pidfile` has used so far."""
+    pid = int(Path(pidfile).read_text().split()[0])
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _sched_cycles(bin_dir: Path, env: dict[str, str]) -> tuple[int, int]:
+    """sdiag's "Total cycles" of the main scheduler and of backfill."""
+    out = _run([str(bin_dir / "sdiag")], env).stdout
+    counts = [
+        int(line.split(":")[1]) for line in out.splitlines() if line.strip().startswith("Total cycles:")
+    ]
+    return (counts + [0, 0])[0], (counts + [0, 0])[1]
+
+
+def submit_path(bin_dir: Path, env: dict[str, str], held: int, array: int, pidfile: str) -> dict[str, str]:
+    """Held submissions per second, and an `array`-task array's submit -> all COMPLETED in sacct (with
+    the controller's CPU per task, from `pidfile`'s process, and sdiag's scheduling cycles meanwhile)."""
     work = tempfile.mkdtemp(prefix="vs_slurm.work.")
     os.chmod(work, 0o1777)
     full_env = {**os.environ, **env}
@@ -308,6 +325,7 @@ def submit_path(bin_dir: Path, env: dict[str, str], held: int, array: int) -> di
         while _run([str(bin_dir / "squeue"), "-h", "-n", name, "-o", "%i"], env).stdout.strip():
             time.sleep(0.5)
         name = f"array_{tag}"
+        cpu0, cycles0 = _cpu_s(pidfile), _sched_cycles(bin_dir, env)
         t0 = time.monotonic()
         sub = subprocess.run(
             [str(bin_dir / "sbatch"), "-a", f"0-{array - 1}", "-J", name, "--wrap=true"],
@@ -331,9 +349,14 @@ def submit_path(bin_dir: Path, env: dict[str, str], held: int, array: int) -> di
                 break
             time.sleep(1.0)
         wall = time.monotonic() - t0
+        cpu, cycles = _cpu_s(pidfile) - cpu0, _sched_cycles(bin_dir, env)
         figures[f"{array}-task array: the sbatch itself, s"] = f"{submitted:.3f}"
         figures[f"{array}-task array: submit -> all COMPLETED in sacct, s"] = (
             f"{wall:.1f}" if done >= array else f"timeout ({done} done)"
+        )
+        figures[f"{array}-task array: controller CPU per task, ms"] = f"{1000 * cpu / array:.2f}"
+        figures[f"{array}-task array: scheduling cycles (main / backfill)"] = (
+            f"{cycles[0] - cycles0[0]} / {cycles[1] - cycles0[1]}"
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -444,12 +467,12 @@ def submit_path_main(held: int, array: int) -> int:
         f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} at the start; "
         f"{held} held submissions, a {array}-task array"
     )
-    results = {"slurm": submit_path(SLURM_BIN, SLURM_ENV, held, array)}
+    results = {"slurm": submit_path(SLURM_BIN, SLURM_ENV, held, array, "/run/realslurm/slurmctld.pid")}
     print(f"# load {os.getloadavg()[0]:.2f} after Slurm's run", flush=True)
     directory = Path(tempfile.mkdtemp(prefix="vs_slurm."))
     try:
         cli, env = start_shoal(directory, max_array_size=array)
-        results["shoal"] = submit_path(cli, env, held, array)
+        results["shoal"] = submit_path(cli, env, held, array, str(directory / "run" / "ctld.pid"))
     finally:
         stop_shoal(directory)
     print(f"# load {os.getloadavg()[0]:.2f} at the end")

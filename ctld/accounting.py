@@ -397,10 +397,20 @@ class Accounting:
             return self._find(job.account, job.user_name, job.partition) if self.enabled else 0
 
     def attach(self, req: m.JobRequest, job: record.JobRecord | None) -> m.JobRequest:
-        """The scheduler's view of a pending job, with its association and QOS."""
+        """The scheduler's view of a pending job, with its association and QOS.
+
+        Kept on the record from cycle to cycle while the view and those two stay the same (a reload of
+        the association cache that moves the job to another association makes a new one), so the
+        core's answers remembered per request (ctld/sched/memo.py) hold across cycles."""
         if job is None or not self.enabled:  # fair-share needs the association even without enforcement
             return req
-        return replace(req, assoc_id=self.assoc_id(job), qos=job.qos)
+        assoc_id = self.assoc_id(job)
+        kept = job.attached_request
+        if kept is not None and kept[0] is req and kept[1].assoc_id == assoc_id and kept[1].qos == job.qos:
+            return kept[1]
+        attached = replace(req, assoc_id=assoc_id, qos=job.qos)
+        job.attached_request = (req, attached)
+        return attached
 
     def priority_inputs(self) -> m.PriorityInputs:
         """QOS and association priorities for priority/multifactor (see priority_inputs.py)."""

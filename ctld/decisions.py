@@ -49,16 +49,23 @@ def apply_verdicts(by_id: Mapping[int, JobRecord], result: m.CycleResult, now: i
         if waiting.array_job_id:
             # squeue shows an array's pending tasks as one record with one reason, as Slurm
             reason = array_reason.setdefault(waiting.array_job_id, reason)
-        waiting.state_reason = reason
-        waiting.last_sched_eval = now
+        # (a record's assignment is bookkept: read first, a thousand pending tasks a cycle)
+        if waiting.state_reason != reason:
+            waiting.state_reason = reason
+        if waiting.last_sched_eval != now:
+            waiting.last_sched_eval = now
     for job_id, prio in result.priorities.items():
         waiting = by_id.get(job_id)
-        if waiting is not None:
-            waiting.priority = 0 if waiting.held else prio
+        if waiting is not None and waiting.priority != (prio := 0 if waiting.held else prio):
+            waiting.priority = prio
     for job_id, waiting in by_id.items():  # backfill's plan: squeue --start, SCHEDNODES
         plan = result.planned.get(job_id)
-        waiting.start_time = plan.start_time if plan else 0
-        waiting.sched_nodes = hostlist.collect(plan.nodes) if plan else ""
+        start_time = plan.start_time if plan else 0
+        nodes = hostlist.collect(plan.nodes) if plan and plan.nodes else ""
+        if waiting.start_time != start_time:
+            waiting.start_time = start_time
+        if waiting.sched_nodes != nodes:
+            waiting.sched_nodes = nodes
 
 
 def apply_start(job: JobRecord, start: m.Start, now: int, node_types: Mapping[str, str]) -> None:

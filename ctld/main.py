@@ -317,9 +317,17 @@ def _take_lease(cfg: SlurmConfig, stop: threading.Event, notifier: Notifier) -> 
 
 
 def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, interval: float) -> None:
+    """A cycle on each wake (events arriving during a cycle are served by the next one), at least
+    SchedulerParameters sched_min_interval after the previous cycle ended."""
+    from ctld.sched_config import sched_min_interval_s
+
     log = logging.getLogger("shoal.ctld.sched")
+    ended = 0.0
     while not stop.is_set():
         controller.wake.wait(interval)
+        pause = ended + sched_min_interval_s(controller.cfg) - time.monotonic()
+        if pause > 0 and stop.wait(pause):
+            return
         controller.wake.clear()
         if stop.is_set():
             return
@@ -334,6 +342,7 @@ def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, i
                 diag.observe(controller.jobs.values())
         except Exception:  # keep scheduling; a bug must not take the controller down
             log.exception("scheduling cycle failed")
+        ended = time.monotonic()
 
 
 def _reconfigure_loop(controller: Controller, hup: threading.Event, stop: threading.Event) -> None:

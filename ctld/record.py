@@ -53,7 +53,7 @@ REQUEST_INPUTS = frozenset(
     }
 )
 _UNSET = object()
-_BOOKKEEPING = frozenset({"version", "changes", "cached_request", "table", "counted_as"})
+_BOOKKEEPING = frozenset({"version", "changes", "cached_request", "attached_request", "table", "counted_as"})
 # what a job table counts a job by (ctld/job_table.py): a change of one is reported to the table
 COUNTED = frozenset({"state", "account", "user_name", "partition", "qos", "user_id"})
 # (account, user_name, partition, qos, user_id) of a pending or running job, built from COUNTED
@@ -79,6 +79,8 @@ class JobRecord:
     changes: int = field(default=0, init=False, repr=False)  # every change of a field's value (listing views)
     # the core's view of the job as of `version` (ClusterState.request); not stored, not sent
     cached_request: tuple[int, JobRequest] | None = field(default=None, init=False, repr=False)
+    # that view with its association and QOS (ctld.accounting's attach): (the view, with them)
+    attached_request: tuple[JobRequest, JobRequest] | None = field(default=None, init=False, repr=False)
     # the job table holding the record (state.jobs), and the key it counts the record under there
     table: Table | None = field(default=None, init=False, repr=False)
     counted_as: CountKey | None = field(default=None, init=False, repr=False)

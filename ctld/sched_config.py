@@ -19,6 +19,7 @@ _NUMERIC = {
     "bf_resolution": "bf_resolution_s",
     "bf_max_job_test": "bf_max_job_test",
     "bf_max_job_user": "bf_max_job_user",
+    "bf_max_job_array_resv": "bf_max_job_array_resv",
     "default_queue_depth": "max_job_test",
     "bf_reservations": "bf_reservations",  # shoal's own: 1 = EASY, 0 = every tested job (Slurm)
     "max_switch_wait": "max_switch_wait_s",
@@ -55,6 +56,17 @@ def numeric_parameters(text: str) -> dict[str, int]:
             raise ValueError(f"--sched-params: {option} needs a whole number, not {value!r}")
         fields[name] = int(value)
     return fields
+
+
+SCHED_MIN_INTERVAL_US = 2  # 22.05's default: in effect, no throttle
+
+
+def sched_min_interval_s(cfg: SlurmConfig) -> float:
+    """SchedulerParameters sched_min_interval (microseconds, 22.05's default 2; 0 = no throttle): the
+    least time from the end of one scheduling cycle to the start of the next, in seconds. Events
+    (submissions, completions) that arrive meanwhile are served together by the next cycle."""
+    value = scheduler_parameters(cfg.scheduler_parameters).get("sched_min_interval", "")
+    return (int(value) if value.isdigit() else SCHED_MIN_INTERVAL_US) / 1_000_000
 
 
 def sched_config(cfg: SlurmConfig) -> Config:

@@ -29,6 +29,7 @@ from ctld.sched.limits import FOREVER, job_end
 from ctld.sched.model import JobRequest, Partition, Pend, Planned, Snapshot, Start, Waiting
 from ctld.sched.placement import Overlay, candidate_partitions, place, release
 from ctld.sched.resources import is_exclusive, job_cpus
+from ctld.sched.siblings import same_ask
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,11 +273,28 @@ def run_backfill(
         queue, starving = wait_target.urgent_first(timeline, waiting, _open_partitions)
     else:
         queue, starving = starve.starving_first(queue, {p.name: p for p in snap.partitions}, config, now)
+    array_plans: dict[int, list[Planned]] = {}  # array -> the plans (reservations) its tasks got
+    no_room: dict[int, JobRequest] = {}  # array -> a task over bf_max_job_array_resv that did not fit now
     for job in queue:
         if not isinstance(verdicts.get(job.job_id), Pend):
             continue  # only a job waiting for room gets a plan (a reservation's job: for its start)
         if tested >= config.bf_max_job_test:
             break
+        over_array_limit = (
+            job.array_job_id != 0
+            and len(array_plans.get(job.array_job_id, ())) >= max(0, config.bf_max_job_array_resv)
+            and job.job_id not in starving
+        )
+        if over_array_limit:
+            # no reservation: it shows when its array's last reserved task is planned, as the array's
+            # record does in Slurm; a task asking what one that found no room now asked finds none
+            # either (this pass only ever takes room), so it is not tried again
+            plans = array_plans.get(job.array_job_id)
+            if plans:
+                result.planned[job.job_id] = Planned(plans[-1].start_time, ())
+            seen = no_room.get(job.array_job_id)
+            if seen is not None and same_ask(seen, job):
+                continue
         if config.bf_max_job_user and per_user[job.user_id] >= config.bf_max_job_user:
             continue
         if job.array_job_id and job.array_max_running and tasks[job.array_job_id] >= job.array_max_running:
@@ -286,16 +304,20 @@ def run_backfill(
             continue
         tested += 1
         per_user[job.user_id] += 1
-        may_reserve = (
+        may_reserve = not over_array_limit and (
             config.bf_reservations <= 0 or reserved < config.bf_reservations or job.job_id in starving
         )
         cpus = job_cpus(job)
         if not may_reserve and _cpus_needed(job, parts, cpus) > free_cpus:
+            if over_array_limit:
+                no_room[job.array_job_id] = job
             continue  # cannot start now, and gets no reservation: no need to place it
         found = _earliest(job, parts, timeline, horizon if may_reserve else now, cpus)
         if found is None:
             if may_reserve and not job.reservation:
                 blocked.update(p.name for p in parts)
+            if over_array_limit:
+                no_room[job.array_job_id] = job
             continue
         begin, start = found
         if begin <= now and config.bf_strict and job_end(now, start.time_limit_min) > first_reservation:
@@ -304,6 +326,7 @@ def run_backfill(
             continue
         timeline.hold(begin, start)
         if begin <= now:
+            result.planned.pop(job.job_id, None)
             result.starts.append(replace(start, by_backfill=True))
             free_cpus -= sum(a.cpus for a in start.allocation)
             if job.array_job_id:
@@ -311,7 +334,9 @@ def run_backfill(
         else:
             reserved += job.job_id not in starving
             first_reservation = min(first_reservation, begin)
-            result.planned[job.job_id] = Planned(begin, tuple(a.node for a in start.allocation))
+            plan = result.planned[job.job_id] = Planned(begin, tuple(a.node for a in start.allocation))
+            if job.array_job_id:
+                array_plans.setdefault(job.array_job_id, []).append(plan)
     return result
 
 

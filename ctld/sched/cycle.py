@@ -51,6 +51,7 @@ from ctld.sched.reasons import (
     PRIORITY,
     RESOURCES,
 )
+from ctld.sched.siblings import Siblings
 
 BAD_PARTITION = PARTITION_DOWN  # the job's partitions were removed from the configuration
 WAITS_ITS_TURN = Pend(PRIORITY)  # higher-priority jobs hold its partitions
@@ -70,6 +71,10 @@ class _CycleState:
     preemptions: list[Preemption] = field(default_factory=list)
     held: list[Start] = field(default_factory=list)  # where preemptors will start, kept from lower jobs
 
+    def mark(self) -> tuple[int, int, int, int, int]:
+        """Where the pass stands: every field above only grows, so an unchanged mark means nothing moved."""
+        return len(self.starts), len(self.preemptions), len(self.held), len(self.blocked), self.tested
+
 
 def run_cycle(snap: Snapshot, now: int) -> CycleResult:
     """Decide which pending jobs start now, where, and why the others wait."""
@@ -87,8 +92,14 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
                     state.assoc.wait_for(job)
     resumes = tuple(preemption.resumable(snap))  # even with preemption since turned off
     verdicts: dict[int, Waiting] = {}
+    alike: Siblings[Waiting] = Siblings()  # an array's tasks asking alike: one answer while nothing moves
     for job in queue:
-        verdict = _schedule_one(job, snap, now, statuses, state)
+        before = state.mark()
+        verdict = alike.known(job, before)
+        if verdict is None:
+            verdict = _schedule_one(job, snap, now, statuses, state)
+            if verdict is not None and state.mark() == before:
+                alike.remember(job, before, verdict)
         if verdict is not None:
             verdicts[job.job_id] = verdict
     planned = backfill(snap, now, queue, state, verdicts)

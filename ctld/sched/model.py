@@ -243,6 +243,7 @@ class Config:
     bf_resolution_s: int = 60  # planned times are rounded up to this
     bf_max_job_test: int = 500  # jobs the backfill pass considers
     bf_max_job_user: int = 0  # 0 = no per-user limit on jobs considered
+    bf_max_job_array_resv: int = 20  # tasks of one array that get a reservation (later ones: none)
     bf_reservations: int = 0  # shoal: top jobs that get a reservation; 0 = every job tested, 1 = EASY
     # shoal's own (starve.py): short jobs first; a reservation for each starving job (0 = off)
     short_first_min: int = 0  # jobs with a time limit of at most this many minutes go first

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from ctld.sched.model import UNLIMITED, JobRequest, Partition, PriorityConfig, PriorityInputs, Snapshot
 from ctld.sched.resources import job_cpus, job_gpus
+from ctld.sched.siblings import same_ask
 
 BASE_PRIORITY = 4_294_901_760  # priority/basic: older jobs (smaller ids) rank higher
 MAX_PRIORITY = 0xFFFFFFFF
@@ -118,12 +119,18 @@ def priorities_of(snap: Snapshot, jobs: Iterable[JobRequest], now: int) -> dict[
     parts = {part.name: part for part in snap.partitions}
     ctx = cluster_context(snap) if snap.config.priority.type == MULTIFACTOR else None
     result: dict[int, int] = {}
+    last: dict[int, JobRequest] = {}  # array -> its last task weighed: tasks asking alike weigh the same
     for job in jobs:
+        if ctx is not None and (seen := last.get(job.array_job_id)) is not None and same_ask(seen, job):
+            result[job.job_id] = result[seen.job_id]
+            continue
         first = next((parts[name] for name in job.partitions if name in parts), None)
         if first is None:
             result[job.job_id] = job.admin_priority if job.admin_priority is not None else 0
         else:
             result[job.job_id] = job_priority(job, first, now, snap.config.priority, ctx)
+        if job.array_job_id:
+            last[job.array_job_id] = job
     return result
 
 

@@ -72,3 +72,14 @@ def test_keys_the_file_leaves_out_show_slurms_defaults(tmp_path: Path) -> None:
     assert shown["MailProg"] == "/bin/mail"
     assert shown["MaxNodeCount"] == "1"
     assert shown["SelectTypeParameters"] == "CR_CORE_MEMORY"
+
+
+def test_scheduler_parameters_show_as_written(tmp_path: Path) -> None:
+    """sched_min_interval and bf_max_job_array_resv, which shoal now reads, show as the file gives them."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(
+        "ClusterName=tiny\nSlurmctldHost=head\nNodeName=n1 CPUs=2\nPartitionName=p Nodes=n1 Default=YES\n"
+        "SchedulerParameters=sched_min_interval=500000,bf_max_job_array_resv=5\n"
+    )
+    shown = {line.split(" = ")[0].strip(): line.split(" = ", 1)[1] for line in _shown(conf)[1:]}
+    assert shown["SchedulerParameters"] == "sched_min_interval=500000,bf_max_job_array_resv=5"

@@ -1,12 +1,13 @@
 """The scheduler's shortcuts decide nothing: node indexes, the "same request already failed" memo,
-and backfill's incrementally grown timeline states.
+backfill's incrementally grown timeline states, and one answer for an array's tasks asking alike.
 
 `placement.SHORTCUTS` off, every job scans every candidate node as written in placement.py and
 backfill builds each window's overlay afresh from every hold; on, nodes that cannot hold the job's
 smallest slot are skipped, a request shape that failed on an unchanged overlay is answered from
 the memo, and windows share and grow their overlays. Over random clusters (GPU types, weights, features,
 down nodes, partly used nodes, running jobs with ends, ExclusiveUser, a reservation) and queues of many identical shapes (so the
-memo is hit), both schedulers must give the same starts, reasons and planned starts.
+memo is hit), and runs of an array's tasks asking alike (ctld/sched/siblings.py), both schedulers
+must give the same starts, reasons and planned starts.
 """
 
 from __future__ import annotations
@@ -89,6 +90,17 @@ def requests(draw: st.DrawFn, count: int, names: list[str]) -> list[JobRequest]:
                 time_limit_min=limit,
             )
         )
+    if draw(st.booleans()):  # a run of tasks of one array, most asking alike (the siblings shortcut)
+        first = count + 1
+        base = dataclasses.replace(draw(st.sampled_from(shapes)), array_job_id=first, submit_time=first)
+        for task in range(draw(st.integers(2, 30))):
+            limit = draw(st.sampled_from([base.time_limit_min] * 4 + [5]))
+            held = draw(st.integers(0, 9)) == 0
+            jobs.append(
+                dataclasses.replace(
+                    base, job_id=first + task, array_task_id=task, time_limit_min=limit, held_user=held
+                )
+            )
     return jobs
 
 
@@ -148,6 +160,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         def_mem_per_cpu_mb=draw(st.sampled_from([0, 1000])),
         scheduler=draw(st.sampled_from(["sched/builtin", "sched/backfill"])),
         bf_reservations=draw(st.sampled_from([0, 1])),
+        bf_max_job_array_resv=draw(st.sampled_from([20, 2, 0])),
     )
     reservations = tuple(
         Reservation(
