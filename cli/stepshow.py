@@ -9,11 +9,13 @@ from shoal.timefmt import format_duration, format_time_limit, format_timestamp
 from shoal.v1 import controller_pb2, jobs_pb2
 
 BATCH_STEP = -4
+EXTERN_STEP = -5  # PrologFlags=Contain
+STEP_WORDS = {BATCH_STEP: "batch", EXTERN_STEP: "extern"}
 STATE_NAMES = {v: k for k, v in jobs_pb2.JobState.items()}
 
 
 def step_id_text(step: jobs_pb2.JobStep) -> str:
-    return f"{step.job_id}.batch" if step.step_id == BATCH_STEP else f"{step.job_id}.{step.step_id}"
+    return f"{step.job_id}.{STEP_WORDS.get(step.step_id, step.step_id)}"
 
 
 def load_steps(ids: Iterable[str], include_finished: bool) -> tuple[list[jobs_pb2.JobStep], int]:
@@ -73,7 +75,7 @@ def squeue_rows(
 
 
 def squeue_order(step: jobs_pb2.JobStep) -> tuple[int, int, int]:
-    """squeue -s's order in 22.05: by job, its numbered steps first, then `.batch`."""
+    """squeue -s's order in 22.05: by job, its numbered steps first, then `.batch`, then `.extern`."""
     return (step.job_id, 1, -step.step_id) if step.step_id < 0 else (step.job_id, 0, step.step_id)
 
 

@@ -428,6 +428,35 @@ def test_alloc_runs_the_prolog_on_every_node_before_the_script_and_the_epilog_ev
     wait_until("the extern cgroups gone", lambda: not _extern_cgroups(alloc, job))
 
 
+def test_the_extern_step_is_listed_by_squeue_s_and_scontrol_show_step(alloc: Cluster, workdir: Path) -> None:
+    """Under Contain 22.05 lists the job's `.extern` step as a running step: the whole allocation, one
+    task per node, after `.batch` (the real cluster here has no Contain: its order is Slurm's step ids,
+    extern above batch, and its sacct is the test above)."""
+    job = alloc.submit(
+        "-J", "ext", "-N2", "-o", str(workdir / "o"), "--wrap", "srun -N1 -w node1 sleep 60", cwd=workdir
+    )
+    try:
+
+        def rows() -> list[str]:
+            return alloc.ok("squeue", "-s", "-j", str(job), "-h", "-o", "%i %j %N %u").splitlines()
+
+        wait_until("the job's steps", lambda: len(rows()) == 3)
+        user = alloc.ok("squeue", "-h", "-j", str(job), "-o", "%u").strip()
+        assert rows() == [
+            f"{job}.0 sleep node1 {user}",
+            f"{job}.batch batch node1 {user}",
+            f"{job}.extern extern node[1-2] {user}",
+        ]
+        shown = alloc.ok("scontrol", "show", "step", f"{job}.extern")
+        assert f"StepId={job}.extern " in shown and "State=RUNNING" in shown, shown
+        assert "NodeList=node[1-2]" in shown and "Nodes=2 " in shown and "Tasks=2 Name=extern" in shown, shown
+        assert f"{job}.extern" in alloc.ok("scontrol", "show", "step")  # every step, the extern too
+    finally:
+        alloc.ok("scancel", str(job))
+        alloc.wait_state(job, {"CANCELLED", "COMPLETED", "FAILED"})
+    assert alloc.ok("squeue", "-s", "-j", str(job), "-h") == ""  # gone with its job
+
+
 def test_salloc_waits_for_the_prologs_under_alloc(alloc: Cluster, alloc_hooks: Path) -> None:
     marks = alloc_hooks / "marks"
     out = alloc.run(

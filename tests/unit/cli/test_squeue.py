@@ -509,11 +509,13 @@ def test_steps_are_filtered_by_job_and_user_as_22_05(argv: list[str], shown: lis
 def test_steps_are_listed_in_22_05_s_order() -> None:
     from cli.stepshow import squeue_order, step_id_text
 
-    steps = [jobs_pb2.JobStep(job_id=j, step_id=s) for j, s in [(4701, -4), (4700, -4), (4700, 1), (4700, 0)]]
+    pairs = [(4701, -4), (4700, -5), (4700, -4), (4700, 1), (4700, 0)]
+    steps = [jobs_pb2.JobStep(job_id=j, step_id=s) for j, s in pairs]
     assert [step_id_text(s) for s in sorted(steps, key=squeue_order)] == [
         "4700.0",
         "4700.1",
         "4700.batch",
+        "4700.extern",  # PrologFlags=Contain's, after .batch as Slurm orders step ids
         "4701.batch",
     ]
 
