@@ -226,10 +226,13 @@ def cmd_show(args: list[str], flags: Flags) -> int:
         return show_nodes(name, flags)
     if matches(entity, "steps", 4):
         from cli.common import CommandError
-        from cli.stepshow import show_steps
+        from cli.stepshow import StepNotFound, show_steps
 
         try:
             records = show_steps(name)
+        except StepNotFound as exc:
+            print(exc.message)
+            return 1
         except CommandError as exc:
             raise Failure(exc.message) from exc
         if not records:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from cli import fmt
@@ -293,6 +293,8 @@ def parse_job_ids(text: str) -> list[tuple[int, int | None]]:
         if not word:
             continue
         base, sep, task = word.partition("_")
+        if not sep and base[:1].isdigit():
+            base = base.partition(".")[0]  # 22.05 takes `-j 12.0` (a step id, a stray operand) as job 12
         if not base.isdigit() or int(base) == 0:
             raise ValueError(f"Invalid job id: {word}")
         if not sep:
@@ -556,13 +558,13 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(1)
 
 
-USAGE = (
+USAGE = (  # 22.05's, which the error for a stray operand prints too (its last line starts with a tab)
     "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n"
-    "              [-n name] [-o format] [-O Format] [-p partitions]\n"
-    "              [--qos qos] [--reservation reservation] [--sort fields] [--start]\n"
+    "              [-n name] [-o format] [-p partitions] [--qos qos]\n"
+    "              [--reservation reservation] [--sort fields] [--start]\n"
     "              [--step step_id] [-t states] [-u user_name] [--usage]\n"
     "              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n"
-    "              [--json|--yaml] [-ahjlrsv]\n"
+    "\t      [-ahjlrsv]\n"
 )
 
 HELP = """Usage: squeue [OPTIONS]
@@ -630,6 +632,57 @@ def _parser() -> _Parser:
     return p
 
 
+# -j/--jobs and -s/--steps take their list only attached (-j12, --jobs=12), as with 22.05's getopt
+_OPTIONAL_LIST = {"-j", "--jobs", "--job", "-s", "--steps", "--step"}
+
+
+def split_operands(argv: Sequence[str], parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
+    """(options, operands): 22.05 reads squeue's command line with getopt, so `-j 12` is the flag -j and
+    the operand 12, and the operands are dealt with afterwards (apply_operands)."""
+    takes_value = {o for a in parser._actions for o in a.option_strings if a.nargs is None}
+    options: list[str] = []
+    operands: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            operands.extend(words)
+        elif word.startswith("--"):
+            options.append(word)
+            if "=" not in word and word in takes_value:
+                options.extend(_value(words))
+        elif word.startswith("-") and len(word) > 1:
+            options.append(word)
+            for i, letter in enumerate(word[1:], 1):
+                short = f"-{letter}"
+                if short in _OPTIONAL_LIST or short in takes_value:
+                    if short in takes_value and i == len(word) - 1:
+                        options.extend(_value(words))
+                    break  # the rest of the word is the option's value
+        else:
+            operands.append(word)
+    return options, operands
+
+
+def _value(words: Iterator[str]) -> list[str]:
+    """The next word, an option's value even when it looks like an operand ([] at the end)."""
+    word = next(words, None)
+    return [] if word is None else [word]
+
+
+def parse_command_line(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The options, and the operands no option took. 22.05's reading of operands: the first is the job
+    list when -j was given (it wins over an attached one), else the step list when -s was; any other
+    is an error (Unrecognized option)."""
+    parser = _parser()
+    options, operands = split_operands(argv, parser)
+    args = parser.parse_args(options)
+    if operands and args.jobs is not None:
+        args.jobs = operands.pop(0)
+    elif operands and args.steps is not None:
+        args.steps = operands.pop(0)
+    return args, operands
+
+
 def resolve_users(text: str) -> set[int]:
     """Names or uids (comma list) -> uids; an unknown name is an error."""
     import pwd
@@ -658,6 +711,8 @@ def _words(text: str | None) -> set[str] | None:
 def build_filter(args: argparse.Namespace) -> JobFilter:
     """Turn the options (and SQUEUE_* variables) into a JobFilter; ValueError carries the message."""
     flt = JobFilter()
+    if args.jobs == "" and args.steps is not None:  # `-s -j`: -j without a job list to take steps of
+        raise ValueError("Incompatible options --jobs and --steps")
     state_text = args.states if args.states is not None else os.environ.get("SQUEUE_STATES")
     if state_text is not None:
         parsed = states.parse_job_states(state_text)
@@ -740,7 +795,7 @@ def render_queue(
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    args, stray = parse_command_line(sys.argv[1:] if argv is None else argv)
     if args.help:
         sys.stdout.write(HELP)
         return 0
@@ -750,6 +805,10 @@ def _run(argv: Sequence[str] | None) -> int:
     if args.version:
         print(version_line())
         return 0
+    if stray:
+        print(f"{PROG}: error: Unrecognized option: {stray[0]}", file=sys.stderr)
+        sys.stdout.write(USAGE)
+        return 1
     try:
         flt = build_filter(args)
         step_ids = parse_step_ids(args.steps) if args.steps else []

@@ -30,7 +30,11 @@ COLUMNS = {
     "effective_usage": ("EffectvUsage", 13, True),
     "fairshare": ("FairShare", 10, True),
     "level_fs": ("LevelFS", 10, True),
+    "grp_tres_mins": ("GrpTRESMins", 30, True),
+    "tres_run_mins": ("TRESRunMins", 30, True),
 }
+# TRES lists: a value longer than its column ends in "+" at the column's last place (22.05)
+MARKED_WHEN_CUT = frozenset({"grp_tres_mins", "tres_run_mins"})
 DEFAULT = ("account", "user", "raw_shares", "norm_shares", "raw_usage", "effective_usage", "fairshare")
 LONG = (
     "account",
@@ -42,6 +46,8 @@ LONG = (
     "effective_usage",
     "fairshare",
     "level_fs",
+    "grp_tres_mins",
+    "tres_run_mins",
 )
 
 
@@ -88,16 +94,18 @@ def render(
         lines += [sep.join(share_cell(r, c, False, indent) for c in columns) + end for r in rows]
         return lines
 
-    def line(cells: list[str]) -> str:
+    def line(cells: list[str], head: bool = False) -> str:
         out = []
         for c, text in zip(columns, cells, strict=True):
             width, right = shape(c)
+            if len(text) > width and c in MARKED_WHEN_CUT and not head:
+                text = text[: width - 1] + "+"
             text = text[:width]
             out.append((text.rjust(width) if right else text.ljust(width)) + " ")
         return "".join(out)
 
     if header:
-        lines.append(line([COLUMNS[c][0] for c in columns]))
+        lines.append(line([COLUMNS[c][0] for c in columns], head=True))
         lines.append("".join("-" * shape(c)[0] + " " for c in columns))
     lines += [line([share_cell(r, c, False, indent) for c in columns]) for r in rows]
     return lines

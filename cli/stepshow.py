@@ -9,11 +9,13 @@ from shoal.timefmt import format_duration, format_time_limit, format_timestamp
 from shoal.v1 import controller_pb2, jobs_pb2
 
 BATCH_STEP = -4
+EXTERN_STEP = -5  # PrologFlags=Contain
+STEP_WORDS = {BATCH_STEP: "batch", EXTERN_STEP: "extern"}
 STATE_NAMES = {v: k for k, v in jobs_pb2.JobState.items()}
 
 
 def step_id_text(step: jobs_pb2.JobStep) -> str:
-    return f"{step.job_id}.batch" if step.step_id == BATCH_STEP else f"{step.job_id}.{step.step_id}"
+    return f"{step.job_id}.{STEP_WORDS.get(step.step_id, step.step_id)}"
 
 
 def load_steps(ids: Iterable[str], include_finished: bool) -> tuple[list[jobs_pb2.JobStep], int]:
@@ -49,17 +51,44 @@ def format_step(step: jobs_pb2.JobStep, now: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+class StepNotFound(CommandError):
+    """A known job without that step: 22.05 says so on stdout (`Job step 12.3 not found`), exit 1."""
+
+
+def read_step_id(text: str) -> str:
+    """`JOB.STEP` as 22.05's scontrol reads it: the step is a number, and a word there is step 0
+    (`12.extern` and `12.batch` show 12.0, measured); JOB alone names every step of the job."""
+    job, dot, step = text.partition(".")
+    if not dot:
+        return text
+    digits = step[: len(step) - len(step.lstrip("0123456789"))]
+    return f"{job}.{int(digits or 0)}"
+
+
 def show_steps(step_id: str) -> list[str]:
     """Records for `scontrol show step [id]` (finished steps of known jobs too)."""
     if step_id.lower().startswith("stepid="):
         step_id = step_id[7:]
+    wanted = read_step_id(step_id)
     try:
-        steps, now = load_steps([step_id], include_finished=bool(step_id))
+        steps, now = load_steps([wanted], include_finished=bool(step_id))
     except CommandError as exc:
         raise CommandError(f"slurm_get_job_steps error: {exc.message}") from exc
     if not steps and step_id:
+        job, dot, _ = wanted.partition(".")
+        if dot and _job_known(job):
+            raise StepNotFound(f"Job step {wanted} not found")
         raise CommandError("slurm_get_job_steps error: Invalid job id specified")
     return [format_step(s, now) for s in steps]
+
+
+def _job_known(job: str) -> bool:
+    request = controller_pb2.GetJobsRequest(job_id_strs=[job], include_finished=True, show_all=True)
+    try:
+        reply = ctld("GetJobs", request, controller_pb2.GetJobsResponse)
+    except CommandError:
+        return False
+    return any(str(j.job_id) == job for j in reply.jobs)
 
 
 def squeue_rows(
@@ -73,7 +102,7 @@ def squeue_rows(
 
 
 def squeue_order(step: jobs_pb2.JobStep) -> tuple[int, int, int]:
-    """squeue -s's order in 22.05: by job, its numbered steps first, then `.batch`."""
+    """squeue -s's order in 22.05: by job, its numbered steps first, then `.batch`, then `.extern`."""
     return (step.job_id, 1, -step.step_id) if step.step_id < 0 else (step.job_id, 0, step.step_id)
 
 

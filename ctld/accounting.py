@@ -417,6 +417,11 @@ class Accounting:
         with self._cache_lock:
             return priority_inputs(self._cache)
 
+    def grp_tres_mins(self) -> dict[int, str]:
+        """Each association's GrpTRESMins as sacctmgr set it (sshare -l), by association id."""
+        with self._cache_lock:
+            return {int(a.id): a.grp_tres_mins for a in self._cache.associations if a.grp_tres_mins}
+
     def share_tree(self) -> list[ShareAssoc]:
         """The association tree with its shares, for fair-share (see fairshare_usage.py)."""
         with self._cache_lock:

@@ -92,6 +92,8 @@ def apply_start(job: JobRecord, start: m.Start, now: int, node_types: Mapping[st
     job.nodes = hostlist.collect(names)
     job.batch_host = names[0]
     job.num_nodes = len(names)
+    # the tasks laid out: at least one per node (-N1-2 started on two nodes has two, as in 22.05)
+    job.num_tasks = max(job.num_tasks, sum(a.tasks for a in start.allocation))
     job.num_cpus = sum(a.cpus for a in start.allocation)
     job.mem_mb = sum(a.mem_mb for a in start.allocation)
     job.num_gpus = sum(len(a.gpu_indices) for a in start.allocation)

@@ -13,7 +13,7 @@ from ctld.nodes import NodeRuntime
 from ctld.record import JobRecord
 from ctld.sched import dependency as sched_dependency
 from ctld.sched.model import DependencySpec, GpuRequest, JobRequest
-from ctld.sched.resources import MEM_WHOLE_NODE, job_cpus, job_gpus, node_count_range
+from ctld.sched.resources import MEM_WHOLE_NODE, job_cpus, job_gpus, node_count_range, total_tasks
 from shoal import hostlist, nodecount
 from shoal.conf.slurm import SlurmConfig
 from shoal.sizefmt import format_size_mb
@@ -115,6 +115,16 @@ def requested_shape(spec: jobs_pb2.JobSpec) -> tuple[int, int, int]:
     return min_nodes, max_nodes, tasks
 
 
+def spread_nodes(spec: jobs_pb2.JobSpec, gpus: GpuRequest) -> int:
+    """The most nodes a job with -N A-B starts on when they are free, as 22.05 does (measured on idle
+    nodes: -N1-2 gets 2, -N1-4 -n3 gets 3, -N1-2 -n1 gets 1): B, no more than its -n tasks. 0 (as few
+    nodes as fit, as for -n without -N) when it gives no range, or gives --gpus, whose GPUs 22.05
+    packs onto the fewest nodes (-N1-4 --gpus=3 gets 1)."""
+    if spec.max_nodes <= max(1, spec.min_nodes) or gpus.total:
+        return 0
+    return min(spec.max_nodes, spec.num_tasks) if spec.num_tasks else spec.max_nodes
+
+
 def default_cpus_per_gpu(spec: jobs_pb2.JobSpec, partition: str, cfg: SlurmConfig | None) -> int:
     """DefCpuPerGPU (the job's first partition's, else the cluster's) for a GPU job that gives neither
     --cpus-per-task nor --cpus-per-gpu; else 0."""
@@ -133,6 +143,7 @@ def job_request(
     """The scheduler core's view of a pending job (with slurm.conf's DefCpuPerGPU when `cfg` is given)."""
     spec = job.spec
     min_nodes, max_nodes, tasks = requested_shape(spec)
+    gpus = gpu_request(spec)
     deps = sched_dependency.parse_dependency(spec.dependency) if spec.dependency else DependencySpec()
     features = (
         frozenset(f for f in re.split(r"[&,]", spec.constraint) if f) if spec.constraint else frozenset()
@@ -150,12 +161,14 @@ def job_request(
         site_factor=job.site_factor,
         min_nodes=min_nodes,
         max_nodes=max_nodes,
-        num_tasks=tasks,
+        spread_nodes=spread_nodes(spec, gpus),
+        # --ntasks-per-node without -n: that many on each node it gets (resources.total_tasks), however many
+        num_tasks=1 if spec.ntasks_per_node and not spec.num_tasks else tasks,
         ntasks_per_node=spec.ntasks_per_node,
         cpus_per_task=spec.cpus_per_task or 1,
         mem_per_node_mb=MEM_WHOLE_NODE if spec.mem_whole_node else spec.mem_per_node_mb,
         mem_per_cpu_mb=spec.mem_per_cpu_mb,
-        gpus=gpu_request(spec),
+        gpus=gpus,
         cpus_per_gpu=spec.cpus_per_gpu or default_cpus_per_gpu(spec, job.partition, cfg),
         mem_per_gpu_mb=spec.mem_per_gpu_mb,
         time_limit_min=spec.time_limit_min,
@@ -217,7 +230,7 @@ def describe_request(
     job.min_nodes_req = req.min_nodes
     job.max_nodes_req = req.max_nodes
     job.num_cpus = cpus
-    job.num_tasks = req.num_tasks
+    job.num_tasks = total_tasks(req, req.min_nodes)
     job.num_gpus = gpus
     job.mem_mb = min(mem_per_node_mb * nodes, UINT64_MAX)  # absurd -N x --mem: refused later, shown capped
     job.min_cpus_node = req.cpus_per_task * (req.ntasks_per_node or 1)

@@ -229,6 +229,12 @@ _DEFAULT_TRES = "cpu,mem,energy,node,billing,fs/disk,vmem,pages"
 _DURATIONS = {"prioritydecayhalflife", "prioritymaxage"}  # written "7-0", shown d-hh:mm:ss
 
 
+def tracked_tres(cfg: SlurmConfig) -> list[str]:
+    """The TRES accounting tracks (AccountingStorageTRES), in Slurm's order: the eight it always has,
+    then one gres/NAME per GresTypes entry; sshare's TRESRunMins lists every one."""
+    return [*_DEFAULT_TRES.split(","), *(f"gres/{g}" for g in cfg.gres_types)]
+
+
 def _user(name: str) -> str:
     try:
         return f"{name}({pwd.getpwnam(name).pw_uid})"
@@ -246,7 +252,7 @@ def _duration(text: str) -> str:
 def _run_values(cfg: SlurmConfig, boot_time: int, next_job_id: int) -> dict[str, str]:
     """Values shoal runs with (its defaults are Slurm's), whether or not slurm.conf names the key."""
     accounting = cfg.accounting_storage_type == "accounting_storage/slurmdbd"
-    tres = _DEFAULT_TRES + "".join(f",gres/{g}" for g in cfg.gres_types)
+    tres = ",".join(tracked_tres(cfg))
     return {
         "AccountingStorageEnforce": ",".join(cfg.accounting_storage_enforce).lower() or "none",
         "AccountingStorageHost": (cfg.accounting_storage_host or cfg.control_machine)

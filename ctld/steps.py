@@ -36,6 +36,8 @@ from shoal.v1 import controller_pb2, jobs_pb2, node_pb2
 log = logging.getLogger("shoal.ctld.steps")
 
 BATCH_STEP = -4
+EXTERN_STEP = -5  # PrologFlags=Contain's `JOBID.extern`
+STEP_WORDS = {BATCH_STEP: "batch", EXTERN_STEP: "extern"}
 OOM_SIGNAL = 125  # Slurm's dummy signal for a task killed for memory (SIG_OOM)
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="step-launch")
 
@@ -301,7 +303,30 @@ def complete_allocation(
 
 
 def _step_id_text(step: jobs_pb2.JobStep) -> str:
-    return f"{step.job_id}.batch" if step.step_id == BATCH_STEP else f"{step.job_id}.{step.step_id}"
+    return f"{step.job_id}.{STEP_WORDS.get(step.step_id, step.step_id)}"
+
+
+def _extern_step(job: JobRecord) -> jobs_pb2.JobStep:
+    """PrologFlags=Contain's extern step: the job's whole allocation, one task per node, from the job's
+    start while it holds its nodes (22.05 lists it in squeue -s and scontrol show step, after .batch)."""
+    holding = job.state in (jobs_pb2.RUNNING, jobs_pb2.COMPLETING, jobs_pb2.SUSPENDED)
+    return jobs_pb2.JobStep(
+        job_id=job.job_id,
+        step_id=EXTERN_STEP,
+        name="extern",
+        job_name=job.spec.name,
+        state=jobs_pb2.RUNNING if holding else jobs_pb2.COMPLETED,
+        nodes=job.nodes,
+        num_nodes=job.num_nodes,
+        num_tasks=job.num_nodes,
+        num_cpus=job.num_cpus,
+        start_time=job.start_time,
+        end_time=0 if holding else job.end_time,
+        user_id=job.user_id,
+        user_name=job.user_name,
+        partition=job.partition,
+        time_limit_min=job.time_limit_min,
+    )
 
 
 def _batch_step(job: JobRecord) -> jobs_pb2.JobStep:
@@ -353,6 +378,8 @@ def get_steps(
             if (wanted and job.job_id not in wanted) or not privacy.sees(owner, job):
                 continue
             candidates: list[jobs_pb2.JobStep] = []
+            if job.extern_step and job.start_time and job.nodes:
+                candidates.append(_extern_step(job))
             if job.batch_flag and job.start_time and job.batch_host:
                 candidates.append(_batch_step(job))
             candidates.extend(job.steps)

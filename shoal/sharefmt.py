@@ -18,6 +18,8 @@ def share_cell(row: pb.ShareRow, column: str, parsable: bool, indent: bool = Tru
         return "" if row.depth == 0 else str(row.raw_shares)
     if column == "raw_usage":
         return str(int(row.raw_usage))
+    if column in ("grp_tres_mins", "tres_run_mins"):
+        return str(getattr(row, column))
     number = getattr(row, column)
     if math.isnan(number):
         return ""

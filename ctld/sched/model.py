@@ -131,6 +131,7 @@ class JobRequest:
     site_factor: int = 0  # SiteFactor (scontrol update job, operators): added as is under multifactor
     min_nodes: int = 1
     max_nodes: int = 0  # 0 = same as min_nodes
+    spread_nodes: int = 0  # -N A-B: start on up to this many nodes when they are free (0: as few as fit)
     num_tasks: int = 1
     ntasks_per_node: int = 0  # 0 = not given
     cpus_per_task: int = 1

@@ -361,7 +361,12 @@ def _place(
             return busy
     allocs = None
     for group in _switch_groups(job, snap, placer, nodes, fewest):
-        allocs = placer.fixed(group, fewest) if fewest == most else placer.flexible(group, fewest, most)
+        if fewest == most:
+            allocs = placer.fixed(group, fewest)
+        elif job.spread_nodes > fewest:
+            allocs = placer.spread(group, fewest, min(most, job.spread_nodes))
+        else:
+            allocs = placer.flexible(group, fewest, most)
         if allocs is not None:
             break
     if allocs is None:
@@ -550,6 +555,18 @@ class _Placer:
         if tasks_left > 0 or gpus_left > 0 or len(chosen) < fewest:
             return None
         return chosen
+
+    def spread(self, nodes: Iterable[Node], fewest: int, most: int) -> list[NodeAllocation] | None:
+        """-N A-B as 22.05 places it: on as many of the nodes that can take one of its tasks as it may
+        have (`most`), else on one node fewer, down to `fewest`; each count laid out as fixed() does."""
+        open_nodes = [n for n in nodes if self.allocate(n, self.overlay.free(n), 1, 0) is not None]
+        if not self.job.required_nodes <= {n.name for n in open_nodes}:
+            return None
+        for count in range(min(most, len(open_nodes)), fewest - 1, -1):
+            allocs = self.fixed(open_nodes, count)
+            if allocs is not None:
+                return allocs
+        return None
 
     def gpu_packing_order(self, nodes: list[Node]) -> list[Node]:
         """Candidates re-ordered so GPU jobs fill partly used nodes first (-w nodes and weight still lead)."""

@@ -5,6 +5,9 @@ Conventions the controller follows when it builds a JobRequest:
   ever be useful). With -N A[-B], min_nodes=A, max_nodes=B (0 = exactly A). With --ntasks-per-node
   and -n, the node count is at least ceil(n / ntasks-per-node).
 - num_tasks below the node count is raised to one task per node.
+- With -N A-B, spread_nodes is how many nodes it starts on when they are free (B, at most -n;
+  ctld.jobs.spread_nodes): placement takes as many as can hold a task, down to A. Without it (no
+  range, or --gpus) placement fills as few nodes as fit.
 - --mem=0 (all of each node's memory) is passed as mem_per_node_mb == MEM_WHOLE_NODE.
 """
 

@@ -1537,6 +1537,8 @@ class ShareRow(_message.Message):
     EFFECTIVE_USAGE_FIELD_NUMBER: _builtins.int
     LEVEL_FS_FIELD_NUMBER: _builtins.int
     FAIRSHARE_FIELD_NUMBER: _builtins.int
+    GRP_TRES_MINS_FIELD_NUMBER: _builtins.int
+    TRES_RUN_MINS_FIELD_NUMBER: _builtins.int
     account: _builtins.str
     user: _builtins.str
     """"" = the account itself"""
@@ -1550,6 +1552,10 @@ class ShareRow(_message.Message):
     """NaN where it does not apply"""
     fairshare: _builtins.float
     """NaN for accounts"""
+    grp_tres_mins: _builtins.str
+    """the association's GrpTRESMins limit, "" = none"""
+    tres_run_mins: _builtins.str
+    """running jobs' remaining TRES-minutes here and below, every tracked TRES"""
     def __init__(
         self,
         *,
@@ -1563,10 +1569,12 @@ class ShareRow(_message.Message):
         effective_usage: _builtins.float = ...,
         level_fs: _builtins.float = ...,
         fairshare: _builtins.float = ...,
+        grp_tres_mins: _builtins.str = ...,
+        tres_run_mins: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "depth", b"depth", "effective_usage", b"effective_usage", "fairshare", b"fairshare", "level_fs", b"level_fs", "norm_shares", b"norm_shares", "norm_usage", b"norm_usage", "raw_shares", b"raw_shares", "raw_usage", b"raw_usage", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "depth", b"depth", "effective_usage", b"effective_usage", "fairshare", b"fairshare", "grp_tres_mins", b"grp_tres_mins", "level_fs", b"level_fs", "norm_shares", b"norm_shares", "norm_usage", b"norm_usage", "raw_shares", b"raw_shares", "raw_usage", b"raw_usage", "tres_run_mins", b"tres_run_mins", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

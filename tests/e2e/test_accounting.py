@@ -117,6 +117,37 @@ def test_grp_tres_mins_stops_an_account_that_used_its_cpu_minutes(acct: Cluster,
     acct.wait_state(second, {"COMPLETED"}, timeout=30)
 
 
+def test_sshare_shows_grp_tres_mins_and_the_running_jobs_tres_minutes(acct: Cluster, workdir: Path) -> None:
+    """sshare -l's GrpTRESMins (the limit, in TRES order) and TRESRunMins (with limits enforced: every
+    tracked TRES times the minutes left before the job's time limit, in its association and above)."""
+    acct.ok("sacctmgr", "-i", "add", "account", "metered", "grptresmins=gres/gpu=600,cpu=6000")
+    acct.ok("sacctmgr", "-i", "add", "user", "root", "account=metered")
+    time.sleep(2.5)  # ctld reloads the associations
+    job = acct.submit("-A", "metered", "-n2", "--mem=2000", "-t", "10", "--wrap", "sleep 60", cwd=workdir)
+    try:
+        acct.wait_state(job, {"RUNNING"})
+        out = acct.ok(
+            "sshare", "-a", "-P", "-n", "-A", "metered", "-o", "Account,User,GrpTRESMins,TRESRunMins"
+        )
+        rows = {(r[0].strip(), r[1]): r[2:] for r in (line.split("|") for line in out.splitlines())}
+        assert rows[("metered", "")][0] == "cpu=6000,gres/gpu=600"
+        assert rows[("metered", "root")][0] == ""
+        run = dict(item.split("=") for item in rows[("metered", "root")][1].split(","))
+        names = ["cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages"]
+        assert list(run)[:8] == names
+        # 10 minutes less the few seconds it has run: 2 CPUs x 9.x minutes, 2000 MB x 9.x minutes
+        assert run["cpu"] in ("19", "20") and run["billing"] == run["cpu"], run
+        assert 19000 <= int(run["mem"]) <= 20000 and run["node"] in ("9", "10") and run["energy"] == "0", run
+        assert rows[("metered", "")][1] == rows[("metered", "root")][1]  # the account sums its users
+        header = acct.ok("sshare", "-l", "-P").splitlines()[0]
+        assert header.endswith("|LevelFS|GrpTRESMins|TRESRunMins")
+    finally:
+        acct.ok("scancel", str(job))
+    acct.wait_state(job, {"CANCELLED"})
+    out = acct.ok("sshare", "-a", "-P", "-n", "-A", "metered", "-o", "User,TRESRunMins")
+    assert all(",".join(f"{n}=0" for n in names) in line for line in out.splitlines()), out
+
+
 def test_qos_grp_tres_keeps_the_second_job_pending(acct: Cluster, workdir: Path) -> None:
     acct.ok("sacctmgr", "-i", "add", "qos", "pool", "GrpTRES=cpu=2", "MaxTRESPU=cpu=4")
     out = acct.ok(

@@ -428,6 +428,43 @@ def test_alloc_runs_the_prolog_on_every_node_before_the_script_and_the_epilog_ev
     wait_until("the extern cgroups gone", lambda: not _extern_cgroups(alloc, job))
 
 
+def test_the_extern_step_is_listed_by_squeue_s_and_scontrol_show_step(alloc: Cluster, workdir: Path) -> None:
+    """Under Contain the job's `.extern` step is one of its running steps: the whole allocation, a task
+    per node; squeue -s lists it after `.batch` (22.05 orders step ids unsigned: extern above batch).
+    The reference cluster has no Contain (scenario 216), so this cluster carries the check."""
+    job = alloc.submit(
+        "-J", "ext", "-N2", "-o", str(workdir / "o"), "--wrap", "srun -N1 -w node1 sleep 60", cwd=workdir
+    )
+    try:
+
+        def rows() -> list[str]:
+            return alloc.ok("squeue", "-s", "-j", str(job), "-h", "-o", "%i %j %N %u").splitlines()
+
+        wait_until("the job's steps", lambda: len(rows()) == 3)
+        user = alloc.ok("squeue", "-h", "-j", str(job), "-o", "%u").strip()
+        assert rows() == [
+            f"{job}.0 sleep node1 {user}",
+            f"{job}.batch batch node1 {user}",
+            f"{job}.extern extern node[1-2] {user}",
+        ]
+        records = alloc.ok("scontrol", "show", "step", str(job)).split("\n\n")  # the job's steps
+        assert [r.split()[0] for r in records if r.strip()] == [
+            f"StepId={job}.extern",  # extern, batch, then the numbered ones
+            f"StepId={job}.batch",
+            f"StepId={job}.0",
+        ]
+        shown = records[0]
+        assert "State=RUNNING" in shown and "NodeList=node[1-2]" in shown, shown
+        assert "Nodes=2 " in shown and "Tasks=2 Name=extern" in shown, shown
+        assert f"StepId={job}.extern" in alloc.ok("scontrol", "show", "step")  # every step, the extern too
+        # 22.05 reads the step of `scontrol show step JOB.extern` as a number: a word is step 0
+        assert alloc.ok("scontrol", "show", "step", f"{job}.extern").startswith(f"StepId={job}.0 ")
+    finally:
+        alloc.ok("scancel", str(job))
+        alloc.wait_state(job, {"CANCELLED", "COMPLETED", "FAILED"})
+    assert alloc.ok("squeue", "-s", "-j", str(job), "-h") == ""  # gone with its job
+
+
 def test_salloc_waits_for_the_prologs_under_alloc(alloc: Cluster, alloc_hooks: Path) -> None:
     marks = alloc_hooks / "marks"
     out = alloc.run(

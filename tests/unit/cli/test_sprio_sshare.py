@@ -217,3 +217,29 @@ def test_sshare_format_option_as_22_05() -> None:
     assert sshare.parse_format("acc") == (["account"], {})
     with pytest.raises(sshare.CommandError, match='Invalid field requested: "foo"'):
         sshare.parse_format("Foo")
+
+
+IDLE_RUN_MINS = "cpu=0,mem=0,energy=0,node=0,billing=0,fs/disk=0,vmem=0,pages=0,gres/gpu=0"
+
+
+def test_sshare_long_has_22_05_s_tres_columns() -> None:
+    """`sshare -l`, `-P` and `-o TRESRunMins%20,GrpTRESMins%8` on the idle real 22.05 (2026-12-01,
+    scenario 210): GrpTRESMins and TRESRunMins are 30 wide, right-aligned, and a TRES list too long for
+    its column ends in "+"; a header is cut plainly."""
+    rows = [
+        pb.ShareRow(account=r.account, user=r.user, depth=r.depth, tres_run_mins=IDLE_RUN_MINS)
+        for r in _share_rows()
+    ]
+    lines = sshare.render(rows, sshare.LONG)
+    assert lines[0].endswith("    LevelFS                    GrpTRESMins                    TRESRunMins ")
+    assert lines[1].endswith(" ---------- " + "-" * 30 + " " + "-" * 30 + " ")
+    assert lines[2].endswith(" " * 30 + " cpu=0,mem=0,energy=0,node=0,b+ ")
+    parsable = sshare.render(rows[:2], sshare.LONG, parsable="P")
+    assert parsable[0].endswith("|LevelFS|GrpTRESMins|TRESRunMins")
+    assert parsable[2].endswith(f"||{IDLE_RUN_MINS}")
+    columns, widths = sshare.parse_format("TRESRunMins%20,GrpTRESMins%8")
+    assert sshare.render(rows[:1], columns, widths=widths) == [
+        "         TRESRunMins GrpTRESM ",
+        "-------------------- -------- ",
+        "cpu=0,mem=0,energy=+          ",
+    ]

@@ -393,12 +393,83 @@ def test_dead_controller_message_and_exit_code() -> None:
         (["-s", "4700"], "squeue: error: Invalid job_step id: 4700.??\n"),  # 22.05 wants JOB.STEP
         (["-s", "x.0"], "squeue: error: Invalid job_step id: x.0\n"),
         (["-s", "-j", "x"], "squeue: error: Invalid job id: x\n"),
+        (["-j", "-s", ".0"], "squeue: error: Invalid job id: .0\n"),  # the operand is -j's
+        (["-s", "-j"], "squeue: error: Incompatible options --jobs and --steps\n"),
+        (["-s4700.0", "-j"], "squeue: error: Incompatible options --jobs and --steps\n"),
     ],
-    ids=["state", "job-id", "user", "sort", "step-without-step", "step-job", "steps-job-id"],
+    ids=[
+        "state",
+        "job-id",
+        "user",
+        "sort",
+        "step-without-step",
+        "step-job",
+        "steps-job-id",
+        "operand-to-jobs",
+        "steps-of-no-jobs",
+        "step-list-no-jobs",
+    ],
 )
 def test_option_errors(args: list[str], message: str) -> None:
     proc = _squeue(*args)
     assert (proc.returncode, proc.stderr) == (1, message)
+
+
+# 22.05 (2026-12-01, running 3004.0 and 3005.0): getopt gives -j and -s a list only when attached; the
+# first operand is -j's list, else -s's; another one is refused with 22.05's usage on stdout
+@pytest.mark.parametrize(
+    ("argv", "stray"),
+    [
+        (["-s", "4700.0", "-j", "4701"], "4701"),
+        (["-j", "4701", "-s", "4700.0"], "4700.0"),
+        (["4701"], "4701"),
+        (["-j", "4701", "4700"], "4700"),
+        (["-s", "4700.0", "4701.0"], "4701.0"),
+        (["-u", "alice", "4701"], "4701"),
+    ],
+    ids=["steps-then-jobs", "jobs-then-steps", "bare", "two-jobs", "two-steps", "after-user"],
+)
+def test_a_stray_operand_is_refused_as_22_05(argv: list[str], stray: str) -> None:
+    proc = _squeue(*argv)
+    assert (proc.returncode, proc.stderr) == (1, f"squeue: error: Unrecognized option: {stray}\n")
+    assert proc.stdout == squeue.USAGE
+    assert proc.stdout.endswith("\n\t      [-ahjlrsv]\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "jobs", "steps"),
+    [
+        (["-s", "4700.0"], None, "4700.0"),
+        (["-s4700.0", "-j4701"], "4701", "4700.0"),  # both apply: no row
+        (["--steps=4700.0", "--jobs=4701"], "4701", "4700.0"),
+        (["--steps", "4700.0", "--jobs=4701"], "4700.0", ""),  # the operand replaces -j's list
+        (["-j4701", "-s", "4700.0"], "4700.0", ""),
+        (["-j", "-s", "4700.0"], "4700.0", ""),
+        (["-s", "-j", "4701"], "4701", ""),
+        (["-hs", "5.0", "-j"], "5.0", ""),
+        (["-o", "%i", "-j", "4701"], "4701", None),  # an option's value is no operand
+        (["-j", "--", "5"], "5", None),
+    ],
+    ids=[
+        "steps",
+        "both-attached",
+        "both-long",
+        "operand-wins",
+        "operand-wins-short",
+        "jobs-first",
+        "steps-first",
+        "cluster",
+        "format-value",
+        "double-dash",
+    ],
+)
+def test_operands_read_as_22_05(argv: list[str], jobs: str | None, steps: str | None) -> None:
+    args, stray = squeue.parse_command_line(argv)
+    assert (args.jobs, args.steps, stray) == (jobs, steps, [])
+
+
+def test_a_step_id_given_as_job_is_its_job() -> None:
+    assert squeue.parse_job_ids("3004.0") == [(3004, None)]  # 22.05: `-j -s 3004.0` lists 3004's steps
 
 
 def test_unknown_option_is_reported_without_traceback() -> None:
@@ -430,7 +501,7 @@ RUNNING_STEPS = [(4699, -4, 1001), (4700, 0, 1001), (4700, -4, 1001), (4701, 0, 
 def test_steps_are_filtered_by_job_and_user_as_22_05(argv: list[str], shown: list[str]) -> None:
     from cli.stepshow import step_id_text
 
-    flt = squeue.build_filter(squeue._parser().parse_args(argv))
+    flt = squeue.build_filter(squeue.parse_command_line(argv)[0])
     steps = [jobs_pb2.JobStep(job_id=j, step_id=s, user_id=u) for j, s, u in RUNNING_STEPS]
     assert [step_id_text(s) for s in steps if squeue.step_selected(s, flt)] == shown
 
@@ -438,11 +509,13 @@ def test_steps_are_filtered_by_job_and_user_as_22_05(argv: list[str], shown: lis
 def test_steps_are_listed_in_22_05_s_order() -> None:
     from cli.stepshow import squeue_order, step_id_text
 
-    steps = [jobs_pb2.JobStep(job_id=j, step_id=s) for j, s in [(4701, -4), (4700, -4), (4700, 1), (4700, 0)]]
+    pairs = [(4701, -4), (4700, -5), (4700, -4), (4700, 1), (4700, 0)]
+    steps = [jobs_pb2.JobStep(job_id=j, step_id=s) for j, s in pairs]
     assert [step_id_text(s) for s in sorted(steps, key=squeue_order)] == [
         "4700.0",
         "4700.1",
         "4700.batch",
+        "4700.extern",  # PrologFlags=Contain's, after .batch as Slurm orders step ids
         "4701.batch",
     ]
 

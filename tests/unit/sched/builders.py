@@ -78,6 +78,10 @@ class JobBuilder:
     def nodes(self, fewest: int, most: int = 0) -> JobBuilder:
         return self._set(min_nodes=fewest, max_nodes=most)
 
+    def most_nodes(self, count: int) -> JobBuilder:
+        """-N A-B as the controller passes it: start on up to `count` nodes when they are free."""
+        return self._set(spread_nodes=count)
+
     def tasks(self, count: int, spread: bool = False) -> JobBuilder:
         """-n; `spread` = no -N given (the controller then lets the job use up to n nodes)."""
         return self._set(num_tasks=count, max_nodes=count if spread else self._job.max_nodes)
