@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from cli import hotpages
 from cli.command import COMMANDS
 from shoal.agent.protocol import RUNNER_CANNOT_LISTEN, remove_socket_if_ours
 from shoal.forking import fork_child
@@ -62,7 +63,9 @@ REQUEST_TIMEOUT = 10.0
 # Children forked ahead, waiting for a connection; given up after this many die in a row untaken.
 SPARES = 2
 SPARE_DEATHS = 5
-_PR_SET_PDEATHSIG = 1
+# The pages the first LEARN_FROM commands wrote are the ones each later spare copies ahead.
+LEARN_FROM = 8
+MAX_REPORTED_RANGES = 4096
 _U32 = struct.Struct("<I")
 _UCRED = struct.Struct("3i")
 
@@ -271,48 +274,54 @@ def run_child(conn: socket.socket, close_fds: list[int]) -> int:
     return serve_connection(conn)
 
 
-_prctl: Callable[..., int] | None = None
+class Spare(NamedTuple):
+    """What a spare is forked with."""
+
+    listener: socket.socket
+    notify: socket.socket  # to the runner: the connection taken, and the pages written (learning)
+    close_fds: list[int]
+    runner: int  # the runner's pid
+    hot: hotpages.Ranges  # pages to copy before accepting
+    learn: bool  # report the pages this command wrote
 
 
-def _load_prctl() -> None:
-    """Look up prctl(2) once in the runner, so that no spare pays for it."""
-    global _prctl
-    import ctypes
-
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-
-def _parent_death_signal(sig: int) -> None:
-    """Ask the kernel to send `sig` when the runner dies (0: no longer)."""
-    if _prctl is None:
-        _load_prctl()
-    assert _prctl is not None
-    _prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
-
-
-def run_spare(listener: socket.socket, notify: socket.socket, close_fds: list[int], runner: int) -> int:
-    """In a spare: wait for a connection, hand a copy of it to the runner, run its command."""
-    _parent_death_signal(signal.SIGKILL)  # an idle spare must not outlive its runner
-    if os.getppid() != runner:
+def run_spare(spare: Spare) -> int:
+    """In a spare: copy the usual pages, wait for a connection, hand a copy of it to the runner, run its
+    command (and, while the runner learns, report which pages it wrote)."""
+    hotpages.parent_death_signal(signal.SIGKILL)  # an idle spare must not outlive its runner
+    if os.getppid() != spare.runner:
         return 0  # the runner died before we asked
-    _reset_for_child(close_fds)
+    _reset_for_child(spare.close_fds)
+    maps = hotpages.shared_maps() if spare.learn else []
+    pagemap = hotpages.open_pagemap() if spare.learn else None
+    hotpages.copy_ahead(spare.hot)
     try:
-        conn, _ = listener.accept()
+        conn, _ = spare.listener.accept()
     except OSError as exc:
         log.warning("a spare cannot accept a command: %s", exc)
         return 2
     finally:
-        listener.close()
-    _parent_death_signal(0)  # a command that has started runs to its end, as a forked one does
+        spare.listener.close()
+    hotpages.parent_death_signal(0)  # a command that has started runs to its end, as a forked one does
     conn.setblocking(True)
     try:
         # First the runner's copy (it reports our wait status, even if we are killed now), then our pid.
-        socket.send_fds(notify, [_U32.pack(os.getpid())], [conn.fileno()])
+        socket.send_fds(spare.notify, [b"T" + _U32.pack(os.getpid())], [conn.fileno()])
     except OSError as exc:
         log.warning("a spare cannot reach the runner: %s", exc)
-    notify.close()
+    if pagemap is None:
+        spare.notify.close()
     _send(conn, b"P", os.getpid())
-    return serve_connection(conn)
+    code = serve_connection(conn)
+    if pagemap is not None:  # the caller has its status: this is off its path
+        try:
+            written = hotpages.written(pagemap, maps)[:MAX_REPORTED_RANGES]
+            spare.notify.send(b"H" + hotpages.encode(written))
+        except OSError:
+            pass
+        os.close(pagemap)
+        spare.notify.close()
+    return code
 
 
 def serve_connection(conn: socket.socket) -> int:
@@ -380,17 +389,19 @@ class Runner:
     """Keep spares waiting for connections (or accept and fork per connection when there are none),
     and report each command's wait status."""
 
-    def __init__(self, path: str, parent_fd: int | None, spares: int = SPARES) -> None:
+    def __init__(self, path: str, parent_fd: int | None, spares: int = SPARES, prefault: bool = True) -> None:
         self.path = path
         self.parent_fd = parent_fd
         self.poll = select.epoll()
-        self.children: dict[
-            int, socket.socket
-        ] = {}  # pid of a command -> the runner's copy of its connection
+        self.children: dict[int, socket.socket] = {}  # a command's pid -> the runner's copy of its connection
         self.by_fd: dict[int, int] = {}  # connection fd -> child pid
         self.spares: set[int] = set()  # forked ahead, not yet known to have taken a connection
         self.spares_wanted = spares
         self.spare_deaths = 0  # spares that died in a row before taking a connection
+        self.hot: hotpages.Ranges = []  # pages the commands so far wrote: each spare copies them ahead
+        self.learner = hotpages.Learner()
+        self.learn_left = LEARN_FROM if prefault else 0
+        self.prefault = prefault
         self.listener: socket.socket | None = None
         self.listening = False  # the runner itself accepts (no spare is waiting)
         self.notify: socket.socket | None = None  # spares send the connection they took here
@@ -433,7 +444,7 @@ class Runner:
             self._own_fds.append(self.parent_fd)
             self.poll.register(self.parent_fd, select.EPOLLIN)
         if self.spares_wanted:
-            _load_prctl()
+            hotpages.libc()
         while not self.stopping:
             self._fill_spares()
             self._listen_if_no_spare()
@@ -467,13 +478,17 @@ class Runner:
 
     def _fill_spares(self) -> None:
         assert self.listener is not None and self.notify_w is not None
-        listener, notify_w, runner = self.listener, self.notify_w, os.getpid()
         while len(self.spares) < self.spares_wanted:
-            close_fds = [*self._own_fds, *self.by_fd]
+            spare = Spare(
+                self.listener,
+                self.notify_w,
+                [*self._own_fds, *self.by_fd],
+                os.getpid(),
+                self.hot,
+                self.learn_left > 0,
+            )
             try:
-                pid = fork_child(
-                    functools.partial(run_spare, listener, notify_w, close_fds, runner), failure=2
-                )
+                pid = fork_child(functools.partial(run_spare, spare), failure=2)
             except OSError as exc:  # out of processes or memory: accept and fork per connection meanwhile
                 log.warning("cannot fork a spare command runner: %s", exc)
                 return
@@ -490,14 +505,21 @@ class Runner:
             self.listening = want
 
     def _taken(self) -> None:
-        """Spares that took a connection: keep their copy, to report their status and watch the caller."""
+        """Messages from spares: a connection taken (keep the copy, to report the command's status and
+        watch its caller), or the pages a command wrote (while learning)."""
         assert self.notify is not None
         while True:
             try:
-                msg, fds, _flags, _addr = socket.recv_fds(self.notify, 16, 1)
+                msg, fds, _flags, _addr = socket.recv_fds(self.notify, 1 + MAX_REPORTED_RANGES * 12, 1)
             except (BlockingIOError, InterruptedError):
                 return
-            pid = _U32.unpack(msg)[0] if len(msg) == _U32.size else 0
+            if msg[:1] == b"H" and not fds:
+                if self.learn_left > 0:
+                    self.learn_left -= 1
+                    self.learner.add(hotpages.decode(msg[1:]))
+                    self.hot = self.learner.hot()
+                continue
+            pid = _U32.unpack(msg[1:])[0] if msg[:1] == b"T" and len(msg) == 1 + _U32.size else 0
             if pid not in self.spares or len(fds) != 1:
                 for fd in fds:
                     os.close(fd)
@@ -609,10 +631,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="children forked ahead of commands (0: fork per command)",
     )
+    parser.add_argument(
+        "--no-prefault", action="store_true", help="spares do not copy ahead the pages commands write"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s shoal-runner %(levelname)s %(message)s")
     preload()
-    runner = Runner(args.socket, args.parent_fd, max(0, args.spares))
+    runner = Runner(args.socket, args.parent_fd, max(0, args.spares), prefault=not args.no_prefault)
     try:
         runner.bind()
     except OSError as exc:
