@@ -17,7 +17,7 @@ import ctypes
 import os
 import struct
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MADV_POPULATE_WRITE = 23
@@ -135,8 +135,17 @@ def decode(data: bytes) -> Ranges:
     return [(int(s), int(p)) for s, p in _RANGE.iter_unpack(data[:usable])]
 
 
-def copy_ahead(ranges: Ranges) -> None:
-    """Take the copy-on-write faults of these pages now (pages no longer mapped are skipped)."""
+def copy_ahead(ranges: Ranges, stop: Callable[[], bool] | None = None, every: int = 64) -> bool:
+    """Take the copy-on-write faults of these pages now (pages no longer mapped are skipped). Asks
+    `stop` after each `every` pages, and gives up when it says so: a caller is waiting, and copying
+    pages is worth less than serving it. True when all were copied."""
     madvise = libc().madvise
+    since = 0
     for start, pages in ranges:
         madvise(start, pages * PAGE, MADV_POPULATE_WRITE)
+        since += pages
+        if stop is not None and since >= every:
+            since = 0
+            if stop():
+                return False
+    return True

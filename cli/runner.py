@@ -285,6 +285,11 @@ class Spare(NamedTuple):
     learn: bool  # report the pages this command wrote
 
 
+def _waiting(listener: socket.socket) -> bool:
+    """Whether a connection waits to be accepted."""
+    return bool(select.select([listener], [], [], 0)[0])
+
+
 def run_spare(spare: Spare) -> int:
     """In a spare: copy the usual pages, wait for a connection, hand a copy of it to the runner, run its
     command (and, while the runner learns, report which pages it wrote)."""
@@ -294,7 +299,7 @@ def run_spare(spare: Spare) -> int:
     _reset_for_child(spare.close_fds)
     maps = hotpages.shared_maps() if spare.learn else []
     pagemap = hotpages.open_pagemap() if spare.learn else None
-    hotpages.copy_ahead(spare.hot)
+    hotpages.copy_ahead(spare.hot, stop=functools.partial(_waiting, spare.listener))
     try:
         conn, _ = spare.listener.accept()
     except OSError as exc:

@@ -61,12 +61,18 @@ def test_a_child_sees_the_pages_it_wrote_and_those_copied_ahead(shared_buffer: b
         after_writes = _written_pages(pagemap, maps)
         hotpages.copy_ahead([(pages[10], 2)])
         after_copy = _written_pages(pagemap, maps)
+        # told to stop (a caller waits), it stops after the first `every` pages
+        done = hotpages.copy_ahead([(pages[20], 2), (pages[30], 2)], stop=lambda: True, every=2)
+        after_stop = _written_pages(pagemap, maps)
         return (
             not before & set(pages)
             and {pages[3], pages[4], pages[5]} <= after_writes
             and not after_writes & {pages[9], pages[10], pages[11]}
             and {pages[10], pages[11]} <= after_copy
             and pages[12] not in after_copy
+            and not done
+            and {pages[20], pages[21]} <= after_stop
+            and not after_stop & {pages[30], pages[31]}
         )
 
     assert _in_a_fork(child) == 0
