@@ -406,7 +406,6 @@ class Runner:
         self.hot: hotpages.Ranges = []  # pages the commands so far wrote: each spare copies them ahead
         self.learner = hotpages.Learner()
         self.learn_left = LEARN_FROM if prefault else 0
-        self.prefault = prefault
         self.listener: socket.socket | None = None
         self.listening = False  # the runner itself accepts (no spare is waiting)
         self.notify: socket.socket | None = None  # spares send the connection they took here
@@ -601,6 +600,8 @@ class Runner:
             conn.close()
 
     def close(self) -> None:
+        if self.notify is not None:
+            self._taken()  # spares that have just taken a command run it to its end
         for pid in self.spares:  # idle: nothing of anyone's runs there
             try:
                 os.kill(pid, signal.SIGKILL)
