@@ -50,7 +50,6 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from cli import hotpages
 from cli.command import COMMANDS
 from shoal.agent.protocol import RUNNER_CANNOT_LISTEN, remove_socket_if_ours
 from shoal.forking import fork_child
@@ -63,9 +62,7 @@ REQUEST_TIMEOUT = 10.0
 # Children forked ahead, waiting for a connection; given up after this many die in a row untaken.
 SPARES = 2
 SPARE_DEATHS = 5
-# The pages the first LEARN_FROM commands wrote are the ones each later spare copies ahead.
-LEARN_FROM = 8
-MAX_REPORTED_RANGES = 4096
+PR_SET_PDEATHSIG = 1
 _U32 = struct.Struct("<I")
 _UCRED = struct.Struct("3i")
 
@@ -278,28 +275,24 @@ class Spare(NamedTuple):
     """What a spare is forked with."""
 
     listener: socket.socket
-    notify: socket.socket  # to the runner: the connection taken, and the pages written (learning)
+    notify: socket.socket  # to the runner: the connection taken
     close_fds: list[int]
     runner: int  # the runner's pid
-    hot: hotpages.Ranges  # pages to copy before accepting
-    learn: bool  # report the pages this command wrote
 
 
-def _waiting(listener: socket.socket) -> bool:
-    """Whether a connection waits to be accepted."""
-    return bool(select.select([listener], [], [], 0)[0])
+def parent_death_signal(sig: int) -> None:
+    """Have the kernel send `sig` to this process when its parent dies (0: no longer)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
 def run_spare(spare: Spare) -> int:
-    """In a spare: copy the usual pages, wait for a connection, hand a copy of it to the runner, run its
-    command (and, while the runner learns, report which pages it wrote)."""
-    hotpages.parent_death_signal(signal.SIGKILL)  # an idle spare must not outlive its runner
+    """In a spare: wait for a connection, hand a copy of it to the runner, run its command."""
+    parent_death_signal(signal.SIGKILL)  # an idle spare must not outlive its runner
     if os.getppid() != spare.runner:
         return 0  # the runner died before we asked
     _reset_for_child(spare.close_fds)
-    maps = hotpages.shared_maps() if spare.learn else []
-    pagemap = hotpages.open_pagemap() if spare.learn else None
-    hotpages.copy_ahead(spare.hot, stop=functools.partial(_waiting, spare.listener))
     try:
         conn, _ = spare.listener.accept()
     except OSError as exc:
@@ -307,26 +300,16 @@ def run_spare(spare: Spare) -> int:
         return 2
     finally:
         spare.listener.close()
-    hotpages.parent_death_signal(0)  # a command that has started runs to its end, as a forked one does
+    parent_death_signal(0)  # a command that has started runs to its end, as a forked one does
     conn.setblocking(True)
     try:
         # First the runner's copy (it reports our wait status, even if we are killed now), then our pid.
         socket.send_fds(spare.notify, [b"T" + _U32.pack(os.getpid())], [conn.fileno()])
     except OSError as exc:
         log.warning("a spare cannot reach the runner: %s", exc)
-    if pagemap is None:
-        spare.notify.close()
+    spare.notify.close()
     _send(conn, b"P", os.getpid())
-    code = serve_connection(conn)
-    if pagemap is not None:  # the caller has its status: this is off its path
-        try:
-            written = hotpages.written(pagemap, maps)[:MAX_REPORTED_RANGES]
-            spare.notify.send(b"H" + hotpages.encode(written))
-        except OSError:
-            pass
-        os.close(pagemap)
-        spare.notify.close()
-    return code
+    return serve_connection(conn)
 
 
 def serve_connection(conn: socket.socket) -> int:
@@ -394,7 +377,7 @@ class Runner:
     """Keep spares waiting for connections (or accept and fork per connection when there are none),
     and report each command's wait status."""
 
-    def __init__(self, path: str, parent_fd: int | None, spares: int = SPARES, prefault: bool = True) -> None:
+    def __init__(self, path: str, parent_fd: int | None, spares: int = SPARES) -> None:
         self.path = path
         self.parent_fd = parent_fd
         self.poll = select.epoll()
@@ -403,9 +386,6 @@ class Runner:
         self.spares: set[int] = set()  # forked ahead, not yet known to have taken a connection
         self.spares_wanted = spares
         self.spare_deaths = 0  # spares that died in a row before taking a connection
-        self.hot: hotpages.Ranges = []  # pages the commands so far wrote: each spare copies them ahead
-        self.learner = hotpages.Learner()
-        self.learn_left = LEARN_FROM if prefault else 0
         self.listener: socket.socket | None = None
         self.listening = False  # the runner itself accepts (no spare is waiting)
         self.notify: socket.socket | None = None  # spares send the connection they took here
@@ -447,8 +427,6 @@ class Runner:
         if self.parent_fd is not None:
             self._own_fds.append(self.parent_fd)
             self.poll.register(self.parent_fd, select.EPOLLIN)
-        if self.spares_wanted:
-            hotpages.libc()
         while not self.stopping:
             self._fill_spares()
             self._listen_if_no_spare()
@@ -488,8 +466,6 @@ class Runner:
                 self.notify_w,
                 [*self._own_fds, *self.by_fd],
                 os.getpid(),
-                self.hot,
-                self.learn_left > 0,
             )
             try:
                 pid = fork_child(functools.partial(run_spare, spare), failure=2)
@@ -510,19 +486,13 @@ class Runner:
 
     def _taken(self) -> None:
         """Messages from spares: a connection taken (keep the copy, to report the command's status and
-        watch its caller), or the pages a command wrote (while learning)."""
+        watch its caller)."""
         assert self.notify is not None
         while True:
             try:
-                msg, fds, _flags, _addr = socket.recv_fds(self.notify, 1 + MAX_REPORTED_RANGES * 12, 1)
+                msg, fds, _flags, _addr = socket.recv_fds(self.notify, 1 + _U32.size, 1)
             except (BlockingIOError, InterruptedError):
                 return
-            if msg[:1] == b"H" and not fds:
-                if self.learn_left > 0:
-                    self.learn_left -= 1
-                    self.learner.add(hotpages.decode(msg[1:]))
-                    self.hot = self.learner.hot()
-                continue
             pid = _U32.unpack(msg[1:])[0] if msg[:1] == b"T" and len(msg) == 1 + _U32.size else 0
             if pid not in self.spares or len(fds) != 1:
                 for fd in fds:
@@ -637,13 +607,10 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="children forked ahead of commands (0: fork per command)",
     )
-    parser.add_argument(
-        "--no-prefault", action="store_true", help="spares do not copy ahead the pages commands write"
-    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s shoal-runner %(levelname)s %(message)s")
     preload()
-    runner = Runner(args.socket, args.parent_fd, max(0, args.spares), prefault=not args.no_prefault)
+    runner = Runner(args.socket, args.parent_fd, max(0, args.spares))
     try:
         runner.bind()
     except OSError as exc:
