@@ -45,18 +45,23 @@ PY = sys.executable  # the environment shoal is installed in (a venv's interpret
 
 
 def agent_pids(directory: str) -> list[int]:
-    """The cluster's local agent and its command runner (whose forks run the native commands)."""
-    pids = []
+    """The cluster's local agent and its command runner (whose forks run the native commands), not the
+    runner's spares: their CPU reaches the runner's (cutime) once each has run its command."""
+    found: dict[int, int] = {}  # pid -> parent
+    runners = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
         if directory in cmd and ("cli.runner" in cmd or "shoal.agent.agentd" in cmd):
-            pids.append(int(entry))
-    return pids
+            found[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+            if "cli.runner" in cmd:
+                runners.add(int(entry))
+    return [pid for pid, parent in found.items() if parent not in runners]
 
 
 def process_cpu_s(pids: list[int]) -> float:

@@ -15,6 +15,12 @@ The runner never runs a command itself, so nothing one command does is seen by t
 that cannot become the caller (it is not root and the caller is someone else) answers "F" and the
 launcher runs the plain Python command instead.
 
+The fork is kept off a command's path: the runner keeps SPARES children forked ahead, each waiting
+in accept() on the runner's socket. The spare that takes a connection hands a copy of it to the
+runner (which reports the wait status, and kills the command if its launcher goes away), runs that one
+command and exits; the runner forks the next spare meanwhile. Spares that keep dying before taking a
+connection are given up: the runner then accepts and forks per connection, as it does with SPARES=0.
+
 Wire format (little-endian u32 lengths): request = b"SHR1", str name, str cwd, str umask (octal),
 u32 argc, argc x str, u32 envc, envc x str ("KEY=VALUE"); str = u32 length + UTF-8/bytes. Replies
 are records of one tag byte and one u32: b"P" child pid, b"F" declined (nothing ran), b"X" wait
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import errno
+import functools
 import gc
 import importlib
 import io
@@ -52,6 +59,10 @@ log = logging.getLogger("shoal.runner")
 REQUEST_MAGIC = b"SHR1"
 MAX_REQUEST = 16 * 1024 * 1024  # argv + environment; Linux's own limit for exec is far lower
 REQUEST_TIMEOUT = 10.0
+# Children forked ahead, waiting for a connection; given up after this many die in a row untaken.
+SPARES = 2
+SPARE_DEATHS = 5
+PR_SET_PDEATHSIG = 1
 _U32 = struct.Struct("<I")
 _UCRED = struct.Struct("3i")
 
@@ -238,8 +249,9 @@ def _exit_code(code: object) -> int:
     return 1
 
 
-def run_child(conn: socket.socket, close_fds: list[int]) -> int:
-    """In the forked child: read the request, become the caller, run the command. Returns the status."""
+def _reset_for_child(close_fds: list[int]) -> None:
+    """In a fresh fork of the runner: drop its descriptors and signal handlers, leave its session,
+    and draw a random seed of our own (the runner's would repeat in every child)."""
     for fd in close_fds:
         try:
             os.close(fd)
@@ -250,6 +262,58 @@ def run_child(conn: socket.socket, close_fds: list[int]) -> int:
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.setsid()
+    random.seed()
+
+
+def run_child(conn: socket.socket, close_fds: list[int]) -> int:
+    """In a child forked for `conn`: run its command. Returns the status."""
+    _reset_for_child(close_fds)
+    return serve_connection(conn)
+
+
+class Spare(NamedTuple):
+    """What a spare is forked with."""
+
+    listener: socket.socket
+    notify: socket.socket  # to the runner: the connection taken
+    close_fds: list[int]
+    runner: int  # the runner's pid
+
+
+def parent_death_signal(sig: int) -> None:
+    """Have the kernel send `sig` to this process when its parent dies (0: no longer)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
+def run_spare(spare: Spare) -> int:
+    """In a spare: wait for a connection, hand a copy of it to the runner, run its command."""
+    parent_death_signal(signal.SIGKILL)  # an idle spare must not outlive its runner
+    if os.getppid() != spare.runner:
+        return 0  # the runner died before we asked
+    _reset_for_child(spare.close_fds)
+    try:
+        conn, _ = spare.listener.accept()
+    except OSError as exc:
+        log.warning("a spare cannot accept a command: %s", exc)
+        return 2
+    finally:
+        spare.listener.close()
+    parent_death_signal(0)  # a command that has started runs to its end, as a forked one does
+    conn.setblocking(True)
+    try:
+        # First the runner's copy (it reports our wait status, even if we are killed now), then our pid.
+        socket.send_fds(spare.notify, [b"T" + _U32.pack(os.getpid())], [conn.fileno()])
+    except OSError as exc:
+        log.warning("a spare cannot reach the runner: %s", exc)
+    spare.notify.close()
+    _send(conn, b"P", os.getpid())
+    return serve_connection(conn)
+
+
+def serve_connection(conn: socket.socket) -> int:
+    """Read the request, become the caller, run the command; report and return its exit status."""
     conn.settimeout(REQUEST_TIMEOUT)
     try:
         request = read_request(conn)
@@ -275,7 +339,6 @@ def run_child(conn: socket.socket, close_fds: list[int]) -> int:
             os.environ[key] = value
     if tz_changed:
         time.tzset()
-    random.seed()
     _install_stdio(request.fds)
     sys.argv = [request.name, *request.argv]
     code = run_command(request.name)
@@ -311,15 +374,22 @@ def run_command(name: str) -> int:
 
 
 class Runner:
-    """Accept launcher connections, fork one child per command, report each child's wait status."""
+    """Keep spares waiting for connections (or accept and fork per connection when there are none),
+    and report each command's wait status."""
 
-    def __init__(self, path: str, parent_fd: int | None) -> None:
+    def __init__(self, path: str, parent_fd: int | None, spares: int = SPARES) -> None:
         self.path = path
         self.parent_fd = parent_fd
         self.poll = select.epoll()
-        self.children: dict[int, socket.socket] = {}
+        self.children: dict[int, socket.socket] = {}  # a command's pid -> the runner's copy of its connection
         self.by_fd: dict[int, int] = {}  # connection fd -> child pid
+        self.spares: set[int] = set()  # forked ahead, not yet known to have taken a connection
+        self.spares_wanted = spares
+        self.spare_deaths = 0  # spares that died in a row before taking a connection
         self.listener: socket.socket | None = None
+        self.listening = False  # the runner itself accepts (no spare is waiting)
+        self.notify: socket.socket | None = None  # spares send the connection they took here
+        self.notify_w: socket.socket | None = None
         self.inode: int | None = None
         self.stopping = False
         self._own_fds: list[int] = [self.poll.fileno()]
@@ -335,7 +405,9 @@ class Runner:
         listener.bind(self.path)
         os.chmod(self.path, 0o666)
         listener.listen(128)
-        listener.setblocking(False)
+        # Blocking: spares wait in accept(); the runner accepts only while no spare is waiting, so
+        # it never finds the connection it was told of taken.
+        listener.setblocking(True)
         self.inode = os.stat(self.path).st_ino
         self.listener = listener
 
@@ -347,18 +419,25 @@ class Runner:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
-        self._own_fds += [wake_r, wake_w]
-        self.poll.register(self.listener.fileno(), select.EPOLLIN)
+        self.notify, self.notify_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.setblocking(False)
+        self._own_fds += [wake_r, wake_w, self.notify.fileno()]
         self.poll.register(wake_r, select.EPOLLIN)
+        self.poll.register(self.notify.fileno(), select.EPOLLIN)
         if self.parent_fd is not None:
             self._own_fds.append(self.parent_fd)
             self.poll.register(self.parent_fd, select.EPOLLIN)
         while not self.stopping:
+            self._fill_spares()
+            self._listen_if_no_spare()
             for fd, _events in self.poll.poll(5.0):
                 if fd == self.listener.fileno():
-                    self._accept()
+                    if not self.spares:
+                        self._accept()
                 elif fd == wake_r:
                     self._drain(wake_r)
+                elif fd == self.notify.fileno():
+                    self._taken()
                 elif fd == self.parent_fd:
                     self.stopping = True  # the agent is gone (its end of the pipe closed)
                 else:
@@ -377,8 +456,73 @@ class Runner:
         except BlockingIOError:
             pass
 
-    def _accept(self) -> None:
+    # -- spares -----------------------------------------------------------------------------
+
+    def _fill_spares(self) -> None:
+        assert self.listener is not None and self.notify_w is not None
+        while len(self.spares) < self.spares_wanted:
+            spare = Spare(
+                self.listener,
+                self.notify_w,
+                [*self._own_fds, *self.by_fd],
+                os.getpid(),
+            )
+            try:
+                pid = fork_child(functools.partial(run_spare, spare), failure=2)
+            except OSError as exc:  # out of processes or memory: accept and fork per connection meanwhile
+                log.warning("cannot fork a spare command runner: %s", exc)
+                return
+            self.spares.add(pid)
+
+    def _listen_if_no_spare(self) -> None:
         assert self.listener is not None
+        want = not self.spares
+        if want != self.listening:
+            if want:
+                self.poll.register(self.listener.fileno(), select.EPOLLIN)
+            else:
+                self.poll.unregister(self.listener.fileno())
+            self.listening = want
+
+    def _taken(self) -> None:
+        """Messages from spares: a connection taken (keep the copy, to report the command's status and
+        watch its caller)."""
+        assert self.notify is not None
+        while True:
+            try:
+                msg, fds, _flags, _addr = socket.recv_fds(self.notify, 1 + _U32.size, 1)
+            except (BlockingIOError, InterruptedError):
+                return
+            pid = _U32.unpack(msg[1:])[0] if msg[:1] == b"T" and len(msg) == 1 + _U32.size else 0
+            if pid not in self.spares or len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            self.spares.discard(pid)
+            self.spare_deaths = 0
+            self._watch(pid, socket.socket(fileno=fds[0]))
+
+    def _watch(self, pid: int, conn: socket.socket) -> None:
+        self.children[pid] = conn
+        self.by_fd[conn.fileno()] = pid
+        # Only the peer's hang-up wakes us (not the request bytes the child has yet to read).
+        self.poll.register(conn.fileno(), select.EPOLLRDHUP)
+
+    def _spare_died(self, pid: int, status: int) -> None:
+        self.spares.discard(pid)
+        if self.stopping:
+            return
+        self.spare_deaths += 1
+        if self.spare_deaths >= SPARE_DEATHS and self.spares_wanted:
+            log.warning(
+                "spare command runners keep dying (last status %d); forking per command instead", status
+            )
+            self.spares_wanted = 0
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        assert self.listener is not None and self.notify_w is not None
         try:
             conn, _ = self.listener.accept()
         except (BlockingIOError, InterruptedError):
@@ -390,13 +534,10 @@ class Runner:
                 return
             raise
         conn.setblocking(True)
-        close_fds = [self.listener.fileno(), *self._own_fds, *self.by_fd]
+        close_fds = [self.listener.fileno(), self.notify_w.fileno(), *self._own_fds, *self.by_fd]
         pid = fork_child(lambda: run_child(conn, close_fds), failure=2)
-        self.children[pid] = conn
-        self.by_fd[conn.fileno()] = pid
         _send(conn, b"P", pid)
-        # Only the peer's hang-up wakes us (not the request bytes the child has yet to read).
-        self.poll.register(conn.fileno(), select.EPOLLRDHUP)
+        self._watch(pid, conn)
 
     def _caller_gone(self, fd: int) -> None:
         """The launcher closed its end before its command finished (it was killed): so is the command."""
@@ -409,13 +550,17 @@ class Runner:
                 pass
 
     def _reap(self) -> None:
-        while self.children:
+        self._taken()  # a spare's copy of its connection reached us before it could exit
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
+            if pid in self.spares:
+                self._spare_died(pid, status)
+                continue
             conn = self.children.pop(pid, None)
             if conn is None:
                 continue
@@ -425,6 +570,15 @@ class Runner:
             conn.close()
 
     def close(self) -> None:
+        if self.notify is not None:
+            self._taken()  # spares that have just taken a command run it to its end
+        for pid in self.spares:  # idle: nothing of anyone's runs there
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        self.spares.clear()
         if self.listener is not None:
             self.listener.close()
             self.listener = None
@@ -446,10 +600,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shoal-runner", description="serve shoal's short commands")
     parser.add_argument("--socket", required=True, metavar="PATH", help="unix socket to listen on")
     parser.add_argument("--parent-fd", type=int, metavar="FD", help="exit when this pipe closes")
+    parser.add_argument(
+        "--spares",
+        type=int,
+        default=SPARES,
+        metavar="N",
+        help="children forked ahead of commands (0: fork per command)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s shoal-runner %(levelname)s %(message)s")
     preload()
-    runner = Runner(args.socket, args.parent_fd)
+    runner = Runner(args.socket, args.parent_fd, max(0, args.spares))
     try:
         runner.bind()
     except OSError as exc:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from cli.command import COMMANDS
+from cli.runner import SPARE_DEATHS, SPARES
 from shoal.agent.protocol import RUNNER_SUFFIX
 from shoal.agent.server import AgentServer
 from tests.unit.agent.conftest import AGENT_HOST, KEY, PINGED_BY
@@ -217,7 +218,7 @@ def test_signals_reach_the_command_and_its_status_comes_back(
 
 def test_a_killed_launcher_takes_its_command_with_it(runner_agent: AgentServer, launcher_dir: Path) -> None:
     runner_pid = _runner_pid(runner_agent)
-    before = _children(runner_pid)
+    spares = _spares(runner_pid)
     proc = subprocess.Popen(
         [str(launcher_dir / "sbatch")],
         stdin=subprocess.PIPE,
@@ -225,10 +226,12 @@ def test_a_killed_launcher_takes_its_command_with_it(runner_agent: AgentServer, 
         stderr=subprocess.DEVNULL,
         env=_env(),
     )
-    _wait_for(lambda: len(_children(runner_pid) - before) == 1)
+    # a spare took it (the runner forks its replacement) and waits for the script on stdin
+    _wait_for(lambda: len(_children(runner_pid) - spares) == 1)
     proc.kill()
     proc.wait()
-    _wait_for(lambda: not (_children(runner_pid) - before))
+    _wait_for(lambda: len(spares - _children(runner_pid)) == 1)  # that command is gone, the others wait on
+    assert len(_children(runner_pid)) == len(spares)
 
 
 def test_the_runner_leaves_with_its_agent(ctld: str, public_dir: str) -> None:
@@ -237,14 +240,18 @@ def test_the_runner_leaves_with_its_agent(ctld: str, public_dir: str) -> None:
     server.start()
     _wait_for(lambda: os.path.exists(path + RUNNER_SUFFIX))
     runner_pid = _runner_pid(server)
+    spares = _spares(runner_pid)
     server.stop()
     _wait_for(lambda: not _alive(runner_pid))
     assert not os.path.exists(path + RUNNER_SUFFIX)
+    assert not [pid for pid in spares if _alive(pid)]  # no spare is left waiting
 
 
 def test_a_runner_that_died_is_started_again(runner_agent: AgentServer, launcher_dir: Path) -> None:
     first = _runner_pid(runner_agent)
+    spares = _spares(first)
     os.kill(first, signal.SIGKILL)
+    _wait_for(lambda: not [pid for pid in spares if _alive(pid)])  # its spares die with it
     _wait_for(
         lambda: (
             _runner_pid(runner_agent) != first
@@ -255,10 +262,105 @@ def test_a_runner_that_died_is_started_again(runner_agent: AgentServer, launcher
     _wait_for(lambda: _native(launcher_dir, "scontrol", "ping", env=_env()).returncode == 0)
 
 
+def test_each_command_gets_its_own_caller_in_turn_and_side_by_side(
+    runner_agent: AgentServer, launcher_dir: Path, public_dir: str
+) -> None:
+    work = Path(public_dir) / "work"
+    work.mkdir()
+    os.chmod(work, 0o777)
+    (work / "job.sh").write_text("#!/bin/sh\n#SBATCH --bogus-directive\ntrue\n")
+    nobody = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+    # one command stays open beside the others: sbatch waiting for its script on stdin
+    held = subprocess.Popen(
+        [str(launcher_dir / "sbatch")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=work,
+        **nobody,  # type: ignore[arg-type]
+    )
+    for i in range(2 * SPARES + 1):  # more commands than spares: the first ones, and those forked after them
+        user = NOBODY if i % 2 else None
+        cwd = work if i % 3 else Path(public_dir)
+        listed = _native(
+            launcher_dir,
+            "scontrol",
+            "show",
+            "hostnames",
+            env=_env(SLURM_JOB_NODELIST=f"n[{i}-{i + 1}]"),
+            user=user,
+        )
+        assert (listed.returncode, listed.stdout) == (0, f"n{i}\nn{i + 1}\n")
+        ping = _native(launcher_dir, "scontrol", "ping", env=_env(), user=user, cwd=public_dir)
+        assert ping.returncode == 0, ping.stderr
+        assert PINGED_BY[-1] == ((NOBODY, NOBODY, AGENT_HOST) if user else (0, 0, AGENT_HOST))
+        # what the command before was given (its environment, its directory) is not seen by the next
+        for argv in (("scontrol", "show", "hostnames"), ("sbatch", "job.sh"), ("squeue", "--no-such-option")):
+            native = _native(launcher_dir, *argv, env=_env(), user=user, cwd=cwd)
+            python = _python(*argv, env=_env(), cwd=cwd)
+            assert (native.returncode, native.stdout, native.stderr) == (
+                python.returncode,
+                python.stdout,
+                python.stderr,
+            ), (i, argv)
+    _out, err = held.communicate((work / "job.sh").read_text(), timeout=60)
+    reference = _python("sbatch", env=_env(), cwd=work, input=(work / "job.sh").read_text())
+    assert (held.returncode, err) == (reference.returncode, reference.stderr) and held.returncode != 0
+
+
+def test_a_spare_killed_while_it_waits_is_replaced(runner_agent: AgentServer, launcher_dir: Path) -> None:
+    runner_pid = _runner_pid(runner_agent)
+    spares = _spares(runner_pid)
+    for pid in spares:
+        os.kill(pid, signal.SIGKILL)
+    _wait_for(lambda: len(_children(runner_pid)) == SPARES and not _children(runner_pid) & spares)
+    out = _native(launcher_dir, "scontrol", "ping", env=_env())
+    assert out.stdout.endswith(" is UP\n") and PINGED_BY[-1] == (0, 0, AGENT_HOST)
+
+
+def test_a_runner_whose_spares_keep_dying_forks_per_command(
+    runner_agent: AgentServer, launcher_dir: Path
+) -> None:
+    runner_pid = _runner_pid(runner_agent)
+    killed: set[int] = set()
+    deadline = time.monotonic() + 30
+    while len(killed) < SPARE_DEATHS + SPARES and time.monotonic() < deadline:
+        for pid in _children(runner_pid) - killed:
+            os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+        time.sleep(0.05)
+    _wait_for(lambda: not _children(runner_pid))  # it has given up forking spares ...
+    time.sleep(0.5)
+    assert not _children(runner_pid)
+    # ... and forks per command: one held open, another beside it, each with its own caller and status
+    held = subprocess.Popen(
+        [str(launcher_dir / "sbatch")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    _wait_for(lambda: len(_children(runner_pid)) == 1)
+    out = _native(launcher_dir, "scontrol", "ping", env=_env(), user=NOBODY)
+    assert out.returncode == 0 and PINGED_BY[-1] == (NOBODY, NOBODY, AGENT_HOST)
+    _out, err = held.communicate("#!/bin/sh\n#SBATCH --bogus-directive\ntrue\n", timeout=60)
+    assert held.returncode != 0 and "bogus-directive" in err
+    _wait_for(lambda: not _children(runner_pid))
+
+
 def _runner_pid(server: AgentServer) -> int:
     runner = server._runner
     assert runner is not None
     return runner.pid
+
+
+def _spares(runner_pid: int) -> set[int]:
+    """The runner's children once it has forked its spares (none is running a command)."""
+    _wait_for(lambda: len(_children(runner_pid)) == SPARES)
+    return _children(runner_pid)
 
 
 def _alive(pid: int) -> bool:
