@@ -52,7 +52,7 @@ def update_job(
                 continue
             for job in found:
                 try:
-                    if job.user_id != caller.uid and not state.is_operator(caller):
+                    if not state.may_manage(caller, job):
                         raise SlurmError(_not_owner_message(req.action), PERMISSION_DENIED)
                     _update_one(state, tx, job, req, caller, now)
                     changed.append(job)
@@ -80,7 +80,8 @@ def _update_one(
     now: int,
 ) -> None:
     action = req.action or "update"
-    operator = state.is_operator(caller)
+    # a coordinator of the job's account holds and releases as an operator does, as in 22.05
+    operator = state.is_operator(caller) or job.account in state.coordinated(caller)
     if action in ("hold", "uhold"):
         if job.state != PENDING:
             raise SlurmError(NOT_PENDING, FAILED_PRECONDITION)
