@@ -69,6 +69,7 @@ def test_a_coordinator_sees_and_manages_the_accounts_jobs(tmp_path: Path) -> Non
     assert h.update(mine, "release", caller=COORD) == ["Invalid user id"]
     _push(h, coord=("lab",))
     assert _listed(h, COORD) == [mine]
+    assert h.ctl.why(controller_pb2.WhyRequest(job_id=str(mine)), COORD).job_id == mine  # shoal why
     assert h.update(mine, "release", caller=COORD) == []
     assert h.update(mine, "hold", caller=COORD) == []
     assert h.update(mine, "update", caller=COORD, TimeLimit="3") == []
