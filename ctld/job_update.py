@@ -80,8 +80,9 @@ def _update_one(
     now: int,
 ) -> None:
     action = req.action or "update"
-    # a coordinator of the job's account holds and releases as an operator does, as in 22.05
-    operator = state.is_operator(caller) or job.account in state.coordinated(caller)
+    # a coordinator acts as the job's user, not as an operator: its hold is a user hold that the
+    # owner may release (measured on 22.05: JobHeldUser)
+    operator = state.is_operator(caller)
     if action in ("hold", "uhold"):
         if job.state != PENDING:
             raise SlurmError(NOT_PENDING, FAILED_PRECONDITION)

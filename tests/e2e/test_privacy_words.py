@@ -121,8 +121,12 @@ def test_a_coordinator_sees_and_manages_the_accounts_jobs(cluster: Cluster) -> N
         assert c.ok("sacctmgr", "-n", "show", "account", "format=account", user=ALICE).split() == ["physics"]
         assert _users(c, ALICE) == ["alice"]  # a coordinator still lists only itself
         second = c.submit(
-            "-A", "physics", "--hold", "-o", "/dev/null", "--wrap", "true", user=BOB, cwd=_out(c)
+            "-A", "physics", "--begin=now+1hour", "-o", "/dev/null", "--wrap", "true", user=BOB, cwd=_out(c)
         )
+        c.ok("scontrol", "hold", str(second), user=ALICE)
+        # a coordinator's hold is a user hold, which bob may release (22.05: JobHeldUser)
+        assert c.ok("squeue", "-h", "-j", str(second), "-o", "%r") == "JobHeldUser\n"
+        c.ok("scontrol", "release", str(second), user=BOB)
         c.ok("scancel", str(second), user=ALICE)
         c.wait_state(second, {"CANCELLED"})
     finally:

@@ -72,6 +72,8 @@ def test_a_coordinator_sees_and_manages_the_accounts_jobs(tmp_path: Path) -> Non
     assert h.ctl.why(controller_pb2.WhyRequest(job_id=str(mine)), COORD).job_id == mine  # shoal why
     assert h.update(mine, "release", caller=COORD) == []
     assert h.update(mine, "hold", caller=COORD) == []
+    assert h.update(mine, "release", caller=OWNER) == []  # a coordinator's hold is a user hold (22.05)
+    assert h.update(mine, "hold", caller=COORD) == []
     assert h.update(mine, "update", caller=COORD, TimeLimit="3") == []
     assert [r.code for r in h.cancel(mine, caller=COORD).results if r.code] == []
     _push(h)  # sacctmgr delete coordinator: the next push takes it back
