@@ -782,6 +782,22 @@ def _tree_order(session: Session, rows: Iterable[Association]) -> list[Associati
     )
 
 
+def coordinator_may(session: Session, user: str, req: pb.ModifyRequest) -> bool:
+    """A coordinator's own sacctmgr changes, as 22.05 lets them (measured): add or delete coordinators
+    of, and modify users' associations in, accounts it coordinates (sub-accounts too). The request must
+    name its accounts, all of them coordinated, and set association limits only (no AdminLevel, no
+    default account)."""
+    kind = _kind(req.kind)
+    if not (kind == "coordinator" or (kind in ("user", "association") and req.action == "modify")):
+        return False
+    if kind != "coordinator" and not all(k.lower().rstrip("+-") in ASSOC_KEYS for k in req.set):
+        return False
+    given = {k.lower(): v for k, v in (*req.where.items(), *req.set.items())}
+    accounts = _list(given, "account", "accounts")
+    reach = coordinated(session).get(user, [])
+    return bool(accounts) and all(a in reach for a in accounts)
+
+
 def is_admin(session: Session, user: str) -> bool:
     row = session.get(User, user)
     return row is not None and row.admin_level in ("Administrator", "Operator")

@@ -146,7 +146,12 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
         uid = current_caller().uid
         try:
             with self._sessions() as session:
-                if not self._privileged(uid) and not admin.is_admin(session, _user_name(uid)):
+                user = _user_name(uid)
+                if (
+                    not self._privileged(uid)
+                    and not admin.is_admin(session, user)
+                    and not admin.coordinator_may(session, user, request)
+                ):
                     if request.action != "add":
                         context.abort(grpc.StatusCode.PERMISSION_DENIED, NOT_ADMIN)
                     # 22.05 shows a user the plan of an add, then refuses it: compute it, keep nothing

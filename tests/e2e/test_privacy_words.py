@@ -120,6 +120,15 @@ def test_a_coordinator_sees_and_manages_the_accounts_jobs(cluster: Cluster) -> N
         wait_until("bob's job in alice's sacct", lambda: [str(held), "bob"] in _sacct(c, ALICE), 30)
         assert c.ok("sacctmgr", "-n", "show", "account", "format=account", user=ALICE).split() == ["physics"]
         assert _users(c, ALICE) == ["alice"]  # a coordinator still lists only itself
+        # and may set limits on its account's users (measured on 22.05), which a plain user may not
+        limit = ("sacctmgr", "-i", "modify", "user", "bob", "where", "account=physics", "set")
+        assert c.run(*limit, "maxjobs=5", user=BOB).returncode == 1
+        c.ok(*limit, "maxjobs=5", user=ALICE)
+        shown = c.ok(
+            "sacctmgr", "-n", "show", "assoc", "where", "user=bob", "account=physics", "format=maxjobs"
+        )
+        assert shown.split() == ["5"]
+        c.ok(*limit, "maxjobs=-1")
         second = c.submit(
             "-A", "physics", "--begin=now+1hour", "-o", "/dev/null", "--wrap", "true", user=BOB, cwd=_out(c)
         )

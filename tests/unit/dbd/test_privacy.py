@@ -93,3 +93,22 @@ def test_sacctmgr_show_under_private_users_and_accounts(sessions: sessionmaker[S
     assert ("physics", "bob") in _shown(sessions, "association", "alice", ("account", "user"))
     assert _shown(sessions, "account", "alice", ("account",)) == [("physics",)]
     assert _shown(sessions, "user", "alice", ("user",)) == [("alice",)]  # a coordinator: itself only
+
+
+def _may(sessions: sessionmaker[Session], **req: object) -> bool:
+    with sessions() as session:
+        return admin.coordinator_may(session, "alice", pb.ModifyRequest(**req))  # type: ignore[arg-type]
+
+
+def test_what_a_coordinator_may_change_in_sacctmgr(sessions: sessionmaker[Session]) -> None:
+    build_tree(sessions)
+    add_bob = {"action": "add", "kind": "coordinator", "names": ["bob"], "set": {"account": "physics"}}
+    limit = {"action": "modify", "kind": "user", "names": ["bob"], "where": {"account": "physics"}}
+    assert not _may(sessions, **add_bob)  # not a coordinator yet
+    _coord(sessions)
+    assert _may(sessions, **add_bob)  # measured: a coordinator adds another to its account
+    assert _may(sessions, **limit, set={"maxjobs": "5"})  # and sets its users' association limits
+    assert not _may(sessions, **limit, set={"adminlevel": "Administrator"})  # never a level
+    assert not _may(sessions, action="modify", kind="user", names=["bob"], set={"maxjobs": "5"})  # no account
+    assert not _may(sessions, **{**add_bob, "set": {"account": "research"}})  # not its account
+    assert not _may(sessions, action="delete", kind="user", names=["bob"], where={"account": "physics"})
