@@ -35,6 +35,7 @@ FORMATS = {
     "GrpWall%11,GrpTRESMins%13,MaxJobs%7,MaxTRES%13,MaxTRESPerNode%14,MaxSubmit%9,MaxWall%11,"
     "MaxTRESMins%13,QOS%20,Def QOS%9,GrpTRESRunMins%13",
     "user": "User,Def Acct,Admin%9",
+    "user_coord": "User,Def Acct,Admin%9,Coord Accounts%20",
     "user_assoc": "User,Def Acct,Admin%9,Cluster,Account,Partition,Share%9,Priority,MaxJobs%7,MaxNodes%8,"
     "MaxCPUs%8,MaxSubmit%9,MaxWall%11,MaxCPUMins%11,QOS%20,Def QOS%9",
     "account": "Account,Descr%20,Org%20",
@@ -47,6 +48,9 @@ FORMATS = {
     "cluster": "Cluster,ControlHost%15,Share%9,QOS%20",
 }
 ALIASES = {
+    "coordaccounts": "coordinatoraccounts",
+    "coord": "coordinatoraccounts",
+    "coordinators": "coordinatoraccounts",
     "defacct": "defaultaccount",
     "admin": "adminlevel",
     "fairshare": "share",
@@ -68,6 +72,7 @@ ALIASES = {
 # Slurm's own title for each column, whatever case format= typed it in (22.05: `format=name,maxtrespu`
 # prints Name|MaxTRESPU); a name not here keeps the typed text.
 HEADERS = {
+    "coordinatoraccounts": "Coord Accounts",
     "cluster": "Cluster",
     "account": "Account",
     "user": "User",
@@ -130,6 +135,7 @@ TITLES = {
     "qos": "QOS",
     "cluster": "Cluster",
     "association": "Association",
+    "coordinator": "Coordinator",
 }
 # 22.05's plural in " Problem adding accounts: ..." (a user's add refused after its plan)
 PLURALS = {
@@ -138,6 +144,7 @@ PLURALS = {
     "qos": "QOS",
     "cluster": "clusters",
     "association": "associations",
+    "coordinator": "coordinators",
 }
 NOT_ADMIN = "Your user doesn't have privilege to perform this action"
 DENIED = "Access/permission denied"
@@ -145,7 +152,7 @@ DENIED = "Access/permission denied"
 
 def _kind(text: str) -> str:
     text = text.lower()
-    for kind in ("cluster", "account", "user", "qos", "association"):
+    for kind in ("cluster", "account", "user", "qos", "association", "coordinator"):
         if text == kind or text == kind + "s" or text in ("assoc", "assocs") and kind == "association":
             return kind
     raise CommandError(f"Unknown entity '{text}'")
@@ -332,8 +339,17 @@ def main(argv: list[str] | None = None) -> int:
             req = pb.ShowRequest(kind=kind, where=where, with_assoc=with_assoc)
             if names:
                 req.where["names"] = ",".join(names)
-            resp = _call("Show", req, pb.ShowResponse)
+            try:
+                resp = _call("Show", req, pb.ShowResponse)
+            except CommandError as exc:
+                if exc.message != DENIED:
+                    raise
+                # 22.05 under slurmdbd.conf PrivateData (accounts): the refusal, then this line
+                sys.stderr.write(f"{PROG}: error: {DENIED}\n Problem with query.\n")
+                return 1
             key = "user_assoc" if kind == "user" and with_assoc else kind
+            if kind == "user" and not with_assoc and "withcoord" in flags:
+                key = "user_coord"
             fields = parse_format(fmt or FORMATS[key])
             for line in render([dict(r.fields) for r in resp.rows], fields, parsable=parsable, header=header):
                 sys.stdout.write(line + "\n")
@@ -359,7 +375,9 @@ def main(argv: list[str] | None = None) -> int:
                 else f" Nothing {'modified' if action == 'modify' else 'deleted'}\n"
             )
             return 0 if action != "delete" else 1
-        if action == "add":
+        if kind == "coordinator":
+            pass  # dbd's lines are 22.05's whole answer, titles included
+        elif action == "add":
             sys.stdout.write(f" Adding {TITLES[kind]}(s)\n")
         else:
             sys.stdout.write(f" {VERBS[action]} {kind}(s)...\n")

@@ -240,6 +240,7 @@ class Accounting:
         self._assoc_index: dict[tuple[str, str, str], int] = {}
         self._default_account: dict[str, str] = {}
         self._admin_levels: dict[str, str] = {}  # user -> Operator | Administrator (others: None)
+        self._coords: dict[str, frozenset[str]] = {}  # user -> accounts coordinated, sub-accounts too
         self._usage_wanted: pb.GetUsageRequest | None = None  # see request_usage
         self._usage_found: list[pb.AssocUsage] | None = None
         self._epoch = store.get_meta("acct_epoch") or ""
@@ -474,6 +475,16 @@ class Accounting:
         with self._cache_lock:
             return self._admin_levels.get(user, NO_ADMIN_LEVEL)
 
+    def coordinated(self, user: str) -> frozenset[str]:
+        """The accounts `user` coordinates (sacctmgr add coordinator), their sub-accounts included."""
+        with self._cache_lock:
+            return self._coords.get(user, frozenset())
+
+    def accounts_of(self, user: str) -> set[str]:
+        """The accounts `user` has an association in."""
+        with self._cache_lock:
+            return {account for account, name, _ in self._assoc_index if name == user}
+
     def limits(self) -> m.AccountingLimits | None:
         with self._cache_lock:
             return self._limits if self.enforce_limits else None
@@ -527,6 +538,7 @@ class Accounting:
             self._assoc_index = by_key
             self._default_account = {u.name: u.default_account for u in resp.users}
             self._admin_levels = {u.name: u.admin_level for u in resp.users if u.admin_level in ADMIN_LEVELS}
+            self._coords = {u.name: frozenset(u.coord_accounts) for u in resp.users if u.coord_accounts}
             self._limits = m.AccountingLimits(
                 assocs=assocs, qos=qos, enforce_qos=self.enforce_qos, safe=self.safe
             )

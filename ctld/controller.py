@@ -201,9 +201,9 @@ class Controller:
         resv.delete(self.state, req, caller)
 
     def get_reservations(
-        self, req: controller_pb2.GetReservationsRequest
+        self, req: controller_pb2.GetReservationsRequest, caller: Caller | None = None
     ) -> controller_pb2.GetReservationsResponse:
-        return resv.get(self.state, req)
+        return resv.get(self.state, req, caller)
 
     # ------------------------------------------------------------------ queries
     def get_jobs(
@@ -232,8 +232,10 @@ class Controller:
     ) -> controller_pb2.GetPrioritiesResponse:
         return priority_report.get_priorities(self.state, req, caller)
 
-    def get_shares(self, req: controller_pb2.GetSharesRequest) -> controller_pb2.GetSharesResponse:
-        return priority_report.get_shares(self.state, req)
+    def get_shares(
+        self, req: controller_pb2.GetSharesRequest, caller: Caller | None = None
+    ) -> controller_pb2.GetSharesResponse:
+        return priority_report.get_shares(self.state, req, caller)
 
     def why(self, req: controller_pb2.WhyRequest, caller: Caller) -> controller_pb2.WhyResponse:
         return why.why(self.state, req, caller)

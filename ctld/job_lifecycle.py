@@ -176,7 +176,7 @@ def _signal_one(
     now: int,
     step: str = "",
 ) -> tuple[int, str]:
-    if job.user_id != caller.uid and not state.is_operator(caller):
+    if not state.may_manage(caller, job):  # its owner, an operator, a coordinator of its account
         return PERMISSION_DENIED, ACCESS_DENIED
     if job.state in FINISHED_STATES or job.state == COMPLETING:
         if step:  # 22.05: a step of an ended job is an unknown one (scancel exits 1, not silent)

@@ -52,7 +52,7 @@ def update_job(
                 continue
             for job in found:
                 try:
-                    if job.user_id != caller.uid and not state.is_operator(caller):
+                    if not state.may_manage(caller, job):
                         raise SlurmError(_not_owner_message(req.action), PERMISSION_DENIED)
                     _update_one(state, tx, job, req, caller, now)
                     changed.append(job)
@@ -80,6 +80,8 @@ def _update_one(
     now: int,
 ) -> None:
     action = req.action or "update"
+    # a coordinator acts as the job's user, not as an operator: its hold is a user hold that the
+    # owner may release (measured on 22.05: JobHeldUser)
     operator = state.is_operator(caller)
     if action in ("hold", "uhold"):
         if job.state != PENDING:

@@ -131,7 +131,7 @@ def query(
     flag: node state is not private, as sinfo's), and that job's steps and state are left out."""
     out = controller_pb2.GetLiveUsageResponse(now=state.now())
     with state.reading():
-        only = privacy.hidden_owner(state, caller)
+        only = privacy.viewer(state, caller)
         held = _holders(state.jobs.values())
         holders = {key: job for key, job in held.items() if privacy.sees(only, job)}
         readings = {(name, g.index): g for name, node in state.nodes.items() for g in node.gpus}

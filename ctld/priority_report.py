@@ -11,10 +11,10 @@ from ctld import privacy, snapshot
 from ctld.fairshare_usage import job_tres
 from ctld.record import JobRecord
 from ctld.sched import priority, reasons
-from ctld.sched.fairshare import ShareAssoc
+from ctld.sched.fairshare import ShareAssoc, ShareRow
 from ctld.sched.model import PriorityConfig
 from ctld.show_config import tracked_tres
-from ctld.state import Caller, ClusterState
+from ctld.state import Caller, ClusterState, user_name
 from shoal.v1 import controller_pb2 as pb
 from shoal.v1 import jobs_pb2
 
@@ -34,7 +34,7 @@ def get_priorities(
     now = state.now()
     with state.reading():
         state.accrue_usage()
-        only = privacy.hidden_owner(state, caller)
+        only = privacy.viewer(state, caller)
         pending = [j for j in state.jobs.values() if _listed(j, now) and privacy.sees(only, j)]
         reqs = [r for r in (state.request(j) for j in pending) if r is not None]
         snap = snapshot.build(state, reqs)
@@ -99,7 +99,9 @@ def _listed(job: JobRecord, now: int) -> bool:
     )
 
 
-def get_shares(state: ClusterState, req: pb.GetSharesRequest) -> pb.GetSharesResponse:
+def get_shares(
+    state: ClusterState, req: pb.GetSharesRequest, caller: Caller | None = None
+) -> pb.GetSharesResponse:
     now = state.now()
     with state.reading():
         state.accrue_usage()
@@ -118,12 +120,18 @@ def get_shares(state: ClusterState, req: pb.GetSharesRequest) -> pb.GetSharesRes
         limits = state.accounting.grp_tres_mins()
         names = tracked_tres(state.cfg)
     run_secs = per_subtree(tree, running)
+    depths = {id(row): row.depth for row in rows}
+    if privacy.private(state, caller, privacy.USAGE):
+        assert caller is not None
+        depths = _private_depths(rows, user_name(caller.uid), state.coordinated(caller))
     for row in rows:
+        if id(row) not in depths:
+            continue
         out.rows.append(
             pb.ShareRow(
                 account=row.account,
                 user=row.user,
-                depth=row.depth,
+                depth=depths[id(row)],
                 raw_shares=row.raw_shares,
                 norm_shares=row.norm_shares,
                 raw_usage=row.raw_usage,
@@ -136,6 +144,22 @@ def get_shares(state: ClusterState, req: pb.GetSharesRequest) -> pb.GetSharesRes
             )
         )
     return out
+
+
+def _private_depths(rows: list[ShareRow], user: str, accounts: frozenset[str]) -> dict[int, int]:
+    """PrivateData=usage, as 22.05's sshare: a user sees their own rows and the accounts they coordinate
+    with those accounts' users; each row is indented under the shown rows above it only (a user's row
+    of an account not shown stands at the left)."""
+    shown: dict[int, int] = {}
+    above: list[tuple[int, bool]] = []  # (depth, shown) of the rows this one sits under
+    for row in rows:
+        while above and above[-1][0] >= row.depth:
+            above.pop()
+        visible = row.account in accounts or (bool(row.user) and row.user == user)
+        if visible:
+            shown[id(row)] = sum(1 for _, seen in above if seen)
+        above.append((row.depth, visible))
+    return shown
 
 
 def run_tres_seconds(job: JobRecord, now: int) -> dict[str, float]:

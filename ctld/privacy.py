@@ -1,28 +1,63 @@
-"""slurm.conf PrivateData=jobs: whose jobs a caller may see.
+"""slurm.conf PrivateData: what a caller may see of other users' jobs, nodes, partitions, reservations
+and usage, as 22.05's slurmctld applies it (measured on the real one).
 
-As slurmctld does, a user then sees only their own jobs (squeue, scontrol show job, REST, the web view,
-the GPU views' job and user); operators and administrators (root, SlurmUser, sacctmgr AdminLevel) see
-every job. A job hidden from a caller reads as one that does not exist (22.05's "Invalid job id
-specified"). In-process callers (no Caller: restd's own metrics, the housekeeping) see everything.
+- jobs: a user sees their own jobs, and those of the accounts they coordinate (sacctmgr add
+  coordinator); squeue, scontrol show job, REST, the web view and the GPU views leave out the rest. A
+  hidden job reads as one that does not exist (22.05's "Invalid job id specified").
+- nodes, partitions: a user may not load them at all ("Access/permission denied": sinfo, scontrol
+  show node/partition).
+- reservations: a user sees only the reservations they may use (its Users or Accounts name them).
+- usage: sshare shows a user their own rows, and the accounts they coordinate with those accounts'
+  users.
+
+Operators and administrators (root, SlurmUser, sacctmgr AdminLevel) see everything; so do in-process
+callers (no Caller: restd's own metrics, the housekeeping).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ctld.errors import ACCESS_DENIED, PERMISSION_DENIED, SlurmError
 from ctld.record import JobRecord
 from ctld.state import Caller, ClusterState
 
 JOBS = "jobs"
+NODES = "nodes"
+PARTITIONS = "partitions"
+RESERVATIONS = "reservations"
+USAGE = "usage"
 
 
-def hidden_owner(state: ClusterState, caller: Caller | None) -> int | None:
-    """The only uid whose jobs `caller` may see, or None when the caller sees every job."""
-    if caller is None or JOBS not in {w.lower() for w in state.cfg.private_data}:
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """A caller limited by PrivateData=jobs: their own jobs and their coordinated accounts' jobs."""
+
+    uid: int
+    accounts: frozenset[str]
+
+
+def private(state: ClusterState, caller: Caller | None, word: str) -> bool:
+    """Whether PrivateData=`word` limits this caller (a plain user; never an operator or ctld itself)."""
+    if caller is None or word not in {w.lower() for w in state.cfg.private_data}:
+        return False
+    return not state.is_operator(caller)
+
+
+def viewer(state: ClusterState, caller: Caller | None) -> Viewer | None:
+    """Whose jobs `caller` may see under PrivateData=jobs, or None when the caller sees every job."""
+    if not private(state, caller, JOBS):
         return None
-    if state.is_operator(caller):
-        return None
-    return caller.uid
+    assert caller is not None
+    return Viewer(caller.uid, state.coordinated(caller))
 
 
-def sees(owner: int | None, job: JobRecord) -> bool:
-    """Whether a caller limited to `owner` (hidden_owner's answer) may see `job`."""
-    return owner is None or job.user_id == owner
+def sees(who: Viewer | None, job: JobRecord) -> bool:
+    """Whether a caller limited to `who` (viewer's answer) may see `job`."""
+    return who is None or job.user_id == who.uid or job.account in who.accounts
+
+
+def check_load(state: ClusterState, caller: Caller | None, *words: str) -> None:
+    """Refuse a user's load of what PrivateData=nodes or partitions keeps to operators."""
+    if any(private(state, caller, w) for w in words):
+        raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)

@@ -52,7 +52,7 @@ def get_jobs_wire(
         # jobs kept by MinJobAge go to listings that ask for them (squeue -t all, scontrol) and to
         # whoever names jobs (squeue -j, sbatch --wait, salloc): a plain squeue does not need them
         finished_too = req.include_finished or bool(req.job_ids or req.job_id_strs)
-        owner = privacy.hidden_owner(state, caller)  # PrivateData=jobs: a user's own jobs only
+        who = privacy.viewer(state, caller)  # PrivateData=jobs: own and coordinated accounts' jobs only
         parts: list[bytes] = []
         views = state.listing
         for job in candidates:
@@ -64,7 +64,7 @@ def get_jobs_wire(
                 continue
             if users and job.user_id not in users:
                 continue
-            if owner is not None and job.user_id != owner:  # privacy.sees, inline: the listing's hot loop
+            if who is not None and job.user_id != who.uid and job.account not in who.accounts:  # privacy.sees
                 continue
             parts.append(views.entry(job))
         if len(views) > 2 * len(state.jobs) + 64:
@@ -77,6 +77,8 @@ def get_jobs_wire(
 def get_nodes(
     state: ClusterState, req: controller_pb2.GetNodesRequest, caller: Caller | None = None
 ) -> controller_pb2.GetNodesResponse:
+    words = (privacy.NODES, privacy.PARTITIONS) if req.with_partitions else (privacy.NODES,)
+    privacy.check_load(state, caller, *words)  # PrivateData=nodes/partitions: operators only
     with state.reading():
         usage = snapshot.usage(state)
         names = set(req.names)
@@ -110,6 +112,7 @@ def get_nodes(
 def get_partitions(
     state: ClusterState, req: controller_pb2.GetPartitionsRequest, caller: Caller | None = None
 ) -> controller_pb2.GetPartitionsResponse:
+    privacy.check_load(state, caller, privacy.PARTITIONS)
     names = set(req.names)
     unavailable = unavailable_partitions(state, caller)
     out = controller_pb2.GetPartitionsResponse()

@@ -11,15 +11,16 @@ IGNORE_JOBS. Errors carry Slurm's words.
 from __future__ import annotations
 
 import pwd
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from ctld import privacy
 from ctld.errors import ALREADY_EXISTS, FAILED_PRECONDITION, NOT_FOUND, PERMISSION_DENIED, SlurmError
 from ctld.record import JobRecord
 from ctld.sched import model as m
 from ctld.sched.limits import FOREVER
 from ctld.sched.reservations import overlaps, roll
 from ctld.snapshot import reservation as to_core
-from ctld.state import Caller, ClusterState, Transaction
+from ctld.state import Caller, ClusterState, Transaction, user_name
 from shoal import hostlist
 from shoal.states import ACTIVE_STATES, FINISHED_STATES
 from shoal.timefmt import UNLIMITED
@@ -51,6 +52,20 @@ ALLOW_OVERLAP = frozenset({"MAINT", "OVERLAP"})
 # ---------------------------------------------------------------- jobs
 
 
+def _usable_by(state: ClusterState, caller: Caller | None) -> Callable[[pb.ReservationInfo], bool]:
+    """Whether a reservation admits the caller: its Users name them, or its Accounts one of theirs."""
+    assert caller is not None
+    user = user_name(caller.uid)
+    accounts = state.accounting.accounts_of(user)
+
+    def usable(info: pb.ReservationInfo) -> bool:
+        if user in info.users:
+            return True
+        return bool(accounts & {a for a in info.accounts if not a.startswith("-")})
+
+    return usable
+
+
 def check_job_access(state: ClusterState, job: JobRecord) -> None:
     """At submit: the job's reservation must exist and admit its user (and account, when listed)."""
     name = job.spec.reservation
@@ -68,15 +83,21 @@ def check_job_access(state: ClusterState, job: JobRecord) -> None:
 # ---------------------------------------------------------------- RPCs
 
 
-def get(state: ClusterState, req: pb.GetReservationsRequest) -> pb.GetReservationsResponse:
+def get(
+    state: ClusterState, req: pb.GetReservationsRequest, caller: Caller | None = None
+) -> pb.GetReservationsResponse:
     """The reservations as of now: an ended one is left out, a recurring one shows its next occurrence
-    (housekeeping saves both changes; a read writes nothing)."""
+    (housekeeping saves both changes; a read writes nothing). Under PrivateData=reservations a user
+    sees only those they may use, as 22.05 (another reads as "Reservation NAME not found")."""
     now = state.now()
     with state.reading():
         names = set(req.names)
         out = pb.GetReservationsResponse(now=now)
+        usable = _usable_by(state, caller) if privacy.private(state, caller, privacy.RESERVATIONS) else None
         for name in sorted(state.reservations):
             if names and name not in names:
+                continue
+            if usable is not None and not usable(state.reservations[name]):
                 continue
             rolled = roll(to_core(state.reservations[name]), now)
             if rolled is None:

@@ -237,7 +237,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     @_slurm_errors
     def GetShares(self, request: pb.GetSharesRequest, context: grpc.ServicerContext) -> pb.GetSharesResponse:
-        return self.ctl.get_shares(request)
+        return self.ctl.get_shares(request, _caller())
 
     @_slurm_errors
     def ResetUsage(
@@ -283,7 +283,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def GetReservations(
         self, request: pb.GetReservationsRequest, context: grpc.ServicerContext
     ) -> pb.GetReservationsResponse:
-        return self.ctl.get_reservations(request)
+        return self.ctl.get_reservations(request, _caller())
 
     @_slurm_errors
     def PushLimits(

@@ -261,6 +261,19 @@ class ClusterState:
         and AdminLevel=Operator or Administrator, as slurmctld's operators."""
         return self.is_slurm_user(caller) or self.admin_level(caller) in ADMIN_LEVELS
 
+    def coordinated(self, caller: Caller) -> frozenset[str]:
+        """The accounts the caller coordinates in accounting (sacctmgr add coordinator)."""
+        return self.accounting.coordinated(user_name(caller.uid))
+
+    def may_manage(self, caller: Caller, job: JobRecord) -> bool:
+        """May hold, release, update, signal or cancel `job`: its owner, an operator, or a coordinator
+        of the job's account, as slurmctld's coordinators."""
+        return (
+            job.user_id == caller.uid
+            or self.is_operator(caller)
+            or (bool(job.account) and job.account in self.coordinated(caller))
+        )
+
     def is_admin(self, caller: Caller) -> bool:
         """May also change nodes, reboot them, reconfigure and make tokens for others: the super user and
         AdminLevel=Administrator, as slurmctld's super users (an Operator is refused these)."""

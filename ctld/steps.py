@@ -373,7 +373,7 @@ def get_steps(
         wanted.setdefault(int(job_text), set()).add(step_text)
     out = controller_pb2.GetStepsResponse(now=state.now())
     with state.reading():
-        owner = privacy.hidden_owner(state, caller)
+        owner = privacy.viewer(state, caller)
         for job in state.jobs.values():
             if (wanted and job.job_id not in wanted) or not privacy.sees(owner, job):
                 continue

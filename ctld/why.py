@@ -51,7 +51,7 @@ def why(state: ClusterState, req: pb.WhyRequest, caller: Caller) -> pb.WhyRespon
             raise SlurmError(INVALID_JOB_ID)
         # an array named by its id: its first pending task speaks for it (squeue shows them as one)
         job = next((j for j in found if j.state == jobs_pb2.PENDING), found[0])
-        if job.user_id != caller.uid and not state.is_operator(caller):
+        if not state.may_manage(caller, job):  # its owner, an operator, a coordinator of its account
             raise SlurmError(INVALID_JOB_ID)  # as slurmrestd and the commands do for a job not visible
         now = state.now()
         out = pb.WhyResponse(

@@ -12,7 +12,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from dbd.db import bump_version, version
-from dbd.models import Account, Association, Cluster, Qos, User
+from dbd.models import Account, Association, Cluster, Coordinator, Qos, User
 from shoal.timefmt import parse_time_limit
 from shoal.v1 import accounting_pb2 as pb
 
@@ -249,9 +249,14 @@ def modify(session: Session, req: pb.ModifyRequest) -> list[str]:
     return changes
 
 
+def kind_of(text: str) -> str:
+    """The entity sacctmgr named (account, user, ...), as the functions here name it."""
+    return _kind(text)
+
+
 def _kind(text: str) -> str:
     text = text.lower()
-    for kind in ("cluster", "account", "user", "qos", "association"):
+    for kind in ("cluster", "account", "user", "qos", "association", "coordinator"):
         if text == kind or text == kind + "s" or (len(text) >= 3 and kind.startswith(text)):
             return kind
     raise AdminError(f"Unknown entity '{text}'")
@@ -259,6 +264,8 @@ def _kind(text: str) -> str:
 
 def _add(session: Session, kind: str, names: list[str], values: dict[str, str]) -> list[str]:
     names = names or _list(values, "name", "names")
+    if kind == "coordinator":
+        return _add_coordinators(session, names, _list(values, "account", "accounts"))
     if not names and kind != "association":
         raise AdminError(f"You need to give a name for the {kind}")
     changes: list[str] = []
@@ -424,6 +431,8 @@ def _modify(
 
 def _delete(session: Session, kind: str, names: list[str], where: dict[str, str]) -> list[str]:
     names = names or _list(where, "name", "names")
+    if kind == "coordinator":
+        return _delete_coordinators(session, names, _list(where, "account", "accounts"))
     changes: list[str] = []
     if kind == "qos":
         for name in names:
@@ -457,6 +466,78 @@ def _delete(session: Session, kind: str, names: list[str], where: dict[str, str]
                 if not changes or name not in "".join(changes):
                     changes.append(f"  {name}")
     return changes
+
+
+def _add_coordinators(session: Session, users: list[str], accounts: list[str]) -> list[str]:
+    """`add coordinator account=A names=U`: U may then act on A's (and its sub-accounts') users' jobs.
+    The lines are 22.05's whole answer, its two titles included."""
+    if not users or not accounts:
+        raise AdminError("You need to specify a user list and account list here.")
+    for name in users:
+        if session.get(User, name) is None:
+            raise AdminError(f"User {name} doesn't exist.")
+    for name in accounts:
+        if session.get(Account, name) is None:
+            raise AdminError(f"Account {name} doesn't exist.")
+    new = [(u, a) for u in users for a in accounts if session.get(Coordinator, (u, a)) is None]
+    if not new:
+        return []
+    session.add_all(Coordinator(user=u, account=a) for u, a in new)
+    session.flush()
+    return [
+        " Adding Coordinator User(s)",
+        *(f"  {u}" for u in dict.fromkeys(u for u, _ in new)),
+        " To Account(s) and all sub-accounts",
+        *(f"  {a}" for a in dict.fromkeys(a for _, a in new)),
+    ]
+
+
+def _delete_coordinators(session: Session, users: list[str], accounts: list[str]) -> list[str]:
+    """`delete coordinator [account=A] names=U`: without accounts, every account U coordinates."""
+    if not users:
+        raise AdminError("You need to specify a user list here.")
+    stmt = select(Coordinator).where(Coordinator.user.in_(users))
+    if accounts:
+        stmt = stmt.where(Coordinator.account.in_(accounts))
+    rows = list(session.scalars(stmt.order_by(Coordinator.user, Coordinator.account)))
+    for row in rows:
+        session.delete(row)
+    session.flush()
+    if not rows:
+        return []
+    return [
+        " Removing Coordinators with user name",
+        *(f"  {u}" for u in dict.fromkeys(row.user for row in rows)),
+        " From Account(s)",
+        *(f"  {a}" for a in dict.fromkeys(row.account for row in rows)),
+        " Removed Coordinators (sub accounts not listed)...",
+        *(f"  U = {row.user:<9} A = {row.account:<10}" for row in rows),
+    ]
+
+
+def coordinated(session: Session) -> dict[str, list[str]]:
+    """user -> the accounts they coordinate, each with its sub-accounts (22.05's coordinator reach)."""
+    children: dict[str, list[str]] = {}
+    for account in session.scalars(select(Account)):
+        children.setdefault(account.parent, []).append(account.name)
+    out: dict[str, list[str]] = {}
+    for row in session.scalars(select(Coordinator).order_by(Coordinator.user, Coordinator.account)):
+        reach = out.setdefault(row.user, [])
+        todo = [row.account]
+        while todo:
+            name = todo.pop()
+            if name not in reach:
+                reach.append(name)
+                todo.extend(children.get(name, []))
+    return out
+
+
+def _direct_coords(session: Session) -> dict[str, str]:
+    """user -> 'a,b': the accounts a user was made coordinator of (sacctmgr's Coord Accounts)."""
+    out: dict[str, list[str]] = {}
+    for row in session.scalars(select(Coordinator).order_by(Coordinator.account)):
+        out.setdefault(row.user, []).append(row.account)
+    return {user: ",".join(accounts) for user, accounts in out.items()}
 
 
 # ---------------------------------------------------------------------------------- read side
@@ -523,8 +604,14 @@ def limits(session: Session, cluster: str, known_version: int) -> pb.GetLimitsRe
     ):
         out.associations.append(assoc_message(row, parents))
     out.qos.extend(qos_message(q) for q in session.scalars(select(Qos).order_by(Qos.name)))
+    coords = coordinated(session)
     for user in session.scalars(select(User).order_by(User.name)):
-        out.users.add(name=user.name, default_account=user.default_account, admin_level=user.admin_level)
+        out.users.add(
+            name=user.name,
+            default_account=user.default_account,
+            admin_level=user.admin_level,
+            coord_accounts=coords.get(user.name, []),
+        )
     return out
 
 
@@ -626,6 +713,7 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
         return out
     if kind == "user":
         users = [u for u in session.scalars(select(User).order_by(User.name)) if not names or u.name in names]
+        coords = _direct_coords(session)
         if not req.with_assoc:
             return [
                 {
@@ -634,6 +722,7 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
                     "defaultaccount": u.default_account,
                     "admin": u.admin_level,
                     "adminlevel": u.admin_level,
+                    "coordinatoraccounts": coords.get(u.name, ""),
                 }
                 for u in users
             ]
@@ -691,6 +780,22 @@ def _tree_order(session: Session, rows: Iterable[Association]) -> list[Associati
             r.partition,
         ),
     )
+
+
+def coordinator_may(session: Session, user: str, req: pb.ModifyRequest) -> bool:
+    """A coordinator's own sacctmgr changes, as 22.05 lets them (measured): add or delete coordinators
+    of, and modify users' associations in, accounts it coordinates (sub-accounts too). The request must
+    name its accounts, all of them coordinated, and set association limits only (no AdminLevel, no
+    default account)."""
+    kind = _kind(req.kind)
+    if not (kind == "coordinator" or (kind in ("user", "association") and req.action == "modify")):
+        return False
+    if kind != "coordinator" and not all(k.lower().rstrip("+-") in ASSOC_KEYS for k in req.set):
+        return False
+    given = {k.lower(): v for k, v in (*req.where.items(), *req.set.items())}
+    accounts = _list(given, "account", "accounts")
+    reach = coordinated(session).get(user, [])
+    return bool(accounts) and all(a in reach for a in accounts)
 
 
 def is_admin(session: Session, user: str) -> bool:

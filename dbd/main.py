@@ -10,9 +10,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shoal import version_line
 from shoal.daemon import DaemonArgumentParser, Notifier, install_signals, setup_logging
+
+if TYPE_CHECKING:
+    from dbd.service import AccountingService
 
 PROG = "shoal-dbd"
 
@@ -90,9 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     except BindError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    accounting_pb2_grpc.add_AccountingServicer_to_server(
-        AccountingService(sessions, _uid_of(cfg.slurm_user), key), server
-    )
+    service = AccountingService(sessions, _uid_of(cfg.slurm_user), key, frozenset(cfg.private_data))
+    accounting_pb2_grpc.add_AccountingServicer_to_server(service, server)
     server.start()
     if cfg.pid_file:
         try:
@@ -102,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             log.warning("cannot write pid file %s: %s", cfg.pid_file, exc)
     log.info("shoal-dbd listening on %s (%s)", address, cfg.storage_type)
     stop = threading.Event()
-    install_signals(stop, PROG)
+    reread = threading.Event()
+    install_signals(stop, PROG, reread.set)
+    threading.Thread(
+        target=_reread_loop, args=(cfg.path, service, reread, stop), daemon=True, name="reconfig"
+    ).start()
     if cfg.purge_job_after_h:
         threading.Thread(
             target=purge_loop,
@@ -118,6 +125,27 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.pid_file:
         Path(cfg.pid_file).unlink(missing_ok=True)
     return 0
+
+
+def _reread_loop(
+    path: str, service: AccountingService, reread: threading.Event, stop: threading.Event
+) -> None:
+    """SIGHUP (as `sacctmgr reconfigure` makes slurmdbd do): take slurmdbd.conf's PrivateData again;
+    the other settings take effect on restart."""
+    from shoal.conf.errors import ConfigError
+    from shoal.conf.slurmdbd import load_slurmdbd_conf
+
+    while not stop.is_set():
+        if not reread.wait(timeout=1.0):
+            continue
+        reread.clear()
+        try:
+            words = load_slurmdbd_conf(path).private_data
+        except ConfigError as exc:
+            logging.getLogger("shoal.dbd").warning("SIGHUP: %s not re-read: %s", path, exc)
+            continue
+        service.set_private_data(frozenset(words))
+        logging.getLogger("shoal.dbd").info("SIGHUP: PrivateData=%s", ",".join(words) or "(none)")
 
 
 if __name__ == "__main__":

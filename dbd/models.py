@@ -63,6 +63,14 @@ class User(Base):
     admin_level: Mapped[str] = mapped_column(String(32), nullable=False, default="None")
 
 
+class Coordinator(Base):
+    """A user who coordinates an account (sacctmgr add coordinator): acts on and sees its users' jobs."""
+
+    __tablename__ = "coordinators"
+    user: Mapped[str] = mapped_column(String(128), primary_key=True)
+    account: Mapped[str] = mapped_column(String(128), primary_key=True)
+
+
 class Association(Base):
     """cluster/account/user[/partition] with shares and limits; user "" is the account's own."""
 

@@ -16,20 +16,25 @@ from shoal import acct_records
 from shoal.v1 import accounting_pb2 as pb
 
 
-def find_jobs(session: Session, q: pb.JobQuery) -> pb.AcctJobsResponse:
+def find_jobs(
+    session: Session, q: pb.JobQuery, only: tuple[str, frozenset[str]] | None = None
+) -> pb.AcctJobsResponse:
     """Jobs matching `q` in (cluster, job id) order, and their steps, as columns (shoal.acct_records).
 
     Only the fields the caller asked for are read; plain Core rows go column by column into the
     answer (no ORM objects, no message per record), and the steps of all the selected jobs come in
-    one range scan or a few IN queries (no per-job loads).
+    one range scan or a few IN queries (no per-job loads). `only` (PrivateData=jobs: a user and the
+    accounts they coordinate) keeps the jobs of that user or of those accounts.
     """
     with acct_records.gc_paused():
-        return _find_jobs(session, q)
+        return _find_jobs(session, q, only)
 
 
-def _find_jobs(session: Session, q: pb.JobQuery) -> pb.AcctJobsResponse:
+def _find_jobs(
+    session: Session, q: pb.JobQuery, only: tuple[str, frozenset[str]] | None
+) -> pb.AcctJobsResponse:
     job_fields, step_fields = _wanted(q)
-    rows = _job_rows(session, q, job_fields)
+    rows = _job_rows(session, q, job_fields, only)
     if q.nodes:
         wanted = set(q.nodes)
         from shoal import hostlist
@@ -67,10 +72,15 @@ def _wanted(q: pb.JobQuery) -> tuple[list[str], list[str]]:
     return job_fields, step_fields
 
 
-def _job_rows(session: Session, q: pb.JobQuery, fields: list[str]) -> list[tuple[Any, ...]]:
+def _job_rows(
+    session: Session, q: pb.JobQuery, fields: list[str], only: tuple[str, frozenset[str]] | None = None
+) -> list[tuple[Any, ...]]:
     """(row id, cluster, job id, submit time, *fields) of the matching jobs, read through Core."""
     conn = session.connection()
     stmt = select(Job.id, Job.cluster, Job.job_id, Job.submit_time, *(getattr(Job, f) for f in fields))
+    if only is not None:
+        user, accounts = only
+        stmt = stmt.where(or_(Job.user == user, Job.account.in_(sorted(accounts))))
     if q.clusters:
         stmt = stmt.where(Job.cluster.in_(list(q.clusters)))
     id_terms: list[ColumnElement[bool]] = []

@@ -18,7 +18,7 @@ import grpc
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from dbd import admin, ingest, queries
+from dbd import admin, ingest, privacy, queries
 from shoal.rpc.server import current_caller
 from shoal.v1 import accounting_pb2 as pb
 from shoal.v1 import accounting_pb2_grpc
@@ -62,8 +62,15 @@ def _admin_errors(method: Method[Req, Resp]) -> Method[Req, Resp]:
 
 
 class AccountingService(accounting_pb2_grpc.AccountingServicer):
-    def __init__(self, sessions: sessionmaker[Session], slurm_uid: int = 0, key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        slurm_uid: int = 0,
+        key: bytes | None = None,
+        private_data: frozenset[str] = frozenset(),
+    ) -> None:
         self._sessions = sessions
+        self._private = private_data  # slurmdbd.conf PrivateData (dbd/privacy.py)
         self._slurm_uid = slurm_uid
         self._ingest_lock = threading.Lock()  # one ingest at a time keeps sequence checks simple
         self._key = key  # the cluster key: signs the pushes to ctld (none: ctlds only poll)
@@ -96,6 +103,16 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
     def _privileged(self, uid: int) -> bool:
         return uid in (0, self._slurm_uid, os.getuid())
 
+    def set_private_data(self, words: frozenset[str]) -> None:
+        self._private = words
+
+    def _viewer(self, session: Session) -> privacy.Viewer | None:
+        """The caller (credential uid) as slurmdbd.conf PrivateData limits them; None: sees everything."""
+        if not self._private:
+            return None
+        uid = current_caller().uid
+        return privacy.viewer(session, self._private, _user_name(uid), self._privileged(uid))
+
     @_admin_errors
     def SendRecords(
         self, request: pb.SendRecordsRequest, context: grpc.ServicerContext
@@ -120,14 +137,21 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
     @_admin_errors
     def GetJobs(self, request: pb.AcctJobsRequest, context: grpc.ServicerContext) -> pb.AcctJobsResponse:
         with self._sessions() as session:
-            return queries.find_jobs(session, request.query)
+            who = self._viewer(session)
+            only = (who.user, who.accounts) if who is not None and who.limits(privacy.JOBS) else None
+            return queries.find_jobs(session, request.query, only)
 
     @_admin_errors
     def Modify(self, request: pb.ModifyRequest, context: grpc.ServicerContext) -> pb.ModifyResponse:
         uid = current_caller().uid
         try:
             with self._sessions() as session:
-                if not self._privileged(uid) and not admin.is_admin(session, _user_name(uid)):
+                user = _user_name(uid)
+                if (
+                    not self._privileged(uid)
+                    and not admin.is_admin(session, user)
+                    and not admin.coordinator_may(session, user, request)
+                ):
                     if request.action != "add":
                         context.abort(grpc.StatusCode.PERMISSION_DENIED, NOT_ADMIN)
                     # 22.05 shows a user the plan of an add, then refuses it: compute it, keep nothing
@@ -149,6 +173,12 @@ class AccountingService(accounting_pb2_grpc.AccountingServicer):
     def Show(self, request: pb.ShowRequest, context: grpc.ServicerContext) -> pb.ShowResponse:
         with self._sessions() as session:
             rows = admin.show(session, request)
+            who = self._viewer(session)
+            if who is not None:
+                kind = admin.kind_of(request.kind)
+                rows = privacy.filter_rows(session, kind, rows, who)
+                if kind == "account" and who.limits(privacy.ACCOUNTS) and not who.accounts:
+                    context.abort(grpc.StatusCode.PERMISSION_DENIED, privacy.ACCESS_DENIED)
         return pb.ShowResponse(rows=[pb.AcctRow(fields=r) for r in rows])
 
     @_admin_errors

@@ -34,6 +34,7 @@ KNOWN_KEYS = frozenset(
         "DebugLevel",
         "LogFile",
         "PidFile",
+        "PrivateData",
         "PurgeJobAfter",
         "PurgeStepAfter",
         "PurgeEventAfter",
@@ -68,6 +69,7 @@ class SlurmdbdConfig:
     pid_file: str = ""
     slurm_user: str = "root"
     purge_job_after_h: int = 0  # 0 = keep forever
+    private_data: tuple[str, ...] = ()  # PrivateData: jobs, users, accounts (dbd/privacy.py)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -137,6 +139,7 @@ def parse_slurmdbd_conf(path: str, text: str | None = None) -> SlurmdbdConfig:
         pid_file=values.text("PidFile", ""),
         slurm_user=values.text("SlurmUser", "root"),
         purge_job_after_h=_purge_hours(values, "PurgeJobAfter"),
+        private_data=tuple(w.lower() for w in values.words("PrivateData")),
         warnings=tuple(warnings),
     )
 

@@ -553,20 +553,28 @@ class AcctUser(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     DEFAULT_ACCOUNT_FIELD_NUMBER: _builtins.int
     ADMIN_LEVEL_FIELD_NUMBER: _builtins.int
+    COORD_ACCOUNTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     default_account: _builtins.str
     admin_level: _builtins.str
     """None, Operator, Administrator"""
+    @_builtins.property
+    def coord_accounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the accounts this user coordinates, their sub-accounts included (sacctmgr add coordinator):
+        ctld lets a coordinator act on and see those accounts' jobs
+        """
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         default_account: _builtins.str = ...,
         admin_level: _builtins.str = ...,
+        coord_accounts: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admin_level", b"admin_level", "default_account", b"default_account", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admin_level", b"admin_level", "coord_accounts", b"coord_accounts", "default_account", b"default_account", "name", b"name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -16,6 +16,7 @@ from shoal.v1 import accounting_pb2 as pb
 
 TABLES = {
     "accounts",
+    "coordinators",
     "associations",
     "clusters",
     "jobs",
