@@ -272,6 +272,7 @@ def step_request(
     # 22.05: only the CPUs asked with --exact, which -c and --exclusive imply; else all the job's on each node
     req.exact = opts.has("exact") or req.exclusive or opts.has("cpus_per_task")
     req.overcommit = opts.has("overcommit")
+    req.srun_host, req.srun_pid = socket.gethostname().split(".")[0], os.getpid()  # SrunHost:Pid
     launch = req.launch
     launch.argv.extend(command)
     launch.environment.update(task_export(v("export"), environ))

@@ -31,6 +31,7 @@ from ctld.transitions import end_step, finish, terminate_elsewhere
 from shoal import hostlist
 from shoal.counts import compress_counts
 from shoal.states import FINISHED_STATES
+from shoal.timefmt import UNLIMITED
 from shoal.v1 import controller_pb2, jobs_pb2, node_pb2
 
 log = logging.getLogger("shoal.ctld.steps")
@@ -207,13 +208,16 @@ def fill_step(
     step.user_id = job.user_id
     step.user_name = job.user_name
     step.partition = job.partition
-    step.time_limit_min = job.time_limit_min
+    step.time_limit_min = UNLIMITED  # its own (srun -t is not kept): 22.05 shows UNLIMITED without one
+    step.srun_host = req.srun_host
+    step.srun_pid = req.srun_pid
     step.tasks_per_node = compress_counts([len(t) for t in found.task_ids])
     step.distribution = f"plane={found.plane_size}" if found.plane_size else found.distribution
     step.cpus_per_task = req.cpus_per_task  # 0 = no -c (22.05 says SLURM_CPUS_PER_TASK=1 for -c1)
     step.overlap = req.overlap
     step.launch.CopyFrom(req.launch)
     held = {a.node: len(a.gpu_indices) for a in job.allocation}
+    job_mem = {a.node: a.mem_mb for a in job.allocation}
     for name, ids, cpu_ids, gpus, mem in zip(
         found.nodes, found.task_ids, found.cpu_ids, found.gpus, found.mem_mb, strict=True
     ):
@@ -227,6 +231,7 @@ def fill_step(
             mem_mb=mem,
         )
         step.num_gpus += len(gpus) if found.gpus_requested else held.get(name, 0)
+        step.mem_mb += mem or job_mem.get(name, 0)  # 22.05: a step that asks none holds the job's
 
 
 def _launch_request(
@@ -348,7 +353,7 @@ def _batch_step(job: JobRecord) -> jobs_pb2.JobStep:
         user_id=job.user_id,
         user_name=job.user_name,
         partition=job.partition,
-        time_limit_min=job.time_limit_min,
+        time_limit_min=UNLIMITED,  # 22.05 (squeue -s %l, scontrol show step): not the job's limit
     )
 
 

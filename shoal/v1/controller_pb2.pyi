@@ -1136,6 +1136,8 @@ class CreateStepRequest(_message.Message):
     EXACT_FIELD_NUMBER: _builtins.int
     MEM_PER_NODE_MB_FIELD_NUMBER: _builtins.int
     MEM_PER_CPU_MB_FIELD_NUMBER: _builtins.int
+    SRUN_HOST_FIELD_NUMBER: _builtins.int
+    SRUN_PID_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     min_nodes: _builtins.int
     """0 = not given"""
@@ -1168,6 +1170,9 @@ class CreateStepRequest(_message.Message):
     """srun --mem (0 = not given)"""
     mem_per_cpu_mb: _builtins.int
     """srun --mem-per-cpu (0 = not given)"""
+    srun_host: _builtins.str
+    """srun's host and pid, for scontrol show step's SrunHost:Pid"""
+    srun_pid: _builtins.int
     @_builtins.property
     def launch(self) -> _jobs_pb2.StepLaunch: ...
     def __init__(
@@ -1194,10 +1199,12 @@ class CreateStepRequest(_message.Message):
         exact: _builtins.bool = ...,
         mem_per_node_mb: _builtins.int = ...,
         mem_per_cpu_mb: _builtins.int = ...,
+        srun_host: _builtins.str = ...,
+        srun_pid: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exact", b"exact", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exact", b"exact", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap", "srun_host", b"srun_host", "srun_pid", b"srun_pid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

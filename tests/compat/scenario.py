@@ -493,6 +493,7 @@ _VOLATILE = re.compile(
     r"|CPULoad|FreeMem|Port|SlurmctldPort|SlurmdPort)=\S+"
 )
 _SID = re.compile(r"AllocNode:Sid=\S+")
+_SRUN = re.compile(r"SrunHost:Pid=(?!\(null\):0\b)\S+")  # a step's srun (the batch step has none)
 _OS = re.compile(r"\bOS=.*?(?= {2,}|$)", re.M)
 
 
@@ -566,6 +567,7 @@ def normalise(text: str, facts: Facts) -> str:
     text = _ISO.sub("<TIME>", text)
     text = _CTIME.sub("<DATE>", text)
     text = _SID.sub("AllocNode:Sid=<HOST>:<PID>", text)
+    text = _SRUN.sub("SrunHost:Pid=<HOST>:<PID>", text)
     text = _VOLATILE.sub(lambda m: f"{m.group(1)}=<N>", text)
     text = _OS.sub("OS=<OS>", text)
     text = _ADDR.sub("<ADDR>", text)
