@@ -18,7 +18,7 @@ Which CPUs (Slurm 22.05): without --exact a step gets *all* the job's CPUs on ea
 it waits until no other step holds any of them there; with --exact (implied by -c and --exclusive)
 it gets tasks x cpus-per-task of the free ones.
 
-Memory (Slurm 22.05): a step that asks for some (--mem per node, --mem-per-cpu per task's CPU)
+Memory (Slurm 22.05): a step that asks for some (--mem per node, --mem-per-cpu per CPU it holds)
 holds it out of the job's memory on each node; more than the job has there is refused, more than
 is free now waits. A step that asks none uses the job's memory and holds none.
 """
@@ -199,12 +199,13 @@ def take_gpus(
 
 
 def take_memory(
-    chosen: Sequence[AllocNode], counts: Sequence[int], busy_mem: Mapping[str, int], req: StepRequest
+    chosen: Sequence[AllocNode], cpus: Sequence[int], busy_mem: Mapping[str, int], req: StepRequest
 ) -> tuple[int, ...]:
-    """Memory the step holds on each node (MB): --mem, or --mem-per-cpu x its tasks' CPUs there.
-    More than the job has on a node is refused; more than other steps leave free waits."""
-    cpt = max(1, req.cpus_per_task)
-    wants = [req.mem_per_node_mb or req.mem_per_cpu_mb * c * cpt for c in counts]
+    """Memory the step holds on each node (MB): --mem, or --mem-per-cpu x the CPUs it holds there
+    (22.05: without --exact a step holds all the job's CPUs on a node, so `srun -n1` in `sbatch -n2
+    --mem-per-cpu=500` holds 1000M). More than the job has on a node is refused; more than other
+    steps leave free waits."""
+    wants = [req.mem_per_node_mb or req.mem_per_cpu_mb * c for c in cpus]
     for a, want in zip(chosen, wants, strict=True):
         if not want or not a.mem_mb:
             continue
@@ -288,7 +289,7 @@ def layout_step(
             if min(n, a.cpus) > len(free):
                 raise StepRefused(NODES_BUSY, retry=True)
             cpu_ids.append(tuple(free[: min(n, a.cpus)]))
-    mem = take_memory(chosen, counts, busy_mem or {}, req)
+    mem = take_memory(chosen, [len(c) for c in cpu_ids], busy_mem or {}, req)
     gpus = take_gpus(chosen, counts, busy_gpus or {}, req)
     kind = kind or ("cyclic" if num_tasks <= len(chosen) else "block")
     ids = assign_task_ids(counts, kind, plane_size)

@@ -24,8 +24,11 @@ NODES = [AllocNode("node1", 4, mem_mb=100), AllocNode("node2", 4, mem_mb=100)]
         (StepRequest(min_nodes=2, num_tasks=2, mem_per_node_mb=60), (60, 60)),
         (StepRequest(min_nodes=1, num_tasks=3, exact=True, mem_per_cpu_mb=20), (60,)),
         (StepRequest(min_nodes=1, num_tasks=1, cpus_per_task=2, exact=True, mem_per_cpu_mb=30), (60,)),
+        # without --exact a step holds all the job's CPUs on its node, and --mem-per-cpu counts them
+        # all (measured on 22.05: `srun -n1` in `sbatch -n2 --mem-per-cpu=500` holds mem=1000M)
+        (StepRequest(min_nodes=1, num_tasks=1, mem_per_cpu_mb=20), (80,)),
     ],
-    ids=["none-asked", "per-node", "per-cpu-times-tasks", "per-cpu-times-cpus-per-task"],
+    ids=["none-asked", "per-node", "per-cpu-times-tasks", "per-cpu-times-cpus-per-task", "per-cpu-all-held"],
 )
 def test_step_holds_its_memory(req: StepRequest, mem: tuple[int, ...]) -> None:
     assert layout_step(NODES, {}, req).mem_mb == mem
