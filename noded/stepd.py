@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from noded import hooks, nodens, reap, spool
 from noded.cgroup import BATCH, CgroupError, CgroupRequest, StepCgroup, oom_note
@@ -354,6 +355,12 @@ def daemonize_and_supervise(launch_path: Path, body: Callable[[Path], int] | Non
         os.close(ready_r)
         return 0 if ready else 1
     os.close(ready_r)
+    become_supervisor(launch_path, ready_w, body)
+
+
+def become_supervisor(launch_path: Path, ready_w: int, body: Callable[[Path], int] | None = None) -> NoReturn:
+    """In a process of its own (forked, not to be returned into): a new session, stepd.pid recorded
+    (then one byte on `ready_w`), the supervisor's body, exit."""
     code = 1
     try:
         os.setsid()
@@ -370,17 +377,22 @@ def daemonize_and_supervise(launch_path: Path, body: Callable[[Path], int] | Non
         os._exit(code)
 
 
+def body_for(path: Path) -> Callable[[Path], int]:
+    """The supervisor's body for a launch.json (the batch script) or a tasks.json (a step's tasks)."""
+    if path.name == "tasks.json":
+        from noded.taskd import supervise_step
+
+        return supervise_step
+    return supervise
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m noded.stepd <job dir>/launch.json", file=sys.stderr)
         return 2
     path = Path(args[0]).resolve()
-    if path.name == "tasks.json":  # step mode: a job step's tasks on this node
-        from noded.taskd import supervise_step
-
-        return daemonize_and_supervise(path, supervise_step)
-    return daemonize_and_supervise(path)
+    return daemonize_and_supervise(path, body_for(path))
 
 
 if __name__ == "__main__":
