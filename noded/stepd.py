@@ -170,16 +170,15 @@ class Supervisor:
         """Start the script, held until its pid is on record (a signal sent the moment it prints,
         scancel -s or SignalJob, must find it, not "not running"); (its pid, the read end of its
         launch errors, why it was not let go or "")."""
-        helper = exec_helper()
-        spawned = helper is not None and not self.spec.task_prolog
-        if helper is not None and spawned:
+        helper = None if self.spec.task_prolog else exec_helper()
+        if helper is not None:
             pid, err_r, go_w = _spawn_job(self.spec, helper)
         else:
-            pid, err_r, go_w = _fork_job(self.spec, cgroup)
+            pid, err_r, go_w = _fork_job(self.spec, cgroup)  # the child joins its cgroups itself
         self.job_pid = pid
         refused = ""
         try:
-            if spawned and cgroup is not None:
+            if helper is not None and cgroup is not None:
                 try:
                     cgroup.attach(pid)  # before the go: the script starts in its cgroups
                 except CgroupError as exc:

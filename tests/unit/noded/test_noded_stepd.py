@@ -355,7 +355,8 @@ def test_the_script_runs_as_its_user_with_its_groups_and_no_signal_ignored_or_bl
     """Whichever way it is started, the script is the user's (uid, gid, supplementary groups) and
     gets every signal (scancel -s, a time limit's): none ignored or blocked from the supervisor."""
     spool_root, work = open_dirs
-    script = "#!/bin/sh\nid -u\nid -g\nid -G\ngrep -E '^Sig(Ign|Blk):' /proc/$$/status\n"
+    # read by the script's own process, exec'd: the shell blocks every signal while it vforks a child
+    script = "#!/bin/sh\nid -u\nid -g\nid -G\nexec grep -E '^Sig(Ign|Blk):' /proc/self/status\n"
     status = wait_status(submit(spool_root, work, script, uid=NOBODY))
     assert (status["exit_code"], status["launch_failed"]) == (0, False)
     uid, gid, groups, *masks = (work / "slurm-10.out").read_text().splitlines()
