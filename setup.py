@@ -4,6 +4,10 @@
 each name: it hands the command to the local agent's warm runner and falls back to
 `shoal-command NAME` (plain Python) when none answers. Where no C compiler is found the same names
 are installed as plain Python scripts instead: every command still works, only slower to start.
+
+Beside them goes `shoal-stepd-exec` (noded/native/stepd_exec.c), which each job's supervisor runs
+to exec the batch script without forking itself; without a C compiler it is left out and the
+supervisor forks (more CPU per job, the same result).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ _BuildScripts = Distribution().get_command_class("build_scripts")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join("cli", "native", "command.c")
+EXEC_HELPER_SOURCE = os.path.join("noded", "native", "stepd_exec.c")
+EXEC_HELPER = "shoal-stepd-exec"  # noded.stepd.EXEC_HELPER
 OUT = os.path.join("build", "shoal-commands")
 
 
@@ -37,20 +43,19 @@ COMMANDS = _commands()
 PYTHON_SCRIPT = "#!python\nimport sys\nfrom cli.{name} import main\nsys.exit(main())\n"
 
 
-def _compile(target: str) -> bool:
+def _compile(
+    target: str, source: str = SOURCE, failed: str = "the native commands, installing Python ones"
+) -> bool:
     if os.environ.get("SHOAL_NO_NATIVE_COMMANDS") == "1":
         return False
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return False
     result = subprocess.run(
-        [compiler, "-O2", "-Wall", "-o", target, os.path.join(HERE, SOURCE)], capture_output=True, text=True
+        [compiler, "-O2", "-Wall", "-o", target, os.path.join(HERE, source)], capture_output=True, text=True
     )
     if result.returncode != 0:
-        print(
-            f"shoal: cannot build the native commands, installing Python ones:\n{result.stderr}",
-            file=sys.stderr,
-        )
+        print(f"shoal: cannot build {failed}:\n{result.stderr}", file=sys.stderr)
         return False
     return True
 
@@ -71,6 +76,10 @@ def command_scripts() -> list[str]:
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(PYTHON_SCRIPT.format(name=name))
         scripts.append(os.path.join(OUT, name))
+    if _compile(
+        os.path.join(out, EXEC_HELPER), EXEC_HELPER_SOURCE, f"{EXEC_HELPER} (job supervisors will fork)"
+    ):
+        scripts.append(os.path.join(OUT, EXEC_HELPER))
     return scripts
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,13 @@ class LaunchSpec:
     task_epilog: str = ""  # TaskEpilog, run as the user after it
 
     def save(self, path: Path) -> None:
-        """Write the spec readable by root only (it holds the user's environment)."""
+        """Write the spec readable by root only (it holds the user's environment). Every field is
+        plain data already: no asdict() (it deep-copies the environment), and json.dumps, whose
+        encoder is C (json.dump's is Python)."""
+        text = json.dumps({f.name: getattr(self, f.name) for f in fields(self)})
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            json.dump(asdict(self), fh)
+            fh.write(text)
 
     @classmethod
     def load(cls, path: Path) -> LaunchSpec:

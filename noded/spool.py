@@ -54,7 +54,7 @@ def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o644) -> No
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
+        fh.write(json.dumps(data))  # json.dumps's encoder is C, json.dump's Python
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

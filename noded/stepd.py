@@ -3,6 +3,8 @@
 It detaches from noded (so it outlives a noded restart or kill -9), runs the batch script as
 the job's user in its own process group, terminates it on SIGTERM (SIGCONT+SIGTERM, then
 SIGKILL after KillWait), and when the script ends writes status.json and tells noded.
+The script is started through shoal-stepd-exec (noded/native/stepd_exec.c), spawned without
+copying this process; where that is not installed, and for a TaskProlog, by a fork of it.
 Standard library only: it must start fast and must not depend on noded's state.
 """
 
@@ -15,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from noded import hooks, nodens, reap, spool
 from noded.cgroup import BATCH, CgroupError, CgroupRequest, StepCgroup, oom_note
@@ -23,6 +26,9 @@ from noded.workdir import enter_workdir
 
 # Signals stepd itself ignores; the job gets default dispositions back before exec.
 _IGNORED = (signal.SIGHUP, signal.SIGINT, signal.SIGPIPE, signal.SIGUSR1, signal.SIGUSR2)
+# ... with those stepd catches and SIGXFSZ, which Python ignores
+_RESET = (*_IGNORED, signal.SIGTERM, signal.SIGALRM, signal.SIGXFSZ)
+EXEC_HELPER = "shoal-stepd-exec"  # noded/native/stepd_exec.c
 
 
 STREAM_OPEN_FAILED = "Could not open "  # how the child's message starts when -o/-e/-i cannot be opened
@@ -120,31 +126,14 @@ class Supervisor:
                 exit_code=1, launch_failed=True, message=f"task/cgroup: {exc}", end_time=int(time.time())
             )
             return status
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        # The script starts only once its pid is on record: a signal sent the moment it prints
-        # (scancel -s, SignalJob) must find it, not "not running".
-        go_r, go_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:
-            os.close(err_r)
-            os.close(go_w)
-            os.read(go_r, 1)
-            os.close(go_r)
-            _exec_job(self.spec, err_w, cgroup)  # never returns
-        os.close(err_w)
-        os.close(go_r)
         try:
-            os.setpgid(pid, pid)
-        except OSError:
-            pass  # the child already did it (or already exec'd)
-        self.job_pid = pid
-        try:
-            spool.write_pid_file(self.job_dir / spool.JOB_PID, pid)
-        finally:
-            os.write(go_w, b"1")
-            os.close(go_w)
+            pid, err_r, refused = self.start_job(cgroup)
+        except LaunchError as exc:  # nothing was started
+            status.update(finish_cgroup(cgroup, self.spec))
+            status.update(exit_code=1, launch_failed=True, message=str(exc), end_time=int(time.time()))
+            return self.after_epilog(status)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        error = _read_all(err_r)
+        error = _read_all(err_r) or refused
         _, wait_status, rusage = os.wait4(pid, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
         _killpg(pid, signal.SIGKILL)  # what the script left running ends with it, as in Slurm
@@ -176,6 +165,30 @@ class Supervisor:
             hooks.RunAs(self.spec.uid, self.spec.gid, tuple(self.spec.groups)),
         )
         return self.after_epilog(status)
+
+    def start_job(self, cgroup: StepCgroup | None) -> tuple[int, int, str]:
+        """Start the script, held until its pid is on record (a signal sent the moment it prints,
+        scancel -s or SignalJob, must find it, not "not running"); (its pid, the read end of its
+        launch errors, why it was not let go or "")."""
+        helper = None if self.spec.task_prolog else exec_helper()
+        if helper is not None:
+            pid, err_r, go_w = _spawn_job(self.spec, helper)
+        else:
+            pid, err_r, go_w = _fork_job(self.spec, cgroup)  # the child joins its cgroups itself
+        self.job_pid = pid
+        refused = ""
+        try:
+            if helper is not None and cgroup is not None:
+                try:
+                    cgroup.attach(pid)  # before the go: the script starts in its cgroups
+                except CgroupError as exc:
+                    refused = f"launch failed: {exc}"
+            spool.write_pid_file(self.job_dir / spool.JOB_PID, pid)
+        finally:
+            if not refused:
+                os.write(go_w, b"1")
+            os.close(go_w)  # without the go the helper exits at once
+        return pid, err_r, refused
 
     def after_epilog(self, status: dict[str, object]) -> dict[str, object]:
         """The node's Epilog for this job; its failure is added to the job's status (ctld drains the node)."""
@@ -263,13 +276,83 @@ def finish_cgroup(cgroup: StepCgroup | None, spec: LaunchSpec) -> dict[str, obje
     return {"oom": oom, "usage": usage}
 
 
+def exec_helper() -> str | None:
+    """The exec helper (noded/native/stepd_exec.c, installed as a script beside this Python), or
+    $SHOAL_STEPD_EXEC; None where there is none (the supervisor then forks the script itself)."""
+    path = os.environ.get("SHOAL_STEPD_EXEC") or os.path.join(os.path.dirname(sys.executable), EXEC_HELPER)
+    return path if os.access(path, os.X_OK) else None
+
+
+def _spawn_job(spec: LaunchSpec, helper: str) -> tuple[int, int, int]:
+    """The script through the exec helper, spawned without copying this process (posix_spawn is a
+    vfork and exec): (pid, the read end of its launch errors, the write end of its go). The node's
+    namespaces are entered here, by the supervisor itself (the helper inherits them); the signals
+    stepd ignores or catches are the default again there, none blocked."""
+    if spec.node_ns:
+        try:
+            nodens.enter(spec.node_ns)
+        except OSError as exc:
+            raise LaunchError(f"node namespaces for {spec.node_ns.get('hostname')}: {exc.strerror}") from exc
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    go_r, go_w = os.pipe2(os.O_CLOEXEC)
+    os.set_inheritable(err_w, True)
+    os.set_inheritable(go_r, True)
+    argv = [
+        helper,
+        str(go_r),
+        str(err_w),
+        str(spec.uid),
+        str(spec.gid),
+        ",".join(str(g) for g in spec.groups),
+        f"{spec.umask:o}",
+        spec.open_mode,
+        spec.stdin,
+        spec.stdout,
+        spec.stderr,
+        spec.cwd,
+        spec.script,
+        *spec.argv,
+    ]
+    try:
+        pid = os.posix_spawn(helper, argv, spec.env, setpgroup=0, setsigmask=(), setsigdef=_RESET)
+    except OSError as exc:
+        os.close(err_r)
+        os.close(go_w)
+        raise LaunchError(f"cannot start {helper}: {exc.strerror}") from exc
+    finally:
+        os.close(err_w)
+        os.close(go_r)
+    return pid, err_r, go_w
+
+
+def _fork_job(spec: LaunchSpec, cgroup: StepCgroup | None) -> tuple[int, int, int]:
+    """The script in a forked child of the supervisor, where there is no exec helper, and for a
+    TaskProlog (it runs in the job's process, before the exec): as _spawn_job."""
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    go_r, go_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        os.close(err_r)
+        os.close(go_w)
+        os.read(go_r, 1)
+        os.close(go_r)
+        _exec_job(spec, err_w, cgroup)  # never returns
+    os.close(err_w)
+    os.close(go_r)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child already did it (or already exec'd)
+    return pid, err_r, go_w
+
+
 def _exec_job(spec: LaunchSpec, err_w: int, cgroup: StepCgroup | None = None) -> None:
     """In the forked child: join the job's step_batch cgroup, become the user, wire the streams, chdir and exec."""
     try:
         os.setpgid(0, 0)
         if cgroup is not None:
             cgroup.attach(os.getpid())
-        for sig in (*_IGNORED, signal.SIGTERM, signal.SIGALRM):
+        for sig in _RESET:
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         if spec.node_ns:
@@ -354,6 +437,12 @@ def daemonize_and_supervise(launch_path: Path, body: Callable[[Path], int] | Non
         os.close(ready_r)
         return 0 if ready else 1
     os.close(ready_r)
+    become_supervisor(launch_path, ready_w, body)
+
+
+def become_supervisor(launch_path: Path, ready_w: int, body: Callable[[Path], int] | None = None) -> NoReturn:
+    """In a process of its own (forked, not to be returned into): a new session, stepd.pid recorded
+    (then one byte on `ready_w`), the supervisor's body, exit."""
     code = 1
     try:
         os.setsid()
@@ -370,17 +459,22 @@ def daemonize_and_supervise(launch_path: Path, body: Callable[[Path], int] | Non
         os._exit(code)
 
 
+def body_for(path: Path) -> Callable[[Path], int]:
+    """The supervisor's body for a launch.json (the batch script) or a tasks.json (a step's tasks)."""
+    if path.name == "tasks.json":
+        from noded.taskd import supervise_step
+
+        return supervise_step
+    return supervise
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m noded.stepd <job dir>/launch.json", file=sys.stderr)
         return 2
     path = Path(args[0]).resolve()
-    if path.name == "tasks.json":  # step mode: a job step's tasks on this node
-        from noded.taskd import supervise_step
-
-        return daemonize_and_supervise(path, supervise_step)
-    return daemonize_and_supervise(path)
+    return daemonize_and_supervise(path, body_for(path))
 
 
 if __name__ == "__main__":

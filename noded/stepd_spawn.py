@@ -3,15 +3,17 @@
 Starting the supervisor as a new interpreter costs ~50 ms of CPU per job (interpreter + imports),
 the largest part of what a short job costs a node. noded therefore keeps one single-threaded
 "stepd fork server" (this module run as `python -m noded.stepd_spawn --fd N`) with noded.stepd
-imported: for each launch it forks a child that does exactly what `python -m noded.stepd PATH`
-does (detach the supervisor, wait until it has recorded its pid) and reports the exit code.
+imported: for each launch it forks a child that becomes the supervisor, as `python -m noded.stepd
+PATH` would (its own session, stdio on /dev/null), waits until it has recorded its pid and reports
+0 (or 1 when it died first). The supervisor is the server's child, never waited for (SIGCHLD is
+ignored: the kernel reaps it); `python -m noded.stepd` needs a second fork to detach, this does not.
 
 noded is multi-threaded (gRPC), so it never forks itself; the server is a fresh process it starts
 before serving. When the server is not running (not started, died, timed out), `spawn` falls back
 to the new interpreter: slower, same result. The server exits when noded's end of its socket
 closes; the supervisors it forked live on (they are in their own sessions), as before.
 
-Protocol over a socketpair: noded sends "<id> <path>\\n"; the server answers "<id> <exit code>\\n".
+Protocol over a socketpair: noded sends "<id> <path>\\n"; the server answers "<id> <code>\\n".
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sys
 import threading
 from functools import partial
 from pathlib import Path
+from typing import NoReturn
 
 from shoal.forking import fork_child
 
@@ -153,12 +156,13 @@ def spawn(path: Path) -> int:
 # -- the server process -----------------------------------------------------------------------
 
 
-def _run_one(path: str, sock: socket.socket) -> int:
-    """In the forked child: what `python -m noded.stepd PATH` does, from a clean slate."""
+def _run_one(path: str, sock: socket.socket, ready_w: int) -> NoReturn:
+    """In the forked child: become the supervisor of `path`, from a clean slate, as
+    `python -m noded.stepd PATH` would (there a second fork detaches it; here the server's child
+    is the supervisor itself: the server never waits for it, the kernel reaps it)."""
     os.close(sock.detach())  # the supervisor and the job must not hold noded's socket
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
-    os.setsid()  # as start_new_session
     fd = os.open(os.devnull, os.O_RDWR)
     for target in (0, 1, 2):
         os.dup2(fd, target)
@@ -167,13 +171,17 @@ def _run_one(path: str, sock: socket.socket) -> int:
     random.seed()
     from noded import stepd
 
-    return stepd.main([path])
+    launch = Path(path).resolve()
+    stepd.become_supervisor(launch, ready_w, stepd.body_for(launch))
 
 
 def serve(sock_fd: int) -> int:
     """Answer launch requests until noded's end closes."""
     from noded import stepd, taskd  # noqa: F401  (what every child needs, imported once)
 
+    # The supervisors are this server's children but it never waits for them: the kernel reaps
+    # them (each child sets SIGCHLD back to the default before it forks the job).
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     os.set_inheritable(sock_fd, False)
     sock = socket.socket(fileno=sock_fd)
     reader = sock.makefile("rb")
@@ -182,9 +190,16 @@ def serve(sock_fd: int) -> int:
             request_id, path = line.decode().rstrip("\n").split(" ", 1)
         except (UnicodeDecodeError, ValueError):
             continue
-        pid = fork_child(partial(_run_one, path, sock))
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
+        ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            fork_child(partial(_run_one, path, sock, ready_w))
+        except OSError:
+            pass  # no supervisor: EOF below
+        finally:
+            os.close(ready_w)
+        ready = os.read(ready_r, 1)  # the supervisor wrote stepd.pid (or died trying: EOF)
+        os.close(ready_r)
+        code = 0 if ready else 1
         try:
             sock.sendall(f"{request_id} {code}\n".encode())
         except OSError:

@@ -64,9 +64,10 @@ class StepSpec:
     def save(self, path: Path) -> None:
         data = dict(self.__dict__)
         data["tasks"] = [t.__dict__ for t in self.tasks]
+        text = json.dumps(data)  # json.dumps's encoder is C, json.dump's Python
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
+            fh.write(text)
 
     @classmethod
     def load(cls, path: Path) -> StepSpec:

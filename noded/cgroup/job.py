@@ -74,17 +74,32 @@ def detect_version(plugin: str = "autodetect", mount: str = MOUNT) -> str | None
 
 
 def _write(path: Path, value: str) -> None:
+    """One write(2) of `value`, as the kernel wants for a cgroup file (raw: no buffering, no tty probe)."""
     try:
-        path.write_text(value)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            os.write(fd, value.encode())
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise CgroupError(f"cannot write {value.strip()!r} to {path}: {exc.strerror}") from exc
 
 
 def _read(path: Path) -> str:
+    """The whole file, "" when it cannot be read."""
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return ""
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode(errors="replace")
 
 
 def _keyed(text: str) -> dict[str, int]:
@@ -100,6 +115,18 @@ def _cpu_list(cpus: list[int]) -> str:
     return ",".join(str(c) for c in sorted(set(cpus)))
 
 
+def _removed(path: Path) -> bool:
+    """rmdir: True when the directory is gone (or was never there), False while it holds processes
+    or child groups (or cannot be removed)."""
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 class JobCgroup:
     """Create, join, inspect and remove one job's cgroup."""
 
@@ -109,6 +136,7 @@ class JobCgroup:
         self.req = req
         self.root = Path(req.mount)
         self.make_parents = make_parents
+        self._controllers: tuple[str, ...] | None = None
 
     def dirs(self) -> list[Path]:
         if self.req.version == "v2":
@@ -116,9 +144,11 @@ class JobCgroup:
         return [self.root / c / self.req.relpath for c in self._v1_controllers()]
 
     def _v1_controllers(self) -> tuple[str, ...]:
-        if (self.root / V1_FREEZER).is_dir():
-            return (*V1_CONTROLLERS, V1_FREEZER)
-        return V1_CONTROLLERS
+        """The v1 hierarchies the job joins (looked up once: the node's mounts do not change under a job)."""
+        if self._controllers is None:
+            freezer = (self.root / V1_FREEZER).is_dir()
+            self._controllers = (*V1_CONTROLLERS, V1_FREEZER) if freezer else V1_CONTROLLERS
+        return self._controllers
 
     # -- create ----------------------------------------------------------------------------
     def create(self) -> None:
@@ -140,10 +170,15 @@ class JobCgroup:
         for every level (created here or by a concurrent job that may not have finished setting it up)."""
         path = base
         parts = Path(self.req.relpath).parts
-        for depth, part in enumerate(parts):
-            path = path / part
-            if not self.make_parents and depth < len(parts) - 1 and not path.is_dir():
+        if not self.make_parents:  # the parents are there (else ENOENT below), set up by their maker
+            path = base.joinpath(*parts[:-1])
+            if on_each is not None and not path.is_dir():
                 raise FileNotFoundError(str(path))
+            if on_each is not None:
+                on_each(path)  # the job's group may be a concurrent maker's, not yet filled in
+            parts = parts[-1:]
+        for part in parts:
+            path = path / part
             try:
                 path.mkdir()
             except FileExistsError:
@@ -298,8 +333,10 @@ class JobCgroup:
         deadline = time.monotonic() + timeout
         if self.frozen():  # a suspended job: frozen processes (v1) do not die of SIGKILL until thawed
             self.freeze(False)
+        # Usually every process is gone and there is no step group inside: one rmdir per directory.
+        left = [top for top in self.dirs() if not _removed(top)]
         # Steps' groups inside first (deepest first): a directory with children cannot go.
-        left = [Path(d) for top in self.dirs() if top.exists() for d, _, _ in os.walk(top, topdown=False)]
+        left = [Path(d) for top in left if top.exists() for d, _, _ in os.walk(top, topdown=False)]
         while left:
             for path in list(left):
                 for pid in _read(path / "cgroup.procs").split():

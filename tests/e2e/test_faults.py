@@ -301,11 +301,14 @@ def test_every_process_of_a_node_killed_its_jobs_are_lost_with_the_node(
             | set(marked(token))
             | cgroup_procs(job_cgroups(c, "node1", again) + job_cgroups(c, "node1", lost))
         )
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        # every one frozen before any is killed: a script must not see its child die (it would say
+        # "Killed" and carry on while the loop is preempted on a loaded machine; the set's order is the pids')
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in left:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
         time.sleep(0.2)
     assert marked(token) == []
     assert c.state(lost) == "RUNNING"  # nobody has told the controller yet

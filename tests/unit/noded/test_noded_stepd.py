@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,10 +26,36 @@ class Node:
     name = "n1"
 
 
+@pytest.fixture(scope="session")
+def built_exec_helper(tmp_path_factory: pytest.TempPathFactory) -> str | None:
+    """noded/native/stepd_exec.c compiled as setup.py does (None without a C compiler)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    out = tmp_path_factory.mktemp("exec-helper") / "shoal-stepd-exec"
+    source = Path(__file__).resolve().parents[3] / "noded" / "native" / "stepd_exec.c"
+    subprocess.run([compiler, "-O2", "-Wall", "-o", str(out), str(source)], check=True)
+    return str(out)
+
+
+@pytest.fixture(params=["exec-helper", "forked-script"])
+def script_start(
+    request: pytest.FixtureRequest, built_exec_helper: str | None, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """The supervisor starts the script through shoal-stepd-exec, or forks it where none is installed."""
+    if request.param == "exec-helper":
+        if built_exec_helper is None:
+            pytest.skip("no C compiler for shoal-stepd-exec")
+        monkeypatch.setenv("SHOAL_STEPD_EXEC", built_exec_helper)
+    else:
+        monkeypatch.setenv("SHOAL_STEPD_EXEC", "none")
+    return str(request.param)
+
+
 @pytest.fixture(autouse=True, params=["new-interpreter", "fork-server"])
-def stepd_start(request: pytest.FixtureRequest) -> Iterator[str]:
+def stepd_start(request: pytest.FixtureRequest, script_start: str) -> Iterator[str]:
     """Every test runs twice: supervisors started as `python -m noded.stepd`, and forked by the
-    warm fork server noded runs (noded.stepd_spawn)."""
+    warm fork server noded runs (noded.stepd_spawn); each both ways of starting the script."""
     if request.param == "fork-server":
         stepd_spawn.start_fork_server()
     yield request.param
@@ -319,3 +346,20 @@ def test_the_script_starts_with_its_pid_already_on_record(open_dirs: tuple[Path,
     assert wait_status(submit(spool_root, work, script))["exit_code"] == 0
     recorded, own = (work / "seen").read_text().split("\n")[:2]
     assert recorded.split()[0] == own
+
+
+@needs_root
+def test_the_script_runs_as_its_user_with_its_groups_and_no_signal_ignored_or_blocked(
+    open_dirs: tuple[Path, Path],
+) -> None:
+    """Whichever way it is started, the script is the user's (uid, gid, supplementary groups) and
+    gets every signal (scancel -s, a time limit's): none ignored or blocked from the supervisor."""
+    spool_root, work = open_dirs
+    # read by the script's own process, exec'd: the shell blocks every signal while it vforks a child
+    script = "#!/bin/sh\nid -u\nid -g\nid -G\nexec grep -E '^Sig(Ign|Blk):' /proc/self/status\n"
+    status = wait_status(submit(spool_root, work, script, uid=NOBODY))
+    assert (status["exit_code"], status["launch_failed"]) == (0, False)
+    uid, gid, groups, *masks = (work / "slurm-10.out").read_text().splitlines()
+    assert (int(uid), int(gid)) == (NOBODY, NOBODY)
+    assert {int(g) for g in groups.split()} == set(os.getgrouplist("nobody", NOBODY))
+    assert dict(line.split() for line in masks) == {"SigBlk:": "0" * 16, "SigIgn:": "0" * 16}
