@@ -254,31 +254,34 @@ def _part_value(part: cluster_pb2.PartitionInfo | None, key: str) -> str:
 _PARTITION_KEYS = frozenset("PRalLsrhgpISMB")
 
 
+# One node's value of each per-node column (a table built once: sinfo looks these up per node and key).
+_NODE_VALUES: dict[str, Callable[[cluster_pb2.NodeInfo], str]] = {
+    "b": lambda n: ",".join(n.features) or "(null)",
+    "c": lambda n: str(n.cpus),
+    "d": lambda n: str(n.tmp_disk_mb),
+    "E": lambda n: n.reason or "none",
+    "f": lambda n: ",".join(n.features) or "(null)",
+    "G": lambda n: n.gres or "(null)",
+    "gresused": lambda n: n.gres_used or ("gpu:0" if n.gres else "(null)"),
+    "H": lambda n: format_timestamp(n.reason_time, unknown="Unknown"),
+    "m": lambda n: str(n.real_memory_mb),
+    "t": node_state_compact,
+    "T": node_state_long,
+    "u": lambda n: _user(n),
+    "U": lambda n: f"{_user(n)}({n.reason_uid})" if n.reason else "Unknown",
+    "v": lambda n: n.version or "N/A",
+    "V": lambda n: "N/A",
+    "w": lambda n: str(n.weight),
+    "X": lambda n: str(n.sockets),
+    "Y": lambda n: str(n.cores_per_socket),
+    "Z": lambda n: str(n.threads_per_core),
+    "z": lambda n: f"{n.sockets}:{n.cores_per_socket}:{n.threads_per_core}",
+}
+
+
 def _node_value(node: cluster_pb2.NodeInfo, key: str) -> str:
     """A column's value for a single node (aggregates handled by group_value)."""
-    getters: dict[str, Callable[[cluster_pb2.NodeInfo], str]] = {
-        "b": lambda n: ",".join(n.features) or "(null)",
-        "c": lambda n: str(n.cpus),
-        "d": lambda n: str(n.tmp_disk_mb),
-        "E": lambda n: n.reason or "none",
-        "f": lambda n: ",".join(n.features) or "(null)",
-        "G": lambda n: n.gres or "(null)",
-        "gresused": lambda n: n.gres_used or ("gpu:0" if n.gres else "(null)"),
-        "H": lambda n: format_timestamp(n.reason_time, unknown="Unknown"),
-        "m": lambda n: str(n.real_memory_mb),
-        "t": node_state_compact,
-        "T": node_state_long,
-        "u": lambda n: _user(n),
-        "U": lambda n: f"{_user(n)}({n.reason_uid})" if n.reason else "Unknown",
-        "v": lambda n: n.version or "N/A",
-        "V": lambda n: "N/A",
-        "w": lambda n: str(n.weight),
-        "X": lambda n: str(n.sockets),
-        "Y": lambda n: str(n.cores_per_socket),
-        "Z": lambda n: str(n.threads_per_core),
-        "z": lambda n: f"{n.sockets}:{n.cores_per_socket}:{n.threads_per_core}",
-    }
-    getter = getters.get(key)
+    getter = _NODE_VALUES.get(key)
     return getter(node) if getter else ""
 
 
@@ -523,6 +526,12 @@ def _parser() -> _Parser:
     return p
 
 
+# Built once, when the module is imported: the command runner imports the commands before it forks
+# a child per call, so every child parses with this parser instead of building its own (building
+# one is ~1 ms of a fresh fork's CPU, most of it copy-on-write faults). parse_args leaves it as is.
+PARSER = _parser()
+
+
 def choose_format(args: argparse.Namespace) -> list[fmt.Field]:
     """Options first, then SINFO_FORMAT, then the default of the chosen mode."""
     if args.format is not None:
@@ -584,7 +593,7 @@ class _LoadError(Exception):
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    args = PARSER.parse_args(argv)
     if args.help:
         sys.stdout.write(HELP)
         return 0
