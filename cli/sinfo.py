@@ -388,12 +388,16 @@ def group_nodes(
     by_name = {n.name: n for n in nodes}
     split = {k for k in keys if k not in AGGREGATE and (exact or k not in CONFIGURED)}
     pairs: list[tuple[cluster_pb2.PartitionInfo | None, cluster_pb2.NodeInfo]] = []
+    expanded: dict[str, list[str]] = {}  # partitions often name the same nodes: expand each list once
     for part in partitions:
         if flt.partitions is not None and part.name not in flt.partitions:
             continue
         if (part.hidden or part.unavailable) and not flt.show_hidden and flt.partitions is None:
             continue
-        for name in expand(part.nodes):
+        names = expanded.get(part.nodes)
+        if names is None:
+            names = expanded[part.nodes] = expand(part.nodes)
+        for name in names:
             node = by_name.get(name)
             if node is not None and _keep_node(node, flt):
                 pairs.append((part, node))

@@ -530,16 +530,14 @@ def format_rows(rows: Iterable[Row], fields: list[fmt.Field], now: int, header: 
     lines: list[str] = []
     if header:
         lines.append(fmt.render(fields, header_of))
-    render_row = fmt.row_renderer(fields, lambda key: _getter(key, now))
-    lines.extend(render_row(row) for row in rows)
+    template, keys = fmt.row_template(fields)
+    values = [_VALUES.get(key, _no_value) for key in keys]
+    lines.extend(template(*[value(row, now) for value in values]) for row in rows)
     return lines
 
 
-def _getter(key: str, now: int) -> Callable[[Row], str]:
-    value = _VALUES.get(key)
-    if value is None:
-        return lambda row: ""
-    return lambda row: value(row, now)
+def _no_value(row: Row, now: int) -> str:
+    return ""
 
 
 def build_fields(format_str: str | None, long_format: str | None) -> list[fmt.Field]:
