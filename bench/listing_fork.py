@@ -177,7 +177,11 @@ def main() -> int:
 
     runner.preload()  # what the runner imports, then gc.freeze()
     print(f"load {os.getloadavg()[0]:.1f}; GetJobs {len(jobs)} bytes, GetNodes {len(nodes)} bytes")
-    for name, make in (("squeue", lambda: squeue_phases(jobs)), ("sinfo", lambda: sinfo_phases(nodes))):
+    commands: list[tuple[str, Callable[[], Phases]]] = [
+        ("squeue", lambda: squeue_phases(jobs)),
+        ("sinfo", lambda: sinfo_phases(nodes)),
+    ]
+    for name, make in commands:
         results = in_forks(make, args.forks)
         labels = [label for label, _ in make()]
         cells = []
