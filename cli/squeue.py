@@ -271,6 +271,19 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
 
 SPECIFIERS = "".join(k for k in _VALUES if len(k) == 1)
 
+# Columns and sort keys whose values come from a brief listing's fields alone (shoal.jobview
+# BRIEF_FIELDS; the filters read only those too): a format and sort within these ask ctld for the
+# brief listing, a quarter of the bytes to send, relay and decode. A key added here needs its fields
+# there (tests/unit/ctld/test_listing.py prints every one of these both ways).
+BRIEF_KEYS = frozenset("iAFKPjuUtTMDCRrNpQaqlLSYvVe") | {"jobid"}
+
+
+def brief_enough(fields: Iterable[fmt.Field], sort: str) -> bool:
+    """Whether these columns and this sort need nothing a brief listing leaves out."""
+    return all(f.key in BRIEF_KEYS for f in fields if f.key) and all(
+        key in BRIEF_KEYS for key, _ in parse_sort(sort)
+    )
+
 
 def job_value(row: Row, key: str, now: int) -> str:
     """The text of one column (a -o letter or a -O key) for one row."""
@@ -763,13 +776,14 @@ def _choose_format(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return DEFAULT_FORMAT, None
 
 
-def _query(args: argparse.Namespace, flt: JobFilter) -> tuple[list[jobs_pb2.JobInfo], int]:
+def _query(args: argparse.Namespace, flt: JobFilter, brief: bool) -> tuple[list[jobs_pb2.JobInfo], int]:
     from cli.common import ctld
     from shoal.v1 import controller_pb2
 
     request = controller_pb2.GetJobsRequest(
         include_finished=flt.states is None or bool(flt.states - UNFINISHED),
         show_all=bool(args.all or args.jobs or args.partition),  # naming jobs or partitions shows hidden ones
+        brief=brief,
     )
     if args.jobs:
         request.job_id_strs.extend(w for w in _split_outside_brackets(args.jobs) if w.strip())
@@ -844,9 +858,10 @@ def _run(argv: Sequence[str] | None) -> int:
 
     from cli.common import CommandError
 
+    brief = brief_enough(fields, sort)
     while True:
         try:
-            jobs, now = _query(args, flt)
+            jobs, now = _query(args, flt, brief)
         except CommandError as exc:
             print(f"slurm_load_jobs error: {exc.message}", file=sys.stderr)
             return 1
@@ -906,6 +921,7 @@ __all__ = [
     "LONG_FORMAT",
     "Row",
     "START_FORMAT",
+    "brief_enough",
     "build_fields",
     "filter_jobs",
     "format_rows",
