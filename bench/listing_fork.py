@@ -5,7 +5,7 @@
 The command runner (cli/runner.py) preloads every command and forks a child per call; what a child
 does for the first time costs copy-on-write page faults and any first-use work (a parser built, a
 regex compiled) again in every fork. This preloads as the runner does (`cli.runner.preload`), builds
-the controller's answers in-process (the ctld harness: `--queue` held `sbatch --wrap`-like jobs with
+the controller's answers in-process (GetJobs as squeue's default format asks for it; the ctld harness: `--queue` held `sbatch --wrap`-like jobs with
 a 41-variable environment, 20 of them running; 4 nodes, two partitions), then forks children that
 parse an empty command line, choose the format, decode the answer and render it to /dev/null, and
 print each phase's CPU (process time) and minor page faults, median over `--forks` children. The same
@@ -48,7 +48,11 @@ def answers(queue: int) -> tuple[bytes, bytes]:
     h.schedule()
     h.advance(30)
     state = h.ctl.state
-    jobs = get_jobs_wire(state, controller_pb2.GetJobsRequest())
+    try:  # as squeue asks with its default format: the brief listing, where this tree has one
+        request = controller_pb2.GetJobsRequest(brief=True)
+    except ValueError:
+        request = controller_pb2.GetJobsRequest()
+    jobs = get_jobs_wire(state, request)
     nodes = get_nodes(state, controller_pb2.GetNodesRequest(with_partitions=True)).SerializeToString()
     return jobs, nodes
 
