@@ -36,7 +36,7 @@ def _cpu_s(pid: int, children: bool) -> float:
 
 def _pids(match: dict[str, str], within: str) -> dict[int, str]:
     """Live processes whose command line has `within` and one of `match`'s keys: pid -> role."""
-    found: dict[int, str] = {}
+    found: dict[int, tuple[str, str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -48,8 +48,17 @@ def _pids(match: dict[str, str], within: str) -> dict[int, str]:
             continue
         role = next((r for key, r in match.items() if key in cmd.split(" ")[0] or f" {key}" in cmd), None)
         if role:
-            found[int(entry.name)] = role
-    return found
+            found[int(entry.name)] = (role, cmd)
+    # a fork of a matched daemon (the runner's child still finishing a command) has its command line:
+    # the parent counts it once reaped, and it may be gone before the measurement ends
+    return {pid: role for pid, (role, cmd) in found.items() if found.get(_parent(pid), ("", ""))[1] != cmd}
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def measure(argv: list[str], env: dict[str, str], daemons: dict[int, str], reps: int) -> dict[str, float]:

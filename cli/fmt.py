@@ -9,9 +9,7 @@ supplies its own table of specifiers, headers and values.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple, TypeVar
-
-T = TypeVar("T")
+from typing import NamedTuple
 
 # Width placeholder for `%#P` / `%#N`: the command fills it in from the values it will print.
 AUTO_WIDTH = -1
@@ -137,31 +135,27 @@ def render(fields: Iterable[Field], value: Callable[[str], str]) -> str:
     return "".join(parts)
 
 
-def row_renderer(fields: Iterable[Field], getter: Callable[[str], Callable[[T], str]]) -> Callable[[T], str]:
-    """A function rendering one row like `render`, with each column's getter and fit decided once.
+def row_template(fields: Iterable[Field]) -> tuple[Callable[..., str], list[str]]:
+    """One row like `render`, as a str.format template and the keys whose values it takes, in order.
 
-    For listings of hundreds of rows: `render` looks every value up by key on every row. The row
-    becomes one str.format template (`{0:>18.18}` fits and cuts a value as `pad` does).
+    For listings of hundreds of rows: `render` looks every value up by key on every row. The caller
+    decides each column's getter once and calls `template(*values)` per row (`{0:>18.18}` fits and
+    cuts a value as `pad` does).
     """
     parts: list[str] = []
-    getters: list[Callable[[T], str]] = []
+    keys: list[str] = []
     for field in fields:
         if not field.key:
             parts.append(field.literal.replace("{", "{{").replace("}", "}}"))
             continue
-        index = len(getters)
-        getters.append(getter(field.key))
+        index = len(keys)
+        keys.append(field.key)
         width = field.width
         if width is None or width < 0:
             parts.append(f"{{{index}}}")
         else:
             parts.append(f"{{{index}:{'>' if field.right else '<'}{width}.{width}}}" if width else "")
-    template = "".join(parts).format
-
-    def render_row(row: T) -> str:
-        return template(*[get(row) for get in getters])
-
-    return render_row
+    return "".join(parts).format, keys
 
 
 def long_date(now: float) -> str:

@@ -271,6 +271,19 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
 
 SPECIFIERS = "".join(k for k in _VALUES if len(k) == 1)
 
+# Columns and sort keys whose values come from a brief listing's fields alone (shoal.jobview
+# BRIEF_FIELDS; the filters read only those too): a format and sort within these ask ctld for the
+# brief listing, a quarter of the bytes to send, relay and decode. A key added here needs its fields
+# there (tests/unit/ctld/test_listing.py prints every one of these both ways).
+BRIEF_KEYS = frozenset("iAFKPjuUtTMDCRrNpQaqlLSYvVe") | {"jobid"}
+
+
+def brief_enough(fields: Iterable[fmt.Field], sort: str) -> bool:
+    """Whether these columns and this sort need nothing a brief listing leaves out."""
+    return all(f.key in BRIEF_KEYS for f in fields if f.key) and all(
+        key in BRIEF_KEYS for key, _ in parse_sort(sort)
+    )
+
 
 def job_value(row: Row, key: str, now: int) -> str:
     """The text of one column (a -o letter or a -O key) for one row."""
@@ -530,16 +543,14 @@ def format_rows(rows: Iterable[Row], fields: list[fmt.Field], now: int, header: 
     lines: list[str] = []
     if header:
         lines.append(fmt.render(fields, header_of))
-    render_row = fmt.row_renderer(fields, lambda key: _getter(key, now))
-    lines.extend(render_row(row) for row in rows)
+    template, keys = fmt.row_template(fields)
+    values = [_VALUES.get(key, _no_value) for key in keys]
+    lines.extend(template(*[value(row, now) for value in values]) for row in rows)
     return lines
 
 
-def _getter(key: str, now: int) -> Callable[[Row], str]:
-    value = _VALUES.get(key)
-    if value is None:
-        return lambda row: ""
-    return lambda row: value(row, now)
+def _no_value(row: Row, now: int) -> str:
+    return ""
 
 
 def build_fields(format_str: str | None, long_format: str | None) -> list[fmt.Field]:
@@ -632,6 +643,12 @@ def _parser() -> _Parser:
     return p
 
 
+# Built once, when the module is imported: the command runner imports the commands before it forks
+# a child per call, so every child parses with this parser instead of building its own (building
+# one is ~1 ms of a fresh fork's CPU, most of it copy-on-write faults). parse_args leaves it as is.
+PARSER = _parser()
+
+
 # -j/--jobs and -s/--steps take their list only attached (-j12, --jobs=12), as with 22.05's getopt
 _OPTIONAL_LIST = {"-j", "--jobs", "--job", "-s", "--steps", "--step"}
 
@@ -673,7 +690,7 @@ def parse_command_line(argv: Sequence[str]) -> tuple[argparse.Namespace, list[st
     """The options, and the operands no option took. 22.05's reading of operands: the first is the job
     list when -j was given (it wins over an attached one), else the step list when -s was; any other
     is an error (Unrecognized option)."""
-    parser = _parser()
+    parser = PARSER
     options, operands = split_operands(argv, parser)
     args = parser.parse_args(options)
     if operands and args.jobs is not None:
@@ -759,13 +776,14 @@ def _choose_format(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return DEFAULT_FORMAT, None
 
 
-def _query(args: argparse.Namespace, flt: JobFilter) -> tuple[list[jobs_pb2.JobInfo], int]:
+def _query(args: argparse.Namespace, flt: JobFilter, brief: bool) -> tuple[list[jobs_pb2.JobInfo], int]:
     from cli.common import ctld
     from shoal.v1 import controller_pb2
 
     request = controller_pb2.GetJobsRequest(
         include_finished=flt.states is None or bool(flt.states - UNFINISHED),
         show_all=bool(args.all or args.jobs or args.partition),  # naming jobs or partitions shows hidden ones
+        brief=brief,
     )
     if args.jobs:
         request.job_id_strs.extend(w for w in _split_outside_brackets(args.jobs) if w.strip())
@@ -840,9 +858,10 @@ def _run(argv: Sequence[str] | None) -> int:
 
     from cli.common import CommandError
 
+    brief = brief_enough(fields, sort)
     while True:
         try:
-            jobs, now = _query(args, flt)
+            jobs, now = _query(args, flt, brief)
         except CommandError as exc:
             print(f"slurm_load_jobs error: {exc.message}", file=sys.stderr)
             return 1
@@ -902,6 +921,7 @@ __all__ = [
     "LONG_FORMAT",
     "Row",
     "START_FORMAT",
+    "brief_enough",
     "build_fields",
     "filter_jobs",
     "format_rows",

@@ -6,12 +6,16 @@ shows them) and the controller's own bookkeeping (ctld.record.INTERNAL). A job's
 until its record's `changes` moves (any assignment to a field, saved or not: the applier's reasons,
 priorities, planned starts are listed as they are now); the spec's listing form until the record's
 spec is replaced (specs are never edited in place); steps are serialised on every listing.
+
+A brief listing (GetJobsRequest.brief: what squeue's usual formats read) sends each job's
+BRIEF_FIELDS only, kept the same way until `changes` moves.
 """
 
 from __future__ import annotations
 
 from ctld import record
 from ctld.record import JobRecord
+from shoal.jobview import BRIEF_FIELDS, BRIEF_SPEC_FIELDS
 from shoal.v1 import jobs_pb2
 
 _SPEC_TAG = 0x2A  # JobInfo.spec: field 5, length-delimited
@@ -48,6 +52,7 @@ class ListingViews:
     def __init__(self) -> None:
         self._parts: dict[int, tuple[JobRecord, int, bytes, bytes, bytes]] = {}
         self._specs: dict[int, tuple[jobs_pb2.JobSpec, bytes]] = {}
+        self._briefs: dict[int, tuple[JobRecord, int, bytes]] = {}
 
     def entry(self, job: JobRecord) -> bytes:
         """`job`'s listing view as one `jobs` entry of a GetJobsResponse, serialised (fields in number
@@ -68,14 +73,27 @@ class ListingViews:
         body = b"".join((parts[2], known[1], parts[3], steps, parts[4]))
         return b"".join((_JOBS_TAG, _varint(len(body)), body))
 
+    def brief_entry(self, job: JobRecord) -> bytes:
+        """`job`'s brief listing (BRIEF_FIELDS, and BRIEF_SPEC_FIELDS of its spec) as one `jobs` entry."""
+        kept = self._briefs.get(job.job_id)
+        if kept is None or kept[0] is not job or kept[1] != job.changes:  # a new spec moves `changes` too
+            view = jobs_pb2.JobInfo(**{n: v for n in BRIEF_FIELDS if (v := getattr(job, n))})
+            spec = {n: v for n in BRIEF_SPEC_FIELDS if (v := getattr(job.spec, n))}
+            if spec:
+                view.spec.MergeFrom(jobs_pb2.JobSpec(**spec))
+            body = view.SerializeToString()
+            kept = (job, job.changes, b"".join((_JOBS_TAG, _varint(len(body)), body)))
+            self._briefs[job.job_id] = kept
+        return kept[2]
+
     def forget(self, alive: set[int] | dict[int, JobRecord]) -> None:
         """Drop what is kept for jobs no longer in `alive` (purged by MinJobAge)."""
-        for kept in (self._parts, self._specs):
+        for kept in (self._parts, self._specs, self._briefs):
             for job_id in [j for j in kept if j not in alive]:
                 del kept[job_id]
 
     def __len__(self) -> int:
-        return max(len(self._parts), len(self._specs))
+        return max(len(self._parts), len(self._specs), len(self._briefs))
 
     @staticmethod
     def _spec_field(spec: jobs_pb2.JobSpec) -> bytes:

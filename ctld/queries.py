@@ -66,7 +66,7 @@ def get_jobs_wire(
                 continue
             if who is not None and job.user_id != who.uid and job.account not in who.accounts:  # privacy.sees
                 continue
-            parts.append(views.entry(job))
+            parts.append(views.brief_entry(job) if req.brief else views.entry(job))
         if len(views) > 2 * len(state.jobs) + 64:
             views.forget(state.jobs)
         # the fields in number order, as the message's own serialisation writes them: jobs, then now

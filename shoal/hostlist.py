@@ -88,3 +88,10 @@ def collect(names: Iterable[str]) -> str:
     if any(not n.isprintable() or " " in n for n in names):  # python-hostlist fails on "\n0" with a traceback
         raise HostlistError(f"Invalid hostlist: {','.join(names)!r}")
     return str(_hostlist.collect_hostlist(names))
+
+
+# python-hostlist compiles its patterns on first use (into re's cache). Use them once now, at import:
+# the command runner imports this module before it forks a child per call, so every child finds them
+# compiled instead of compiling them again (0.7-0.9 ms of a fresh fork's CPU, for sinfo about a third
+# of its own work).
+collect(expand("n[1-2,4],m"))

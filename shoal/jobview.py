@@ -42,3 +42,35 @@ class JobView(Protocol):
     def account(self) -> str: ...
     @property
     def restarts(self) -> int: ...
+
+
+# A brief listing (GetJobsRequest.brief): the JobInfo fields, and the JobSpec fields of its `spec`,
+# that squeue's usual columns, sort keys and filters read (cli/squeue.py BRIEF_KEYS says which
+# columns); ctld sends these and nothing else. A field added here widens what a brief listing can show.
+BRIEF_FIELDS = (
+    "job_id",
+    "array_job_id",
+    "array_task_id",
+    "array_task_str",
+    "array_max_tasks",
+    "user_id",
+    "user_name",
+    "state",
+    "state_reason",
+    "partition",
+    "account",
+    "qos",
+    "num_nodes",
+    "num_cpus",
+    "nodes",
+    "sched_nodes",
+    "priority",
+    "time_limit_min",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "suspended_secs",
+    "pre_suspend_secs",
+    "restarts",
+)
+BRIEF_SPEC_FIELDS = ("name", "reservation", "begin_time")

@@ -381,10 +381,15 @@ class GetJobsRequest(_message.Message):
     INCLUDE_FINISHED_FIELD_NUMBER: _builtins.int
     USER_IDS_FIELD_NUMBER: _builtins.int
     SHOW_ALL_FIELD_NUMBER: _builtins.int
+    BRIEF_FIELD_NUMBER: _builtins.int
     include_finished: _builtins.bool
     """also finished jobs kept by MinJobAge (always when jobs are named)"""
     show_all: _builtins.bool
     """also jobs of Hidden partitions (squeue -a)"""
+    brief: _builtins.bool
+    """only the fields of shoal.jobview.BRIEF_FIELDS / BRIEF_SPEC_FIELDS: what squeue's usual formats,
+    sorts and filters read (a quarter of the bytes); a controller that predates it sends every field
+    """
     @_builtins.property
     def job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """empty = all (array ids match every task)"""
@@ -403,10 +408,11 @@ class GetJobsRequest(_message.Message):
         include_finished: _builtins.bool = ...,
         user_ids: _abc.Iterable[_builtins.int] | None = ...,
         show_all: _builtins.bool = ...,
+        brief: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "job_id_strs", b"job_id_strs", "job_ids", b"job_ids", "show_all", b"show_all", "user_ids", b"user_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["brief", b"brief", "include_finished", b"include_finished", "job_id_strs", b"job_id_strs", "job_ids", b"job_ids", "show_all", b"show_all", "user_ids", b"user_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -354,3 +354,12 @@ def test_help_imports_no_grpc() -> None:
     }
     assert proc.returncode == 0
     assert not {m for m in imported if m.split(".")[0] in {"grpc", "sqlalchemy", "ctld", "noded", "dbd"}}
+
+
+def test_one_parser_reads_one_command_line_after_another() -> None:
+    """The parser is built once per process (the runner's forks share it): a command line leaves
+    nothing behind for the next one."""
+    first = sinfo.PARSER.parse_args(["-N", "-l", "-p", "debug", "-t", "idle", "-o", "%N"])
+    second = sinfo.PARSER.parse_args([])
+    assert (first.Node, first.long, first.partition, first.states) == (True, True, "debug", "idle")
+    assert vars(second) == vars(sinfo._parser().parse_args([]))

@@ -575,3 +575,18 @@ def test_a_task_cancelled_out_of_a_pending_array_is_not_listed() -> None:
     assert run("%i %T", jobs=tasks, flt=every, header=False, expand_arrays=True) == (
         "30_1 CANCELLED\n30_2 CANCELLED\n30_3 CANCELLED\n"
     )
+
+
+def test_one_parser_reads_one_command_line_after_another() -> None:
+    """The parser is built once per process (the runner's forks share it): a command line leaves
+    nothing behind for the next one."""
+    first = squeue.PARSER.parse_args(["-t", "all", "-u", "1002", "-l", "-o", "%i", "-S", "u", "-i", "5"])
+    second = squeue.PARSER.parse_args([])
+    assert (first.states, first.user, first.long, first.format) == ("all", "1002", True, "%i")
+    assert vars(second) == vars(squeue._parser().parse_args([]))
+
+
+def test_braces_and_percent_signs_in_a_format_print_as_given() -> None:
+    out = run("{%.5i} %% {x}%j", header=False).splitlines()
+    assert out[0] == "{   12} % {x}wrap"
+    assert out[4] == "{30_[1} % {x}arr"  # a value wider than its column is cut, as Slurm does

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from cli import squeue
 from ctld.listing import listing_view
 from ctld.queries import get_jobs_wire
 from ctld.record import with_spec
+from shoal.jobview import BRIEF_FIELDS, BRIEF_SPEC_FIELDS
 from shoal.v1 import controller_pb2, jobs_pb2
 from tests.unit.ctld.harness import Harness, cluster, job
 
@@ -102,3 +106,95 @@ def test_views_of_purged_jobs_are_dropped(tmp_path: Path) -> None:
     assert len(h.ctl.jobs) < 10
     get_jobs_wire(h.ctl.state, controller_pb2.GetJobsRequest(include_finished=True))
     assert len(h.ctl.state.listing) <= 2 * len(h.ctl.jobs) + 64
+
+
+# --- the brief listing (GetJobsRequest.brief): squeue's usual formats from a quarter of the bytes
+
+
+def _answer(h: Harness, **req: object) -> controller_pb2.GetJobsResponse:
+    request = controller_pb2.GetJobsRequest(**req)  # type: ignore[arg-type]
+    return controller_pb2.GetJobsResponse.FromString(get_jobs_wire(h.ctl.state, request))
+
+
+def _brief_of(full: jobs_pb2.JobInfo) -> jobs_pb2.JobInfo:
+    out = jobs_pb2.JobInfo()
+    for name in BRIEF_FIELDS:
+        if full.HasField(name) if name == "spec" else getattr(full, name):
+            setattr(out, name, getattr(full, name))
+    for name in BRIEF_SPEC_FIELDS:
+        if getattr(full.spec, name):
+            setattr(out.spec, name, getattr(full.spec, name))
+    return out
+
+
+def _more_varied(tmp_path: Path) -> Harness:
+    h = _varied(tmp_path)
+    _sbatch(h, job().name("later"), begin_time=int(h.ctl.state.now()) + 3600)
+    _sbatch(h, job().cpus(1).time(5), array="0-3")
+    h.schedule()
+    ran = next(j.job_id for j in h.ctl.jobs.values() if j.spec.name == "run")
+    assert not h.update(ran, "requeue")  # restarts 1, pending again
+    h.advance(7)
+    return h
+
+
+def test_a_brief_listing_is_the_full_one_with_only_the_brief_fields(tmp_path: Path) -> None:
+    h = _more_varied(tmp_path)
+    for req in ({}, {"include_finished": True, "show_all": True}, {"job_id_strs": ["3"]}, {"user_ids": [0]}):
+        for _ in range(2):  # the second time from the kept entries
+            full, brief = _answer(h, **req), _answer(h, brief=True, **req)
+            assert brief.now == full.now and len(brief.jobs) == len(full.jobs) > 0
+            assert list(brief.jobs) == [_brief_of(j) for j in full.jobs]
+    job_id = min(h.ctl.jobs)
+    h.update(job_id, "update", Name="renamed")  # a new spec: the brief entry follows
+    named = {j.job_id: j.spec.name for j in _answer(h, brief=True, include_finished=True).jobs}
+    assert named[job_id] == "renamed"
+    assert sum(len(j.SerializeToString()) for j in _answer(h, brief=True).jobs) * 2 < sum(
+        len(j.SerializeToString()) for j in _answer(h).jobs
+    )
+
+
+FORMATS = [
+    None,
+    squeue.LONG_FORMAT,
+    squeue.START_FORMAT,
+    " ".join(f"%{key}" for key in sorted(squeue.BRIEF_KEYS) if len(key) == 1),
+]
+SORTS = [squeue.DEFAULT_SORT, squeue.START_SORT, *(k for k in sorted(squeue.BRIEF_KEYS) if len(k) == 1)]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["grouped", "split-arrays"])
+def test_squeue_prints_the_same_from_a_brief_listing(tmp_path: Path, split: bool) -> None:
+    h = _more_varied(tmp_path)
+    full, brief = _answer(h, include_finished=True), _answer(h, include_finished=True, brief=True)
+    shown = squeue.JobFilter(states=None)
+    for format_str in FORMATS:
+        fields = squeue.build_fields(format_str, None)
+        for sort in SORTS:
+            assert squeue.brief_enough(fields, sort)
+            lines = [
+                squeue.render_queue(list(a.jobs), a.now, shown, fields, sort=sort, expand_arrays=split)
+                for a in (full, brief)
+            ]
+            assert lines[0] == lines[1] and len(lines[0]) > 8, (format_str, sort)
+    fields = squeue.build_fields(None, "JobID,JobArrayID,ArrayTaskID,State,Reason,TimeLeft,StartTime")
+    assert squeue.brief_enough(fields, "-S")
+    assert squeue.render_queue(list(full.jobs), full.now, shown, fields, sort="-S") == squeue.render_queue(
+        list(brief.jobs), brief.now, shown, fields, sort="-S"
+    )
+
+
+@pytest.mark.parametrize(
+    ("format_str", "long_format", "sort"),
+    [
+        ("%i %o", None, squeue.DEFAULT_SORT),  # the command
+        (None, "JobID,STDOUT", squeue.DEFAULT_SORT),
+        ("%i %b", None, squeue.DEFAULT_SORT),  # TRES per node
+        (None, None, "y"),  # sorted by nice
+    ],
+    ids=["command", "stdout", "tres-per-node", "sort-by-nice"],
+)
+def test_other_columns_ask_for_the_full_listing(
+    format_str: str | None, long_format: str | None, sort: str
+) -> None:
+    assert not squeue.brief_enough(squeue.build_fields(format_str, long_format), sort)
