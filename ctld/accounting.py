@@ -4,8 +4,9 @@ Records (jobs, steps, node events) are appended to the state store's queue insid
 transaction as the state change that caused them, so a kill -9 loses none; a background thread
 sends them in sequence order in batches and drops them once dbd has stored them. dbd skips any
 sequence number it already applied, so each record is stored exactly once, and ctld keeps
-scheduling while dbd is away. The same thread polls dbd's association version and reloads the
-cache (kept in the store too, so a restart while dbd is down still enforces limits).
+scheduling while dbd is away. dbd pushes association/QOS changes; the same thread polls dbd's
+association version as a safety net (REFRESH_EVERY_S) and reloads the cache (kept in the store too, so
+a restart while dbd is down still enforces limits).
 
 Public entry points for the rest of ctld: `record_jobs`, `record_step`, `record_node` (inside a
 store transaction), `admit` (submit-time checks), `attach`/`assoc_id`/`limits` (scheduler snapshot).
@@ -51,7 +52,11 @@ ADMIN_LEVELS = (OPERATOR, ADMINISTRATOR)
 BATCH_STEP = -4
 EXTERN_STEP = -5  # PrologFlags=Contain's `JOBID.extern`
 BATCH_SIZE = 500
-REFRESH_EVERY_S = 0.5
+# dbd pushes every association/QOS change to ctld before sacctmgr returns (Controller.PushLimits, to the
+# address ctld names in its GetLimits calls), so the poll is only a safety net: a push lost while ctld was
+# down or busy. It also runs at start, whenever dbd was unreachable, and once the connection to dbd was
+# lost (dbd restarted: it learns where to push from the next poll). Each poll costs dbd ~0.6 ms of CPU.
+REFRESH_EVERY_S = 30.0
 LINGER_S = 0.05  # records of a burst (a stream of submissions) travel together: fewer dbd transactions
 # While records keep coming (a stream of jobs), at most one batch per SEND_INTERVAL_S: each SendRecords
 # costs dbd ~1 ms of CPU (gRPC and the transaction) whatever its size, and a job makes 4-6 records at
@@ -267,29 +272,40 @@ class Accounting:
         self._node_gpus = {n.name: n.gres_count("gpu") for n in cfg.nodes}
 
     def record_jobs(self, tx: StateStore, jobs: Iterable[record.JobRecord]) -> None:
-        """Queue a record for each job whose accounting view changed (and `.batch` when it ends)."""
+        """Queue a record for each job whose accounting view changed (and `.batch` when it ends).
+
+        What was queued is remembered only once `tx` commits: were the commit to fail, the same save
+        made again must queue the record again, not be taken for one already sent."""
         if not self.enabled:
             return
+        sent: dict[int, bytes] = {}  # this transaction's records, over self._sent once it commits
+        steps: dict[int, dict[int, bytes]] = {}
         for job in jobs:
             rec = job_record(job)
             data = rec.SerializeToString(deterministic=True)
-            if self._sent.get(job.job_id) == data:
-                self._record_steps(tx, job)
-                continue
-            was = self._sent.get(job.job_id)
-            self._sent[job.job_id] = data
-            tx.enqueue_record(pb.AcctRecord(job=rec).SerializeToString())
-            ended = job.state in _RUN_ENDED and job.batch_flag and rec.start_time
-            if ended and (was is None or pb.JobRecord.FromString(was).state != rec.state):
-                tx.enqueue_record(pb.AcctRecord(step=batch_step_record(job)).SerializeToString())
-            self._record_steps(tx, job)
-        self.wake.set()
+            was = sent.get(job.job_id, self._sent.get(job.job_id))
+            if was != data:
+                sent[job.job_id] = data
+                tx.enqueue_record(pb.AcctRecord(job=rec).SerializeToString())
+                ended = job.state in _RUN_ENDED and job.batch_flag and rec.start_time
+                if ended and (was is None or pb.JobRecord.FromString(was).state != rec.state):
+                    tx.enqueue_record(pb.AcctRecord(step=batch_step_record(job)).SerializeToString())
+            self._record_steps(tx, job, steps)
+        tx.after_commit(lambda: self._remember(sent, steps))
 
-    def _record_steps(self, tx: StateStore, job: record.JobRecord) -> None:
+    def _remember(self, sent: dict[int, bytes], steps: dict[int, dict[int, bytes]]) -> None:
+        self._sent.update(sent)
+        for job_id, records in steps.items():
+            self._sent_steps.setdefault(job_id, {}).update(records)
+        self.wake.set()  # committed: the sender finds the records
+
+    def _record_steps(
+        self, tx: StateStore, job: record.JobRecord, pending: dict[int, dict[int, bytes]]
+    ) -> None:
         """Queue a record for each srun step that started or ended since the last save (after its
         job's record: dbd files a step under a job it already has; a step stored twice is updated), the
         `.extern` step of a job that has one, and the `.batch` step of a running batch job (record_jobs
-        sends its last record when the job ends)."""
+        sends its last record when the job ends). `pending`: what this transaction queued so far."""
         records = [step_record(job, step) for step in job.steps]
         if job.extern_step and job.start_time and job.nodes:
             records.insert(0, extern_step_record(job))
@@ -303,12 +319,15 @@ class Accounting:
             records.insert(0, batch_step_record(job))
         if not records:
             return
-        sent = self._sent_steps.setdefault(job.job_id, {})
+        sent = self._sent_steps.get(job.job_id, {})
+        queued = pending.get(job.job_id, {})
         for rec in records:
             data = rec.SerializeToString(deterministic=True)
-            if sent.get(rec.step_id) != data:
-                sent[rec.step_id] = data
-                self.record_step(tx, rec)
+            if queued.get(rec.step_id, sent.get(rec.step_id)) != data:
+                queued[rec.step_id] = data
+                tx.enqueue_record(pb.AcctRecord(step=rec).SerializeToString())
+        if queued:
+            pending[job.job_id] = queued
 
     def forget(self, job_ids: Iterable[int]) -> None:
         """Jobs that left memory (MinJobAge, ctld/job_lifecycle.py): drop their last records. A job's
@@ -325,7 +344,7 @@ class Accounting:
         """Queue a step record (srun steps, .extern); call inside the transaction that saves the change."""
         if self.enabled:
             tx.enqueue_record(pb.AcctRecord(step=step).SerializeToString())
-            self.wake.set()
+            tx.after_commit(self.wake.set)
 
     def record_node(self, tx: StateStore, info: cluster_pb2.NodeInfo, now: int) -> None:
         """Queue a node event when a node goes down/drained or comes back."""
@@ -335,7 +354,6 @@ class Accounting:
         previous = self._nodes.get(info.name, ("", ""))
         if state == previous:
             return
-        self._nodes[info.name] = state
         event = pb.NodeEventRecord(
             node=info.name,
             state=state[0],
@@ -348,6 +366,10 @@ class Accounting:
         if not state[0]:
             event.start_time = now
         tx.enqueue_record(pb.AcctRecord(node_event=event).SerializeToString())
+        tx.after_commit(lambda: self._node_recorded(info.name, state))
+
+    def _node_recorded(self, node: str, state: tuple[str, str]) -> None:
+        self._nodes[node] = state  # committed only: a failed commit leaves the event to queue again
         self.wake.set()
 
     # ------------------------------------------------------------------ enforcement
@@ -556,9 +578,10 @@ class Accounting:
         refreshed = last_sent = float("-inf")
         while not stop.is_set():
             try:
-                # the association/QOS cache: at most every REFRESH_EVERY_S (a burst of records does not
-                # ask dbd again for each one), and at once after dbd was away
-                if down or time.monotonic() - refreshed >= REFRESH_EVERY_S:
+                # the association/QOS cache: every REFRESH_EVERY_S, and at once after dbd was away
+                # (the connection to dbd dropped: poll at once, see REFRESH_EVERY_S)
+                lost = stub.disconnected()
+                if down or lost or time.monotonic() - refreshed >= REFRESH_EVERY_S:
                     self._refresh(stub)
                     refreshed = time.monotonic()
                 self._fetch_usage(stub)  # before any record: dbd's answer holds only jobs ended before

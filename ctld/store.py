@@ -106,6 +106,7 @@ class StateStore:
         self.description = backend.description
         self._lock = threading.Lock()
         self._in_tx = False
+        self._after_commit: list[Callable[[], None]] = []
         self.on_fenced: Callable[[], None] | None = None
         """Called once a transaction was refused for a newer leader (shoal-ctld steps down at once)."""
 
@@ -116,6 +117,7 @@ class StateStore:
             try:
                 self._backend.begin()
                 self._in_tx = True
+                self._after_commit = []
                 try:
                     yield self
                 except BaseException:
@@ -125,10 +127,22 @@ class StateStore:
                     self._backend.commit()
                 finally:
                     self._in_tx = False
+                done, self._after_commit = self._after_commit, []
+                for change in done:  # under the lock: the next transaction sees what this one committed
+                    change()
             except FencedError:
                 if self.on_fenced is not None:
                     self.on_fenced()
                 raise
+            finally:
+                self._after_commit = []
+
+    def after_commit(self, change: Callable[[], None]) -> None:
+        """Run `change` once the open transaction has committed (never if it rolls back or its commit
+        fails): for memory that must only say what the store holds."""
+        if not self._in_tx:
+            raise StoreError("state store after_commit outside a transaction")
+        self._after_commit.append(change)
 
     def _write(self, sql: str, params: Sequence[Any]) -> int:
         if not self._in_tx:

@@ -92,16 +92,26 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     def __init__(self, key: bytes) -> None:
         self._key = key
         self._replay = ReplayCache()
+        # method -> its wrapped handler, built on the method's first call: the servicers are registered
+        # before the server starts, so one method always resolves to the same handler (unknown methods are
+        # not kept: a caller cannot grow this)
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
 
     def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
         method: str = handler_call_details.method
+        wrapped = self._wrapped.get(method)
+        if wrapped is None:
+            handler = continuation(handler_call_details)
+            if handler is None:
+                return None
+            wrapped = self._wrapped[method] = self._wrap(method, handler)
+        return wrapped
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         deserializer = handler.request_deserializer
         serializer = handler.response_serializer
         if handler.unary_unary is not None:

@@ -3,12 +3,16 @@ the real Slurm 22.05 of this machine)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Cluster, start_cluster, stop_cluster
+from tests.e2e.conftest import Cluster, start_cluster, stop_cluster, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -39,6 +43,35 @@ def test_a_qos_added_to_a_user_is_usable_the_moment_sacctmgr_returns(acct: Clust
     acct.ok("sacctmgr", "-i", "add", "qos", "notmine")
     out = acct.run("sbatch", "-A", "racing", "-q", "notmine", "--wrap", "true", cwd=workdir)
     assert out.returncode != 0 and "Invalid qos specification" in out.stderr
+
+
+def test_after_dbd_restarts_sacctmgr_changes_still_reach_ctld_at_once(acct: Cluster, workdir: Path) -> None:
+    """A restarted dbd no longer knows where ctld listens: ctld notices the lost connection and polls it
+    again when it is back (not at its next safety-net poll), so the changes are pushed as before."""
+    acct.ok("sacctmgr", "-i", "add", "account", "restarted")
+    acct.ok("sacctmgr", "-i", "add", "user", "root", "account=restarted")
+    backs = acct.log("ctld").count("is back")
+    pid = int((acct.dir / "run" / "dbd.pid").read_text().split()[0])
+    os.kill(pid, signal.SIGKILL)
+    wait_until("dbd to exit", lambda: not Path(f"/proc/{pid}").exists())
+    log = open(acct.dir / "log" / "dbd.restart.out", "ab")  # noqa: SIM115 - the daemon keeps it
+    subprocess.Popen(
+        [sys.executable, "-m", "dbd.main", "-f", str(acct.dir / "slurmdbd.conf")],
+        env=acct.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    wait_until("ctld to reach the restarted dbd", lambda: acct.log("ctld").count("is back") > backs, 60)
+    for i in range(5):
+        acct.ok("sacctmgr", "-i", "add", "qos", f"after{i}")
+        acct.ok("sacctmgr", "-i", "modify", "user", "root", "set", f"qos+=after{i}")
+        out = acct.run(
+            "sbatch", "-A", "restarted", "-q", f"after{i}", "--hold", "--wrap", "true", cwd=workdir
+        )
+        assert out.returncode == 0, f"round {i}: {out.stderr}"
+        acct.ok("scancel", out.stdout.split()[-1])
 
 
 @pytest.fixture(scope="module")
