@@ -318,13 +318,16 @@ def _take_lease(cfg: SlurmConfig, stop: threading.Event, notifier: Notifier) -> 
 
 def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, interval: float) -> None:
     """A cycle on each wake (events arriving during a cycle are served by the next one), at least
-    SchedulerParameters sched_min_interval after the previous cycle ended."""
+    SchedulerParameters sched_min_interval after the previous cycle ended; a cycle's backfill pass
+    runs only every bf_interval (ctld/applier.py), and the loop wakes when one is owed."""
+    from ctld.applier import backfill_wait_s
     from ctld.sched_config import sched_min_interval_s
 
     log = logging.getLogger("shoal.ctld.sched")
     ended = 0.0
     while not stop.is_set():
-        controller.wake.wait(interval)
+        owed = backfill_wait_s(controller.state)  # bf_interval: wake for the pass pending jobs wait for
+        controller.wake.wait(interval if owed is None else min(interval, owed))
         pause = ended + sched_min_interval_s(controller.cfg) - time.monotonic()
         if pause > 0 and stop.wait(pause):
             return
@@ -336,8 +339,10 @@ def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, i
                 diag.observe(controller.jobs.values())  # sdiag's job counts, before the pass starts some
                 depth = diag.pending
             start = time.perf_counter_ns()
+            passes = controller.state.backfill_passes
             controller.schedule()
-            diag.sched_pass((time.perf_counter_ns() - start) // 1000, depth)
+            backfilled = controller.state.backfill_passes != passes
+            diag.sched_pass((time.perf_counter_ns() - start) // 1000, depth, backfilled)
             with controller.state.reading():
                 diag.observe(controller.jobs.values())
         except Exception:  # keep scheduling; a bug must not take the controller down

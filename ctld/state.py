@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import grp
 import logging
+import math
 import os
 import pwd
 import threading
@@ -35,8 +36,8 @@ from ctld.nodes import NodeRuntime, new_runtime
 from ctld.record import JobRecord
 from ctld.sched import model as m
 from ctld.sched.fairshare import last_reset
+from ctld.sched_config import bf_interval_s, sched_config, scheduler_parameters
 from ctld.sched_config import partitions as sched_partitions
-from ctld.sched_config import sched_config, scheduler_parameters
 from ctld.sched_config import topology as sched_topology
 from ctld.store import StateStore
 from ctld.validate import limits_from as submit_limits
@@ -134,6 +135,10 @@ class ClusterState:
         self.partitions = {p.name: p for p in cfg.partitions}
         self.partitions_view = sched_partitions(cfg, partial(group_members, {0, self.slurm_uid}))
         self.sched_config = sched_config(cfg)
+        self.bf_interval = bf_interval_s(cfg)  # seconds between backfill passes; None: backfill off
+        self.last_backfill = -math.inf  # clock() of the last backfill pass (ctld/applier.py)
+        self.backfill_owed = False  # the last cycle left pending jobs that backfill has not seen yet
+        self.backfill_passes = 0  # for sdiag's backfill cycles
         self.gpu_idle_policy = gpu_idle.policy_from(scheduler_parameters(cfg.scheduler_parameters))
         self.gpu_idle: dict[int, gpu_idle.IdleState] = {}  # running GPU jobs' idle tracking (memory only)
         self.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
