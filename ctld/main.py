@@ -326,12 +326,16 @@ def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, i
     log = logging.getLogger("shoal.ctld.sched")
     ended = 0.0
     while not stop.is_set():
-        owed = backfill_wait_s(controller.state)  # bf_interval: wake for the pass pending jobs wait for
-        controller.wake.wait(interval if owed is None else min(interval, owed))
+        # bf_interval, batch_sched_delay: wake for the pass or the submissions that wait for one
+        owed = [
+            w for w in (backfill_wait_s(controller.state), controller.state.submit_wait_s()) if w is not None
+        ]
+        controller.wake.wait(min([interval, *owed]))
         pause = ended + sched_min_interval_s(controller.cfg) - time.monotonic()
         if pause > 0 and stop.wait(pause):
             return
         controller.wake.clear()
+        controller.state.cycle_starts()
         if stop.is_set():
             return
         try:

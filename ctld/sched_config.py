@@ -92,6 +92,22 @@ def bf_interval_s(cfg: SlurmConfig) -> int | None:
     return seconds if 1 <= seconds <= BF_INTERVAL_MAX_S else BF_INTERVAL_S
 
 
+BATCH_SCHED_DELAY_S = 1  # shoal's default (Slurm's: 3 s): see batch_sched_delay_s
+
+
+def batch_sched_delay_s(cfg: SlurmConfig) -> int:
+    """SchedulerParameters batch_sched_delay: how many seconds the scheduling of a newly submitted batch
+    job may wait, so that a burst of submissions is served by a few cycles (ctld/state.py
+    `submitted`); not a number: the default. 0: every submission wakes the scheduler at once.
+
+    shoal's default is 1 s where Slurm's is 3: the first submission of a burst is scheduled at once
+    either way (an idle cluster starts a job promptly), and ctld's scheduler loop runs a cycle every
+    second anyway, so a deferred job waits at most about a second whatever the delay, while a longer
+    delay only defers more of a steady submitter's jobs (bench/README.md, issue 19)."""
+    value = scheduler_parameters(cfg.scheduler_parameters).get("batch_sched_delay", "")
+    return int(value) if value.isdigit() else BATCH_SCHED_DELAY_S
+
+
 def sched_config(cfg: SlurmConfig) -> Config:
     """The core's Config for this slurm.conf."""
     numbers: dict[str, Any] = {}  # Config's integer fields only (_NUMERIC)

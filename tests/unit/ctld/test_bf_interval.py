@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ctld.sched_config import bf_interval_s
+from ctld.sched_config import batch_sched_delay_s, bf_interval_s
 from shoal.conf.slurm import parse_slurm_conf
 from tests.unit.ctld.harness import Harness, cluster, job
 
@@ -113,3 +113,45 @@ def test_bf_interval_parsing(words: tuple[str, ...], seconds: int | None, tmp_pa
         "NodeName=n1 CPUs=4\nPartitionName=p Nodes=n1\n"
     )
     assert bf_interval_s(cfg) == seconds
+
+
+# ---------------------------------------------------------------- batch_sched_delay
+
+
+def test_batch_sched_delay_serves_a_burst_of_submissions_by_one_later_cycle(tmp_path: Path) -> None:
+    """The first batch job of a burst wakes the scheduler at once (an idle cluster starts it
+    promptly); those submitted within batch_sched_delay of it wait for one cycle that delay later."""
+    conf = {**CONF, "SchedulerParameters": "batch_sched_delay=2"}
+    h = Harness.of(cluster().nodes(1, cpus=4, mem=8000).set(**conf), tmp_path)
+    wake, state = h.ctl.wake, h.ctl.state
+    wake.clear()
+    h.submit(job().cpus(1).time(5))
+    assert wake.is_set() and state.submit_wait_s() is None
+    wake.clear()
+    state.cycle_starts()
+    h.advance(0.5)
+    later = [h.submit(job().cpus(1).time(5)) for _ in range(3)]
+    assert not wake.is_set()
+    assert state.submit_wait_s() == pytest.approx(1.5)
+    h.advance(1.5)
+    state.cycle_starts()  # the scheduler loop's cycle at the deadline serves them all
+    h.schedule()
+    assert [h.state(i) for i in later] == ["RUNNING"] * 3
+    assert state.submit_wait_s() is None
+    h.advance(2)
+    h.submit(job().cpus(1).time(5))
+    assert wake.is_set()  # the delay has passed since: at once again
+
+
+@pytest.mark.parametrize(
+    ("params", "delay"),
+    [("", 1), ("batch_sched_delay=3", 3), ("batch_sched_delay=0", 0), ("batch_sched_delay=later", 1)],
+    ids=["shoal's default, 1 s", "Slurm's default, 3 s", "0: at once", "not a number: the default"],
+)
+def test_batch_sched_delay_parsing(params: str, delay: int, tmp_path: Path) -> None:
+    line = f"SchedulerParameters={params}\n" if params else ""
+    cfg = parse_slurm_conf(
+        f"ClusterName=t\nSlurmctldHost=h\nStateSaveLocation={tmp_path}\n{line}"
+        "NodeName=n1 CPUs=4\nPartitionName=p Nodes=n1\n"
+    )
+    assert batch_sched_delay_s(cfg) == delay
