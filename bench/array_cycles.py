@@ -1,6 +1,6 @@
 """ctld's scheduling of one big array in one process: cycles, and CPU per task, from submit to drained.
 
-    python bench/array_cycles.py [--tasks 1001] [--batch 8] [--profile]
+    python bench/array_cycles.py [--tasks 1001] [--batch 8] [--sched-params bf_interval=30] [--profile]
 
 The real Controller and SQLite state store (tests/unit/ctld/harness.py; the node agents are data) on
 4 nodes of 16 CPUs, as the real Slurm here: one `sbatch -a 0-(N-1) --wrap=true`-like array, then
@@ -36,6 +36,7 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=1001, help="tasks in the array")
     ap.add_argument("--batch", type=int, default=8, help="completions between two cycles")
     ap.add_argument("--profile", action="store_true", help="cProfile the cycles")
+    ap.add_argument("--sched-params", default="", help="slurm.conf SchedulerParameters (e.g. bf_interval=30)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="array_cycles.") as tmp:
         builder = (
@@ -54,6 +55,7 @@ def main() -> int:
                 PriorityWeightPartition=1000,
                 AccountingStorageType="accounting_storage/slurmdbd",
                 AccountingStorageEnforce="associations",
+                **({"SchedulerParameters": args.sched_params} if args.sched_params else {}),
             )
         )
         h = Harness.of(builder, Path(tmp))
@@ -61,6 +63,7 @@ def main() -> int:
         arr = job().name("bench_array").time(1)
         arr.spec.array = f"0-{args.tasks - 1}"
         t = time.process_time()
+        start_clock = h.clock()
         h.submit(arr)
         submit_s = time.process_time() - t
         profiler = cProfile.Profile() if args.profile else None
@@ -92,12 +95,16 @@ def main() -> int:
         left = sum(1 for j in h.ctl.jobs.values() if j.state == jobs_pb2.PENDING)
         print(
             f"# {time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.2f}; {args.tasks} tasks, "
-            f"completions {args.batch} per cycle; {left} left pending"
+            f"completions {args.batch} per cycle; {left} left pending; "
+            f"SchedulerParameters={args.sched_params or '(null)'}"
         )
         print(f"array submission: {1000 * submit_s:.1f} ms CPU")
         print(
             f"cycles: {cycles}, {sched_s:.2f} s CPU in all, {1000 * sched_s / cycles:.1f} ms per cycle, "
             f"{1000 * sched_s / args.tasks:.2f} ms per task; completions {1000 * other_s / args.tasks:.2f} ms per task"
+        )
+        print(
+            f"backfill passes: {h.ctl.state.backfill_passes} over {h.clock() - start_clock:.1f} s (the harness clock)"
         )
         if profiler:
             stats = pstats.Stats(profiler)

@@ -236,9 +236,13 @@ def bench_sh(bin_dir: Path, env: dict[str, str], runs: int, small: bool, pidfile
     return {re.sub(r"_with_\d+_jobs$", "_with_N_jobs", r[0]): r[1] for r in rows}
 
 
-def start_shoal(directory: Path, max_array_size: int = 0) -> tuple[Path, dict[str, str]]:
+def start_shoal(
+    directory: Path, max_array_size: int = 0, settings: tuple[str, ...] = ()
+) -> tuple[Path, dict[str, str]]:
     py = sys.executable
     extra = ["--set", f"MaxArraySize={max_array_size}"] if max_array_size > 1001 else []
+    for setting in settings:  # --shoal-set: e.g. SchedulerParameters=batch_sched_delay=1
+        extra += ["--set", setting]
     up = subprocess.run(
         [
             py,
@@ -398,13 +402,20 @@ def main() -> int:
     ap.add_argument(
         "--array", type=int, default=0, help="array tasks for --submit-path (default: Slurm's largest)"
     )
+    ap.add_argument(
+        "--shoal-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a slurm.conf setting for shoal's cluster (shoal up --set), e.g. SchedulerParameters=bf_interval=30",
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("vs_slurm: run as root (process accounting, and the real Slurm's jobs)")
     if _run([str(SLURM_BIN / "sinfo"), "-h"], SLURM_ENV).returncode != 0:
         raise SystemExit("vs_slurm: the real Slurm is not answering; start it: ../shared/realslurm/up.sh")
     if args.submit_path:
-        return submit_path_main(args.held, args.array)
+        return submit_path_main(args.held, args.array, tuple(args.shoal_set))
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; "
         f"bench.sh runs {args.runs}{' (small)' if args.small else ''}; CPU split over {args.jobs} jobs"
@@ -420,7 +431,7 @@ def main() -> int:
         cpu["slurm"] = cpu_per_job("slurm", SLURM_BIN, SLURM_ENV, args.jobs, None)
     directory = Path(tempfile.mkdtemp(prefix="vs_slurm."))
     try:
-        cli, env = start_shoal(directory)
+        cli, env = start_shoal(directory, settings=tuple(args.shoal_set))
         if not args.skip_bench:
             results["shoal"] = bench_sh(cli, env, args.runs, args.small, str(directory / "run" / "ctld.pid"))
         if not args.skip_cpu:
@@ -455,7 +466,7 @@ def main() -> int:
     return 0
 
 
-def submit_path_main(held: int, array: int) -> int:
+def submit_path_main(held: int, array: int, settings: tuple[str, ...] = ()) -> int:
     largest = int(_config_value(SLURM_BIN, SLURM_ENV, "MaxArraySize") or 1001) - 1  # tasks 0..MaxArraySize-1
     if not array or array > largest + 1:
         if array:
@@ -471,7 +482,7 @@ def submit_path_main(held: int, array: int) -> int:
     print(f"# load {os.getloadavg()[0]:.2f} after Slurm's run", flush=True)
     directory = Path(tempfile.mkdtemp(prefix="vs_slurm."))
     try:
-        cli, env = start_shoal(directory, max_array_size=array)
+        cli, env = start_shoal(directory, max_array_size=array, settings=settings)
         results["shoal"] = submit_path(cli, env, held, array, str(directory / "run" / "ctld.pid"))
     finally:
         stop_shoal(directory)

@@ -26,6 +26,20 @@ from shoal.v1 import jobs_pb2
 log = logging.getLogger("shoal.ctld")
 
 
+def backfill_due(state: ClusterState) -> bool:
+    """SchedulerParameters bf_interval: the backfill pass runs in a cycle only once that many seconds
+    have passed since the last one (the main pass runs in every cycle), as Slurm's backfill loop."""
+    return state.bf_interval is not None and state.clock() - state.last_backfill >= state.bf_interval
+
+
+def backfill_wait_s(state: ClusterState) -> float | None:
+    """Seconds until the backfill pass the last cycle's pending jobs wait for is due (the scheduler
+    loop wakes for it); None when none waits."""
+    if not state.backfill_owed or state.bf_interval is None:
+        return None
+    return max(0.0, state.last_backfill + state.bf_interval - state.clock())
+
+
 def schedule(state: ClusterState) -> int:
     """Run one cycle of the core and apply its decisions; returns how many batch jobs it launched."""
     now = state.now()
@@ -45,12 +59,20 @@ def schedule(state: ClusterState) -> int:
             pending.append(req)
             by_id[job.job_id] = job
         if not pending and not resumable:
+            state.backfill_owed = False
             _recalculate_running(state, None, now)
             return 0
         state.accrue_usage()
         snap = snapshot.build(state, pending)
         _recalculate_running(state, snap, now)
-        result = sched_cycle.run_cycle(snap, now)
+        with_backfill = state.sched_config.scheduler != "sched/backfill" or backfill_due(state)
+        result = sched_cycle.run_cycle(snap, now, with_backfill)
+        if result.plans_kept:
+            state.backfill_owed = state.bf_interval is not None
+        elif state.sched_config.scheduler == "sched/backfill":
+            state.last_backfill = state.clock()
+            state.backfill_passes += 1
+            state.backfill_owed = False
         decisions.apply_verdicts(by_id, result, now)  # reasons, priorities, backfill's plan
         # Victims first: a suspended one is stopped before its preemptor's launch reaches the node.
         tx.save(*preempt.apply_preemptions(state, tx, result.preemptions, now))

@@ -58,6 +58,8 @@ def apply_verdicts(by_id: Mapping[int, JobRecord], result: m.CycleResult, now: i
         waiting = by_id.get(job_id)
         if waiting is not None and waiting.priority != (prio := 0 if waiting.held else prio):
             waiting.priority = prio
+    if result.plans_kept:
+        return  # a main pass alone: the last backfill pass's plans stand until the next one
     for job_id, waiting in by_id.items():  # backfill's plan: squeue --start, SCHEDNODES
         plan = result.planned.get(job_id)
         start_time = plan.start_time if plan else 0

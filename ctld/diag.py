@@ -116,11 +116,11 @@ class Diag:
                 user.count += 1
                 user.total_us += elapsed_us
 
-    def sched_pass(self, elapsed_us: int, depth: int) -> None:
+    def sched_pass(self, elapsed_us: int, depth: int, backfilled: bool = True) -> None:
         """One controller.schedule() that took `elapsed_us` over `depth` pending jobs.
 
-        A pass with pending jobs also planned backfill for them (ctld/sched/cycle.py runs both in
-        one pass), so it counts as a backfill cycle too, with the same time and depth.
+        A pass that also ran the backfill pass (`backfilled`: every bf_interval, ctld/applier.py; both
+        run in one cycle) counts as a backfill cycle too, with the same time and depth.
         """
         with self._lock:
             self.cycles += 1
@@ -129,7 +129,7 @@ class Diag:
             self.cycle_sum += elapsed_us
             self.depth_sum += depth
             self.queue_len = depth
-            if depth:
+            if depth and backfilled:
                 self.bf_cycles += 1
                 self.bf_when = int(self._clock())
                 self.bf_last = elapsed_us

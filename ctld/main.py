@@ -318,17 +318,24 @@ def _take_lease(cfg: SlurmConfig, stop: threading.Event, notifier: Notifier) -> 
 
 def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, interval: float) -> None:
     """A cycle on each wake (events arriving during a cycle are served by the next one), at least
-    SchedulerParameters sched_min_interval after the previous cycle ended."""
+    SchedulerParameters sched_min_interval after the previous cycle ended; a cycle's backfill pass
+    runs only every bf_interval (ctld/applier.py), and the loop wakes when one is owed."""
+    from ctld.applier import backfill_wait_s
     from ctld.sched_config import sched_min_interval_s
 
     log = logging.getLogger("shoal.ctld.sched")
     ended = 0.0
     while not stop.is_set():
-        controller.wake.wait(interval)
+        # bf_interval, batch_sched_delay: wake for the pass or the submissions that wait for one
+        owed = [
+            w for w in (backfill_wait_s(controller.state), controller.state.submit_wait_s()) if w is not None
+        ]
+        controller.wake.wait(min([interval, *owed]))
         pause = ended + sched_min_interval_s(controller.cfg) - time.monotonic()
         if pause > 0 and stop.wait(pause):
             return
         controller.wake.clear()
+        controller.state.cycle_starts()
         if stop.is_set():
             return
         try:
@@ -336,8 +343,10 @@ def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, i
                 diag.observe(controller.jobs.values())  # sdiag's job counts, before the pass starts some
                 depth = diag.pending
             start = time.perf_counter_ns()
+            passes = controller.state.backfill_passes
             controller.schedule()
-            diag.sched_pass((time.perf_counter_ns() - start) // 1000, depth)
+            backfilled = controller.state.backfill_passes != passes
+            diag.sched_pass((time.perf_counter_ns() - start) // 1000, depth, backfilled)
             with controller.state.reading():
                 diag.observe(controller.jobs.values())
         except Exception:  # keep scheduling; a bug must not take the controller down

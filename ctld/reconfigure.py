@@ -21,8 +21,8 @@ from ctld import configless, gpu_idle, transitions
 from ctld.errors import FAILED_PRECONDITION, SlurmError
 from ctld.nodes import new_runtime
 from ctld.record import JobRecord
+from ctld.sched_config import batch_sched_delay_s, bf_interval_s, sched_config, scheduler_parameters
 from ctld.sched_config import partitions as sched_partitions
-from ctld.sched_config import sched_config, scheduler_parameters
 from ctld.sched_config import topology as sched_topology
 from ctld.state import ClusterState, group_members
 from ctld.validate import limits_from as submit_limits
@@ -202,6 +202,8 @@ def apply(state: ClusterState, cfg: SlurmConfig) -> None:
     state.partitions = {p.name: p for p in cfg.partitions}
     state.partitions_view = sched_partitions(cfg, partial(group_members, {0, state.slurm_uid}))
     state.sched_config = sched_config(cfg)
+    state.bf_interval = bf_interval_s(cfg)
+    state.batch_sched_delay = batch_sched_delay_s(cfg)
     state.gpu_idle_policy = gpu_idle.policy_from(scheduler_parameters(cfg.scheduler_parameters))
     state.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
     state.topology = sched_topology(cfg)

@@ -69,6 +69,45 @@ def sched_min_interval_s(cfg: SlurmConfig) -> float:
     return (int(value) if value.isdigit() else SCHED_MIN_INTERVAL_US) / 1_000_000
 
 
+BF_INTERVAL_S = 1  # shoal's default (Slurm's is 30): see bf_interval_s
+BF_INTERVAL_MAX_S = 10800  # 22.05's documented range is 1 to 10800 seconds; -1 turns backfill off
+
+
+def bf_interval_s(cfg: SlurmConfig) -> int | None:
+    """SchedulerParameters bf_interval: the least seconds from one backfill pass to the next (the main
+    pass still runs on every event); None for -1, which turns the backfill pass off. Outside 22.05's
+    range (1 to 10800) or not a number: the default.
+
+    The default is 1 s where Slurm's is 30: a job that only backfill can start waits up to that long,
+    and at 1 s that wait stays within the scheduler loop's own period, while a burst of events (a
+    1,001-task array's completions) still gets one backfill pass a second instead of one per event.
+    """
+    value = scheduler_parameters(cfg.scheduler_parameters).get("bf_interval", "")
+    try:
+        seconds = int(value)
+    except ValueError:
+        return BF_INTERVAL_S
+    if seconds == -1:
+        return None
+    return seconds if 1 <= seconds <= BF_INTERVAL_MAX_S else BF_INTERVAL_S
+
+
+BATCH_SCHED_DELAY_S = 1  # shoal's default (Slurm's: 3 s): see batch_sched_delay_s
+
+
+def batch_sched_delay_s(cfg: SlurmConfig) -> int:
+    """SchedulerParameters batch_sched_delay: how many seconds the scheduling of a newly submitted batch
+    job may wait, so that a burst of submissions is served by a few cycles (ctld/state.py
+    `submitted`); not a number: the default. 0: every submission wakes the scheduler at once.
+
+    shoal's default is 1 s where Slurm's is 3: the first submission of a burst is scheduled at once
+    either way (an idle cluster starts a job promptly), and ctld's scheduler loop runs a cycle every
+    second anyway, so a deferred job waits at most about a second whatever the delay, while a longer
+    delay only defers more of a steady submitter's jobs (bench/README.md, issue 19)."""
+    value = scheduler_parameters(cfg.scheduler_parameters).get("batch_sched_delay", "")
+    return int(value) if value.isdigit() else BATCH_SCHED_DELAY_S
+
+
 def sched_config(cfg: SlurmConfig) -> Config:
     """The core's Config for this slurm.conf."""
     numbers: dict[str, Any] = {}  # Config's integer fields only (_NUMERIC)

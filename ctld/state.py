@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import grp
 import logging
+import math
 import os
 import pwd
 import threading
@@ -35,8 +36,8 @@ from ctld.nodes import NodeRuntime, new_runtime
 from ctld.record import JobRecord
 from ctld.sched import model as m
 from ctld.sched.fairshare import last_reset
+from ctld.sched_config import batch_sched_delay_s, bf_interval_s, sched_config, scheduler_parameters
 from ctld.sched_config import partitions as sched_partitions
-from ctld.sched_config import sched_config, scheduler_parameters
 from ctld.sched_config import topology as sched_topology
 from ctld.store import StateStore
 from ctld.validate import limits_from as submit_limits
@@ -134,6 +135,13 @@ class ClusterState:
         self.partitions = {p.name: p for p in cfg.partitions}
         self.partitions_view = sched_partitions(cfg, partial(group_members, {0, self.slurm_uid}))
         self.sched_config = sched_config(cfg)
+        self.bf_interval = bf_interval_s(cfg)  # seconds between backfill passes; None: backfill off
+        self.last_backfill = -math.inf  # clock() of the last backfill pass (ctld/applier.py)
+        self.backfill_owed = False  # the last cycle left pending jobs that backfill has not seen yet
+        self.backfill_passes = 0  # for sdiag's backfill cycles
+        self.batch_sched_delay = batch_sched_delay_s(cfg)
+        self.last_submit_wake = -math.inf  # clock() of the last cycle a batch submission asked for
+        self.submit_owed = False  # a batch job submitted since, whose cycle waits (batch_sched_delay)
         self.gpu_idle_policy = gpu_idle.policy_from(scheduler_parameters(cfg.scheduler_parameters))
         self.gpu_idle: dict[int, gpu_idle.IdleState] = {}  # running GPU jobs' idle tracking (memory only)
         self.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
@@ -146,6 +154,35 @@ class ClusterState:
         self.unconfirmed: set[int] = set()
         self.reservations: dict[str, controller_pb2.ReservationInfo] = {}  # advance reservations by name
         self._recover()
+
+    # ------------------------------------------------------------------ the scheduler's wakes
+    def submitted(self, batch: bool) -> None:
+        """A job was submitted: wake the scheduler, at once unless it is a batch job and a batch
+        submission already asked for a cycle less than batch_sched_delay ago; then the scheduler
+        loop serves it by that cycle's time + the delay (`submit_wait_s`), with whatever came since.
+        Not under the lock: a race with the loop costs at most one extra cycle, or a wait for the
+        loop's next periodic one (a second)."""
+        if not batch or self.batch_sched_delay <= 0:
+            self.wake.set()
+            return
+        now = self.clock()
+        if now - self.last_submit_wake >= self.batch_sched_delay:
+            self.last_submit_wake = now
+            self.wake.set()
+        else:
+            self.submit_owed = True
+
+    def submit_wait_s(self) -> float | None:
+        """Seconds until the cycle a deferred batch submission waits for (None: none waits)."""
+        if not self.submit_owed:
+            return None
+        return max(0.0, self.last_submit_wake + self.batch_sched_delay - self.clock())
+
+    def cycle_starts(self) -> None:
+        """The scheduler loop starts a cycle: it serves every deferred submission."""
+        if self.submit_owed:
+            self.submit_owed = False
+            self.last_submit_wake = self.clock()
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:

@@ -76,8 +76,12 @@ class _CycleState:
         return len(self.starts), len(self.preemptions), len(self.held), len(self.blocked), self.tested
 
 
-def run_cycle(snap: Snapshot, now: int) -> CycleResult:
-    """Decide which pending jobs start now, where, and why the others wait."""
+def run_cycle(snap: Snapshot, now: int, with_backfill: bool = True) -> CycleResult:
+    """Decide which pending jobs start now, where, and why the others wait.
+
+    `with_backfill=False` runs the main pass alone (the controller backfills every bf_interval, not
+    on every event): no backfill start, and no new plan (`CycleResult.backfilled` is False).
+    """
     statuses = dependency.status_index(snap.jobs)
     priorities = all_priorities(snap, now)
     queue = queue_order(snap, priorities)
@@ -102,7 +106,7 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
                 alike.remember(job, before, verdict)
         if verdict is not None:
             verdicts[job.job_id] = verdict
-    planned = backfill(snap, now, queue, state, verdicts)
+    planned = backfill(snap, now, queue, state, verdicts) if with_backfill else {}
     return CycleResult(
         starts=tuple(state.starts),
         verdicts=verdicts,
@@ -110,6 +114,7 @@ def run_cycle(snap: Snapshot, now: int) -> CycleResult:
         planned=planned,
         preemptions=tuple(state.preemptions),
         resumes=resumes,
+        plans_kept=not with_backfill and snap.config.scheduler == "sched/backfill",
     )
 
 

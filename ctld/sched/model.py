@@ -461,6 +461,7 @@ class CycleResult:
         Preemption, ...
     ] = ()  # running jobs to end (or suspend) so that waiting ones can start
     resumes: tuple[int, ...] = ()  # jobs suspended by preemption whose CPUs/GPUs are free again
+    plans_kept: bool = False  # a main pass alone (backfill not due): the last backfill plans stand
 
     @property
     def reasons(self) -> dict[int, str]:

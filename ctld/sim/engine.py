@@ -10,6 +10,9 @@ when every one of them starts, the cycle runs again at the same moment, so nothi
 Priorities are taken as fixed from submit (true of priority/basic and the sim's policies).
 Starving jobs (starve.py: shoal_starve_*) join the batch wherever they are in the queue, since
 backfill tests them first; the moment each starts starving is known at submit.
+Every cycle backfills (`run_cycle`'s default), unlike live ctld, which backfills every bf_interval
+(ctld/applier.py): the simulated traces are minutes to days apart, where a 1 s cadence moves no start,
+and the simulator's goldens and its policy comparisons stay those of the schedule itself.
 """
 
 from __future__ import annotations

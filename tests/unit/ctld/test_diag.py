@@ -42,6 +42,7 @@ def test_passes_and_rpcs_then_reset() -> None:
     d = Diag(clock=lambda: 50.0)
     d.sched_pass(100, 0)
     d.sched_pass(300, 4)
+    d.sched_pass(200, 4, backfilled=False)  # a main pass alone (bf_interval not yet passed)
     d.rpc_begin()
     d.rpc_end("SubmitJob", 1001, 70)
     d.rpc_begin()
@@ -50,10 +51,10 @@ def test_passes_and_rpcs_then_reset() -> None:
     d.rpc_end("ResetDiag", 0, 6)
     s = d.snapshot()
     assert (s.sched_cycles, s.sched_cycle_last_us, s.sched_cycle_max_us, s.sched_cycle_sum_us) == (
-        2,
+        3,
+        200,
         300,
-        300,
-        400,
+        600,
     )
     assert (s.bf_cycles, s.bf_last_depth, s.bf_last_when, s.sched_queue_len) == (1, 4, 50, 4)
     assert {(r.name, r.type_id, r.count, r.total_time_us) for r in s.rpcs} == {
