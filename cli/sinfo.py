@@ -583,13 +583,28 @@ def _query() -> tuple[list[cluster_pb2.PartitionInfo], list[cluster_pb2.NodeInfo
             "GetNodes", controller_pb2.GetNodesRequest(with_partitions=True), controller_pb2.GetNodesResponse
         )
     except CommandError as exc:
-        raise _LoadError(f"slurm_load_partitions: {exc.message}") from exc
+        raise _LoadError(f"{_refused_load(exc)}: {exc.message}") from exc
     now = nodes.now
     if not now:
         import time
 
         now = int(time.time())
     return list(nodes.partitions), list(nodes.nodes), now
+
+
+def _refused_load(exc: Exception) -> str:
+    """Which of 22.05's two loads failed, for its message: sinfo loads the partitions first, so under
+    PrivateData=nodes alone the refusal is slurm_load_node's (one more call, only on a failure)."""
+    from cli.common import CommandError, ctld
+    from shoal.v1 import controller_pb2
+
+    if "permission denied" not in str(getattr(exc, "message", "")).lower():
+        return "slurm_load_partitions"
+    try:
+        ctld("GetPartitions", controller_pb2.GetPartitionsRequest(), controller_pb2.GetPartitionsResponse)
+    except CommandError:
+        return "slurm_load_partitions"
+    return "slurm_load_node"
 
 
 class _LoadError(Exception):

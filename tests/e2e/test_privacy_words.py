@@ -80,6 +80,21 @@ def test_nodes_and_partitions_are_for_operators(cluster: Cluster) -> None:
     assert "node1" in c.ok("sinfo", "-h", "-N", "-o", "%N")  # root loads them
 
 
+def test_sinfo_names_the_load_refused_under_private_nodes_alone(cluster: Cluster) -> None:
+    """22.05's sinfo loads the partitions first: with only the nodes private its error is the node load's."""
+    c = cluster
+    full = c.conf.read_text()
+    c.conf.write_text(full.replace("PrivateData=jobs,nodes,partitions,", "PrivateData=jobs,nodes,"))
+    try:
+        c.ok("scontrol", "reconfigure")
+        listing = c.run("sinfo", user=ALICE)
+        assert (listing.returncode, listing.stderr) == (1, "slurm_load_node: Access/permission denied\n")
+    finally:
+        c.conf.write_text(full)
+        c.ok("scontrol", "reconfigure")
+    assert c.run("sinfo", user=ALICE).stderr == "slurm_load_partitions: Access/permission denied\n"
+
+
 def test_a_user_sees_only_the_reservations_that_admit_them(cluster: Cluster) -> None:
     c = cluster
     c.ok(
