@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 
 from cli.common import CommandError, ctld
 from shoal.sizefmt import format_size_mb
-from shoal.timefmt import format_duration, format_time_limit, format_timestamp
+from shoal.timefmt import format_duration, format_limit_squeue, format_time_limit, format_timestamp
 from shoal.v1 import controller_pb2, jobs_pb2
 
 BATCH_STEP = -4
@@ -121,7 +121,7 @@ def squeue_value(step: jobs_pb2.JobStep, now: int) -> Callable[[str], str]:
         "M": format_duration(run_time(step, now)),
         "N": step.nodes,
         "T": STATE_NAMES.get(step.state, "UNKNOWN"),
-        "l": format_time_limit(step.time_limit_min),
+        "l": format_limit_squeue(step.time_limit_min),  # squeue's form: srun -t 1 is "1:00" (22.05)
         "S": format_timestamp(step.start_time),
         "A": str(step.num_tasks),
     }
