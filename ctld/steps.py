@@ -28,6 +28,7 @@ from ctld.record import JobRecord
 from ctld.sched import steps as layout
 from ctld.state import Caller, ClusterState
 from ctld.transitions import end_step, finish, terminate_elsewhere
+from ctld.waiting_steps import WAITING_STEP, waiting_record
 from shoal import hostlist
 from shoal.counts import compress_counts
 from shoal.states import FINISHED_STATES
@@ -38,7 +39,7 @@ log = logging.getLogger("shoal.ctld.steps")
 
 BATCH_STEP = -4
 EXTERN_STEP = -5  # PrologFlags=Contain's `JOBID.extern`
-STEP_WORDS = {BATCH_STEP: "batch", EXTERN_STEP: "extern"}
+STEP_WORDS = {BATCH_STEP: "batch", EXTERN_STEP: "extern", WAITING_STEP: "TDB"}
 OOM_SIGNAL = 125  # Slurm's dummy signal for a task killed for memory (SIG_OOM)
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="step-launch")
 
@@ -156,8 +157,12 @@ def create_step(
             )
         except layout.StepRefused as exc:
             if exc.retry:
+                waiting = waiting_record(req, job.nodes, job.partition, job.user_id)
+                state.waiting_steps.note(waiting, now)
                 return controller_pb2.CreateStepResponse(retry=True, message=exc.message)
+            state.waiting_steps.drop(req.job_id, req.srun_host, req.srun_pid)
             raise SlurmError(exc.message) from exc
+        state.waiting_steps.drop(req.job_id, req.srun_host, req.srun_pid)
         step = jobs_pb2.JobStep()
         job.steps.append(step)
         step.step_id = job.next_step_id
@@ -397,9 +402,11 @@ def get_steps(
             if job.batch_flag and job.start_time and job.batch_host:
                 candidates.append(_batch_step(job))
             candidates.extend(job.steps)
+            if not req.include_finished:
+                candidates = [s for s in candidates if s.state == jobs_pb2.RUNNING]
+            if req.include_waiting and job.state == jobs_pb2.RUNNING:
+                candidates.extend(state.waiting_steps.of_job(job.job_id, out.now))
             for step in candidates:
-                if not req.include_finished and step.state != jobs_pb2.RUNNING:
-                    continue
                 names = wanted.get(job.job_id)
                 if names and "" not in names and _step_id_text(step).partition(".")[2] not in names:
                     continue

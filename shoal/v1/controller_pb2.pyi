@@ -1321,7 +1321,10 @@ class GetStepsRequest(_message.Message):
 
     STEP_IDS_FIELD_NUMBER: _builtins.int
     INCLUDE_FINISHED_FIELD_NUMBER: _builtins.int
+    INCLUDE_WAITING_FIELD_NUMBER: _builtins.int
     include_finished: _builtins.bool
+    include_waiting: _builtins.bool
+    """also sruns waiting for resources (scontrol show step's J.TDB)"""
     @_builtins.property
     def step_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """"12", "12.0", "12.batch"; empty = all"""
@@ -1331,10 +1334,11 @@ class GetStepsRequest(_message.Message):
         *,
         step_ids: _abc.Iterable[_builtins.str] | None = ...,
         include_finished: _builtins.bool = ...,
+        include_waiting: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "step_ids", b"step_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "include_waiting", b"include_waiting", "step_ids", b"step_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -72,3 +72,25 @@ def test_a_step_that_ends_in_time_is_not_timed_out(h: Harness) -> None:
     h.tick()
     assert [e for e in h.effects() if isinstance(e, SignalStep)] == []
     assert h.ctl.jobs[job_id].steps[0].state == jobs_pb2.COMPLETED
+
+
+def test_an_srun_told_to_retry_is_listed_as_waiting_until_it_gets_its_step(h: Harness) -> None:
+    """22.05's scontrol show step lists a waiting srun as J.TDB, State=PENDING; squeue -s does not."""
+    job_id = _running_job(h)
+    h.ctl.create_step(controller_pb2.CreateStepRequest(job_id=job_id, num_tasks=2, exact=True), ROOT)
+    req = controller_pb2.CreateStepRequest(job_id=job_id, num_tasks=1, exact=True, srun_host="login1")
+    req.srun_pid, req.time_limit_min = 4242, 2
+    assert h.ctl.create_step(req, ROOT).retry
+
+    def listed(include_waiting: bool) -> list[tuple[int, int]]:
+        ask = controller_pb2.GetStepsRequest(step_ids=[str(job_id)], include_waiting=include_waiting)
+        return [(s.step_id, s.state) for s in h.ctl.get_steps(ask).steps]
+
+    assert listed(True) == [(-4, jobs_pb2.RUNNING), (0, jobs_pb2.RUNNING), (-3, jobs_pb2.PENDING)]
+    assert listed(False) == [(-4, jobs_pb2.RUNNING), (0, jobs_pb2.RUNNING)]
+    h.advance(5)  # it stopped asking (Ctrl-C): no longer listed
+    assert listed(True) == listed(False)
+    assert h.ctl.create_step(req, ROOT).retry
+    h.ctl.complete_step(controller_pb2.CompleteStepRequest(job_id=job_id, step_id=0), ROOT)
+    assert not h.ctl.create_step(req, ROOT).retry
+    assert listed(True) == [(-4, jobs_pb2.RUNNING), (1, jobs_pb2.RUNNING)]
