@@ -30,6 +30,7 @@ from cli.options import (
     export_environment,
     parse_count,
     parse_mb,
+    parse_minutes,
     parse_node_range,
     parse_positive,
     version_line,
@@ -46,6 +47,7 @@ from cli.salloc import (
 from cli.stepio import PortRangeError, StepIO, TaskExit, parse_port_range
 from shoal import hostlist
 from shoal.agent.client import slurm_conf_value
+from shoal.timefmt import format_timestamp
 from shoal.v1 import controller_pb2, jobs_pb2
 
 PROG = "srun"
@@ -199,6 +201,20 @@ def force_terminated(exits: dict[int, TaskExit], step_text: str) -> list[str]:
     return []
 
 
+def time_limit_notice(step: jobs_pb2.JobStep, timed_out_at: int) -> list[str]:
+    """What 22.05's stepd writes to srun's stderr from each node of a step it ends at the step's own
+    time limit (srun -t): `slurmstepd: error: *** STEP 12.0 ON node1 CANCELLED AT <time> DUE TO TIME
+    LIMIT ***`."""
+    if not timed_out_at:
+        return []
+    when = format_timestamp(timed_out_at)
+    return [
+        f"slurmstepd: error: *** STEP {step.job_id}.{step.step_id} ON {part.node} CANCELLED AT {when}"
+        " DUE TO TIME LIMIT ***"
+        for part in step.layout
+    ]
+
+
 def _still_running(job_id: int) -> bool:
     try:
         current = get_job(job_id)
@@ -259,6 +275,8 @@ def step_request(
             req.mem_per_node_mb = parse_mb(v("mem") or "", "--mem")
         elif opts.has("mem_per_cpu") and ("mem_per_cpu" in cli_given or not mem_cli):
             req.mem_per_cpu_mb = parse_mb(v("mem_per_cpu") or "", "--mem-per-cpu")
+        if opts.has("time"):  # the step's own limit, which ctld enforces (22.05); 0 is none
+            req.time_limit_min = parse_minutes(v("time") or "", "--time")
     except SpecError as exc:
         raise CommandError(exc.message) from exc
     inherit_shape(req, environ, cli_given)
@@ -539,18 +557,12 @@ def run_step(
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     exits = dict(io.exits)
     io.close()
-    for line in exit_messages({t: e for t, e in exits.items() if t not in reported}):
-        print(line, file=sys.stderr)
-    forced = [] if interrupts.cancelled or killed.is_set() else force_terminated(exits, step_text)
-    if forced and _still_running(job.job_id):  # not when scancel or the time limit ended the job (22.05)
-        for line in forced:
-            print(line, file=sys.stderr)
     status = step_exit_status(exits)
     missing = step.num_tasks - len(exits)
     if missing and not status:
         status = 1
     try:
-        ctld(
+        done = ctld(
             "CompleteStep",
             controller_pb2.CompleteStepRequest(
                 job_id=step.job_id,
@@ -559,11 +571,20 @@ def run_step(
                 cancelled=interrupts.cancelled,
                 usage=step_usage(exits),
                 oom=any(e.oom for e in exits.values()),
+                task_signal=max((e.signal for e in exits.values()), default=0),
             ),
             controller_pb2.CompleteStepResponse,
         )
     except CommandError:
-        pass
+        done = controller_pb2.CompleteStepResponse()
+    for line in time_limit_notice(step, done.timed_out_at):  # first, as 22.05's stepd says it at the kill
+        print(line, file=sys.stderr)
+    for line in exit_messages({t: e for t, e in exits.items() if t not in reported}):
+        print(line, file=sys.stderr)
+    forced = [] if interrupts.cancelled or killed.is_set() else force_terminated(exits, step_text)
+    if forced and _still_running(job.job_id):  # not when scancel or the time limit ended the job (22.05)
+        for line in forced:
+            print(line, file=sys.stderr)
     return status
 
 

@@ -6,12 +6,13 @@ from collections.abc import Callable, Iterable
 
 from cli.common import CommandError, ctld
 from shoal.sizefmt import format_size_mb
-from shoal.timefmt import format_duration, format_time_limit, format_timestamp
+from shoal.timefmt import format_duration, format_limit_squeue, format_time_limit, format_timestamp
 from shoal.v1 import controller_pb2, jobs_pb2
 
 BATCH_STEP = -4
 EXTERN_STEP = -5  # PrologFlags=Contain
-STEP_WORDS = {BATCH_STEP: "batch", EXTERN_STEP: "extern"}
+WAITING_STEP = -3  # an srun waiting for resources (scontrol show step only)
+STEP_WORDS = {BATCH_STEP: "batch", EXTERN_STEP: "extern", WAITING_STEP: "TDB"}
 STATE_NAMES = {v: k for k, v in jobs_pb2.JobState.items()}
 
 
@@ -19,12 +20,15 @@ def step_id_text(step: jobs_pb2.JobStep) -> str:
     return f"{step.job_id}.{STEP_WORDS.get(step.step_id, step.step_id)}"
 
 
-def load_steps(ids: Iterable[str], include_finished: bool) -> tuple[list[jobs_pb2.JobStep], int]:
+def load_steps(
+    ids: Iterable[str], include_finished: bool, include_waiting: bool = False
+) -> tuple[list[jobs_pb2.JobStep], int]:
     request = controller_pb2.GetStepsRequest(
-        step_ids=[i for i in ids if i], include_finished=include_finished
+        step_ids=[i for i in ids if i], include_finished=include_finished, include_waiting=include_waiting
     )
     reply = ctld("GetSteps", request, controller_pb2.GetStepsResponse)
-    steps = sorted(reply.steps, key=lambda s: (s.job_id, s.step_id))
+    # a job's waiting srun (J.TDB) after its steps, as 22.05's scontrol lists it
+    steps = sorted(reply.steps, key=lambda s: (s.job_id, s.step_id == WAITING_STEP, s.step_id))
     return steps, reply.now
 
 
@@ -38,18 +42,19 @@ def format_step(step: jobs_pb2.JobStep) -> str:
     has no srun, and the batch step counts no CPUs or TRES of its own."""
     state = STATE_NAMES.get(step.state, "UNKNOWN")  # RUNNING while its job is suspended, as 22.05's
     batch = step.step_id == BATCH_STEP
+    waiting = step.step_id == WAITING_STEP  # no name, TRES or distribution yet
     tres = f"cpu={step.num_cpus},{f'mem={format_size_mb(step.mem_mb)},' if step.mem_mb else ''}node={step.num_nodes}"
+    dist = "Unknown" if waiting else (step.distribution or "block").partition("=")[0].capitalize()
     srun = f"{step.srun_host}:{step.srun_pid}" if step.srun_host else "(null):0"
     lines = [
         f"StepId={step_id_text(step)} UserId={step.user_id} StartTime={format_timestamp(step.start_time)} "
         f"TimeLimit={format_time_limit(step.time_limit_min)}",
         f"   State={state} Partition={step.partition} NodeList={step.nodes}",
         f"   Nodes={step.num_nodes} CPUs={0 if batch else step.num_cpus} Tasks={step.num_tasks}"
-        f" Name={step.name} Network=(null)",
-        f"   TRES={'(null)' if batch else tres}",
+        f" Name={step.name or '(null)'} Network=(null)",
+        f"   TRES={'(null)' if batch or waiting else tres}",
         "   ResvPorts=(null)",
-        "   CPUFreqReq=Default"
-        + ("" if batch else f" Dist={(step.distribution or 'block').partition('=')[0].capitalize()}"),
+        "   CPUFreqReq=Default" + ("" if batch else f" Dist={dist}"),
         f"   SrunHost:Pid={srun}",
     ]
     return "\n".join(lines) + "\n"
@@ -76,7 +81,7 @@ def show_steps(step_id: str) -> list[str]:
         step_id = step_id[7:]
     wanted = read_step_id(step_id)
     try:
-        steps, _ = load_steps([wanted], include_finished=False)
+        steps, _ = load_steps([wanted], include_finished=False, include_waiting=True)
     except CommandError as exc:
         raise CommandError(f"slurm_get_job_steps error: {exc.message}") from exc
     if not steps and step_id:
@@ -121,7 +126,7 @@ def squeue_value(step: jobs_pb2.JobStep, now: int) -> Callable[[str], str]:
         "M": format_duration(run_time(step, now)),
         "N": step.nodes,
         "T": STATE_NAMES.get(step.state, "UNKNOWN"),
-        "l": format_time_limit(step.time_limit_min),
+        "l": format_limit_squeue(step.time_limit_min),  # squeue's form: srun -t 1 is "1:00" (22.05)
         "S": format_timestamp(step.start_time),
         "A": str(step.num_tasks),
     }

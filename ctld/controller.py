@@ -135,8 +135,10 @@ class Controller:
     ) -> controller_pb2.CreateStepResponse:
         return jobsteps.create_step(self.state, req, caller)
 
-    def complete_step(self, req: controller_pb2.CompleteStepRequest, caller: Caller) -> None:
-        jobsteps.complete_step(self.state, req, caller)
+    def complete_step(
+        self, req: controller_pb2.CompleteStepRequest, caller: Caller
+    ) -> controller_pb2.CompleteStepResponse:
+        return jobsteps.complete_step(self.state, req, caller)
 
     def get_steps(
         self, req: controller_pb2.GetStepsRequest, caller: Caller | None = None

@@ -218,8 +218,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def CompleteStep(
         self, request: pb.CompleteStepRequest, context: grpc.ServicerContext
     ) -> pb.CompleteStepResponse:
-        self.ctl.complete_step(request, _caller())
-        return pb.CompleteStepResponse()
+        return self.ctl.complete_step(request, _caller())
 
     @_slurm_errors
     def GetSteps(self, request: pb.GetStepsRequest, context: grpc.ServicerContext) -> pb.GetStepsResponse:

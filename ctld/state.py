@@ -41,6 +41,7 @@ from ctld.sched_config import partitions as sched_partitions
 from ctld.sched_config import topology as sched_topology
 from ctld.store import StateStore
 from ctld.validate import limits_from as submit_limits
+from ctld.waiting_steps import WaitingSteps
 from shoal.conf import SlurmConfig
 from shoal.v1 import controller_pb2, jobs_pb2
 
@@ -144,6 +145,7 @@ class ClusterState:
         self.submit_owed = False  # a batch job submitted since, whose cycle waits (batch_sched_delay)
         self.gpu_idle_policy = gpu_idle.policy_from(scheduler_parameters(cfg.scheduler_parameters))
         self.gpu_idle: dict[int, gpu_idle.IdleState] = {}  # running GPU jobs' idle tracking (memory only)
+        self.waiting_steps = WaitingSteps()  # sruns told to retry, for scontrol show step (memory only)
         self.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
         self.topology = sched_topology(cfg)
         self.config_files = configless.snapshot(cfg)  # what GetConfigFiles serves (configless)

@@ -28,6 +28,7 @@ from ctld.record import JobRecord
 from ctld.sched import steps as layout
 from ctld.state import Caller, ClusterState
 from ctld.transitions import end_step, finish, terminate_elsewhere
+from ctld.waiting_steps import WAITING_STEP, waiting_record
 from shoal import hostlist
 from shoal.counts import compress_counts
 from shoal.states import FINISHED_STATES
@@ -38,7 +39,7 @@ log = logging.getLogger("shoal.ctld.steps")
 
 BATCH_STEP = -4
 EXTERN_STEP = -5  # PrologFlags=Contain's `JOBID.extern`
-STEP_WORDS = {BATCH_STEP: "batch", EXTERN_STEP: "extern"}
+STEP_WORDS = {BATCH_STEP: "batch", EXTERN_STEP: "extern", WAITING_STEP: "TDB"}
 OOM_SIGNAL = 125  # Slurm's dummy signal for a task killed for memory (SIG_OOM)
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="step-launch")
 
@@ -156,8 +157,12 @@ def create_step(
             )
         except layout.StepRefused as exc:
             if exc.retry:
+                waiting = waiting_record(req, job.nodes, job.partition, job.user_id)
+                state.waiting_steps.note(waiting, now)
                 return controller_pb2.CreateStepResponse(retry=True, message=exc.message)
+            state.waiting_steps.drop(req.job_id, req.srun_host, req.srun_pid)
             raise SlurmError(exc.message) from exc
+        state.waiting_steps.drop(req.job_id, req.srun_host, req.srun_pid)
         step = jobs_pb2.JobStep()
         job.steps.append(step)
         step.step_id = job.next_step_id
@@ -208,7 +213,8 @@ def fill_step(
     step.user_id = job.user_id
     step.user_name = job.user_name
     step.partition = job.partition
-    step.time_limit_min = UNLIMITED  # its own (srun -t is not kept): 22.05 shows UNLIMITED without one
+    # its own (srun -t), which ctld.step_limits enforces; 22.05 shows UNLIMITED without one, not the job's
+    step.time_limit_min = req.time_limit_min if req.time_limit_min > 0 else UNLIMITED
     step.srun_host = req.srun_host
     step.srun_pid = req.srun_pid
     step.tasks_per_node = compress_counts([len(t) for t in found.task_ids])
@@ -259,8 +265,11 @@ def _find(job: JobRecord, step_id: int) -> jobs_pb2.JobStep | None:
     return next((s for s in job.steps if s.step_id == step_id), None)
 
 
-def complete_step(state: ClusterState, req: controller_pb2.CompleteStepRequest, caller: Caller) -> None:
-    """srun reports that every task of a step has ended."""
+def complete_step(
+    state: ClusterState, req: controller_pb2.CompleteStepRequest, caller: Caller
+) -> controller_pb2.CompleteStepResponse:
+    """srun reports that every task of a step has ended; it is told whether ctld ended it at its own
+    time limit (srun then says so, as 22.05's stepd does)."""
     with state.transaction() as tx:
         job = state.jobs.get(req.job_id)
         if job is None:
@@ -269,9 +278,13 @@ def complete_step(state: ClusterState, req: controller_pb2.CompleteStepRequest, 
             raise SlurmError(ACCESS_DENIED, PERMISSION_DENIED)
         step = _find(job, req.step_id)
         if step is None or step.state != jobs_pb2.RUNNING:
-            return
+            return controller_pb2.CompleteStepResponse()
         exit_code, exit_signal = req.exit_code, req.exit_signal
-        if req.cancelled:
+        if step.timed_out_at:  # ended at its own limit: TIMEOUT, 0:15 for a task SIGTERM ended (22.05)
+            end = jobs_pb2.TIMEOUT
+            if req.task_signal:
+                exit_code, exit_signal = 0, req.task_signal
+        elif req.cancelled:
             end = jobs_pb2.CANCELLED
         elif req.oom:  # sacct shows Slurm's OUT_OF_MEMORY 0:125 (its dummy OOM signal)
             end, exit_code, exit_signal = jobs_pb2.OUT_OF_MEMORY, 0, OOM_SIGNAL
@@ -282,6 +295,7 @@ def complete_step(state: ClusterState, req: controller_pb2.CompleteStepRequest, 
         step.usage.CopyFrom(req.usage)
         end_step(step, end, exit_code, exit_signal, state.now())
         tx.save(job)
+        return controller_pb2.CompleteStepResponse(timed_out_at=step.timed_out_at)
 
 
 def complete_allocation(
@@ -388,9 +402,11 @@ def get_steps(
             if job.batch_flag and job.start_time and job.batch_host:
                 candidates.append(_batch_step(job))
             candidates.extend(job.steps)
+            if not req.include_finished:
+                candidates = [s for s in candidates if s.state == jobs_pb2.RUNNING]
+            if req.include_waiting and job.state == jobs_pb2.RUNNING:
+                candidates.extend(state.waiting_steps.of_job(job.job_id, out.now))
             for step in candidates:
-                if not req.include_finished and step.state != jobs_pb2.RUNNING:
-                    continue
                 names = wanted.get(job.job_id)
                 if names and "" not in names and _step_id_text(step).partition(".")[2] not in names:
                     continue

@@ -1144,6 +1144,7 @@ class CreateStepRequest(_message.Message):
     MEM_PER_CPU_MB_FIELD_NUMBER: _builtins.int
     SRUN_HOST_FIELD_NUMBER: _builtins.int
     SRUN_PID_FIELD_NUMBER: _builtins.int
+    TIME_LIMIT_MIN_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     min_nodes: _builtins.int
     """0 = not given"""
@@ -1179,6 +1180,8 @@ class CreateStepRequest(_message.Message):
     srun_host: _builtins.str
     """srun's host and pid, for scontrol show step's SrunHost:Pid"""
     srun_pid: _builtins.int
+    time_limit_min: _builtins.int
+    """srun -t/--time: the step's own limit (0 = none given: UNLIMITED)"""
     @_builtins.property
     def launch(self) -> _jobs_pb2.StepLaunch: ...
     def __init__(
@@ -1207,10 +1210,11 @@ class CreateStepRequest(_message.Message):
         mem_per_cpu_mb: _builtins.int = ...,
         srun_host: _builtins.str = ...,
         srun_pid: _builtins.int = ...,
+        time_limit_min: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exact", b"exact", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap", "srun_host", b"srun_host", "srun_pid", b"srun_pid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "exact", b"exact", "exclude", b"exclude", "exclusive", b"exclusive", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "job_id", b"job_id", "launch", b"launch", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "min_nodes", b"min_nodes", "name", b"name", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "overcommit", b"overcommit", "overlap", b"overlap", "srun_host", b"srun_host", "srun_pid", b"srun_pid", "time_limit_min", b"time_limit_min"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1262,6 +1266,7 @@ class CompleteStepRequest(_message.Message):
     CANCELLED_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     OOM_FIELD_NUMBER: _builtins.int
+    TASK_SIGNAL_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     step_id: _builtins.int
     exit_code: _builtins.int
@@ -1270,6 +1275,8 @@ class CompleteStepRequest(_message.Message):
     cancelled: _builtins.bool
     oom: _builtins.bool
     """a task was killed for exceeding the step's memory"""
+    task_signal: _builtins.int
+    """the signal that ended a task (0 = none): a timed-out step's record"""
     @_builtins.property
     def usage(self) -> _jobs_pb2.Usage:
         """peak RSS (max over tasks) and CPU time (sum over tasks)"""
@@ -1284,10 +1291,11 @@ class CompleteStepRequest(_message.Message):
         cancelled: _builtins.bool = ...,
         usage: _jobs_pb2.Usage | None = ...,
         oom: _builtins.bool = ...,
+        task_signal: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "oom", b"oom", "step_id", b"step_id", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "oom", b"oom", "step_id", b"step_id", "task_signal", b"task_signal", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1297,12 +1305,17 @@ Global___CompleteStepRequest: _TypeAlias = CompleteStepRequest  # noqa: Y015
 class CompleteStepResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    TIMED_OUT_AT_FIELD_NUMBER: _builtins.int
+    timed_out_at: _builtins.int
+    """the step was ended at its own time limit then (0 = it was not)"""
     def __init__(
         self,
+        *,
+        timed_out_at: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["timed_out_at", b"timed_out_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1314,7 +1327,10 @@ class GetStepsRequest(_message.Message):
 
     STEP_IDS_FIELD_NUMBER: _builtins.int
     INCLUDE_FINISHED_FIELD_NUMBER: _builtins.int
+    INCLUDE_WAITING_FIELD_NUMBER: _builtins.int
     include_finished: _builtins.bool
+    include_waiting: _builtins.bool
+    """also sruns waiting for resources (scontrol show step's J.TDB)"""
     @_builtins.property
     def step_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """"12", "12.0", "12.batch"; empty = all"""
@@ -1324,10 +1340,11 @@ class GetStepsRequest(_message.Message):
         *,
         step_ids: _abc.Iterable[_builtins.str] | None = ...,
         include_finished: _builtins.bool = ...,
+        include_waiting: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "step_ids", b"step_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_finished", b"include_finished", "include_waiting", b"include_waiting", "step_ids", b"step_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -713,6 +713,7 @@ class JobStep(_message.Message):
     MEM_MB_FIELD_NUMBER: _builtins.int
     SRUN_HOST_FIELD_NUMBER: _builtins.int
     SRUN_PID_FIELD_NUMBER: _builtins.int
+    TIMED_OUT_AT_FIELD_NUMBER: _builtins.int
     job_id: _builtins.int
     step_id: _builtins.int
     """-4 = batch, -5 = extern (as Slurm)"""
@@ -732,7 +733,7 @@ class JobStep(_message.Message):
     tasks_per_node: _builtins.str
     """"2(x2)" """
     time_limit_min: _builtins.int
-    """the step's own: UNLIMITED (shoal steps have no limit of their own)"""
+    """the step's own (srun -t); UNLIMITED without one, as 22.05"""
     distribution: _builtins.str
     """"block" or "cyclic" """
     cpus_per_task: _builtins.int
@@ -747,6 +748,8 @@ class JobStep(_message.Message):
     srun_host: _builtins.str
     """where the srun that made it runs ("" = none: batch, extern)"""
     srun_pid: _builtins.int
+    timed_out_at: _builtins.int
+    """when ctld began ending it at its own limit (0 = it was not)"""
     @_builtins.property
     def layout(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepNode]:
         """one per node, in node order"""
@@ -791,10 +794,11 @@ class JobStep(_message.Message):
         mem_mb: _builtins.int = ...,
         srun_host: _builtins.str = ...,
         srun_pid: _builtins.int = ...,
+        timed_out_at: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch", b"launch", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "job_name", b"job_name", "launch", b"launch", "layout", b"layout", "mem_mb", b"mem_mb", "name", b"name", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "overlap", b"overlap", "partition", b"partition", "srun_host", b"srun_host", "srun_pid", b"srun_pid", "start_time", b"start_time", "state", b"state", "step_id", b"step_id", "suspended_secs", b"suspended_secs", "tasks_per_node", b"tasks_per_node", "time_limit_min", b"time_limit_min", "usage", b"usage", "user_id", b"user_id", "user_name", b"user_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus_per_task", b"cpus_per_task", "distribution", b"distribution", "end_time", b"end_time", "exit_code", b"exit_code", "exit_signal", b"exit_signal", "job_id", b"job_id", "job_name", b"job_name", "launch", b"launch", "layout", b"layout", "mem_mb", b"mem_mb", "name", b"name", "nodes", b"nodes", "num_cpus", b"num_cpus", "num_gpus", b"num_gpus", "num_nodes", b"num_nodes", "num_tasks", b"num_tasks", "overlap", b"overlap", "partition", b"partition", "srun_host", b"srun_host", "srun_pid", b"srun_pid", "start_time", b"start_time", "state", b"state", "step_id", b"step_id", "suspended_secs", b"suspended_secs", "tasks_per_node", b"tasks_per_node", "time_limit_min", b"time_limit_min", "timed_out_at", b"timed_out_at", "usage", b"usage", "user_id", b"user_id", "user_name", b"user_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

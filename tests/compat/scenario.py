@@ -471,13 +471,13 @@ class Facts:
 
 # a line led by a job id (squeue, sacct, sprio rows): the id, then an array or step suffix or a separator
 _LEADING_ID = re.compile(
-    r"^(\s*)(\d+)((?:_\[[\d,\-%]+\]|_\d+)?(?:\.(?:batch|extern|\d{1,3}))?)( +|(?=[|;\t]|$))"
+    r"^(\s*)(\d+)((?:_\[[\d,\-%]+\]|_\d+)?(?:\.(?:batch|extern|TDB|\d{1,3}))?)( +|(?=[|;\t]|$))"
 )
 # other places a job id is named
 _ID_CONTEXTS = re.compile(
     r"(?:Submitted batch job |Granted job allocation |\b[Jj]ob (?:id )?|JobId=|ArrayJobId=|JobID=|SLURM_JOB_ID=|"
     r"SLURM_JOBID=|SLURM_ARRAY_JOB_ID=|slurm-|\b(?:after|afterok|afterany|afternotok|aftercorr):)(\d+)"
-    r"|(?<![\w.\-])(\d+)(?=_\d|_\[|\.batch\b|\.extern\b|\.\d{1,3}\b(?!\.))"
+    r"|(?<![\w.\-])(\d+)(?=_\d|_\[|\.batch\b|\.extern\b|\.TDB\b|\.\d{1,3}\b(?!\.))"
     r"|(?<=[\w][-_])(\d+)(?=\.(?:out|err)\b)"  # job.sh's -o name-%j.out
     r"|(?<=\|)(\d+)(?=\||$)"  # a parsable column (sacct JobIDRaw)
 )

@@ -431,3 +431,46 @@ def test_srun_listens_for_step_io_only_inside_srun_port_range(cluster: Cluster, 
     assert (
         out.returncode == 1 and "invalid SrunPortRange=60000" in out.stderr and "Traceback" not in out.stderr
     )
+
+
+def _processes_running(argv: list[str]) -> list[int]:
+    """Pids of processes whose command line is exactly `argv`."""
+    wanted = "\0".join(argv) + "\0"
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_text() == wanted:
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_step_is_ended_at_its_own_time_limit_and_its_job_goes_on(cluster: Cluster, workdir: Path) -> None:
+    """22.05 (measured): `srun -t 1` in a `-t 5` job shows TimeLimit=00:01:00 (squeue -s %l 1:00); at
+    the limit its tasks get SIGTERM, srun says `*** STEP J.0 ON node CANCELLED AT ... DUE TO TIME
+    LIMIT ***` and exits 143 like any terminated step; the script goes on and the job completes."""
+    script = workdir / "limited.sh"
+    script.write_text("#!/bin/bash\nsrun -n1 -t 1 sleep 317\necho rc=$?\nsrun -n1 echo after\n")
+    job = cluster.submit("-n1", "-t", "5", "-o", str(workdir / "limited.out"), str(script))
+    step = _wait_running_step(cluster, "sleep")
+    assert step == f"{job}.0"
+    assert cluster.ok("squeue", "-h", "-s", "-j", str(job), "-o", "%i %l").split("\n")[:2] == [
+        f"{job}.0 1:00",
+        f"{job}.batch UNLIMITED",
+    ]
+    assert "TimeLimit=00:01:00" in cluster.ok("scontrol", "show", "step", step)
+    assert cluster.wait_state(job, {"COMPLETED", "FAILED"}, timeout=150) == "COMPLETED"
+    out = (workdir / "limited.out").read_text().splitlines()
+    node = cluster.job_field(job, "%N").strip()
+    assert re.fullmatch(
+        rf"slurmstepd: error: \*\*\* STEP {job}\.0 ON {node} CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*",
+        out[0],
+    ), out
+    assert out[1:] == [
+        f"srun: error: {node}: task 0: Terminated",
+        f"srun: Force Terminated StepId={job}.0",
+        "rc=143",
+        "after",
+    ]
+    assert _processes_running(["sleep", "317"]) == []
