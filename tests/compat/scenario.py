@@ -14,6 +14,7 @@ with what came before the command, so the cluster can be brought to the same sta
     alice: sbatch -J fill1 --wrap 'sleep 300'     a command as that user, in the work directory
     wait: RUNNING fill1 fill2         until the scenario's jobs of those names are in that state
     wait: done                        until none of the scenario's jobs is pending or running
+    wait steps: 2                     until squeue -s lists 2 numbered steps of the scenario's jobs
     include: busy                     the lines of tests/compat/setups/busy.txt
     helper alice: sbatch ...          a job that only shapes the state: not one of {Jn}, its rows left out
     cancel: helpers                   cancel the helper jobs and wait until they are gone
@@ -349,6 +350,8 @@ def play(sc: Scenario, side: Side, settle_timeout: float = 60) -> Run:
                 time.sleep(float(rest))
         elif key == "wait":
             _wait(side, jobs, rest.split(), settle_timeout, log)
+        elif key == "wait steps":
+            _wait_steps(side, jobs, int(rest), settle_timeout, log)
         elif key == "cancel" and rest == "helpers":
             cancel(side, helpers)
             _wait(side, helpers, ["done"], settle_timeout, log)
@@ -437,6 +440,20 @@ def _wait_recorded(side: Side, jobs: list[int], timeout: float) -> None:
         if {str(j) for j in jobs} <= seen:
             return
         time.sleep(0.2)
+
+
+def _wait_steps(side: Side, jobs: list[int], count: int, timeout: float, log: list[str]) -> None:
+    """`wait steps: N`: until squeue -s lists N steps numbered 0 and up of the scenario's jobs (their
+    sruns have started; a fixed sleep falls short on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    found: list[str] = []
+    while jobs and time.monotonic() < deadline:
+        out = side.shell("root", f"squeue -h -s -j {','.join(map(str, jobs))} -o '%i'")
+        found = [s for s in out.stdout.split() if s.rpartition(".")[2].isdigit()]
+        if len(found) >= count:
+            return
+        time.sleep(0.3)
+    log.append(f"wait steps {count}: timed out ({found})")
 
 
 def job_states(side: Side, jobs: list[int]) -> list[tuple[str, str]]:
