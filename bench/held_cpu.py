@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.vs_slurm import _cpu_s, start_shoal, stop_shoal  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vs_slurm import _cpu_s, start_shoal, stop_shoal  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
