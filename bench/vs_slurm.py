@@ -18,7 +18,8 @@ are this process's children (getrusage). The sacct polls that wait for the end (
 counted too. Needs root; the daemons are moved back when it ends.
 
 `--submit-path` (issue 19) measures only the submission path, on each implementation in turn: `--held`
-x `sbatch -H --wrap=true` one after another (jobs/s; then cancelled), and one `sbatch -a 0-(N-1)
+x `sbatch -H --wrap=true` one after another (jobs/s, and the controller's CPU per submission from its
+/proc stat; then cancelled), and one `sbatch -a 0-(N-1)
 --wrap=true` from the submission until sacct shows all N tasks COMPLETED (`--array`; default: the
 largest array the real Slurm's MaxArraySize allows, so both run the same one).
 """
@@ -314,6 +315,7 @@ def submit_path(bin_dir: Path, env: dict[str, str], held: int, array: int, pidfi
     figures: dict[str, str] = {}
     try:
         name = f"held_{tag}"
+        cpu0 = _cpu_s(pidfile)
         t0 = time.monotonic()
         for _ in range(held):
             subprocess.run(
@@ -325,6 +327,7 @@ def submit_path(bin_dir: Path, env: dict[str, str], held: int, array: int, pidfi
                 check=False,
             )
         figures[f"held `sbatch -H` x{held}, jobs/s"] = f"{held / (time.monotonic() - t0):.1f}"
+        figures["held: controller CPU per submission, ms"] = f"{1000 * (_cpu_s(pidfile) - cpu0) / held:.2f}"
         _run([str(bin_dir / "scancel"), "-n", name], env)
         while _run([str(bin_dir / "squeue"), "-h", "-n", name, "-o", "%i"], env).stdout.strip():
             time.sleep(0.5)

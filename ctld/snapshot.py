@@ -107,7 +107,8 @@ def build(state: ClusterState, pending: Iterable[m.JobRequest], *, capacity_only
         jobs=statuses,
         config=state.sched_config,
         accounting=limits_with_usage(state),
-        priority_inputs=priority_inputs(state) if multifactor else None,
+        # the submit-time check never ranks jobs: the fair-share factors are a cycle's cost only
+        priority_inputs=priority_inputs(state) if multifactor and not capacity_only else None,
         reservations=tuple(reservation(info) for info in state.reservations.values()),
         topology=state.topology,
         qos_preempt=accounting.qos_preempt(),

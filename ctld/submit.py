@@ -93,7 +93,8 @@ def submit(
         tx.save(*records)
         tx.set_meta("next_job_id", str(state.next_job_id))
         tx.on_commit(partial(state.jobs.update, {rec.job_id: rec for rec in records}))  # known once durable
-    state.submitted(bool(spec.batch))
+    if not job.held:  # a held job cannot start: nothing for a cycle to do until its release wakes one
+        state.submitted(bool(spec.batch))
     return controller_pb2.SubmitJobResponse(job_id=first, pending_note=sched_submit.pending_note(req, snap))
 
 
