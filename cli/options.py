@@ -599,6 +599,18 @@ def export_environment(spec: str | None, environ: Mapping[str, str]) -> dict[str
     return env
 
 
+def rlimit_environment(opts: JobOptions) -> dict[str, str]:
+    """SLURM_RLIMIT_* for this process's soft limits (the caller's: cli.runner takes them on), which
+    the node sets for the job; --propagate[=names] sends only those it names, asked for."""
+    from shoal import rlimits
+
+    asked = (opts.get("propagate") or "") if opts.has("propagate") else None
+    try:
+        return rlimits.submit_environment(asked)
+    except rlimits.PropagateError as exc:
+        raise SpecError(f"--propagate={asked}: {exc}") from None
+
+
 # --- building the JobSpec --------------------------------------------------------------------
 
 
@@ -800,4 +812,5 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
     export = v("export")
     spec.export_spec = export or ""
     spec.environment.update(export_environment(export, ctx.environ))
+    spec.environment.update(rlimit_environment(opts))
     return spec

@@ -32,6 +32,7 @@ from cli.options import (
     parse_mb,
     parse_node_range,
     parse_positive,
+    rlimit_environment,
     version_line,
 )
 from cli.salloc import (
@@ -276,6 +277,7 @@ def step_request(
     launch = req.launch
     launch.argv.extend(command)
     launch.environment.update(task_export(v("export"), environ))
+    launch.environment.update(rlimit_environment(opts))
     if req.ntasks_per_node and "ntasks_per_node" in cli_given:
         launch.environment["SLURM_NTASKS_PER_NODE"] = str(req.ntasks_per_node)  # the step's, for its tasks
     launch.cwd = os.path.abspath(v("chdir") or ".")

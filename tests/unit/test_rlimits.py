@@ -1,0 +1,88 @@
+"""shoal.rlimits: what slurm.conf's PropagateResourceLimits(Except) and --propagate choose, and the
+round trips of the limits between the commands, the runner and the node."""
+
+from __future__ import annotations
+
+import resource
+
+import pytest
+
+from shoal import rlimits
+from shoal.conf import ConfigError, load_slurm_conf
+
+ALL = frozenset(rlimits.LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("limits", "except_", "expected"),
+    [
+        ("ALL", "", ALL),
+        ("", "", ALL),
+        ("NONE", "", frozenset()),
+        ("ALL", "MEMLOCK", ALL - {"MEMLOCK"}),
+        ("ALL", "memlock,Stack", ALL - {"MEMLOCK", "STACK"}),
+        ("ALL", "NONE", ALL),
+        ("NOFILE,CORE", "", frozenset({"NOFILE", "CORE"})),
+        ("NOFILE,CORE", "CORE", frozenset({"NOFILE"})),
+    ],
+)
+def test_propagated(limits: str, except_: str, expected: frozenset[str]) -> None:
+    assert rlimits.propagated(limits, except_) == expected
+
+
+def test_unknown_name_is_refused() -> None:
+    with pytest.raises(rlimits.PropagateError, match="Bad rlimit name: STACKS"):
+        rlimits.propagated("STACKS")
+
+
+def test_slurm_conf_keys(tmp_path: object) -> None:
+    from pathlib import Path
+
+    base = Path(str(tmp_path))
+    conf = base / "slurm.conf"
+    conf.write_text("ClusterName=c\nSlurmctldHost=h\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n")
+    assert load_slurm_conf(conf).propagate_rlimits == ALL
+    conf.write_text(conf.read_text() + "PropagateResourceLimitsExcept=MEMLOCK,NOFILE\n")
+    assert load_slurm_conf(conf).propagate_rlimits == ALL - {"MEMLOCK", "NOFILE"}
+    conf.write_text(conf.read_text() + "PropagateResourceLimits=BOGUS\n")
+    with pytest.raises(ConfigError, match="BOGUS"):
+        load_slurm_conf(conf)
+
+
+def test_submit_environment_is_this_process_soft_limits() -> None:
+    env = rlimits.submit_environment()
+    assert set(env) == {f"SLURM_RLIMIT_{n}" for n in rlimits.LIMITS}
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert env["SLURM_RLIMIT_NOFILE"] == str(soft)
+    asked = rlimits.submit_environment("stack,nofile")
+    assert asked == {
+        "SLURM_RLIMIT_STACK": "U" + env["SLURM_RLIMIT_STACK"],
+        "SLURM_RLIMIT_NOFILE": "U" + str(soft),
+    }
+    assert set(rlimits.submit_environment("")) == set(env)  # --propagate alone: ALL
+
+
+def test_job_limits_leave_the_environment_and_follow_slurm_conf() -> None:
+    env = {
+        "SLURM_RLIMIT_NOFILE": "1024",
+        "SLURM_RLIMIT_MEMLOCK": "65536",
+        "SLURM_RLIMIT_STACK": "U18446744073709551615",
+        "SLURM_RLIMIT_BOGUS": "1",
+        "PATH": "/bin",
+    }
+    limits = rlimits.job_limits(env, ALL - {"MEMLOCK", "STACK"})
+    assert env == {"PATH": "/bin"}
+    # STACK is excepted by slurm.conf but asked for with --propagate: it goes
+    assert limits == {"NOFILE": (1024, False), "STACK": (resource.RLIM_INFINITY, True)}
+    assert rlimits.exec_argument(limits) == f"{resource.RLIMIT_NOFILE}=1024,{resource.RLIMIT_STACK}=-1:u"
+
+
+def test_caller_limits_round_trip() -> None:
+    text = rlimits.encode_caller(
+        {"NOFILE": (1024, 4096), "STACK": (resource.RLIM_INFINITY, resource.RLIM_INFINITY)}
+    )
+    assert text == "NOFILE=1024:4096,STACK=18446744073709551615:18446744073709551615"
+    assert rlimits.decode_caller(text + ",BOGUS=1:1,CORE=x:y") == {
+        "NOFILE": (1024, 4096),
+        "STACK": (resource.RLIM_INFINITY, resource.RLIM_INFINITY),
+    }
