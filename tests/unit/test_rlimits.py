@@ -3,6 +3,7 @@ round trips of the limits between the commands, the runner and the node."""
 
 from __future__ import annotations
 
+import os
 import resource
 
 import pytest
@@ -86,3 +87,41 @@ def test_caller_limits_round_trip() -> None:
         "NOFILE": (1024, 4096),
         "STACK": (resource.RLIM_INFINITY, resource.RLIM_INFINITY),
     }
+
+
+def test_the_runners_child_takes_the_callers_limits_and_drops_the_variable() -> None:
+    """What cli.runner does with what cli/native/command.c sent: the caller's soft (and lower hard)
+    limits become the process's; one above this process's hard limit stays at it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want_soft, want_hard = min(soft, 512), min(hard, 900)
+    env = {
+        rlimits.CALLER_VARIABLE: rlimits.encode_caller(
+            {"NOFILE": (want_soft, want_hard), "CORE": (0, resource.RLIM_INFINITY)}
+        ),
+        "PATH": "/bin",
+    }
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the limits are this process's from here on: in a child
+        code = 1
+        try:
+            failed = rlimits.take_caller_limits(env)
+            os.write(
+                w,
+                repr(
+                    (
+                        failed,
+                        env,
+                        resource.getrlimit(resource.RLIMIT_NOFILE),
+                        resource.getrlimit(resource.RLIMIT_CORE)[0],
+                    )
+                ).encode(),
+            )
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        got = fh.read()
+    os.waitpid(pid, 0)
+    assert got == repr(([], {"PATH": "/bin"}, (want_soft, want_hard), 0))
