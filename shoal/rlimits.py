@@ -33,8 +33,9 @@ class PropagateError(ValueError):
 
 
 def parse_names(text: str) -> frozenset[str]:
-    """ "ALL", "NONE" or a comma list of limit names (any case) as the set of names it means."""
-    items = [i.strip().upper() for i in text.split(",") if i.strip()]
+    """ "ALL", "NONE" or a comma list of limit names as the set of names it means; upper case only,
+    as 22.05 (`--propagate=stack`: "Bad rlimit name: stack")."""
+    items = [i.strip() for i in text.split(",") if i.strip()]
     if not items or items == ["ALL"]:
         return frozenset(LIMITS)
     if items == ["NONE"]:
