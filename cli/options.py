@@ -599,6 +599,18 @@ def export_environment(spec: str | None, environ: Mapping[str, str]) -> dict[str
     return env
 
 
+def rlimit_environment(opts: JobOptions, prog: str) -> dict[str, str]:
+    """SLURM_RLIMIT_* for this process's soft limits (the caller's: cli.runner takes them on), which
+    the node sets for the job; --propagate[=names] sends only those it names, asked for."""
+    from shoal import rlimits
+
+    asked = (opts.get("propagate") or "") if opts.has("propagate") else None
+    try:
+        return rlimits.submit_environment(asked)
+    except rlimits.PropagateError as exc:
+        raise SpecError(f"{exc}\n{prog}: error: --propagate={asked} is not valid.") from None
+
+
 # --- building the JobSpec --------------------------------------------------------------------
 
 
@@ -613,6 +625,7 @@ class SubmitContext:
     script_path: str = ""  # as given on the command line; "" for stdin/--wrap
     argv: list[str] = field(default_factory=list)
     is_root: bool = False
+    prog: str = "sbatch"  # the command, for a message of two lines
 
 
 def resolve_memory(opts: JobOptions) -> None:
@@ -800,4 +813,5 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
     export = v("export")
     spec.export_spec = export or ""
     spec.environment.update(export_environment(export, ctx.environ))
+    spec.environment.update(rlimit_environment(opts, ctx.prog))
     return spec

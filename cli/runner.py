@@ -51,6 +51,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from cli.command import COMMANDS
+from shoal import rlimits
 from shoal.agent.protocol import RUNNER_CANNOT_LISTEN, remove_socket_if_ours
 from shoal.forking import fork_child
 
@@ -331,6 +332,7 @@ def serve_connection(conn: socket.socket) -> int:
         return 0
     conn.settimeout(None)
     os.umask(request.umask)
+    rlimits.take_caller_limits(request.env)  # the caller's, not this runner's (cli/native/command.c)
     tz_changed = request.env.get("TZ") != os.environ.get("TZ")
     for key in [k for k in os.environ if k not in request.env]:
         del os.environ[key]

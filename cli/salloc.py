@@ -303,7 +303,9 @@ def body(argv: list[str]) -> int:
         return 0
     if not command and not opts.has("no_shell"):
         command = [environ.get("SHELL") or "/bin/sh"]
-    ctx = SubmitContext(cwd=os.getcwd(), environ=environ, now=int(time.time()), is_root=os.getuid() == 0)
+    ctx = SubmitContext(
+        cwd=os.getcwd(), environ=environ, now=int(time.time()), is_root=os.getuid() == 0, prog=PROG
+    )
     try:
         spec = build_job_spec(opts, ctx, batch=False)
     except SpecError as exc:

@@ -33,6 +33,7 @@ from cli.options import (
     parse_minutes,
     parse_node_range,
     parse_positive,
+    rlimit_environment,
     version_line,
 )
 from cli.salloc import (
@@ -294,6 +295,10 @@ def step_request(
     launch = req.launch
     launch.argv.extend(command)
     launch.environment.update(task_export(v("export"), environ))
+    try:
+        launch.environment.update(rlimit_environment(opts, PROG))
+    except SpecError as exc:
+        raise CommandError(exc.message) from exc
     if req.ntasks_per_node and "ntasks_per_node" in cli_given:
         launch.environment["SLURM_NTASKS_PER_NODE"] = str(req.ntasks_per_node)  # the step's, for its tasks
     launch.cwd = os.path.abspath(v("chdir") or ".")
@@ -637,7 +642,9 @@ def body(argv: list[str]) -> int:
             )
         job = wait_for_prologs(PROG, job)  # PrologFlags=NoHold: salloc did not wait, its steps do
         return run_step(opts, environ, command, job, cli_given)
-    ctx = SubmitContext(cwd=os.getcwd(), environ=environ, now=int(time.time()), is_root=os.getuid() == 0)
+    ctx = SubmitContext(
+        cwd=os.getcwd(), environ=environ, now=int(time.time()), is_root=os.getuid() == 0, prog=PROG
+    )
     own_allocation_shape(opts)
     alloc_opts = JobOptions(values=dict(opts.values), source=dict(opts.source))
     for dest in ("output", "error", "input", "open_mode"):

@@ -20,6 +20,7 @@ from pathlib import Path
 from shoal.hookrun import HookResult, RunAs, expand, timeout_of
 from shoal.hookrun import run_all as _run_all
 from shoal.hookrun import run_script as _run_script
+from shoal.rlimits import LIMITS
 
 __all__ = [
     "HookConfig",
@@ -53,6 +54,7 @@ class HookConfig:
     slurm_conf: str = ""
     flags: tuple[str, ...] = ()  # PrologFlags, upper-case (shoal.conf.slurm)
     reboot_program: str = ""  # RebootProgram (noded.reboot)
+    rlimits: frozenset[str] = frozenset(LIMITS)  # the limits propagated to jobs (shoal.rlimits)
 
     @property
     def at_allocation(self) -> bool:

@@ -17,6 +17,7 @@ from noded.env import NodeName, batch_environment, hook_environment
 from noded.hooks import HookConfig
 from noded.isolation import Isolation, cgroup_request
 from noded.launchspec import LaunchSpec
+from shoal import rlimits
 from shoal.outpath import resolve_streams
 from shoal.v1 import jobs_pb2, node_pb2
 
@@ -74,6 +75,7 @@ def build_spec(
         "PATH": DEFAULT_PATH,
     }
     env = batch_environment(req, node_conf, base_env, local_gpu_index)
+    limits = rlimits.job_limits(env, hooks.rlimits)
     stdout, stderr, stdin = resolve_streams(job, node_conf.name)
     job_dir = spool.job_dir(spool_root, job.job_id)
     return LaunchSpec(
@@ -106,6 +108,7 @@ def build_spec(
         hook_timeout=hooks.timeout,
         task_prolog=hooks.task_prolog,
         task_epilog=hooks.task_epilog,
+        rlimits=limits,
     )
 
 

@@ -42,6 +42,7 @@ class LaunchSpec:
     hook_serial: bool = False  # PrologFlags=Serial: one Prolog/Epilog at a time on the node
     task_prolog: str = ""  # TaskProlog, run as the user before the script
     task_epilog: str = ""  # TaskEpilog, run as the user after it
+    rlimits: dict[str, tuple[int, bool]] = field(default_factory=dict)  # shoal.rlimits.job_limits
 
     def save(self, path: Path) -> None:
         """Write the spec readable by root only (it holds the user's environment). Every field is

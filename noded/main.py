@@ -296,6 +296,7 @@ def hook_config(cfg: SlurmConfig) -> HookConfig:
         slurm_conf=os.path.abspath(cfg.path),
         flags=cfg.prolog_flags,
         reboot_program=cfg.reboot_program,
+        rlimits=cfg.propagate_rlimits,
     )
 
 

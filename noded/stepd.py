@@ -10,6 +10,7 @@ Standard library only: it must start fast and must not depend on noded's state.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from noded import hooks, nodens, reap, spool
 from noded.cgroup import BATCH, CgroupError, CgroupRequest, StepCgroup, oom_note
 from noded.launchspec import LaunchSpec
 from noded.workdir import enter_workdir
+from shoal import rlimits
 
 # Signals stepd itself ignores; the job gets default dispositions back before exec.
 _IGNORED = (signal.SIGHUP, signal.SIGINT, signal.SIGPIPE, signal.SIGUSR1, signal.SIGUSR2)
@@ -314,7 +316,12 @@ def _spawn_job(spec: LaunchSpec, helper: str) -> tuple[int, int, int]:
         *spec.argv,
     ]
     try:
-        pid = os.posix_spawn(helper, argv, spec.env, setpgroup=0, setsigmask=(), setsigdef=_RESET)
+        env = (
+            {**spec.env, rlimits.EXEC_VARIABLE: rlimits.exec_argument(spec.rlimits)}
+            if spec.rlimits
+            else spec.env
+        )
+        pid = os.posix_spawn(helper, argv, env, setpgroup=0, setsigmask=(), setsigdef=_RESET)
     except OSError as exc:
         os.close(err_r)
         os.close(go_w)
@@ -362,6 +369,7 @@ def _exec_job(spec: LaunchSpec, err_w: int, cgroup: StepCgroup | None = None) ->
                 raise LaunchError(
                     f"node namespaces for {spec.node_ns.get('hostname')}: {exc.strerror}"
                 ) from exc
+        refused = rlimits.apply(spec.rlimits)  # as root: up to the node's hard limit
         if os.geteuid() == 0:
             os.setgroups(spec.groups)
             os.setgid(spec.gid)
@@ -376,20 +384,39 @@ def _exec_job(spec: LaunchSpec, err_w: int, cgroup: StepCgroup | None = None) ->
         os.dup2(fd_in, 0)
         os.dup2(fd_out, 1)
         os.dup2(fd_err, 2)
-        enter_workdir(spec.cwd)
+        for message in refused:
+            os.write(2, f"slurmstepd: error: {message}\n".encode())
+        node = spec.env.get("SLURMD_NODENAME")
+        who = f"slurmstepd-{node}" if node else "slurmstepd"
+        enter_workdir(spec.cwd, who)
         env = dict(spec.env)
         env["SLURM_TASK_PID"] = str(os.getpid())
         hooks.run_task_prolog(spec.task_prolog, env, spec.cwd)
         try:
             os.execve(spec.script, [spec.script, *spec.argv], env)
-        except OSError as exc:
-            raise LaunchError(f"execve(): {spec.script}: {exc.strerror}") from exc
+        except OSError as exc:  # the job's own failure, as 22.05: said on its stderr, errno its status
+            os.write(2, f"{who}: error: {exec_failure(spec.script, exc)}\n".encode())
+            os._exit(exc.errno or 1)
     except BaseException as exc:  # noqa: B036 - the child must never return into stepd
         message = str(exc) if isinstance(exc, LaunchError) else f"launch failed: {exc}"
         try:
             os.write(err_w, message.encode())
         finally:
             os._exit(1)
+
+
+def exec_failure(script: str, exc: OSError) -> str:
+    """What a failed exec of the script says, as 22.05: a "#!" line naming a missing interpreter
+    is told as such (noded/native/stepd_exec.c says the same)."""
+    try:
+        with open(script, "rb") as fh:
+            head = fh.read(512)
+    except OSError:
+        head = b""
+    words = head[2:].split(b"\n", 1)[0].split() if head.startswith(b"#!") else []
+    if words and exc.errno in (errno.ENOENT, errno.EACCES):
+        return f"execve(): bad interpreter({os.fsdecode(words[0])}): {exc.strerror}"
+    return f"execve(): {script}: {exc.strerror}"
 
 
 def notify(socket_path: str, job_id: int) -> None:

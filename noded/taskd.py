@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from noded import hooks, nodens
 from noded.cgroup.step import oom_note
 from noded.workdir import enter_workdir
-from shoal import taskio
+from shoal import rlimits, taskio
 
 if TYPE_CHECKING:
     from noded.cgroup import StepCgroup
@@ -350,6 +350,7 @@ def _exec_task(
             cgroup.attach(os.getpid())  # the step's cgroup: its cpuset, memory and devices
         if spec.extra.get("node_ns"):  # an emulated node's hostname and /etc/hosts
             nodens.enter(spec.extra["node_ns"])
+        refused = rlimits.apply(spec.extra.get("rlimits", {}))  # as root: up to the node's hard limit
         if os.geteuid() == 0:
             os.setgroups(spec.groups)
             os.setgid(spec.gid)
@@ -367,6 +368,8 @@ def _exec_task(
         os.dup2(fd_in, 0)
         os.dup2(fd_out, 1)
         os.dup2(fd_err, 2)
+        for message in refused:
+            os.write(2, f"slurmstepd: error: {message}\n".encode())
         enter_workdir(spec.cwd)
         env = dict(task.env)
         env["SLURM_TASK_PID"] = str(os.getpid())

@@ -23,6 +23,7 @@ from noded.isolation import Isolation, cgroup_request, step_cgroup_request
 from noded.launcher import DEFAULT_PATH, LaunchFailed, LaunchRefused
 from noded.taskd import StepSpec, TaskSpec
 from noded.taskenv import task_environments
+from shoal import rlimits
 from shoal.gpubind import GpuBindError
 from shoal.v1 import jobs_pb2, node_pb2
 
@@ -116,6 +117,12 @@ def build_step_spec(
         extra["task_prolog"] = hooks.task_prolog
     if hooks is not None and hooks.task_epilog:
         extra["task_epilog"] = hooks.task_epilog
+    propagated = hooks.rlimits if hooks is not None else frozenset(rlimits.LIMITS)
+    limits: dict[str, tuple[int, bool]] = {}
+    for env in envs.values():  # the same in every task: srun's
+        limits = rlimits.job_limits(env, propagated)
+    if limits:
+        extra["rlimits"] = limits
     cwd = launch.cwd or job.spec.work_dir or pw.pw_dir
     index = next(i for i, n in enumerate(step.layout) if n.node == node)
     tasks = []

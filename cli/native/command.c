@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -165,6 +166,26 @@ static int buf_str(struct buf *b, const char *s) {
     return buf_u32(b, (uint32_t)len) || buf_put(b, s, len);
 }
 
+/* The caller's resource limits, which the runner's child takes on (it is forked from the runner and
+ * has the runner's): "SHOAL_CALLER_RLIMITS=NAME=SOFT:HARD,..." (shoal.rlimits.decode_caller). */
+#define CALLER_RLIMITS "SHOAL_CALLER_RLIMITS="
+static void caller_limits(char *out, size_t size) {
+    static const struct { const char *name; int resource; } limits[] = {
+        {"CPU", RLIMIT_CPU},   {"FSIZE", RLIMIT_FSIZE},   {"DATA", RLIMIT_DATA},     {"STACK", RLIMIT_STACK},
+        {"CORE", RLIMIT_CORE}, {"RSS", RLIMIT_RSS},       {"NPROC", RLIMIT_NPROC},   {"NOFILE", RLIMIT_NOFILE},
+        {"MEMLOCK", RLIMIT_MEMLOCK}, {"AS", RLIMIT_AS},
+    };
+    size_t used = (size_t)snprintf(out, size, "%s", CALLER_RLIMITS);
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0] && used < size; i++) {
+        struct rlimit limit;
+        if (getrlimit(limits[i].resource, &limit) != 0)
+            continue;
+        used += (size_t)snprintf(out + used, size - used, "%s%s=%llu:%llu", used > strlen(CALLER_RLIMITS) ? "," : "",
+                                 limits[i].name, (unsigned long long)limit.rlim_cur,
+                                 (unsigned long long)limit.rlim_max);
+    }
+}
+
 static int build_request(struct buf *b, const char *name, int argc, char **argv) {
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof(cwd)) == NULL)
@@ -174,19 +195,24 @@ static int build_request(struct buf *b, const char *name, int argc, char **argv)
     char umask_text[16];
     snprintf(umask_text, sizeof(umask_text), "%o", (unsigned)mask);
 
-    size_t envc = 0;
-    while (environ[envc] != NULL)
+    char limits[1024];
+    caller_limits(limits, sizeof limits);
+    size_t envc = 0, sent = 1;
+    while (environ[envc] != NULL) {
+        if (strncmp(environ[envc], CALLER_RLIMITS, strlen(CALLER_RLIMITS)) != 0)
+            sent++;
         envc++;
+    }
     if (buf_put(b, MAGIC, 4) || buf_str(b, name) || buf_str(b, cwd) || buf_str(b, umask_text) ||
         buf_u32(b, (uint32_t)(argc - 1)))
         return -1;
     for (int i = 1; i < argc; i++)
         if (buf_str(b, argv[i]))
             return -1;
-    if (buf_u32(b, (uint32_t)envc))
+    if (buf_u32(b, (uint32_t)sent) || buf_str(b, limits))
         return -1;
     for (size_t i = 0; i < envc; i++)
-        if (buf_str(b, environ[i]))
+        if (strncmp(environ[i], CALLER_RLIMITS, strlen(CALLER_RLIMITS)) != 0 && buf_str(b, environ[i]))
             return -1;
     return 0;
 }

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from shoal import timefmt
+from shoal import rlimits, timefmt
 from shoal.conf.errors import ConfigError
 from shoal.conf.gres import MAX_GPUS_PER_NODE, GresConf, GresSpec, load_gres_conf, parse_gres
 from shoal.conf.keys import (
@@ -211,6 +211,9 @@ class SlurmConfig:
     epilog_slurmctld: tuple[str, ...] = ()
     task_prolog: str = ""
     task_epilog: str = ""
+    propagate_rlimits: frozenset[str] = frozenset(rlimits.LIMITS)
+    """The limits of the submitting process a job gets: PropagateResourceLimits less
+    PropagateResourceLimitsExcept (shoal.rlimits)."""
     prolog_flags: tuple[str, ...] = ()
     prolog_epilog_timeout: int = 65534
     """Seconds a Prolog or Epilog may run before it is killed (65534 and 0: no limit, as Slurm)."""
@@ -259,6 +262,16 @@ class SlurmConfig:
             if name.lower() == wanted:
                 return value
         return default
+
+
+def _propagate_rlimits(top: Values) -> frozenset[str]:
+    """PropagateResourceLimits (default ALL) less PropagateResourceLimitsExcept."""
+    try:
+        return rlimits.propagated(
+            top.text("PropagateResourceLimits", "ALL"), top.text("PropagateResourceLimitsExcept", "")
+        )
+    except rlimits.PropagateError as exc:
+        raise ConfigError(f"PropagateResourceLimits: {exc}") from None
 
 
 def load_slurm_conf(path: str | os.PathLike[str] | None = None) -> SlurmConfig:
@@ -666,6 +679,7 @@ class _Builder:
             epilog_slurmctld=top.words("EpilogSlurmctld"),
             task_prolog=top.text("TaskProlog", ""),
             task_epilog=top.text("TaskEpilog", ""),
+            propagate_rlimits=_propagate_rlimits(top),
             prolog_flags=_prolog_flags(top),
             prolog_epilog_timeout=top.integer("PrologEpilogTimeout", 65534),
             health_check_program=top.text("HealthCheckProgram", ""),

@@ -281,7 +281,19 @@ def test_export_environment(spec: Any, expected: Any) -> None:
 
 
 def test_default_export_sends_the_whole_environment(tmp_path: Path) -> None:
-    assert dict(spec_for([], env=ENV, tmp_path=tmp_path).environment) == ENV
+    """And the soft limits of sbatch's process, which the node sets for the job (PropagateResourceLimits)."""
+    from shoal.rlimits import submit_environment
+
+    assert dict(spec_for([], env=ENV, tmp_path=tmp_path).environment) == {**ENV, **submit_environment()}
+
+
+def test_propagate_sends_only_the_named_limits(tmp_path: Path) -> None:
+    env = spec_for(["--propagate=NOFILE,CORE"], env=ENV, tmp_path=tmp_path).environment
+    assert sorted(k for k in env if k.startswith("SLURM_RLIMIT_")) == [
+        "SLURM_RLIMIT_CORE",
+        "SLURM_RLIMIT_NOFILE",
+    ]
+    assert env["SLURM_RLIMIT_CORE"].startswith("U")  # asked for: sent whatever slurm.conf excepts
 
 
 # --- validation errors (nothing is submitted) --------------------------------------------------

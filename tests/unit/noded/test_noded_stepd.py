@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -172,16 +174,43 @@ def test_missing_workdir_falls_back_to_tmp(open_dirs: tuple[Path, Path]) -> None
     assert wait_status(job_dir)["exit_code"] == 0
     lines = (work / "o").read_text().splitlines()
     assert lines == [
-        "slurmstepd: error: couldn't chdir to `/nonexistent/wd': No such file or directory: going to /tmp instead",
+        "slurmstepd-n1: error: couldn't chdir to `/nonexistent/wd': No such file or directory: going to /tmp instead",
         "cwd=/tmp",
     ]
 
 
-def test_script_without_interpreter_is_a_launch_failure(open_dirs: tuple[Path, Path]) -> None:
+def test_bad_interpreter_fails_the_job_with_its_errno(open_dirs: tuple[Path, Path]) -> None:
+    """22.05, `#!/nonexistent/sh`: FAILED 2:0 (ENOENT), not a launch failure; said in the output."""
     spool_root, work = open_dirs
-    status = wait_status(submit(spool_root, work, "echo no shebang\n"))
-    assert status["launch_failed"] is True
-    assert "Exec format error" in str(status["message"])
+    status = wait_status(submit(spool_root, work, "#!/nonexistent/sh\necho hi\n", std_out=str(work / "o")))
+    assert (status["exit_code"], status["exit_signal"], status["launch_failed"]) == (2, 0, False)
+    assert (work / "o").read_text() == (
+        "slurmstepd-n1: error: execve(): bad interpreter(/nonexistent/sh): No such file or directory\n"
+    )
+
+
+def test_script_without_interpreter_fails_with_enoexec(open_dirs: tuple[Path, Path]) -> None:
+    """Only a crafted request gets here (sbatch refuses a script without #!): exit code ENOEXEC."""
+    spool_root, work = open_dirs
+    status = wait_status(submit(spool_root, work, "echo no shebang\n", std_out=str(work / "o")))
+    assert (status["exit_code"], status["launch_failed"]) == (errno.ENOEXEC, False)
+    assert "Exec format error" in (work / "o").read_text()
+
+
+def test_limits_from_the_submit_host_are_the_scripts(open_dirs: tuple[Path, Path]) -> None:
+    """SLURM_RLIMIT_* (what sbatch sends) become the script's soft limits and leave its environment;
+    one above the node's hard limit is lowered to it."""
+    spool_root, work = open_dirs
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    env = {
+        "SLURM_RLIMIT_NOFILE": str(hard + 1000),
+        "SLURM_RLIMIT_CORE": "0",
+        "SLURM_RLIMIT_STACK": "18446744073709551615",
+    }
+    script = "#!/bin/bash\necho $(ulimit -n) $(ulimit -c) $(ulimit -s) $(env | grep -c RLIMIT)\n"
+    job_dir = submit(spool_root, work, script, std_out=str(work / "o"), environment=env)
+    assert wait_status(job_dir)["exit_code"] == 0
+    assert (work / "o").read_text().split() == [str(hard), "0", "unlimited", "0"]
 
 
 def test_terminate_runs_trap_then_sigkill_after_kill_wait(open_dirs: tuple[Path, Path]) -> None:
@@ -254,10 +283,11 @@ def test_stepd_outlives_a_killed_noded(open_dirs: tuple[Path, Path], stepd_start
 
 def test_stepd_imports_only_the_standard_library() -> None:
     # the bare `shoal` package (its __init__ only sets an environment default) is allowed, and shoal.hookrun
-    # (the Prolog/Epilog runner, itself standard library only); other shoal modules are not
+    # (the Prolog/Epilog runner, itself standard library only) and shoal.rlimits (likewise); other shoal
+    # modules are not
     code = (
         "import sys, noded.stepd; print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('grpc', 'google', 'psutil', 'shoal') and m not in ('shoal', 'shoal.hookrun')))"
+        "('grpc', 'google', 'psutil', 'shoal') and m not in ('shoal', 'shoal.hookrun', 'shoal.rlimits')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
