@@ -55,6 +55,13 @@ END_WAKE_WINDOW_S = 0.2
 USAGE_SAVE_INTERVAL_S = 60  # the fair-share ledger is saved at most this often (housekeeping)
 
 
+def _call_later(delay: float, fn: Callable[[], None]) -> None:
+    """Run `fn` in `delay` seconds on a timer thread (the wake of a deferred batch job end)."""
+    timer = threading.Timer(delay, fn)
+    timer.daemon = True
+    timer.start()
+
+
 @dataclass(frozen=True)
 class Caller:
     uid: int
@@ -149,6 +156,7 @@ class ClusterState:
         self.submit_owed = False  # a batch job submitted since, whose cycle waits (batch_sched_delay)
         self.last_cycle = -math.inf  # clock() of the last cycle's start
         self.end_owed = False  # a batch job ended since, whose cycle waits (END_WAKE_WINDOW_S)
+        self.call_later: Callable[[float, Callable[[], None]], None] = _call_later
         self.gpu_idle_policy = gpu_idle.policy_from(scheduler_parameters(cfg.scheduler_parameters))
         self.gpu_idle: dict[int, gpu_idle.IdleState] = {}  # running GPU jobs' idle tracking (memory only)
         self.submit_limits = submit_limits(cfg.max_array_size, cfg.scheduler_parameters)
@@ -191,10 +199,17 @@ class ClusterState:
         (`end_wait_s`), with every end that came since. A stream of ends (an array's short tasks) is
         served by a few cycles a second, not one each, while the first end after a quiet spell starts
         what fits at once. Not under the lock, as `submitted`."""
-        if self.clock() - self.last_cycle >= END_WAKE_WINDOW_S:
+        since = self.clock() - self.last_cycle
+        if since >= END_WAKE_WINDOW_S:
             self.wake.set()
-        else:
+        elif not self.end_owed:  # the loop may be asleep past the window's end: a timer wakes it then
             self.end_owed = True
+            self.call_later(END_WAKE_WINDOW_S - since, partial(self._end_due, self.last_cycle))
+
+    def _end_due(self, cycle: float) -> None:
+        """The window of a deferred end has passed: wake the scheduler, unless a cycle since served it."""
+        if self.end_owed and self.last_cycle == cycle:
+            self.wake.set()
 
     def end_wait_s(self) -> float | None:
         """Seconds until the cycle a deferred end waits for (None: none waits)."""

@@ -9,6 +9,7 @@ for it (backfill plans its start); `small` (2 CPUs, 5 minutes) fits beside them 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -168,6 +169,8 @@ def test_a_stream_of_batch_job_ends_is_served_by_one_cycle_a_window(tmp_path: Pa
 
     h = Harness.of(cluster().nodes(1, cpus=4, mem=8000).set(**CONF), tmp_path)
     wake, state = h.ctl.wake, h.ctl.state
+    timers: list[tuple[float, Callable[[], None]]] = []  # the loop's wake at the window's end
+    state.call_later = lambda delay, fn: timers.append((delay, fn))
     running = [h.submit(job().cpus(1).time(5)) for _ in range(4)]
     waiting = [h.submit(job().cpus(1).time(5)) for _ in range(3)]
     state.cycle_starts()
@@ -186,7 +189,11 @@ def test_a_stream_of_batch_job_ends_is_served_by_one_cycle_a_window(tmp_path: Pa
     h.finish(running[2])
     assert not wake.is_set()
     assert state.end_wait_s() == pytest.approx(END_WAKE_WINDOW_S * 3 / 4)
+    assert [delay for delay, _ in timers] == [pytest.approx(END_WAKE_WINDOW_S * 3 / 4)]  # one for both
     h.advance(END_WAKE_WINDOW_S * 3 / 4)
+    timers[0][1]()
+    assert wake.is_set()  # however long the loop meant to sleep
+    wake.clear()
     state.cycle_starts()  # the scheduler loop's cycle at the window's end serves both
     h.schedule()
     assert [h.state(i) for i in waiting[1:]] == ["RUNNING"] * 2
