@@ -124,7 +124,7 @@ def complete_batch(state: ClusterState, req: controller_pb2.CompleteBatchRequest
             and not host.info.not_responding
         ):
             state.terminate(tx, host, job.job_id, state.cfg.kill_wait, "ended")
-    state.wake.set()
+    state.batch_ended()
 
 
 # ------------------------------------------------------------------ cancel / signal

@@ -319,7 +319,8 @@ def _take_lease(cfg: SlurmConfig, stop: threading.Event, notifier: Notifier) -> 
 def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, interval: float) -> None:
     """A cycle on each wake (events arriving during a cycle are served by the next one), at least
     SchedulerParameters sched_min_interval after the previous cycle ended; a cycle's backfill pass
-    runs only every bf_interval (ctld/applier.py), and the loop wakes when one is owed."""
+    runs only every bf_interval (ctld/applier.py), and the loop wakes when one is owed, or when a
+    deferred submission (batch_sched_delay) or batch job end (ctld/state.py batch_ended) is due."""
     from ctld.applier import backfill_wait_s
     from ctld.sched_config import sched_min_interval_s
 
@@ -328,7 +329,13 @@ def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, i
     while not stop.is_set():
         # bf_interval, batch_sched_delay: wake for the pass or the submissions that wait for one
         owed = [
-            w for w in (backfill_wait_s(controller.state), controller.state.submit_wait_s()) if w is not None
+            w
+            for w in (
+                backfill_wait_s(controller.state),
+                controller.state.submit_wait_s(),
+                controller.state.end_wait_s(),
+            )
+            if w is not None
         ]
         controller.wake.wait(min([interval, *owed]))
         pause = ended + sched_min_interval_s(controller.cfg) - time.monotonic()

@@ -9,6 +9,7 @@ for it (backfill plans its start); `small` (2 CPUs, 5 minutes) fits beside them 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,48 @@ def test_batch_sched_delay_parsing(params: str, delay: int, tmp_path: Path) -> N
         "NodeName=n1 CPUs=4\nPartitionName=p Nodes=n1\n"
     )
     assert batch_sched_delay_s(cfg) == delay
+
+
+# ---------------------------------------------------------------- batch job ends
+
+
+def test_a_stream_of_batch_job_ends_is_served_by_one_cycle_a_window(tmp_path: Path) -> None:
+    """The first end after a quiet spell wakes the scheduler at once (the job waiting for those CPUs
+    starts promptly); ends within END_WAKE_WINDOW_S of the last cycle's start wait for one cycle at
+    that start + the window, which starts every waiting job their CPUs let start."""
+    from ctld.state import END_WAKE_WINDOW_S
+
+    h = Harness.of(cluster().nodes(1, cpus=4, mem=8000).set(**CONF), tmp_path)
+    wake, state = h.ctl.wake, h.ctl.state
+    timers: list[tuple[float, Callable[[], None]]] = []  # the loop's wake at the window's end
+    state.call_later = lambda delay, fn: timers.append((delay, fn))
+    running = [h.submit(job().cpus(1).time(5)) for _ in range(4)]
+    waiting = [h.submit(job().cpus(1).time(5)) for _ in range(3)]
+    state.cycle_starts()
+    h.schedule()
+    assert [h.state(i) for i in running] == ["RUNNING"] * 4
+    h.advance(10)
+    wake.clear()
+    h.finish(running[0])
+    assert wake.is_set() and state.end_wait_s() is None  # quiet until now: at once
+    wake.clear()
+    state.cycle_starts()
+    h.schedule()
+    assert h.state(waiting[0]) == "RUNNING"
+    h.advance(END_WAKE_WINDOW_S / 4)
+    h.finish(running[1])
+    h.finish(running[2])
+    assert not wake.is_set()
+    assert state.end_wait_s() == pytest.approx(END_WAKE_WINDOW_S * 3 / 4)
+    assert [delay for delay, _ in timers] == [pytest.approx(END_WAKE_WINDOW_S * 3 / 4)]  # one for both
+    h.advance(END_WAKE_WINDOW_S * 3 / 4)
+    timers[0][1]()
+    assert wake.is_set()  # however long the loop meant to sleep
+    wake.clear()
+    state.cycle_starts()  # the scheduler loop's cycle at the window's end serves both
+    h.schedule()
+    assert [h.state(i) for i in waiting[1:]] == ["RUNNING"] * 2
+    assert state.end_wait_s() is None
+    h.advance(END_WAKE_WINDOW_S)
+    h.finish(running[3])
+    assert wake.is_set()  # the window has passed since: at once again
