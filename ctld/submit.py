@@ -133,6 +133,8 @@ def _new_job(state: ClusterState, spec: jobs_pb2.JobSpec, caller: Caller, now: i
     job.std_in = s.std_in or "/dev/null"
     if s.hold:
         job.state_reason = reasons.HELD_USER
+    elif s.begin_time > now:  # squeue shows it from the start, as 22.05 (measured), not after a cycle
+        job.state_reason = reasons.BEGIN_TIME
     if s.switches:  # the wait for them is at most SchedulerParameters max_switch_wait, as Slurm
         longest = state.sched_config.max_switch_wait_s
         s.switch_wait_s = longest if s.switch_wait_s < 0 else min(s.switch_wait_s, longest)

@@ -113,6 +113,7 @@ def run_as(
 
     for name in ("sbatch", "squeue", "sinfo", "scontrol", "scancel", "show", "fmt", "options", "common"):
         importlib.import_module(f"cli.{name}")
+    importlib.import_module("shoal.rlimits")  # sbatch/srun import it (and `resource`) while they run
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe()

@@ -32,6 +32,19 @@ def test_afterok_reason_shows_from_submission(
 
 
 @pytest.mark.parametrize(
+    ("later", "hold", "reason"),
+    [(3600, False, "BeginTime"), (3600, True, "JobHeldUser"), (0, False, "None")],
+    ids=["begin-later", "held-and-later", "begin-now"],
+)
+def test_begin_time_reason_shows_from_submission(
+    controller: Controller, later: int, hold: bool, reason: str
+) -> None:
+    """22.05's squeue says BeginTime right after `sbatch --begin=now+1hour` (measured), not after a cycle."""
+    job = submit(controller, begin_time=controller.state.now() + later, hold=hold)
+    assert controller.jobs[job].state_reason == reason
+
+
+@pytest.mark.parametrize(
     ("spec", "nodes"),
     [
         ({"num_tasks": 3}, 1),
