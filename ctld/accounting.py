@@ -280,17 +280,19 @@ class Accounting:
             return
         sent: dict[int, bytes] = {}  # this transaction's records, over self._sent once it commits
         steps: dict[int, dict[int, bytes]] = {}
+        queue: list[bytes] = []  # in order, queued in one statement (an array's tasks: one each)
         for job in jobs:
             rec = job_record(job)
             data = rec.SerializeToString(deterministic=True)
             was = sent.get(job.job_id, self._sent.get(job.job_id))
             if was != data:
                 sent[job.job_id] = data
-                tx.enqueue_record(pb.AcctRecord(job=rec).SerializeToString())
+                queue.append(pb.AcctRecord(job=rec).SerializeToString())
                 ended = job.state in _RUN_ENDED and job.batch_flag and rec.start_time
                 if ended and (was is None or pb.JobRecord.FromString(was).state != rec.state):
-                    tx.enqueue_record(pb.AcctRecord(step=batch_step_record(job)).SerializeToString())
-            self._record_steps(tx, job, steps)
+                    queue.append(pb.AcctRecord(step=batch_step_record(job)).SerializeToString())
+            self._record_steps(queue, job, steps)
+        tx.enqueue_records(queue)
         tx.after_commit(lambda: self._remember(sent, steps))
 
     def _remember(self, sent: dict[int, bytes], steps: dict[int, dict[int, bytes]]) -> None:
@@ -300,7 +302,7 @@ class Accounting:
         self.wake.set()  # committed: the sender finds the records
 
     def _record_steps(
-        self, tx: StateStore, job: record.JobRecord, pending: dict[int, dict[int, bytes]]
+        self, queue: list[bytes], job: record.JobRecord, pending: dict[int, dict[int, bytes]]
     ) -> None:
         """Queue a record for each srun step that started or ended since the last save (after its
         job's record: dbd files a step under a job it already has; a step stored twice is updated), the
@@ -325,7 +327,7 @@ class Accounting:
             data = rec.SerializeToString(deterministic=True)
             if queued.get(rec.step_id, sent.get(rec.step_id)) != data:
                 queued[rec.step_id] = data
-                tx.enqueue_record(pb.AcctRecord(step=rec).SerializeToString())
+                queue.append(pb.AcctRecord(step=rec).SerializeToString())
         if queued:
             pending[job.job_id] = queued
 

@@ -305,8 +305,7 @@ class ClusterState:
     def _write(self, tx: Transaction) -> None:
         now = self.now()
         with self.store.transaction() as stx:
-            for job in tx.jobs.values():
-                stx.put_job(job.job_id, record.stored(job).SerializeToString())
+            stx.put_jobs([(job.job_id, record.stored(job).SerializeToString()) for job in tx.jobs.values()])
             if tx.jobs or tx.runs:
                 self.accounting.record_jobs(stx, [*tx.runs, *tx.jobs.values()])
             for node in tx.nodes.values():

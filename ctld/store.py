@@ -45,6 +45,7 @@ class StoreBackend(Protocol):
     def commit(self) -> None: ...
     def rollback(self) -> None: ...
     def write(self, sql: str, params: Sequence[Any]) -> int: ...
+    def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
     def read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
     def fence(self, epoch: int) -> None: ...
     def close(self) -> None: ...
@@ -79,6 +80,9 @@ class SqliteBackend:
 
     def write(self, sql: str, params: Sequence[Any]) -> int:
         return int(self._db.execute(sql, params).lastrowid or 0)
+
+    def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._db.executemany(sql, rows)
 
     def read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return list(self._db.execute(sql, params).fetchall())
@@ -149,6 +153,12 @@ class StateStore:
             raise StoreError("state store write outside a transaction")
         return self._backend.write(sql, params)
 
+    def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not self._in_tx:
+            raise StoreError("state store write outside a transaction")
+        if rows:
+            self._backend.write_many(sql, rows)
+
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return self._backend.read(sql, params)
@@ -162,6 +172,10 @@ class StateStore:
     # REPLACE INTO and `key` in backquotes: the spelling both SQLite and MariaDB read
     def put_job(self, job_id: int, data: bytes) -> None:
         self._write("REPLACE INTO jobs (job_id, data) VALUES (?, ?)", (job_id, data))
+
+    def put_jobs(self, rows: Sequence[tuple[int, bytes]]) -> None:
+        """`put_job` for each (job_id, data), in one statement (an array's tasks)."""
+        self._write_many("REPLACE INTO jobs (job_id, data) VALUES (?, ?)", rows)
 
     def delete_job(self, job_id: int) -> None:
         self._write("DELETE FROM jobs WHERE job_id = ?", (job_id,))
@@ -181,6 +195,10 @@ class StateStore:
     def enqueue_record(self, data: bytes) -> int:
         """Append an accounting record to the queue (ctld.accounting); returns its sequence number."""
         return self._write("INSERT INTO acct_queue (data) VALUES (?)", (data,))
+
+    def enqueue_records(self, records: Sequence[bytes]) -> None:
+        """`enqueue_record` for each, in one statement; they take ascending sequence numbers in order."""
+        self._write_many("INSERT INTO acct_queue (data) VALUES (?)", [(data,) for data in records])
 
     def queued_records(self, limit: int) -> list[tuple[int, bytes]]:
         """The oldest `limit` queued accounting records, in sequence order."""

@@ -146,6 +146,17 @@ class MariaDBBackend:
                 self._fenced_since_lost()
             raise failure from exc
 
+    def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        conn = self._connection()
+        try:
+            with conn.cursor() as cur:
+                cur.executemany(self._sql(sql), [tuple(row) for row in rows])
+        except pymysql.err.Error as exc:
+            failure = self._failed(exc, "in a transaction (rolled back)")
+            if self._conn is None:
+                self._fenced_since_lost()
+            raise failure from exc
+
     def _failed(self, exc: pymysql.err.Error, when: str) -> StoreError:
         """The error for a failed statement; a lost connection is dropped, to be reopened later."""
         if is_connection_error(exc):

@@ -23,7 +23,7 @@ from ctld.state import Caller, ClusterState, group_name, user_name
 from ctld.validate import validate_spec
 from shoal import hostlist
 from shoal.arrayspec import parse_array
-from shoal.outpath import resolve_streams
+from shoal.outpath import stream_resolver
 from shoal.v1 import controller_pb2, jobs_pb2
 
 
@@ -70,6 +70,17 @@ def submit(
         first = state.next_job_id
         snap_partitions = {p.name: p for p in snap.partitions}
         mem_per_node = _mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)
+        # what every task shows alike (sizes, memory, time limit) is worked out once, on the prototype
+        jobrec.describe_request(
+            job,
+            req,
+            mem_per_node,
+            jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0]),
+            jobrec.usable_node_count(state.cfg, state.nodes, req.partitions[0]),
+        )
+        if not (job.min_memory_cpu_mb or job.min_memory_node_mb or req.mem_per_node_mb):
+            job.min_memory_cpu_mb = state.cfg.def_mem_per_cpu  # what the job gets by default
+        job.time_limit_min = effective_time_limit(req, snap_partitions[req.partitions[0]])
         records: list[JobRecord] = []
         for k in range(count):
             rec = job.copy()
@@ -77,18 +88,10 @@ def submit(
             if task_ids:
                 rec.array_job_id = first
                 rec.array_task_id = task_ids[k]
-            jobrec.describe_request(
-                rec,
-                req,
-                mem_per_node,
-                jobrec.largest_node_cpus(state.cfg, state.nodes, req.partitions[0]),
-                jobrec.usable_node_count(state.cfg, state.nodes, req.partitions[0]),
-            )
-            if not (rec.min_memory_cpu_mb or rec.min_memory_node_mb or req.mem_per_node_mb):
-                rec.min_memory_cpu_mb = state.cfg.def_mem_per_cpu  # what the job gets by default
-            rec.time_limit_min = effective_time_limit(req, snap_partitions[req.partitions[0]])
-            rec.std_out, rec.std_err, rec.std_in = resolve_streams(rec, "%N")
             records.append(rec)
+        streams = stream_resolver(records[0], "%N")  # the patterns read once; %j, %A, %a per task
+        for rec in records:
+            rec.std_out, rec.std_err, rec.std_in = streams(rec)
         state.next_job_id = first + count
         tx.save(*records)
         tx.set_meta("next_job_id", str(state.next_job_id))

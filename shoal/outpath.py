@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 from shoal.jobview import JobView
 
@@ -52,28 +53,61 @@ def resolve_output_path(pattern: str, job: JobView, node: str) -> str:
     A pattern holding a backslash is taken literally (backslashes dropped), as sbatch documents.
     Relative results are relative to the job's working directory.
     """
-    if "\\" in pattern:
-        path = pattern.replace("\\", "")
-    else:
-
-        def replace(match: re.Match[str]) -> str:
-            width, letter = match.group(1), match.group(2)
-            value = _value(letter, job, node)
-            if isinstance(value, int) and width:
-                return str(value).zfill(int(width))
-            return str(value)
-
-        path = _TOKEN.sub(replace, pattern)
-    if not os.path.isabs(path):
-        path = os.path.join(job.spec.work_dir or "/", path)
-    return path
+    return _compiled(pattern, job, node)(job)
 
 
 def resolve_streams(job: JobView, node: str) -> tuple[str, str, str]:
     """(stdout, stderr, stdin) paths for the batch script: Slurm's defaults filled in."""
+    return stream_resolver(job, node)(job)
+
+
+def stream_resolver(job: JobView, node: str) -> Callable[[JobView], tuple[str, str, str]]:
+    """`resolve_streams` for `job` and for any job alike but for its ids (the tasks of one array, built
+    from one prototype): the patterns are read once, only %j, %J, %A and %a filled in per job."""
     spec = job.spec
     default = DEFAULT_ARRAY_OUTPUT if job.array_job_id else DEFAULT_OUTPUT  # an array's meta record too
-    out = resolve_output_path(spec.std_out or default, job, node)
-    err = resolve_output_path(spec.std_err, job, node) if spec.std_err else out
-    stdin = resolve_output_path(spec.std_in, job, node) if spec.std_in else "/dev/null"
-    return out, err, stdin
+    out = _compiled(spec.std_out or default, job, node)
+    err = _compiled(spec.std_err, job, node) if spec.std_err else out
+    stdin = _compiled(spec.std_in, job, node) if spec.std_in else None
+
+    def resolve(task: JobView) -> tuple[str, str, str]:
+        path = out(task)
+        return path, err(task) if err is not out else path, stdin(task) if stdin else "/dev/null"
+
+    return resolve
+
+
+def _compiled(pattern: str, job: JobView, node: str) -> Callable[[JobView], str]:
+    """The pattern as literal text and the tokens that differ between `job` and a job alike but for its
+    ids; what does not differ (%x, %u, %N ...) is filled in from `job` now."""
+    base = job.spec.work_dir or "/"
+    if "\\" in pattern:
+        literal = pattern.replace("\\", "")
+        return lambda _task: _absolute(literal, base)
+    parts: list[str | tuple[str, str]] = []
+    at = 0
+    for match in _TOKEN.finditer(pattern):
+        parts.append(pattern[at : match.start()])
+        width, letter = match.group(1), match.group(2)
+        parts.append((width, letter) if letter in _PER_JOB else _formatted(_value(letter, job, node), width))
+        at = match.end()
+    parts.append(pattern[at:])
+
+    def expand(task: JobView) -> str:
+        text = "".join(p if isinstance(p, str) else _formatted(_value(p[1], task, node), p[0]) for p in parts)
+        return _absolute(text, base)
+
+    return expand
+
+
+_PER_JOB = frozenset("jJAa")
+
+
+def _formatted(value: str | int, width: str) -> str:
+    if isinstance(value, int) and width:
+        return str(value).zfill(int(width))
+    return str(value)
+
+
+def _absolute(path: str, work_dir: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(work_dir, path)

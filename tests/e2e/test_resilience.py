@@ -146,3 +146,35 @@ def test_nodes_take_work_again_at_once_after_ctld_is_killed_and_restarted(tmp_pa
         assert "a new ctld" in (cluster.dir / "log" / "noded.log").read_text()
     finally:
         stop_cluster(cluster)
+
+
+def test_kill_9_ctld_right_after_a_big_arrays_answer_loses_no_task(tmp_path: Path) -> None:
+    """Every task of an array is committed before sbatch hears its job id: the store and the accounting
+    queue (sacct lists every task once dbd has them). Larger than MaxArraySize (1001) is refused as 22.05."""
+    cluster = start_cluster(tmp_path / "c", accounting=True)
+    try:
+        too_big = cluster.run("sbatch", "-H", "-a", "0-1001", "--wrap", "true")
+        assert too_big.returncode == 1 and "Invalid job array specification" in too_big.stderr
+        out = cluster.run("sbatch", "-H", "-a", "0-1000", "-o", "/dev/null", "--wrap", "true")
+        assert out.returncode == 0, out.stderr
+        job = int(out.stdout.split()[-1])
+        os.kill(_pid(cluster, "ctld"), signal.SIGKILL)
+        time.sleep(0.5)
+        _restart(cluster, "ctld.main")
+        _wait_ping(cluster)
+        listed = cluster.ok("squeue", "-h", "-r", "-o", "%i %T").splitlines()
+        assert sorted(listed) == sorted(f"{job}_{k} PENDING" for k in range(1001))
+        after = cluster.ok("sbatch", "-H", "--parsable", "--wrap", "true").strip()
+        assert int(after) > job + 1000  # the tasks' ids are not handed out again
+        # sacct folds never-started tasks into one row from the task records dbd holds: a gap would show
+        folded = [f"{job}_[0-1000]|PENDING"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            acct = cluster.run("sacct", "-n", "-X", "-P", "-j", str(job), "-o", "JobID,State").stdout.split()
+            if acct == folded:
+                break
+            time.sleep(1)
+        assert acct == folded
+        cluster.ok("scancel", str(job), after)
+    finally:
+        stop_cluster(cluster)

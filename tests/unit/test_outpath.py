@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shoal.outpath import resolve_output_path, resolve_streams
+from shoal.outpath import resolve_output_path, resolve_streams, stream_resolver
 from tests.unit.noded.noded_builders import job
 
 PLAIN = job(42).name("train").user("alice", 1001, 1001).node("node3").obj()
@@ -62,3 +62,20 @@ def test_resolve_output_path(pattern: str, job_info: object, want: str) -> None:
 )
 def test_resolve_streams(job_info: object, want: tuple[str, str, str]) -> None:
     assert resolve_streams(job_info, "n1") == want  # type: ignore[arg-type]
+
+
+def test_one_resolver_gives_each_array_task_its_own_paths() -> None:
+    """ctld reads an array's patterns once (stream_resolver) and fills in each task's ids."""
+    spec = {"std_out": "%x-%A_%3a.out", "std_err": "/err/%j-%u", "std_in": "in-%a"}
+    tasks = [
+        job(100 + k)
+        .name("sweep")
+        .user("bob", 1002, 1002)
+        .set(array_job_id=100, array_task_id=k * 5)
+        .spec(**spec)
+        .obj()
+        for k in range(3)
+    ]
+    resolve = stream_resolver(tasks[0], "%N")
+    assert [resolve(t) for t in tasks] == [resolve_streams(t, "%N") for t in tasks]
+    assert resolve(tasks[2]) == ("/tmp/work/sweep-100_010.out", "/err/102-bob", "/tmp/work/in-10")

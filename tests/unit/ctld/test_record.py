@@ -10,6 +10,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from ctld import jobs as jobrec
 from ctld import record
+from ctld.job_table import JobTable, recount
 from ctld.record import INTERNAL, REQUEST_INPUTS, WIRE_ONLY, JobRecord
 from shoal.v1 import jobs_pb2
 
@@ -91,6 +92,20 @@ def test_copy_is_independent() -> None:
     twin.steps[0].state = jobs_pb2.CANCELLED
     twin.batch_usage.max_rss_kb = 1
     assert job.allocation and job.steps[0].state == jobs_pb2.RUNNING and job.batch_usage.max_rss_kb == 7
+
+
+def test_copy_starts_outside_every_table_and_cache() -> None:
+    """An array task copied from the prototype is counted once it enters state.jobs, never before."""
+    table = JobTable()
+    job = _pending()
+    table[job.job_id] = job
+    job.spec = record.with_spec(job.spec, name="renamed")  # moves version and changes
+    twin = job.copy()
+    assert (twin.table, twin.counted_as, twin.version, twin.changes) == (None, None, 0, 0)
+    assert twin.cached_request is None and twin.attached_request is None
+    twin.state = jobs_pb2.RUNNING  # not told to the prototype's table
+    assert dict(table.queued()) == dict(recount(table.values())) and table.active == 1
+    assert job.table is table and job.state == jobs_pb2.PENDING
 
 
 def _pending() -> JobRecord:

@@ -85,6 +85,36 @@ def test_accounting_queue_keeps_order_until_dropped(opener: tuple[str, Opener]) 
     assert store.queued_records(10) == []
 
 
+def test_many_rows_in_one_statement_keep_what_one_by_one_keeps(opener: tuple[str, Opener]) -> None:
+    """An array's tasks are saved with put_jobs and queued with enqueue_records (one statement each)."""
+    store = opener[1]()
+    with store.transaction() as tx:
+        first = tx.enqueue_record(b"before")
+        tx.put_jobs([(5, b"old five")])
+        tx.put_jobs([(k, f"task {k}".encode()) for k in range(1, 1002)])  # replaces 5, as put_job does
+        tx.put_jobs([])
+        tx.enqueue_records([f"task {k}".encode() for k in range(1, 1002)])
+        tx.enqueue_records([])
+        last = tx.enqueue_record(b"after")
+    assert store.load_jobs() == [f"task {k}".encode() for k in range(1, 1002)]
+    queued = store.queued_records(2000)
+    assert [data for _, data in queued] == [
+        b"before",
+        *(f"task {k}".encode() for k in range(1, 1002)),
+        b"after",
+    ]
+    seqs = [seq for seq, _ in queued]
+    assert seqs == sorted(set(seqs)) and seqs[0] == first and seqs[-1] == last
+    with pytest.raises(RuntimeError, match="boom"), store.transaction() as tx:
+        tx.put_jobs([(1, b"rolled back"), (2000, b"never")])
+        tx.enqueue_records([b"never"])
+        raise RuntimeError("boom")
+    assert store.load_jobs()[0] == b"task 1" and len(store.load_jobs()) == 1001
+    assert len(store.queued_records(2000)) == 1003
+    with pytest.raises(StoreError, match="outside a transaction"):
+        store.put_jobs([(1, b"x")])
+
+
 def test_write_outside_a_transaction_is_refused(opener: tuple[str, Opener]) -> None:
     store = opener[1]()
     with pytest.raises(StoreError, match="outside a transaction"):
