@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import ctypes
 import errno
 import functools
 import gc
@@ -281,11 +282,21 @@ class Spare(NamedTuple):
     runner: int  # the runner's pid
 
 
+_libc: ctypes.CDLL | None = None
+
+
+def load_libc() -> ctypes.CDLL:
+    """libc for prctl, loaded once in the runner before it forks spares (not in each spare: a
+    dlopen there costs every command a few milliseconds of CPU)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
 def parent_death_signal(sig: int) -> None:
     """Have the kernel send `sig` to this process when its parent dies (0: no longer)."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    load_libc().prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
 def run_spare(spare: Spare) -> int:
@@ -429,6 +440,8 @@ class Runner:
         if self.parent_fd is not None:
             self._own_fds.append(self.parent_fd)
             self.poll.register(self.parent_fd, select.EPOLLIN)
+        if self.spares_wanted:
+            load_libc()
         while not self.stopping:
             self._fill_spares()
             self._listen_if_no_spare()
