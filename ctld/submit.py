@@ -67,6 +67,9 @@ def submit(
             # squeue shows why the job waits from the start, as Slurm, not after the first cycle
             statuses = status_index(snapshot.status(j) for j in state.jobs.values())
             job.state_reason = sched_cycle.dependency_reason(req, statuses) or job.state_reason
+        if job.state_reason == reasons.NONE and not req.reservation:
+            # a partition that cannot take it (PartitionDown ...) is said at once too, as 22.05
+            job.state_reason = sched_cycle.open_partitions(req, snap)[1] or job.state_reason
         first = state.next_job_id
         snap_partitions = {p.name: p for p in snap.partitions}
         mem_per_node = _mem_per_node_for_display(req, snap_partitions[req.partitions[0]], snap.config)

@@ -144,6 +144,19 @@ def dependency_reason(job: JobRequest, statuses: Mapping[int, list[JobStatus]]) 
     return DEPENDENCY if verdict == "wait" else DEPENDENCY_NEVER
 
 
+def open_partitions(job: JobRequest, snap: Snapshot) -> tuple[list[Partition], str | None]:
+    """The job's partitions that can take it as asked, and, when none can, why (PartitionDown,
+    PartitionTimeLimit ...: the first refusing partition's word)."""
+    candidates = candidate_partitions(job, snap)
+    if not candidates:
+        return [], BAD_PARTITION
+    limit_reasons = [limits.partition_limit_reason(job, part) for part in candidates]
+    open_parts = [part for part, why in zip(candidates, limit_reasons, strict=True) if why is None]
+    if not open_parts:
+        return [], next(why for why in limit_reasons if why is not None)
+    return open_parts, None
+
+
 def _schedule_one(
     job: JobRequest,
     snap: Snapshot,
@@ -158,13 +171,9 @@ def _schedule_one(
     if (outside := reservations.waiting_reason(job, snap.reservations, now)) is not None:
         return outside
     # 2. Partition limits: a partition that cannot take the job as asked is skipped.
-    candidates = candidate_partitions(job, snap)
-    if not candidates:
-        return Unresolvable(BAD_PARTITION)
-    limit_reasons = [limits.partition_limit_reason(job, part) for part in candidates]
-    open_parts = [part for part, why in zip(candidates, limit_reasons, strict=True) if why is None]
-    if not open_parts:
-        return Unresolvable(next(why for why in limit_reasons if why is not None))
+    open_parts, refused = open_partitions(job, snap)
+    if refused is not None:
+        return Unresolvable(refused)
     # 3. Array throttle (--array=...%N).
     if job.array_job_id and job.array_max_running:
         if state.active_tasks[job.array_job_id] >= job.array_max_running:
