@@ -11,11 +11,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from cli import fmt
 from shoal import version_line
 from shoal.timefmt import format_limit_sinfo, format_timestamp
 from shoal.v1 import cluster_pb2
+
+if TYPE_CHECKING:
+    from cli.common import CommandError
 
 PROG = "sinfo"
 
@@ -592,13 +596,13 @@ def _query() -> tuple[list[cluster_pb2.PartitionInfo], list[cluster_pb2.NodeInfo
     return list(nodes.partitions), list(nodes.nodes), now
 
 
-def _refused_load(exc: Exception) -> str:
+def _refused_load(exc: CommandError) -> str:
     """Which of 22.05's two loads failed, for its message: sinfo loads the partitions first, so under
     PrivateData=nodes alone the refusal is slurm_load_node's (one more call, only on a failure)."""
     from cli.common import CommandError, ctld
     from shoal.v1 import controller_pb2
 
-    if "permission denied" not in str(getattr(exc, "message", "")).lower():
+    if "permission denied" not in exc.message.lower():
         return "slurm_load_partitions"
     try:
         ctld("GetPartitions", controller_pb2.GetPartitionsRequest(), controller_pb2.GetPartitionsResponse)

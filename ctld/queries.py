@@ -64,7 +64,7 @@ def get_jobs_wire(
                 continue
             if users and job.user_id not in users:
                 continue
-            if who is not None and job.user_id != who.uid and job.account not in who.accounts:  # privacy.sees
+            if who is not None and not privacy.sees(who, job):
                 continue
             parts.append(views.brief_entry(job) if req.brief else views.entry(job))
         if len(views) > 2 * len(state.jobs) + 64:
