@@ -200,7 +200,15 @@ class ClusterState:
         END_WAKE_WINDOW_S ago; then the loop serves it by that cycle's start + the window
         (`end_wait_s`), with every end that came since. A stream of ends (an array's short tasks) is
         served by a few cycles a second, not one each, while the first end after a quiet spell starts
-        what fits at once. Not under the lock, as `submitted`."""
+        what fits at once. Not under the lock, as `submitted`.
+
+        While a burst of batch submissions waits for its cycle (batch_sched_delay), an end joins that
+        cycle instead of asking for one of its own: a cycle now would start the burst's jobs, the very
+        work the delay keeps off the controller while it answers submissions (on a small host their
+        launches compete with the submitters for the same cores). So an end waits at most
+        batch_sched_delay, as it does in 22.05, where a burst's jobs wait for that delay's cycle."""
+        if self.submit_owed:
+            return  # the loop wakes for the submissions' cycle (`submit_wait_s`), which serves this too
         since = self.clock() - self.last_cycle
         if since >= END_WAKE_WINDOW_S:
             self.wake.set()

@@ -201,3 +201,34 @@ def test_a_stream_of_batch_job_ends_is_served_by_one_cycle_a_window(tmp_path: Pa
     h.advance(END_WAKE_WINDOW_S)
     h.finish(running[3])
     assert wake.is_set()  # the window has passed since: at once again
+
+
+def test_a_job_end_during_a_deferred_burst_waits_for_the_bursts_cycle(tmp_path: Path) -> None:
+    """While a burst of batch submissions waits for its cycle (batch_sched_delay), a batch job's end
+    asks for no cycle of its own: one would start the burst's jobs mid-burst, the work the delay keeps
+    off the controller while it answers submissions. The burst's cycle serves both; once none is
+    owed, an end wakes the scheduler at once again."""
+    conf = {**CONF, "SchedulerParameters": "batch_sched_delay=2"}
+    h = Harness.of(cluster().nodes(1, cpus=4, mem=8000).set(**conf), tmp_path)
+    wake, state = h.ctl.wake, h.ctl.state
+    timers: list[tuple[float, Callable[[], None]]] = []
+    state.call_later = lambda delay, fn: timers.append((delay, fn))
+    first = h.submit(job().cpus(4).time(5))
+    state.cycle_starts()
+    h.schedule()
+    assert h.state(first) == "RUNNING"
+    h.advance(0.5)
+    burst = [h.submit(job().cpus(1).time(5)) for _ in range(3)]
+    wake.clear()
+    h.advance(0.5)  # past END_WAKE_WINDOW_S since the last cycle: alone, this end would wake it at once
+    h.finish(first)
+    assert not wake.is_set() and timers == [] and state.end_wait_s() is None
+    assert state.submit_wait_s() == pytest.approx(1.0)  # the burst's cycle, due 2 s after the first's
+    assert [h.state(i) for i in burst] == ["PENDING"] * 3
+    h.advance(1.0)
+    state.cycle_starts()
+    h.schedule()
+    assert [h.state(i) for i in burst] == ["RUNNING"] * 3
+    h.advance(1.0)
+    h.finish(burst[0])
+    assert wake.is_set()  # no burst owed: at once
