@@ -128,7 +128,7 @@ HEADERS = {
     "tres": "TRES",
     "classification": "Class",
 }
-VERBS = {"add": "Adding", "modify": "Modified", "delete": "Deleting"}
+VERBS = {"add": "Adding", "delete": "Deleting"}
 TITLES = {
     "account": "Account",
     "user": "User",
@@ -374,8 +374,8 @@ def main(argv: list[str] | None = None) -> int:
                 if action == "add"
                 else f" Nothing {'modified' if action == 'modify' else 'deleted'}\n"
             )
-            return 0 if action != "delete" else 1
-        if kind == "coordinator":
+            return 0 if action == "add" else 1  # 22.05: a modify or delete that matched nothing fails
+        if kind == "coordinator" or action == "modify":
             pass  # dbd's lines are 22.05's whole answer, titles included
         elif action == "add":
             sys.stdout.write(f" Adding {TITLES[kind]}(s)\n")

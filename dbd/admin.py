@@ -385,19 +385,23 @@ def _matching_assocs(
 def _modify(
     session: Session, kind: str, names: list[str], where: dict[str, str], values: dict[str, str]
 ) -> list[str]:
+    """The change lines as 22.05 words them, titles included: ` Modified users...` (or accounts, qos)
+    above the names whose own properties changed, ` Modified user associations...` (or account) above
+    the associations whose limits changed, each section only when it has lines."""
     names = names or _list(where, "name", "names")
     if not values:
         raise AdminError("You didn't give anything to set")
-    changes: list[str] = []
     if kind == "qos":
         _check_qos_preempt(session, values)
+        done = []
         for qos in session.scalars(select(Qos).where(Qos.name.in_(names)) if names else select(Qos)):
             _apply(qos, QOS_KEYS, values)
             qos.preempt_mode = _preempt_mode(qos.preempt_mode)
-            changes.append(f"  {qos.name}")
-        return changes
+            done.append(f"  {qos.name}")
+        return [" Modified qos...", *done] if done else []
     if kind == "cluster":
         raise AdminError("Nothing to modify on a cluster here")
+    own: list[str] = []
     if kind == "user":
         for name in names or _list(where, "user", "users"):
             user = session.get(User, name)
@@ -412,7 +416,7 @@ def _modify(
                             raise AdminError(f"Invalid AdminLevel '{value}'")
                         value = level
                     setattr(user, column, value)
-                    changes.append(f"  {name}")
+                    own.append(f"  {name}")
     if kind == "account":
         for name in names or _list(where, "account", "accounts"):
             account = session.get(Account, name)
@@ -420,13 +424,64 @@ def _modify(
                 for key, column in ACCOUNT_KEYS.items():
                     if key in values:
                         setattr(account, column, values[key])
-                changes.append(f"  {name}")
+                own.append(f"  {name}")
+    assocs: list[str] = []
     if _sets(ASSOC_KEYS, values):
-        for row in _matching_assocs(session, kind, names, where):
+        for row in _newest_first(session, _matching_assocs(session, kind, names, where)):
             _apply(row, ASSOC_KEYS, values)
-            who = f"U = {row.user:<9} " if row.user else ""
-            changes.append(f"  C = {row.cluster:<10} A = {row.account:<10} {who}".rstrip())
-    return sorted(set(changes), key=changes.index)
+            assocs.append(_assoc_line(session, row))
+    title = "users" if kind == "user" else "accounts" if kind == "account" else "associations"
+    changes = [f" Modified {title}...", *dict.fromkeys(own)] if own else []
+    if assocs:
+        whose = f"{kind} " if kind in ("user", "account") else ""
+        changes += [f" Modified {whose}associations...", *assocs]
+    return changes
+
+
+def _assoc_line(session: Session, row: Association) -> str:
+    """One association in a modify's answer (22.05): a user's padded to columns; an account's own
+    names the parent account (`A = physics of root`)."""
+    if row.user:
+        return f"  C = {row.cluster:<10} A = {row.account:<20} U = {row.user:<9}"
+    account = session.get(Account, row.account)
+    parent = account.parent if account is not None else ""
+    return f"  C = {row.cluster:<10} A = {row.account}" + (f" of {parent}" if parent else "")
+
+
+def _newest_first(session: Session, rows: list[Association]) -> list[Association]:
+    """`rows` in the order 22.05 lists a modify's associations: down the account tree, an account's own
+    association before those under it, and under one account the newest first (Slurm places a new
+    association leftmost among its siblings and answers in that order)."""
+    if len(rows) < 2:
+        return rows
+    wanted = {row.id for row in rows}
+    every = list(session.scalars(select(Association).order_by(Association.id)))
+    parents = {a.name: a.parent for a in session.scalars(select(Account))}
+    children: dict[tuple[str, str], list[Association]] = {}
+    tops: list[Association] = []
+    own = {(a.cluster, a.account): a for a in every if not a.user}
+    for a in every:
+        if a.user:
+            key = (a.cluster, a.account)
+        elif parents.get(a.account) and (a.cluster, parents[a.account]) in own:
+            key = (a.cluster, parents[a.account])
+        else:
+            tops.append(a)
+            continue
+        children.setdefault(key, []).append(a)
+    out: list[Association] = []
+
+    def walk(a: Association) -> None:
+        if a.id in wanted:
+            out.append(a)
+        if not a.user:
+            for child in sorted(children.get((a.cluster, a.account), []), key=lambda c: -c.id):
+                walk(child)
+
+    for top in tops:
+        walk(top)
+    seen = {a.id for a in out}
+    return out + [r for r in rows if r.id not in seen]
 
 
 def _delete(session: Session, kind: str, names: list[str], where: dict[str, str]) -> list[str]:

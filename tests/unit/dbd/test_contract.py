@@ -276,6 +276,76 @@ def test_association_tree_in_sacctmgr_order(sessions: sessionmaker[Session]) -> 
     ]
 
 
+@pytest.mark.parametrize(
+    "names,where,values,want",
+    [
+        (
+            ["alice"],
+            {},
+            {"maxjobs": "5"},
+            [
+                " Modified user associations...",
+                "  C = c1         A = research             U = alice    ",
+                "  C = c1         A = physics              U = alice    ",
+            ],
+        ),
+        (["alice"], {}, {"defaultaccount": "physics"}, [" Modified users...", "  alice"]),
+        (["alice"], {}, {"adminlevel": "Operator"}, [" Modified users...", "  alice"]),
+        (
+            ["alice"],
+            {"account": "physics"},
+            {"defaultaccount": "physics", "maxjobs": "4"},
+            [
+                " Modified users...",
+                "  alice",
+                " Modified user associations...",
+                "  C = c1         A = physics              U = alice    ",
+            ],
+        ),
+        (
+            ["alice", "bob"],
+            {},
+            {"maxjobs": "-1"},
+            [
+                " Modified user associations...",
+                "  C = c1         A = research             U = alice    ",
+                "  C = c1         A = physics              U = bob      ",
+                "  C = c1         A = physics              U = alice    ",
+            ],
+        ),
+        (["nosuch"], {}, {"maxjobs": "5"}, []),
+    ],
+    ids=["limit", "default account", "admin level", "both", "two users", "no such user"],
+)
+def test_modify_user_words_as_2205(
+    sessions: sessionmaker[Session],
+    names: list[str],
+    where: dict[str, str],
+    values: dict[str, str],
+    want: list[str],
+) -> None:
+    """22.05 (captured 2026-12-01): a user's own properties under ` Modified users...`, association
+    limits under ` Modified user associations...`, down the tree with the newest sibling first
+    (research, added after physics here, comes first)."""
+    build_tree(sessions)
+    assert modify(sessions, "modify", "user", names, where=where, **values) == want
+
+
+def test_modify_account_words_as_2205(sessions: sessionmaker[Session]) -> None:
+    """The account's own association names its parent (22.05 also sets the limit on the account's
+    users' associations and lists them: shoal sets the account's own only)."""
+    build_tree(sessions)
+    assert modify(sessions, "modify", "account", ["physics"], maxjobs="5") == [
+        " Modified account associations...",
+        "  C = c1         A = physics of root",
+    ]
+    assert modify(sessions, "modify", "account", ["physics"], description="physics group") == [
+        " Modified accounts...",
+        "  physics",
+    ]
+    assert modify(sessions, "modify", "qos", ["normal"], maxwall="-1") == [" Modified qos...", "  normal"]
+
+
 def test_modify_bumps_the_version_ctld_polls(sessions: sessionmaker[Session]) -> None:
     build_tree(sessions)
     with sessions() as session:
