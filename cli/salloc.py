@@ -291,7 +291,7 @@ def body(argv: list[str]) -> int:
         opts, command = parse_options(PROG, argv, SALLOC_OPTIONS, environ, SALLOC_ENV)
     except OptionError as exc:
         print("\n".join(exc.lines), file=sys.stderr)
-        return exc.exit_code
+        return 255  # 22.05: a command-line (or #SBATCH) option getopt refuses ends it with 255
     if opts.has("help") or opts.has("usage"):
         usage = "Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]"
         from cli.alloc_help import help_text

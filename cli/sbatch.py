@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OptionError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)
-        return exc.exit_code
+        return 255  # 22.05: a command-line (or #SBATCH) option getopt refuses ends it with 255
     except SpecError as exc:
         print(f"{PROG}: {exc.level}: {exc.message}", file=sys.stderr)
         return exc.exit_code

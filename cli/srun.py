@@ -616,7 +616,7 @@ def body(argv: list[str]) -> int:
         opts, command = parse_options(PROG, argv, SRUN_OPTIONS, environ, SRUN_ENV)
     except OptionError as exc:
         print("\n".join(exc.lines), file=sys.stderr)
-        return exc.exit_code
+        return 255  # 22.05: a command-line (or #SBATCH) option getopt refuses ends it with 255
     cli_given = {d for d, s in opts.source.items() if s == "cli"}
     if opts.has("help") or opts.has("usage"):
         usage = "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"

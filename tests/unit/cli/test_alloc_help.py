@@ -36,3 +36,25 @@ def test_usage_stays_one_line() -> None:
         [sys.executable, "-m", "cli.srun", "--usage"], capture_output=True, text=True, timeout=60
     )
     assert out.stdout.count("\n") == 1 and out.stdout.startswith("Usage: srun ")
+
+
+@pytest.mark.parametrize(
+    ("prog", "argv", "line"),
+    [
+        ("srun", ["--bogus", "hostname"], "srun: unrecognized option '--bogus'"),
+        ("srun", ["-p"], "srun: option requires an argument -- 'p'"),
+        ("salloc", ["-Z"], "salloc: invalid option -- 'Z'"),
+        ("salloc", ["-p"], "salloc: option requires an argument -- 'p'"),
+    ],
+    ids=["srun long", "srun missing value", "salloc short", "salloc missing value"],
+)
+def test_option_refusals_exit_255(prog: str, argv: list[str], line: str) -> None:
+    """22.05 (captured 2026-12-01): getopt's two lines, exit 255 (sbatch's too)."""
+    out = subprocess.run(
+        [sys.executable, "-m", f"cli.{prog}", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert (out.returncode, out.stdout, out.stderr) == (
+        255,
+        "",
+        f'{line}\nTry "{prog} --help" for more information\n',
+    )

@@ -432,8 +432,10 @@ def test_missing_script_file() -> None:
 
 
 def test_unknown_option_exit_code_and_text() -> None:
+    """22.05 (captured 2026-12-01): `sbatch --bogus`, `sbatch -Z`, `sbatch -p`, an unknown #SBATCH
+    option: getopt's two lines, exit 255."""
     result = run_sbatch(["--foo", "--wrap=true"])
-    assert result.returncode == 1
+    assert result.returncode == 255
     assert (
         result.stderr == "sbatch: unrecognized option '--foo'\nTry \"sbatch --help\" for more information\n"
     )
