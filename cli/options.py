@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import argparse
+
     from shoal.v1 import jobs_pb2
 
 NO_ARG, REQUIRED, OPTIONAL = 0, 1, 2
@@ -153,6 +155,33 @@ def _match_long(prog: str, name: str, arg: str, by_long: Mapping[str, Opt]) -> O
 
 def _usage_error(prog: str, line: str) -> OptionError:
     return OptionError([line, f'Try "{prog} --help" for more information'])
+
+
+def refuse_as_getopt(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Read `argv` with the getopt_long work-alike over `parser`'s options before argparse does, so an
+    unknown option or a missing value is refused in 22.05's words (`sinfo: invalid option -- 'Z'`),
+    not argparse's. Raises OptionError; what getopt accepts is left to argparse."""
+    table = []
+    for action in parser._actions:
+        shorts = [s[1] for s in action.option_strings if len(s) == 2 and s[0] == "-" and s[1] != "-"]
+        longs = tuple(s[2:] for s in action.option_strings if s.startswith("--"))
+        takes = NO_ARG if action.nargs == 0 else OPTIONAL if action.nargs == "?" else REQUIRED
+        table += [Opt(action.dest, longs, short, takes) for short in shorts or [""]]
+    parse_argv(prog, argv, table, stop_at_positional=False)
+
+
+def getopt_table(shorts: str, longs: Sequence[str]) -> tuple[Opt, ...]:
+    """The table parse_argv reads for a getopt-module spec ("ab:", ["all", "user="]), so a command that
+    parses with the getopt module can refuse options in getopt_long's words first."""
+    table = [
+        Opt(letter, (), letter, REQUIRED if shorts[i + 1 : i + 2] == ":" else NO_ARG)
+        for i, letter in enumerate(shorts)
+        if letter != ":"
+    ]
+    table += [
+        Opt(name, (name.rstrip("="),), "", REQUIRED if name.endswith("=") else NO_ARG) for name in longs
+    ]
+    return tuple(table)
 
 
 # --- sbatch's options ------------------------------------------------------------------------

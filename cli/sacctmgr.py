@@ -15,6 +15,7 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from cli.common import CommandError, run_main
+from cli.options import NO_ARG, Opt, OptionError, parse_argv
 from shoal import version_line
 from shoal.v1 import accounting_pb2 as pb
 
@@ -146,6 +147,22 @@ PLURALS = {
     "association": "associations",
     "coordinator": "coordinators",
 }
+# 22.05's options (getopt_long: they may come anywhere, short ones together); quiet, verbose and
+# readonly change nothing here
+OPTIONS = tuple(
+    Opt(dest, (dest,), short, NO_ARG)
+    for dest, short in (
+        ("immediate", "i"),
+        ("noheader", "n"),
+        ("parsable2", "P"),
+        ("parsable", "p"),
+        ("quiet", "Q"),
+        ("verbose", "v"),
+        ("readonly", "r"),
+        ("help", "h"),
+        ("version", "V"),
+    )
+)
 NOT_ADMIN = "Your user doesn't have privilege to perform this action"
 DENIED = "Access/permission denied"
 
@@ -309,27 +326,25 @@ def main(argv: list[str] | None = None) -> int:
         given = list(sys.argv[1:] if argv is None else argv)
         immediate = parsable = ""
         header = True
-        # options may come anywhere, as with Slurm's getopt (`sacctmgr show qos -P`)
-        words = [w for w in given if not w.startswith("-") or len(w) == 1]
-        for opt in (w for w in given if w.startswith("-") and len(w) > 1):
-            if opt in ("-i", "--immediate"):
+        # options may come anywhere, as with Slurm's getopt (`sacctmgr show qos -P`, `-Pn`)
+        try:
+            found, words = parse_argv(PROG, given, OPTIONS, stop_at_positional=False)
+        except OptionError as exc:
+            sys.stderr.write("".join(line + "\n" for line in exc.lines))
+            return exc.exit_code
+        for opt in (f.opt.dest for f in found):
+            if opt == "immediate":
                 immediate = "i"
-            elif opt in ("-n", "--noheader"):
+            elif opt == "noheader":
                 header = False
-            elif opt in ("-P", "--parsable2"):
-                parsable = "P"
-            elif opt in ("-p", "--parsable"):
-                parsable = "p"
-            elif opt in ("-Q", "--quiet", "-v", "--verbose", "-r", "--readonly"):
-                continue
-            elif opt in ("-h", "--help"):
+            elif opt in ("parsable2", "parsable"):
+                parsable = "P" if opt == "parsable2" else "p"
+            elif opt == "help":
                 print(__doc__)
                 return 0
-            elif opt in ("-V", "--version"):
+            elif opt == "version":
                 print(version_line())
                 return 0
-            else:
-                raise CommandError(f"Unknown option '{opt}'")
         action, kind, names, where, values, flags = parse_args(words)
         if action == "modify" and "rawusage" in values and kind in ("user", "account", "qos"):
             return reset_usage(kind, names, where, values["rawusage"], bool(immediate))

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from cli import fmt
+from cli.options import OptionError, refuse_as_getopt
 from shoal import version_line
 from shoal.timefmt import format_limit_sinfo, format_timestamp
 from shoal.v1 import cluster_pb2
@@ -616,7 +617,13 @@ class _LoadError(Exception):
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    args = PARSER.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        refuse_as_getopt(PROG, PARSER, words)
+    except OptionError as exc:
+        sys.stderr.write("".join(line + "\n" for line in exc.lines))
+        return exc.exit_code
+    args = PARSER.parse_args(words)
     if args.help:
         sys.stdout.write(HELP)
         return 0

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from cli import fmt
+from cli.options import OptionError, refuse_as_getopt
 from shoal import states, version_line
 from shoal.depshow import shown_dependency
 from shoal.hostlist import collect
@@ -692,6 +693,11 @@ def parse_command_line(argv: Sequence[str]) -> tuple[argparse.Namespace, list[st
     is an error (Unrecognized option)."""
     parser = PARSER
     options, operands = split_operands(argv, parser)
+    try:
+        refuse_as_getopt(PROG, parser, options)
+    except OptionError as exc:
+        sys.stderr.write("".join(line + "\n" for line in exc.lines))
+        raise SystemExit(exc.exit_code) from None
     args = parser.parse_args(options)
     if operands and args.jobs is not None:
         args.jobs = operands.pop(0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.sacctmgr import parse_format, render
+from cli.sacctmgr import main, parse_format, render
 
 
 @pytest.mark.parametrize(
@@ -34,3 +34,26 @@ def test_fixed_width_header_is_slurms_name_too() -> None:
         "----- ---------- --------- ",
         "alice   research      None ",
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["--bogus"], "sacctmgr: unrecognized option '--bogus'"),
+        (["-Z"], "sacctmgr: invalid option -- 'Z'"),
+        (["-iZ", "show", "qos"], "sacctmgr: invalid option -- 'Z'"),
+        (["--parsable2", "--bogus", "show", "qos"], "sacctmgr: unrecognized option '--bogus'"),
+    ],
+    ids=["long", "short", "joined", "after a good one"],
+)
+def test_option_refusals_in_getopts_words(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """22.05 (captured 2026-12-01): getopt's words and the hint, exit 1; `-Pn` is two options."""
+    assert main(argv) == 1
+    assert capsys.readouterr() == ("", f'{line}\nTry "sacctmgr --help" for more information\n')
+
+
+def test_short_options_together(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-Pn", "-V"]) == 0
+    assert capsys.readouterr().out.startswith("slurm 22.05")

@@ -342,6 +342,27 @@ def test_option_errors_and_help() -> None:
     assert _sinfo("-V").stdout.startswith("slurm 22.05")
 
 
+# 22.05 (captured 2026-12-01): getopt's words, then the hint; exit 1
+GETOPT_REFUSALS = [
+    (["--bogus"], "sinfo: unrecognized option '--bogus'"),
+    (["-Z"], "sinfo: invalid option -- 'Z'"),
+    (["-s", "-Z"], "sinfo: invalid option -- 'Z'"),
+    (["-Zs"], "sinfo: invalid option -- 'Z'"),
+    (["--bogus=3"], "sinfo: unrecognized option '--bogus=3'"),
+    (["-p"], "sinfo: option requires an argument -- 'p'"),
+    (["--partition"], "sinfo: option '--partition' requires an argument"),
+    (["--summarize=3"], "sinfo: option '--summarize' doesn't allow an argument"),
+]
+
+
+@pytest.mark.parametrize(("argv", "line"), GETOPT_REFUSALS, ids=[" ".join(a) for a, _ in GETOPT_REFUSALS])
+def test_option_refusals_in_getopts_words(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sinfo._run(argv) == 1
+    assert capsys.readouterr() == ("", f'{line}\nTry "sinfo --help" for more information\n')
+
+
 def test_help_imports_no_grpc() -> None:
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "cli.sinfo", "--help"],

@@ -243,3 +243,22 @@ def test_sshare_long_has_22_05_s_tres_columns() -> None:
         "-------------------- -------- ",
         "cpu=0,mem=0,energy=+          ",
     ]
+
+
+@pytest.mark.parametrize(
+    ("prog", "argv", "line"),
+    [
+        ("sprio", ["--bogus"], "sprio: unrecognized option '--bogus'"),
+        ("sprio", ["-l", "-Z"], "sprio: invalid option -- 'Z'"),
+        ("sshare", ["--bogus"], "sshare: unrecognized option '--bogus'"),
+        ("sshare", ["-Z"], "sshare: invalid option -- 'Z'"),
+        ("sshare", ["-A"], "sshare: option requires an argument -- 'A'"),
+    ],
+    ids=["sprio long", "sprio short", "sshare long", "sshare short", "sshare missing value"],
+)
+def test_option_refusals_in_getopts_words(
+    prog: str, argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """22.05 (captured 2026-12-01): getopt's words and the hint, exit 1 (not a usage line)."""
+    assert {"sprio": sprio, "sshare": sshare}[prog]._run(argv) == 1
+    assert capsys.readouterr() == ("", f'{line}\nTry "{prog} --help" for more information\n')

@@ -472,6 +472,25 @@ def test_a_step_id_given_as_job_is_its_job() -> None:
     assert squeue.parse_job_ids("3004.0") == [(3004, None)]  # 22.05: `-j -s 3004.0` lists 3004's steps
 
 
+# 22.05 (captured 2026-12-01): getopt's words, then the hint; exit 1
+GETOPT_REFUSALS = [
+    (["--bogus"], "squeue: unrecognized option '--bogus'"),
+    (["-Z"], "squeue: invalid option -- 'Z'"),
+    (["-p"], "squeue: option requires an argument -- 'p'"),
+    (["-j", "12", "-Z"], "squeue: invalid option -- 'Z'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "line"), GETOPT_REFUSALS, ids=[" ".join(a) for a, _ in GETOPT_REFUSALS])
+def test_option_refusals_in_getopts_words(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        squeue.parse_command_line(argv)
+    assert info.value.code == 1
+    assert capsys.readouterr() == ("", f'{line}\nTry "squeue --help" for more information\n')
+
+
 def test_unknown_option_is_reported_without_traceback() -> None:
     proc = _squeue("--bogus")
     assert proc.returncode == 1
