@@ -328,7 +328,9 @@ def test_modify_user_words_as_2205(
     limits under ` Modified user associations...`, down the tree with the newest sibling first
     (research, added after physics here, comes first)."""
     build_tree(sessions)
-    assert modify(sessions, "modify", "user", names, where=where, **values) == want
+    req = pb.ModifyRequest(action="modify", kind="user", names=names, where=where, set=values, commit=True)
+    with sessions() as session:
+        assert admin.modify(session, req) == want
 
 
 def test_modify_account_words_as_2205(sessions: sessionmaker[Session]) -> None:
