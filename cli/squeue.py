@@ -28,6 +28,7 @@ START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 STEPS_FORMAT = "%.15i %.8j %.9P %.8u %.9M %N"
 DEFAULT_SORT = "P,t,-p"
 START_SORT = "S,i"
+ACCESS_DENIED = "Access/permission denied"
 
 # What `-t` shows when not given: every job that has not finished yet.
 UNFINISHED = frozenset(
@@ -776,7 +777,13 @@ def _choose_format(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return DEFAULT_FORMAT, None
 
 
-def _query(args: argparse.Namespace, flt: JobFilter, brief: bool) -> tuple[list[jobs_pb2.JobInfo], int]:
+class _Listing(NamedTuple):
+    jobs: list[jobs_pb2.JobInfo]
+    now: int
+    partitions_private: bool  # PrivateData=partitions keeps them from this caller
+
+
+def _query(args: argparse.Namespace, flt: JobFilter, brief: bool) -> _Listing:
     from cli.common import ctld
     from shoal.v1 import controller_pb2
 
@@ -793,7 +800,7 @@ def _query(args: argparse.Namespace, flt: JobFilter, brief: bool) -> tuple[list[
         import time
 
         now = int(time.time())
-    return list(resp.jobs), now
+    return _Listing(list(resp.jobs), now, resp.partitions_private)
 
 
 def render_queue(
@@ -861,7 +868,7 @@ def _run(argv: Sequence[str] | None) -> int:
     brief = brief_enough(fields, sort)
     while True:
         try:
-            jobs, now = _query(args, flt, brief)
+            jobs, now, partitions_private = _query(args, flt, brief)
         except CommandError as exc:
             print(f"slurm_load_jobs error: {exc.message}", file=sys.stderr)
             return 1
@@ -872,6 +879,8 @@ def _run(argv: Sequence[str] | None) -> int:
         ):
             print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
             return 1
+        if partitions_private:  # 22.05 loads the partitions after the jobs, says it may not, lists anyway
+            print(f"slurm_load_partitions: {ACCESS_DENIED}", file=sys.stderr)
         lines = render_queue(jobs, now, flt, fields, sort=sort, expand_arrays=args.array, header=header)
         if args.long or args.iterate:
             lines.insert(0, fmt.long_date(now))

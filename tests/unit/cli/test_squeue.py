@@ -590,3 +590,42 @@ def test_braces_and_percent_signs_in_a_format_print_as_given() -> None:
     out = run("{%.5i} %% {x}%j", header=False).splitlines()
     assert out[0] == "{   12} % {x}wrap"
     assert out[4] == "{30_[1} % {x}arr"  # a value wider than its column is cut, as Slurm does
+
+
+def _answer(partitions_private: bool, job_ids: list[int]) -> object:
+    from shoal.v1 import controller_pb2
+
+    jobs = [job(j, "pd1", "alice", state=jobs_pb2.RUNNING) for j in job_ids]
+    return controller_pb2.GetJobsResponse(jobs=jobs, now=NOW, partitions_private=partitions_private)
+
+
+# 22.05 under PrivateData=partitions, alice's squeue (2026-12-01, slurm.conf changed and put back at
+# once): its jobs on stdout, `slurm_load_partitions: Access/permission denied` on stderr, exit 0 (-a, -p,
+# -j, -l, --start, -O, -h alike, once per -i pass); not for an id that is not there (only slurm_load_jobs'
+# error, exit 1), not for -s, not for root
+@pytest.mark.parametrize(
+    ("private", "argv", "ids", "out", "err", "rc"),
+    [
+        (True, ["-h", "-o", "%i"], [3928], "3928\n", "slurm_load_partitions: Access/permission denied\n", 0),
+        (True, ["-h", "-o", "%i", "-j", "99999,3928"], [3928], "3928\n", "slurm_load_partitions: "
+         "Access/permission denied\n", 0),
+        (True, ["-h", "-j", "99999"], [], "", "slurm_load_jobs error: Invalid job id specified\n", 1),
+        (False, ["-h", "-o", "%i"], [3928], "3928\n", "", 0),
+    ],
+    ids=["listed", "one-of-two-missing", "missing", "operator"],
+)  # fmt: skip
+def test_private_partitions_warn_and_list_as_22_05(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    private: bool,
+    argv: list[str],
+    ids: list[int],
+    out: str,
+    err: str,
+    rc: int,
+) -> None:
+    import cli.common
+
+    monkeypatch.setattr(cli.common, "ctld", lambda method, request, kind, **kw: _answer(private, ids))
+    assert squeue._run(argv) == rc
+    assert capsys.readouterr() == (out, err)
