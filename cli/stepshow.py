@@ -123,6 +123,8 @@ def squeue_value(step: jobs_pb2.JobStep, now: int) -> Callable[[str], str]:
         "j": step.name,
         "P": step.partition,
         "u": step.user_name,
+        "U": str(step.user_id),
+        "b": "(null)",  # what a step asked for with --gres/--gpus is not kept; 22.05's are (null) without
         "M": format_duration(run_time(step, now)),
         "N": step.nodes,
         "T": STATE_NAMES.get(step.state, "UNKNOWN"),
