@@ -590,6 +590,39 @@ def parse_step_format(text: str) -> tuple[list[fmt.Field], list[str]]:
     return fields, unknown
 
 
+# squeue -s -O: 22.05's names for steps (measured; its job names, State or Name, are not among them),
+# as the keys of stepshow.squeue_value, and their headers
+STEP_LONG_NAMES: dict[str, tuple[str, str]] = {
+    "stepid": ("i", "STEPID"), "stepname": ("j", "NAME"), "stepstate": ("T", "STATE"),
+    "timeused": ("M", "TIME"), "username": ("u", "USER"), "userid": ("U", "UID"),
+    "partition": ("P", "PARTITION"), "nodes": ("N", "NODELIST"), "starttime": ("S", "START_TIME"),
+    "timelimit": ("l", "TIME_LIMIT"), "numtasks": ("A", "TASKS"), "numcpus": ("C", "NUM_CPUS"),
+    "jobid": ("jobid", "JOB_ID"), "network": ("network", "NETWORK"),
+    "tres-per-node": ("b", "TRES_PER_JOB"), "tres-per-step": ("tres-per-step", "TRES_PER_STEP"),
+    "tres-per-task": ("tres-per-task", "TRES_PER_TASK"),
+    "tres-per-socket": ("tres-per-socket", "TRES_PER_SOCKET"), "tres-bind": ("tres-bind", "TRES_BIND"),
+    "tres-freq": ("tres-freq", "TRES_FREQ"),
+}  # fmt: skip
+STEP_LONG_HEADERS = dict(STEP_LONG_NAMES.values())
+
+
+def parse_step_long_format(spec: str) -> tuple[list[fmt.Field], list[str]]:
+    """A `-O` list for `squeue -s`, and the names it does not know: 22.05 names each in an error and
+    leaves it out of the line (an empty column)."""
+    known = {name: key for name, (key, _) in STEP_LONG_NAMES.items()}
+    fields: list[fmt.Field] = []
+    unknown: list[str] = []
+    for item in spec.split(","):
+        name = item.strip().partition(":")[0]
+        if not name:
+            continue
+        if name.lower() not in known:
+            unknown.append(name)
+            continue
+        fields.extend(fmt.parse_long_format(item, known))
+    return fields, unknown
+
+
 def build_fields(format_str: str | None, long_format: str | None) -> list[fmt.Field]:
     if long_format is not None:
         return fmt.parse_long_format(long_format, LONG_NAMES)
@@ -895,6 +928,8 @@ def _run(argv: Sequence[str] | None) -> int:
         unknown: list[str] = []
         if args.steps_flag and long_format is None:
             fields, unknown = parse_step_format(format_str or STEPS_FORMAT)
+        elif args.steps_flag:
+            fields, unknown = parse_step_long_format(long_format or "")
         else:
             fields = build_fields(format_str, long_format)
         sort = args.sort or os.environ.get("SQUEUE_SORT") or (START_SORT if args.start else DEFAULT_SORT)
@@ -912,10 +947,8 @@ def _run(argv: Sequence[str] | None) -> int:
         from cli.stepshow import squeue_rows, squeue_value
 
         if header:
-            if long_format is None:
-                print(fmt.render(fields, lambda key: STEP_HEADERS[key]))
-            else:
-                print(fmt.render(fields, lambda key: "STEPID" if key == "i" else header_of(key)))
+            headers = STEP_HEADERS if long_format is None else STEP_LONG_HEADERS
+            print(fmt.render(fields, lambda key: headers[key]))
         if step_ids == [] or flt.job_ids == []:  # `--steps=`, `--jobs=`: an empty list, no step on it
             return 0
         try:

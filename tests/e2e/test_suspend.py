@@ -159,9 +159,11 @@ def test_without_cgroups_the_job_is_stopped_with_signals(tmp_path: Path) -> None
 
 
 def step_times(c: Cluster, job: int) -> dict[str, str]:
-    """squeue -s: each step of the job -> its TIME (22.05's -o has no %T for steps: scontrol shows it)."""
-    rows = [line.split() for line in c.ok("squeue", "-h", "-s", "-o", "%i %M").splitlines()]
-    return {i: used for i, used in rows if i.startswith(f"{job}.")}
+    """squeue -s: each step of the job and its state -> its TIME (22.05's -o has no state letter for
+    steps; -O StepState is its name)."""
+    out = c.ok("squeue", "-h", "-s", "-O", "StepId,StepState,TimeUsed")
+    rows = [line.split() for line in out.splitlines()]
+    return {f"{i} {state}": used for i, state, used in rows if i.startswith(f"{job}.")}
 
 
 def test_a_higher_tier_job_suspends_the_low_one_which_resumes_and_completes_when_it_ends(
@@ -189,7 +191,7 @@ def test_a_higher_tier_job_suspends_the_low_one_which_resumes_and_completes_when
     time.sleep(1.5)
     assert last(out) == seen  # really stopped
     assert step_times(c, low) == step_time  # TIME stops (22.05), STATE stays RUNNING
-    assert sorted(step_time) == [f"{low}.0", f"{low}.batch"]
+    assert sorted(step_time) == [f"{low}.0 RUNNING", f"{low}.batch RUNNING"]
     assert "State=RUNNING" in c.ok("scontrol", "show", "step", f"{low}.0")  # as 22.05 shows it
     wait_until(  # the srun step's and the script's (22.05: .batch SUSPENDED too)
         "sacct's step rows SUSPENDED",

@@ -715,3 +715,42 @@ def test_private_partitions_warn_and_list_as_22_05(
     monkeypatch.setattr(cli.common, "ctld", lambda method, request, kind, **kw: _answer(private, ids))
     assert squeue._run(argv) == rc
     assert capsys.readouterr() == (out, err)
+
+
+def test_step_long_names_as_22_05() -> None:
+    """22.05's squeue -s -O (2026-12-01, scenario 225): step 3948.0 of `sbatch -n2 -t 10 --wrap 'srun
+    -t 3 sleep 120'` and its batch step; State and Name are job names: an error each, no column."""
+    from cli.stepshow import squeue_value
+
+    steps = [
+        jobs_pb2.JobStep(
+            job_id=3948,
+            step_id=step_id,
+            name=name,
+            user_id=1001,
+            user_name="alice",
+            partition="batch",
+            nodes="node1",
+            num_tasks=tasks,
+            num_cpus=2,
+            time_limit_min=limit,
+            state=jobs_pb2.RUNNING,
+        )  # fmt: skip
+        for step_id, name, tasks, limit in ((0, "sleep", 2, 3), (-4, "batch", 1, -2))
+    ]
+    spec = (
+        "StepId,StepName:8,StepState,State,TimeLimit:.10,NumTasks:6,NumCpus:6,Name,Nodes:8,UserId:6,"
+        "UserName:8,Partition:8,tres-per-step:8,Network"
+    )
+    fields, unknown = squeue.parse_step_long_format(spec)
+    assert unknown == ["State", "Name"]
+    lines = [fmt.render(fields, lambda key: squeue.STEP_LONG_HEADERS[key])]
+    lines += [fmt.render(fields, squeue_value(step, NOW)) for step in steps]
+    assert lines == [
+        "STEPID              NAME    STATE               TIME_LIMITTASKS NUM_CPNODELISTUID   USER    PARTITIO"
+        "TRES_PERNETWORK             ",
+        "3948.0              sleep   RUNNING                   3:002     2     node1   1001  alice   batch   "
+        "(null)  (null)              ",
+        "3948.batch          batch   RUNNING              UNLIMITED1     0     node1   1001  alice   batch   "
+        "(null)  (null)              ",
+    ]
