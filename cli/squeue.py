@@ -29,6 +29,7 @@ START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 STEPS_FORMAT = "%.15i %.8j %.9P %.8u %.9M %N"
 DEFAULT_SORT = "P,t,-p"
 START_SORT = "S,i"
+ACCESS_DENIED = "Access/permission denied"
 
 # What `-t` shows when not given: every job that has not finished yet.
 UNFINISHED = frozenset(
@@ -554,6 +555,75 @@ def _no_value(row: Row, now: int) -> str:
     return ""
 
 
+# squeue -s's letters and their headers (22.05's own for steps: %A is TASKS, %b TRES_PER_JOB)
+STEP_HEADERS: dict[str, str] = {
+    "b": "TRES_PER_JOB", "i": "STEPID", "j": "NAME", "l": "TIME_LIMIT", "u": "USER", "A": "TASKS",
+    "M": "TIME", "N": "NODELIST", "P": "PARTITION", "S": "START_TIME", "U": "UID",
+}  # fmt: skip
+
+
+def parse_step_format(text: str) -> tuple[list[fmt.Field], list[str]]:
+    """An `-o` string for `squeue -s`, read as 22.05 reads it, and the letters it does not know.
+
+    Each `%` starts a word (a run of `%`s is one break, so `%%` prints nothing): `.` to right-justify,
+    a width, the letter, then literal text. A word whose letter is not a step's (`%T` too; `-` is no
+    flag there) stays in the line as typed; 22.05 names each such letter in an error and goes on.
+    """
+    head, *words = text.split("%")
+    fields = [fmt.Field("", literal=head)] if head else []
+    unknown: list[str] = []
+    for word in words:
+        if not word:
+            continue
+        start = 1 if word.startswith(".") else 0
+        end = start
+        while end < len(word) and word[end].isdigit():
+            end += 1
+        letter = word[end : end + 1]
+        if letter not in STEP_HEADERS or not letter:
+            fields.append(fmt.Field("", literal=f"%{word}"))
+            unknown.append(letter)
+            continue
+        width = int(word[start:end]) if end > start else None
+        fields.append(fmt.Field(letter, width=width, right=start == 1))
+        if word[end + 1 :]:
+            fields.append(fmt.Field("", literal=word[end + 1 :]))
+    return fields, unknown
+
+
+# squeue -s -O: 22.05's names for steps (measured; its job names, State or Name, are not among them),
+# as the keys of stepshow.squeue_value, and their headers
+STEP_LONG_NAMES: dict[str, tuple[str, str]] = {
+    "stepid": ("i", "STEPID"), "stepname": ("j", "NAME"), "stepstate": ("T", "STATE"),
+    "timeused": ("M", "TIME"), "username": ("u", "USER"), "userid": ("U", "UID"),
+    "partition": ("P", "PARTITION"), "nodes": ("N", "NODELIST"), "starttime": ("S", "START_TIME"),
+    "timelimit": ("l", "TIME_LIMIT"), "numtasks": ("A", "TASKS"), "numcpus": ("C", "NUM_CPUS"),
+    "jobid": ("jobid", "JOB_ID"), "network": ("network", "NETWORK"),
+    "tres-per-node": ("b", "TRES_PER_JOB"), "tres-per-step": ("tres-per-step", "TRES_PER_STEP"),
+    "tres-per-task": ("tres-per-task", "TRES_PER_TASK"),
+    "tres-per-socket": ("tres-per-socket", "TRES_PER_SOCKET"), "tres-bind": ("tres-bind", "TRES_BIND"),
+    "tres-freq": ("tres-freq", "TRES_FREQ"),
+}  # fmt: skip
+STEP_LONG_HEADERS = dict(STEP_LONG_NAMES.values())
+
+
+def parse_step_long_format(spec: str) -> tuple[list[fmt.Field], list[str]]:
+    """A `-O` list for `squeue -s`, and the names it does not know: 22.05 names each in an error and
+    leaves it out of the line (an empty column)."""
+    known = {name: key for name, (key, _) in STEP_LONG_NAMES.items()}
+    fields: list[fmt.Field] = []
+    unknown: list[str] = []
+    for item in spec.split(","):
+        name = item.strip().partition(":")[0]
+        if not name:
+            continue
+        if name.lower() not in known:
+            unknown.append(name)
+            continue
+        fields.extend(fmt.parse_long_format(item, known))
+    return fields, unknown
+
+
 def build_fields(format_str: str | None, long_format: str | None) -> list[fmt.Field]:
     if long_format is not None:
         return fmt.parse_long_format(long_format, LONG_NAMES)
@@ -609,6 +679,23 @@ Help options:
 """
 
 
+class _ListOption(argparse.Action):
+    """-j/-s: the flag (`jobs_flag`, `steps_flag`), and the list when one is attached. 22.05 tells a bare
+    -j (no list: every job; with -s an error) from `--jobs=` (an empty list: no job), and a bare flag
+    after a list keeps that list (`-j12 -j` is job 12)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, f"{self.dest}_flag", True)
+        if values is not None:
+            setattr(namespace, self.dest, values)
+
+
 def _parser() -> _Parser:
     p = _Parser(prog=PROG, add_help=False, allow_abbrev=False)
     p.add_argument("-A", "--account", "--accounts")
@@ -616,7 +703,7 @@ def _parser() -> _Parser:
     p.add_argument("-r", "--array", action="store_true")
     p.add_argument("-h", "--noheader", action="store_true")
     p.add_argument("-i", "--iterate", type=int)
-    p.add_argument("-j", "--jobs", "--job", nargs="?", const="")
+    p.add_argument("-j", "--jobs", "--job", nargs="?", action=_ListOption)
     p.add_argument("-l", "--long", action="store_true")
     p.add_argument("--me", action="store_true")
     p.add_argument("-n", "--name")
@@ -627,7 +714,7 @@ def _parser() -> _Parser:
     p.add_argument("-q", "--qos")
     p.add_argument("-S", "--sort")
     p.add_argument("--start", action="store_true")
-    p.add_argument("-s", "--steps", nargs="?", const="")
+    p.add_argument("-s", "--steps", "--step", nargs="?", action=_ListOption)
     p.add_argument("-t", "--states", "--state")
     p.add_argument("-u", "--user", "--users")
     p.add_argument("-w", "--nodelist", "--nodes")
@@ -641,6 +728,7 @@ def _parser() -> _Parser:
     p.add_argument("--sibling", action="store_true")
     p.add_argument("--help", action="store_true")
     p.add_argument("--usage", action="store_true")
+    p.set_defaults(jobs_flag=False, steps_flag=False)
     return p
 
 
@@ -699,9 +787,9 @@ def parse_command_line(argv: Sequence[str]) -> tuple[argparse.Namespace, list[st
         sys.stderr.write("".join(line + "\n" for line in exc.lines))
         raise SystemExit(exc.exit_code) from None
     args = parser.parse_args(options)
-    if operands and args.jobs is not None:
+    if operands and args.jobs_flag:
         args.jobs = operands.pop(0)
-    elif operands and args.steps is not None:
+    elif operands and args.steps_flag:
         args.steps = operands.pop(0)
     return args, operands
 
@@ -734,13 +822,13 @@ def _words(text: str | None) -> set[str] | None:
 def build_filter(args: argparse.Namespace) -> JobFilter:
     """Turn the options (and SQUEUE_* variables) into a JobFilter; ValueError carries the message."""
     flt = JobFilter()
-    if args.jobs == "" and args.steps is not None:  # `-s -j`: -j without a job list to take steps of
+    if args.jobs_flag and args.jobs is None and args.steps_flag:  # `-s -j`: no job list to take steps of
         raise ValueError("Incompatible options --jobs and --steps")
     state_text = args.states if args.states is not None else os.environ.get("SQUEUE_STATES")
     if state_text is not None:
         parsed = states.parse_job_states(state_text)
         flt.states = None if parsed is None else frozenset(parsed)
-    if args.jobs:
+    if args.jobs is not None:  # `--jobs=` or `-j ''`: an empty list, which no job is on (22.05)
         flt.job_ids = parse_job_ids(args.jobs)
         if state_text is None:
             flt.states = None  # jobs named with -j show in any state
@@ -769,7 +857,7 @@ def _choose_format(args: argparse.Namespace) -> tuple[str | None, str | None]:
         return args.format, None
     if args.Format is not None:
         return None, args.Format
-    if args.steps is not None:
+    if args.steps_flag:
         return STEPS_FORMAT, None
     if args.start:
         return START_FORMAT, None
@@ -782,7 +870,13 @@ def _choose_format(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return DEFAULT_FORMAT, None
 
 
-def _query(args: argparse.Namespace, flt: JobFilter, brief: bool) -> tuple[list[jobs_pb2.JobInfo], int]:
+class _Listing(NamedTuple):
+    jobs: list[jobs_pb2.JobInfo]
+    now: int
+    partitions_private: bool  # PrivateData=partitions keeps them from this caller
+
+
+def _query(args: argparse.Namespace, flt: JobFilter, brief: bool) -> _Listing:
     from cli.common import ctld
     from shoal.v1 import controller_pb2
 
@@ -799,7 +893,7 @@ def _query(args: argparse.Namespace, flt: JobFilter, brief: bool) -> tuple[list[
         import time
 
         now = int(time.time())
-    return list(resp.jobs), now
+    return _Listing(list(resp.jobs), now, resp.partitions_private)
 
 
 def render_queue(
@@ -835,27 +929,38 @@ def _run(argv: Sequence[str] | None) -> int:
         return 1
     try:
         flt = build_filter(args)
-        step_ids = parse_step_ids(args.steps) if args.steps else []
+        step_ids = parse_step_ids(args.steps) if args.steps is not None else None
         format_str, long_format = _choose_format(args)
-        fields = build_fields(format_str, long_format)
+        unknown: list[str] = []
+        if args.steps_flag and long_format is None:
+            fields, unknown = parse_step_format(format_str or STEPS_FORMAT)
+        elif args.steps_flag:
+            fields, unknown = parse_step_long_format(long_format or "")
+        else:
+            fields = build_fields(format_str, long_format)
         sort = args.sort or os.environ.get("SQUEUE_SORT") or (START_SORT if args.start else DEFAULT_SORT)
         parse_sort(sort)
     except ValueError as exc:  # includes fmt.FormatError and HostlistError
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
+    for letter in unknown:  # 22.05 goes on, the word kept as typed
+        print(f"{PROG}: error: Invalid job step format specification: {letter}", file=sys.stderr)
     if args.verbose:
         _print_settings(args, format_str, long_format, sort)
     header = not args.noheader
-    if args.steps is not None:
+    if args.steps_flag:
         from cli.common import CommandError as StepError
         from cli.stepshow import squeue_rows, squeue_value
 
         if header:
-            print(fmt.render(fields, lambda key: "STEPID" if key == "i" else header_of(key)))
+            headers = STEP_HEADERS if long_format is None else STEP_LONG_HEADERS
+            print(fmt.render(fields, lambda key: headers[key]))
+        if step_ids == [] or flt.job_ids == []:  # `--steps=`, `--jobs=`: an empty list, no step on it
+            return 0
         try:
             if not step_ids and flt.job_ids:  # only the named jobs' steps need to come
                 step_ids = sorted({str(j) for j, task in flt.job_ids if task is None})
-            for value in squeue_rows(squeue_value, step_ids, lambda step: step_selected(step, flt)):
+            for value in squeue_rows(squeue_value, step_ids or [], lambda step: step_selected(step, flt)):
                 print(fmt.render(fields, value))
         except StepError as exc:
             print(f"slurm_load_job_steps error: {exc.message}", file=sys.stderr)
@@ -867,7 +972,7 @@ def _run(argv: Sequence[str] | None) -> int:
     brief = brief_enough(fields, sort)
     while True:
         try:
-            jobs, now = _query(args, flt, brief)
+            jobs, now, partitions_private = _query(args, flt, brief)
         except CommandError as exc:
             print(f"slurm_load_jobs error: {exc.message}", file=sys.stderr)
             return 1
@@ -878,6 +983,8 @@ def _run(argv: Sequence[str] | None) -> int:
         ):
             print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
             return 1
+        if partitions_private:  # 22.05 loads the partitions after the jobs, says it may not, lists anyway
+            print(f"slurm_load_partitions: {ACCESS_DENIED}", file=sys.stderr)
         lines = render_queue(jobs, now, flt, fields, sort=sort, expand_arrays=args.array, header=header)
         if args.long or args.iterate:
             lines.insert(0, fmt.long_date(now))
@@ -899,7 +1006,7 @@ def _print_settings(
         ("array", args.array),
         ("format", format_str or long_format),
         ("iterate", args.iterate),
-        ("job_flag", args.jobs is not None),
+        ("job_flag", args.jobs_flag),
         ("jobs", args.jobs),
         ("partitions", args.partition),
         ("sort", sort),

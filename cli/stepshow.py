@@ -123,6 +123,18 @@ def squeue_value(step: jobs_pb2.JobStep, now: int) -> Callable[[str], str]:
         "j": step.name,
         "P": step.partition,
         "u": step.user_name,
+        "U": str(step.user_id),
+        "b": "(null)",  # what a step asked for with --gres/--gpus is not kept; 22.05's are (null) without
+        "C": str(
+            0 if step.step_id == BATCH_STEP else step.num_cpus
+        ),  # as scontrol show step: none of its own
+        "jobid": str(step.job_id),
+        "network": "(null)",
+        "tres-per-step": "(null)",
+        "tres-per-task": "(null)",
+        "tres-per-socket": "(null)",
+        "tres-bind": "(null)",
+        "tres-freq": "(null)",
         "M": format_duration(run_time(step, now)),
         "N": step.nodes,
         "T": STATE_NAMES.get(step.state, "UNKNOWN"),

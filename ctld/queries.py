@@ -37,7 +37,8 @@ def get_jobs(
 def get_jobs_wire(
     state: ClusterState, req: controller_pb2.GetJobsRequest, caller: Caller | None = None
 ) -> bytes:
-    """GetJobs' answer, serialised: each listed job's listing view (ctld/listing.py), then `now`."""
+    """GetJobs' answer, serialised: each listed job's listing view (ctld/listing.py), then `now` and
+    whether the caller may load partitions."""
     with state.reading():
         wanted = set(req.job_ids)
         users = set(req.user_ids)
@@ -69,8 +70,11 @@ def get_jobs_wire(
             parts.append(views.brief_entry(job) if req.brief else views.entry(job))
         if len(views) > 2 * len(state.jobs) + 64:
             views.forget(state.jobs)
-        # the fields in number order, as the message's own serialisation writes them: jobs, then now
-        parts.append(controller_pb2.GetJobsResponse(now=state.now()).SerializeToString())
+        # the fields in number order, as the message's own serialisation writes them: jobs, then the rest
+        tail = controller_pb2.GetJobsResponse(
+            now=state.now(), partitions_private=privacy.private(state, caller, privacy.PARTITIONS)
+        )
+        parts.append(tail.SerializeToString())
         return b"".join(parts)
 
 

@@ -424,8 +424,13 @@ class GetJobsResponse(_message.Message):
 
     JOBS_FIELD_NUMBER: _builtins.int
     NOW_FIELD_NUMBER: _builtins.int
+    PARTITIONS_PRIVATE_FIELD_NUMBER: _builtins.int
     now: _builtins.int
     """controller's clock, for RunTime"""
+    partitions_private: _builtins.bool
+    """the caller may not load partitions (PrivateData=partitions, not an operator): 22.05's squeue
+    loads them after the jobs and says it could not, then lists the jobs all the same
+    """
     @_builtins.property
     def jobs(self) -> _containers.RepeatedCompositeFieldContainer[_jobs_pb2.JobInfo]: ...
     def __init__(
@@ -433,10 +438,11 @@ class GetJobsResponse(_message.Message):
         *,
         jobs: _abc.Iterable[_jobs_pb2.JobInfo] | None = ...,
         now: _builtins.int = ...,
+        partitions_private: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs", "now", b"now"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs", "now", b"now", "partitions_private", b"partitions_private"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -78,6 +78,17 @@ def test_nodes_and_partitions_are_for_operators(cluster: Cluster) -> None:
     part = c.run("scontrol", "show", "partition", user=ALICE)
     assert (part.returncode, part.stderr) == (1, "slurm_load_partitions error: Access/permission denied\n")
     assert "node1" in c.ok("sinfo", "-h", "-N", "-o", "%N")  # root loads them
+    # 22.05's squeue loads the partitions after the jobs: it says it may not, and lists them all the same
+    mine = c.submit("--hold", "-o", "/dev/null", "--wrap", "true", user=ALICE, cwd=_out(c))
+    try:
+        queue = c.run("squeue", "-h", "-o", "%i", user=ALICE)
+        assert (queue.returncode, queue.stdout) == (0, f"{mine}\n")
+        assert queue.stderr == "slurm_load_partitions: Access/permission denied\n"
+        steps = c.run("squeue", "-s", user=ALICE)  # -s loads no partitions
+        assert (steps.returncode, steps.stderr) == (0, "")
+        assert c.run("squeue", "-h", "-o", "%i").stderr == ""  # root may load them
+    finally:
+        c.ok("scancel", str(mine))
 
 
 def test_sinfo_names_the_load_refused_under_private_nodes_alone(cluster: Cluster) -> None:

@@ -159,8 +159,10 @@ def test_without_cgroups_the_job_is_stopped_with_signals(tmp_path: Path) -> None
 
 
 def step_times(c: Cluster, job: int) -> dict[str, str]:
-    """squeue -s: each step of the job -> its TIME."""
-    rows = [line.split() for line in c.ok("squeue", "-h", "-s", "-o", "%i %T %M").splitlines()]
+    """squeue -s: each step of the job and its state -> its TIME (22.05's -o has no state letter for
+    steps; -O StepState is its name)."""
+    out = c.ok("squeue", "-h", "-s", "-O", "StepId,StepState,TimeUsed")
+    rows = [line.split() for line in out.splitlines()]
     return {f"{i} {state}": used for i, state, used in rows if i.startswith(f"{job}.")}
 
 

@@ -436,19 +436,29 @@ def test_a_stray_operand_is_refused_as_22_05(argv: list[str], stray: str) -> Non
     assert proc.stdout.endswith("\n\t      [-ahjlrsv]\n")
 
 
+# None: no list (a bare -j/-s, or none given); "": an empty one (`--jobs=`, `-j ''`), which 22.05 tells
+# apart (scenario 224)
 @pytest.mark.parametrize(
     ("argv", "jobs", "steps"),
     [
         (["-s", "4700.0"], None, "4700.0"),
         (["-s4700.0", "-j4701"], "4701", "4700.0"),  # both apply: no row
         (["--steps=4700.0", "--jobs=4701"], "4701", "4700.0"),
-        (["--steps", "4700.0", "--jobs=4701"], "4700.0", ""),  # the operand replaces -j's list
-        (["-j4701", "-s", "4700.0"], "4700.0", ""),
-        (["-j", "-s", "4700.0"], "4700.0", ""),
-        (["-s", "-j", "4701"], "4701", ""),
-        (["-hs", "5.0", "-j"], "5.0", ""),
+        (["--steps", "4700.0", "--jobs=4701"], "4700.0", None),  # the operand replaces -j's list
+        (["-j4701", "-s", "4700.0"], "4700.0", None),
+        (["-j", "-s", "4700.0"], "4700.0", None),
+        (["-s", "-j", "4701"], "4701", None),
+        (["-hs", "5.0", "-j"], "5.0", None),
         (["-o", "%i", "-j", "4701"], "4701", None),  # an option's value is no operand
         (["-j", "--", "5"], "5", None),
+        (["--jobs="], "", None),
+        (["-j", ""], "", None),
+        (["-s4700.0", "--jobs="], "", "4700.0"),
+        (["--steps="], None, ""),
+        (["-j4701", "--jobs="], "", None),  # the last list wins
+        (["--jobs=", "-j4701"], "4701", None),
+        (["-j4701", "-j"], "4701", None),  # a bare -j keeps the list
+        (["-s", "--jobs=", "-j"], "", None),
     ],
     ids=[
         "steps",
@@ -461,11 +471,20 @@ def test_a_stray_operand_is_refused_as_22_05(argv: list[str], stray: str) -> Non
         "cluster",
         "format-value",
         "double-dash",
+        "empty-jobs",
+        "empty-operand",
+        "step-empty-jobs",
+        "empty-steps",
+        "last-list-empty",
+        "last-list",
+        "bare-keeps",
+        "bare-after-empty",
     ],
 )
 def test_operands_read_as_22_05(argv: list[str], jobs: str | None, steps: str | None) -> None:
     args, stray = squeue.parse_command_line(argv)
     assert (args.jobs, args.steps, stray) == (jobs, steps, [])
+    assert args.jobs_flag == any(w.startswith(("-j", "--jobs")) for w in argv)
 
 
 def test_a_step_id_given_as_job_is_its_job() -> None:
@@ -609,3 +628,148 @@ def test_braces_and_percent_signs_in_a_format_print_as_given() -> None:
     out = run("{%.5i} %% {x}%j", header=False).splitlines()
     assert out[0] == "{   12} % {x}wrap"
     assert out[4] == "{30_[1} % {x}arr"  # a value wider than its column is cut, as Slurm does
+
+
+# squeue -s's own reading of -o, measured on the real 22.05 (2026-12-01, scenario 223): step 3935.0 of
+# alice (uid 1001) on node1, batch partition, no time limit
+@pytest.mark.parametrize(
+    ("text", "header", "row", "unknown"),
+    [
+        ("%i %T", "STEPID %T", "3935.0 %T", ["T"]),
+        ("%.8T|%t%i%%|%-9u|x%", "%.8T|%tSTEPID%|%-9u|x", "%.8T|%t3935.0%|%-9u|x", ["T", "t", "|", "-"]),
+        ("%.20T|%i", "%.20T|STEPID", "%.20T|3935.0", ["T"]),
+        ("ab%5|%i", "ab%5|STEPID", "ab%5|3935.0", ["|"]),
+        ("x%", "x", "x", []),
+        (
+            "%b|%U|%A|%l|%.5i|%P|%N|%j",
+            "TRES_PER_JOB|UID|TASKS|TIME_LIMIT|STEPI|PARTITION|NODELIST|NAME",
+            "(null)|1001|1|UNLIMITED|3935.|batch|node1|sleep",
+            [],
+        ),
+    ],
+    ids=["state", "mixed", "width-kept", "width-no-letter", "trailing-percent", "step-letters"],
+)
+def test_step_format_as_22_05(text: str, header: str, row: str, unknown: list[str]) -> None:
+    from cli.stepshow import squeue_value
+
+    step = jobs_pb2.JobStep(
+        job_id=3935, step_id=0, name="sleep", user_id=1001, user_name="alice", partition="batch",
+        nodes="node1", num_tasks=1, time_limit_min=-2, start_time=NOW, state=jobs_pb2.RUNNING,
+    )  # fmt: skip
+    fields, bad = squeue.parse_step_format(text)
+    assert bad == unknown
+    assert fmt.render(fields, lambda key: squeue.STEP_HEADERS[key]) == header
+    assert fmt.render(fields, squeue_value(step, NOW)) == row
+
+
+def test_a_bad_step_letter_is_an_error_line_and_squeue_goes_on() -> None:
+    proc = _squeue("-s4700.0", "--jobs=", "-o", "%i %T")  # no step on an empty job list: no controller
+    assert (proc.returncode, proc.stdout) == (0, "STEPID %T\n")
+    assert proc.stderr == "squeue: error: Invalid job step format specification: T\n"
+
+
+STEPS_HEADER = "         STEPID     NAME PARTITION     USER      TIME NODELIST\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-s4700.0", "--jobs="],
+        ["--jobs=", "-s"],
+        ["--steps="],
+        ["-s4700.0", "--steps="],
+        ["-s", "--jobs=", "-j"],
+    ],
+    ids=["step-empty-jobs", "steps-empty-jobs", "empty-steps", "empty-steps-last", "bare-after-empty"],
+)
+def test_an_empty_list_lists_no_step(argv: list[str]) -> None:
+    proc = _squeue(*argv)  # 22.05: the header alone, exit 0 (scenario 224)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, STEPS_HEADER, "")
+
+
+def test_an_empty_job_list_lists_no_job() -> None:
+    flt = squeue.build_filter(squeue.parse_command_line(["--jobs="])[0])
+    jobs = [job(12, "a", "alice", state=jobs_pb2.RUNNING), job(13, "b", "bob")]
+    assert squeue.render_queue(jobs, NOW, flt, squeue.build_fields(None, None)) == [
+        "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+    ]
+    bare = squeue.build_filter(squeue.parse_command_line(["-j"])[0])
+    assert len(squeue.render_queue(jobs, NOW, bare, squeue.build_fields(None, None))) == 3
+
+
+def _answer(partitions_private: bool, job_ids: list[int]) -> object:
+    from shoal.v1 import controller_pb2
+
+    jobs = [job(j, "pd1", "alice", state=jobs_pb2.RUNNING) for j in job_ids]
+    return controller_pb2.GetJobsResponse(jobs=jobs, now=NOW, partitions_private=partitions_private)
+
+
+# 22.05 under PrivateData=partitions, alice's squeue (2026-12-01, slurm.conf changed and put back at
+# once): its jobs on stdout, `slurm_load_partitions: Access/permission denied` on stderr, exit 0 (-a, -p,
+# -j, -l, --start, -O, -h alike, once per -i pass); not for an id that is not there (only slurm_load_jobs'
+# error, exit 1), not for -s, not for root
+@pytest.mark.parametrize(
+    ("private", "argv", "ids", "out", "err", "rc"),
+    [
+        (True, ["-h", "-o", "%i"], [3928], "3928\n", "slurm_load_partitions: Access/permission denied\n", 0),
+        (True, ["-h", "-o", "%i", "-j", "99999,3928"], [3928], "3928\n", "slurm_load_partitions: "
+         "Access/permission denied\n", 0),
+        (True, ["-h", "-j", "99999"], [], "", "slurm_load_jobs error: Invalid job id specified\n", 1),
+        (False, ["-h", "-o", "%i"], [3928], "3928\n", "", 0),
+    ],
+    ids=["listed", "one-of-two-missing", "missing", "operator"],
+)  # fmt: skip
+def test_private_partitions_warn_and_list_as_22_05(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    private: bool,
+    argv: list[str],
+    ids: list[int],
+    out: str,
+    err: str,
+    rc: int,
+) -> None:
+    import cli.common
+
+    monkeypatch.setattr(cli.common, "ctld", lambda method, request, kind, **kw: _answer(private, ids))
+    assert squeue._run(argv) == rc
+    assert capsys.readouterr() == (out, err)
+
+
+def test_step_long_names_as_22_05() -> None:
+    """22.05's squeue -s -O (2026-12-01, scenario 225): step 3948.0 of `sbatch -n2 -t 10 --wrap 'srun
+    -t 3 sleep 120'` and its batch step; State and Name are job names: an error each, no column."""
+    from cli.stepshow import squeue_value
+
+    steps = [
+        jobs_pb2.JobStep(
+            job_id=3948,
+            step_id=step_id,
+            name=name,
+            user_id=1001,
+            user_name="alice",
+            partition="batch",
+            nodes="node1",
+            num_tasks=tasks,
+            num_cpus=2,
+            time_limit_min=limit,
+            state=jobs_pb2.RUNNING,
+        )  # fmt: skip
+        for step_id, name, tasks, limit in ((0, "sleep", 2, 3), (-4, "batch", 1, -2))
+    ]
+    spec = (
+        "StepId,StepName:8,StepState,State,TimeLimit:.10,NumTasks:6,NumCpus:6,Name,Nodes:8,UserId:6,"
+        "UserName:8,Partition:8,tres-per-step:8,Network"
+    )
+    fields, unknown = squeue.parse_step_long_format(spec)
+    assert unknown == ["State", "Name"]
+    lines = [fmt.render(fields, lambda key: squeue.STEP_LONG_HEADERS[key])]
+    lines += [fmt.render(fields, squeue_value(step, NOW)) for step in steps]
+    assert lines == [
+        "STEPID              NAME    STATE               TIME_LIMITTASKS NUM_CPNODELISTUID   USER    PARTITIO"
+        "TRES_PERNETWORK             ",
+        "3948.0              sleep   RUNNING                   3:002     2     node1   1001  alice   batch   "
+        "(null)  (null)              ",
+        "3948.batch          batch   RUNNING              UNLIMITED1     0     node1   1001  alice   batch   "
+        "(null)  (null)              ",
+    ]

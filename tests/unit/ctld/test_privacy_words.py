@@ -177,3 +177,20 @@ def test_sshare_rows_under_private_usage() -> None:
         ("physics", "bob", 1),
         ("research", "alice", 0),
     ]
+
+
+@pytest.mark.parametrize(
+    ("private", "user_told"), [("partitions", True), ("nodes", False), ("jobs", False)], ids=str
+)
+def test_the_job_listing_says_when_partitions_are_kept_from_the_caller(
+    tmp_path: Path, private: str, user_told: bool
+) -> None:
+    """22.05's squeue under PrivateData=partitions lists a user's jobs all the same, with a
+    slurm_load_partitions error: GetJobs answers with the jobs and says so (operators are never told)."""
+    h = _harness(tmp_path, private)
+    _push(h)
+    mine = _lab_job(h)
+    for caller, told in ((COORD, user_told), (OWNER, user_told), (Caller(uid=0, gid=0), False)):
+        resp = h.ctl.get_jobs(controller_pb2.GetJobsRequest(), caller)
+        assert resp.partitions_private == told
+        assert [j.job_id for j in resp.jobs] == ([] if private == "jobs" and caller == COORD else [mine])
