@@ -77,6 +77,10 @@ QOS_KEYS: dict[str, tuple[str, str]] = {
 }
 ACCOUNT_KEYS = {"description": "description", "organization": "organization", "parent": "parent"}
 USER_KEYS = {"defaultaccount": "default_account", "adminlevel": "admin_level"}
+# per-user limits an association takes from the nearest association above it that sets them (22.05:
+# an account's MaxJobs shows, and holds, on every user under it without a value of its own; -1 unsets
+# a value, so the association inherits again; MaxTRESPerJob is inherited TRES by TRES)
+INHERITED = ("max_jobs", "max_submit_jobs", "max_wall_min", "max_tres_per_job")
 # comma lists that `key+=a,b` / `key-=a` change item by item
 LIST_KEYS = {"qos", "flags", "preempt"}
 # keys that select associations rather than set anything
@@ -178,10 +182,117 @@ def _apply(obj: object, table: dict[str, tuple[str, str]], values: dict[str, str
                 else [q for q in current if q not in items]
             )
             setattr(obj, column, ",".join(kept))
+        elif column == "max_tres_per_job" and isinstance(obj, Association) and value != "-1":
+            _convert(kind, base, value)
+            merged = {**_tres_items(obj.max_tres_per_job), **_tres_items(value)}
+            setattr(obj, column, _tres_text({k: v for k, v in merged.items() if v != "-1"}))
         else:
             setattr(obj, column, _convert(kind, base, value))
         done.append(f"{key}={value}")
     return done
+
+
+def _tres_items(text: str) -> dict[str, str]:
+    """`cpu=4,gres/gpu=1` as {name: count}, in its order."""
+    out: dict[str, str] = {}
+    for item in (i for i in text.split(",") if i):
+        name, _, count = item.partition("=")
+        out[name] = count
+    return out
+
+
+def _tres_text(items: dict[str, str]) -> str:
+    """{name: count} as 22.05 lists a TRES limit: cpu, mem, node, billing, then GPUs (by type id)."""
+    order = {name: i for i, name in enumerate(("cpu", "mem", "energy", "node", "billing", "gres/gpu"))}
+    names = sorted(items, key=lambda n: (order.get(n.split(":")[0].lower(), len(order)), n))
+    return ",".join(f"{n}={items[n]}" for n in names)
+
+
+def _own(row: Association, column: str) -> object:
+    """The association's own value of an inherited limit: None where it has none."""
+    value = getattr(row, column)
+    if column == "max_tres_per_job":
+        return _tres_items(value) or None
+    return None if value < 0 else value
+
+
+def _parent_key(row: Association, parents: dict[str, str]) -> tuple[str, str, str] | None:
+    """(cluster, account, user) of the association above `row`: a user's account, an account's parent."""
+    if row.user or row.partition:
+        return (row.cluster, row.account, "")
+    parent = parents.get(row.account, "")
+    return (row.cluster, parent, "") if parent else None
+
+
+def inherited(session: Session) -> dict[int, dict[str, object]]:
+    """assoc id -> its inherited limits as 22.05 lists and enforces them: its own value, else that of
+    the nearest association above it that has one (TRES by TRES for MaxTRESPerJob)."""
+    rows = list(session.scalars(select(Association)))
+    parents = {a.name: a.parent for a in session.scalars(select(Account))}
+    by_key = {(r.cluster, r.account, r.user): r for r in rows if not r.partition}
+    out: dict[int, dict[str, object]] = {}
+
+    def resolve(row: Association, depth: int = 0) -> dict[str, object]:
+        if row.id in out:
+            return out[row.id]
+        key = _parent_key(row, parents)
+        above = by_key.get(key) if key else None
+        up = resolve(above, depth + 1) if above is not None and above is not row and depth < 64 else {}
+        values: dict[str, object] = {}
+        for column in INHERITED:
+            own = _own(row, column)
+            if column == "max_tres_per_job":
+                merged = {**_tres_items(str(up.get(column, ""))), **(own or {})}  # type: ignore[dict-item]
+                values[column] = _tres_text(merged)
+            else:
+                values[column] = own if own is not None else up.get(column, -1)
+        out[row.id] = values
+        return values
+
+    for row in rows:
+        resolve(row)
+    return out
+
+
+def _inheritors(session: Session, accounts: list[Association], values: dict[str, str]) -> list[Association]:
+    """The associations under `accounts` that take a limit `values` sets from them (22.05 lists these
+    with the account's own in a modify's answer): down the tree until one has its own value."""
+    columns = {ASSOC_KEYS[k.rstrip("+-")][0] for k in values if k.rstrip("+-") in ASSOC_KEYS}
+    columns &= set(INHERITED)
+    tres = {
+        n
+        for k, v in values.items()
+        if ASSOC_KEYS.get(k.rstrip("+-"), ("",))[0] == "max_tres_per_job"
+        for n in _tres_items(v)
+    }
+    if not columns:
+        return []
+    rows = list(session.scalars(select(Association).order_by(Association.id)))
+    parents = {a.name: a.parent for a in session.scalars(select(Account))}
+    below: dict[tuple[str, str, str], list[Association]] = {}
+    for row in rows:
+        key = _parent_key(row, parents)
+        if key is not None:
+            below.setdefault(key, []).append(row)
+
+    def takes(row: Association, column: str) -> bool:
+        if column == "max_tres_per_job":
+            own = _tres_items(row.max_tres_per_job)
+            return not tres or any(n not in own for n in tres)
+        return _own(row, column) is None
+
+    out: list[Association] = []
+    seen = {a.id for a in accounts}
+    todo = [(a, columns) for a in accounts]
+    while todo:
+        row, open_columns = todo.pop()
+        for child in below.get((row.cluster, row.account, ""), []) if not row.user else []:
+            still = {c for c in open_columns if takes(child, c)}
+            if still and child.id not in seen:
+                seen.add(child.id)
+                out.append(child)
+                todo.append((child, still))
+    return out
 
 
 def _sets(table: dict[str, tuple[str, str]], values: dict[str, str]) -> bool:
@@ -427,8 +538,12 @@ def _modify(
                 own.append(f"  {name}")
     assocs: list[str] = []
     if _sets(ASSOC_KEYS, values):
-        for row in _newest_first(session, _matching_assocs(session, kind, names, where)):
+        rows = _matching_assocs(session, kind, names, where)
+        for row in rows:
             _apply(row, ASSOC_KEYS, values)
+        own_rows = [r for r in rows if not r.user]
+        rows += _inheritors(session, own_rows, values) if kind == "account" else []
+        for row in _newest_first(session, rows):
             assocs.append(_assoc_line(session, row))
     title = "users" if kind == "user" else "accounts" if kind == "account" else "associations"
     changes = [f" Modified {title}...", *dict.fromkeys(own)] if own else []
@@ -596,7 +711,12 @@ def _direct_coords(session: Session) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------- read side
-def assoc_message(row: Association, parents: dict[str, str]) -> pb.Association:
+def assoc_message(
+    row: Association, parents: dict[str, str], inherit: dict[str, object] | None = None
+) -> pb.Association:
+    """The association as ctld and sacctmgr see it: with `inherit` (from `inherited`), the limits
+    it takes from above in place of its own."""
+    got = inherit or {}
     return pb.Association(
         id=row.id,
         cluster=row.cluster,
@@ -607,11 +727,11 @@ def assoc_message(row: Association, parents: dict[str, str]) -> pb.Association:
         shares=row.shares,
         grp_jobs=row.grp_jobs,
         grp_submit_jobs=row.grp_submit_jobs,
-        max_jobs=row.max_jobs,
-        max_submit_jobs=row.max_submit_jobs,
+        max_jobs=int(got.get("max_jobs", row.max_jobs)),  # type: ignore[call-overload]
+        max_submit_jobs=int(got.get("max_submit_jobs", row.max_submit_jobs)),  # type: ignore[call-overload]
         grp_tres=row.grp_tres,
-        max_tres_per_job=row.max_tres_per_job,
-        max_wall_min=row.max_wall_min,
+        max_tres_per_job=str(got.get("max_tres_per_job", row.max_tres_per_job)),
+        max_wall_min=int(got.get("max_wall_min", row.max_wall_min)),  # type: ignore[call-overload]
         qos=[q for q in row.qos.split(",") if q],
         default_qos=row.default_qos,
         priority=row.priority,
@@ -654,10 +774,11 @@ def limits(session: Session, cluster: str, known_version: int) -> pb.GetLimitsRe
         return pb.GetLimitsResponse(version=current, changed=False)
     parents = {a.name: a.parent for a in session.scalars(select(Account))}
     out = pb.GetLimitsResponse(version=current, changed=True)
+    inherit = inherited(session)
     for row in session.scalars(
         select(Association).where(Association.cluster == cluster).order_by(Association.id)
     ):
-        out.associations.append(assoc_message(row, parents))
+        out.associations.append(assoc_message(row, parents, inherit.get(row.id)))
     out.qos.extend(qos_message(q) for q in session.scalars(select(Qos).order_by(Qos.name)))
     coords = coordinated(session)
     for user in session.scalars(select(User).order_by(User.name)):
@@ -712,6 +833,7 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
     kind = _kind(req.kind)
     where = {k.lower(): v for k, v in req.where.items()}
     names = _list(where, "name", "names")
+    inherit = inherited(session) if kind in ("account", "user", "association") else {}
     if kind == "cluster":
         return [
             {"cluster": c.name, "controlhost": c.control_host, "share": "1", "qos": "normal"}
@@ -762,7 +884,7 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
                         "account": a.name,
                         "descr": a.description,
                         "org": a.organization,
-                        **_fields(session, row),
+                        **_fields(session, row, inherit),
                     }
                 )
         return out
@@ -791,17 +913,17 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
                         "defaultaccount": u.default_account,
                         "admin": u.admin_level,
                         "adminlevel": u.admin_level,
-                        **_fields(session, row),
+                        **_fields(session, row, inherit),
                     }
                 )
         return out
     assocs = _matching_assocs(session, "association", [], where)
-    return [_fields(session, row) for row in _tree_order(session, assocs)]
+    return [_fields(session, row, inherit) for row in _tree_order(session, assocs)]
 
 
-def _fields(session: Session, row: Association) -> dict[str, str]:
+def _fields(session: Session, row: Association, inherit: dict[int, dict[str, object]]) -> dict[str, str]:
     parents = {row.account: (session.get(Account, row.account) or Account(parent="")).parent}
-    return assoc_fields(assoc_message(row, parents))
+    return assoc_fields(assoc_message(row, parents, inherit.get(row.id)))
 
 
 def _hms(seconds: int) -> str:
