@@ -623,18 +623,26 @@ def _delete(session: Session, kind: str, names: list[str], where: dict[str, str]
         changes.append(f"  C = {row.cluster:<10} A = {row.account:<10} {who}".rstrip())
         session.delete(row)
     session.flush()
+    if kind == "user":
+        gone = []
+        for name in dict.fromkeys([*(r.user for r in assocs), *names]):
+            if session.get(User, name) is None:
+                continue
+            if not session.scalars(select(Association).where(Association.user == name)).first():
+                session.execute(delete(User).where(User.name == name))  # left without associations
+                gone.append(name)
+        # 22.05's titled answer: their associations when accounts are named, else the users
+        if assocs and _list(where, "account", "accounts"):
+            lines = [f"  C = {r.cluster:<10} A = {r.account:<10} U = {r.user:<9}" for r in assocs]
+            return [" Deleting user associations...", *lines]
+        users = list(dict.fromkeys([*(r.user for r in assocs), *gone]))
+        return [" Deleting users...", *(f"  {n}" for n in users)] if users else []
     if kind == "account":
         for name in names:
             if not session.scalars(select(Association).where(Association.account == name)).first():
                 if session.scalars(select(Account).where(Account.parent == name)).first():
                     raise AdminError(f"Account {name} has child accounts; delete them first")
                 session.execute(delete(Account).where(Account.name == name))
-    if kind == "user":
-        for name in names:
-            if not session.scalars(select(Association).where(Association.user == name)).first():
-                session.execute(delete(User).where(User.name == name))
-                if not changes or name not in "".join(changes):
-                    changes.append(f"  {name}")
     return changes
 
 

@@ -811,3 +811,22 @@ def test_qos_group_and_per_user_tres_set_show_and_reach_ctld(sessions: sessionma
         "cpu=8",
     )
     assert sent["short"].max_tres_per_user == "gres/gpu=1"
+
+
+def test_delete_user_words_as_2205(sessions: sessionmaker[Session]) -> None:
+    """22.05 (captured 2026-12-01): ` Deleting users...` over the names when users go whole,
+    ` Deleting user associations...` over the associations when accounts are named."""
+    build_tree(sessions)
+    modify(sessions, "add", "user", ["carol"], account="physics,research")
+    assert modify(sessions, "delete", "user", ["carol"], where={"account": "physics"}) == [
+        " Deleting user associations...",
+        "  C = c1         A = physics    U = carol    ",
+    ]
+    modify(sessions, "add", "user", ["dave"], account="physics")
+    assert modify(sessions, "delete", "user", ["carol", "dave"]) == [
+        " Deleting users...",
+        "  carol",
+        "  dave",
+    ]
+    assert [u["user"] for u in show(sessions, "user")] == ["alice", "bob", "root"]
+    assert modify(sessions, "delete", "user", ["nosuch"]) == []
