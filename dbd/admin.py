@@ -255,8 +255,9 @@ def inherited(session: Session) -> dict[int, dict[str, object]]:
 
 
 def _inheritors(session: Session, accounts: list[Association], values: dict[str, str]) -> list[Association]:
-    """The associations under `accounts` that take a limit `values` sets from them (22.05 lists these
-    with the account's own in a modify's answer): down the tree until one has its own value."""
+    """The user associations under `accounts` that take a limit `values` sets from them (22.05 lists
+    these with the account's own in a modify's answer): down the tree, sub-accounts too, until one
+    has its own value."""
     columns = {ASSOC_KEYS[k.rstrip("+-")][0] for k in values if k.rstrip("+-") in ASSOC_KEYS}
     columns &= set(INHERITED)
     tres = {
@@ -290,7 +291,8 @@ def _inheritors(session: Session, accounts: list[Association], values: dict[str,
             still = {c for c in open_columns if takes(child, c)}
             if still and child.id not in seen:
                 seen.add(child.id)
-                out.append(child)
+                if child.user:  # 22.05 lists a sub-account's users, not the sub-account's own
+                    out.append(child)
                 todo.append((child, still))
     return out
 

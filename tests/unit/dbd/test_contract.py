@@ -410,18 +410,27 @@ def test_own_limit_wins_and_minus_one_inherits_again(sessions: sessionmaker[Sess
 
 
 def test_sub_account_and_its_users_inherit(sessions: sessionmaker[Session]) -> None:
-    """The limit goes down the whole tree, to the nearest association with a value of its own."""
-    build_tree(sessions)
+    """22.05 (captured 2026-12-01): the limit goes down the whole tree to the nearest association with
+    a value of its own; the answer lists the sub-account's users (newest sibling first) but not the
+    sub-account's own association."""
+    build_tree(sessions)  # bob: MaxJobs=1 of his own under physics
     modify(sessions, "add", "account", ["optics"], parent="physics")
-    modify(sessions, "add", "user", ["carol"], account="optics")
-    changes = modify(sessions, "modify", "account", ["physics"], maxsubmitjobs="9")
-    assert "  C = c1         A = optics of physics" in changes
-    assert "  C = c1         A = optics               U = carol    " in changes
-    got = _limits_of(sessions, "maxsubmit")
-    assert got[("optics", "")] == got[("optics", "carol")] == "9"
-    modify(sessions, "modify", "account", ["optics"], maxsubmitjobs="3")
-    modify(sessions, "modify", "account", ["physics"], maxsubmitjobs="8")
-    assert _limits_of(sessions, "maxsubmit")[("optics", "carol")] == "3"
+    modify(sessions, "add", "user", ["bob"], account="optics")
+    assert modify(sessions, "modify", "account", ["physics"], maxjobs="5") == [
+        " Modified account associations...",
+        "  C = c1         A = physics of root",
+        "  C = c1         A = optics               U = bob      ",
+        "  C = c1         A = physics              U = alice    ",
+    ]
+    got = _limits_of(sessions, "maxjobs")
+    assert (got[("optics", "")], got[("optics", "bob")], got[("physics", "bob")]) == ("5", "5", "1")
+    assert modify(sessions, "modify", "account", ["optics"], maxjobs="3") == [
+        " Modified account associations...",
+        "  C = c1         A = optics of physics",
+        "  C = c1         A = optics               U = bob      ",
+    ]
+    assert len(modify(sessions, "modify", "account", ["physics"], maxjobs="6")) == 3
+    assert _limits_of(sessions, "maxjobs")[("optics", "bob")] == "3"
 
 
 def test_modify_bumps_the_version_ctld_polls(sessions: sessionmaker[Session]) -> None:
