@@ -7,6 +7,7 @@ Every change bumps the association version, so ctld reloads at once.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -208,12 +209,14 @@ def _tres_text(items: dict[str, str]) -> str:
     return ",".join(f"{n}={items[n]}" for n in names)
 
 
-def _own(row: Association, column: str) -> object:
-    """The association's own value of an inherited limit: None where it has none."""
-    value = getattr(row, column)
-    if column == "max_tres_per_job":
-        return _tres_items(value) or None
-    return None if value < 0 else value
+@dataclass(frozen=True)
+class Inherited:
+    """An association's per-user limits as 22.05 lists and enforces them (-1, "": none)."""
+
+    max_jobs: int = -1
+    max_submit_jobs: int = -1
+    max_wall_min: int = -1
+    max_tres_per_job: str = ""
 
 
 def _parent_key(row: Association, parents: dict[str, str]) -> tuple[str, str, str] | None:
@@ -224,30 +227,32 @@ def _parent_key(row: Association, parents: dict[str, str]) -> tuple[str, str, st
     return (row.cluster, parent, "") if parent else None
 
 
-def inherited(session: Session) -> dict[int, dict[str, object]]:
-    """assoc id -> its inherited limits as 22.05 lists and enforces them: its own value, else that of
-    the nearest association above it that has one (TRES by TRES for MaxTRESPerJob)."""
+def inherited(session: Session) -> dict[int, Inherited]:
+    """assoc id -> its inherited limits: its own value, else that of the nearest association above
+    it that has one (TRES by TRES for MaxTRESPerJob)."""
     rows = list(session.scalars(select(Association)))
     parents = {a.name: a.parent for a in session.scalars(select(Account))}
     by_key = {(r.cluster, r.account, r.user): r for r in rows if not r.partition}
-    out: dict[int, dict[str, object]] = {}
+    out: dict[int, Inherited] = {}
 
-    def resolve(row: Association, depth: int = 0) -> dict[str, object]:
+    def resolve(row: Association, depth: int = 0) -> Inherited:
         if row.id in out:
             return out[row.id]
         key = _parent_key(row, parents)
         above = by_key.get(key) if key else None
-        up = resolve(above, depth + 1) if above is not None and above is not row and depth < 64 else {}
-        values: dict[str, object] = {}
-        for column in INHERITED:
-            own = _own(row, column)
-            if column == "max_tres_per_job":
-                merged = {**_tres_items(str(up.get(column, ""))), **(own or {})}  # type: ignore[dict-item]
-                values[column] = _tres_text(merged)
-            else:
-                values[column] = own if own is not None else up.get(column, -1)
-        out[row.id] = values
-        return values
+        up = (
+            resolve(above, depth + 1)
+            if above is not None and above is not row and depth < 64
+            else Inherited()
+        )
+        tres = {**_tres_items(up.max_tres_per_job), **_tres_items(row.max_tres_per_job)}
+        out[row.id] = Inherited(
+            max_jobs=row.max_jobs if row.max_jobs >= 0 else up.max_jobs,
+            max_submit_jobs=row.max_submit_jobs if row.max_submit_jobs >= 0 else up.max_submit_jobs,
+            max_wall_min=row.max_wall_min if row.max_wall_min >= 0 else up.max_wall_min,
+            max_tres_per_job=_tres_text(tres),
+        )
+        return out[row.id]
 
     for row in rows:
         resolve(row)
@@ -280,7 +285,7 @@ def _inheritors(session: Session, accounts: list[Association], values: dict[str,
         if column == "max_tres_per_job":
             own = _tres_items(row.max_tres_per_job)
             return not tres or any(n not in own for n in tres)
-        return _own(row, column) is None
+        return int(getattr(row, column)) < 0
 
     out: list[Association] = []
     seen = {a.id for a in accounts}
@@ -722,11 +727,11 @@ def _direct_coords(session: Session) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------- read side
 def assoc_message(
-    row: Association, parents: dict[str, str], inherit: dict[str, object] | None = None
+    row: Association, parents: dict[str, str], inherit: Inherited | None = None
 ) -> pb.Association:
     """The association as ctld and sacctmgr see it: with `inherit` (from `inherited`), the limits
     it takes from above in place of its own."""
-    got = inherit or {}
+    got = inherit or Inherited(row.max_jobs, row.max_submit_jobs, row.max_wall_min, row.max_tres_per_job)
     return pb.Association(
         id=row.id,
         cluster=row.cluster,
@@ -737,11 +742,11 @@ def assoc_message(
         shares=row.shares,
         grp_jobs=row.grp_jobs,
         grp_submit_jobs=row.grp_submit_jobs,
-        max_jobs=int(got.get("max_jobs", row.max_jobs)),  # type: ignore[call-overload]
-        max_submit_jobs=int(got.get("max_submit_jobs", row.max_submit_jobs)),  # type: ignore[call-overload]
+        max_jobs=got.max_jobs,
+        max_submit_jobs=got.max_submit_jobs,
         grp_tres=row.grp_tres,
-        max_tres_per_job=str(got.get("max_tres_per_job", row.max_tres_per_job)),
-        max_wall_min=int(got.get("max_wall_min", row.max_wall_min)),  # type: ignore[call-overload]
+        max_tres_per_job=got.max_tres_per_job,
+        max_wall_min=got.max_wall_min,
         qos=[q for q in row.qos.split(",") if q],
         default_qos=row.default_qos,
         priority=row.priority,
@@ -931,7 +936,7 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
     return [_fields(session, row, inherit) for row in _tree_order(session, assocs)]
 
 
-def _fields(session: Session, row: Association, inherit: dict[int, dict[str, object]]) -> dict[str, str]:
+def _fields(session: Session, row: Association, inherit: dict[int, Inherited]) -> dict[str, str]:
     parents = {row.account: (session.get(Account, row.account) or Account(parent="")).parent}
     return assoc_fields(assoc_message(row, parents, inherit.get(row.id)))
 

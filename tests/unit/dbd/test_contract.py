@@ -349,6 +349,15 @@ def test_modify_account_words_as_2205(sessions: sessionmaker[Session]) -> None:
     assert modify(sessions, "modify", "qos", ["normal"], maxwall="-1") == [" Modified qos...", "  normal"]
 
 
+def _set_account(sessions: sessionmaker[Session], key: str, value: str) -> list[str]:
+    """`modify account physics set KEY=VALUE`, committed: the answer's lines."""
+    req = pb.ModifyRequest(action="modify", kind="account", names=["physics"], set={key: value}, commit=True)
+    with sessions() as session:
+        changes = admin.modify(session, req)
+        session.commit()
+    return changes
+
+
 def _limits_of(sessions: sessionmaker[Session], column: str) -> dict[tuple[str, str], str]:
     return {(r["account"], r["user"]): r[column] for r in show(sessions, "association")}
 
@@ -373,7 +382,7 @@ def test_account_limit_is_inherited_by_its_users(
     modify(sessions, "add", "account", ["research"])
     modify(sessions, "add", "user", ["alice"], account="physics,research")
     modify(sessions, "add", "user", ["bob"], account="physics")
-    assert modify(sessions, "modify", "account", ["physics"], **{key: value}) == [
+    assert _set_account(sessions, key, value) == [
         " Modified account associations...",
         "  C = c1         A = physics of root",
         "  C = c1         A = physics              U = bob      ",
@@ -386,7 +395,7 @@ def test_account_limit_is_inherited_by_its_users(
         sent = {(a.account, a.user): a for a in admin.limits(session, "c1", 0).associations}
     assert admin.assoc_fields(sent[("physics", "bob")])[column] == shown
     unset = "cpu=-1" if key == "maxtresperjob" else "-1"
-    assert len(modify(sessions, "modify", "account", ["physics"], **{key: unset})) == 4
+    assert len(_set_account(sessions, key, unset)) == 4
     assert set(_limits_of(sessions, column).values()) == {""}
 
 
