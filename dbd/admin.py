@@ -7,6 +7,7 @@ Every change bumps the association version, so ctld reloads at once.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -77,6 +78,10 @@ QOS_KEYS: dict[str, tuple[str, str]] = {
 }
 ACCOUNT_KEYS = {"description": "description", "organization": "organization", "parent": "parent"}
 USER_KEYS = {"defaultaccount": "default_account", "adminlevel": "admin_level"}
+# per-user limits an association takes from the nearest association above it that sets them (22.05:
+# an account's MaxJobs shows, and holds, on every user under it without a value of its own; -1 unsets
+# a value, so the association inherits again; MaxTRESPerJob is inherited TRES by TRES)
+INHERITED = ("max_jobs", "max_submit_jobs", "max_wall_min", "max_tres_per_job")
 # comma lists that `key+=a,b` / `key-=a` change item by item
 LIST_KEYS = {"qos", "flags", "preempt"}
 # keys that select associations rather than set anything
@@ -178,10 +183,123 @@ def _apply(obj: object, table: dict[str, tuple[str, str]], values: dict[str, str
                 else [q for q in current if q not in items]
             )
             setattr(obj, column, ",".join(kept))
+        elif column == "max_tres_per_job" and isinstance(obj, Association) and value != "-1":
+            _convert(kind, base, value)
+            merged = {**_tres_items(obj.max_tres_per_job), **_tres_items(value)}
+            setattr(obj, column, _tres_text({k: v for k, v in merged.items() if v != "-1"}))
         else:
             setattr(obj, column, _convert(kind, base, value))
         done.append(f"{key}={value}")
     return done
+
+
+def _tres_items(text: str) -> dict[str, str]:
+    """`cpu=4,gres/gpu=1` as {name: count}, in its order."""
+    out: dict[str, str] = {}
+    for item in (i for i in text.split(",") if i):
+        name, _, count = item.partition("=")
+        out[name] = count
+    return out
+
+
+def _tres_text(items: dict[str, str]) -> str:
+    """{name: count} as 22.05 lists a TRES limit: cpu, mem, node, billing, then GPUs (by type id)."""
+    order = {name: i for i, name in enumerate(("cpu", "mem", "energy", "node", "billing", "gres/gpu"))}
+    names = sorted(items, key=lambda n: (order.get(n.split(":")[0].lower(), len(order)), n))
+    return ",".join(f"{n}={items[n]}" for n in names)
+
+
+@dataclass(frozen=True)
+class Inherited:
+    """An association's per-user limits as 22.05 lists and enforces them (-1, "": none)."""
+
+    max_jobs: int = -1
+    max_submit_jobs: int = -1
+    max_wall_min: int = -1
+    max_tres_per_job: str = ""
+
+
+def _parent_key(row: Association, parents: dict[str, str]) -> tuple[str, str, str] | None:
+    """(cluster, account, user) of the association above `row`: a user's account, an account's parent."""
+    if row.user or row.partition:
+        return (row.cluster, row.account, "")
+    parent = parents.get(row.account, "")
+    return (row.cluster, parent, "") if parent else None
+
+
+def inherited(session: Session) -> dict[int, Inherited]:
+    """assoc id -> its inherited limits: its own value, else that of the nearest association above
+    it that has one (TRES by TRES for MaxTRESPerJob)."""
+    rows = list(session.scalars(select(Association)))
+    parents = {a.name: a.parent for a in session.scalars(select(Account))}
+    by_key = {(r.cluster, r.account, r.user): r for r in rows if not r.partition}
+    out: dict[int, Inherited] = {}
+
+    def resolve(row: Association, depth: int = 0) -> Inherited:
+        if row.id in out:
+            return out[row.id]
+        key = _parent_key(row, parents)
+        above = by_key.get(key) if key else None
+        up = (
+            resolve(above, depth + 1)
+            if above is not None and above is not row and depth < 64
+            else Inherited()
+        )
+        tres = {**_tres_items(up.max_tres_per_job), **_tres_items(row.max_tres_per_job)}
+        out[row.id] = Inherited(
+            max_jobs=row.max_jobs if row.max_jobs >= 0 else up.max_jobs,
+            max_submit_jobs=row.max_submit_jobs if row.max_submit_jobs >= 0 else up.max_submit_jobs,
+            max_wall_min=row.max_wall_min if row.max_wall_min >= 0 else up.max_wall_min,
+            max_tres_per_job=_tres_text(tres),
+        )
+        return out[row.id]
+
+    for row in rows:
+        resolve(row)
+    return out
+
+
+def _inheritors(session: Session, accounts: list[Association], values: dict[str, str]) -> list[Association]:
+    """The user associations under `accounts` that take a limit `values` sets from them (22.05 lists
+    these with the account's own in a modify's answer): down the tree, sub-accounts too, until one
+    has its own value."""
+    columns = {ASSOC_KEYS[k.rstrip("+-")][0] for k in values if k.rstrip("+-") in ASSOC_KEYS}
+    columns &= set(INHERITED)
+    tres = {
+        n
+        for k, v in values.items()
+        if ASSOC_KEYS.get(k.rstrip("+-"), ("",))[0] == "max_tres_per_job"
+        for n in _tres_items(v)
+    }
+    if not columns:
+        return []
+    rows = list(session.scalars(select(Association).order_by(Association.id)))
+    parents = {a.name: a.parent for a in session.scalars(select(Account))}
+    below: dict[tuple[str, str, str], list[Association]] = {}
+    for row in rows:
+        key = _parent_key(row, parents)
+        if key is not None:
+            below.setdefault(key, []).append(row)
+
+    def takes(row: Association, column: str) -> bool:
+        if column == "max_tres_per_job":
+            own = _tres_items(row.max_tres_per_job)
+            return not tres or any(n not in own for n in tres)
+        return int(getattr(row, column)) < 0
+
+    out: list[Association] = []
+    seen = {a.id for a in accounts}
+    todo = [(a, columns) for a in accounts]
+    while todo:
+        row, open_columns = todo.pop()
+        for child in below.get((row.cluster, row.account, ""), []) if not row.user else []:
+            still = {c for c in open_columns if takes(child, c)}
+            if still and child.id not in seen:
+                seen.add(child.id)
+                if child.user:  # 22.05 lists a sub-account's users, not the sub-account's own
+                    out.append(child)
+                todo.append((child, still))
+    return out
 
 
 def _sets(table: dict[str, tuple[str, str]], values: dict[str, str]) -> bool:
@@ -427,8 +545,12 @@ def _modify(
                 own.append(f"  {name}")
     assocs: list[str] = []
     if _sets(ASSOC_KEYS, values):
-        for row in _newest_first(session, _matching_assocs(session, kind, names, where)):
+        rows = _matching_assocs(session, kind, names, where)
+        for row in rows:
             _apply(row, ASSOC_KEYS, values)
+        own_rows = [r for r in rows if not r.user]
+        rows += _inheritors(session, own_rows, values) if kind == "account" else []
+        for row in _newest_first(session, rows):
             assocs.append(_assoc_line(session, row))
     title = "users" if kind == "user" else "accounts" if kind == "account" else "associations"
     changes = [f" Modified {title}...", *dict.fromkeys(own)] if own else []
@@ -508,18 +630,26 @@ def _delete(session: Session, kind: str, names: list[str], where: dict[str, str]
         changes.append(f"  C = {row.cluster:<10} A = {row.account:<10} {who}".rstrip())
         session.delete(row)
     session.flush()
+    if kind == "user":
+        gone = []
+        for name in dict.fromkeys([*(r.user for r in assocs), *names]):
+            if session.get(User, name) is None:
+                continue
+            if not session.scalars(select(Association).where(Association.user == name)).first():
+                session.execute(delete(User).where(User.name == name))  # left without associations
+                gone.append(name)
+        # 22.05's titled answer: their associations when accounts are named, else the users
+        if assocs and _list(where, "account", "accounts"):
+            lines = [f"  C = {r.cluster:<10} A = {r.account:<10} U = {r.user:<9}" for r in assocs]
+            return [" Deleting user associations...", *lines]
+        users = list(dict.fromkeys([*(r.user for r in assocs), *gone]))
+        return [" Deleting users...", *(f"  {n}" for n in users)] if users else []
     if kind == "account":
         for name in names:
             if not session.scalars(select(Association).where(Association.account == name)).first():
                 if session.scalars(select(Account).where(Account.parent == name)).first():
                     raise AdminError(f"Account {name} has child accounts; delete them first")
                 session.execute(delete(Account).where(Account.name == name))
-    if kind == "user":
-        for name in names:
-            if not session.scalars(select(Association).where(Association.user == name)).first():
-                session.execute(delete(User).where(User.name == name))
-                if not changes or name not in "".join(changes):
-                    changes.append(f"  {name}")
     return changes
 
 
@@ -596,7 +726,12 @@ def _direct_coords(session: Session) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------- read side
-def assoc_message(row: Association, parents: dict[str, str]) -> pb.Association:
+def assoc_message(
+    row: Association, parents: dict[str, str], inherit: Inherited | None = None
+) -> pb.Association:
+    """The association as ctld and sacctmgr see it: with `inherit` (from `inherited`), the limits
+    it takes from above in place of its own."""
+    got = inherit or Inherited(row.max_jobs, row.max_submit_jobs, row.max_wall_min, row.max_tres_per_job)
     return pb.Association(
         id=row.id,
         cluster=row.cluster,
@@ -607,11 +742,11 @@ def assoc_message(row: Association, parents: dict[str, str]) -> pb.Association:
         shares=row.shares,
         grp_jobs=row.grp_jobs,
         grp_submit_jobs=row.grp_submit_jobs,
-        max_jobs=row.max_jobs,
-        max_submit_jobs=row.max_submit_jobs,
+        max_jobs=got.max_jobs,
+        max_submit_jobs=got.max_submit_jobs,
         grp_tres=row.grp_tres,
-        max_tres_per_job=row.max_tres_per_job,
-        max_wall_min=row.max_wall_min,
+        max_tres_per_job=got.max_tres_per_job,
+        max_wall_min=got.max_wall_min,
         qos=[q for q in row.qos.split(",") if q],
         default_qos=row.default_qos,
         priority=row.priority,
@@ -654,10 +789,11 @@ def limits(session: Session, cluster: str, known_version: int) -> pb.GetLimitsRe
         return pb.GetLimitsResponse(version=current, changed=False)
     parents = {a.name: a.parent for a in session.scalars(select(Account))}
     out = pb.GetLimitsResponse(version=current, changed=True)
+    inherit = inherited(session)
     for row in session.scalars(
         select(Association).where(Association.cluster == cluster).order_by(Association.id)
     ):
-        out.associations.append(assoc_message(row, parents))
+        out.associations.append(assoc_message(row, parents, inherit.get(row.id)))
     out.qos.extend(qos_message(q) for q in session.scalars(select(Qos).order_by(Qos.name)))
     coords = coordinated(session)
     for user in session.scalars(select(User).order_by(User.name)):
@@ -712,6 +848,7 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
     kind = _kind(req.kind)
     where = {k.lower(): v for k, v in req.where.items()}
     names = _list(where, "name", "names")
+    inherit = inherited(session) if kind in ("account", "user", "association") else {}
     if kind == "cluster":
         return [
             {"cluster": c.name, "controlhost": c.control_host, "share": "1", "qos": "normal"}
@@ -762,7 +899,7 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
                         "account": a.name,
                         "descr": a.description,
                         "org": a.organization,
-                        **_fields(session, row),
+                        **_fields(session, row, inherit),
                     }
                 )
         return out
@@ -791,17 +928,17 @@ def show(session: Session, req: pb.ShowRequest) -> list[dict[str, str]]:
                         "defaultaccount": u.default_account,
                         "admin": u.admin_level,
                         "adminlevel": u.admin_level,
-                        **_fields(session, row),
+                        **_fields(session, row, inherit),
                     }
                 )
         return out
     assocs = _matching_assocs(session, "association", [], where)
-    return [_fields(session, row) for row in _tree_order(session, assocs)]
+    return [_fields(session, row, inherit) for row in _tree_order(session, assocs)]
 
 
-def _fields(session: Session, row: Association) -> dict[str, str]:
+def _fields(session: Session, row: Association, inherit: dict[int, Inherited]) -> dict[str, str]:
     parents = {row.account: (session.get(Account, row.account) or Account(parent="")).parent}
-    return assoc_fields(assoc_message(row, parents))
+    return assoc_fields(assoc_message(row, parents, inherit.get(row.id)))
 
 
 def _hms(seconds: int) -> str:

@@ -334,18 +334,112 @@ def test_modify_user_words_as_2205(
 
 
 def test_modify_account_words_as_2205(sessions: sessionmaker[Session]) -> None:
-    """The account's own association names its parent (22.05 also sets the limit on the account's
-    users' associations and lists them: shoal sets the account's own only)."""
+    """The account's own association names its parent; below it come the users' associations that
+    take the limit from it (22.05, captured 2026-12-01: bob, with MaxJobs of his own, is not listed)."""
     build_tree(sessions)
     assert modify(sessions, "modify", "account", ["physics"], maxjobs="5") == [
         " Modified account associations...",
         "  C = c1         A = physics of root",
+        "  C = c1         A = physics              U = alice    ",
     ]
     assert modify(sessions, "modify", "account", ["physics"], description="physics group") == [
         " Modified accounts...",
         "  physics",
     ]
     assert modify(sessions, "modify", "qos", ["normal"], maxwall="-1") == [" Modified qos...", "  normal"]
+
+
+def _set_account(sessions: sessionmaker[Session], key: str, value: str) -> list[str]:
+    """`modify account physics set KEY=VALUE`, committed: the answer's lines."""
+    req = pb.ModifyRequest(action="modify", kind="account", names=["physics"], set={key: value}, commit=True)
+    with sessions() as session:
+        changes = admin.modify(session, req)
+        session.commit()
+    return changes
+
+
+def _limits_of(sessions: sessionmaker[Session], column: str) -> dict[tuple[str, str], str]:
+    return {(r["account"], r["user"]): r[column] for r in show(sessions, "association")}
+
+
+@pytest.mark.parametrize(
+    "key,value,column,shown",
+    [
+        ("maxjobs", "5", "maxjobs", "5"),
+        ("maxsubmitjobs", "7", "maxsubmit", "7"),
+        ("maxwall", "1:00:00", "maxwall", "01:00:00"),
+        ("maxtresperjob", "cpu=4", "maxtres", "cpu=4"),
+    ],
+    ids=["MaxJobs", "MaxSubmitJobs", "MaxWall", "MaxTRESPerJob"],
+)
+def test_account_limit_is_inherited_by_its_users(
+    sessions: sessionmaker[Session], key: str, value: str, column: str, shown: str
+) -> None:
+    """22.05 (captured 2026-12-01): an account's per-user limit shows on, and holds for, every user
+    association under it without its own value; -1 on the account takes it off them again."""
+    modify(sessions, "add", "cluster", ["c1"])
+    modify(sessions, "add", "account", ["physics"])
+    modify(sessions, "add", "account", ["research"])
+    modify(sessions, "add", "user", ["alice"], account="physics,research")
+    modify(sessions, "add", "user", ["bob"], account="physics")
+    assert _set_account(sessions, key, value) == [
+        " Modified account associations...",
+        "  C = c1         A = physics of root",
+        "  C = c1         A = physics              U = bob      ",
+        "  C = c1         A = physics              U = alice    ",
+    ]
+    got = _limits_of(sessions, column)
+    assert (got[("physics", "")], got[("physics", "alice")], got[("physics", "bob")]) == (shown,) * 3
+    assert got[("research", "alice")] == got[("research", "")] == ""
+    with sessions() as session:
+        sent = {(a.account, a.user): a for a in admin.limits(session, "c1", 0).associations}
+    assert admin.assoc_fields(sent[("physics", "bob")])[column] == shown
+    unset = "cpu=-1" if key == "maxtresperjob" else "-1"
+    assert len(_set_account(sessions, key, unset)) == 4
+    assert set(_limits_of(sessions, column).values()) == {""}
+
+
+def test_own_limit_wins_and_minus_one_inherits_again(sessions: sessionmaker[Session]) -> None:
+    """22.05 (captured 2026-12-01): a user's own MaxJobs stays through the account's changes (and the
+    account's answer leaves that user out); -1 on the user makes it take the account's again; a user
+    added later starts with the account's; MaxTRESPerJob is inherited TRES by TRES."""
+    build_tree(sessions)  # bob: MaxJobs=1 of his own
+    modify(sessions, "modify", "account", ["physics"], maxjobs="5", maxtresperjob="cpu=4")
+    modify(sessions, "modify", "user", ["alice"], where={"account": "physics"}, maxtresperjob="gres/gpu=1")
+    got = _limits_of(sessions, "maxjobs")
+    assert (got[("physics", "alice")], got[("physics", "bob")]) == ("5", "1")
+    assert _limits_of(sessions, "maxtres")[("physics", "alice")] == "cpu=4,gres/gpu=1"
+    modify(sessions, "modify", "user", ["bob"], where={"account": "physics"}, maxjobs="-1")
+    assert _limits_of(sessions, "maxjobs")[("physics", "bob")] == "5"
+    modify(sessions, "add", "user", ["carol"], account="physics")
+    assert _limits_of(sessions, "maxjobs")[("physics", "carol")] == "5"
+    modify(sessions, "modify", "account", ["physics"], maxtresperjob="cpu=-1")
+    assert _limits_of(sessions, "maxtres")[("physics", "alice")] == "gres/gpu=1"
+    assert _limits_of(sessions, "maxtres")[("physics", "")] == ""
+
+
+def test_sub_account_and_its_users_inherit(sessions: sessionmaker[Session]) -> None:
+    """22.05 (captured 2026-12-01): the limit goes down the whole tree to the nearest association with
+    a value of its own; the answer lists the sub-account's users (newest sibling first) but not the
+    sub-account's own association."""
+    build_tree(sessions)  # bob: MaxJobs=1 of his own under physics
+    modify(sessions, "add", "account", ["optics"], parent="physics")
+    modify(sessions, "add", "user", ["bob"], account="optics")
+    assert modify(sessions, "modify", "account", ["physics"], maxjobs="5") == [
+        " Modified account associations...",
+        "  C = c1         A = physics of root",
+        "  C = c1         A = optics               U = bob      ",
+        "  C = c1         A = physics              U = alice    ",
+    ]
+    got = _limits_of(sessions, "maxjobs")
+    assert (got[("optics", "")], got[("optics", "bob")], got[("physics", "bob")]) == ("5", "5", "1")
+    assert modify(sessions, "modify", "account", ["optics"], maxjobs="3") == [
+        " Modified account associations...",
+        "  C = c1         A = optics of physics",
+        "  C = c1         A = optics               U = bob      ",
+    ]
+    assert len(modify(sessions, "modify", "account", ["physics"], maxjobs="6")) == 3
+    assert _limits_of(sessions, "maxjobs")[("optics", "bob")] == "3"
 
 
 def test_modify_bumps_the_version_ctld_polls(sessions: sessionmaker[Session]) -> None:
@@ -735,3 +829,22 @@ def test_qos_group_and_per_user_tres_set_show_and_reach_ctld(sessions: sessionma
         "cpu=8",
     )
     assert sent["short"].max_tres_per_user == "gres/gpu=1"
+
+
+def test_delete_user_words_as_2205(sessions: sessionmaker[Session]) -> None:
+    """22.05 (captured 2026-12-01): ` Deleting users...` over the names when users go whole,
+    ` Deleting user associations...` over the associations when accounts are named."""
+    build_tree(sessions)
+    modify(sessions, "add", "user", ["carol"], account="physics,research")
+    assert modify(sessions, "delete", "user", ["carol"], where={"account": "physics"}) == [
+        " Deleting user associations...",
+        "  C = c1         A = physics    U = carol    ",
+    ]
+    modify(sessions, "add", "user", ["dave"], account="physics")
+    assert modify(sessions, "delete", "user", ["carol", "dave"]) == [
+        " Deleting users...",
+        "  carol",
+        "  dave",
+    ]
+    assert [u["user"] for u in show(sessions, "user")] == ["alice", "bob", "root"]
+    assert modify(sessions, "delete", "user", ["nosuch"]) == []
