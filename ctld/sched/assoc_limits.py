@@ -157,16 +157,21 @@ class AssocUsage:
             if why:
                 return why
         for depth, assoc in enumerate(self.chain(job.assoc_id)):
+            # The per-job and per-user limits (Max*) are the job's own association's: dbd hands each
+            # association its effective values, its own or those inherited down the account tree
+            # (dbd/admin.py `inherited`), so a user's own MaxWall above its account's is the one that holds.
             if depth == 0 and 0 <= assoc.max_jobs <= self.jobs[assoc.id]:
                 return MAX_JOBS
-            if 0 <= assoc.max_wall_min and (
-                job.time_limit_min < 0 or job.time_limit_min > assoc.max_wall_min
+            if (
+                depth == 0
+                and 0 <= assoc.max_wall_min
+                and (job.time_limit_min < 0 or job.time_limit_min > assoc.max_wall_min)
             ):
                 if job.time_limit_min != -1:
                     return MAX_WALL
-            if 0 <= assoc.max_cpus_per_job < cpus:
+            if depth == 0 and 0 <= assoc.max_cpus_per_job < cpus:
                 return MAX_CPU_PER_JOB
-            if 0 <= assoc.max_gpus_per_job < gpus:
+            if depth == 0 and 0 <= assoc.max_gpus_per_job < gpus:
                 return MAX_GRES_PER_JOB
             if 0 <= assoc.grp_jobs <= self.jobs[assoc.id]:
                 return GRP_JOBS
@@ -217,7 +222,7 @@ class AssocUsage:
             field, label, tres = _ASSOC_LIMITS[reason]
             for depth, assoc in enumerate(self.chain(job.assoc_id)):
                 value = getattr(assoc, field)
-                if value < 0 or (field == "max_jobs" and depth > 0):
+                if value < 0 or (field.startswith("max_") and depth > 0):  # Max*: the job's own (above)
                     continue
                 counts = {
                     "jobs": self.jobs[assoc.id],

@@ -12,8 +12,11 @@ from shoal.v1 import accounting_pb2 as pb
 from tests.unit.ctld.harness import Harness, cluster, job
 
 
-def _limits(tmp_path: Path, **account_sets: str) -> pb.GetLimitsResponse:
-    """dbd's answer to ctld for cluster c1: account a (user root under it) with `account_sets`."""
+def _limits(
+    tmp_path: Path, user_sets: dict[str, str] | None = None, **account_sets: str
+) -> pb.GetLimitsResponse:
+    """dbd's answer to ctld for cluster c1: account a (user root under it) with `account_sets`, and
+    root's own association with `user_sets`."""
     sessions = open_database(f"sqlite:///{tmp_path / 'acct.sqlite'}")
     steps = [
         ("add", "cluster", ["c1"], {}),
@@ -21,6 +24,7 @@ def _limits(tmp_path: Path, **account_sets: str) -> pb.GetLimitsResponse:
         ("add", "user", ["root"], {"account": "a"}),
         ("modify", "user", ["root"], {"defaultaccount": "a"}),
         ("modify", "account", ["a"], account_sets),
+        ("modify", "user", ["root"], user_sets or {}),
     ]
     with sessions() as session:
         for action, kind, names, values in steps:
@@ -59,3 +63,26 @@ def test_without_the_accounts_limit_both_run(tmp_path: Path) -> None:
     jobs = [h.submit(job().tasks(4).time(10)) for _ in range(2)]
     h.schedule()
     assert [h.state(j) for j in jobs] == ["RUNNING", "RUNNING"]
+
+
+def test_an_accounts_max_wall_holds_for_a_user_without_one_of_its_own(tmp_path: Path) -> None:
+    h = _harness(tmp_path)
+    h.ctl.accounting.push(_limits(tmp_path, maxwall="30"))
+    long = h.submit(job().tasks(1).time(60))
+    short = h.submit(job().tasks(1).time(20))
+    h.schedule()
+    assert (h.state(long), h.reason(long)) == ("PENDING", "AssocMaxWallDurationPerJobLimit")
+    assert h.state(short) == "RUNNING"
+
+
+def test_a_users_own_max_wall_and_max_tres_outrank_its_accounts(tmp_path: Path) -> None:
+    """Max* limits are the job's own association's (22.05 checks them there: dbd has pushed the
+    account's values down to users without their own), so a user's larger MaxWall and MaxTRESPerJob
+    let a job run that its account's smaller ones would hold."""
+    h = _harness(tmp_path)
+    h.ctl.accounting.push(
+        _limits(tmp_path, {"maxwall": "120", "maxtresperjob": "cpu=4"}, maxwall="30", maxtresperjob="cpu=1")
+    )
+    wide = h.submit(job().tasks(4).time(60))
+    h.schedule()
+    assert h.state(wide) == "RUNNING"
