@@ -204,13 +204,13 @@ def force_terminated(exits: dict[int, TaskExit], step_text: str) -> list[str]:
 
 def time_limit_notice(step: jobs_pb2.JobStep, timed_out_at: int) -> list[str]:
     """What 22.05's stepd writes to srun's stderr from each node of a step it ends at the step's own
-    time limit (srun -t): `slurmstepd: error: *** STEP 12.0 ON node1 CANCELLED AT <time> DUE TO TIME
-    LIMIT ***`."""
+    time limit (srun -t): `slurmstepd-node1: error: *** STEP 12.0 ON node1 CANCELLED AT <time> DUE TO
+    TIME LIMIT ***` (the prefix names the node, as in the batch script's own time-limit line)."""
     if not timed_out_at:
         return []
     when = format_timestamp(timed_out_at)
     return [
-        f"slurmstepd: error: *** STEP {step.job_id}.{step.step_id} ON {part.node} CANCELLED AT {when}"
+        f"slurmstepd-{part.node}: error: *** STEP {step.job_id}.{step.step_id} ON {part.node} CANCELLED AT {when}"
         " DUE TO TIME LIMIT ***"
         for part in step.layout
     ]
