@@ -110,6 +110,13 @@ def _step_state(r: Row, step: Record) -> str:
     return "SUSPENDED" if step.state == "RUNNING" and r.job.state == "SUSPENDED" else str(step.state)
 
 
+def exit_code_text(code: int, sig: int) -> str:
+    """sacct's ExitCode, "code:signal": an exit code of 128 or more shows less 128, as 22.05's sacct
+    (measured: `exit 143` -> 15:0, 128 -> 0:0, 200 -> 72:0, still FAILED), though scontrol and
+    DerivedExitCode keep the whole code (143:0)."""
+    return f"{code - 128 if code >= 128 else code}:{sig}"
+
+
 def _mem(mb: int, units: str) -> str:
     if units:
         factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[units]
@@ -136,7 +143,7 @@ def _job_columns(now: int, units: str) -> dict[str, JobColumn]:
         "state": lambda r, j: (
             f"CANCELLED by {j.cancelled_by}" if j.state == "CANCELLED" and j.cancelled_by >= 0 else j.state
         ),
-        "exitcode": lambda r, j: f"{j.exit_code}:{j.exit_signal}",
+        "exitcode": lambda r, j: exit_code_text(j.exit_code, j.exit_signal),
         "derivedexitcode": lambda r, j: f"{j.derived_exit_code}:{j.derived_exit_signal}",
         "elapsed": lambda r, j: format_hms(_run(j, now)),
         "elapsedraw": lambda r, j: str(_run(j, now)),
@@ -185,7 +192,7 @@ def _step_columns(now: int, units: str) -> dict[str, StepColumn]:
         "ncpus": lambda r, s: str(s.num_cpus),
         "ntasks": lambda r, s: str(s.num_tasks),
         "state": lambda r, s: _step_state(r, s),
-        "exitcode": lambda r, s: f"{s.exit_code}:{s.exit_signal}",
+        "exitcode": lambda r, s: exit_code_text(s.exit_code, s.exit_signal),
         "elapsed": lambda r, s: format_hms(_step_run(r, s, now)),
         "elapsedraw": lambda r, s: str(_step_run(r, s, now)),
         "suspended": lambda r, s: format_hms(_suspended(r.job, now)),

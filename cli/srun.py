@@ -204,13 +204,13 @@ def force_terminated(exits: dict[int, TaskExit], step_text: str) -> list[str]:
 
 def time_limit_notice(step: jobs_pb2.JobStep, timed_out_at: int) -> list[str]:
     """What 22.05's stepd writes to srun's stderr from each node of a step it ends at the step's own
-    time limit (srun -t): `slurmstepd: error: *** STEP 12.0 ON node1 CANCELLED AT <time> DUE TO TIME
-    LIMIT ***`."""
+    time limit (srun -t): `slurmstepd-node1: error: *** STEP 12.0 ON node1 CANCELLED AT <time> DUE TO
+    TIME LIMIT ***` (the prefix names the node, as in the batch script's own time-limit line)."""
     if not timed_out_at:
         return []
     when = format_timestamp(timed_out_at)
     return [
-        f"slurmstepd: error: *** STEP {step.job_id}.{step.step_id} ON {part.node} CANCELLED AT {when}"
+        f"slurmstepd-{part.node}: error: *** STEP {step.job_id}.{step.step_id} ON {part.node} CANCELLED AT {when}"
         " DUE TO TIME LIMIT ***"
         for part in step.layout
     ]
@@ -226,6 +226,20 @@ def _still_running(job_id: int) -> bool:
 
 def step_exit_status(exits: dict[int, TaskExit]) -> int:
     return max((e.status for e in exits.values()), default=0)
+
+
+def allocation_exit(exits: dict[int, TaskExit], status: int) -> tuple[int, int]:
+    """(exit code, signal) srun's own allocation ends with: a signal when a task was killed by one
+    (22.05: `srun sh -c 'kill -TERM $$'` -> FAILED 0:15, also beside a task that exited 143), else
+    the highest exit code, 143 included (`srun sh -c 'exit 143'` -> ExitCode=143:0, not 0:15).
+    Without task exits (the step never ran), from srun's status."""
+    signalled = [e for e in exits.values() if e.signal or e.oom]
+    if signalled:
+        worst = max(signalled, key=lambda e: e.status)
+        return 0, worst.status - 128
+    if exits:
+        return max(e.code for e in exits.values()), 0
+    return (status, 0) if status < 128 else (0, status - 128)
 
 
 def step_usage(exits: dict[int, TaskExit]) -> jobs_pb2.Usage:
@@ -464,7 +478,10 @@ def run_step(
     job: jobs_pb2.JobInfo,
     cli_given: set[str],
     own_allocation: bool = False,
+    ended: dict[int, TaskExit] | None = None,
 ) -> int:
+    """Create the step, run its tasks and wait for them: srun's exit status. `ended` receives how
+    each task ended (srun's own allocation is released with it)."""
     stdin_mode = (opts.get("input") or "").strip()
     targets = (
         "0"
@@ -562,6 +579,8 @@ def run_step(
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     exits = dict(io.exits)
     io.close()
+    if ended is not None:
+        ended.update(exits)
     status = step_exit_status(exits)
     missing = step.num_tasks - len(exits)
     if missing and not status:
@@ -660,11 +679,12 @@ def body(argv: list[str]) -> int:
     for name in OWN_ALLOCATION_UNSET:
         environ.pop(name, None)
     status = 1
+    ended: dict[int, TaskExit] = {}
     try:
         job = wait_for_prologs(PROG, job)  # PrologFlags=Alloc: its nodes' Prologs first
-        status = run_step(opts, environ, command, job, cli_given, own_allocation=True)
+        status = run_step(opts, environ, command, job, cli_given, own_allocation=True, ended=ended)
     finally:
-        release(job.job_id, status if status < 128 else 0, status - 128 if status > 128 else 0)
+        release(job.job_id, *allocation_exit(ended, status))
     return status
 
 

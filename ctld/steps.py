@@ -288,6 +288,10 @@ def complete_step(
             end = jobs_pb2.CANCELLED
         elif req.oom:  # sacct shows Slurm's OUT_OF_MEMORY 0:125 (its dummy OOM signal)
             end, exit_code, exit_signal = jobs_pb2.OUT_OF_MEMORY, 0, OOM_SIGNAL
+        elif (
+            req.task_signal
+        ):  # 22.05: a task killed by a signal (TERM, KILL, INT, USR1 ...) -> CANCELLED 0:sig
+            end, exit_code, exit_signal = jobs_pb2.CANCELLED, 0, req.task_signal
         elif req.exit_code or req.exit_signal:
             end = jobs_pb2.FAILED
         else:

@@ -264,15 +264,16 @@ def signal_job(spool_root: Path, job_id: int, sig: int, batch_only: bool) -> boo
 
 
 def leave_cancel_note(spool_root: Path, job_id: int, node: str, why: str) -> None:
-    """What the job's stepd adds to its stderr as it ends it: `slurmstepd: error: *** JOB 12 ON node1
-    CANCELLED AT 2026-12-01T15:40:00 DUE TO IDLE GPUS ***`, in the words Slurm uses for a time limit."""
+    """What the job's stepd adds to its stderr as it ends it: `slurmstepd-node1: error: *** JOB 12 ON
+    node1 CANCELLED AT 2026-12-01T15:40:00 DUE TO TIME LIMIT ***`, as 22.05's stepd says it (its
+    prefix names the node), and shoal's own IDLE GPUS in the same words."""
     when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
     path = spool.job_dir(spool_root, job_id)
     with DIRS_LOCK:
         if path.is_dir():
             try:
                 (path / spool.CANCEL_NOTE).write_text(
-                    f"slurmstepd: error: *** JOB {job_id} ON {node} CANCELLED AT {when} DUE TO {why} ***\n"
+                    f"slurmstepd-{node}: error: *** JOB {job_id} ON {node} CANCELLED AT {when} DUE TO {why} ***\n"
                 )
             except OSError:
                 pass

@@ -53,8 +53,8 @@ def build_spec(
     hooks = hooks or HookConfig()
     job = req.job
     cgroup: dict[str, object] = {}
+    alloc = next((a for a in job.allocation if a.node == node_conf.name), None)
     if isolation is not None:
-        alloc = next((a for a in job.allocation if a.node == node_conf.name), None)
         cgroup = cgroup_request(isolation, node_conf.name, job.job_id, alloc).to_dict()
         local_gpu_index = local_gpu_index or isolation.devices_constrained
     euid = os.geteuid()
@@ -109,6 +109,7 @@ def build_spec(
         task_prolog=hooks.task_prolog,
         task_epilog=hooks.task_epilog,
         rlimits=limits,
+        memory_cap=rlimits.memory_cap(alloc.mem_mb if alloc is not None else 0),
     )
 
 

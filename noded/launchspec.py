@@ -43,6 +43,7 @@ class LaunchSpec:
     task_prolog: str = ""  # TaskProlog, run as the user before the script
     task_epilog: str = ""  # TaskEpilog, run as the user after it
     rlimits: dict[str, tuple[int, bool]] = field(default_factory=dict)  # shoal.rlimits.job_limits
+    memory_cap: int = 0  # RLIMIT_RSS in bytes: the job's memory here (shoal.rlimits.memory_cap); 0 = none
 
     def save(self, path: Path) -> None:
         """Write the spec readable by root only (it holds the user's environment). Every field is

@@ -30,8 +30,9 @@ log = logging.getLogger("shoal.noded")
 PERMISSION_DENIED = "Access/permission denied"
 # TerminateJob reasons for a run ctld knows to have ended or not to be here: no cancel marker
 UNMARKED_REASONS = ("ended", "orphan")
-# TerminateJob reasons the job's stderr is told of (shoal's own: SchedulerParameters shoal_gpu_idle_cancel)
-CANCEL_NOTES = {"gpu_idle": "IDLE GPUS"}
+# TerminateJob reasons the job's stderr is told of: its time limit (22.05's words), and shoal's own
+# SchedulerParameters shoal_gpu_idle_cancel
+CANCEL_NOTES = {"timeout": "TIME LIMIT", "gpu_idle": "IDLE GPUS"}
 
 Launch = TypeVar("Launch", node_pb2.LaunchBatchRequest, node_pb2.LaunchTasksRequest)
 Resp = TypeVar("Resp")

@@ -317,8 +317,8 @@ def _spawn_job(spec: LaunchSpec, helper: str) -> tuple[int, int, int]:
     ]
     try:
         env = (
-            {**spec.env, rlimits.EXEC_VARIABLE: rlimits.exec_argument(spec.rlimits)}
-            if spec.rlimits
+            {**spec.env, rlimits.EXEC_VARIABLE: rlimits.exec_argument(spec.rlimits, spec.memory_cap)}
+            if spec.rlimits or spec.memory_cap
             else spec.env
         )
         pid = os.posix_spawn(helper, argv, env, setpgroup=0, setsigmask=(), setsigdef=_RESET)
@@ -369,7 +369,7 @@ def _exec_job(spec: LaunchSpec, err_w: int, cgroup: StepCgroup | None = None) ->
                 raise LaunchError(
                     f"node namespaces for {spec.node_ns.get('hostname')}: {exc.strerror}"
                 ) from exc
-        refused = rlimits.apply(spec.rlimits)  # as root: up to the node's hard limit
+        refused = rlimits.apply(spec.rlimits, spec.memory_cap)  # as root: up to the node's hard limit
         if os.geteuid() == 0:
             os.setgroups(spec.groups)
             os.setgid(spec.gid)

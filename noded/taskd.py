@@ -350,7 +350,9 @@ def _exec_task(
             cgroup.attach(os.getpid())  # the step's cgroup: its cpuset, memory and devices
         if spec.extra.get("node_ns"):  # an emulated node's hostname and /etc/hosts
             nodens.enter(spec.extra["node_ns"])
-        refused = rlimits.apply(spec.extra.get("rlimits", {}))  # as root: up to the node's hard limit
+        refused = rlimits.apply(  # as root: up to the node's hard limit; RSS capped at the step's memory
+            spec.extra.get("rlimits", {}), int(spec.extra.get("memory_cap", 0))
+        )
         if os.geteuid() == 0:
             os.setgroups(spec.groups)
             os.setgid(spec.gid)

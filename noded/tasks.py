@@ -73,6 +73,15 @@ def _stdin(mode: str, gtid: int, cwd: str, fields: dict[str, str]) -> str:
     return _stream(mode, cwd, fields)
 
 
+def step_memory(job: jobs_pb2.JobInfo, step: jobs_pb2.JobStep, node: str) -> int:
+    """MB the step holds on `node`: its own --mem/--mem-per-cpu there, else all the job's memory
+    there (22.05: `srun -n1` in a 4000 MB job gets `ulimit -m` 4096000, `srun --mem=300` 307200)."""
+    part = next((p for p in step.layout if p.node == node), None)
+    if part is not None and part.mem_mb:
+        return part.mem_mb
+    return next((a.mem_mb for a in job.allocation if a.node == node), 0)
+
+
 def build_step_spec(
     req: node_pb2.LaunchTasksRequest,
     node: str,
@@ -123,6 +132,9 @@ def build_step_spec(
         limits = rlimits.job_limits(env, propagated)
     if limits:
         extra["rlimits"] = limits
+    cap = rlimits.memory_cap(step_memory(job, step, node))
+    if cap:
+        extra["memory_cap"] = cap
     cwd = launch.cwd or job.spec.work_dir or pw.pw_dir
     index = next(i for i, n in enumerate(step.layout) if n.node == node)
     tasks = []

@@ -1,7 +1,8 @@
 """Resource limits carried from the submitting process to the job, as Slurm's
 PropagateResourceLimits: the caller's soft limits travel in the environment (SLURM_RLIMIT_NAME),
 the node takes them out of the job's environment and sets them before exec, lowered to its own
-hard limit. Standard library only: used by the commands, the runner and the node."""
+hard limit. The node also caps RSS at the memory the job (or step) holds there, as 22.05 does.
+Standard library only: used by the commands, the runner and the node."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ CALLER_VARIABLE = "SHOAL_CALLER_RLIMITS"  # cli/native/command.c: the caller's "
 EXEC_VARIABLE = "SHOAL_EXEC_RLIMITS"  # noded/native/stepd_exec.c reads exec_argument() there
 USER_MARK = "U"  # a value marked so was asked for with --propagate: a refusal is told to the job
 INFINITY_TEXT = str(2**64 - 1)  # RLIM_INFINITY as an unsigned 64-bit number
+MEMORY_MARK = ":h"  # in EXEC_VARIABLE: "RESOURCE=BYTES:h" lowers the hard limit too (the memory cap)
 
 
 class PropagateError(ValueError):
@@ -139,10 +141,18 @@ def job_limits(env: MutableMapping[str, str], conf_propagated: frozenset[str]) -
     return out
 
 
-def apply(limits: Mapping[str, tuple[int, bool]]) -> list[str]:
+def memory_cap(mem_mb: int) -> int:
+    """RLIMIT_RSS in bytes for the memory a job or step holds on the node (0 = none held: no cap).
+    22.05 sets it, soft and hard, in every batch script and task: `sbatch --mem=2000` shows
+    `ulimit -m` 2048000 (KiB), whatever the submitting shell's own RSS limit was."""
+    return mem_mb * 1024 * 1024 if mem_mb > 0 else 0
+
+
+def apply(limits: Mapping[str, tuple[int, bool]], memory: int = 0) -> list[str]:
     """Set each soft limit in this process (before exec, still root where the node is): one above
-    the hard limit is lowered to it. Returns the messages for the job's stderr: a limit asked for
-    with --propagate that could not be set as asked."""
+    the hard limit is lowered to it; then `memory` (bytes, memory_cap) as RSS's soft and hard limit,
+    never above the hard one already set. Returns the messages for the job's stderr: a limit asked
+    for with --propagate that could not be set as asked."""
     messages: list[str] = []
     for name, (soft, asked) in limits.items():
         which = LIMITS[name]
@@ -158,14 +168,24 @@ def apply(limits: Mapping[str, tuple[int, bool]]) -> list[str]:
             messages.append(
                 f"Can't propagate RLIMIT_{name} of '{_text(soft)}' from submit host: Operation not permitted"
             )
+    if memory > 0:
+        _cur, hard = resource.getrlimit(resource.RLIMIT_RSS)
+        cap = memory if _le(memory, hard) else hard
+        try:
+            resource.setrlimit(resource.RLIMIT_RSS, (cap, cap))
+        except (OSError, ValueError):
+            pass  # as 22.05: the job runs without the cap
     return messages
 
 
-def exec_argument(limits: Mapping[str, tuple[int, bool]]) -> str:
+def exec_argument(limits: Mapping[str, tuple[int, bool]], memory: int = 0) -> str:
     """The limits as noded/native/stepd_exec.c reads them (in EXEC_VARIABLE): "RESOURCE=SOFT[:u],..." (numbers;
-    -1 = unlimited; ":u" = asked for with --propagate)."""
+    -1 = unlimited; ":u" = asked for with --propagate), then the memory cap, last (it wins over a
+    propagated RSS), as "RESOURCE=BYTES:h" (soft and hard)."""
     items = []
     for name, (soft, asked) in limits.items():
         value = -1 if soft == resource.RLIM_INFINITY else soft
         items.append(f"{LIMITS[name]}={value}{':u' if asked else ''}")
+    if memory > 0:
+        items.append(f"{resource.RLIMIT_RSS}={memory}{MEMORY_MARK}")
     return ",".join(items)

@@ -17,10 +17,11 @@
  * argv: GO_FD ERR_FD UID GID GROUPS UMASK OPEN_MODE STDIN STDOUT STDERR CWD SCRIPT [ARG...]
  *   GROUPS: the supplementary gids, comma-separated (set only when running as root)
  *   UMASK: octal; OPEN_MODE: "append" or "truncate"
- * environment: the job's, and SHOAL_EXEC_RLIMITS (taken out before exec): "RESOURCE=SOFT[:u],..."
+ * environment: the job's, and SHOAL_EXEC_RLIMITS (taken out before exec): "RESOURCE=SOFT[:u|:h],..."
  *   (shoal.rlimits.exec_argument; SOFT -1 = unlimited; ":u": asked for with --propagate, a refusal
- *   is said on the job's stderr). In the environment, not argv, so that a helper and a supervisor
- *   of different versions still start jobs.
+ *   is said on the job's stderr; ":h": the memory cap, soft and hard, never above the hard limit).
+ *   In the environment, not argv, so that a helper and a supervisor of different versions still
+ *   start jobs (an older helper takes a ":h" item as a soft limit).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -119,7 +120,8 @@ static const char *limit_name(int resource) {
     }
 }
 
-/* Set each soft limit of RLIMITS, up to the hard limit (this runs as root, before become()). */
+/* Set each soft limit of RLIMITS, up to the hard limit (this runs as root, before become()); an
+ * item marked ":h" lowers the hard limit to it as well. */
 static void set_limits(const char *spec) {
     char *copy = strdup(spec), *save = NULL;
     if (copy == NULL) fail_errno("strdup", NULL);
@@ -129,6 +131,7 @@ static void set_limits(const char *spec) {
         *value++ = '\0';
         char *mark = strchr(value, ':');
         int asked = mark != NULL && strcmp(mark, ":u") == 0;
+        int capped = mark != NULL && strcmp(mark, ":h") == 0;
         if (mark != NULL) *mark = '\0';
         int resource = (int)number(item, 10);
         long long soft = strtoll(value, NULL, 10);
@@ -139,6 +142,7 @@ static void set_limits(const char *spec) {
                          ? limit.rlim_max
                          : want;
         limit.rlim_cur = set;
+        if (capped) limit.rlim_max = set;
         int failed = setrlimit(resource, &limit) != 0;
         if (asked && (failed || set != want)) {
             size_t used = strlen(refusals);

@@ -201,7 +201,9 @@ def test_a_job_left_idle_is_flagged_notified_once_and_cancelled(gpu_cluster: Clu
     wait_until("the job cancelled for idle GPUs", lambda: c.state(job) == "CANCELLED", timeout=40)
     show = c.ok("scontrol", "show", "job", str(job))
     assert "JobState=CANCELLED Reason=GpuIdle" in show and "GpuIdle=yes Since=" in show, show
-    pattern = rf"slurmstepd: error: \*\*\* JOB {job} ON node\d CANCELLED AT \S+ DUE TO IDLE GPUS \*\*\*"
+    pattern = (
+        rf"slurmstepd-node\d: error: \*\*\* JOB {job} ON node\d CANCELLED AT \S+ DUE TO IDLE GPUS \*\*\*"
+    )
     output = c.dir.parent / "out" / f"job-{job}.out"
     # the state changes in ctld first; the job's stepd writes the line as it kills the job
     wait_until(

@@ -464,7 +464,7 @@ def test_a_step_is_ended_at_its_own_time_limit_and_its_job_goes_on(cluster: Clus
     out = (workdir / "limited.out").read_text().splitlines()
     node = cluster.job_field(job, "%N").strip()
     assert re.fullmatch(
-        rf"slurmstepd: error: \*\*\* STEP {job}\.0 ON {node} CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*",
+        rf"slurmstepd-{node}: error: \*\*\* STEP {job}\.0 ON {node} CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*",
         out[0],
     ), out
     assert out[1:] == [

@@ -127,3 +127,46 @@ def test_the_runners_child_takes_the_callers_limits_and_drops_the_variable() -> 
         got = fh.read()
     os.waitpid(pid, 0)
     assert got == repr(([], {"PATH": "/bin"}, (want_soft, want_hard), 0))
+
+
+def test_memory_cap_is_the_memory_held_in_bytes() -> None:
+    assert rlimits.memory_cap(2000) == 2000 * 1024 * 1024
+    assert rlimits.memory_cap(0) == 0
+
+
+def test_exec_argument_puts_the_memory_cap_last_marked_hard() -> None:
+    limits = {"RSS": (4096, False), "NOFILE": (1024, True)}
+    rss, nofile = resource.RLIMIT_RSS, resource.RLIMIT_NOFILE
+    assert rlimits.exec_argument(limits) == f"{rss}=4096,{nofile}=1024:u"
+    assert rlimits.exec_argument(limits, 2048) == f"{rss}=4096,{nofile}=1024:u,{rss}=2048:h"
+    assert rlimits.exec_argument({}, 2048) == f"{rss}=2048:h"
+
+
+def _in_child(limits: dict[str, tuple[int, bool]], memory: int) -> tuple[int, int]:
+    """RSS's (soft, hard) after apply() in a forked child (a hard limit, once lowered, stays so)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        rlimits.apply(limits, memory)
+        soft, hard = resource.getrlimit(resource.RLIMIT_RSS)
+        os.write(write_fd, f"{soft} {hard}".encode())
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as fh:
+        text = fh.read()
+    os.waitpid(pid, 0)
+    soft, hard = (int(v) for v in text.split())
+    return soft, hard
+
+
+def test_apply_sets_the_memory_cap_soft_and_hard_over_a_propagated_rss() -> None:
+    """22.05: the submitting shell's `ulimit -S -m 500000` or 5000000 -> 2048000 soft and hard
+    for --mem=2000; no memory held -> the propagated soft limit."""
+    hard = resource.getrlimit(resource.RLIMIT_RSS)[1]
+    cap = rlimits.memory_cap(2000)
+    expected = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
+    assert _in_child({"RSS": (500000 * 1024, False)}, cap) == (expected, expected)
+    assert _in_child({"RSS": (5000000 * 1024, False)}, cap) == (expected, expected)
+    low = min(500000 * 1024, hard) if hard != resource.RLIM_INFINITY else 500000 * 1024
+    assert _in_child({"RSS": (500000 * 1024, False)}, 0) == (low, hard)

@@ -33,9 +33,11 @@ class JobBuilder:
         self._job.user_name, self._job.user_id, self._job.group_id = name, uid, gid
         return self
 
-    def node(self, name: str, cpus: int = 1, tasks: int = 0, gpus: list[int] | None = None) -> JobBuilder:
+    def node(
+        self, name: str, cpus: int = 1, tasks: int = 0, gpus: list[int] | None = None, mem_mb: int = 0
+    ) -> JobBuilder:
         self._job.allocation.append(
-            jobs_pb2.NodeAlloc(node=name, cpus=cpus, tasks=tasks, gpu_indices=gpus or [])
+            jobs_pb2.NodeAlloc(node=name, cpus=cpus, tasks=tasks, gpu_indices=gpus or [], mem_mb=mem_mb)
         )
         names = [a.node for a in self._job.allocation]
         from shoal.hostlist import collect

@@ -72,6 +72,7 @@ def submit(
     uid: int | None = None,
     kill_wait: float = 5,
     run: int = 0,
+    mem_mb: int = 0,
     **spec: object,
 ) -> Path:
     """Launch run `run` (the restart count) of a batch job through noded's launcher; return its spool directory."""
@@ -80,7 +81,11 @@ def submit(
     name = "nobody" if uid == NOBODY else "root"
     spec.setdefault("work_dir", str(work))
     builder = (
-        job(job_id).name("t").user(name, uid, gid).spec(script=script.encode(), **spec).node("n1", cpus=1)
+        job(job_id)
+        .name("t")
+        .user(name, uid, gid)
+        .spec(script=script.encode(), **spec)
+        .node("n1", cpus=1, mem_mb=mem_mb)
     )
     builder.set(restarts=run, start_time=int(time.time()))
     launch_batch(launch(builder.obj()), Node(), spool_root, kill_wait)
@@ -211,6 +216,24 @@ def test_limits_from_the_submit_host_are_the_scripts(open_dirs: tuple[Path, Path
     job_dir = submit(spool_root, work, script, std_out=str(work / "o"), environment=env)
     assert wait_status(job_dir)["exit_code"] == 0
     assert (work / "o").read_text().split() == [str(hard), "0", "unlimited", "0"]
+
+
+def test_rss_limit_is_the_jobs_memory_on_the_node(open_dirs: tuple[Path, Path]) -> None:
+    """22.05: `sbatch --mem=2000` -> `ulimit -m` 2048000 soft and hard, over a propagated soft RSS
+    limit; a job that holds no memory keeps the node's (and the propagated) RSS limit."""
+    spool_root, work = open_dirs
+    script = "#!/bin/bash\necho $(ulimit -Sm) $(ulimit -Hm)\n"
+    env = {"SLURM_RLIMIT_RSS": str(500000 * 1024)}
+    job_dir = submit(spool_root, work, script, mem_mb=2000, std_out=str(work / "o"), environment=env)
+    assert wait_status(job_dir)["exit_code"] == 0
+    assert (work / "o").read_text().split() == ["2048000", "2048000"]
+    job_dir = submit(spool_root, work, script, job_id=11, std_out=str(work / "p"), environment=env)
+    assert wait_status(job_dir)["exit_code"] == 0
+    hard = resource.getrlimit(resource.RLIMIT_RSS)[1]
+    assert (work / "p").read_text().split() == [
+        "500000",
+        "unlimited" if hard == resource.RLIM_INFINITY else str(hard // 1024),
+    ]
 
 
 def test_terminate_runs_trap_then_sigkill_after_kill_wait(open_dirs: tuple[Path, Path]) -> None:
