@@ -79,7 +79,9 @@ def test_dbd_down_and_ctld_restart_lose_and_duplicate_nothing(tmp_path: Path, en
         if engine != "sqlite":  # the restarted dbd stores what ctld queued meanwhile in MariaDB
             url = _use_mariadb(cluster.dir / "slurmdbd.conf", engine)
         array = cluster.submit("-a", f"1-{JOBS}", "--wrap", "true", cwd=tmp_path)
-        wait_until("jobs to run", lambda: "RUNNING" in cluster.ok("squeue", "-h", "-o", "%T"))
+        # a task has started (its output file is made at its start): squeue may never catch one RUNNING,
+        # 100 `true` tasks can all be done within the first squeue call on a loaded host
+        wait_until("jobs to run", lambda: any(tmp_path.glob(f"slurm-{array}_*.out")))
         os.kill(_pid(cluster, "ctld"), signal.SIGKILL)  # records queued so far must survive
         time.sleep(1)
         _start(cluster, "ctld.main", cluster.conf)
