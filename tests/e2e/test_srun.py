@@ -449,7 +449,11 @@ def _processes_running(argv: list[str]) -> list[int]:
 def test_a_step_is_ended_at_its_own_time_limit_and_its_job_goes_on(cluster: Cluster, workdir: Path) -> None:
     """22.05 (measured): `srun -t 1` in a `-t 5` job shows TimeLimit=00:01:00 (squeue -s %l 1:00); at
     the limit its tasks get SIGTERM, srun says `*** STEP J.0 ON node CANCELLED AT ... DUE TO TIME
-    LIMIT ***` and exits 143 like any terminated step; the script goes on and the job completes."""
+    LIMIT ***` and exits 143 like any terminated step; the script goes on and the job completes.
+    A batch job at its own limit (`sbatch -t 1`, run beside it: one minute's wait for both) is told so by
+    `slurmstepd-NODE: error: *** JOB J ON NODE CANCELLED AT ... DUE TO TIME LIMIT ***` and is TIMEOUT."""
+    batch_out = workdir / "batch-limit.out"
+    batch = cluster.submit("-t", "1", "-o", str(batch_out), "--wrap", "sleep 300")
     script = workdir / "limited.sh"
     script.write_text("#!/bin/bash\nsrun -n1 -t 1 sleep 317\necho rc=$?\nsrun -n1 echo after\n")
     job = cluster.submit("-n1", "-t", "5", "-o", str(workdir / "limited.out"), str(script))
@@ -474,3 +478,12 @@ def test_a_step_is_ended_at_its_own_time_limit_and_its_job_goes_on(cluster: Clus
         "after",
     ]
     assert _processes_running(["sleep", "317"]) == []
+    assert (
+        cluster.wait_state(batch, {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED"}, timeout=150) == "TIMEOUT"
+    )
+    batch_node = cluster.job_field(batch, "%N").strip()
+    first = batch_out.read_text().splitlines()[0]
+    assert re.fullmatch(
+        rf"slurmstepd-{batch_node}: error: \*\*\* JOB {batch} ON {batch_node} CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*",
+        first,
+    ), first
