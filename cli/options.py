@@ -184,6 +184,16 @@ def getopt_table(shorts: str, longs: Sequence[str]) -> tuple[Opt, ...]:
     return tuple(table)
 
 
+def read_getopt(prog: str, args: Sequence[str], shorts: str, longs: Sequence[str]) -> list[tuple[str, str]]:
+    """The getopt module's options of `args` (gnu_getopt), after refusing in getopt_long's words
+    (OptionError: `sprio: invalid option -- 'Z'` and the hint, as 22.05) what getopt_long refuses."""
+    import getopt
+
+    parse_argv(prog, args, getopt_table(shorts, longs), stop_at_positional=False)
+    opts, _ = getopt.gnu_getopt(list(args), shorts, list(longs))
+    return opts
+
+
 # --- sbatch's options ------------------------------------------------------------------------
 
 SBATCH_OPTIONS: tuple[Opt, ...] = (

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from cli.common import CommandError, ctld, run_main
-from cli.options import OptionError, getopt_table, parse_argv
+from cli.options import OptionError, read_getopt
 from shoal import version_line
 from shoal.v1 import controller_pb2 as pb
 
@@ -145,18 +145,14 @@ LONGS = [
     "help",
     "version",
 ]
-# 22.05 refuses an option in getopt_long's words, then its hint; exit 1 (captured 2026-12-01)
-TABLE = getopt_table(SHORTS, LONGS)
 
 
 def _run(args: list[str]) -> int:
-    try:
-        parse_argv(PROG, args, TABLE, stop_at_positional=False)
+    try:  # 22.05 refuses an option in getopt_long's words, then its hint; exit 1 (captured 2026-12-01)
+        opts = read_getopt(PROG, args, SHORTS, LONGS)
     except OptionError as exc:
         sys.stderr.write("".join(line + "\n" for line in exc.lines))
         return exc.exit_code
-    try:
-        opts, _ = getopt.gnu_getopt(args, SHORTS, LONGS)
     except getopt.GetoptError as exc:
         raise CommandError(f"{exc.msg}\n{USAGE}") from exc
     header, long, normalized, show_weights = True, False, False, False
