@@ -157,22 +157,10 @@ class AssocUsage:
             if why:
                 return why
         for depth, assoc in enumerate(self.chain(job.assoc_id)):
-            # The per-job and per-user limits (Max*) are the job's own association's: dbd hands each
-            # association its effective values, its own or those inherited down the account tree
-            # (dbd/admin.py `inherited`), so a user's own MaxWall above its account's is the one that holds.
-            if depth == 0 and 0 <= assoc.max_jobs <= self.jobs[assoc.id]:
-                return MAX_JOBS
-            if (
-                depth == 0
-                and 0 <= assoc.max_wall_min
-                and (job.time_limit_min < 0 or job.time_limit_min > assoc.max_wall_min)
-            ):
-                if job.time_limit_min != -1:
-                    return MAX_WALL
-            if depth == 0 and 0 <= assoc.max_cpus_per_job < cpus:
-                return MAX_CPU_PER_JOB
-            if depth == 0 and 0 <= assoc.max_gpus_per_job < gpus:
-                return MAX_GRES_PER_JOB
+            if depth == 0:
+                own = _own_max_reason(assoc, self.jobs[assoc.id], job, cpus, gpus)
+                if own:
+                    return own
             if 0 <= assoc.grp_jobs <= self.jobs[assoc.id]:
                 return GRP_JOBS
             over = self.cohorts.cannot_borrow(assoc, {CPU: cpus, GPU: gpus}, self._used)
@@ -340,6 +328,22 @@ def _limit_text(label: str, tres: str, value: int) -> str:
 
 def _want(job: JobRequest) -> dict[str, int]:
     return {CPU: job_cpus(job), GPU: job_gpus(job)}
+
+
+def _own_max_reason(assoc: AssocLimits, running: int, job: JobRequest, cpus: int, gpus: int) -> str | None:
+    """The per-job and per-user limits (Max*) of the job's own association only: dbd hands each
+    association its effective values, its own or those inherited down the account tree (dbd/admin.py
+    `inherited`), so a user's own MaxWall above its account's is the one that holds."""
+    if 0 <= assoc.max_jobs <= running:
+        return MAX_JOBS
+    limit = job.time_limit_min
+    if 0 <= assoc.max_wall_min and limit != -1 and (limit < 0 or limit > assoc.max_wall_min):
+        return MAX_WALL
+    if 0 <= assoc.max_cpus_per_job < cpus:
+        return MAX_CPU_PER_JOB
+    if 0 <= assoc.max_gpus_per_job < gpus:
+        return MAX_GRES_PER_JOB
+    return None
 
 
 def usage_reason(
