@@ -511,9 +511,25 @@ def stop(cluster: Hosts) -> None:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
+class PinnedNamespaces:
+    """The hosts' UTS namespaces held open across `stop`, so `leftovers` can name processes still in
+    them. A namespace's inode number is freed with the namespace, and the next one made anywhere on
+    the machine (another worker's job steps enter fresh ones all the time) may get it; a held
+    descriptor keeps the namespace, and with it its number, for as long as the check needs it."""
+
+    def __init__(self, cluster: Hosts) -> None:
+        self._fds = [os.open(f"/proc/{h._pid()}/ns/uts", os.O_RDONLY) for h in cluster.hosts.values()]
+        self.inodes = frozenset(os.fstat(fd).st_ino for fd in self._fds)
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+
 def leftovers(uts_inodes: Collection[int] = ()) -> list[str]:
     """Namespaces of this fixture still present, and processes still in the hosts' UTS namespaces
-    (`uts_inodes`, taken before `stop`): none after `stop`."""
+    (`uts_inodes`: PinnedNamespaces' numbers, pinned before `stop`): none after `stop`."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     found = [f"netns {line.split()[0]}" for line in out.splitlines() if line.startswith(prefix())]
     for entry in filter(str.isdigit, os.listdir("/proc")):

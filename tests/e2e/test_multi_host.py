@@ -34,10 +34,13 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hosts.Hosts]:
     c = hosts.start(tmp_path_factory.mktemp("hosts"), users=("root", "alice"))
     yield c
-    inodes = {h.uts_inode() for h in c.hosts.values()}
+    pinned = hosts.PinnedNamespaces(c)
     hosts.stop(c)
     # nothing of the fixture is left: namespaces (and with them the veths and the bridge), processes
-    assert hosts.leftovers(inodes) == []
+    try:
+        assert hosts.leftovers(pinned.inodes) == []
+    finally:
+        pinned.close()
     assert not [p for h in c.hosts.values() for p in h.daemons if p.poll() is None]
     assert subprocess.run(["ip", "link", "show", "v-gpu1"], capture_output=True).returncode != 0
 
