@@ -109,26 +109,25 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     stop = threading.Event()
     install_signals(stop, PROG)
-    try:
-        server = _build_server(args)
-        server.start()
-    except (_StartError, AgentServerError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
+    # the pid file first: whoever sees the socket served may read it at once
     wrote_pid = False
+    server = None
     try:
         if args.pidfile:
             _write_pidfile(args.pidfile)
             wrote_pid = True
+        server = _build_server(args)
+        server.start()
         notifier.ready()
         while not stop.wait(1.0):
             pass
         notifier.stopping()
-    except _StartError as exc:
+    except (_StartError, AgentServerError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
         if wrote_pid:
             try:
                 os.unlink(args.pidfile)
