@@ -124,13 +124,23 @@ class AgentServer:
         except OSError as exc:
             raise AgentServerError(f"cannot create directory {parent}: {exc.strerror or exc}") from exc
         self._remove_stale_socket()
+        # bound and listening under a private name, then renamed into place: a client that sees the
+        # socket file can connect to it (bind alone makes the file, and a connect before listen is refused)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        staging = os.path.join(os.path.dirname(os.path.abspath(self.socket_path)), f".sock.{os.getpid()}")
         try:
-            listener.bind(self.socket_path)
-            os.chmod(self.socket_path, 0o666)
+            if os.path.lexists(staging):
+                os.unlink(staging)
+            listener.bind(staging)
+            os.chmod(staging, 0o666)
             listener.listen(128)
+            os.rename(staging, self.socket_path)
         except OSError as exc:
             listener.close()
+            try:
+                os.unlink(staging)
+            except OSError:
+                pass
             raise AgentServerError(f"cannot listen on {self.socket_path}: {exc.strerror or exc}") from exc
         listener.settimeout(ACCEPT_POLL)
         self._inode = os.stat(self.socket_path).st_ino

@@ -86,13 +86,14 @@ class Cluster:
         return path.read_text() if path.exists() else ""
 
 
-# SHOAL_TEST_COMMANDS=native runs the short commands as installed (the native launcher and the
-# cluster's command runner) instead of `python -m cli.X`: the whole suite then checks that path too.
+# The short commands run as installed (the native launcher and the cluster's command runner), the
+# path users take, at a tenth of the CPU of a fresh interpreter per command; SHOAL_TEST_COMMANDS=python
+# runs them as `python -m cli.X` instead (tests/e2e/test_native_commands.py always compares the two).
 _NATIVE = Path(sysconfig.get_path("scripts"))
 
 
 def _command(name: str) -> list[str]:
-    if os.environ.get("SHOAL_TEST_COMMANDS") == "native" and name in NATIVE_COMMANDS:
+    if os.environ.get("SHOAL_TEST_COMMANDS") != "python" and name in NATIVE_COMMANDS:
         return [str(_NATIVE / name)]
     return [sys.executable, "-m", f"cli.{name}"]
 

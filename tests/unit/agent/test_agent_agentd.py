@@ -55,16 +55,22 @@ def test_serves_from_slurm_conf_and_stops_cleanly(
     conf = write_conf(tmp_path, ctld)
     pidfile = tmp_path / "agentd.pid"
     proc = agentd("-f", str(conf), "-D", "--pidfile", str(pidfile))
-    sock = tmp_path / "agent.sock"
-    wait_for(sock, proc)
-    monkeypatch.setenv("SHOAL_AGENT_SOCKET", str(sock))
-    reply = call(
-        "/shoal.v1.Controller/Ping", controller_pb2.PingRequest(), controller_pb2.PingResponse, timeout=5
-    )
-    assert reply.role == f"{os.getuid()}:{os.getgid()}"
-    assert pidfile.read_text().strip() == str(proc.pid)
-    proc.send_signal(stop_signal)
-    assert proc.wait(timeout=20) == 0
+    try:
+        sock = tmp_path / "agent.sock"
+        wait_for(sock, proc)
+        # the socket appears ready: the first call right after it is answered
+        monkeypatch.setenv("SHOAL_AGENT_SOCKET", str(sock))
+        reply = call(
+            "/shoal.v1.Controller/Ping", controller_pb2.PingRequest(), controller_pb2.PingResponse, timeout=5
+        )
+        assert reply.role == f"{os.getuid()}:{os.getgid()}"
+        assert pidfile.read_text().strip() == str(proc.pid)
+        proc.send_signal(stop_signal)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert not sock.exists()
     assert not pidfile.exists()
 
