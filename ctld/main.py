@@ -320,7 +320,8 @@ def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, i
     """A cycle on each wake (events arriving during a cycle are served by the next one), at least
     SchedulerParameters sched_min_interval after the previous cycle ended; a cycle's backfill pass
     runs only every bf_interval (ctld/applier.py), and the loop wakes when one is owed, or when a
-    deferred submission (batch_sched_delay) or batch job end (ctld/state.py batch_ended) is due."""
+    deferred submission (batch_sched_delay) or batch job end (ctld/state.py batch_ended: its window
+    grows with the last cycle's CPU) is due."""
     from ctld.applier import backfill_wait_s
     from ctld.sched_config import sched_min_interval_s
 
@@ -349,9 +350,10 @@ def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, i
             with controller.state.reading():
                 diag.observe(controller.jobs.values())  # sdiag's job counts, before the pass starts some
                 depth = diag.pending
-            start = time.perf_counter_ns()
+            start, cpu = time.perf_counter_ns(), time.thread_time()
             passes = controller.state.backfill_passes
             controller.schedule()
+            controller.state.cycle_ended(time.thread_time() - cpu)
             backfilled = controller.state.backfill_passes != passes
             diag.sched_pass((time.perf_counter_ns() - start) // 1000, depth, backfilled)
             with controller.state.reading():

@@ -53,6 +53,11 @@ Effect = Callable[[], None]
 # (22.05 ran 44-86 main passes over a 1,001-task array of `true` here, shoal one per end), and a job
 # that an end lets start waits at most this long for it.
 END_WAKE_WINDOW_S = 0.2
+# ... or this many times the last cycle's CPU, when that is longer: a cycle over a deep queue (a
+# 10,000-task array's pending tasks: ~0.2-0.4 s each) then runs about once a second for a stream of
+# ends, as 22.05's did here (451 main passes over 392 s), and takes at most ~1/5 of a core, leaving
+# the rest to the launches and completions it serves. A cheap cycle keeps the 0.2 s window.
+END_WAKE_COST_FACTOR = 4.0
 USAGE_SAVE_INTERVAL_S = 60  # the fair-share ledger is saved at most this often (housekeeping)
 
 
@@ -156,7 +161,8 @@ class ClusterState:
         self.last_submit_wake = -math.inf  # clock() of the last cycle a batch submission asked for
         self.submit_owed = False  # a batch job submitted since, whose cycle waits (batch_sched_delay)
         self.last_cycle = -math.inf  # clock() of the last cycle's start
-        self.end_owed = False  # a batch job ended since, whose cycle waits (END_WAKE_WINDOW_S)
+        self.end_owed = False  # a batch job ended since, whose cycle waits (`end_window_s`)
+        self.last_cycle_cpu = 0.0  # seconds of CPU the last cycle took (the scheduler loop's thread)
         self.call_later: Callable[[float, Callable[[], None]], None] = _call_later
         self.gpu_idle_policy = gpu_idle.policy_from(scheduler_parameters(cfg.scheduler_parameters))
         self.gpu_idle: dict[int, gpu_idle.IdleState] = {}  # running GPU jobs' idle tracking (memory only)
@@ -196,8 +202,8 @@ class ClusterState:
         return max(0.0, self.last_submit_wake + self.batch_sched_delay - self.clock())
 
     def batch_ended(self) -> None:
-        """A batch job's run ended: wake the scheduler at once unless a cycle started less than
-        END_WAKE_WINDOW_S ago; then the loop serves it by that cycle's start + the window
+        """A batch job's run ended: wake the scheduler at once unless a cycle started less than its
+        window (`end_window_s`) ago; then the loop serves it by that cycle's start + the window
         (`end_wait_s`), with every end that came since. A stream of ends (an array's short tasks) is
         served by a few cycles a second, not one each, while the first end after a quiet spell starts
         what fits at once. Not under the lock, as `submitted`.
@@ -209,12 +215,17 @@ class ClusterState:
         batch_sched_delay, as it does in 22.05, where a burst's jobs wait for that delay's cycle."""
         if self.submit_owed:
             return  # the loop wakes for the submissions' cycle (`submit_wait_s`), which serves this too
-        since = self.clock() - self.last_cycle
-        if since >= END_WAKE_WINDOW_S:
+        since, window = self.clock() - self.last_cycle, self.end_window_s()
+        if since >= window:
             self.wake.set()
         elif not self.end_owed:  # the loop may be asleep past the window's end: a timer wakes it then
             self.end_owed = True
-            self.call_later(END_WAKE_WINDOW_S - since, partial(self._end_due, self.last_cycle))
+            self.call_later(window - since, partial(self._end_due, self.last_cycle))
+
+    def end_window_s(self) -> float:
+        """How long after a cycle's start a batch job's end waits for the next: END_WAKE_WINDOW_S, or
+        END_WAKE_COST_FACTOR times the last cycle's CPU when that is longer."""
+        return max(END_WAKE_WINDOW_S, END_WAKE_COST_FACTOR * self.last_cycle_cpu)
 
     def _end_due(self, cycle: float) -> None:
         """The window of a deferred end has passed: wake the scheduler, unless a cycle since served it."""
@@ -225,7 +236,11 @@ class ClusterState:
         """Seconds until the cycle a deferred end waits for (None: none waits)."""
         if not self.end_owed:
             return None
-        return max(0.0, self.last_cycle + END_WAKE_WINDOW_S - self.clock())
+        return max(0.0, self.last_cycle + self.end_window_s() - self.clock())
+
+    def cycle_ended(self, cpu_s: float) -> None:
+        """The scheduler loop's cycle took `cpu_s` seconds of its thread's CPU (`end_window_s`)."""
+        self.last_cycle_cpu = cpu_s
 
     def cycle_starts(self) -> None:
         """The scheduler loop starts a cycle: it serves every deferred submission and end."""

@@ -203,6 +203,40 @@ def test_a_stream_of_batch_job_ends_is_served_by_one_cycle_a_window(tmp_path: Pa
     assert wake.is_set()  # the window has passed since: at once again
 
 
+def test_after_a_costly_cycle_ends_wait_four_times_its_cpu(tmp_path: Path) -> None:
+    """A cycle over a deep queue (a 10,000-task array pending) costs a few hundred ms of CPU; a stream
+    of ends then gets a cycle about every 4x that, not every 0.2 s, so scheduling takes at most ~1/5
+    of a core. A cheap cycle brings the 0.2 s window back."""
+    from ctld.state import END_WAKE_WINDOW_S
+
+    h = Harness.of(cluster().nodes(1, cpus=4, mem=8000).set(**CONF), tmp_path)
+    wake, state = h.ctl.wake, h.ctl.state
+    timers: list[tuple[float, Callable[[], None]]] = []
+    state.call_later = lambda delay, fn: timers.append((delay, fn))
+    running = [h.submit(job().cpus(1).time(5)) for _ in range(4)]
+    waiting = [h.submit(job().cpus(1).time(5)) for _ in range(2)]
+    state.cycle_starts()
+    h.schedule()
+    state.cycle_ended(0.3)  # the cycle took 0.3 s of CPU
+    h.advance(0.5)  # past 0.2 s, within 4 x 0.3 s
+    wake.clear()
+    h.finish(running[0])
+    assert not wake.is_set()
+    assert state.end_wait_s() == pytest.approx(0.7)
+    assert [delay for delay, _ in timers] == [pytest.approx(0.7)]
+    h.advance(0.7)
+    timers[0][1]()
+    assert wake.is_set()
+    wake.clear()
+    state.cycle_starts()
+    h.schedule()
+    state.cycle_ended(0.01)  # cheap again
+    assert h.state(waiting[0]) == "RUNNING"
+    h.advance(END_WAKE_WINDOW_S)
+    h.finish(running[1])
+    assert wake.is_set()  # 0.2 s after a cheap cycle: at once
+
+
 def test_a_job_end_during_a_deferred_burst_waits_for_the_bursts_cycle(tmp_path: Path) -> None:
     """While a burst of batch submissions waits for its cycle (batch_sched_delay), a batch job's end
     asks for no cycle of its own: one would start the burst's jobs mid-burst, the work the delay keeps
