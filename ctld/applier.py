@@ -28,16 +28,19 @@ log = logging.getLogger("shoal.ctld")
 
 def backfill_due(state: ClusterState) -> bool:
     """SchedulerParameters bf_interval: the backfill pass runs in a cycle only once that many seconds
-    have passed since the last one (the main pass runs in every cycle), as Slurm's backfill loop."""
-    return state.bf_interval is not None and state.clock() - state.last_backfill >= state.bf_interval
+    have passed since the last one (the main pass runs in every cycle), as Slurm's backfill loop; or
+    longer after a costly pass (ClusterState.backfill_gap_s)."""
+    gap = state.backfill_gap_s()
+    return gap is not None and state.clock() - state.last_backfill >= gap
 
 
 def backfill_wait_s(state: ClusterState) -> float | None:
     """Seconds until the backfill pass the last cycle's pending jobs wait for is due (the scheduler
     loop wakes for it); None when none waits."""
-    if not state.backfill_owed or state.bf_interval is None:
+    gap = state.backfill_gap_s()
+    if not state.backfill_owed or gap is None:
         return None
-    return max(0.0, state.last_backfill + state.bf_interval - state.clock())
+    return max(0.0, state.last_backfill + gap - state.clock())
 
 
 def schedule(state: ClusterState) -> int:

@@ -353,8 +353,8 @@ def _scheduler_loop(controller: Controller, diag: Diag, stop: threading.Event, i
             start, cpu = time.perf_counter_ns(), time.thread_time()
             passes = controller.state.backfill_passes
             controller.schedule()
-            controller.state.cycle_ended(time.thread_time() - cpu)
             backfilled = controller.state.backfill_passes != passes
+            controller.state.cycle_ended(time.thread_time() - cpu, backfilled)
             diag.sched_pass((time.perf_counter_ns() - start) // 1000, depth, backfilled)
             with controller.state.reading():
                 diag.observe(controller.jobs.values())

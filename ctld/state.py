@@ -58,6 +58,10 @@ END_WAKE_WINDOW_S = 0.2
 # ends, as 22.05's did here (451 main passes over 392 s), and takes at most ~1/5 of a core, leaving
 # the rest to the launches and completions it serves. A cheap cycle keeps the 0.2 s window.
 END_WAKE_COST_FACTOR = 4.0
+# The backfill pass runs at most every bf_interval, or this many times the CPU of the last cycle that
+# ran one, when that is longer: over a deep queue (~0.3 s a pass at 10,000 pending tasks) at most ~1/10
+# of a core goes to backfill at shoal's bf_interval=1; a cheap pass keeps bf_interval.
+BACKFILL_COST_FACTOR = 10.0
 USAGE_SAVE_INTERVAL_S = 60  # the fair-share ledger is saved at most this often (housekeeping)
 
 
@@ -163,6 +167,7 @@ class ClusterState:
         self.last_cycle = -math.inf  # clock() of the last cycle's start
         self.end_owed = False  # a batch job ended since, whose cycle waits (`end_window_s`)
         self.last_cycle_cpu = 0.0  # seconds of CPU the last cycle took (the scheduler loop's thread)
+        self.last_backfill_cpu = 0.0  # ... and the last cycle that ran a backfill pass
         self.call_later: Callable[[float, Callable[[], None]], None] = _call_later
         self.gpu_idle_policy = gpu_idle.policy_from(scheduler_parameters(cfg.scheduler_parameters))
         self.gpu_idle: dict[int, gpu_idle.IdleState] = {}  # running GPU jobs' idle tracking (memory only)
@@ -238,9 +243,19 @@ class ClusterState:
             return None
         return max(0.0, self.last_cycle + self.end_window_s() - self.clock())
 
-    def cycle_ended(self, cpu_s: float) -> None:
-        """The scheduler loop's cycle took `cpu_s` seconds of its thread's CPU (`end_window_s`)."""
+    def cycle_ended(self, cpu_s: float, backfilled: bool = False) -> None:
+        """The scheduler loop's cycle took `cpu_s` seconds of its thread's CPU (`end_window_s`), with a
+        backfill pass or not (`backfill_gap_s`)."""
         self.last_cycle_cpu = cpu_s
+        if backfilled:
+            self.last_backfill_cpu = cpu_s
+
+    def backfill_gap_s(self) -> float | None:
+        """The least seconds between two backfill passes: bf_interval, or BACKFILL_COST_FACTOR times the
+        last backfilling cycle's CPU when that is longer; None: no backfill pass (bf_interval=0)."""
+        if self.bf_interval is None:
+            return None
+        return max(float(self.bf_interval), BACKFILL_COST_FACTOR * self.last_backfill_cpu)
 
     def cycle_starts(self) -> None:
         """The scheduler loop starts a cycle: it serves every deferred submission and end."""

@@ -65,6 +65,26 @@ def test_only_backfill_starts_a_job_and_only_once_the_interval_has_passed(
     assert h.state(big) == "PENDING"
 
 
+def test_after_a_costly_backfill_pass_the_next_waits_ten_times_its_cpu(tmp_path: Path) -> None:
+    """A backfill pass over a deep queue (10,000 pending tasks: ~0.3 s of CPU) at shoal's 1 s
+    bf_interval would take a third of a core; after a cycle that backfilled for 0.3 s of CPU the next
+    pass waits 3 s. A cheap pass brings bf_interval back."""
+    from ctld.applier import backfill_wait_s
+
+    h, big = _queue(tmp_path, "")
+    h.ctl.state.cycle_ended(0.3, backfilled=True)
+    small = h.submit(job().cpus(2).time(5))
+    h.advance(1.5)  # past bf_interval=1
+    h.schedule()  # the main pass alone: small waits behind big
+    assert (h.state(small), h.reason(small)) == ("PENDING", "Priority")
+    assert backfill_wait_s(h.ctl.state) == pytest.approx(1.5)
+    h.advance(1.5)
+    h.schedule()  # 3 s since: this cycle backfills
+    assert h.state(small) == "RUNNING"
+    h.ctl.state.cycle_ended(0.01, backfilled=True)
+    assert h.ctl.state.backfill_gap_s() == 1.0
+
+
 def test_main_pass_runs_on_every_event_whatever_bf_interval(tmp_path: Path) -> None:
     h, big = _queue(tmp_path, "bf_interval=30")
     h.cancel(big)
