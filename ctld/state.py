@@ -252,7 +252,7 @@ class ClusterState:
 
     def backfill_gap_s(self) -> float | None:
         """The least seconds between two backfill passes: bf_interval, or BACKFILL_COST_FACTOR times the
-        last backfilling cycle's CPU when that is longer; None: no backfill pass (bf_interval=0)."""
+        last backfilling cycle's CPU when that is longer; None: no backfill pass (bf_interval=-1)."""
         if self.bf_interval is None:
             return None
         return max(float(self.bf_interval), BACKFILL_COST_FACTOR * self.last_backfill_cpu)
