@@ -55,8 +55,9 @@ class Timeline:
         self.now = now
         resolution = max(1, snap.config.bf_resolution_s)
         self._ends = sorted((r for r in snap.running if r.end_time > 0), key=lambda r: r.end_time)
-        # planned times are the job ends rounded up to bf_resolution, never before now
-        self._release_times = [now + _round_up(max(0, r.end_time - now), resolution) for r in self._ends]
+        # planned times are the job ends rounded up to bf_resolution, after now: a job past its end
+        # (COMPLETING, or its limit not yet enforced) holds what it has until it is gone
+        self._release_times = [now + _round_up(max(1, r.end_time - now), resolution) for r in self._ends]
         self._resolution = resolution
         self._at: dict[int, Snapshot] = {0: snap}  # releases applied -> snapshot (cached per pass)
         self._blank: dict[int, Overlay] = {}  # releases applied -> an empty overlay bound to that snapshot

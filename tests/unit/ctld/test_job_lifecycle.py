@@ -65,6 +65,26 @@ def test_the_time_limit_ends_the_job_as_timeout_after_its_node_says_so(h: Harnes
     assert h.state(job_id) == "TIMEOUT"
 
 
+@pytest.mark.parametrize("scheduler", ["sched/builtin", "sched/backfill"])
+def test_a_timed_out_job_keeps_its_cpus_until_its_node_says_it_is_gone(
+    tmp_path: Path, scheduler: str
+) -> None:
+    """COMPLETING past its end, a job still holds its CPUs (its processes are being killed): the next
+    job waits for them (backfill once planned them free at the old job's end, and started it on them)."""
+    h = Harness.of(cluster().nodes(1, cpus=2).set(SchedulerType=scheduler), tmp_path)
+    first = h.submit(job().tasks(2).time(1))
+    h.schedule()
+    waiting = h.submit(job().tasks(2).time(1))
+    h.advance(60)
+    h.tick()
+    h.effects()
+    assert (h.state(first), h.schedule(), h.state(waiting), h.effects()) == ("COMPLETING", 0, "PENDING", [])
+    assert h.reason(waiting) == "Resources"
+    h.finish(first, exit_signal=signal.SIGTERM)
+    assert (h.state(first), h.schedule(), h.state(waiting)) == ("TIMEOUT", 1, "RUNNING")
+    assert h.effects()[-1] == Launch("n1", waiting)
+
+
 def test_signal_before_the_time_limit_is_sent_once(h: Harness) -> None:
     job_id = h.submit(job().time(2).signal(signal.SIGUSR1, 60))
     h.schedule()
