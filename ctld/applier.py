@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from ctld import alloc_prolog, decisions, job_suspend, node_reboot, preempt, snapshot
+from ctld import alloc_prolog, array_window, decisions, job_suspend, node_reboot, preempt, snapshot
 from ctld import jobs as jobrec
 from ctld.errors import SlurmError
 from ctld.record import JobRecord
@@ -48,8 +48,7 @@ def schedule(state: ClusterState) -> int:
     now = state.now()
     launched = 0
     with state.transaction() as tx:
-        pending: list[m.JobRequest] = []
-        by_id: dict[int, JobRecord] = {}
+        waiting: list[tuple[JobRecord, m.JobRequest]] = []
         resumable = False  # a job suspended by preemption may resume though nothing is pending
         for job in state.jobs.values():
             resumable = resumable or (job.gang_suspended and job.state == jobs_pb2.SUSPENDED)
@@ -59,14 +58,20 @@ def schedule(state: ClusterState) -> int:
             if req is None:
                 job.state_reason = reasons.BAD_CONSTRAINTS
                 continue
-            pending.append(req)
-            by_id[job.job_id] = job
-        if not pending and not resumable:
+            waiting.append((job, req))
+        if not waiting and not resumable:
             state.backfill_owed = False
             _recalculate_running(state, None, now)
             return 0
         state.accrue_usage()
-        snap = snapshot.build(state, pending)
+        node_usage = snapshot.usage(state)
+        cpus = {name: rt.conf.cpus for name, rt in state.nodes.items()}
+        seen = array_window.room(
+            array_window.cpus_in_use(node_usage, cpus), state.sched_config, state.accounting.limits()
+        )
+        waiting, followers = array_window.split(waiting, seen)
+        by_id = {job.job_id: job for job, _ in waiting}
+        snap = snapshot.build(state, [req for _, req in waiting], node_usage=node_usage)
         _recalculate_running(state, snap, now)
         with_backfill = state.sched_config.scheduler != "sched/backfill" or backfill_due(state)
         result = sched_cycle.run_cycle(snap, now, with_backfill)
@@ -77,6 +82,8 @@ def schedule(state: ClusterState) -> int:
             state.backfill_passes += 1
             state.backfill_owed = False
         decisions.apply_verdicts(by_id, result, now)  # reasons, priorities, backfill's plan
+        multifactor = state.sched_config.priority.type == MULTIFACTOR
+        array_window.answer(followers, multifactor, result.plans_kept, now)  # the tasks left out
         # Victims first: a suspended one is stopped before its preemptor's launch reaches the node.
         tx.save(*preempt.apply_preemptions(state, tx, result.preemptions, now))
         tx.save(*_resume(state, tx, result.resumes, now))

@@ -56,12 +56,22 @@ def usage(state: ClusterState) -> dict[str, m.NodeUsage]:
     }
 
 
-def build(state: ClusterState, pending: Iterable[m.JobRequest], *, capacity_only: bool = False) -> m.Snapshot:
+def build(
+    state: ClusterState,
+    pending: Iterable[m.JobRequest],
+    *,
+    capacity_only: bool = False,
+    node_usage: dict[str, m.NodeUsage] | None = None,
+) -> m.Snapshot:
     """The core's input. `capacity_only` (the submit-time "could it ever run" question) skips what
-    only "now" and "when" need: usage, running jobs and the statuses of every known job."""
+    only "now" and "when" need: usage, running jobs and the statuses of every known job.
+    `node_usage`: `usage(state)` when the caller has it already."""
     accounting = state.accounting
     pending = tuple(accounting.attach(r, state.jobs.get(r.job_id)) for r in pending)
-    node_usage = {name: m.NodeUsage() for name in state.nodes} if capacity_only else usage(state)
+    if capacity_only:
+        node_usage = {name: m.NodeUsage() for name in state.nodes}
+    elif node_usage is None:
+        node_usage = usage(state)
     nodes = tuple(
         m.Node(
             name=n.conf.name,

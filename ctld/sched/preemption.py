@@ -43,7 +43,16 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ctld.sched.model import JobRequest, Partition, Preemption, QosPreempt, RunningJob, Snapshot, Start
+from ctld.sched.model import (
+    Config,
+    JobRequest,
+    Partition,
+    Preemption,
+    QosPreempt,
+    RunningJob,
+    Snapshot,
+    Start,
+)
 from ctld.sched.placement import Overlay, place, release
 
 NONE = "preempt/none"
@@ -70,7 +79,12 @@ class Plan:
 
 
 def enabled(snap: Snapshot) -> bool:
-    return snap.config.preempt.type in (QOS, PARTITION_PRIO)
+    return enabled_by(snap.config)
+
+
+def enabled_by(config: Config) -> bool:
+    """Whether a pending job may have running jobs preempted for it."""
+    return config.preempt.type in (QOS, PARTITION_PRIO)
 
 
 def plan(

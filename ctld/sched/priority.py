@@ -145,8 +145,13 @@ def job_priority(
     if job.admin_priority is not None:
         return job.admin_priority
     if conf is None or ctx is None or conf.type != MULTIFACTOR:
-        return max(1, BASE_PRIORITY - job.job_id - job.nice)
+        return fifo_priority(job)
     return weigh(job_factors(job, partition, now, conf, ctx), conf).priority
+
+
+def fifo_priority(job: JobRequest) -> int:
+    """priority/basic: first in, first out (a smaller job id ranks higher), less the nice value."""
+    return max(1, BASE_PRIORITY - job.job_id - job.nice)
 
 
 def job_factors(

@@ -28,7 +28,7 @@ _numbers = count(1)
 
 
 @memo.by_identity
-def _ask_number(job: JobRequest) -> int:
+def ask_number(job: JobRequest) -> int:
     """A number per distinct ask: equal numbers, equal asks (a request is frozen, kept across cycles)."""
     ask = _ask(job)
     try:
@@ -51,7 +51,7 @@ def same_ask(a: JobRequest, b: JobRequest) -> bool:
     return (
         placement.SHORTCUTS
         and a.array_job_id == b.array_job_id != 0
-        and (a is b or _ask_number(a) == _ask_number(b))
+        and (a is b or ask_number(a) == ask_number(b))
     )
 
 
