@@ -53,14 +53,14 @@ Effect = Callable[[], None]
 # (22.05 ran 44-86 main passes over a 1,001-task array of `true` here, shoal one per end), and a job
 # that an end lets start waits at most this long for it.
 END_WAKE_WINDOW_S = 0.2
-# ... or this many times the last cycle's CPU, when that is longer: a cycle over a deep queue (a
-# 10,000-task array's pending tasks: ~0.2-0.4 s each) then runs about once a second for a stream of
-# ends, as 22.05's did here (451 main passes over 392 s), and takes at most ~1/5 of a core, leaving
-# the rest to the launches and completions it serves. A cheap cycle keeps the 0.2 s window.
+# ... or this many times the last cycle's CPU, when that is longer: a cycle over a deep queue of jobs
+# that each ask otherwise (an array's alike tasks cost a cycle little: ctld/array_window.py) then takes
+# at most ~1/5 of a core, leaving the rest to the launches and completions it serves. A cheap cycle
+# keeps the 0.2 s window.
 END_WAKE_COST_FACTOR = 4.0
 # The backfill pass runs at most every bf_interval, or this many times the CPU of the last cycle that
-# ran one, when that is longer: over a deep queue (~0.3 s a pass at 10,000 pending tasks) at most ~1/10
-# of a core goes to backfill at shoal's bf_interval=1; a cheap pass keeps bf_interval.
+# ran one, when that is longer: over a deep queue at most ~1/10 of a core goes to backfill at shoal's
+# bf_interval=1; a cheap pass keeps bf_interval.
 BACKFILL_COST_FACTOR = 10.0
 USAGE_SAVE_INTERVAL_S = 60  # the fair-share ledger is saved at most this often (housekeeping)
 
