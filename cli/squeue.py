@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from cli import fmt
 from cli.options import OptionError, refuse_as_getopt
@@ -20,6 +20,9 @@ from shoal.depshow import shown_dependency
 from shoal.hostlist import collect
 from shoal.timefmt import format_duration, format_limit_squeue, format_timestamp
 from shoal.v1 import jobs_pb2
+
+if TYPE_CHECKING:
+    from shoal.v1 import controller_pb2
 
 PROG = "squeue"
 
@@ -876,17 +879,27 @@ class _Listing(NamedTuple):
     partitions_private: bool  # PrivateData=partitions keeps them from this caller
 
 
-def _query(args: argparse.Namespace, flt: JobFilter, brief: bool) -> _Listing:
-    from cli.common import ctld
+def listing_request(args: argparse.Namespace, flt: JobFilter, brief: bool) -> controller_pb2.GetJobsRequest:
+    """What squeue asks ctld for."""
     from shoal.v1 import controller_pb2
 
     request = controller_pb2.GetJobsRequest(
         include_finished=flt.states is None or bool(flt.states - UNFINISHED),
         show_all=bool(args.all or args.jobs or args.partition),  # naming jobs or partitions shows hidden ones
         brief=brief,
+        # -r lists every task; `-j A_T` lists the tasks named, not the record they wait in
+        fold_pending_tasks=not args.array and all(task is None for _, task in flt.job_ids or ()),
     )
     if args.jobs:
         request.job_id_strs.extend(w for w in _split_outside_brackets(args.jobs) if w.strip())
+    return request
+
+
+def _query(args: argparse.Namespace, flt: JobFilter, brief: bool) -> _Listing:
+    from cli.common import ctld
+    from shoal.v1 import controller_pb2
+
+    request = listing_request(args, flt, brief)
     resp = ctld("GetJobs", request, controller_pb2.GetJobsResponse)
     now = resp.now
     if not now:

@@ -8,7 +8,8 @@ priorities, planned starts are listed as they are now); the spec's listing form 
 spec is replaced (specs are never edited in place); steps are serialised on every listing.
 
 A brief listing (GetJobsRequest.brief: what squeue's usual formats read) sends each job's
-BRIEF_FIELDS only, kept the same way until `changes` moves.
+BRIEF_FIELDS only, kept the same way until `changes` moves. A folded one (fold_pending_tasks) sends
+an array's pending tasks as their first task's entry with array_task_str appended (`with_task_str`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ def listing_view(job: JobRecord) -> jobs_pb2.JobInfo:
     view.spec.ClearField("environment")
     view.spec.ClearField("script")
     return view
+
+
+def with_task_str(entry: bytes, task_str: str) -> bytes:
+    """A `jobs` entry (tag, length, JobInfo) with its array_task_str set: the field appended (a
+    message's later value of a field wins), the cached bytes reused."""
+    extra = jobs_pb2.JobInfo(array_task_str=task_str).SerializeToString()
+    start = 1  # past the tag; then the length's varint
+    while entry[start] & 0x80:
+        start += 1
+    body = entry[start + 1 :]
+    return b"".join((_JOBS_TAG, _varint(len(body) + len(extra)), body, extra))
 
 
 class ListingViews:
@@ -85,6 +97,9 @@ class ListingViews:
             kept = (job, job.changes, b"".join((_JOBS_TAG, _varint(len(body)), body)))
             self._briefs[job.job_id] = kept
         return kept[2]
+
+    def entry_of(self, job: JobRecord, brief: bool) -> bytes:
+        return self.brief_entry(job) if brief else self.entry(job)
 
     def forget(self, alive: set[int] | dict[int, JobRecord]) -> None:
         """Drop what is kept for jobs no longer in `alive` (purged by MinJobAge)."""

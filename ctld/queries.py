@@ -7,11 +7,13 @@ from collections.abc import Iterable
 
 from ctld import privacy, snapshot
 from ctld.job_select import select
+from ctld.listing import ListingViews, with_task_str
 from ctld.nodes import gres_used, long_state
 from ctld.record import JobRecord
 from ctld.show_config import config_entries
 from ctld.state import Caller, ClusterState
 from shoal import hostlist
+from shoal.arrayspec import format_task_ids
 from shoal.conf.slurm import preempt_mode_text
 from shoal.states import FINISHED_STATES
 from shoal.v1 import controller_pb2, jobs_pb2
@@ -56,6 +58,9 @@ def get_jobs_wire(
         who = privacy.viewer(state, caller)  # PrivateData=jobs: own and coordinated accounts' jobs only
         parts: list[bytes] = []
         views = state.listing
+        fold = req.fold_pending_tasks
+        tasks: dict[tuple[int, str, str], list[JobRecord]] = {}  # pending tasks folded: their group
+        slots: dict[tuple[int, str, str], int] = {}  # ... and where its entry goes
         for job in candidates:
             if not finished_too and job.state in FINISHED_STATES:
                 continue
@@ -67,7 +72,16 @@ def get_jobs_wire(
                 continue
             if who is not None and not privacy.sees(who, job):
                 continue
-            parts.append(views.brief_entry(job) if req.brief else views.entry(job))
+            if fold and job.state == jobs_pb2.PENDING and job.array_job_id and job.array_task_id >= 0:
+                key = (job.array_job_id, job.state_reason, job.partition)
+                if key not in tasks:
+                    tasks[key], slots[key] = [], len(parts)
+                    parts.append(b"")
+                tasks[key].append(job)
+                continue
+            parts.append(views.entry_of(job, req.brief))
+        for key, members in tasks.items():
+            parts[slots[key]] = _folded(views, members, req.brief)
         if len(views) > 2 * len(state.jobs) + 64:
             views.forget(state.jobs)
         # the fields in number order, as the message's own serialisation writes them: jobs, then the rest
@@ -76,6 +90,19 @@ def get_jobs_wire(
         )
         parts.append(tail.SerializeToString())
         return b"".join(parts)
+
+
+def _folded(views: ListingViews, members: list[JobRecord], brief: bool) -> bytes:
+    """Pending tasks of one array sharing a reason and a partition, as squeue shows them: one row, its
+    lowest task's, naming them all (the way cli/squeue.py's group_array_tasks folds them itself)."""
+    first = min(members, key=lambda j: j.array_task_id)
+    entry = views.entry_of(first, brief)
+    if len(members) == 1:
+        return entry
+    task_str = format_task_ids(j.array_task_id for j in members)
+    if first.array_max_tasks:
+        task_str += f"%{first.array_max_tasks}"
+    return with_task_str(entry, task_str)
 
 
 def get_nodes(

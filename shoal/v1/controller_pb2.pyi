@@ -382,6 +382,7 @@ class GetJobsRequest(_message.Message):
     USER_IDS_FIELD_NUMBER: _builtins.int
     SHOW_ALL_FIELD_NUMBER: _builtins.int
     BRIEF_FIELD_NUMBER: _builtins.int
+    FOLD_PENDING_TASKS_FIELD_NUMBER: _builtins.int
     include_finished: _builtins.bool
     """also finished jobs kept by MinJobAge (always when jobs are named)"""
     show_all: _builtins.bool
@@ -389,6 +390,11 @@ class GetJobsRequest(_message.Message):
     brief: _builtins.bool
     """only the fields of shoal.jobview.BRIEF_FIELDS / BRIEF_SPEC_FIELDS: what squeue's usual formats,
     sorts and filters read (a quarter of the bytes); a controller that predates it sends every field
+    """
+    fold_pending_tasks: _builtins.bool
+    """squeue without -r: an array's pending tasks that share a reason and a partition come as one
+    entry, the lowest task's, with array_task_str naming them all ("5-9999", "%N" when throttled), as
+    22.05 keeps them in one record; a controller that predates it sends each task (squeue folds them)
     """
     @_builtins.property
     def job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -409,10 +415,11 @@ class GetJobsRequest(_message.Message):
         user_ids: _abc.Iterable[_builtins.int] | None = ...,
         show_all: _builtins.bool = ...,
         brief: _builtins.bool = ...,
+        fold_pending_tasks: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["brief", b"brief", "include_finished", b"include_finished", "job_id_strs", b"job_id_strs", "job_ids", b"job_ids", "show_all", b"show_all", "user_ids", b"user_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["brief", b"brief", "fold_pending_tasks", b"fold_pending_tasks", "include_finished", b"include_finished", "job_id_strs", b"job_id_strs", "job_ids", b"job_ids", "show_all", b"show_all", "user_ids", b"user_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

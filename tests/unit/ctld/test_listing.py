@@ -12,8 +12,8 @@ from ctld.listing import listing_view
 from ctld.queries import get_jobs_wire
 from ctld.record import with_spec
 from shoal.jobview import BRIEF_FIELDS, BRIEF_SPEC_FIELDS
-from shoal.v1 import controller_pb2, jobs_pb2
-from tests.unit.ctld.harness import Harness, cluster, job
+from shoal.v1 import common_pb2, controller_pb2, jobs_pb2
+from tests.unit.ctld.harness import ROOT, Harness, cluster, job
 
 ENV = {f"VAR_{i}": f"value {i} " * (i % 7) for i in range(41)} | {"HOME": "/home/alice", "EMPTY": ""}
 
@@ -198,3 +198,89 @@ def test_other_columns_ask_for_the_full_listing(
     format_str: str | None, long_format: str | None, sort: str
 ) -> None:
     assert not squeue.brief_enough(squeue.build_fields(format_str, long_format), sort)
+
+
+# --- folded pending tasks (GetJobsRequest.fold_pending_tasks): a big array as one entry, as 22.05's
+
+
+def _arrays(tmp_path: Path) -> Harness:
+    """Arrays in every shape squeue folds: pending behind running tasks, a throttle, tasks held apart
+    (another reason), a task moved to another partition, requeued and finished tasks."""
+    built = cluster().nodes(2, cpus=4, mem=8000).set(MinJobAge=300)
+    h = Harness.of(built.partition("batch", "n[1-2]", Default="YES").partition("other", "n1"), tmp_path)
+    big = _sbatch(h, job().cpus(1).time(10).name("big"), array="0-39")
+    _sbatch(h, job().cpus(2).time(5).name("throttled"), array="0-9%2")
+    small = _sbatch(h, job().cpus(1).name("two"), array="3,5")
+    h.schedule()
+    tasks = {j.array_task_id: j.job_id for j in h.ctl.jobs.values() if j.array_job_id == big}
+    for task in (20, 21, 30):
+        assert not h.update(tasks[task], "hold")
+    update = controller_pb2.UpdateJobRequest(
+        job_ids=[f"{big}_33"],
+        action="update",
+        fields=[common_pb2.KeyValue(key="Partition", value="other")],
+    )
+    assert not [r.message for r in h.ctl.update_job(update, ROOT).results if r.code]
+    running = sorted(j.job_id for j in h.ctl.jobs.values() if j.state == jobs_pb2.RUNNING)
+    h.finish(running[0])
+    assert not h.update(running[1], "requeue")
+    h.advance(3)
+    h.schedule()
+    assert h.ctl.jobs[small].state == jobs_pb2.PENDING
+    return h
+
+
+@pytest.mark.parametrize("brief", [False, True], ids=["full", "brief"])
+def test_squeue_prints_the_same_from_folded_pending_tasks(tmp_path: Path, brief: bool) -> None:
+    h = _arrays(tmp_path)
+    plain, folded = (
+        _answer(h, include_finished=True, brief=brief),
+        _answer(h, include_finished=True, brief=brief, fold_pending_tasks=True),
+    )
+    assert len(folded.jobs) * 2 < len(plain.jobs)
+    big = next(j for j in folded.jobs if j.spec.name == "big" and j.array_task_str)
+    assert big.array_task_str.startswith(f"{big.array_task_id}-") and big.state == jobs_pb2.PENDING
+    throttled = next(j for j in folded.jobs if j.spec.name == "throttled" and j.array_task_str)
+    assert throttled.array_task_str.endswith("%2")
+    first = min(h.ctl.jobs)
+    filters = [
+        squeue.JobFilter(states=None),
+        squeue.JobFilter(states=None, job_ids=[(first, None)]),
+        squeue.JobFilter(states={jobs_pb2.PENDING}),
+        squeue.JobFilter(states=None, partitions={"other"}),
+    ]
+    for format_str in FORMATS:
+        fields = squeue.build_fields(format_str, None)
+        for sort in [*SORTS, "-i", "-S", "-p,i", "t,-e"]:
+            for shown in filters:
+                lines = [
+                    squeue.render_queue(list(a.jobs), a.now, shown, fields, sort=sort)
+                    for a in (plain, folded)
+                ]
+                assert lines[0] == lines[1] and len(lines[0]) > 1, (format_str, sort, shown)
+
+
+def test_a_folded_listing_names_the_tasks_asked_for(tmp_path: Path) -> None:
+    h = _arrays(tmp_path)
+    first = min(h.ctl.jobs)
+    asked = _answer(h, job_id_strs=[f"{first}_[24-27]"], fold_pending_tasks=True)
+    assert [(j.array_task_id, j.array_task_str) for j in asked.jobs] == [(24, "24-27")]
+    one = _answer(h, job_id_strs=[f"{first}_25"], fold_pending_tasks=True)
+    assert [(j.array_task_id, j.array_task_str) for j in one.jobs] == [(25, "")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "folded"),
+    [
+        ([], True),
+        (["-u", "root", "-t", "PD"], True),
+        (["-j", "7"], True),
+        (["-r"], False),
+        (["-j", "7_3"], False),
+    ],
+)
+def test_squeue_asks_for_folded_tasks_unless_it_lists_tasks(argv: list[str], folded: bool) -> None:
+    args, stray = squeue.parse_command_line(argv)
+    assert not stray
+    request = squeue.listing_request(args, squeue.build_filter(args), brief=True)
+    assert request.fold_pending_tasks is folded
