@@ -33,6 +33,10 @@ from shoal.v1 import controller_pb2, jobs_pb2
 
 PROG = "salloc"
 POLL_S = 0.2
+# 22.05's controller tries an allocation within its request and the commands say "queued" only when
+# that fails; ctld starts it in the scheduling cycle the submission wakes, so the words wait for a
+# job still pending this long (it waits for resources, not for that cycle on a loaded host)
+ANNOUNCE_AFTER_S = 0.5
 REVOKE_POLL_S = 2.0
 
 SALLOC_ENV = {
@@ -155,6 +159,7 @@ def allocate(
     # `--immediate` alone means "now": Slurm says nothing of queueing then
     announce = immediate is None or immediate > 1
     announced = False
+    submitted = time.monotonic()
     previous = {sig: signal.signal(sig, _interrupted) for sig in _REVOKING}
     try:
         while True:
@@ -170,7 +175,7 @@ def allocate(
             if deadline is not None and time.monotonic() >= deadline:
                 release(job_id, 0, 0, cancel=True)
                 raise AllocationBusy(job_id)
-            if announce and not announced and not quiet:
+            if announce and not announced and not quiet and time.monotonic() - submitted >= ANNOUNCE_AFTER_S:
                 if prog == "salloc":
                     print(f"salloc: Pending job allocation {job_id}", file=sys.stderr)
                 print(f"{prog}: job {job_id} queued and waiting for resources", file=sys.stderr)

@@ -406,16 +406,29 @@ def test_an_aborted_step_that_does_not_end_is_waited_for_killwait_plus_two_secon
     assert proc.returncode != 0
 
 
+def _bind_below_ephemeral(sock: socket.socket, start: int) -> int:
+    """Bind `sock` to the first port from `start` whose next one is free too (below the kernel's
+    ephemeral range, 32768 on, so no outgoing connection of another test takes it meanwhile)."""
+    for low in range(start, start + 200, 2):
+        try:
+            with socket.socket() as probe:
+                probe.bind(("0.0.0.0", low + 1))
+            sock.bind(("0.0.0.0", low))
+            return low
+        except OSError:
+            continue
+    raise AssertionError(f"no two free ports from {start}")
+
+
 def test_srun_listens_for_step_io_only_inside_srun_port_range(cluster: Cluster, tmp_path: Path) -> None:
     """SrunPortRange in srun's slurm.conf: the tasks connect back to a port of that range (what a
     firewall opens); with every port of it taken srun refuses, saying so, instead of using another."""
-    low = 41000 + 10 * int(os.environ.get("SHOAL_TEST_NET", "10")) % 20000
-    conf = tmp_path / "slurm.conf"
-    conf.write_text(cluster.conf.read_text() + f"SrunPortRange={low}-{low + 1}\n")
-    env = {"SLURM_CONF": str(conf)}
     with socket.socket() as taken:
-        taken.bind(("0.0.0.0", low))
+        low = _bind_below_ephemeral(taken, 20000 + 10 * int(os.environ.get("SHOAL_TEST_NET", "10")) % 10000)
         taken.listen()
+        conf = tmp_path / "slurm.conf"
+        conf.write_text(cluster.conf.read_text() + f"SrunPortRange={low}-{low + 1}\n")
+        env = {"SLURM_CONF": str(conf)}
         assert cluster.ok("srun", "-N1", "hostname", env=env).strip()  # on low + 1, the free one
         with socket.socket() as also:
             also.bind(("0.0.0.0", low + 1))
