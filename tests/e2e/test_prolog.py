@@ -400,7 +400,10 @@ def test_alloc_runs_the_prolog_on_every_node_before_the_script_and_the_epilog_ev
     )
     wait_until("Reason=Prolog", lambda: alloc.job_field(job, "%T %r") in ("RUNNING Prolog", "COMPLETED None"))
     assert alloc.job_field(job, "%T %r") == "RUNNING Prolog"  # 22.05: RUNNING with Reason=Prolog
-    assert _extern_cgroups(alloc, job) == {"node1", "node2"}  # Contain: made before the Prolog runs
+    # Contain: each node makes the extern cgroup when its RunProlog arrives, before the 2 s Prolog
+    # (the two nodes' RunProlog calls go out in parallel once the start commits)
+    wait_until("both extern cgroups", lambda: _extern_cgroups(alloc, job) == {"node1", "node2"}, timeout=10)
+    assert alloc.job_field(job, "%T %r") == "RUNNING Prolog"
     assert alloc.wait_state(job, {"COMPLETED", "FAILED"}) == "COMPLETED"
     started = float((marks / f"script-start-{job}").read_text())
     for node in ("node1", "node2"):  # node2 runs no step: its Prolog ran at allocation all the same
