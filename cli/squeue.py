@@ -448,29 +448,26 @@ def group_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[Row]:
 
     The row stands where the array's first task stood; running and finished tasks stay one row each.
     """
+    from shoal.jobview import pending_row, row_tasks
+
     rows: list[Row] = []
     groups: dict[tuple[int, str, str], list[jobs_pb2.JobInfo]] = {}
     slots: dict[tuple[int, str, str], int] = {}
     for job in jobs:
-        if job.state == jobs_pb2.PENDING and job.array_job_id and job.array_task_id >= 0:
-            key = (job.array_job_id, job.state_reason, job.partition)
-            if key not in groups:
-                groups[key] = []
-                slots[key] = len(rows)
-                rows.append(Row(job))
-            groups[key].append(job)
-        else:
+        key = pending_row(job)
+        if key is None:
             rows.append(Row(job))
+            continue
+        if key not in groups:
+            groups[key] = []
+            slots[key] = len(rows)
+            rows.append(Row(job))
+        groups[key].append(job)
     for key, members in groups.items():
         if len(members) == 1:
             continue
         first = min(members, key=lambda j: j.array_task_id)
-        from shoal.arrayspec import format_task_ids
-
-        task_str = format_task_ids(j.array_task_id for j in members)
-        if first.array_max_tasks:
-            task_str += f"%{first.array_max_tasks}"
-        rows[slots[key]] = Row(first, task_str)
+        rows[slots[key]] = Row(first, row_tasks(first, (j.array_task_id for j in members)))
     return rows
 
 

@@ -66,9 +66,7 @@ def schedule(state: ClusterState) -> int:
         state.accrue_usage()
         node_usage = snapshot.usage(state)
         cpus = {name: rt.conf.cpus for name, rt in state.nodes.items()}
-        seen = array_window.room(
-            array_window.cpus_in_use(node_usage, cpus), state.sched_config, state.accounting.limits()
-        )
+        seen = array_window.room(cpus, node_usage, state.sched_config, state.accounting.limits())
         waiting, followers = array_window.split(waiting, seen)
         by_id = {job.job_id: job for job, _ in waiting}
         snap = snapshot.build(state, [req for _, req in waiting], node_usage=node_usage)

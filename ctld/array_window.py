@@ -42,21 +42,21 @@ class Followers:
 
 
 def room(
-    nodes: Iterable[tuple[int, int]],
+    cpus: Mapping[str, int],
+    usage: Mapping[str, m.NodeUsage],
     config: m.Config,
     limits: m.AccountingLimits | None,
 ) -> int | None:
-    """How many alike tasks of one array a cycle sees (`nodes`: each node's CPUs and CPUs in use);
-    None: all of them."""
+    """How many alike tasks of one array a cycle sees (`cpus`: each node's CPUs; `usage`: what active
+    jobs hold on it); None: all of them."""
     if not placement.SHORTCUTS or (limits is not None and _cohorts(limits.assocs)):
         return None
-    pairs = list(nodes)
     if preemption.enabled_by(config):
-        cpus = sum(total for total, _ in pairs)
+        free = sum(cpus.values())
     else:
-        cpus = sum(max(0, total - used) for total, used in pairs)
+        free = sum(max(0, total - len(usage[name].cpu_ids)) for name, total in cpus.items())
     reservations = config.bf_max_job_test if starve.enabled(config) else max(0, config.bf_max_job_array_resv)
-    return cpus + reservations + 1
+    return free + reservations + 1
 
 
 @memo.by_identity
@@ -110,8 +110,3 @@ def answer(followers: Iterable[Followers], multifactor: bool, plans_kept: bool, 
                     job.start_time = lead.start_time
                 if job.sched_nodes:
                     job.sched_nodes = ""
-
-
-def cpus_in_use(usage: Mapping[str, m.NodeUsage], cpus: Mapping[str, int]) -> list[tuple[int, int]]:
-    """Each node's CPUs and how many of them active jobs hold (for `room`)."""
-    return [(total, len(usage[name].cpu_ids) if name in usage else 0) for name, total in cpus.items()]

@@ -99,6 +99,7 @@ class ListingViews:
         return kept[2]
 
     def entry_of(self, job: JobRecord, brief: bool) -> bytes:
+        """`brief_entry` or `entry`, as the request asks."""
         return self.brief_entry(job) if brief else self.entry(job)
 
     def forget(self, alive: set[int] | dict[int, JobRecord]) -> None:

@@ -13,8 +13,8 @@ from ctld.record import JobRecord
 from ctld.show_config import config_entries
 from ctld.state import Caller, ClusterState
 from shoal import hostlist
-from shoal.arrayspec import format_task_ids
 from shoal.conf.slurm import preempt_mode_text
+from shoal.jobview import pending_row, row_tasks
 from shoal.states import FINISHED_STATES
 from shoal.v1 import controller_pb2, jobs_pb2
 
@@ -72,8 +72,7 @@ def get_jobs_wire(
                 continue
             if who is not None and not privacy.sees(who, job):
                 continue
-            if fold and job.state == jobs_pb2.PENDING and job.array_job_id and job.array_task_id >= 0:
-                key = (job.array_job_id, job.state_reason, job.partition)
+            if fold and (key := pending_row(job)) is not None:
                 if key not in tasks:
                     tasks[key], slots[key] = [], len(parts)
                     parts.append(b"")
@@ -93,16 +92,13 @@ def get_jobs_wire(
 
 
 def _folded(views: ListingViews, members: list[JobRecord], brief: bool) -> bytes:
-    """Pending tasks of one array sharing a reason and a partition, as squeue shows them: one row, its
-    lowest task's, naming them all (the way cli/squeue.py's group_array_tasks folds them itself)."""
+    """Pending tasks of one squeue row (shoal.jobview.pending_row): the lowest task's entry, naming them
+    all, as squeue's own group_array_tasks folds them."""
     first = min(members, key=lambda j: j.array_task_id)
     entry = views.entry_of(first, brief)
     if len(members) == 1:
         return entry
-    task_str = format_task_ids(j.array_task_id for j in members)
-    if first.array_max_tasks:
-        task_str += f"%{first.array_max_tasks}"
-    return with_task_str(entry, task_str)
+    return with_task_str(entry, row_tasks(first, (j.array_task_id for j in members)))
 
 
 def get_nodes(

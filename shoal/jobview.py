@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from shoal.v1 import jobs_pb2
@@ -42,6 +43,27 @@ class JobView(Protocol):
     def account(self) -> str: ...
     @property
     def restarts(self) -> int: ...
+    @property
+    def state_reason(self) -> str: ...
+    @property
+    def array_max_tasks(self) -> int: ...
+
+
+def pending_row(job: JobView) -> tuple[int, str, str] | None:
+    """The squeue row an array's pending task shares with its array's other pending tasks waiting for
+    the same reason in the same partition (22.05 keeps them as one record); None for any other job.
+    ctld folds a listing by it for squeue, and squeue folds what a controller that predates that sends."""
+    if job.state == jobs_pb2.PENDING and job.array_job_id and job.array_task_id >= 0:
+        return (job.array_job_id, job.state_reason, job.partition)
+    return None
+
+
+def row_tasks(first: JobView, task_ids: Iterable[int]) -> str:
+    """Such a row's task list as squeue shows it: "1-3,5", and "%N" for a throttle."""
+    from shoal.arrayspec import format_task_ids  # lazy: dataclasses/inspect cost ~10 ms at start-up
+
+    listed = format_task_ids(task_ids)
+    return f"{listed}%{first.array_max_tasks}" if first.array_max_tasks else listed
 
 
 # A brief listing (GetJobsRequest.brief): the JobInfo fields, and the JobSpec fields of its `spec`,
