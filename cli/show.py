@@ -208,7 +208,7 @@ def merge_pending_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[jobs_pb2
     from cli.squeue import group_array_tasks
 
     out: list[jobs_pb2.JobInfo] = []
-    for row in group_array_tasks(jobs):
+    for row in group_array_tasks(jobs, by_reason=True):
         if not row.task_str:
             out.append(row.job)
             continue

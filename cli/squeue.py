@@ -443,31 +443,39 @@ def without_unsplit_cancelled_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[jo
     ]
 
 
-def group_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[Row]:
-    """Pending tasks of one array that wait for the same reason become one row ("30_[1-3]").
+def group_array_tasks(jobs: Iterable[jobs_pb2.JobInfo], by_reason: bool = False) -> list[Row]:
+    """Pending tasks of one array in one partition become one row ("30_[1-3]", their reasons joined,
+    as 22.05's squeue merges its records); `by_reason`: one row per reason (its records themselves, as
+    scontrol shows them: the tasks held or changed one by one are records of their own).
 
     The row stands where the array's first task stood; running and finished tasks stay one row each.
     """
-    from shoal.jobview import pending_row, row_tasks
+    from shoal.jobview import fold_row, pending_row
 
     rows: list[Row] = []
-    groups: dict[tuple[int, str, str], list[jobs_pb2.JobInfo]] = {}
-    slots: dict[tuple[int, str, str], int] = {}
+    groups: dict[tuple[object, ...], list[jobs_pb2.JobInfo]] = {}
+    slots: dict[tuple[object, ...], int] = {}
     for job in jobs:
-        key = pending_row(job)
-        if key is None:
+        row = pending_row(job)
+        if row is None:
             rows.append(Row(job))
             continue
+        key: tuple[object, ...] = (*row, job.state_reason) if by_reason else row
         if key not in groups:
             groups[key] = []
             slots[key] = len(rows)
             rows.append(Row(job))
         groups[key].append(job)
-    for key, members in groups.items():
+    for group, members in groups.items():
         if len(members) == 1:
             continue
-        first = min(members, key=lambda j: j.array_task_id)
-        rows[slots[key]] = Row(first, row_tasks(first, (j.array_task_id for j in members)))
+        first, listed, reason = fold_row(members)
+        if reason != first.state_reason:
+            shown = jobs_pb2.JobInfo()
+            shown.CopyFrom(first)
+            shown.state_reason = reason
+            first = shown
+        rows[slots[group]] = Row(first, listed)
     return rows
 
 

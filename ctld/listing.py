@@ -9,7 +9,7 @@ spec is replaced (specs are never edited in place); steps are serialised on ever
 
 A brief listing (GetJobsRequest.brief: what squeue's usual formats read) sends each job's
 BRIEF_FIELDS only, kept the same way until `changes` moves. A folded one (fold_pending_tasks) sends
-an array's pending tasks as their first task's entry with array_task_str appended (`with_task_str`).
+an array's pending tasks as their first task's entry with array_task_str and the reasons appended (`with_fields`).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ def listing_view(job: JobRecord) -> jobs_pb2.JobInfo:
     return view
 
 
-def with_task_str(entry: bytes, task_str: str) -> bytes:
-    """A `jobs` entry (tag, length, JobInfo) with its array_task_str set: the field appended (a
-    message's later value of a field wins), the cached bytes reused."""
-    extra = jobs_pb2.JobInfo(array_task_str=task_str).SerializeToString()
+def with_fields(entry: bytes, task_str: str, reason: str) -> bytes:
+    """A `jobs` entry (tag, length, JobInfo) with its array_task_str and state_reason set: the fields
+    appended (a message's later value of a field wins), the cached bytes reused."""
+    extra = jobs_pb2.JobInfo(array_task_str=task_str, state_reason=reason).SerializeToString()
     start = 1  # past the tag; then the length's varint
     while entry[start] & 0x80:
         start += 1

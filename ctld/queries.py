@@ -7,14 +7,14 @@ from collections.abc import Iterable
 
 from ctld import privacy, snapshot
 from ctld.job_select import select
-from ctld.listing import ListingViews, with_task_str
+from ctld.listing import ListingViews, with_fields
 from ctld.nodes import gres_used, long_state
 from ctld.record import JobRecord
 from ctld.show_config import config_entries
 from ctld.state import Caller, ClusterState
 from shoal import hostlist
 from shoal.conf.slurm import preempt_mode_text
-from shoal.jobview import pending_row, row_tasks
+from shoal.jobview import fold_row, pending_row
 from shoal.states import FINISHED_STATES
 from shoal.v1 import controller_pb2, jobs_pb2
 
@@ -59,8 +59,8 @@ def get_jobs_wire(
         parts: list[bytes] = []
         views = state.listing
         fold = req.fold_pending_tasks
-        tasks: dict[tuple[int, str, str], list[JobRecord]] = {}  # pending tasks folded: their group
-        slots: dict[tuple[int, str, str], int] = {}  # ... and where its entry goes
+        tasks: dict[tuple[int, str], list[JobRecord]] = {}  # pending tasks folded: their group
+        slots: dict[tuple[int, str], int] = {}  # ... and where its entry goes
         for job in candidates:
             if not finished_too and job.state in FINISHED_STATES:
                 continue
@@ -92,13 +92,12 @@ def get_jobs_wire(
 
 
 def _folded(views: ListingViews, members: list[JobRecord], brief: bool) -> bytes:
-    """Pending tasks of one squeue row (shoal.jobview.pending_row): the lowest task's entry, naming them
-    all, as squeue's own group_array_tasks folds them."""
-    first = min(members, key=lambda j: j.array_task_id)
-    entry = views.entry_of(first, brief)
+    """Pending tasks of one squeue row (shoal.jobview.pending_row, fold_row): its shown task's entry
+    naming them all, with their reasons, as squeue's own group_array_tasks folds them."""
     if len(members) == 1:
-        return entry
-    return with_task_str(entry, row_tasks(first, (j.array_task_id for j in members)))
+        return views.entry_of(members[0], brief)
+    first, listed, reason = fold_row(members)
+    return with_fields(views.entry_of(first, brief), listed, reason)
 
 
 def get_nodes(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 from shoal.v1 import jobs_pb2
 
@@ -49,21 +49,34 @@ class JobView(Protocol):
     def array_max_tasks(self) -> int: ...
 
 
-def pending_row(job: JobView) -> tuple[int, str, str] | None:
-    """The squeue row an array's pending task shares with its array's other pending tasks waiting for
-    the same reason in the same partition (22.05 keeps them as one record); None for any other job.
-    ctld folds a listing by it for squeue, and squeue folds what a controller that predates that sends."""
+V = TypeVar("V", bound=JobView)
+
+
+def pending_row(job: JobView) -> tuple[int, str] | None:
+    """The squeue row an array's pending task shares with its array's other pending tasks in the same
+    partition, whatever they wait for (22.05's squeue merges them); None for any other job. ctld folds
+    a listing by it for squeue, and squeue folds what a controller that predates that sends."""
     if job.state == jobs_pb2.PENDING and job.array_job_id and job.array_task_id >= 0:
-        return (job.array_job_id, job.state_reason, job.partition)
+        return (job.array_job_id, job.partition)
     return None
 
 
-def row_tasks(first: JobView, task_ids: Iterable[int]) -> str:
-    """Such a row's task list as squeue shows it: "1-3,5", and "%N" for a throttle."""
+def fold_row(members: Sequence[V]) -> tuple[V, str, str]:
+    """One such row: the task whose fields it shows, the tasks it names ("1-3,5", "%N" for a
+    throttle) and its reason. 22.05 shows its one pending record (the tasks never changed one by one)
+    and joins the distinct reasons of the records merged, that record's first: here the lowest task of
+    the most common reason, then the others' reasons by their lowest task."""
     from shoal.arrayspec import format_task_ids  # lazy: dataclasses/inspect cost ~10 ms at start-up
 
-    listed = format_task_ids(task_ids)
-    return f"{listed}%{first.array_max_tasks}" if first.array_max_tasks else listed
+    by_reason: dict[str, list[V]] = {}
+    for job in sorted(members, key=lambda j: j.array_task_id):
+        by_reason.setdefault(job.state_reason, []).append(job)
+    first = max(by_reason.values(), key=len)[0]  # ties: the lowest task's reason
+    listed = format_task_ids(j.array_task_id for j in members)
+    if first.array_max_tasks:
+        listed += f"%{first.array_max_tasks}"
+    reasons = [first.state_reason, *(r for r in by_reason if r != first.state_reason)]
+    return first, listed, ",".join(reasons)
 
 
 # A brief listing (GetJobsRequest.brief): the JobInfo fields, and the JobSpec fields of its `spec`,

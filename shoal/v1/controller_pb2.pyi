@@ -392,9 +392,9 @@ class GetJobsRequest(_message.Message):
     sorts and filters read (a quarter of the bytes); a controller that predates it sends every field
     """
     fold_pending_tasks: _builtins.bool
-    """squeue without -r: an array's pending tasks that share a reason and a partition come as one
-    entry, the lowest task's, with array_task_str naming them all ("5-9999", "%N" when throttled), as
-    22.05 keeps them in one record; a controller that predates it sends each task (squeue folds them)
+    """squeue without -r: an array's pending tasks in one partition come as one entry (shoal.jobview
+    fold_row: its shown task's, with array_task_str naming them all and their reasons joined), as
+    22.05's squeue merges them; a controller that predates it sends each task (squeue folds them)
     """
     @_builtins.property
     def job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:

@@ -398,3 +398,16 @@ def test_preempt_times_follow_the_start_time_while_preemption_is_on() -> None:
     assert "   PreemptEligibleTime=2026-11-29T21:49:56 PreemptTime=2026-11-29T21:50:10" in show.format_job(
         job, NOW
     )
+
+
+def test_a_task_held_apart_is_its_own_record_as_2205() -> None:
+    """22.05 (probed here): `scontrol hold A_2` splits task 2 off the array's pending record;
+    `scontrol show job A` lists the record (ArrayTaskId=0-1,3, Reason=BeginTime) and task 2 (its own
+    Reason=JobHeldUser), where squeue merges them into one row with both reasons."""
+    jobs = pending_array()  # tasks 1-3, Reason=Priority
+    jobs[1].state_reason = "JobHeldUser"  # task 2
+    merged = show.merge_pending_array_tasks(jobs)
+    assert [(j.job_id, j.array_task_str, j.array_task_id, j.state_reason) for j in merged] == [
+        (30, "1,3", -1, "Priority"),
+        (31, "", 2, "JobHeldUser"),
+    ]
