@@ -5,7 +5,6 @@ shoal-dbd process, and the first cluster/account/users so jobs can run under enf
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,15 +14,9 @@ from pathlib import Path
 DEFAULT_ACCOUNT = "default"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def write_conf(directory: Path, user: str) -> list[tuple[str, str]]:
-    """Write DIR/slurmdbd.conf; returns the slurm.conf lines that point ctld and the agent at it."""
-    port = _free_port()
+def write_conf(directory: Path, user: str, port: int) -> list[tuple[str, str]]:
+    """Write DIR/slurmdbd.conf (shoal-dbd on 127.0.0.1:port); returns the slurm.conf lines that point
+    ctld and the agent at it."""
     (directory / "slurmdbd.conf").write_text(
         f"""# Accounting for the local shoal cluster, written by `shoal up`.
 StorageType=accounting_storage/sqlite

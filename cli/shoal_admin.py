@@ -82,13 +82,14 @@ def _default_dir() -> str:
     return os.environ.get("SHOAL_DIR", DEFAULT_DIR)
 
 
-def _free_port(addrs: list[str]) -> int:
-    """A TCP port free on every address given (bind-checked)."""
+def _free_port(addrs: list[str], taken: tuple[int, ...] = ()) -> int:
+    """A TCP port free on every address given (bind-checked) and not one of `taken`: the ports this
+    cluster already chose but whose daemons are not listening yet (ctld's, while dbd's is picked)."""
     for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])
-        if all(_can_bind(a, port) for a in addrs):
+        if port not in taken and all(_can_bind(a, port) for a in addrs):
             return port
     raise RuntimeError("no free TCP port found on the loopback addresses")
 
@@ -160,7 +161,7 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
     ctld_port = args.ctld_port or _free_port(
         ["127.0.0.1", *([local_ha.backup_addr(args.base_addr)] if ha else [])]
     )
-    node_port = args.node_port or _free_port(addrs)
+    node_port = args.node_port or _free_port(addrs, taken=(ctld_port,))
     for sub in ("spool", "log", "run"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
     (directory / "state").mkdir(mode=0o700, parents=True, exist_ok=True)  # StateSaveLocation: ours only
@@ -207,7 +208,8 @@ def write_config(args: argparse.Namespace, directory: Path) -> Path:
     if getattr(args, "no_accounting", False):
         (directory / "slurmdbd.conf").unlink(missing_ok=True)
     else:
-        top.extend(local_dbd.write_conf(directory, user))
+        dbd_port = _free_port(["127.0.0.1"], taken=(ctld_port, node_port))
+        top.extend(local_dbd.write_conf(directory, user, dbd_port))
     top.extend(local_restd.write_conf(directory))
     settings = _format_settings(merge_settings(top, args.set or []))
     partitions = "\n".join(
@@ -508,7 +510,8 @@ def _start_restd(
             file=sys.stderr,
         )
         return None
-    port = port or _free_port(["127.0.0.1"])
+    # ctld and dbd may not listen yet: their ports are not free for restd even when bindable now
+    port = port or _free_port(["127.0.0.1"], taken=(cfg.slurmctld_port, cfg.accounting_storage_port))
     return local_restd.start(directory, conf, env, port, _spawn), port
 
 

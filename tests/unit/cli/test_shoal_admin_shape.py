@@ -62,3 +62,44 @@ def test_partition_lines_replace_the_default_partitions(tmp_path: Path) -> None:
 def test_the_fake_nvml_of_shoal_up(tmp_path: Path, argv: list[str], env: str) -> None:
     shoal_admin.write_config(_args(["--no-accounting", "--no-cgroups", *argv]), tmp_path)  # type: ignore[arg-type]
     assert (tmp_path / "noded.env").read_text() == env
+
+
+class _ReusingKernel:
+    """Stands in for the socket module: bind to port 0 hands out `ports` in turn, as a kernel may hand
+    out a port again once the socket that checked it is closed."""
+
+    SOL_SOCKET = 1
+    SO_REUSEADDR = 2
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self.gethostname = lambda: "host"
+
+    def socket(self) -> _ReusingKernel:
+        return self
+
+    def __enter__(self) -> _ReusingKernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def setsockopt(self, *args: object) -> None:
+        return None
+
+    def bind(self, addr: tuple[str, int]) -> None:
+        self.bound = addr[1] or self.ports.pop(0)
+
+    def getsockname(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.bound)
+
+
+def test_dbd_never_gets_the_port_chosen_for_ctld(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither daemon listens while `shoal up` writes the config, so the kernel may offer ctld's port
+    again for dbd; taking it made dbd fail 'address in use' and sacctmgr talk to ctld (CI, stop 26)."""
+    monkeypatch.setattr(shoal_admin, "socket", _ReusingKernel([40001, 40002, 40001, 40001, 40003]))
+    args = _args(["--nodes", "1"])
+    cfg = load_slurm_conf(str(shoal_admin.write_config(args, tmp_path)))  # type: ignore[arg-type]
+    assert (cfg.slurmctld_port, cfg.slurmd_port) == (40001, 40002)
+    assert cfg.accounting_storage_port == 40003
+    assert "DbdPort=40003" in (tmp_path / "slurmdbd.conf").read_text()
