@@ -2,6 +2,7 @@
 
     python bench/vs_slurm.py [--runs 2] [--jobs 200] [--skip-bench] [--skip-cpu] [--small]
     python bench/vs_slurm.py --submit-path [--held 500] [--array N]
+    python bench/vs_slurm.py --floor [--floor-calls 200]
 
 The real Slurm must be up (../shared/realslurm/up.sh). A fresh local shoal cluster of the same shape
 (4 nodes x 16 CPUs, 64000 MB, 8 gpu:h100, accounting on) is started and stopped here. This machine's
@@ -16,6 +17,11 @@ forks, helpers) is charged there too; shoal's jobs run in the per-job cgroups no
 per-node parents are pinned here so that their usage outlives each job; the commands themselves
 are this process's children (getrusage). The sacct polls that wait for the end (one every 2 s) are
 counted too. Needs root; the daemons are moved back when it ends.
+
+The short-command floor (bench/command_floor.py; with the default run, or alone with `--floor`): start-up,
+one round trip to the controller, the listings and a held submission, `--floor-calls` times each, with
+wall time, host CPU and page faults per call and the CPU by role; then each listing and held-submission
+target against the floor, from Slurm's figure in the same run.
 
 `--submit-path` (issue 19) measures only the submission path, on each implementation in turn: `--held`
 x `sbatch -H --wrap=true` one after another (jobs/s, and the controller's CPU per submission from its
@@ -42,12 +48,14 @@ import time
 import zlib
 from pathlib import Path
 
+import command_floor
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "realslurm"
 BENCH_SH = SHARED / "bench.sh" if (SHARED / "bench.sh").exists() else REPO / "bench" / "bench.sh"
 SLURM_BIN = Path("/usr/bin")
 SLURM_ENV = {"SLURM_CONF": "/etc/slurm/slurm.conf"}
-ROLES = ("command", "agent + runner", "ctld", "dbd", "node daemon", "stepd + job", "auth (munge)")
+ROLES = ("command", "command runner", "agent", "ctld", "dbd", "node daemon", "stepd + job", "auth (munge)")
 
 
 # ---------------------------------------------------------------- processes and their CPU
@@ -93,8 +101,8 @@ def daemons(kind: str, cluster_dir: Path | None) -> dict[int, str]:
                         ("ctld.main", "ctld"),
                         ("dbd.main", "dbd"),
                         ("noded.main", "node daemon"),
-                        ("shoal.agent.agentd", "agent + runner"),
-                        ("cli.runner", "agent + runner"),
+                        ("shoal.agent.agentd", "agent"),
+                        ("cli.runner", "command runner"),
                     )
                     if key in cmd
                 ),
@@ -373,6 +381,19 @@ def submit_path(bin_dir: Path, env: dict[str, str], held: int, array: int, pidfi
     return figures
 
 
+def floor(
+    kind: str, bin_dir: Path, env: dict[str, str], calls: int, cluster_dir: Path | None
+) -> dict[str, command_floor.Probe]:
+    """The command floor's probes on one implementation, its daemons in their role groups meanwhile."""
+    groups = RoleGroups(set(daemons(kind, cluster_dir).values()))
+    try:
+        for pid, role in daemons(kind, cluster_dir).items():
+            groups.move(pid, role)
+        return command_floor.measure(bin_dir, env, calls, groups.usage_s)
+    finally:
+        groups.close()
+
+
 def stop_shoal(directory: Path) -> None:
     subprocess.run(
         [sys.executable, "-P", "-m", "cli.shoal_admin", "down", "--dir", str(directory)],
@@ -408,6 +429,8 @@ def main() -> int:
     ap.add_argument(
         "--array", type=int, default=0, help="array tasks for --submit-path (default: Slurm's largest)"
     )
+    ap.add_argument("--floor", action="store_true", help="only the short-command floor")
+    ap.add_argument("--floor-calls", type=int, default=200, help="calls per floor probe (default 200)")
     ap.add_argument(
         "--shoal-set",
         action="append",
@@ -422,13 +445,23 @@ def main() -> int:
         raise SystemExit("vs_slurm: the real Slurm is not answering; start it: ../shared/realslurm/up.sh")
     if args.submit_path:
         return submit_path_main(args.held, args.array, tuple(args.shoal_set))
+    if args.floor:
+        args.skip_bench = args.skip_cpu = True
+    parts = [
+        *([f"bench.sh runs {args.runs}{' (small)' if args.small else ''}"] if not args.skip_bench else []),
+        *([f"CPU split over {args.jobs} jobs"] if not args.skip_cpu else []),
+        *([f"command floor, {args.floor_calls} calls a probe"] if args.floor or not args.skip_bench else []),
+    ]
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; "
-        f"bench.sh runs {args.runs}{' (small)' if args.small else ''}; CPU split over {args.jobs} jobs"
+        + "; ".join(parts)
     )
 
     results: dict[str, dict[str, str]] = {}
     cpu: dict[str, tuple[dict[str, float], float]] = {}
+    floors: dict[str, dict[str, command_floor.Probe]] = {}
+    if args.floor or not args.skip_bench:
+        floors["slurm"] = floor("slurm", SLURM_BIN, SLURM_ENV, args.floor_calls, None)
     if not args.skip_bench:
         results["slurm"] = bench_sh(
             SLURM_BIN, SLURM_ENV, args.runs, args.small, "/run/realslurm/slurmctld.pid"
@@ -438,6 +471,8 @@ def main() -> int:
     directory = Path(tempfile.mkdtemp(prefix="vs_slurm."))
     try:
         cli, env = start_shoal(directory, settings=tuple(args.shoal_set))
+        if floors:
+            floors["shoal"] = floor("shoal", cli, env, args.floor_calls, directory)
         if not args.skip_bench:
             results["shoal"] = bench_sh(cli, env, args.runs, args.small, str(directory / "run" / "ctld.pid"))
         if not args.skip_cpu:
@@ -468,6 +503,10 @@ def main() -> int:
         walls = {k: c[1] for k, c in cpu.items()}
         print(
             f"| (wall time of the {args.jobs} jobs, s) | {walls.get('slurm', 0):.1f} | {walls.get('shoal', 0):.1f} | |"
+        )
+    if floors:
+        print(
+            "\n" + "\n".join(command_floor.report(floors["slurm"], floors["shoal"], args.floor_calls, ROLES))
         )
     return 0
 
