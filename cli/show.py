@@ -57,7 +57,7 @@ def _job_head(job: jobs_pb2.JobInfo) -> str:
             head += f" ArrayTaskThrottle={job.array_max_tasks}"
     elif job.array_job_id and job.array_task_id >= 0:
         # a task that has never left the pending array is part of the array's record in 22.05 (134)
-        unsplit = job.state == jobs_pb2.PENDING and not job.restarts
+        unsplit = job.state == jobs_pb2.PENDING and not (job.restarts or job.array_split)
         head = (
             f"JobId={job.array_job_id if unsplit else job.job_id} ArrayJobId={job.array_job_id}"
             f" ArrayTaskId={job.array_task_id}"
@@ -202,9 +202,15 @@ def format_job_oneliner(job: jobs_pb2.JobInfo, now: int, details: bool = False) 
     return " ".join(part.strip() for part in job_lines(job, now, details) if part.strip())
 
 
+def _split_pending(job: jobs_pb2.JobInfo) -> bool:
+    return job.state == jobs_pb2.PENDING and job.array_split and job.array_task_id >= 0
+
+
 def merge_pending_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[jobs_pb2.JobInfo]:
     """Pending tasks of one array become one record "JobId=30 ArrayJobId=30 ArrayTaskId=1-3", as Slurm's
-    meta record; running and finished tasks stay their own records."""
+    meta record; running and finished tasks stay their own records, and so do pending tasks held or
+    changed on their own (array_split): those follow their array's record, the last split first, as
+    22.05 lists them (scenario 245; here by job id, the order shoal numbered them in)."""
     from cli.squeue import group_array_tasks
 
     out: list[jobs_pb2.JobInfo] = []
@@ -220,7 +226,26 @@ def merge_pending_array_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[jobs_pb2
         # the meta record is no one task: %a is Slurm's NO_VAL there (slurm-30_4294967294.out)
         merged.std_out, merged.std_err, merged.std_in = resolve_streams(merged, "%N")
         out.append(merged)
-    return out
+    # an array's split tasks right after its last unsplit pending record (none: where they stood)
+    last_meta = {
+        r.array_job_id: i
+        for i, r in enumerate(out)
+        if r.state == jobs_pb2.PENDING and r.array_job_id and not _split_pending(r)
+    }
+    moved: dict[int, list[jobs_pb2.JobInfo]] = {}
+    for r in out:
+        if _split_pending(r) and r.array_job_id in last_meta:
+            moved.setdefault(r.array_job_id, []).append(r)
+    if not moved:
+        return out
+    result: list[jobs_pb2.JobInfo] = []
+    for i, r in enumerate(out):
+        if _split_pending(r) and r.array_job_id in moved:
+            continue
+        result.append(r)
+        if r.array_job_id in moved and last_meta[r.array_job_id] == i:
+            result.extend(sorted(moved[r.array_job_id], key=lambda m: -m.job_id))
+    return result
 
 
 # --- nodes -------------------------------------------------------------------------------------

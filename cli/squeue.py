@@ -196,9 +196,16 @@ def _jobid_plain(row: Row) -> str:
     return str(row.job.job_id)
 
 
+def _record_id(job: jobs_pb2.JobInfo) -> str:
+    """%A: the id of the record that holds the job: the array's for a task still in its array's pending
+    record, the task's own once it started or was split off (22.05: each running task's own id)."""
+    in_array_record = job.state == jobs_pb2.PENDING and not (job.restarts or job.array_split)
+    return str(job.array_job_id if job.array_job_id and in_array_record else job.job_id)
+
+
 _VALUES: dict[str, Callable[[Row, int], str]] = {
     "a": lambda r, now: r.job.account,
-    "A": lambda r, now: str(r.job.array_job_id if r.job.array_job_id else r.job.job_id),
+    "A": lambda r, now: _record_id(r.job),
     "b": lambda r, now: r.job.tres_per_node or "N/A",
     "B": lambda r, now: r.job.batch_host or "n/a",
     "c": lambda r, now: str(r.job.min_cpus_node or 1),
@@ -436,7 +443,7 @@ def without_unsplit_cancelled_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[jo
         if not (
             j.array_job_id in waiting
             and j.array_task_id >= 0
-            and not j.restarts
+            and not (j.restarts or j.array_split)
             and j.state == jobs_pb2.CANCELLED
             and not j.start_time
         )
@@ -460,7 +467,12 @@ def group_array_tasks(jobs: Iterable[jobs_pb2.JobInfo], by_reason: bool = False)
         if row is None:
             rows.append(Row(job))
             continue
-        key: tuple[object, ...] = (*row, job.state_reason) if by_reason else row
+        # scontrol's records: a task split off its array's pending record is one of its own
+        key: tuple[object, ...] = (
+            ((*row, "split", job.job_id) if job.array_split else (*row, job.state_reason))
+            if by_reason
+            else row
+        )
         if key not in groups:
             groups[key] = []
             slots[key] = len(rows)

@@ -55,6 +55,8 @@ def update_job(
                     if not state.may_manage(caller, job):
                         raise SlurmError(_not_owner_message(req.action), PERMISSION_DENIED)
                     _update_one(state, tx, job, req, caller, now)
+                    if job.state == PENDING and _names_one_task(text, job):
+                        job.array_split = True
                     changed.append(job)
                 except SlurmError as exc:
                     out.results.add(job_id=job_id_str(job), code=exc.code, message=exc.message)
@@ -63,6 +65,15 @@ def update_job(
         tx.save(*changed)
     state.wake.set()
     return out
+
+
+def _names_one_task(text: str, job: JobRecord) -> bool:
+    """`text` names this array task alone (30_2, or the task's own id), not its whole array (30): 22.05
+    then splits the task off the array's pending record, a record of its own from then on (scenario 245)."""
+    if not job.array_job_id or job.array_task_id < 0:
+        return False
+    base, sep, _ = text.strip().partition("_")
+    return bool(sep) or base.split(".")[0] != str(job.array_job_id)
 
 
 def _not_owner_message(action: str) -> str:
@@ -87,7 +98,8 @@ def _update_one(
         if job.state != PENDING:
             raise SlurmError(NOT_PENDING, FAILED_PRECONDITION)
         job.held = True
-        job.held_by_admin = action == "hold" and operator and job.user_id != caller.uid
+        # an operator's hold is an admin hold, on its own jobs too (root's: JobHeldAdmin, scenario 244)
+        job.held_by_admin = action == "hold" and operator
         job.state_reason = reasons.HELD_ADMIN if job.held_by_admin else reasons.HELD_USER
         job.priority = 0
     elif action == "release":

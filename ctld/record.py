@@ -165,6 +165,7 @@ class JobRecord:
     gpu_idle_since: int = 0
     gpu_idle_notified: bool = False
     gpu_idle_cancelled: bool = False
+    array_split: bool = False
 
     def __setattr__(self, name: str, value: object) -> None:
         if name in _BOOKKEEPING:

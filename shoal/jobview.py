@@ -107,5 +107,6 @@ BRIEF_FIELDS = (
     "suspended_secs",
     "pre_suspend_secs",
     "restarts",
+    "array_split",
 )
 BRIEF_SPEC_FIELDS = ("name", "reservation", "begin_time")

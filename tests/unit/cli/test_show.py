@@ -405,9 +405,29 @@ def test_a_task_held_apart_is_its_own_record_as_2205() -> None:
     `scontrol show job A` lists the record (ArrayTaskId=0-1,3, Reason=BeginTime) and task 2 (its own
     Reason=JobHeldUser), where squeue merges them into one row with both reasons."""
     jobs = pending_array()  # tasks 1-3, Reason=Priority
-    jobs[1].state_reason = "JobHeldUser"  # task 2
+    jobs[1].state_reason, jobs[1].array_split = "JobHeldUser", True  # task 2, held on its own
     merged = show.merge_pending_array_tasks(jobs)
     assert [(j.job_id, j.array_task_str, j.array_task_id, j.state_reason) for j in merged] == [
         (30, "1,3", -1, "Priority"),
         (31, "", 2, "JobHeldUser"),
+    ]
+    assert [show.format_job(j, NOW).split(" JobName")[0] for j in merged] == [
+        "JobId=30 ArrayJobId=30 ArrayTaskId=1,3",
+        "JobId=31 ArrayJobId=30 ArrayTaskId=2",
+    ]
+
+
+def test_split_tasks_stay_their_own_records_after_the_arrays_newest_first() -> None:
+    """Scenario 245 (22.05): hold A_2, hold then release A_4: the array's record (0-1,3,5), then task 4's
+    record and task 2's, each with its own JobId, although task 4 waits for what the others wait for."""
+    jobs = pending_array() + pending_array()
+    for job, task in zip(jobs, range(6), strict=True):  # tasks 0-5, ids 30-35
+        job.job_id, job.array_task_id = 30 + task, task
+    jobs[2].state_reason, jobs[2].array_split = "JobHeldUser", True
+    jobs[4].array_split = True  # released again: Reason=Priority, as the array's record
+    merged = show.merge_pending_array_tasks(jobs)
+    assert [show.format_job(j, NOW).split(" JobName")[0] for j in merged] == [
+        "JobId=30 ArrayJobId=30 ArrayTaskId=0-1,3,5",
+        "JobId=34 ArrayJobId=30 ArrayTaskId=4",
+        "JobId=32 ArrayJobId=30 ArrayTaskId=2",
     ]

@@ -293,6 +293,16 @@ def test_array_throttle_and_gaps_in_the_task_string() -> None:
     assert out == "40_[1-3,7%2] 1-3,7%2 40\n40_0 0 40\n"
 
 
+def test_percent_A_is_the_id_of_the_record_that_holds_the_task() -> None:
+    """22.05 (probed here, and scenario 245): a running task's %A is its own job id, a task still in
+    its array's pending record the array's id, a task split off it (held on its own) its own again."""
+    pending = [job(60 + t, "a", "bob", array=(60, t)) for t in (2, 3)]
+    pending[1].array_split, pending[1].state_reason = True, "JobHeldUser"
+    running = job(61, "a", "bob", state=jobs_pb2.RUNNING, nodelist="node2", array=(60, 1), start=RUN_START)
+    out = run("%i %A %F", jobs=[*pending, running], header=False, expand_arrays=True, sort="K")
+    assert out == "60_1 61 60\n60_2 60 60\n60_3 63 60\n"
+
+
 def test_array_flag_prints_one_line_per_task() -> None:
     out = run("%i", jobs=busy_queue(), flt=squeue.JobFilter(job_ids=[(30, None)]), expand_arrays=True)
     assert out == "JOBID\n30_1\n30_2\n30_3\n"

@@ -355,8 +355,9 @@ class Harness:
             controller_pb2.SignalJobsRequest(job_ids=[str(job_id)], signal=signal), caller
         )
 
-    def update(self, job_id: int, action: str, caller: Caller = ROOT, **fields: str) -> list[str]:
-        """scontrol hold/release/requeue/update; the per-job error messages ([] when all went well)."""
+    def update(self, job_id: int | str, action: str, caller: Caller = ROOT, **fields: str) -> list[str]:
+        """scontrol hold/release/requeue/update of a job id as typed ("30", "30_2"); the per-job error
+        messages ([] when all went well)."""
         req = controller_pb2.UpdateJobRequest(
             job_ids=[str(job_id)],
             action=action,

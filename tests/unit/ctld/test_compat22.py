@@ -200,3 +200,47 @@ def test_any_other_launch_failure_still_ends_1_0(h: Harness) -> None:
         )
     )
     assert (h.state(job_id), h.ctl.jobs[job_id].exit_code, h.ctl.jobs[job_id].exit_signal) == ("FAILED", 1, 0)
+
+
+def test_an_operators_hold_of_its_own_job_is_an_admin_hold(h: Harness) -> None:
+    """Scenario 244 (22.05): root's `scontrol hold` of its own job shows JobHeldAdmin, its uhold
+    JobHeldUser; a user's hold of its own job stays a user hold (scenario 180)."""
+    own = h.submit(job().name("hr"))  # root's
+    assert h.update(own, "hold") == []
+    assert (h.reason(own), h.ctl.jobs[own].held_by_admin) == ("JobHeldAdmin", True)
+    assert h.update(own, "uhold") == []
+    assert (h.reason(own), h.ctl.jobs[own].held_by_admin) == ("JobHeldUser", False)
+    alices = h.submit(job(), caller=ALICE)
+    assert h.update(alices, "hold", caller=ALICE) == []
+    assert h.reason(alices) == "JobHeldUser"
+
+
+def _pending_array(h: Harness, tasks: int) -> int:
+    b = job().name("arrs")
+    b.spec.array = f"0-{tasks - 1}"
+    b.spec.begin_time = int(h.clock()) + 3600
+    return h.submit(b, caller=ALICE)
+
+
+def test_a_task_changed_on_its_own_is_split_off_its_array_for_good(h: Harness) -> None:
+    """Scenario 245 (22.05): `scontrol hold A_2` and `hold`+`release A_4` give tasks 2 and 4 records of
+    their own, kept after the release and across a restart; holding the whole array splits none."""
+    array = _pending_array(h, 6)
+    assert h.update(f"{array}_2", "hold", caller=ALICE) == []
+    assert h.update(f"{array}_4", "hold", caller=ALICE) == []
+    assert h.update(f"{array}_4", "release", caller=ALICE) == []
+    tasks = {j.array_task_id: j for j in h.ctl.jobs.values() if j.array_job_id == array}
+    assert {t for t, j in tasks.items() if j.array_split} == {2, 4}
+    h = h.restart()
+    assert {j.array_task_id for j in h.ctl.jobs.values() if j.array_job_id == array and j.array_split} == {
+        2,
+        4,
+    }
+    other = _pending_array(h, 3)
+    assert h.update(other, "hold", caller=ALICE) == []
+    assert h.update(other, "release", caller=ALICE) == []
+    assert not any(j.array_split for j in h.ctl.jobs.values() if j.array_job_id == other)
+    # a task's own job id names that task alone: it splits too
+    own_id = next(j.job_id for j in h.ctl.jobs.values() if j.array_job_id == other and j.array_task_id == 1)
+    assert h.update(own_id, "hold", caller=ALICE) == []
+    assert h.ctl.jobs[own_id].array_split
