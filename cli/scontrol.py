@@ -142,7 +142,8 @@ def matches(word: str, full: str, least: int) -> bool:
 
 
 def run(argv: Sequence[str]) -> int:
-    found, rest = parse_argv(PROG, argv, OPTIONS)
+    # options anywhere on the line, as 22.05's getopt_long takes them (`scontrol show job -d 12`)
+    found, rest = parse_argv(PROG, argv, OPTIONS, stop_at_positional=False)
     flags = Flags()
     for item in found:
         dest = item.opt.dest

@@ -239,7 +239,7 @@ def _signal_step(
         if node is not None:
             tx.after(partial(state.actions.signal_step, node.info, job.job_id, step_id, sig))
     if sig == 0 or sig == 9:
-        transitions.cancel_step(step, now)
+        transitions.cancel_step(job, step, now)
 
 
 def signal_job(

@@ -27,7 +27,7 @@ from ctld.launch import batch_request, topology_address
 from ctld.record import JobRecord
 from ctld.sched import steps as layout
 from ctld.state import Caller, ClusterState
-from ctld.transitions import end_step, finish, terminate_elsewhere
+from ctld.transitions import derive_exit, end_step, finish, terminate_elsewhere
 from ctld.waiting_steps import WAITING_STEP, waiting_record
 from shoal import hostlist
 from shoal.counts import compress_counts
@@ -298,6 +298,7 @@ def complete_step(
             end = jobs_pb2.COMPLETED
         step.usage.CopyFrom(req.usage)
         end_step(step, end, exit_code, exit_signal, state.now())
+        derive_exit(job, step)
         tx.save(job)
         return controller_pb2.CompleteStepResponse(timed_out_at=step.timed_out_at)
 

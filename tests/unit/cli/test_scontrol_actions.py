@@ -52,6 +52,27 @@ def test_hostlists_need_no_controller(args: Any, env: Any, stdout: Any) -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "code", "stdout", "stderr"),
+    [
+        (["show", "hostnames", "-o", "n[1-2]"], 0, "n1\nn2\n", ""),
+        (["show", "job", "-d", "12"], 1, "", f"slurm_load_jobs error: {CONNECT}\n"),
+        (
+            ["show", "job", "-z", "12"],
+            1,
+            "",
+            "scontrol: invalid option -- 'z'\nTry \"scontrol --help\" for more information\n",
+        ),
+    ],
+    ids=["flag-after-the-command", "details-after-show-job", "bad-option-after-the-command"],
+)
+def test_options_anywhere_on_the_line_as_2205(args: Any, code: int, stdout: str, stderr: str) -> None:
+    """22.05's getopt_long permutes: `scontrol show job -d 12` is -d and job 12 (scenario 246), and an
+    unknown letter there is its invalid-option error, not a job id."""
+    result = run_scontrol(args)
+    assert (result.returncode, result.stdout, result.stderr) == (code, stdout, stderr)
+
+
+@pytest.mark.parametrize(
     ("names", "expected"),
     [
         (["n1", "n2", "n3", "n7"], "n[1-3,7]"),
