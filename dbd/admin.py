@@ -80,8 +80,10 @@ ACCOUNT_KEYS = {"description": "description", "organization": "organization", "p
 USER_KEYS = {"defaultaccount": "default_account", "adminlevel": "admin_level"}
 # per-user limits an association takes from the nearest association above it that sets them (22.05:
 # an account's MaxJobs shows, and holds, on every user under it without a value of its own; -1 unsets
-# a value, so the association inherits again; MaxTRESPerJob is inherited TRES by TRES)
-INHERITED = ("max_jobs", "max_submit_jobs", "max_wall_min", "max_tres_per_job")
+# a value, so the association inherits again; MaxTRESPerJob and MaxTRESMins are inherited TRES by TRES;
+# Grp limits are the account's own, never its users', scenario 247)
+INHERITED = ("max_jobs", "max_submit_jobs", "max_wall_min", "max_tres_per_job", "max_tres_mins_per_job")
+TRES_INHERITED = ("max_tres_per_job", "max_tres_mins_per_job")
 # comma lists that `key+=a,b` / `key-=a` change item by item
 LIST_KEYS = {"qos", "flags", "preempt"}
 # keys that select associations rather than set anything
@@ -183,14 +185,36 @@ def _apply(obj: object, table: dict[str, tuple[str, str]], values: dict[str, str
                 else [q for q in current if q not in items]
             )
             setattr(obj, column, ",".join(kept))
-        elif column == "max_tres_per_job" and isinstance(obj, Association) and value != "-1":
+        elif kind == "tres" and value != "-1":
+            # 22.05 changes a TRES limit item by item: `cpu=8` keeps the others, `cpu=-1` drops cpu
             _convert(kind, base, value)
-            merged = {**_tres_items(obj.max_tres_per_job), **_tres_items(value)}
+            merged = {**_tres_items(getattr(obj, column) or ""), **_tres_items(_mem_in_units(value))}
             setattr(obj, column, _tres_text({k: v for k, v in merged.items() if v != "-1"}))
         else:
             setattr(obj, column, _convert(kind, base, value))
         done.append(f"{key}={value}")
     return done
+
+
+_MEM_UNITS = "MGTP"
+
+
+def _mem_in_units(value: str) -> str:
+    """A TRES list with its mem given as 22.05 shows it: megabytes in the largest unit that divides them
+    (mem=2048 -> mem=2G, mem=200 -> 200M, mem=10G stays)."""
+    out = []
+    for item in value.split(","):
+        name, sep, count = item.partition("=")
+        if name.lower() == "mem" and count != "-1":
+            factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}.get(count[-1:].upper(), 0)
+            number = count[:-1] if factor else count
+            mb = max(1, round(int(number) * (factor or 1)))
+            unit = 0
+            while unit < len(_MEM_UNITS) - 1 and mb % 1024 == 0:
+                mb, unit = mb // 1024, unit + 1
+            count = f"{mb}{_MEM_UNITS[unit]}"
+        out.append(f"{name}{sep}{count}")
+    return ",".join(out)
 
 
 def _tres_items(text: str) -> dict[str, str]:
@@ -203,10 +227,9 @@ def _tres_items(text: str) -> dict[str, str]:
 
 
 def _tres_text(items: dict[str, str]) -> str:
-    """{name: count} as 22.05 lists a TRES limit: cpu, mem, node, billing, then GPUs (by type id)."""
-    order = {name: i for i, name in enumerate(("cpu", "mem", "energy", "node", "billing", "gres/gpu"))}
-    names = sorted(items, key=lambda n: (order.get(n.split(":")[0].lower(), len(order)), n))
-    return ",".join(f"{n}={items[n]}" for n in names)
+    """{name: count} as 22.05's sacctmgr lists a TRES limit: by name (billing, cpu, gres/gpu, mem, node;
+    measured, scenario 248)."""
+    return ",".join(f"{n}={items[n]}" for n in sorted(items, key=str.lower))
 
 
 @dataclass(frozen=True)
@@ -217,6 +240,7 @@ class Inherited:
     max_submit_jobs: int = -1
     max_wall_min: int = -1
     max_tres_per_job: str = ""
+    max_tres_mins_per_job: str = ""
 
 
 def _parent_key(row: Association, parents: dict[str, str]) -> tuple[str, str, str] | None:
@@ -246,11 +270,13 @@ def inherited(session: Session) -> dict[int, Inherited]:
             else Inherited()
         )
         tres = {**_tres_items(up.max_tres_per_job), **_tres_items(row.max_tres_per_job)}
+        minutes = {**_tres_items(up.max_tres_mins_per_job), **_tres_items(row.max_tres_mins_per_job)}
         out[row.id] = Inherited(
             max_jobs=row.max_jobs if row.max_jobs >= 0 else up.max_jobs,
             max_submit_jobs=row.max_submit_jobs if row.max_submit_jobs >= 0 else up.max_submit_jobs,
             max_wall_min=row.max_wall_min if row.max_wall_min >= 0 else up.max_wall_min,
             max_tres_per_job=_tres_text(tres),
+            max_tres_mins_per_job=_tres_text(minutes),
         )
         return out[row.id]
 
@@ -266,10 +292,13 @@ def _inheritors(session: Session, accounts: list[Association], values: dict[str,
     columns = {ASSOC_KEYS[k.rstrip("+-")][0] for k in values if k.rstrip("+-") in ASSOC_KEYS}
     columns &= set(INHERITED)
     tres = {
-        n
-        for k, v in values.items()
-        if ASSOC_KEYS.get(k.rstrip("+-"), ("",))[0] == "max_tres_per_job"
-        for n in _tres_items(v)
+        column: {
+            n
+            for k, v in values.items()
+            if ASSOC_KEYS.get(k.rstrip("+-"), ("",))[0] == column
+            for n in _tres_items(v)
+        }
+        for column in TRES_INHERITED
     }
     if not columns:
         return []
@@ -282,9 +311,9 @@ def _inheritors(session: Session, accounts: list[Association], values: dict[str,
             below.setdefault(key, []).append(row)
 
     def takes(row: Association, column: str) -> bool:
-        if column == "max_tres_per_job":
-            own = _tres_items(row.max_tres_per_job)
-            return not tres or any(n not in own for n in tres)
+        if column in TRES_INHERITED:
+            own = _tres_items(str(getattr(row, column)))
+            return not tres[column] or any(n not in own for n in tres[column])
         return int(getattr(row, column)) < 0
 
     out: list[Association] = []
@@ -731,7 +760,9 @@ def assoc_message(
 ) -> pb.Association:
     """The association as ctld and sacctmgr see it: with `inherit` (from `inherited`), the limits
     it takes from above in place of its own."""
-    got = inherit or Inherited(row.max_jobs, row.max_submit_jobs, row.max_wall_min, row.max_tres_per_job)
+    got = inherit or Inherited(
+        row.max_jobs, row.max_submit_jobs, row.max_wall_min, row.max_tres_per_job, row.max_tres_mins_per_job
+    )
     return pb.Association(
         id=row.id,
         cluster=row.cluster,
@@ -753,7 +784,7 @@ def assoc_message(
         max_borrow_tres=row.max_borrow_tres,
         grp_tres_mins=row.grp_tres_mins,
         grp_tres_run_mins=row.grp_tres_run_mins,
-        max_tres_mins_per_job=row.max_tres_mins_per_job,
+        max_tres_mins_per_job=got.max_tres_mins_per_job,
         grp_wall_min=row.grp_wall_min,
     )
 

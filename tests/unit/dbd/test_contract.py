@@ -369,8 +369,9 @@ def _limits_of(sessions: sessionmaker[Session], column: str) -> dict[tuple[str, 
         ("maxsubmitjobs", "7", "maxsubmit", "7"),
         ("maxwall", "1:00:00", "maxwall", "01:00:00"),
         ("maxtresperjob", "cpu=4", "maxtres", "cpu=4"),
+        ("maxtresmins", "cpu=100,mem=200", "maxtresmins", "cpu=100,mem=200M"),
     ],
-    ids=["MaxJobs", "MaxSubmitJobs", "MaxWall", "MaxTRESPerJob"],
+    ids=["MaxJobs", "MaxSubmitJobs", "MaxWall", "MaxTRESPerJob", "MaxTRESMins"],
 )
 def test_account_limit_is_inherited_by_its_users(
     sessions: sessionmaker[Session], key: str, value: str, column: str, shown: str
@@ -394,9 +395,33 @@ def test_account_limit_is_inherited_by_its_users(
     with sessions() as session:
         sent = {(a.account, a.user): a for a in admin.limits(session, "c1", 0).associations}
     assert admin.assoc_fields(sent[("physics", "bob")])[column] == shown
-    unset = "cpu=-1" if key == "maxtresperjob" else "-1"
+    unset = {"maxtresperjob": "cpu=-1", "maxtresmins": "cpu=-1,mem=-1"}.get(key, "-1")
     assert len(_set_account(sessions, key, unset)) == 4
     assert set(_limits_of(sessions, column).values()) == {""}
+
+
+def test_tres_limits_change_item_by_item_and_grp_ones_stay_the_accounts(
+    sessions: sessionmaker[Session],
+) -> None:
+    """22.05 (scenarios 247, 248): `GrpTRES=cpu=8,mem=2048` on top of gres/gpu=2 keeps the GPUs and shows
+    the memory in its largest exact unit; `cpu=-1` drops cpu alone; TRES are listed by name; Grp limits
+    stay on the account (its users show none), while a user's own MaxTRESMins item wins over the
+    account's, the others inherited."""
+    build_tree(sessions)
+    modify(sessions, "modify", "account", ["physics"], grptres="gres/gpu=2")
+    modify(sessions, "modify", "account", ["physics"], grptres="cpu=8,mem=2048", grpjobs="3")
+    got = _limits_of(sessions, "grptres")
+    assert (got[("physics", "")], got[("physics", "alice")]) == ("cpu=8,gres/gpu=2,mem=2G", "")
+    assert _limits_of(sessions, "grpjobs")[("physics", "alice")] == ""
+    modify(sessions, "modify", "account", ["physics"], grptres="cpu=-1")
+    assert _limits_of(sessions, "grptres")[("physics", "")] == "gres/gpu=2,mem=2G"
+    modify(sessions, "modify", "user", ["alice"], where={"account": "physics"}, maxtresmins="cpu=50")
+    modify(sessions, "modify", "account", ["physics"], maxtresmins="cpu=100,mem=10G")
+    got = _limits_of(sessions, "maxtresmins")
+    assert (got[("physics", "")], got[("physics", "alice")]) == ("cpu=100,mem=10G", "cpu=50,mem=10G")
+    with sessions() as session:
+        sent = {(a.account, a.user): a for a in admin.limits(session, "c1", 0).associations}
+    assert sent[("physics", "alice")].max_tres_mins_per_job == "cpu=50,mem=10G"
 
 
 def test_own_limit_wins_and_minus_one_inherits_again(sessions: sessionmaker[Session]) -> None:
@@ -813,7 +838,11 @@ def test_qos_group_and_per_user_tres_set_show_and_reach_ctld(sessions: sessionma
         maxtresperuser="cpu=4,gres/gpu=2",
     )
     modify(sessions, "add", "qos", ["short"], maxtrespu="gres/gpu=1")
+    # 22.05 (measured): a TRES limit changes item by item, and -1 drops one
     modify(sessions, "modify", "qos", ["gpu"], maxtrespu="cpu=8")
+    rows = {r["name"]: r for r in show(sessions, "qos")}
+    assert rows["gpu"]["maxtrespu"] == "cpu=8,gres/gpu=2"
+    modify(sessions, "modify", "qos", ["gpu"], maxtrespu="gres/gpu=-1")
     rows = {r["name"]: r for r in show(sessions, "qos")}
     assert (rows["gpu"]["grptres"], rows["gpu"]["grpjobs"], rows["gpu"]["maxtrespu"]) == (
         "cpu=16,gres/gpu=2",
