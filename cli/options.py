@@ -157,17 +157,27 @@ def _usage_error(prog: str, line: str) -> OptionError:
     return OptionError([line, f'Try "{prog} --help" for more information'])
 
 
-def refuse_as_getopt(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+def refuse_as_getopt(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
     """Read `argv` with the getopt_long work-alike over `parser`'s options before argparse does, so an
     unknown option or a missing value is refused in 22.05's words (`sinfo: invalid option -- 'Z'`),
-    not argparse's. Raises OptionError; what getopt accepts is left to argparse."""
+    not argparse's. Raises OptionError. Returns what getopt accepted for argparse to read: each value
+    attached to its option (`--sort=-t`), since getopt takes the word after -S as its value even when
+    it starts with a dash (`sinfo -S -N`, `squeue -S -t`), where argparse would refuse it; the operands
+    after the options."""
     table = []
     for action in parser._actions:
         shorts = [s[1] for s in action.option_strings if len(s) == 2 and s[0] == "-" and s[1] != "-"]
         longs = tuple(s[2:] for s in action.option_strings if s.startswith("--"))
         takes = NO_ARG if action.nargs == 0 else OPTIONAL if action.nargs == "?" else REQUIRED
         table += [Opt(action.dest, longs, short, takes) for short in shorts or [""]]
-    parse_argv(prog, argv, table, stop_at_positional=False)
+    found, rest = parse_argv(prog, argv, table, stop_at_positional=False)
+    words = []
+    for item in found:
+        name = f"--{item.opt.longs[0]}" if item.opt.longs else f"-{item.opt.short}"
+        words.append(
+            name if item.value is None else f"{name}={item.value}" if item.opt.longs else name + item.value
+        )
+    return [*words, *(["--", *rest] if rest else [])]
 
 
 def getopt_table(shorts: str, longs: Sequence[str]) -> tuple[Opt, ...]:

@@ -267,7 +267,7 @@ _NODE_VALUES: dict[str, Callable[[cluster_pb2.NodeInfo], str]] = {
     "E": lambda n: n.reason or "none",
     "f": lambda n: ",".join(n.features) or "(null)",
     "G": lambda n: n.gres or "(null)",
-    "gresused": lambda n: n.gres_used or ("gpu:0" if n.gres else "(null)"),
+    "gresused": lambda n: n.gres_used or ("gpu:0(IDX:N/A)" if n.gres else "(null)"),
     "H": lambda n: format_timestamp(n.reason_time, unknown="Unknown"),
     "m": lambda n: str(n.real_memory_mb),
     "t": node_state_compact,
@@ -411,16 +411,20 @@ def group_nodes(
         pairs.sort(key=lambda pn: order[pn[1].name])
         return [Group(part, [node]) for part, node in pairs]
 
+    # Without a partition column a row is what it shows: a node of two partitions that shows the same
+    # values in both is one node of one row (22.05: `sinfo -o "%N %G"` is node[1-4] once, not again
+    # node[1-2] for debug); a partition's own columns (%l, %a ...) still part rows by their values.
+    by_partition = any(k in ("P", "R") for k in keys)
     rows: list[Group] = []
     index: dict[tuple[object, ...], Group] = {}
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[tuple[object, ...], str]] = set()
     for pair_part, node in pairs:
         row_part = None if flt.reasons_only else pair_part
-        part_name = row_part.name if row_part is not None else ""
-        if (part_name, node.name) in seen:
-            continue
-        seen.add((part_name, node.name))
+        part_name = row_part.name if row_part is not None and by_partition else ""
         key = (part_name, *(group_value(Group(row_part, [node]), k) for k in sorted(split)))
+        if (key, node.name) in seen:
+            continue
+        seen.add((key, node.name))
         group = index.get(key)
         if group is None:
             group = Group(row_part)
@@ -428,6 +432,63 @@ def group_nodes(
             rows.append(group)
         group.nodes.append(node)
     return rows
+
+
+# 22.05's numeric node states, which `-S t` orders by: the base state, then its flags (so a drained
+# node sorts above a mixed one, and "-t", the default, lists it first)
+_STATE_NUMBERS = {"UNKNOWN": 0, "DOWN": 1, "IDLE": 2, "ALLOCATED": 3, "MIXED": 5, "FUTURE": 6}
+_STATE_FLAGS = (
+    ("drain", 0x200),
+    ("completing", 0x400),
+    ("not_responding", 0x800),
+    ("maint", 0x8000),
+    ("reboot_requested", 0x10000),
+    ("reboot_issued", 0x100000),
+)
+DEFAULT_SORT = "#P,-t"
+DEFAULT_NODE_SORT = "N"
+
+
+def _state_number(node: cluster_pb2.NodeInfo) -> int:
+    number = _STATE_NUMBERS.get(node.base_state or node.state.split("+")[0], 0)
+    for name, flag in _STATE_FLAGS:
+        if getattr(node, name):
+            number |= flag
+    return number
+
+
+def _natural(name: str) -> tuple[object, ...]:
+    """node9 before node10."""
+    import re
+
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def _sort_value(group: Group, key: str, configured: bool, order: dict[str, int]) -> tuple[object, ...]:
+    if key in ("P", "R"):
+        name = group.partition.name if group.partition is not None else ""
+        return (order.get(name, len(order)),) if configured else (name,)
+    if key in ("t", "T"):
+        return (_state_number(group.nodes[0]),) if group.nodes else (0,)
+    if key in ("N", "n", "o"):
+        return _natural(group.nodes[0].name) if group.nodes else ()
+    text = group_value(group, key).rstrip("+")
+    return (0, int(text), "") if text.isdigit() else (1, 0, text)
+
+
+def sort_rows(rows: list[Group], spec: str, partitions: Sequence[cluster_pb2.PartitionInfo]) -> list[Group]:
+    """-S/--sort: fields as in -o (`+` ascending, the default, `-` descending; `#P` partitions in
+    slurm.conf's order), the first field deciding first. The default "#P,-t" (-N: "N") as 22.05."""
+    order = {p.name: i for i, p in enumerate(partitions)}
+    out = list(rows)
+    for item in reversed([i.strip() for i in spec.split(",") if i.strip()]):
+        descending = item.startswith("-")
+        item = item.lstrip("+-")
+        configured = item.startswith("#")
+        key = item.lstrip("#")
+        key = LONG_NAMES.get(key.lower(), key) if len(key) > 1 else key
+        out.sort(key=lambda g: _sort_value(g, key, configured, order), reverse=descending)
+    return out
 
 
 def auto_widths(fields: Sequence[fmt.Field], rows: Sequence[Group]) -> dict[str, int]:
@@ -458,10 +519,16 @@ def render_sinfo(
     node_oriented: bool = False,
     exact: bool = False,
     header: bool = True,
+    sort: str | None = None,
 ) -> list[str]:
-    """The whole of sinfo's output for these partitions and nodes."""
+    """The whole of sinfo's output for these partitions and nodes, rows in `sort`'s order (None: the
+    default; -R keeps the order its reasons came in)."""
     keys = [f.key for f in fields if f.key]
     rows = group_nodes(partitions, nodes, keys, flt, node_oriented=node_oriented, exact=exact)
+    if sort is None and not (flt and flt.reasons_only):
+        sort = DEFAULT_NODE_SORT if node_oriented else DEFAULT_SORT
+    if sort:
+        rows = sort_rows(rows, sort, partitions)
     return render_rows(rows, fields, header)
 
 
@@ -619,7 +686,9 @@ class _LoadError(Exception):
 def _run(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     try:
-        refuse_as_getopt(PROG, PARSER, words)
+        words = refuse_as_getopt(PROG, PARSER, words)
+        if "--" in words:  # 22.05's sinfo reads no operand and ignores any (`sinfo foo` lists all)
+            words = words[: words.index("--")]
     except OptionError as exc:
         sys.stderr.write("".join(line + "\n" for line in exc.lines))
         return exc.exit_code
@@ -656,6 +725,7 @@ def _run(argv: Sequence[str] | None) -> int:
             node_oriented=node_oriented,
             exact=args.exact,
             header=not args.noheader,
+            sort=args.sort,
         )
         if args.long or args.iterate:
             lines.insert(0, fmt.long_date(now))

@@ -802,7 +802,7 @@ def parse_command_line(argv: Sequence[str]) -> tuple[argparse.Namespace, list[st
     parser = PARSER
     options, operands = split_operands(argv, parser)
     try:
-        refuse_as_getopt(PROG, parser, options)
+        options = refuse_as_getopt(PROG, parser, options)
     except OptionError as exc:
         sys.stderr.write("".join(line + "\n" for line in exc.lines))
         raise SystemExit(exc.exit_code) from None

@@ -155,14 +155,14 @@ def long_state(info: cluster_pb2.NodeInfo, alloc_cpus: int, completing: bool) ->
 
 
 def gres_used(node: NodeRuntime, indices: Iterable[int]) -> str:
-    """'gpu:h100:2(IDX:0-1)' as scontrol show node prints GresUsed."""
+    """'gpu:h100:2(IDX:0-1)' as scontrol show node prints GresUsed ('gpu:h100:0(IDX:N/A)' unused)."""
     used = sorted(set(indices))
     types = sorted({node.gpu_types.get(i, "") for i in node.gpu_types})
     if not node.gpu_types:
         return ""
     type_part = f"{types[0]}:" if len(types) == 1 and types[0] else ""
     if not used:
-        return f"gpu:{type_part}0"
+        return f"gpu:{type_part}0(IDX:N/A)"
     return f"gpu:{type_part}{len(used)}(IDX:{format_task_ids(used)})"
 
 

@@ -229,17 +229,20 @@ def test_state_filters_of_drain_and_reboot(states: str, shown: list[str]) -> Non
 
 
 def test_states_split_rows_and_count_as_other() -> None:
+    """Rows in 22.05's default order "#P,-t": partitions as configured, then the numeric state
+    (flags included) decreasing: down* (DOWN|NO_RESPOND), drng (MIXED|DRAIN), drain (IDLE|DRAIN), idle
+    (measured: drng above drain)."""
     out = run("%P %t %D %F %N", drained_cluster())
     assert (
         out
         == """\
 PARTITION STATE NODES NODES(A/I/O/T) NODELIST
-batch* drain 1 0/0/1/1 node1
-batch* drng 1 1/0/0/1 node2
 batch* down* 1 0/0/1/1 node3
+batch* drng 1 1/0/0/1 node2
+batch* drain 1 0/0/1/1 node1
 batch* idle 1 0/1/0/1 node4
-debug drain 1 0/0/1/1 node1
 debug drng 1 1/0/0/1 node2
+debug drain 1 0/0/1/1 node1
 """
     )
 
@@ -259,14 +262,14 @@ Not responding       slurm     2026-11-29T21:39:31 node3
 @pytest.mark.parametrize(
     ("flt", "expected"),
     [
-        (sinfo.NodeFilter(partitions={"debug"}), ["debug drain node1", "debug drng node2"]),
+        (sinfo.NodeFilter(partitions={"debug"}), ["debug drng node2", "debug drain node1"]),
         (sinfo.NodeFilter(nodes={"node4"}), ["batch* idle node4"]),
         (sinfo.NodeFilter(state_tests=sinfo.parse_node_states("idle,down")), ["batch* down* node3",
                                                                                "batch* idle node4"]),
-        (sinfo.NodeFilter(state_tests=sinfo.parse_node_states("drain")), ["batch* drain node1", "batch* drng node2",
-                                                                           "debug drain node1", "debug drng node2"]),
+        (sinfo.NodeFilter(state_tests=sinfo.parse_node_states("drain")), ["batch* drng node2", "batch* drain node1",
+                                                                           "debug drng node2", "debug drain node1"]),
         (sinfo.NodeFilter(dead_only=True), ["batch* down* node3"]),
-        (sinfo.NodeFilter(responding_only=True, partitions={"batch"}), ["batch* drain node1", "batch* drng node2",
+        (sinfo.NodeFilter(responding_only=True, partitions={"batch"}), ["batch* drng node2", "batch* drain node1",
                                                                          "batch* idle node4"]),
     ],
     ids=["partition", "nodes", "states", "drain", "dead", "responding"],
@@ -384,3 +387,63 @@ def test_one_parser_reads_one_command_line_after_another() -> None:
     second = sinfo.PARSER.parse_args([])
     assert (first.Node, first.long, first.partition, first.states) == (True, True, "debug", "idle")
     assert vars(second) == vars(sinfo._parser().parse_args([]))
+
+
+def scenario_249_nodes() -> list[cluster_pb2.NodeInfo]:
+    """node1 idle, node2 mixed (3 GPUs used), node3 allocated (all 8), node4 drained."""
+    return [
+        node("node1", gres_used="gpu:h100:0(IDX:N/A)"),
+        node("node2", "MIXED", 1, gres_used="gpu:h100:3(IDX:0-2)"),
+        node("node3", "ALLOCATED", 16, gres_used="gpu:h100:8(IDX:0-7)"),
+        node("node4", drain=True, reason="sorttest", gres_used="gpu:h100:0(IDX:N/A)"),
+    ]
+
+
+def test_rows_sort_as_2205_by_default_and_with_sort() -> None:
+    """Scenario 249 (22.05): "#P,-t" by default (partitions as configured, the numeric state
+    decreasing: drain, mix, alloc, idle); -S t ascending; -S -N node names decreasing; -N -S -t."""
+    nodes = scenario_249_nodes()
+    assert run("%P %t %N", nodes) == (
+        "PARTITION STATE NODELIST\nbatch* drain node4\nbatch* mix node2\nbatch* alloc node3\n"
+        "batch* idle node1\ndebug mix node2\ndebug idle node1\n"
+    )
+    batch = sinfo.NodeFilter(partitions={"batch"})
+    assert run("%P %t %N", nodes, batch, sort="t").splitlines()[1:] == [  # type: ignore[arg-type]
+        "batch* idle node1",
+        "batch* alloc node3",
+        "batch* mix node2",
+        "batch* drain node4",
+    ]
+    assert run("%N %t", nodes, sort="-N").splitlines()[1:] == [  # type: ignore[arg-type]
+        "node4 drain",
+        "node3 alloc",
+        "node2 mix",
+        "node1 idle",
+    ]
+    assert run("%N %t", nodes, batch, node_oriented=True, sort="-t").splitlines()[1:] == [  # type: ignore[arg-type]
+        "node4 drain",
+        "node2 mix",
+        "node3 alloc",
+        "node1 idle",
+    ]
+
+
+def test_without_a_partition_column_a_node_is_one_row_of_one_partition() -> None:
+    """Scenario 249 (22.05): `sinfo -o "%N %t"` lists node1 and node2 once, not again for debug; a
+    partition's own column (%l) still parts the rows by its value."""
+    nodes = scenario_249_nodes()
+    assert run("%N %t", nodes).splitlines()[1:] == ["node4 drain", "node2 mix", "node3 alloc", "node1 idle"]
+    assert run("%D %G", idle_nodes()).splitlines()[1:] == ["4 gpu:h100:8"]
+    assert run("%N %l", idle_nodes()).splitlines()[1:] == ["node[1-4] infinite", "node[1-2] 1:00:00"]
+
+
+def test_a_sort_value_may_start_with_a_dash_as_getopt_takes_it() -> None:
+    """22.05's getopt takes the word after -S whatever it starts with: `sinfo -S -N`, `squeue -S -t`."""
+    from cli import options, squeue
+
+    assert options.refuse_as_getopt("sinfo", sinfo.PARSER, ["-S", "-N", "-o", "%N"]) == [
+        "--sort=-N",
+        "--format=%N",
+    ]
+    args, _ = squeue.parse_command_line(["-S", "-t", "-u", "alice"])
+    assert (args.sort, args.user) == ("-t", "alice")
