@@ -186,7 +186,7 @@ class Controller:
     def ping_nodes(self) -> None:
         """Ping every node; answers come back to node_contact."""
         for info in self.nodes_to_ping():
-            self.state.actions.ping(info, self.state.started, self.node_contact)
+            self.state.actions.ping(info, self.state.incarnation, self.node_contact)
 
     # ------------------------------------------------------------------ reservations
     def create_reservation(

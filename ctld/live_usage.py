@@ -94,7 +94,7 @@ def refresh(state: ClusterState, job_ids: Iterable[int], wait_s: float = FRESH_W
 
     while nodes:
         for info in nodes:
-            state.actions.ping(info, state.started, on_answer)
+            state.actions.ping(info, state.incarnation, on_answer)
         for _ in nodes:
             if not answered.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 return

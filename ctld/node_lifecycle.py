@@ -129,7 +129,7 @@ def register_node(
         _reconcile_after_register(state, tx, req, previous_boot, now)
         tx.save_node(node)
     state.wake.set()
-    return controller_pb2.RegisterNodeResponse(accepted=True, ctld_start_time=state.started)
+    return controller_pb2.RegisterNodeResponse(accepted=True, ctld_start_time=state.incarnation)
 
 
 def _reconcile_after_register(

@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import pwd
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -149,9 +150,11 @@ class ClusterState:
         self.nodes: dict[str, NodeRuntime] = {}
         self.next_job_id = cfg.first_job_id
         self.wake = threading.Event()  # set when the scheduler should run a cycle soon
-        self.started = int(
-            clock()
-        )  # nodes learn it at registration and from pings: a new one, they register again
+        self.started = int(clock())
+        # this ctld's run, which nodes learn at registration and from pings: a new one, they register
+        # again. Not the start second: a ctld restarted within the second it started would pass for
+        # the old one, and its nodes would never register with it (test_resilience saw it).
+        self.incarnation = secrets.randbits(62) | 1
         self.slurm_uid = uid_of(cfg.slurm_user)
         # views of the configuration the core and the checks read, built once
         self.partitions = {p.name: p for p in cfg.partitions}

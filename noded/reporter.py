@@ -118,7 +118,7 @@ class Reporter:
             return
         self._ctld_start_time = ctld_start_time
         if self._registered:  # (none yet: the registration under way goes to this one anyway)
-            log.info("a new ctld (started %d) pinged: registering again", ctld_start_time)
+            log.info("a new ctld (run %d) pinged: registering again", ctld_start_time)
             self._registered.clear()
             self._kick.set()
 

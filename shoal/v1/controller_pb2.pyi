@@ -1026,7 +1026,7 @@ class RegisterNodeResponse(_message.Message):
     accepted: _builtins.bool
     message: _builtins.str
     ctld_start_time: _builtins.int
-    """when this ctld started (its pings carry it too: see NodePingRequest)"""
+    """this ctld's run, a number drawn at its start (its pings carry it too: NodePingRequest)"""
     def __init__(
         self,
         *,

@@ -401,7 +401,7 @@ class NodePingRequest(_message.Message):
     CTLD_START_TIME_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     ctld_start_time: _builtins.int
-    """when the pinging ctld started: a new one makes the node register again"""
+    """the pinging ctld's run (a number it drew at start): a new one makes the node register again"""
     def __init__(
         self,
         *,

@@ -123,3 +123,14 @@ def test_a_node_that_registers_again_is_told_to_kill_jobs_that_ended_meanwhile(t
     h.answer("n1")
     h.register("n1", running=(job_id,))  # its stepd still runs the script
     assert Terminate("n1", job_id, "orphan") in h.effects()
+
+
+def test_a_ctld_restarted_within_its_start_second_is_a_new_one_to_its_nodes(tmp_path: Path) -> None:
+    """Nodes register again when a ctld they have not registered with pings them; they tell one ctld
+    from the next by the run number it hands out. The start second told them apart only from a second
+    on: a ctld killed and started again at once was the old one to its nodes, which never registered
+    (test_resilience's kill -9 and restart, once in six runs)."""
+    h = Harness.of(cluster().nodes(1), tmp_path)
+    first = h.register("n1").ctld_start_time
+    restarted = h.restart()  # the same (fake) clock: the same second
+    assert restarted.register("n1").ctld_start_time not in (0, first)
