@@ -72,14 +72,41 @@ LONG_NAMES: dict[str, str] = {
     "accruetime": "accruetime", "lastschedeval": "lastschedeval", "tres-alloc": "tres-alloc",
     "pendingtime": "pendingtime", "requeue": "requeue", "restartcnt": "restartcnt",
     "batchflag": "batchflag", "alloc_nodes": "allocnodes", "allocnodes": "allocnodes",
+    "corespec": "X", **{name: name for name in (
+        "admin_comment", "allocsid", "boardspernode", "burstbuffer", "burstbufferstate",
+        "clusterfeature", "container", "cores", "cpus-per-tres", "deadline", "delayboot", "derivedec",
+        "hetjobid", "hetjobidset", "hetjoboffset", "maxcpus", "maxnodes", "mcslabel", "mem-per-tres",
+        "mintime", "network", "ntperboard", "ntpercore", "ntpernode", "ntpersocket", "origin",
+        "originraw", "preempttime", "prefer", "profile", "reboot", "reqswitch", "resizetime",
+        "siblingsactive", "siblingsactiveraw", "siblingsviable", "siblingsviableraw", "sockets",
+        "sperboard", "system_comment", "threads", "tres-bind", "tres-freq", "tres-per-job",
+        "tres-per-socket", "tres-per-task", "wait4switch",
+    )},
 }  # fmt: skip
 
 LONG_HEADERS: dict[str, str] = {
     "jobid": "JOBID", "numtasks": "TASKS", "cpus-per-task": "CPUS_PER_TASK", "stdout": "STDOUT",
     "stderr": "STDERR", "stdin": "STDIN", "exit_code": "EXIT_CODE", "eligibletime": "ELIGIBLE_TIME",
     "accruetime": "ACCRUE_TIME", "lastschedeval": "LAST_SCHED_EVAL", "tres-alloc": "TRES_ALLOC",
-    "pendingtime": "PENDING_TIME", "requeue": "REQUEUE", "restartcnt": "RESTARTCNT",
-    "batchflag": "BATCHFLAG", "allocnodes": "ALLOC_NODES", "W": "LICENSES", "s": "SELECT",
+    "pendingtime": "PENDING_TIME", "requeue": "REQUEUE", "restartcnt": "RESTART_COUNT",
+    "batchflag": "BATCH_FLAG", "allocnodes": "ALLOC_NODES", "W": "LICENSES", "s": "SELECT",
+    # measured on 22.05 (its spelling, VIALBLE included)
+    "admin_comment": "ADMIN_COMMENT", "allocsid": "ALLOC_SID", "boardspernode": "BOARDS_PER_NODE",
+    "burstbuffer": "BURST_BUFFER", "burstbufferstate": "BURST_BUFFER_STATE",
+    "clusterfeature": "CLUSTER_FEATURES", "container": "CONTAINER", "cores": "CORES_PER_SOCKET",
+    "cpus-per-tres": "CPUS_PER_TRES", "deadline": "DEADLINE", "delayboot": "DELAY_BOOT",
+    "derivedec": "DERIVED_EC", "hetjobid": "HET_JOB_ID", "hetjobidset": "HET_JOB_ID_SET",
+    "hetjoboffset": "HET_JOB_OFFSET", "maxcpus": "MAX_CPUS", "maxnodes": "MAX_NODES",
+    "mcslabel": "MCSLABEL", "mem-per-tres": "MEM_PER_TRES", "mintime": "TIME_MIN", "network": "NETWORK",
+    "ntperboard": "NTASKS_PER_BOARD", "ntpercore": "NTASKS_PER_CORE", "ntpernode": "NTASKS_PER_NODE",
+    "ntpersocket": "NTASKS_PER_SOCKET", "origin": "ORIGIN", "originraw": "ORIGIN_RAW",
+    "preempttime": "PREEMPT_TIME", "prefer": "PREFER", "profile": "PROFILE", "reboot": "REBOOT",
+    "reqswitch": "REQ_SWITCH", "resizetime": "RESIZE_TIME", "siblingsactive": "ACTIVE_SIBLINGS",
+    "siblingsactiveraw": "ACTIVE_SIBLINGS_RAW", "siblingsviable": "VIABLE_SIBLINGS",
+    "siblingsviableraw": "VIALBLE_SIBLINGS_RAW", "sockets": "SOCKETS_PER_NODE",
+    "sperboard": "SOCKETS_PER_BOARD", "system_comment": "SYSTEM_COMMENT", "threads": "THREADS_PER_CORE",
+    "tres-bind": "TRES_BIND", "tres-freq": "TRES_FREQ", "tres-per-job": "TRES_PER_JOB",
+    "tres-per-socket": "TRES_PER_SOCKET", "tres-per-task": "TRES_PER_TASK", "wait4switch": "WAIT4SWITCH",
 }  # fmt: skip
 
 
@@ -279,7 +306,52 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
     "restartcnt": lambda r, now: str(r.job.restarts),
     "batchflag": lambda r, now: str(r.job.batch_flag),
     "allocnodes": lambda r, now: r.job.alloc_node_sid.partition(":")[0] or "(null)",
-}
+    "allocsid": lambda r, now: r.job.alloc_node_sid.partition(":")[2] or "0",
+    "maxcpus": lambda r, now: str(r.job.num_cpus),
+    "maxnodes": lambda r, now: str(r.job.spec.max_nodes or r.job.num_nodes),
+    "mintime": lambda r, now: format_limit_squeue(max(r.job.spec.time_min_min, 0)),
+    "ntpernode": lambda r, now: str(r.job.spec.ntasks_per_node),
+    "derivedec": lambda r, now: str(r.job.derived_exit_code * 256 + r.job.derived_exit_signal),
+    "preempttime": lambda r, now: format_timestamp(r.job.preempt_time, unknown="N/A"),
+    "deadline": lambda r, now: r.job.spec.deadline or "N/A",
+    "reqswitch": lambda r, now: str(r.job.spec.switches),
+    "wait4switch": lambda r, now: _minutes_seconds(r.job.spec.switch_wait_s if r.job.spec.switches else 0),
+    "threads": lambda r, now: str(r.job.spec.threads_per_core or "*"),
+    "tres-per-job": lambda r, now: _gres_tres(r.job.spec.gpus),
+    "tres-per-task": lambda r, now: _gres_tres(r.job.spec.gpus_per_task),
+    "tres-per-socket": lambda r, now: _gres_tres(r.job.spec.gpus_per_socket),
+    "cpus-per-tres": lambda r, now: _gres_tres(str(r.job.spec.cpus_per_gpu or "")),
+    "mem-per-tres": lambda r, now: _gres_tres(str(r.job.spec.mem_per_gpu_mb or "")),
+    "tres-bind": lambda r, now: _gres_tres(r.job.spec.gpu_bind),
+    # what 22.05 prints for features shoal does not have (measured)
+    **dict.fromkeys(
+        ("admin_comment", "burstbuffer", "burstbufferstate", "clusterfeature", "container", "mcslabel",
+         "network", "prefer", "system_comment"),
+        lambda r, now: "(null)",
+    ),
+    **dict.fromkeys(
+        ("hetjobid", "hetjobidset", "hetjoboffset", "ntpercore", "ntpersocket", "resizetime", "tres-freq"),
+        lambda r, now: "N/A",
+    ),
+    **dict.fromkeys(
+        ("origin", "originraw", "siblingsactive", "siblingsactiveraw", "siblingsviable", "siblingsviableraw"),
+        lambda r, now: "NA",
+    ),
+    **dict.fromkeys(("boardspernode", "ntperboard", "sperboard", "reboot"), lambda r, now: "0"),
+    **dict.fromkeys(("cores", "sockets"), lambda r, now: "*"),
+    "delayboot": lambda r, now: "0:00",
+    "profile": lambda r, now: "NotSet",
+}  # fmt: skip
+
+
+def _gres_tres(value: str) -> str:
+    """A GPU request as 22.05's TRES_PER_* columns show it: --gpus=4 -> gres:gpu:4, none -> N/A."""
+    return f"gres:gpu:{value}" if value else "N/A"
+
+
+def _minutes_seconds(seconds: int) -> str:
+    return f"{max(seconds, 0) // 60}:{max(seconds, 0) % 60:02d}"
+
 
 SPECIFIERS = "".join(k for k in _VALUES if len(k) == 1)
 

@@ -181,6 +181,27 @@ def test_long_names_format() -> None:
     )
 
 
+def test_more_long_names_as_2205() -> None:
+    """Scenario 250 (22.05): the GPU requests as TRES_PER_JOB/TASK and CPUS_PER_TRES, --time-min,
+    --ntasks-per-node, and the fields of features shoal has not (HetJob, Origin, Profile ...) as 22.05
+    prints them for a job without them; 22.05's headers (BATCH_FLAG, RESTART_COUNT)."""
+    pending = job(40, "oG", "alice", state=jobs_pb2.PENDING)
+    pending.spec.gpus, pending.spec.cpus_per_gpu, pending.spec.time_min_min = "4", 2, -1
+    other = job(41, "oP", "alice", state=jobs_pb2.PENDING, nodes=2)
+    other.spec.gpus_per_task, other.spec.ntasks_per_node, other.spec.time_min_min = "1", 2, 10
+    other.spec.max_nodes = 2
+    out = run(
+        long_format="Name:4,MaxNodes:6,MinTime:8,NTPerNode:4,tres-per-job:14,tres-per-task:14,cpus-per-tres:14,"
+        "Profile:8,Origin:4,Cores:4,HetJobID:5,BatchFlag:11,RestartCnt:14",
+        jobs=[pending, other],
+    )
+    assert out.splitlines() == [
+        "NAMEMAX_NOTIME_MINNTASTRES_PER_JOB  TRES_PER_TASK CPUS_PER_TRES PROFILE ORIGCOREHET_JBATCH_FLAG RESTART_COUNT ",
+        "oG  1     0:00    0   gres:gpu:4    N/A           gres:gpu:2    NotSet  NA  *   N/A  0          0             ",
+        "oP  2     10:00   2   N/A           gres:gpu:1    N/A           NotSet  NA  *   N/A  0          0             ",
+    ]
+
+
 def test_long_names_with_widths_and_right_alignment() -> None:
     flt = squeue.JobFilter(job_ids=[(22, None)])
     assert (
