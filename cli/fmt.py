@@ -8,7 +8,7 @@ supplies its own table of specifiers, headers and values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 # Width placeholder for `%#P` / `%#N`: the command fills it in from the values it will print.
@@ -163,3 +163,8 @@ def long_date(now: float) -> str:
     import time
 
     return time.asctime(time.localtime(now))
+
+
+def help_columns(names: Sequence[str]) -> list[str]:
+    """A field list as 22.05's --helpformat prints it: four to a line, each in 20 columns (19 last)."""
+    return [" ".join(n.ljust(19) for n in names[i : i + 4]) for i in range(0, len(names), 4)]

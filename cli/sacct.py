@@ -688,6 +688,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-u", "--user", action="append", default=[])
     p.add_argument("--units", choices=["K", "M", "G", "T"], type=str.upper, default="")
     p.add_argument("-X", "--allocations", action="store_true")
+    p.add_argument("-e", "--helpformat", action="store_true")
     return p
 
 
@@ -772,6 +773,11 @@ def main(argv: list[str] | None = None) -> int:
         args, extra = _parser().parse_known_args(argv)
         if extra:  # Snakemake's plugin runs `sacct -nu USER -o Account%256 | tail -1` without a shell
             _unknown_arguments(extra)
+        if args.helpformat:  # the fields -o takes, as 22.05 lists them (no dbd needed)
+            from cli.fmt import help_columns
+
+            sys.stdout.write("".join(line + "\n" for line in help_columns(FIELD_NAMES)))
+            return 0
         now = int(time.time())
         if args.format:
             text = ",".join(args.format)

@@ -390,8 +390,9 @@ def select_steps(wanted: Wanted, steps: Sequence[cluster_pb2.StepUsage], all_ste
 
 
 def helpformat() -> list[str]:
-    names = list(WIDTHS)
-    return [" ".join(n.ljust(19) for n in names[i : i + 4]) for i in range(0, len(names), 4)]
+    from cli.fmt import help_columns
+
+    return help_columns(list(WIDTHS))
 
 
 def _body(argv: list[str]) -> int:
