@@ -204,6 +204,32 @@ def read_getopt(prog: str, args: Sequence[str], shorts: str, longs: Sequence[str
     return opts
 
 
+HINT_HELP = """Application hint options:
+    --hint=             Bind tasks according to application hints
+        compute_bound   use all cores in each socket
+        memory_bound    use only one core in each socket
+        [no]multithread [don't] use extra threads with in-core multi-threading
+        help            show this help message
+"""
+
+
+class HintHelp(Exception):
+    """--hint=help: print HINT_HELP and exit 1, as 22.05's sbatch, salloc and srun do."""
+
+
+def parse_hint(value: str) -> str:
+    """--hint's value (22.05: nomultithread and compute_bound mean one thread per core); memory_bound,
+    one core of each socket, is refused: shoal does not lay tasks out by socket."""
+    word = value.strip().lower()
+    if word == "help":
+        raise HintHelp()
+    if word == "memory_bound":
+        raise SpecError("--hint=memory_bound is not supported by shoal")
+    if word not in ("nomultithread", "multithread", "compute_bound"):
+        raise SpecError(f'unrecognized --hint argument "{value}", see --hint=help')
+    return word
+
+
 # --- sbatch's options ------------------------------------------------------------------------
 
 SBATCH_OPTIONS: tuple[Opt, ...] = (
@@ -231,6 +257,7 @@ SBATCH_OPTIONS: tuple[Opt, ...] = (
     Opt("gpus_per_task", ("gpus-per-task",)),
     Opt("gres", ("gres",)),
     Opt("help", ("help",), "h", NO_ARG),
+    Opt("hint", ("hint",)),
     Opt("hold", ("hold",), "H", NO_ARG),
     Opt("input", ("input",), "i"),
     Opt("job_name", ("job-name",), "J"),
@@ -303,6 +330,7 @@ SBATCH_ENV: dict[str, str] = {
     "SBATCH_RESERVATION": "reservation",
     "SBATCH_SIGNAL": "signal",
     "SBATCH_THREADS_PER_CORE": "threads_per_core",
+    "SBATCH_HINT": "hint",
     "SBATCH_TIMELIMIT": "time",
     "SBATCH_WAIT": "wait",
     "SBATCH_WCKEY": "wckey",
@@ -749,6 +777,10 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
         spec.cpus_per_task = parse_positive(v("cpus_per_task") or "", "--cpus-per-task")
     if opts.has("threads_per_core"):
         spec.threads_per_core = parse_count(v("threads_per_core") or "", "--threads-per-core")
+    if opts.has("hint"):
+        spec.hint = parse_hint(v("hint") or "")
+        if spec.hint != "multithread" and not opts.has("threads_per_core"):
+            spec.threads_per_core = 1  # as 22.05: one thread of each core (ReqB:S:C:T=0:0:*:1)
     if opts.has("mem"):
         spec.mem_per_node_mb = parse_mb(v("mem") or "", "--mem")
         spec.mem_whole_node = spec.mem_per_node_mb == 0

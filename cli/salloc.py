@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 from cli.common import CommandError, ctld, error, run_main, submit_failure
 from cli.options import (
+    HINT_HELP,
     OPTIONAL,
     SBATCH_OPTIONS,
     JobOptions,
@@ -49,6 +50,7 @@ SALLOC_ENV = {
     "SALLOC_GPUS": "gpus",
     "SALLOC_EXCLUSIVE": "exclusive",
     "SALLOC_IMMEDIATE": "immediate",
+    "SALLOC_HINT": "hint",
 }
 
 _SKIP = {
@@ -297,6 +299,9 @@ def body(argv: list[str]) -> int:
     except OptionError as exc:
         print("\n".join(exc.lines), file=sys.stderr)
         return 255  # 22.05: a command-line (or #SBATCH) option getopt refuses ends it with 255
+    if (opts.get("hint") or "").strip().lower() == "help":
+        sys.stdout.write(HINT_HELP)
+        return 1  # 22.05 exits 1 after it
     if opts.has("help") or opts.has("usage"):
         usage = "Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]"
         from cli.alloc_help import help_text

@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from cli.options import (
+    HINT_HELP,
     SBATCH_OPTIONS,
+    HintHelp,
     JobOptions,
     OptionError,
     SpecError,
@@ -275,6 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecError as exc:
         print(f"{PROG}: {exc.level}: {exc.message}", file=sys.stderr)
         return exc.exit_code
+    except HintHelp:
+        sys.stdout.write(HINT_HELP)
+        return 1  # 22.05 exits 1 after it
     except Failure as exc:
         for line in exc.lines:
             print(f"{PROG}: {exc.level}: {line}", file=sys.stderr)

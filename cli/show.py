@@ -159,7 +159,7 @@ def job_lines(job: jobs_pb2.JobInfo, now: int, details: bool = False) -> list[st
         lines.append(f"BatchHost={job.batch_host}")
     lines += [
         f"NumNodes={_num_nodes(job)} NumCPUs={job.num_cpus} NumTasks={job.num_tasks or 1}"
-        f" CPUs/Task={spec.cpus_per_task or 1} ReqB:S:C:T=0:0:*:*",
+        f" CPUs/Task={spec.cpus_per_task or 1} ReqB:S:C:T=0:0:*:{spec.threads_per_core or '*'}",
         f"TRES={job.tres_alloc or job.tres_req}",
         f"Socks/Node=* NtasksPerN:B:S:C={spec.ntasks_per_node}:0:*:* CoreSpec=*",
         *(allocation_lines(job) if details else ()),

@@ -17,6 +17,7 @@ import time
 
 from cli.common import CommandError, ctld, run_main
 from cli.options import (
+    HINT_HELP,
     NO_ARG,
     OPTIONAL,
     SBATCH_OPTIONS,
@@ -29,6 +30,7 @@ from cli.options import (
     check_gpu_bind,
     export_environment,
     parse_count,
+    parse_hint,
     parse_mb,
     parse_minutes,
     parse_node_range,
@@ -89,6 +91,7 @@ SRUN_OPTIONS: tuple[Opt, ...] = tuple(o for o in SBATCH_OPTIONS if o.dest not in
 
 SRUN_ENV = {
     "SLURM_ACCOUNT": "account",
+    "SLURM_HINT": "hint",
     "SLURM_REQ_SWITCH": "switches",
     "SRUN_CPUS_PER_TASK": "cpus_per_task",  # 22.05: not SLURM_CPUS_PER_TASK (the job's -c is not inherited)
     "SLURM_DISTRIBUTION": "distribution",
@@ -305,6 +308,11 @@ def step_request(
     # 22.05: only the CPUs asked with --exact, which -c and --exclusive imply; else all the job's on each node
     req.exact = opts.has("exact") or req.exclusive or opts.has("cpus_per_task")
     req.overcommit = opts.has("overcommit")
+    if opts.has("hint"):  # the step's tasks are told, as 22.05's are (SLURM_HINT)
+        try:
+            req.launch.environment["SLURM_HINT"] = parse_hint(v("hint") or "")
+        except SpecError as exc:
+            raise CommandError(exc.message) from exc
     req.srun_host, req.srun_pid = socket.gethostname().split(".")[0], os.getpid()  # SrunHost:Pid
     launch = req.launch
     launch.argv.extend(command)
@@ -636,6 +644,9 @@ def body(argv: list[str]) -> int:
     except OptionError as exc:
         print("\n".join(exc.lines), file=sys.stderr)
         return 255  # 22.05: a command-line (or #SBATCH) option getopt refuses ends it with 255
+    if (opts.get("hint") or "").strip().lower() == "help":
+        sys.stdout.write(HINT_HELP)
+        return 1  # 22.05 exits 1 after it
     cli_given = {d for d, s in opts.source.items() if s == "cli"}
     if opts.has("help") or opts.has("usage"):
         usage = "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"

@@ -171,6 +171,12 @@ def slurm_variables(
         env["SLURM_NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
     if spec.cpus_per_task:
         env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
+    if spec.hint:  # 22.05: --hint=multithread also says 65535 tasks a core may take
+        env["SLURM_HINT"] = spec.hint
+        if spec.hint == "multithread":
+            env["SLURM_NTASKS_PER_CORE"] = "65535"
+    if spec.threads_per_core:
+        env["SLURM_THREADS_PER_CORE"] = str(spec.threads_per_core)
     env.update(gpu_request_variables(spec))
     mem_per_cpu = job.min_memory_cpu_mb or spec.mem_per_cpu_mb
     mem_per_node = job.min_memory_node_mb or spec.mem_per_node_mb

@@ -133,6 +133,12 @@ def run_sbatch(args: Any, *, stdin: Any = "", env: Any = None, cwd: Any = None) 
         (["--switches=1@1:30"], "switch_wait_s", 90),
         (["--switches=1@soon"], "switch_wait_s", -1),
         ([], "batch", True),
+        # --hint (scenario 252): one thread a core unless multithread or --threads-per-core says
+        (["--hint=nomultithread"], "hint", "nomultithread"),
+        (["--hint=nomultithread"], "threads_per_core", 1),
+        (["--hint=compute_bound"], "threads_per_core", 1),
+        (["--hint=multithread"], "threads_per_core", 0),
+        (["--hint=nomultithread", "--threads-per-core=2"], "threads_per_core", 2),
     ],
     ids=lambda v: str(v) if not isinstance(v, list) else " ".join(v) or "(none)",
 )
@@ -335,6 +341,8 @@ def test_propagate_sends_only_the_named_limits(tmp_path: Path) -> None:
         (["--switches=two"], 'Invalid numeric value "two" for --switches.'),
         (["--switches=x@5"], 'Invalid numeric value "x" for --switches.'),
         (["--switches=0"], 'Invalid numeric value "0" for --switches.'),
+        (["--hint=bogus"], 'unrecognized --hint argument "bogus", see --hint=help'),
+        (["--hint=memory_bound"], "--hint=memory_bound is not supported by shoal"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else v,
 )
