@@ -238,10 +238,13 @@ SBATCH_OPTIONS: tuple[Opt, ...] = (
     Opt("begin", ("begin",), "b"),
     Opt("constraint", ("constraint",), "C"),
     Opt("contiguous", ("contiguous",), arg=NO_ARG),
+    Opt("acctg_freq", ("acctg-freq",)),
+    Opt("cpu_freq", ("cpu-freq",)),
     Opt("cpus_per_gpu", ("cpus-per-gpu",)),
     Opt("cpus_per_task", ("cpus-per-task",), "c"),
     Opt("comment", ("comment",)),
     Opt("deadline", ("deadline",)),
+    Opt("distribution", ("distribution",), "m"),
     Opt("dependency", ("dependency",), "d"),
     Opt("chdir", ("chdir",), "D"),
     Opt("error", ("error",), "e"),
@@ -251,6 +254,7 @@ SBATCH_OPTIONS: tuple[Opt, ...] = (
     Opt("get_user_env", ("get-user-env",), arg=OPTIONAL),
     Opt("gid", ("gid",)),
     Opt("gpus", ("gpus",), "G"),
+    Opt("gpu_freq", ("gpu-freq",)),
     Opt("gpu_bind", ("gpu-bind",)),
     Opt("gpus_per_node", ("gpus-per-node",)),
     Opt("gpus_per_socket", ("gpus-per-socket",)),
@@ -268,6 +272,7 @@ SBATCH_OPTIONS: tuple[Opt, ...] = (
     Opt("mem", ("mem",)),
     Opt("mem_per_cpu", ("mem-per-cpu",)),
     Opt("mem_per_gpu", ("mem-per-gpu",)),
+    Opt("mem_bind", ("mem-bind",)),
     Opt("nodes", ("nodes",), "N"),
     Opt("ntasks", ("ntasks",), "n"),
     Opt("ntasks_per_node", ("ntasks-per-node",)),
@@ -280,6 +285,7 @@ SBATCH_OPTIONS: tuple[Opt, ...] = (
     Opt("overcommit", ("overcommit",), "O", NO_ARG),
     Opt("parsable", ("parsable",), arg=NO_ARG),
     Opt("partition", ("partition",), "p"),
+    Opt("profile", ("profile",)),
     Opt("propagate", ("propagate",), arg=OPTIONAL),
     Opt("qos", ("qos",), "q"),
     Opt("quiet", ("quiet",), "Q", NO_ARG),
@@ -895,4 +901,62 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
     spec.export_spec = export or ""
     spec.environment.update(export_environment(export, ctx.environ))
     spec.environment.update(rlimit_environment(opts, ctx.prog))
+    spec.environment.update(step_hint_environment(opts, ctx.prog))
     return spec
+
+
+_CPU_FREQ_WORDS = {
+    w.lower(): w
+    for w in ("Low", "Medium", "Highm1", "High", "Conservative", "OnDemand", "Performance", "PowerSave",
+              "UserSpace", "SchedUtil")
+}  # fmt: skip
+_PROFILE_WORDS = ("All", "None", "Energy", "Lustre", "Network", "Task")  # 22.05's order
+
+
+def cpu_freq_text(value: str, prog: str = "sbatch") -> str:
+    """--cpu-freq as 22.05 passes it on (SLURM_CPU_FREQ_REQ): keywords and governors capitalised as it
+    spells them (high -> High), kHz figures as given; `min-max:governor` part by part."""
+    out = []
+    for part in re.split(r"([-:])", value):
+        if part in ("-", ":") or part.isdigit():
+            out.append(part)
+        elif part.lower() in _CPU_FREQ_WORDS:
+            out.append(_CPU_FREQ_WORDS[part.lower()])
+        else:
+            # 22.05 says two lines (the command prints the first's prefix)
+            raise SpecError(
+                f'unrecognized --cpu-freq argument "{value}"\n{prog}: error: Invalid --cpu-freq argument',
+                exit_code=255,
+            )
+    return "".join(out)
+
+
+def profile_text(value: str) -> str:
+    """--profile as 22.05 passes it on (SLURM_PROFILE): its words capitalised, in its own order."""
+    words = {w.strip().lower() for w in value.split(",") if w.strip()}
+    known = {w.lower(): w for w in _PROFILE_WORDS}
+    if not words or words - known.keys():
+        raise SpecError(f"invalid --profile={value} option", exit_code=255)  # 22.05's exit status
+    return ",".join(w for w in _PROFILE_WORDS if w.lower() in words)
+
+
+def step_hint_environment(opts: JobOptions, prog: str = "sbatch") -> dict[str, str]:
+    """Options a job passes on to its steps in its environment, as 22.05's sbatch does: how srun lays
+    tasks out and binds memory, the CPU and GPU frequency and profiling it asks for (steps read them
+    as srun's input variables; shoal's nodes set no frequency and gather no profile)."""
+    env: dict[str, str] = {}
+    if opts.has("distribution"):
+        env["SLURM_DISTRIBUTION"] = opts.get("distribution") or ""
+    if opts.has("mem_bind"):
+        value = opts.get("mem_bind") or ""
+        env["SLURM_MEM_BIND"] = value
+        env["SLURM_MEM_BIND_VERBOSE"] = "verbose" if "verbose" in value.lower().split(",") else "quiet"
+    if opts.has("cpu_freq"):
+        env["SLURM_CPU_FREQ_REQ"] = cpu_freq_text(opts.get("cpu_freq") or "", prog)
+    if opts.has("gpu_freq"):
+        env["SLURM_GPU_FREQ"] = opts.get("gpu_freq") or ""
+    if opts.has("profile"):
+        env["SLURM_PROFILE"] = profile_text(opts.get("profile") or "")
+    if opts.has("acctg_freq"):
+        env["SLURM_ACCTG_FREQ"] = opts.get("acctg_freq") or ""
+    return env

@@ -306,6 +306,32 @@ def test_propagate_sends_only_the_named_limits(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "variables"),
+    [
+        (["--distribution=block:block"], {"SLURM_DISTRIBUTION": "block:block"}),
+        (["--mem-bind=local"], {"SLURM_MEM_BIND": "local", "SLURM_MEM_BIND_VERBOSE": "quiet"}),
+        (
+            ["--mem-bind=verbose,local"],
+            {"SLURM_MEM_BIND": "verbose,local", "SLURM_MEM_BIND_VERBOSE": "verbose"},
+        ),
+        (["--cpu-freq=high"], {"SLURM_CPU_FREQ_REQ": "High"}),
+        (["--cpu-freq=2000000"], {"SLURM_CPU_FREQ_REQ": "2000000"}),
+        (["--cpu-freq=low-high:ondemand"], {"SLURM_CPU_FREQ_REQ": "Low-High:OnDemand"}),
+        (["--gpu-freq=high"], {"SLURM_GPU_FREQ": "high"}),
+        (["--profile=task,energy"], {"SLURM_PROFILE": "Energy,Task"}),
+        (["--acctg-freq=task=10"], {"SLURM_ACCTG_FREQ": "task=10"}),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+)
+def test_options_passed_on_to_the_steps_in_the_jobs_environment(
+    tmp_path: Path, args: Any, variables: Any
+) -> None:
+    """Scenario 253 (22.05): sbatch puts these in the job's environment, where its sruns read them."""
+    env = spec_for(args, tmp_path=tmp_path).environment
+    assert {k: env[k] for k in variables} == variables
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["-t", "abc"], "Invalid --time specification"),
@@ -343,6 +369,11 @@ def test_propagate_sends_only_the_named_limits(tmp_path: Path) -> None:
         (["--switches=0"], 'Invalid numeric value "0" for --switches.'),
         (["--hint=bogus"], 'unrecognized --hint argument "bogus", see --hint=help'),
         (["--hint=memory_bound"], "--hint=memory_bound is not supported by shoal"),
+        (["--profile=bogus"], "invalid --profile=bogus option"),
+        (
+            ["--cpu-freq=fast"],
+            'unrecognized --cpu-freq argument "fast"\nsbatch: error: Invalid --cpu-freq argument',
+        ),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else v,
 )
