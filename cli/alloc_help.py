@@ -58,6 +58,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "open_mode": ("append|truncate", "how output files are opened"),
     "output": ("file", "where the tasks' standard output goes"),
     "overcommit": ("", "allow more tasks than CPUs"),
+    "oversubscribe": ("", "may share CPUs where the partition allows (shoal's partitions do not)"),
     "overlap": ("", "share the job's resources with other steps"),
     "partition": ("name", "partition(s) to run in"),
     "propagate": ("rlimits", "resource limits passed to the tasks"),

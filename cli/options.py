@@ -283,6 +283,7 @@ SBATCH_OPTIONS: tuple[Opt, ...] = (
     Opt("open_mode", ("open-mode",)),
     Opt("output", ("output",), "o"),
     Opt("overcommit", ("overcommit",), "O", NO_ARG),
+    Opt("oversubscribe", ("oversubscribe",), "s", NO_ARG),
     Opt("parsable", ("parsable",), arg=NO_ARG),
     Opt("partition", ("partition",), "p"),
     Opt("profile", ("profile",)),
@@ -783,6 +784,7 @@ def build_job_spec(opts: JobOptions, ctx: SubmitContext, *, batch: bool = True) 
         spec.cpus_per_task = parse_positive(v("cpus_per_task") or "", "--cpus-per-task")
     if opts.has("threads_per_core"):
         spec.threads_per_core = parse_count(v("threads_per_core") or "", "--threads-per-core")
+    spec.oversubscribe = opts.has("oversubscribe")
     if opts.has("hint"):
         spec.hint = parse_hint(v("hint") or "")
         if spec.hint != "multithread" and not opts.has("threads_per_core"):

@@ -45,8 +45,11 @@ def _num_nodes(job: jobs_pb2.JobInfo) -> str:
 
 
 def _oversubscribe(job: jobs_pb2.JobInfo) -> str:
-    """OK unless the job holds (or, pending, asks for) its nodes alone."""
+    """OK unless the job holds (or, pending, asks for) its nodes alone; YES for -s without
+    --exclusive (22.05, measured: -s --exclusive is NO)."""
     shared = job.oversubscribe if job.nodes else not job.spec.exclusive  # started: what it got
+    if shared and job.spec.oversubscribe and not job.spec.exclusive:
+        return "YES"
     return "OK" if shared else "NO"
 
 

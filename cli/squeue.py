@@ -249,7 +249,7 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
     "F": lambda r, now: str(r.job.array_job_id if r.job.array_job_id else r.job.job_id),
     "g": lambda r, now: r.job.group_name or str(r.job.group_id),
     "G": lambda r, now: str(r.job.group_id),
-    "h": lambda r, now: "OK" if r.job.oversubscribe else "NO",
+    "h": lambda r, now: _oversubscribe(r.job),
     "H": lambda r, now: "*",
     "i": lambda r, now: job_id_str(r),
     "I": lambda r, now: "*",
@@ -342,6 +342,15 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
     "delayboot": lambda r, now: "0:00",
     "profile": lambda r, now: "NotSet",
 }  # fmt: skip
+
+
+def _oversubscribe(job: jobs_pb2.JobInfo) -> str:
+    """%h: YES for -s (without --exclusive), else OK unless the job holds (or, pending, asks for) its
+    nodes alone (22.05: a pending job without --exclusive is OK)."""
+    shared = job.oversubscribe if job.nodes else not job.spec.exclusive
+    if not shared:
+        return "NO"
+    return "YES" if job.spec.oversubscribe and not job.spec.exclusive else "OK"
 
 
 def _gres_tres(value: str) -> str:

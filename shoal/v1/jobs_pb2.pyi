@@ -149,6 +149,7 @@ class JobSpec(_message.Message):
     SWITCHES_FIELD_NUMBER: _builtins.int
     SWITCH_WAIT_S_FIELD_NUMBER: _builtins.int
     HINT_FIELD_NUMBER: _builtins.int
+    OVERSUBSCRIBE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     script: _builtins.bytes
     """batch script text (stored at submit)"""
@@ -245,6 +246,8 @@ class JobSpec(_message.Message):
     """--switches=N@time: seconds to wait for them (-1 = max_switch_wait)"""
     hint: _builtins.str
     """--hint: nomultithread, multithread or compute_bound (SLURM_HINT)"""
+    oversubscribe: _builtins.bool
+    """-s/--oversubscribe: may share CPUs where the partition lets jobs (shoal's never do: shown only)"""
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """arguments after the script"""
@@ -319,10 +322,11 @@ class JobSpec(_message.Message):
         switches: _builtins.int = ...,
         switch_wait_s: _builtins.int = ...,
         hint: _builtins.str = ...,
+        oversubscribe: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "argv", b"argv", "array", b"array", "batch", b"batch", "begin_time", b"begin_time", "command", b"command", "comment", b"comment", "constraint", b"constraint", "contiguous", b"contiguous", "cpus_per_gpu", b"cpus_per_gpu", "cpus_per_task", b"cpus_per_task", "deadline", b"deadline", "dependency", b"dependency", "environment", b"environment", "exclude", b"exclude", "exclusive", b"exclusive", "export_spec", b"export_spec", "gpu_bind", b"gpu_bind", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_socket", b"gpus_per_socket", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "hint", b"hint", "hold", b"hold", "kill_on_invalid_dep", b"kill_on_invalid_dep", "licenses", b"licenses", "mail_type", b"mail_type", "mail_user", b"mail_user", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_gpu_mb", b"mem_per_gpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "mem_whole_node", b"mem_whole_node", "min_nodes", b"min_nodes", "name", b"name", "nice", b"nice", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "open_mode", b"open_mode", "overcommit", b"overcommit", "partition", b"partition", "qos", b"qos", "requeue", b"requeue", "reservation", b"reservation", "script", b"script", "signal_batch_only", b"signal_batch_only", "signal_num", b"signal_num", "signal_secs", b"signal_secs", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "submit_dir", b"submit_dir", "submit_host", b"submit_host", "switch_wait_s", b"switch_wait_s", "switches", b"switches", "threads_per_core", b"threads_per_core", "time_limit_min", b"time_limit_min", "time_min_min", b"time_min_min", "wait", b"wait", "wckey", b"wckey", "work_dir", b"work_dir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account", b"account", "argv", b"argv", "array", b"array", "batch", b"batch", "begin_time", b"begin_time", "command", b"command", "comment", b"comment", "constraint", b"constraint", "contiguous", b"contiguous", "cpus_per_gpu", b"cpus_per_gpu", "cpus_per_task", b"cpus_per_task", "deadline", b"deadline", "dependency", b"dependency", "environment", b"environment", "exclude", b"exclude", "exclusive", b"exclusive", "export_spec", b"export_spec", "gpu_bind", b"gpu_bind", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "gpus_per_socket", b"gpus_per_socket", "gpus_per_task", b"gpus_per_task", "gres", b"gres", "hint", b"hint", "hold", b"hold", "kill_on_invalid_dep", b"kill_on_invalid_dep", "licenses", b"licenses", "mail_type", b"mail_type", "mail_user", b"mail_user", "max_nodes", b"max_nodes", "mem_per_cpu_mb", b"mem_per_cpu_mb", "mem_per_gpu_mb", b"mem_per_gpu_mb", "mem_per_node_mb", b"mem_per_node_mb", "mem_whole_node", b"mem_whole_node", "min_nodes", b"min_nodes", "name", b"name", "nice", b"nice", "nodelist", b"nodelist", "ntasks_per_node", b"ntasks_per_node", "num_tasks", b"num_tasks", "open_mode", b"open_mode", "overcommit", b"overcommit", "oversubscribe", b"oversubscribe", "partition", b"partition", "qos", b"qos", "requeue", b"requeue", "reservation", b"reservation", "script", b"script", "signal_batch_only", b"signal_batch_only", "signal_num", b"signal_num", "signal_secs", b"signal_secs", "std_err", b"std_err", "std_in", b"std_in", "std_out", b"std_out", "submit_dir", b"submit_dir", "submit_host", b"submit_host", "switch_wait_s", b"switch_wait_s", "switches", b"switches", "threads_per_core", b"threads_per_core", "time_limit_min", b"time_limit_min", "time_min_min", b"time_min_min", "wait", b"wait", "wckey", b"wckey", "work_dir", b"work_dir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -134,6 +134,9 @@ def run_sbatch(args: Any, *, stdin: Any = "", env: Any = None, cwd: Any = None) 
         (["--switches=1@soon"], "switch_wait_s", -1),
         ([], "batch", True),
         # --hint (scenario 252): one thread a core unless multithread or --threads-per-core says
+        (["-s"], "oversubscribe", True),
+        (["--oversubscribe"], "oversubscribe", True),
+        ([], "oversubscribe", False),
         (["--hint=nomultithread"], "hint", "nomultithread"),
         (["--hint=nomultithread"], "threads_per_core", 1),
         (["--hint=compute_bound"], "threads_per_core", 1),

@@ -324,6 +324,19 @@ def test_percent_A_is_the_id_of_the_record_that_holds_the_task() -> None:
     assert out == "60_1 61 60\n60_2 60 60\n60_3 63 60\n"
 
 
+def test_oversubscribe_column_as_2205() -> None:
+    """Scenario 254 (22.05): -s is YES, a pending job without --exclusive OK, --exclusive NO (with -s
+    too); a started job shows what it got."""
+    jobs = [job(50 + i, f"os{i}", "alice") for i in range(1, 5)]
+    jobs[0].spec.oversubscribe = True
+    jobs[2].spec.exclusive = True
+    jobs[3].spec.exclusive = jobs[3].spec.oversubscribe = True
+    running = job(55, "os5", "alice", state=jobs_pb2.RUNNING, nodelist="node1", start=RUN_START)
+    running.oversubscribe = False  # it holds its node alone
+    out = run("%j %h", jobs=[*jobs, running], header=False, sort="j")
+    assert out == "os1 YES\nos2 OK\nos3 NO\nos4 NO\nos5 NO\n"
+
+
 def test_array_flag_prints_one_line_per_task() -> None:
     out = run("%i", jobs=busy_queue(), flt=squeue.JobFilter(job_ids=[(30, None)]), expand_arrays=True)
     assert out == "JOBID\n30_1\n30_2\n30_3\n"
