@@ -45,12 +45,9 @@ def _num_nodes(job: jobs_pb2.JobInfo) -> str:
 
 
 def _oversubscribe(job: jobs_pb2.JobInfo) -> str:
-    """OK unless the job holds (or, pending, asks for) its nodes alone; YES for -s without
-    --exclusive (22.05, measured: -s --exclusive is NO)."""
-    shared = job.oversubscribe if job.nodes else not job.spec.exclusive  # started: what it got
-    if shared and job.spec.oversubscribe and not job.spec.exclusive:
-        return "YES"
-    return "OK" if shared else "NO"
+    from shoal.jobview import oversubscribe_text
+
+    return oversubscribe_text(job)
 
 
 def _job_head(job: jobs_pb2.JobInfo) -> str:
@@ -59,10 +56,10 @@ def _job_head(job: jobs_pb2.JobInfo) -> str:
         if job.array_max_tasks:
             head += f" ArrayTaskThrottle={job.array_max_tasks}"
     elif job.array_job_id and job.array_task_id >= 0:
-        # a task that has never left the pending array is part of the array's record in 22.05 (134)
-        unsplit = job.state == jobs_pb2.PENDING and not (job.restarts or job.array_split)
+        from shoal.jobview import in_array_record
+
         head = (
-            f"JobId={job.array_job_id if unsplit else job.job_id} ArrayJobId={job.array_job_id}"
+            f"JobId={job.array_job_id if in_array_record(job) else job.job_id} ArrayJobId={job.array_job_id}"
             f" ArrayTaskId={job.array_task_id}"
         )
         if job.array_max_tasks:

@@ -56,41 +56,9 @@ HEADERS: dict[str, str] = {
     "X": "CORE_SPEC", "y": "NICE", "Y": "SCHEDNODES", "z": "S:C:T", "Z": "WORK_DIR",
 }  # fmt: skip
 
-# -O/--Format names (lower-case) -> the -o letter, or a key of LONG_ONLY for fields -o lacks.
-LONG_NAMES: dict[str, str] = {
-    "account": "a", "arrayjobid": "F", "arraytaskid": "K", "batchhost": "B", "command": "o",
-    "comment": "k", "contiguous": "O", "dependency": "E", "endtime": "e", "feature": "f",
-    "groupid": "G", "groupname": "g", "jobarrayid": "i", "licenses": "W", "mincpus": "c",
-    "minmemory": "m", "mintmpdisk": "d", "name": "j", "nice": "y", "nodelist": "N", "numcpus": "C",
-    "numnodes": "D", "oversubscribe": "h", "partition": "P", "priority": "p", "prioritylong": "Q",
-    "qos": "q", "reason": "r", "reasonlist": "R", "reqnodes": "n", "reservation": "v",
-    "schednodes": "Y", "sct": "z", "starttime": "S", "state": "T", "statecompact": "t",
-    "submittime": "V", "timeleft": "L", "timelimit": "l", "timeused": "M", "tres-per-node": "b",
-    "userid": "U", "username": "u", "wckey": "w", "workdir": "Z", "excnodes": "x",
-    "jobid": "jobid", "numtasks": "numtasks", "cpus-per-task": "cpus-per-task", "stdout": "stdout",
-    "stderr": "stderr", "stdin": "stdin", "exit_code": "exit_code", "eligibletime": "eligibletime",
-    "accruetime": "accruetime", "lastschedeval": "lastschedeval", "tres-alloc": "tres-alloc",
-    "pendingtime": "pendingtime", "requeue": "requeue", "restartcnt": "restartcnt",
-    "batchflag": "batchflag", "alloc_nodes": "allocnodes", "allocnodes": "allocnodes",
-    "corespec": "X", **{name: name for name in (
-        "admin_comment", "allocsid", "boardspernode", "burstbuffer", "burstbufferstate",
-        "clusterfeature", "container", "cores", "cpus-per-tres", "deadline", "delayboot", "derivedec",
-        "hetjobid", "hetjobidset", "hetjoboffset", "maxcpus", "maxnodes", "mcslabel", "mem-per-tres",
-        "mintime", "network", "ntperboard", "ntpercore", "ntpernode", "ntpersocket", "origin",
-        "originraw", "preempttime", "prefer", "profile", "reboot", "reqswitch", "resizetime",
-        "siblingsactive", "siblingsactiveraw", "siblingsviable", "siblingsviableraw", "sockets",
-        "sperboard", "system_comment", "threads", "tres-bind", "tres-freq", "tres-per-job",
-        "tres-per-socket", "tres-per-task", "wait4switch",
-    )},
-}  # fmt: skip
-
-LONG_HEADERS: dict[str, str] = {
-    "jobid": "JOBID", "numtasks": "TASKS", "cpus-per-task": "CPUS_PER_TASK", "stdout": "STDOUT",
-    "stderr": "STDERR", "stdin": "STDIN", "exit_code": "EXIT_CODE", "eligibletime": "ELIGIBLE_TIME",
-    "accruetime": "ACCRUE_TIME", "lastschedeval": "LAST_SCHED_EVAL", "tres-alloc": "TRES_ALLOC",
-    "pendingtime": "PENDING_TIME", "requeue": "REQUEUE", "restartcnt": "RESTART_COUNT",
-    "batchflag": "BATCH_FLAG", "allocnodes": "ALLOC_NODES", "W": "LICENSES", "s": "SELECT",
-    # measured on 22.05 (its spelling, VIALBLE included)
+# -O names -o has no letter for, added to shoal from 22.05 (measured: its headers, VIALBLE included);
+# each is its own key in _VALUES
+LONG_ONLY_HEADERS: dict[str, str] = {
     "admin_comment": "ADMIN_COMMENT", "allocsid": "ALLOC_SID", "boardspernode": "BOARDS_PER_NODE",
     "burstbuffer": "BURST_BUFFER", "burstbufferstate": "BURST_BUFFER_STATE",
     "clusterfeature": "CLUSTER_FEATURES", "container": "CONTAINER", "cores": "CORES_PER_SOCKET",
@@ -107,6 +75,34 @@ LONG_HEADERS: dict[str, str] = {
     "sperboard": "SOCKETS_PER_BOARD", "system_comment": "SYSTEM_COMMENT", "threads": "THREADS_PER_CORE",
     "tres-bind": "TRES_BIND", "tres-freq": "TRES_FREQ", "tres-per-job": "TRES_PER_JOB",
     "tres-per-socket": "TRES_PER_SOCKET", "tres-per-task": "TRES_PER_TASK", "wait4switch": "WAIT4SWITCH",
+}  # fmt: skip
+
+# -O/--Format names (lower-case) -> the -o letter, or a key of LONG_ONLY for fields -o lacks.
+LONG_NAMES: dict[str, str] = {
+    "account": "a", "arrayjobid": "F", "arraytaskid": "K", "batchhost": "B", "command": "o",
+    "comment": "k", "contiguous": "O", "dependency": "E", "endtime": "e", "feature": "f",
+    "groupid": "G", "groupname": "g", "jobarrayid": "i", "licenses": "W", "mincpus": "c",
+    "minmemory": "m", "mintmpdisk": "d", "name": "j", "nice": "y", "nodelist": "N", "numcpus": "C",
+    "numnodes": "D", "oversubscribe": "h", "partition": "P", "priority": "p", "prioritylong": "Q",
+    "qos": "q", "reason": "r", "reasonlist": "R", "reqnodes": "n", "reservation": "v",
+    "schednodes": "Y", "sct": "z", "starttime": "S", "state": "T", "statecompact": "t",
+    "submittime": "V", "timeleft": "L", "timelimit": "l", "timeused": "M", "tres-per-node": "b",
+    "userid": "U", "username": "u", "wckey": "w", "workdir": "Z", "excnodes": "x",
+    "jobid": "jobid", "numtasks": "numtasks", "cpus-per-task": "cpus-per-task", "stdout": "stdout",
+    "stderr": "stderr", "stdin": "stdin", "exit_code": "exit_code", "eligibletime": "eligibletime",
+    "accruetime": "accruetime", "lastschedeval": "lastschedeval", "tres-alloc": "tres-alloc",
+    "pendingtime": "pendingtime", "requeue": "requeue", "restartcnt": "restartcnt",
+    "batchflag": "batchflag", "alloc_nodes": "allocnodes", "allocnodes": "allocnodes",
+    "corespec": "X", **{name: name for name in LONG_ONLY_HEADERS},
+}  # fmt: skip
+
+LONG_HEADERS: dict[str, str] = {
+    "jobid": "JOBID", "numtasks": "TASKS", "cpus-per-task": "CPUS_PER_TASK", "stdout": "STDOUT",
+    "stderr": "STDERR", "stdin": "STDIN", "exit_code": "EXIT_CODE", "eligibletime": "ELIGIBLE_TIME",
+    "accruetime": "ACCRUE_TIME", "lastschedeval": "LAST_SCHED_EVAL", "tres-alloc": "TRES_ALLOC",
+    "pendingtime": "PENDING_TIME", "requeue": "REQUEUE", "restartcnt": "RESTART_COUNT",
+    "batchflag": "BATCH_FLAG", "allocnodes": "ALLOC_NODES", "W": "LICENSES", "s": "SELECT",
+    **LONG_ONLY_HEADERS,
 }  # fmt: skip
 
 
@@ -226,8 +222,9 @@ def _jobid_plain(row: Row) -> str:
 def _record_id(job: jobs_pb2.JobInfo) -> str:
     """%A: the id of the record that holds the job: the array's for a task still in its array's pending
     record, the task's own once it started or was split off (22.05: each running task's own id)."""
-    in_array_record = job.state == jobs_pb2.PENDING and not (job.restarts or job.array_split)
-    return str(job.array_job_id if job.array_job_id and in_array_record else job.job_id)
+    from shoal.jobview import in_array_record
+
+    return str(job.array_job_id if job.array_job_id and in_array_record(job) else job.job_id)
 
 
 _VALUES: dict[str, Callable[[Row, int], str]] = {
@@ -345,12 +342,9 @@ _VALUES: dict[str, Callable[[Row, int], str]] = {
 
 
 def _oversubscribe(job: jobs_pb2.JobInfo) -> str:
-    """%h: YES for -s (without --exclusive), else OK unless the job holds (or, pending, asks for) its
-    nodes alone (22.05: a pending job without --exclusive is OK)."""
-    shared = job.oversubscribe if job.nodes else not job.spec.exclusive
-    if not shared:
-        return "NO"
-    return "YES" if job.spec.oversubscribe and not job.spec.exclusive else "OK"
+    from shoal.jobview import oversubscribe_text
+
+    return oversubscribe_text(job)
 
 
 def _gres_tres(value: str) -> str:
@@ -524,7 +518,7 @@ def without_unsplit_cancelled_tasks(jobs: Iterable[jobs_pb2.JobInfo]) -> list[jo
         if not (
             j.array_job_id in waiting
             and j.array_task_id >= 0
-            and not (j.restarts or j.array_split)
+            and not (j.restarts or j.array_split)  # split off: a record of its own that stays
             and j.state == jobs_pb2.CANCELLED
             and not j.start_time
         )

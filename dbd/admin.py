@@ -196,23 +196,16 @@ def _apply(obj: object, table: dict[str, tuple[str, str]], values: dict[str, str
     return done
 
 
-_MEM_UNITS = "MGTP"
-
-
 def _mem_in_units(value: str) -> str:
-    """A TRES list with its mem given as 22.05 shows it: megabytes in the largest unit that divides them
-    (mem=2048 -> mem=2G, mem=200 -> 200M, mem=10G stays)."""
+    """A TRES list with its mem as 22.05's sacctmgr shows it (shoal.sizefmt: mem=2048 -> 2G, 1536 ->
+    1.50G, 64000 -> 62.50G, 200 -> 200M; measured)."""
+    from shoal.sizefmt import format_size_mb, parse_size_mb
+
     out = []
     for item in value.split(","):
         name, sep, count = item.partition("=")
         if name.lower() == "mem" and count != "-1":
-            factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}.get(count[-1:].upper(), 0)
-            number = count[:-1] if factor else count
-            mb = max(1, round(int(number) * (factor or 1)))
-            unit = 0
-            while unit < len(_MEM_UNITS) - 1 and mb % 1024 == 0:
-                mb, unit = mb // 1024, unit + 1
-            count = f"{mb}{_MEM_UNITS[unit]}"
+            count = format_size_mb(parse_size_mb(count))
         out.append(f"{name}{sep}{count}")
     return ",".join(out)
 

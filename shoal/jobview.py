@@ -52,6 +52,22 @@ class JobView(Protocol):
 V = TypeVar("V", bound=JobView)
 
 
+def in_array_record(job: jobs_pb2.JobInfo) -> bool:
+    """An array task that has never left its array's pending record: 22.05 shows it under the array's
+    id (scontrol JobId=, squeue %A). Starting, a requeue, or a change of that task alone (array_split:
+    hold, release, update of A_T) gives it a record of its own (scenarios 134, 245)."""
+    return job.state == jobs_pb2.PENDING and not (job.restarts or job.array_split)
+
+
+def oversubscribe_text(job: jobs_pb2.JobInfo) -> str:
+    """OverSubscribe= and squeue %h as 22.05 shows them: NO for a job that holds (or, pending, asks
+    for) its nodes alone, YES for -s without --exclusive, else OK (scenario 254)."""
+    shared = job.oversubscribe if job.nodes else not job.spec.exclusive  # started: what it got
+    if not shared:
+        return "NO"
+    return "YES" if job.spec.oversubscribe and not job.spec.exclusive else "OK"
+
+
 def pending_row(job: JobView) -> tuple[int, str] | None:
     """The squeue row an array's pending task shares with its array's other pending tasks in the same
     partition, whatever they wait for (22.05's squeue merges them); None for any other job. ctld folds

@@ -415,6 +415,9 @@ def test_tres_limits_change_item_by_item_and_grp_ones_stay_the_accounts(
     assert _limits_of(sessions, "grpjobs")[("physics", "alice")] == ""
     modify(sessions, "modify", "account", ["physics"], grptres="cpu=-1")
     assert _limits_of(sessions, "grptres")[("physics", "")] == "gres/gpu=2,mem=2G"
+    for given, shown in (("1536", "1.50G"), ("64000", "62.50G")):  # measured on 22.05
+        modify(sessions, "modify", "account", ["physics"], grptres=f"mem={given}")
+        assert _limits_of(sessions, "grptres")[("physics", "")] == f"gres/gpu=2,mem={shown}"
     modify(sessions, "modify", "user", ["alice"], where={"account": "physics"}, maxtresmins="cpu=50")
     modify(sessions, "modify", "account", ["physics"], maxtresmins="cpu=100,mem=10G")
     got = _limits_of(sessions, "maxtresmins")
