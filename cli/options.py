@@ -942,17 +942,69 @@ def profile_text(value: str) -> str:
     return ",".join(w for w in _PROFILE_WORDS if w.lower() in words)
 
 
+_DIST_FIRST = ("*", "block", "cyclic", "arbitrary")
+_DIST_LOWER = ("*", "block", "cyclic", "fcyclic")
+_MEM_BIND_WORDS = frozenset(
+    {"q", "quiet", "v", "verbose", "none", "no", "local", "rank", "sort", "nosort", "prefer"}
+)
+
+
+def distribution_text(value: str, nodelist_given: bool, prog: str = "sbatch") -> str:
+    """-m/--distribution as 22.05 takes it, {*|block|cyclic|arbitrary|plane=N}[:{*|block|cyclic|fcyclic}
+    [:...]][,Pack|NoPack], and passes it on (SLURM_DISTRIBUTION, lower case); its words and exit
+    statuses for the rest (measured, scenario 255)."""
+    layout, comma, pack = value.lower().partition(",")
+    levels = layout.split(":")
+    first = levels[0]
+    if first == "plane" or (first.startswith("plane=") and not first[6:].isdigit()):
+        raise SpecError("Invalid plane size or size not specified", exit_code=255)
+    if (
+        (first not in _DIST_FIRST and not first.startswith("plane="))
+        or len(levels) > 3
+        or any(level not in _DIST_LOWER for level in levels[1:])
+        or pack not in ("", "pack", "nopack")
+    ):
+        raise SpecError("Invalid --distribution specification", exit_code=255)
+    if first == "arbitrary" and not nodelist_given:  # 22.05 says both lines
+        raise SpecError(
+            "Invalid --distribution specification\n"
+            f"{prog}: error: With Arbitrary distribution you need to specify a nodelist or hostfile with the -w option"
+        )
+    return layout + comma + pack
+
+
+def mem_bind_text(value: str) -> str:
+    """--mem-bind as 22.05 takes it, [quiet|verbose,]{none|local|rank|sort|nosort|prefer|map_mem:L|
+    mask_mem:L}, and passes it on (SLURM_MEM_BIND): lower case, `no` as none, verbose kept and quiet
+    dropped (measured, scenario 255)."""
+    words: list[str] = []
+    verbose = False
+    for i, item in enumerate(value.split(",")):
+        word = item.lower()
+        if word.startswith(("map_mem:", "mask_mem:")) and word.partition(":")[2]:
+            words.append(",".join(value.split(",")[i:]).lower())  # its list runs to the end
+            break
+        if word not in _MEM_BIND_WORDS:
+            raise SpecError(f'unrecognized --mem-bind argument "{item}"', exit_code=255)
+        if word in ("v", "verbose"):
+            verbose = True
+        elif word not in ("q", "quiet"):
+            words.append("none" if word == "no" else word)
+    return ",".join(["verbose"] * verbose + words)
+
+
 def step_hint_environment(opts: JobOptions, prog: str = "sbatch") -> dict[str, str]:
     """Options a job passes on to its steps in its environment, as 22.05's sbatch does: how srun lays
     tasks out and binds memory, the CPU and GPU frequency and profiling it asks for (steps read them
     as srun's input variables; shoal's nodes set no frequency and gather no profile)."""
     env: dict[str, str] = {}
     if opts.has("distribution"):
-        env["SLURM_DISTRIBUTION"] = opts.get("distribution") or ""
+        env["SLURM_DISTRIBUTION"] = distribution_text(
+            opts.get("distribution") or "", opts.has("nodelist"), prog
+        )
     if opts.has("mem_bind"):
-        value = opts.get("mem_bind") or ""
-        env["SLURM_MEM_BIND"] = value
-        env["SLURM_MEM_BIND_VERBOSE"] = "verbose" if "verbose" in value.lower().split(",") else "quiet"
+        env["SLURM_MEM_BIND"] = mem_bind_text(opts.get("mem_bind") or "")
+        env["SLURM_MEM_BIND_VERBOSE"] = "verbose" if env["SLURM_MEM_BIND"].startswith("verbose") else "quiet"
     if opts.has("cpu_freq"):
         env["SLURM_CPU_FREQ_REQ"] = cpu_freq_text(opts.get("cpu_freq") or "", prog)
     if opts.has("gpu_freq"):

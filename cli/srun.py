@@ -28,7 +28,9 @@ from cli.options import (
     SubmitContext,
     build_job_spec,
     check_gpu_bind,
+    distribution_text,
     export_environment,
+    mem_bind_text,
     parse_count,
     parse_hint,
     parse_mb,
@@ -299,6 +301,13 @@ def step_request(
     req.nodelist = v("nodelist") or ""
     req.exclude = v("exclude") or ""
     req.distribution = v("distribution") or ""
+    try:  # 22.05's words and exit status 255 for a bad layout or memory binding
+        if req.distribution:
+            distribution_text(req.distribution, bool(req.nodelist), PROG)
+        if opts.has("mem_bind"):
+            mem_bind_text(v("mem_bind") or "")
+    except SpecError as exc:
+        raise CommandError(exc.message, exc.exit_code) from exc
     # SLURM_JOB_NAME (the batch job's name) is ignored inside an allocation, as in Slurm
     req.name = (v("job_name") if "job_name" in cli_given else "") or os.path.basename(command[0])
     req.overlap = opts.has("overlap")

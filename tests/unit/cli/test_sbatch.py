@@ -313,6 +313,14 @@ def test_propagate_sends_only_the_named_limits(tmp_path: Path) -> None:
     [
         (["--distribution=block:block"], {"SLURM_DISTRIBUTION": "block:block"}),
         (["--mem-bind=local"], {"SLURM_MEM_BIND": "local", "SLURM_MEM_BIND_VERBOSE": "quiet"}),
+        # scenario 255: lower case, no -> none, quiet dropped, v -> verbose; the map list as given
+        (["--mem-bind=q,Local"], {"SLURM_MEM_BIND": "local", "SLURM_MEM_BIND_VERBOSE": "quiet"}),
+        (["--mem-bind=V,NO"], {"SLURM_MEM_BIND": "verbose,none", "SLURM_MEM_BIND_VERBOSE": "verbose"}),
+        (
+            ["--mem-bind=v,map_mem:0,1"],
+            {"SLURM_MEM_BIND": "verbose,map_mem:0,1", "SLURM_MEM_BIND_VERBOSE": "verbose"},
+        ),
+        (["-m", "Block:Cyclic,NoPack"], {"SLURM_DISTRIBUTION": "block:cyclic,nopack"}),
         (
             ["--mem-bind=verbose,local"],
             {"SLURM_MEM_BIND": "verbose,local", "SLURM_MEM_BIND_VERBOSE": "verbose"},
@@ -373,6 +381,16 @@ def test_options_passed_on_to_the_steps_in_the_jobs_environment(
         (["--hint=bogus"], 'unrecognized --hint argument "bogus", see --hint=help'),
         (["--hint=memory_bound"], "--hint=memory_bound is not supported by shoal"),
         (["--profile=bogus"], "invalid --profile=bogus option"),
+        (["--distribution=bogus"], "Invalid --distribution specification"),
+        (["--distribution=plane"], "Invalid plane size or size not specified"),
+        (["-m", "block:cyclic:cyclic:cyclic"], "Invalid --distribution specification"),
+        (
+            ["--distribution=arbitrary"],
+            "Invalid --distribution specification\nsbatch: error: With Arbitrary distribution you need to"
+            " specify a nodelist or hostfile with the -w option",
+        ),
+        (["--mem-bind="], 'unrecognized --mem-bind argument ""'),
+        (["--mem-bind=local,bogus"], 'unrecognized --mem-bind argument "bogus"'),
         (
             ["--cpu-freq=fast"],
             'unrecognized --cpu-freq argument "fast"\nsbatch: error: Invalid --cpu-freq argument',
